@@ -1,0 +1,12 @@
+"""`plansim report DIR`: re-render the reports of an output folder from its tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def report(out_dir: Path = typer.Argument(..., help="An output folder written by plansim.")) -> None:
+    """Re-render the HTML reports of an output folder from its tables, without re-running."""
+    raise typer.Exit(1)

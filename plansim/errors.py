@@ -1,0 +1,40 @@
+"""The one error type for user mistakes: bad files, bad configs, bad options.
+
+The CLI turns an ``InputError`` into one line on stderr and exit status 2; everything else
+is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class InputError(Exception):
+    """A user mistake, located as precisely as we can: ``source:line: field: message``."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str | None = None,
+        line: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.source = source
+        self.line = line
+        self.field = field
+
+    def __str__(self) -> str:
+        where = ""
+        if self.source is not None:
+            where = f"{self.source}:{self.line}: " if self.line is not None else f"{self.source}: "
+        what = f"{self.field}: " if self.field and not self.message.startswith(self.field) else ""
+        return f"{where}{what}{self.message}"
+
+
+class TraceError(InputError):
+    """A trace file that cannot be read: names the file, the line and the field."""
+
+
+class ConfigError(InputError):
+    """A deployment, planner or retune config value that is invalid: names the key."""

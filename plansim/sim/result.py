@@ -1,0 +1,47 @@
+"""``ReplayResult``: what ``sim.replay`` returns, and the table schemas reports read.
+
+Tables (pandas DataFrames; times in ms of virtual time from the first arrival unless named _s):
+
+``requests`` (one row per request, in workload order):
+    request_id (str), arrival_ms, first_admit_ms, first_token_ms, last_token_ms, ttft_ms, ttst_ms,
+    e2e_latency_ms, tpot_ms, input_length, output_length, reused_input_tokens (int),
+    prefill_worker, decode_worker (int, -1 when none), admission_count, readmission_count (int),
+    status (str: completed | rejected | incomplete), reason (str, "" when completed).
+    Latency columns are NaN where undefined.
+
+``timeseries`` (long format, one row per pool per sampled second of virtual time):
+    time_s (float), pool (str: agg | prefill | decode), ready, starting, draining (int workers),
+    running, waiting (int requests), queued_prefill_tokens (int), kv_usage (float 0..1, mean over
+    ready workers), prefix_reuse (float 0..1, reused / admitted input tokens in the interval),
+    arrivals (int, requests arriving in the interval), output_tok_s (float).
+
+``workers`` (one row per worker ever provisioned):
+    worker_id (int), pool (str), ready_at_ms, removed_at_ms (NaN if never), requests (int),
+    input_tokens, output_tokens (int), reused_input_tokens (int).
+
+``ticks`` (planner runs only; one row per tick): at_s plus the planner's diagnostics columns.
+
+``scaling_events`` (list of dicts): at_s, component (agg | prefill | decode), from_count,
+    to_count, reason, applied (bool; False in advisory mode).
+
+``retune_events``: list of decision records when retune is set, else ``None``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    summary: dict[str, Any]
+    requests: pd.DataFrame
+    timeseries: pd.DataFrame
+    workers: pd.DataFrame
+    ticks: pd.DataFrame | None = None
+    scaling_events: list[dict[str, Any]] = field(default_factory=list)
+    retune_events: list[dict[str, Any]] | None = None
+    inputs: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,42 @@
+"""The columnar ``Workload``: every trace format loads into this one shape.
+
+Contract (all arrays have one entry per request, sorted by arrival, stable for ties):
+
+- ``arrival_ms``: float64, arrival time as recorded in the source (not normalised).
+- ``isl_tokens`` / ``osl_tokens``: int64 input and output lengths in tokens.
+- ``request_id``: numpy array of ``str`` (object dtype), unique.
+- ``hash_offsets`` (int64, n + 1) and ``hash_ids`` (int64): block hashes in CSR form; request i
+  owns ``hash_ids[hash_offsets[i]:hash_offsets[i + 1]]``, one id per ``trace_block_size`` tokens
+  (``ceil(isl / trace_block_size)`` ids). Ids are compact prefix-chain ids: the id of block t
+  identifies the whole prefix through block t, so equal ids mean equal prefixes.
+- ``recorded_ttft_ms`` / ``recorded_total_ms``: float64 with NaN where the source has no value,
+  or ``None`` when the format never records them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    arrival_ms: np.ndarray
+    isl_tokens: np.ndarray
+    osl_tokens: np.ndarray
+    request_id: np.ndarray
+    hash_offsets: np.ndarray
+    hash_ids: np.ndarray
+    trace_block_size: int
+    recorded_ttft_ms: np.ndarray | None = None
+    recorded_total_ms: np.ndarray | None = None
+    sources: tuple[str, ...] = ()
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.arrival_ms.shape[0])
+
+    def hashes(self, i: int) -> np.ndarray:
+        """Prefix-chain block ids of request ``i``."""
+        return self.hash_ids[self.hash_offsets[i] : self.hash_offsets[i + 1]]
