@@ -1,0 +1,110 @@
+"""The executor interface for candidate work: run a batch of picklable tasks, get their results.
+
+A sweep is a few dependent batches (read the window, pre-sweep the predictors, then prepare the
+predictor and replay the candidates); each batch goes through ``Executor.run``. Implementations:
+``retune.sweep.SpawnPool`` (the default, one machine) and, later, a Ray executor. Both must run
+the same task functions on the same arguments and return the same values, so a task's result
+never depends on which worker ran it.
+
+Task functions are module-level, pure functions of their arguments (picklable by reference); a
+task's only side effects are files under the sweep folder it is handed (``TaskContext``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True, slots=True)
+class TaskContext:
+    """What every task receives besides its arguments: the sweep folder for its files (window
+    data, temporary model files). The folder exists for the whole sweep and is removed after it."""
+
+    sweep_dir: str
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One unit of candidate work: ``fn(context, *args)``. ``key`` is unique within a batch and
+    names the task in results and errors."""
+
+    key: str
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TaskResult:
+    """The outcome of one task. ``ok`` False: ``error`` says why (the task raised, or its worker
+    died); ``value`` is then None. ``wall_s`` is the task's run time inside the worker."""
+
+    key: str
+    ok: bool
+    value: Any = None
+    error: str | None = None
+    wall_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class BatchOutcome:
+    """Results in task order. ``timed_out`` / ``cancelled``: the batch was cut short; tasks that did
+    not finish have no entry in ``results``."""
+
+    results: tuple[TaskResult, ...]
+    timed_out: bool = False
+    cancelled: bool = False
+    stats: dict[str, float] = field(default_factory=dict)
+
+    def by_key(self) -> dict[str, TaskResult]:
+        return {r.key: r for r in self.results}
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Runs batches of tasks on worker processes.
+
+    - ``run(tasks, context, timeout_s)`` blocks until every task has a result, the timeout (wall
+      seconds, None = no limit) expires, or ``cancel()`` is called from another thread. Tasks are
+      dispatched in list order (earlier tasks start first). On timeout or cancel every worker is
+      killed; the executor starts fresh workers on the next ``run``.
+    - A task that raises, or whose worker dies, fails alone (``TaskResult.ok`` False); the other
+      tasks of the batch still run, and a dead worker is replaced.
+    - ``close()`` kills every worker and waits for them; the executor cannot be used afterwards.
+    """
+
+    max_parallel: int
+
+    def run(
+        self, tasks: Sequence[Task], context: TaskContext, timeout_s: float | None = None
+    ) -> BatchOutcome: ...
+
+    def cancel(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def run_serially(tasks: Sequence[Task], context: TaskContext) -> BatchOutcome:
+    """Run tasks one after the other in this process: the reference against which executors are
+    checked (same functions, same arguments, so the same values)."""
+    import time
+
+    results = []
+    for task in tasks:
+        start = time.perf_counter()
+        try:
+            value = task.fn(context, *task.args)
+        except Exception as exc:  # noqa: BLE001 - a failing task fails alone, as in a worker
+            results.append(
+                TaskResult(task.key, False, None, describe_error(exc), time.perf_counter() - start)
+            )
+        else:
+            results.append(TaskResult(task.key, True, value, None, time.perf_counter() - start))
+    return BatchOutcome(tuple(results))
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line naming the error type and message (what a decision record keeps)."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")

@@ -1,0 +1,248 @@
+"""``SpawnPool``: the default ``Executor``, worker processes on this machine.
+
+Up to ``max_parallel`` worker processes, started with the spawn method (no inherited threads,
+locks or simulator state) at niceness 10 so a sweep never starves the host, each in its own
+process group so that killing a worker also kills anything it started (Prophet's Stan fits).
+Each worker gets one task at a time over its own pipe; the calling thread dispatches and
+collects. A worker that dies fails only its task and is replaced on demand. At the timeout, on
+``cancel()`` and on ``close()`` every worker is killed and reaped, so no process outlives them.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from plansim.retune.executor import BatchOutcome, Task, TaskContext, TaskResult, describe_error
+
+WORKER_NICENESS = 10
+
+
+def _worker_main(conn: Connection) -> None:
+    """Worker loop: receive ``(index, fn, args, sweep_dir)``, run it, send the result back."""
+    import tempfile
+
+    os.setpgid(0, 0)
+    raise_by = WORKER_NICENESS - os.getpriority(os.PRIO_PROCESS, 0)
+    if raise_by > 0:
+        os.nice(raise_by)
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message is None:
+            return
+        index, fn, args, sweep_dir = message
+        # Libraries that write temporary files (Prophet, cmdstan) put them in the sweep folder.
+        tempfile.tempdir = sweep_dir
+        os.environ["TMPDIR"] = sweep_dir
+        start = time.perf_counter()
+        try:
+            value = fn(TaskContext(sweep_dir), *args)
+            reply = (index, True, value, None, time.perf_counter() - start)
+        except Exception as exc:  # noqa: BLE001 - the task fails, the worker lives on
+            reply = (index, False, None, describe_error(exc), time.perf_counter() - start)
+        try:
+            conn.send(reply)
+        except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result
+            conn.send((index, False, None, describe_error(exc), reply[4]))
+
+
+@dataclass(slots=True)
+class _Worker:
+    process: Any
+    conn: Connection
+    task_index: int | None = None
+    sent_at: float = 0.0
+
+
+class SpawnPool:
+    """An ``Executor`` of spawn-method worker processes; see the module docstring.
+
+    Not thread-safe except ``cancel()``: one thread (the sweep thread) calls ``run``/``close``.
+    """
+
+    def __init__(self, max_parallel: int) -> None:
+        if max_parallel < 1:
+            raise ValueError("max_parallel must be at least 1")
+        self.max_parallel = max_parallel
+        self._ctx = multiprocessing.get_context("spawn")
+        self._workers: list[_Worker] = []
+        self._cancel_read, self._cancel_write = self._ctx.Pipe(duplex=False)
+        self._cancel_lock = threading.Lock()
+        self._closed = False
+        self.workers_started = 0
+
+    # -- public API -------------------------------------------------------------------------
+
+    def run(
+        self, tasks: Sequence[Task], context: TaskContext, timeout_s: float | None = None
+    ) -> BatchOutcome:
+        if self._closed:
+            raise RuntimeError("the pool is closed")
+        self._drain_cancel()
+        started = time.perf_counter()
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        pending = deque(range(len(tasks)))
+        results: dict[int, TaskResult] = {}
+        overhead_s: list[float] = []
+        timed_out = cancelled = False
+
+        while pending or self._busy():
+            self._dispatch(pending, tasks, context)
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                timed_out = True
+                break
+            busy = self._busy()
+            ready = wait(
+                [w.conn for w in busy] + [w.process.sentinel for w in busy] + [self._cancel_read],
+                timeout=remaining,
+            )
+            if self._cancel_read in ready:
+                cancelled = True
+                break
+            for worker in busy:
+                if worker.conn in ready or worker.process.sentinel in ready:
+                    sent_at = worker.sent_at
+                    collected = self._collect(worker, tasks)
+                    if collected is not None:
+                        index, result = collected
+                        results[index] = result
+                        overhead_s.append(time.perf_counter() - sent_at - result.wall_s)
+        return self._finish(tasks, results, timed_out, cancelled, started, overhead_s)
+
+    def cancel(self) -> None:
+        """Stop the running batch from another thread; ``run`` kills the workers and returns."""
+        with self._cancel_lock:
+            if not self._closed:
+                self._cancel_write.send_bytes(b"x")
+
+    def close(self) -> None:
+        """Kill every worker and wait for it; idempotent."""
+        if self._closed:
+            return
+        self._kill_all()
+        with self._cancel_lock:
+            self._closed = True
+            self._cancel_read.close()
+            self._cancel_write.close()
+
+    def __enter__(self) -> SpawnPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of the live workers (for tests and diagnostics)."""
+        return [w.process.pid for w in self._workers]
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _busy(self) -> list[_Worker]:
+        return [w for w in self._workers if w.task_index is not None]
+
+    def _dispatch(self, pending: deque[int], tasks: Sequence[Task], context: TaskContext) -> None:
+        while pending:
+            idle = next((w for w in self._workers if w.task_index is None), None)
+            if idle is None:
+                if len(self._workers) >= self.max_parallel:
+                    return
+                idle = self._start_worker()
+            index = pending.popleft()
+            task = tasks[index]
+            idle.task_index = index
+            idle.sent_at = time.perf_counter()
+            idle.conn.send((index, task.fn, task.args, context.sweep_dir))
+
+    def _start_worker(self) -> _Worker:
+        parent_conn, child_conn = self._ctx.Pipe(duplex=True)
+        process = self._ctx.Process(
+            target=_worker_main, args=(child_conn,), name="plansim-sweep-worker", daemon=True
+        )
+        process.start()
+        child_conn.close()
+        worker = _Worker(process, parent_conn)
+        self._workers.append(worker)
+        self.workers_started += 1
+        return worker
+
+    def _collect(self, worker: _Worker, tasks: Sequence[Task]) -> tuple[int, TaskResult] | None:
+        """Take the worker's reply, or fail its task if it died; a dead worker is removed."""
+        index = worker.task_index
+        assert index is not None
+        reply = None
+        try:
+            if worker.conn.poll():
+                reply = worker.conn.recv()
+        except (EOFError, OSError):
+            reply = None
+        if reply is not None:
+            _, ok, value, error, wall_s = reply
+            worker.task_index = None
+            return index, TaskResult(tasks[index].key, ok, value, error, wall_s)
+        if worker.process.is_alive():
+            return None
+        worker.process.join()
+        code = worker.process.exitcode
+        self._remove(worker)
+        return index, TaskResult(
+            tasks[index].key, False, None, f"worker process died (exit code {code})", 0.0
+        )
+
+    def _finish(
+        self,
+        tasks: Sequence[Task],
+        results: dict[int, TaskResult],
+        timed_out: bool,
+        cancelled: bool,
+        started: float,
+        overhead_s: list[float],
+    ) -> BatchOutcome:
+        if timed_out or cancelled:
+            self._kill_all()
+        ordered = tuple(results[i] for i in range(len(tasks)) if i in results)
+        stats = {
+            "wall_s": time.perf_counter() - started,
+            "overhead_s_mean": sum(overhead_s) / len(overhead_s) if overhead_s else 0.0,
+        }
+        return BatchOutcome(ordered, timed_out=timed_out, cancelled=cancelled, stats=stats)
+
+    def _remove(self, worker: _Worker) -> None:
+        worker.conn.close()
+        self._workers.remove(worker)
+
+    def _kill_all(self) -> None:
+        for worker in self._workers:
+            _kill_group(worker.process)
+        for worker in self._workers:
+            worker.process.join()
+            worker.conn.close()
+        self._workers.clear()
+
+    def _drain_cancel(self) -> None:
+        while self._cancel_read.poll():
+            self._cancel_read.recv_bytes()
+
+
+def _kill_group(process: Any) -> None:
+    """SIGKILL the worker's process group (the worker and anything it started)."""
+    if process.pid is None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    # The worker may not have made its own group yet; kill it directly too.
+    if process.is_alive():
+        process.kill()
