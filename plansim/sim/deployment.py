@@ -1,0 +1,449 @@
+"""What is being simulated: engines, pools, router, SLA. Validated user input (pydantic).
+
+``EngineArgs`` takes the reference mocker's JSON key names and defaults, so a Dynamo
+``--extra-engine-args`` file loads unchanged (flat, or wrapped as ``{"engine": {...}}``). Keys the
+reference knows but that do not change simulated timing here (ports, AIC memory fractions, KVBM
+tiers, ...) are accepted and listed in ``EngineArgs.ignored_keys``; a key nobody knows fails with
+its name.
+
+``load_deployment(path, overrides)`` reads a YAML/JSON deployment file, applies dotted-key
+overrides (``{"router.mode": "kv_router", "engine.num_gpu_blocks": 2048}``) and validates it.
+Every mistake raises ``ConfigError`` naming the key, before any replay starts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from plansim.errors import ConfigError
+
+# Reference keys (MockEngineArgs and its older/newer spellings) that have no effect on the
+# simulated timing of a vLLM-style engine here. Accepted so reference files load unchanged.
+_IGNORED_ENGINE_KEYS = frozenset(
+    {
+        "watermark",
+        "aic_backend",
+        "aic_system",
+        "aic_backend_version",
+        "aic_model_path",
+        "aic_moe_tp_size",
+        "aic_moe_ep_size",
+        "aic_attention_dp_size",
+        "aic_gemm_dtype",
+        "aic_moe_dtype",
+        "aic_fmha_dtype",
+        "aic_kv_cache_dtype",
+        "aic_comm_dtype",
+        "aic_nextn",
+        "aic_nextn_accept_rates",
+        "aic_mtp_seed",
+        "gpu_memory_utilization",
+        "mem_fraction_static",
+        "free_gpu_memory_fraction",
+        "enable_local_indexer",
+        "bootstrap_port",
+        "handoff_session_timeout_ms",
+        "kv_cache_bytes_per_token",
+        "kv_transfer_timing_mode",
+        "reasoning",
+        "response_replay_trace_path",
+        "zmq_kv_events_port",
+        "zmq_replay_port",
+        "router_queue_policy",
+        "sglang",
+        "trtllm",
+        "has_perf_model",
+        "num_g2_blocks",
+        "num_g3_blocks",
+        "enable_g4_storage",
+        "bandwidth_g1_to_g2_gbps",
+        "bandwidth_g2_to_g3_gbps",
+        "bandwidth_g2_to_g4_gbps",
+        "bandwidth_g3_to_g4_gbps",
+        "offload_batch_size",
+        "model_name",
+        "model_path",
+    }
+)
+
+# Newer reference versions renamed the ``aic_`` prefix to ``ais_``.
+_RENAMED_PREFIXES = (("ais_", "aic_"),)
+_KEY_ALIASES = {"kv_transfer_bytes_per_token": "kv_bytes_per_token"}
+
+
+class TimingModelSpec(BaseModel):
+    """The reference's ``timing_model`` object.
+
+    ``type``: ``polynomial`` (or ``default``): the reference's default formulas;
+    ``fixed``: constant ``prefill_ms`` / ``decode_ms`` per pass;
+    ``npz``: the mocker's NPZ profile at ``path``;
+    ``external`` with ``provider: dynamo_profile`` and ``config.path``: the same NPZ profile;
+    ``python``: ``callable`` is ``"module:attr"`` naming a factory or object with
+    ``prefill_ms(new_tokens, batch_size, mean_isl, mean_prefix)`` and
+    ``decode_ms(batch_size, active_kv_tokens, mean_context, total_kv_tokens)``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: Literal["default", "polynomial", "fixed", "npz", "external", "python"] = "polynomial"
+    provider: str | None = None
+    config: dict[str, Any] | None = None
+    path: str | None = None
+    prefill_ms: float | None = Field(default=None, ge=0)
+    decode_ms: float | None = Field(default=None, ge=0)
+    callable: str | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> TimingModelSpec:
+        if self.type == "fixed" and (self.prefill_ms is None or self.decode_ms is None):
+            raise ValueError("a fixed timing model needs prefill_ms and decode_ms")
+        if self.type == "npz" and not self.path:
+            raise ValueError("an npz timing model needs path")
+        if self.type == "external":
+            if self.provider not in (None, "dynamo_profile", "npz"):
+                raise ValueError(f"unknown external timing provider {self.provider!r}")
+            if not (self.config or {}).get("path") and not self.path:
+                raise ValueError("an external dynamo_profile timing model needs config.path")
+        if self.type == "python" and not self.callable:
+            raise ValueError("a python timing model needs callable: 'module:attr'")
+        return self
+
+    @property
+    def npz_path(self) -> str | None:
+        """The NPZ file this spec reads, if any."""
+        if self.type == "npz":
+            return self.path
+        if self.type == "external":
+            return self.path or (self.config or {}).get("path")
+        return None
+
+
+class EngineArgs(BaseModel):
+    """One engine (worker) in the reference mocker's JSON key names and defaults."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engine_type: Literal["vllm"] = "vllm"
+    num_gpu_blocks: int = Field(default=16384, ge=1)
+    block_size: int = Field(default=64, ge=1)
+    max_model_len: int | None = Field(default=None, ge=1)
+    max_num_seqs: int = Field(default=256, ge=1)
+    max_num_batched_tokens: int = Field(default=8192, ge=1)
+    enable_prefix_caching: bool = True
+    enable_chunked_prefill: bool = True
+    speedup_ratio: float = Field(default=1.0, ge=0)
+    decode_speedup_ratio: float = Field(default=1.0, ge=0)
+    dp_size: int = Field(default=1, ge=1)
+    startup_time: float | None = Field(default=None, ge=0)
+    worker_type: Literal["aggregated", "prefill", "decode"] = "aggregated"
+    is_prefill: bool | None = None
+    is_decode: bool | None = None
+    preemption_mode: Literal["lifo", "fifo"] = "lifo"
+    kv_bytes_per_token: int | None = Field(default=None, ge=0)
+    kv_transfer_bandwidth: float | None = Field(default=None, ge=0)
+    planner_profile_data: str | None = None
+    timing_model: TimingModelSpec | None = None
+    aic_tp_size: int | None = Field(default=None, ge=1)
+    tensor_parallel_size: int | None = Field(default=None, ge=1)
+    ignored_keys: tuple[str, ...] = ()
+
+    @field_validator("engine_type", mode="before")
+    @classmethod
+    def _lower_engine_type(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.lower() in ("sglang", "trtllm"):
+            raise ValueError(f"engine_type {value!r} is not simulated; only 'vllm' is")
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("preemption_mode", "worker_type", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _normalise_keys(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        data = dict(data)
+        if isinstance(data.get("engine"), Mapping):
+            # The reference's wrapped form; sibling keys (overrides) win over the wrapped ones.
+            data = {**data.pop("engine"), **data}
+        out: dict[str, Any] = {}
+        ignored: list[str] = list(data.pop("ignored_keys", ()) or ())
+        for key, value in data.items():
+            name = _KEY_ALIASES.get(key, key)
+            for new, old in _RENAMED_PREFIXES:
+                if name.startswith(new):
+                    name = old + name[len(new) :]
+            if name in _IGNORED_ENGINE_KEYS:
+                ignored.append(key)
+                continue
+            out[name] = value
+        out["ignored_keys"] = tuple(sorted(set(ignored)))
+        return out
+
+    @model_validator(mode="after")
+    def _role_flags(self) -> EngineArgs:
+        if self.is_prefill and self.is_decode:
+            raise ValueError("is_prefill and is_decode cannot both be true")
+        return self
+
+    @property
+    def role(self) -> str:
+        """``aggregated``, ``prefill`` or ``decode`` (``is_prefill``/``is_decode`` win)."""
+        if self.is_prefill:
+            return "prefill"
+        if self.is_decode:
+            return "decode"
+        return self.worker_type
+
+    @property
+    def gpus_per_worker(self) -> int:
+        """Tensor parallel size x data parallel ranks."""
+        tp = self.tensor_parallel_size or self.aic_tp_size or 1
+        return tp * self.dp_size
+
+    @property
+    def total_kv_tokens(self) -> int:
+        """KV capacity of one rank in tokens."""
+        return self.num_gpu_blocks * self.block_size
+
+    @property
+    def effective_timing(self) -> TimingModelSpec:
+        """The timing model in force: ``timing_model``, else ``planner_profile_data`` (NPZ), else
+        the polynomial default."""
+        if self.timing_model is not None:
+            return self.timing_model
+        if self.planner_profile_data:
+            return TimingModelSpec(type="npz", path=self.planner_profile_data)
+        return TimingModelSpec()
+
+
+class RouterConfig(BaseModel):
+    """How requests are routed to workers. KV-router keys follow the reference's
+    ``KvRouterConfig``; keys without simulated effect are accepted."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: Literal["round_robin", "random", "kv_router"] = "round_robin"
+    overlap_score_weight: float = Field(default=1.0, ge=0)
+    router_temperature: float = Field(default=0.0, ge=0)
+    router_track_active_blocks: bool = True
+    router_assume_kv_reuse: bool = True
+    router_queue_policy: Literal["fcfs", "wspt"] = "fcfs"
+    router_queue_threshold: float | None = None
+    router_track_prefill_tokens: bool = True
+    router_prefill_load_model: str | None = None
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _alias_mode(cls, value: Any) -> Any:
+        if value in ("kv", "kv-router"):
+            return "kv_router"
+        if value == "round-robin":
+            return "round_robin"
+        return value
+
+
+class SlaConfig(BaseModel):
+    """Goodput thresholds; a request is good when every threshold that is set holds."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ttft_ms: float | None = Field(default=None, gt=0)
+    itl_ms: float | None = Field(default=None, gt=0)
+    e2e_ms: float | None = Field(default=None, gt=0)
+
+    @property
+    def is_set(self) -> bool:
+        return any(v is not None for v in (self.ttft_ms, self.itl_ms, self.e2e_ms))
+
+
+class Deployment(BaseModel):
+    """A simulated deployment. ``agg``: ``num_workers`` x ``engine``. ``disagg``:
+    ``num_prefill_workers`` x ``prefill_engine`` and ``num_decode_workers`` x ``decode_engine``
+    (each defaults to ``engine``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: Literal["agg", "disagg"] = "agg"
+    num_workers: int = Field(default=1, ge=1)
+    num_prefill_workers: int = Field(default=1, ge=1)
+    num_decode_workers: int = Field(default=1, ge=1)
+    engine: EngineArgs = Field(default_factory=EngineArgs)
+    prefill_engine: EngineArgs | None = None
+    decode_engine: EngineArgs | None = None
+    router: RouterConfig = Field(default_factory=RouterConfig)
+    arrival_speedup_ratio: float = Field(default=1.0, gt=0)
+    sla: SlaConfig = Field(default_factory=SlaConfig)
+    seed: int = 0
+    planner: dict[str, Any] | None = None
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _alias_agg(cls, value: Any) -> Any:
+        return {"aggregated": "agg", "disaggregated": "disagg"}.get(value, value)
+
+    @model_validator(mode="after")
+    def _pools(self) -> Deployment:
+        if self.mode == "disagg":
+            p, d = self.prefill_args, self.decode_args
+            if p.block_size != d.block_size:
+                raise ValueError("prefill_engine and decode_engine need the same block_size")
+            if p.dp_size != 1 or d.dp_size != 1:
+                raise ValueError("disaggregated replay needs dp_size 1 on both pools")
+        return self
+
+    @property
+    def prefill_args(self) -> EngineArgs:
+        return self.prefill_engine or self.engine
+
+    @property
+    def decode_args(self) -> EngineArgs:
+        return self.decode_engine or self.engine
+
+    def pool_args(self, pool: str) -> EngineArgs:
+        """Engine args of pool ``agg``, ``prefill`` or ``decode``."""
+        if pool == "prefill":
+            return self.prefill_args
+        if pool == "decode":
+            return self.decode_args
+        return self.engine
+
+    def pool_sizes(self) -> dict[str, int]:
+        """Initial workers per pool."""
+        if self.mode == "agg":
+            return {"agg": self.num_workers}
+        return {"prefill": self.num_prefill_workers, "decode": self.num_decode_workers}
+
+
+def load_engine_args(path: str | Path) -> EngineArgs:
+    """Read a Dynamo ``--extra-engine-args`` JSON (or YAML) file unchanged; relative NPZ paths
+    resolve against the file's folder."""
+    source = Path(path)
+    raw = _read_mapping(source)
+    return _validate(EngineArgs, _resolve_paths_in_engine(raw, source.parent), source=str(source))
+
+
+def load_deployment(
+    path: str | Path | None = None, overrides: Mapping[str, Any] | None = None
+) -> Deployment:
+    """Read, override and validate a deployment file (YAML or JSON), or the defaults when
+    ``path`` is None. ``overrides`` maps dotted keys to values and wins over the file.
+    ``engine``/``prefill_engine``/``decode_engine`` may be a path to an engine-args JSON file.
+    Relative file paths resolve against the deployment file's folder."""
+    source = Path(path) if path is not None else None
+    raw: dict[str, Any] = _read_mapping(source) if source is not None else {}
+    base = source.parent if source is not None else Path.cwd()
+    for key, value in (overrides or {}).items():
+        _set_dotted(raw, key, value)
+    for key in ("engine", "prefill_engine", "decode_engine"):
+        value = raw.get(key)
+        if isinstance(value, (str, Path)):
+            raw[key] = _read_mapping(_resolve(base, value))
+            raw[key] = _resolve_paths_in_engine(raw[key], _resolve(base, value).parent)
+        elif isinstance(value, Mapping):
+            raw[key] = _resolve_paths_in_engine(value, base)
+    return build_deployment(raw, source=str(source) if source else None)
+
+
+def build_deployment(raw: Mapping[str, Any], *, source: str | None = None) -> Deployment:
+    """Validate an already-parsed deployment mapping; NPZ files are checked here."""
+    deployment = _validate(Deployment, dict(raw), source=source)
+    for name in ("engine", "prefill_engine", "decode_engine"):
+        args = getattr(deployment, name)
+        if args is not None:
+            check_timing_files(args, field=name, source=source)
+    return deployment
+
+
+def check_timing_files(args: EngineArgs, *, field: str, source: str | None = None) -> None:
+    """Fail now, naming the key, when a timing model's NPZ file is missing or malformed."""
+    from plansim.sim.timing import load_npz_profile
+
+    spec = args.effective_timing
+    if spec.npz_path is not None:
+        key = f"{field}.timing_model" if args.timing_model else f"{field}.planner_profile_data"
+        load_npz_profile(spec.npz_path, field=key, source=source)
+
+
+def _validate(model: type[BaseModel], raw: dict[str, Any], *, source: str | None) -> Any:
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        elif msg.startswith("Value error, "):
+            msg = msg[len("Value error, ") :]
+        raise ConfigError(f"{loc}: {msg}" if loc else msg, source=source, field=loc or None) from None
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read file: {exc.strerror}", source=str(path)) from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}",
+                          source=str(path)) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError("expected a mapping at the top level", source=str(path))
+    return data
+
+
+def _resolve(base: Path, value: str | Path) -> Path:
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else base / p
+
+
+def _resolve_paths_in_engine(raw: Mapping[str, Any], base: Path) -> dict[str, Any]:
+    """Make the NPZ paths of an engine mapping absolute against ``base``."""
+    out = dict(raw)
+    if isinstance(out.get("engine"), Mapping):
+        out["engine"] = _resolve_paths_in_engine(out["engine"], base)
+    if isinstance(out.get("planner_profile_data"), str):
+        out["planner_profile_data"] = str(_resolve(base, out["planner_profile_data"]))
+    tm = out.get("timing_model")
+    if isinstance(tm, Mapping):
+        tm = dict(tm)
+        if isinstance(tm.get("path"), str):
+            tm["path"] = str(_resolve(base, tm["path"]))
+        cfg = tm.get("config")
+        if isinstance(cfg, Mapping) and isinstance(cfg.get("path"), str):
+            tm["config"] = {**cfg, "path": str(_resolve(base, cfg["path"]))}
+        out["timing_model"] = tm
+    return out
+
+
+def _set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
+    parts = key.split(".")
+    node = raw
+    for part in parts[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {} if child is None else child
+            if not isinstance(child, dict):
+                raise ConfigError(f"cannot set {key}: {part} is not a mapping", field=key)
+            node[part] = child
+        node = child
+    node[parts[-1]] = value
