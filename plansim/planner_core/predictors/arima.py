@@ -1,0 +1,123 @@
+"""ARIMA predictor (statsmodels) with a cheap automatic order search.
+
+Order search (once, at the first forecast with at least 5 points):
+
+1. ``d``: the number of differences (0..2) after which a KPSS level-stationarity test no longer
+   rejects at 5% (the usual auto-ARIMA rule); a constant differenced series stops early.
+2. ``(p, q)`` in {0, 1, 2} x {0, 1, 2}, each fitted by maximum likelihood, ranked by AIC; ties
+   keep the simpler (smaller p + q, then smaller p) order. A constant (d = 0) or drift (d = 1) term
+   is included, as auto-ARIMA does for d < 2.
+
+Collapse fallback (reference behaviour): when raw values were requested and the chosen order is
+(0, d, 0), the history is searched again in log1p space and the predictor switches to log1p mode;
+if that refit fails it stays in raw mode.
+
+After the first fit the parameters are kept; new points are filtered in with the fitted
+parameters (no refit), so a forecast costs one Kalman-filter pass. With every stored value equal
+the forecast is that value (a fitted model would drift towards its mean). A failed forecast
+drops the pending points and falls back to the last value (see ``LoadPredictor``).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from plansim.planner_core.predictors.base import LoadPredictor
+
+ARIMA_MINIMUM_DATA_POINTS = 5
+_MAX_D = 2
+_PQ_GRID = tuple((p, q) for p in range(3) for q in range(3))
+
+
+class ArimaPredictor(LoadPredictor):
+    name = "arima"
+
+    def __init__(self, *, log1p: bool = False) -> None:
+        super().__init__(minimum_data_points=ARIMA_MINIMUM_DATA_POINTS, log1p=log1p)
+        self._results = None  # statsmodels ARIMAResults for the data filtered so far
+        self._pending: list[float] = []
+        self.order: tuple[int, int, int] | None = None
+
+    def _accept(self, value: float) -> None:
+        if self._results is not None:
+            self._pending.append(value)
+
+    def _forecast(self) -> float:
+        history = self._values
+        if min(history) == max(history):
+            return history[-1]
+        try:
+            if self._results is None:
+                self._fit(np.asarray(history, dtype=float))
+            elif self._pending:
+                new = self._to_model(np.asarray(self._pending, dtype=float))
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    self._results = self._results.append(new, refit=False)
+            self._pending.clear()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                forecast = float(np.asarray(self._results.forecast(1))[0])
+        except Exception:
+            self._pending.clear()
+            raise
+        return math.expm1(forecast) if self.log1p else forecast
+
+    def _to_model(self, raw: np.ndarray) -> np.ndarray:
+        return np.log1p(raw) if self.log1p else raw
+
+    def _fit(self, raw: np.ndarray) -> None:
+        results, order = search_arima(self._to_model(raw))
+        if not self.log1p and order[0] == 0 and order[2] == 0:
+            try:
+                results, order = search_arima(np.log1p(raw))
+            except (ArithmeticError, ValueError, RuntimeError, IndexError, TypeError):
+                pass  # keep the raw-space model
+            else:
+                self.log1p = True
+        self._results, self.order = results, order
+
+
+def choose_d(y: np.ndarray, *, alpha: float = 0.05, max_d: int = _MAX_D) -> int:
+    """Differences needed before KPSS stops rejecting level stationarity at ``alpha``."""
+    from statsmodels.tsa.stattools import kpss
+
+    series = np.asarray(y, dtype=float)
+    for d in range(max_d + 1):
+        if d == max_d or series.size < 4 or np.ptp(series) == 0.0:
+            return d
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            p_value = kpss(series, regression="c", nlags="auto")[1]
+        if p_value >= alpha:
+            return d
+        series = np.diff(series)
+    return max_d
+
+
+def search_arima(y: np.ndarray):
+    """Best ``(results, (p, d, q))`` over the small grid by AIC; raises ``ValueError`` when no
+    order can be fitted."""
+    from statsmodels.tsa.arima.model import ARIMA
+
+    d = choose_d(y)
+    trend = {0: "c", 1: "t"}.get(d, "n")
+    best = None
+    for p, q in sorted(_PQ_GRID, key=lambda pq: (pq[0] + pq[1], pq[0])):
+        if p + q + 2 > y.size - d:  # not enough points for the parameters
+            continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                results = ARIMA(y, order=(p, d, q), trend=trend).fit()
+        except (ArithmeticError, ValueError, RuntimeError, IndexError, np.linalg.LinAlgError):
+            continue
+        aic = float(results.aic)
+        if math.isfinite(aic) and (best is None or aic < best[0]):
+            best = (aic, results, (p, d, q))
+    if best is None:
+        raise ValueError(f"no ARIMA order could be fitted to {y.size} points")
+    return best[1], best[2]

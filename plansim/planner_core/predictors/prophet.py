@@ -1,0 +1,82 @@
+"""Prophet predictor: a fresh default Prophet model per forecast, fitted on a sliding window.
+
+The window holds the last ``window_size`` accepted points (log1p space when enabled). Time is
+synthetic: point k (counting accepted points only, so skipped leading zeros do not advance time)
+sits at 2024-01-01 + k * ``step_s`` seconds; the forecast is the model's ``yhat`` at the next
+step, mapped back with ``expm1`` in log1p mode and clamped at 0. At least 5 points are needed.
+
+Cost control (Prophet is by far the slowest predictor): the forecast is cached until the next
+observation (so the planner may ask repeatedly); uncertainty sampling is off (only ``yhat`` is
+used); cmdstanpy/prophet logging is silenced. Fits are not warm-started from the previous
+window's parameters: tried, the optimiser then often stops at its starting point.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import deque
+
+import numpy as np
+
+from plansim.planner_core.predictors.base import LoadPredictor
+
+PROPHET_MINIMUM_DATA_POINTS = 5
+_EPOCH = np.datetime64("2024-01-01T00:00:00", "ms")
+
+
+def _silence_prophet_logging() -> None:
+    import cmdstanpy
+
+    # get_logger() configures the cmdstanpy logger on its first call only (lru_cache), so call it
+    # before lowering the level or it resets the level to DEBUG later.
+    cmdstanpy.utils.get_logger()
+    for name in ("cmdstanpy", "prophet", "prophet.plot"):
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.ERROR)
+        logger.propagate = False
+
+
+class ProphetPredictor(LoadPredictor):
+    name = "prophet"
+
+    def __init__(self, *, window_size: int = 50, step_s: float = 180.0, log1p: bool = False) -> None:
+        super().__init__(minimum_data_points=PROPHET_MINIMUM_DATA_POINTS, log1p=log1p)
+        if window_size < 2:
+            raise ValueError("window_size must be >= 2")
+        if not step_s > 0:
+            raise ValueError("step_s must be > 0")
+        self.window_size = int(window_size)
+        self.step_ms = float(step_s) * 1000.0
+        self._window: deque[tuple[int, float]] = deque(maxlen=self.window_size)
+        self._cached: float | None = None
+
+    def _accept(self, value: float) -> None:
+        step = len(self._values) - 1
+        self._window.append((step, math.log1p(value) if self.log1p else value))
+        self._cached = None
+
+    def _forecast(self) -> float:
+        if self._cached is None:
+            self._cached = self._fit_and_predict()
+        return self._cached
+
+    def _fit_and_predict(self) -> float:
+        import pandas as pd
+        from prophet import Prophet
+
+        _silence_prophet_logging()
+        steps = np.array([s for s, _ in self._window], dtype=float)
+        y = np.array([v for _, v in self._window], dtype=float)
+        frame = pd.DataFrame({"ds": self._timestamps(steps), "y": y})
+        model = Prophet(uncertainty_samples=0)
+        model.fit(frame)
+        future = pd.DataFrame({"ds": self._timestamps(np.array([steps[-1] + 1.0]))})
+        yhat = float(model.predict(future)["yhat"].iloc[0])
+        return math.expm1(yhat) if self.log1p else yhat
+
+    def _timestamps(self, steps: np.ndarray):
+        import pandas as pd
+
+        offsets = (steps * self.step_ms).astype("int64").astype("timedelta64[ms]")
+        return pd.to_datetime(_EPOCH + offsets)
