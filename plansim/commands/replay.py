@@ -1,7 +1,291 @@
-"""`plansim replay` commands."""
+"""`plansim replay` commands: replay traces against a simulated deployment.
+
+``plansim replay run TRACE... [--config FILE] [--planner-config FILE] [options] [--out DIR]``
+loads the traces, builds the deployment (the config file, then CLI flags on top), replays it
+(with the planner in the loop when the config has a ``planner:`` block or ``--planner-config``
+is given), prints a summary table, writes the output folder and renders the report.
+"""
 
 from __future__ import annotations
 
+import sys
+import time
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
 
-app = typer.Typer(help="replay commands.", no_args_is_help=True)
+from plansim.errors import ConfigError
+from plansim.io import atomic_write_json, write_parquet_atomic
+
+app = typer.Typer(help="Replay request traces against a simulated deployment.",
+                  no_args_is_help=True)
+
+OUT_ROOT = Path("plansim-out")
+
+
+@app.callback()
+def _group() -> None:
+    """Replay request traces against a simulated deployment."""
+
+
+def _overrides(**flags: Any) -> dict[str, Any]:
+    """CLI flags as dotted deployment keys; flags not given are left to the config file."""
+    dotted = {
+        "mode": "mode",
+        "num_workers": "num_workers",
+        "num_prefill_workers": "num_prefill_workers",
+        "num_decode_workers": "num_decode_workers",
+        "router_mode": "router.mode",
+        "overlap_score_weight": "router.overlap_score_weight",
+        "router_temperature": "router.router_temperature",
+        "arrival_speedup_ratio": "arrival_speedup_ratio",
+        "sla_ttft_ms": "sla.ttft_ms",
+        "sla_itl_ms": "sla.itl_ms",
+        "sla_e2e_ms": "sla.e2e_ms",
+        "seed": "seed",
+        "extra_engine_args": "engine",
+        "prefill_engine_args": "prefill_engine",
+        "decode_engine_args": "decode_engine",
+    }
+    out: dict[str, Any] = {}
+    for name, value in flags.items():
+        if value is None:
+            continue
+        # Engine-args files given on the command line are relative to the working directory.
+        out[dotted[name]] = str(value.resolve()) if isinstance(value, Path) else value
+    return out
+
+
+def _new_out_dir() -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    candidate = OUT_ROOT / f"replay-{stamp}"
+    suffix = 2
+    while candidate.exists():
+        candidate = OUT_ROOT / f"replay-{stamp}-{suffix}"
+        suffix += 1
+    return candidate
+
+
+class ProgressBar:
+    """A one-line bar over virtual time on stderr: ``progress(now_ms, end_ms)`` with ``end_ms``
+    the replay's expected end (e.g. the last arrival); redrawn at most 10 times a second."""
+
+    WIDTH = 30
+
+    def __init__(self) -> None:
+        self._last_draw = 0.0
+        self._drawn = False
+
+    def __call__(self, now_ms: float, end_ms: float) -> None:
+        wall = time.monotonic()
+        if wall - self._last_draw < 0.1:
+            return
+        self._last_draw = wall
+        fraction = min(max(now_ms / end_ms, 0.0), 1.0) if end_ms > 0 else 1.0
+        filled = int(fraction * self.WIDTH)
+        bar = "#" * filled + "-" * (self.WIDTH - filled)
+        sys.stderr.write(f"\rreplay [{bar}] {fraction:4.0%}  virtual {_duration(now_ms)}")
+        sys.stderr.flush()
+        self._drawn = True
+
+    def close(self) -> None:
+        if self._drawn:
+            sys.stderr.write("\r" + " " * (self.WIDTH + 40) + "\r")
+            sys.stderr.flush()
+
+
+def _duration(ms: float) -> str:
+    seconds = ms / 1000.0
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.2f} h"
+
+
+def _read_planner_config(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read file: {exc.strerror}", source=str(path)) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"not valid YAML/JSON: {exc}", source=str(path)) from None
+    if not isinstance(data, dict):
+        raise ConfigError("expected a mapping at the top level", source=str(path))
+    # A whole deployment file may be given: use its planner block.
+    if isinstance(data.get("planner"), dict):
+        return data["planner"]
+    return data
+
+
+def _build_planner(raw: Mapping[str, Any], deployment: Any, source: str | None) -> Any:
+    """The planner engine for ``raw`` (a planner config mapping) on ``deployment``."""
+    from plansim.planner_core.config import parse_planner_config
+
+    config = parse_planner_config(dict(raw), source=source)
+    try:
+        from plansim.planner_core import PlannerEngine
+    except ImportError:
+        raise ConfigError(
+            "planner: the planner engine (plansim.planner_core.PlannerEngine) is not available",
+            source=source, field="planner") from None
+    return PlannerEngine.from_deployment(config, deployment)
+
+
+def _print_summary(s: Mapping[str, Any], n_rejected: int, out_dir: Path) -> None:
+    echo = typer.echo
+    echo(f"requests      {s['num_requests']} ({s['completed_requests']} completed, "
+         f"{n_rejected} rejected, "
+         f"{s['num_requests'] - s['completed_requests'] - n_rejected} incomplete)")
+    echo(f"duration      {_duration(s['duration_ms'])} of virtual time")
+    echo(f"throughput    {s['request_throughput_rps']:.3f} req/s, "
+         f"{s['output_throughput_tok_s']:.1f} output tok/s, "
+         f"{s['total_throughput_tok_s']:.1f} total tok/s")
+    echo(f"{'latency (ms)':<14}{'p50':>10}{'p90':>10}{'p99':>10}{'mean':>10}")
+    for label, key in (("TTFT", "ttft"), ("ITL", "itl"), ("E2E", "e2e_latency")):
+        echo(f"  {label:<12}" + "".join(
+            f"{s[f'{stat}_{key}_ms']:>10.2f}" for stat in ("median", "p90", "p99", "mean")))
+    if "goodput_completed_requests" in s:
+        good = s["goodput_completed_requests"]
+        share = good / s["completed_requests"] if s["completed_requests"] else 0.0
+        echo(f"goodput       {good} requests ({share:.1%}), "
+             f"{s['goodput_request_throughput_rps']:.3f} req/s, "
+             f"{s['goodput_output_throughput_tok_s']:.1f} output tok/s")
+    echo(f"GPU-hours     {s['gpu_hours']:.4f}")
+    echo(f"prefix reuse  {s['prefix_cache_reused_ratio']:.1%}")
+    echo(f"output        {out_dir}")
+
+
+def _inputs(options: Mapping[str, Any], traces: list[Path], workload: Any, deployment: Any,
+            planner_raw: Mapping[str, Any] | None, trace_format: str,
+            trace_block_size: int | None) -> dict[str, Any]:
+    """What ran: the command and the options given, the traces, the validated deployment."""
+    given = {name: str(value) if isinstance(value, Path) else value
+             for name, value in options.items()
+             if name != "traces" and value is not None and value is not False}
+    return {
+        "command": "plansim replay run",
+        "options": given,
+        "traces": [str(p) for p in traces],
+        "trace_format": trace_format,
+        "trace_block_size": workload.trace_block_size if trace_block_size is None
+        else trace_block_size,
+        "requests": len(workload),
+        "skipped": dict(workload.skipped),
+        "deployment": deployment.model_dump(mode="json"),
+        "planner": dict(planner_raw) if planner_raw is not None else None,
+        "sla": deployment.sla.model_dump(mode="json"),
+        "seed": deployment.seed,
+    }
+
+
+@app.command("run")
+def run(
+    ctx: typer.Context,
+    traces: Annotated[list[Path], typer.Argument(help="Trace files, folders or globs.", metavar="TRACE",
+                                                 show_default=False)],
+    config: Annotated[Path | None, typer.Option(
+        "--config", "-c", help="Deployment file (YAML or JSON).")] = None,
+    planner_config: Annotated[Path | None, typer.Option(
+        help="Planner config (YAML/JSON); runs the planner in the loop.")] = None,
+    trace_format: Annotated[str, typer.Option(
+        "--format", help="Trace format: auto, dynamo, mooncake or azure.")] = "auto",
+    trace_block_size: Annotated[int | None, typer.Option(
+        help="Tokens per hash id for Mooncake/Azure traces.")] = None,
+    mode: Annotated[str | None, typer.Option(help="agg or disagg.")] = None,
+    num_workers: Annotated[int | None, typer.Option(help="Aggregated workers.")] = None,
+    num_prefill_workers: Annotated[int | None, typer.Option(help="Prefill workers.")] = None,
+    num_decode_workers: Annotated[int | None, typer.Option(help="Decode workers.")] = None,
+    router_mode: Annotated[str | None, typer.Option(
+        help="round_robin, random or kv_router.")] = None,
+    overlap_score_weight: Annotated[float | None, typer.Option(
+        help="KV router: weight of prefill blocks in the cost.")] = None,
+    router_temperature: Annotated[float | None, typer.Option(
+        help="KV router: softmax temperature (0 = argmin).")] = None,
+    arrival_speedup_ratio: Annotated[float | None, typer.Option(
+        help="Divide arrival gaps by this.")] = None,
+    sla_ttft_ms: Annotated[float | None, typer.Option(help="Goodput SLA: TTFT bound.")] = None,
+    sla_itl_ms: Annotated[float | None, typer.Option(help="Goodput SLA: ITL bound.")] = None,
+    sla_e2e_ms: Annotated[float | None, typer.Option(help="Goodput SLA: E2E bound.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
+    extra_engine_args: Annotated[Path | None, typer.Option(
+        help="Engine-args JSON (Dynamo --extra-engine-args form) for every worker.")] = None,
+    prefill_engine_args: Annotated[Path | None, typer.Option(
+        help="Engine-args JSON for prefill workers.")] = None,
+    decode_engine_args: Annotated[Path | None, typer.Option(
+        help="Engine-args JSON for decode workers.")] = None,
+    out: Annotated[Path | None, typer.Option(
+        help="Output folder (default: a new plansim-out/replay-<time>).")] = None,
+    no_report: Annotated[bool, typer.Option("--no-report", help="Skip report.html.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Replay TRACE... against the deployment and write summary, tables and report."""
+    from plansim.sim.deployment import load_deployment
+
+    overrides = _overrides(
+        mode=mode, num_workers=num_workers, num_prefill_workers=num_prefill_workers,
+        num_decode_workers=num_decode_workers, router_mode=router_mode,
+        overlap_score_weight=overlap_score_weight, router_temperature=router_temperature,
+        arrival_speedup_ratio=arrival_speedup_ratio, sla_ttft_ms=sla_ttft_ms,
+        sla_itl_ms=sla_itl_ms, sla_e2e_ms=sla_e2e_ms, seed=seed,
+        extra_engine_args=extra_engine_args, prefill_engine_args=prefill_engine_args,
+        decode_engine_args=decode_engine_args)
+    # Validate everything (deployment, planner) before reading possibly large traces.
+    deployment = load_deployment(config, overrides)
+    planner_raw: Mapping[str, Any] | None = None
+    planner_source: str | None = None
+    if planner_config is not None:
+        planner_raw, planner_source = _read_planner_config(planner_config), str(planner_config)
+    elif deployment.planner is not None:
+        planner_raw, planner_source = deployment.planner, str(config) if config else None
+    planner = (_build_planner(planner_raw, deployment, planner_source)
+               if planner_raw is not None else None)
+
+    from plansim.sim import replay
+    from plansim.traces import load_workload
+
+    workload = load_workload(traces, format=trace_format, trace_block_size=trace_block_size)
+    out_dir = out if out is not None else _new_out_dir()
+
+    bar = ProgressBar() if (not quiet and sys.stderr.isatty()) else None
+    try:
+        result = replay(workload, deployment, planner, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    inputs = {**_inputs(ctx.params, traces, workload, deployment, planner_raw, trace_format,
+                        trace_block_size), **result.inputs}
+    atomic_write_json(out_dir / "inputs.json", inputs)
+    atomic_write_json(out_dir / "summary.json", result.summary)
+    write_parquet_atomic(out_dir / "requests.parquet", result.requests)
+    write_parquet_atomic(out_dir / "timeseries.parquet", result.timeseries)
+    write_parquet_atomic(out_dir / "workers.parquet", result.workers)
+    if result.ticks is not None:
+        write_parquet_atomic(out_dir / "ticks.parquet", result.ticks)
+    if planner is not None:
+        atomic_write_json(out_dir / "scaling_events.json", result.scaling_events)
+    if result.retune_events is not None:
+        atomic_write_json(out_dir / "retune_events.json", result.retune_events)
+
+    n_rejected = int((result.requests["status"] == "rejected").sum())
+    _print_summary(result.summary, n_rejected, out_dir)
+    if not no_report:
+        _render_reports(out_dir)
+
+
+def _render_reports(out_dir: Path) -> None:
+    try:
+        from plansim.reports import render_dir
+    except ImportError:
+        typer.echo("report        skipped: plansim.reports.render_dir is not available",
+                   err=True)
+        return
+    for path in render_dir(out_dir):
+        typer.echo(f"report        {path}")

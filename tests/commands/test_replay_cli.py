@@ -1,0 +1,113 @@
+"""`plansim replay run`: output folder contents, summary table, and one-line config errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from plansim.cli import main
+
+REFERENCE = Path(__file__).parents[1] / "sim" / "reference"
+MICRO_TRACE = REFERENCE / "micro" / "M7-round-robin.jsonl"  # 6 requests, 3 workers
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+def _run(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setattr("sys.argv", ["plansim", "replay", "run", *args])
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_happy_path_writes_every_output_file(tmp_path, monkeypatch, capsys):
+    config = _write(tmp_path / "deploy.yaml",
+                    "mode: agg\nnum_workers: 2\nrouter: {mode: round_robin}\n"
+                    "sla: {ttft_ms: 1000, itl_ms: 50}\n")
+    out = tmp_path / "out"
+    code, stdout, err = _run(monkeypatch, capsys, str(MICRO_TRACE), "--config", str(config),
+                             "--num-workers", "3", "--trace-block-size", "512", "--out", str(out),
+                             "--no-report", "--quiet")
+    assert code == 0, err
+    for name in ("inputs.json", "summary.json", "requests.parquet", "timeseries.parquet",
+                 "workers.parquet"):
+        assert (out / name).is_file(), name
+    assert not (out / "scaling_events.json").exists()  # no planner
+    assert not list(out.glob(".*.tmp"))  # atomic writes leave no temporaries
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["num_requests"] == 6
+    assert summary["completed_requests"] == 6
+    assert summary["goodput_completed_requests"] == 6  # all six TTFTs < 50 ms in the reference
+    inputs = json.loads((out / "inputs.json").read_text())
+    assert inputs["requests"] == 6
+    assert inputs["deployment"]["num_workers"] == 3  # the flag overrides the file's 2
+    assert inputs["options"]["num_workers"] == 3
+    assert len(pd.read_parquet(out / "requests.parquet")) == 6
+    workers = pd.read_parquet(out / "workers.parquet")
+    assert len(workers) == 3
+    assert "TTFT" in stdout and "GPU-hours" in stdout and "goodput" in stdout
+    assert str(out) in stdout
+    assert err == ""  # --quiet: no progress bar
+
+
+def test_same_inputs_give_identical_summary_and_requests(tmp_path, monkeypatch, capsys):
+    outs = []
+    for name in ("a", "b"):
+        out = tmp_path / name
+        code, _, err = _run(monkeypatch, capsys, str(MICRO_TRACE), "--num-workers", "3",
+                            "--trace-block-size", "512", "--out", str(out), "--no-report",
+                            "--quiet")
+        assert code == 0, err
+        outs.append(out)
+    wall_keys = {"wall_time_ms", "processed_tokens_per_s", "processed_output_tokens_per_s"}
+    a, b = ({k: v for k, v in json.loads((o / "summary.json").read_text()).items()
+             if k not in wall_keys} for o in outs)
+    assert a == b
+    assert (outs[0] / "requests.parquet").read_bytes() == (outs[1] / "requests.parquet").read_bytes()
+
+
+@pytest.mark.parametrize(("config_text", "flags", "key"), [
+    ("num_wrokers: 2\n", [], "num_wrokers"),
+    ("engine: {block_size: 0}\n", [], "engine.block_size"),
+    ("router: {mode: fastest}\n", [], "router.mode"),
+    ("", ["--num-workers", "0"], "num_workers"),
+    ("", ["--arrival-speedup-ratio", "-1"], "arrival_speedup_ratio"),
+    ("", ["--router-mode", "fastest"], "router.mode"),
+])
+def test_bad_config_exits_2_with_one_line_naming_the_key(tmp_path, monkeypatch, capsys,
+                                                         config_text, flags, key):
+    config = _write(tmp_path / "deploy.yaml", config_text)
+    code, stdout, err = _run(monkeypatch, capsys, str(MICRO_TRACE), "--config", str(config),
+                             "--out", str(tmp_path / "out"), *flags)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert key in lines[0]
+    assert not (tmp_path / "out").exists()  # nothing written before validation passed
+
+
+def test_missing_config_file_exits_2_naming_it(tmp_path, monkeypatch, capsys):
+    missing = tmp_path / "nope.yaml"
+    code, _, err = _run(monkeypatch, capsys, str(MICRO_TRACE), "--config", str(missing))
+    assert code == 2
+    assert str(missing) in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("name", ["deploy.yaml", "deploy-disagg.yaml"])
+def test_example_deployments_validate(name):
+    from plansim.sim.deployment import load_deployment
+
+    deployment = load_deployment(EXAMPLES / name)
+    assert deployment.router.mode == "kv_router"
+    assert deployment.sla.ttft_ms is not None
