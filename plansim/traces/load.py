@@ -1,0 +1,206 @@
+"""``load_workload``: any supported trace files into one columnar ``Workload``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from plansim.errors import InputError, TraceError
+from plansim.traces.azure import read_azure
+from plansim.traces.columns import TraceColumns
+from plansim.traces.detect import FORMATS, detect_format
+from plansim.traces.dynamo import read_dynamo
+from plansim.traces.mooncake import read_mooncake
+from plansim.traces.prefix import prefix_chain_ids, unshared_ids
+from plansim.traces.sources import resolve_paths
+from plansim.traces.workload import Workload
+
+PathsArg = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
+# Rows per gather step when reordering hashes by arrival: bounds the index array's memory.
+_REORDER_ROWS = 65536
+
+
+def check_options(format: str, trace_block_size: int | None) -> None:
+    if format != "auto" and format not in FORMATS:
+        raise InputError(
+            f"unknown format {format!r}; choose auto, {', '.join(FORMATS)}", field="--format"
+        )
+    if trace_block_size is not None and (
+        isinstance(trace_block_size, bool) or not isinstance(trace_block_size, (int, np.integer))
+        or trace_block_size <= 0
+    ):
+        raise InputError(
+            f"must be a positive integer, got {trace_block_size!r}", field="--trace-block-size"
+        )
+
+
+def resolve_formats(files: list[Path], format: str) -> str:
+    """The one format of all ``files`` (detected when ``format`` is ``auto``)."""
+    if format != "auto":
+        return format
+    found = [(detect_format(p), p) for p in files]
+    first_fmt, first_path = found[0]
+    for fmt, p in found[1:]:
+        if fmt != first_fmt:
+            raise TraceError(
+                f"is {fmt} but {first_path} is {first_fmt}; one format per load", source=str(p)
+            )
+    return first_fmt
+
+
+def read_columns(
+    paths: PathsArg, format: str = "auto", trace_block_size: int | None = None
+) -> tuple[str, list[TraceColumns]]:
+    """Resolve, detect and read every file; checks one block size across shards."""
+    check_options(format, trace_block_size)
+    files = resolve_paths(paths)
+    fmt = resolve_formats(files, format)
+    parts: list[TraceColumns] = []
+    for p in files:
+        if fmt == "dynamo":
+            cols = read_dynamo(p, trace_block_size=trace_block_size)
+        elif fmt == "mooncake":
+            cols = read_mooncake(p, trace_block_size=trace_block_size)
+        else:
+            cols = read_azure(p, trace_block_size=trace_block_size)
+        if parts and cols.trace_block_size != parts[0].trace_block_size:
+            raise TraceError(
+                f"replay.trace_block_size {cols.trace_block_size} differs from "
+                f"{parts[0].trace_block_size} in {parts[0].source}; one block size per trace",
+                source=cols.source,
+                line=int(cols.line[0]),
+                field="replay.trace_block_size",
+            )
+        parts.append(cols)
+    if sum(len(c) for c in parts) == 0:
+        skipped: dict[str, int] = {}
+        for c in parts:
+            for k, v in c.skipped.items():
+                skipped[k] = skipped.get(k, 0) + v
+        raise TraceError(
+            f"no request_end rows (skipped: {_fmt_counts(skipped)})", source=parts[0].source
+        )
+    return fmt, parts
+
+
+def load_workload(
+    paths: PathsArg, format: str = "auto", trace_block_size: int | None = None
+) -> Workload:
+    """Read trace file(s) into a ``Workload`` sorted by arrival (stable).
+
+    ``paths``: a file, glob or folder, or several. ``format``: ``auto`` (detect by content),
+    ``dynamo``, ``mooncake`` or ``azure``. ``trace_block_size``: tokens per hash block; Mooncake
+    and Azure default to 512, Dynamo takes it from the trace and rejects a different value.
+    Raises ``TraceError`` / ``InputError`` for any bad input. Rows without an id (Mooncake,
+    Azure) get their 0-based ordinal in load order as id.
+    """
+    fmt, parts = read_columns(paths, format, trace_block_size)
+    return workload_from_columns(parts, has_latencies=fmt == "dynamo")
+
+
+def workload_from_columns(parts: list[TraceColumns], *, has_latencies: bool) -> Workload:
+    """Concatenate per-file columns, check unique ids, sort by arrival, remap hashes."""
+    n = sum(len(c) for c in parts)
+    arrival = _cat([c.arrival_ms for c in parts], np.float64)
+    isl = _cat([c.isl_tokens for c in parts], np.int64)
+    osl = _cat([c.osl_tokens for c in parts], np.int64)
+    counts = _cat([c.hash_counts for c in parts], np.int64)
+    rid = np.empty(n, dtype=object)
+    pos = 0
+    for c in parts:
+        rid[pos : pos + len(c)] = c.request_id
+        pos += len(c)
+    missing = np.flatnonzero(pd.isna(rid))
+    if missing.size:
+        rid[missing] = [str(k) for k in missing.tolist()]
+    _check_unique(rid, parts)
+
+    if all(c.raw_hashes is None for c in parts):
+        ids = unshared_ids(counts)
+    else:
+        raw = _cat([c.raw_hashes for c in parts], np.uint64)
+        ids = prefix_chain_ids(raw, counts)
+        del raw
+
+    ttft = total = None
+    if has_latencies:
+        ttft = _cat([c.recorded_ttft_ms for c in parts], np.float64)
+        total = _cat([c.recorded_total_ms for c in parts], np.float64)
+
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    if n > 1 and np.any(arrival[1:] < arrival[:-1]):
+        order = np.argsort(arrival, kind="stable")
+        arrival, isl, osl, rid = arrival[order], isl[order], osl[order], rid[order]
+        if ttft is not None:
+            ttft, total = ttft[order], total[order]
+        offsets, ids = _reorder_csr(offsets, ids, order)
+
+    skipped: dict[str, int] = {}
+    for c in parts:
+        for k, v in c.skipped.items():
+            skipped[k] = skipped.get(k, 0) + v
+    return Workload(
+        arrival_ms=arrival,
+        isl_tokens=isl,
+        osl_tokens=osl,
+        request_id=rid,
+        hash_offsets=offsets,
+        hash_ids=ids,
+        trace_block_size=parts[0].trace_block_size,
+        recorded_ttft_ms=ttft,
+        recorded_total_ms=total,
+        sources=tuple(c.source for c in parts),
+        skipped=skipped,
+    )
+
+
+def _reorder_csr(
+    offsets: np.ndarray, ids: np.ndarray, order: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    counts = np.diff(offsets)[order]
+    new_offsets = np.zeros(order.size + 1, dtype=np.int64)
+    np.cumsum(counts, out=new_offsets[1:])
+    new_ids = np.empty_like(ids)
+    for lo in range(0, order.size, _REORDER_ROWS):
+        rows = order[lo : lo + _REORDER_ROWS]
+        c = counts[lo : lo + _REORDER_ROWS]
+        within = np.arange(int(c.sum()), dtype=np.int64) - np.repeat(np.cumsum(c) - c, c)
+        src = np.repeat(offsets[rows], c) + within
+        new_ids[new_offsets[lo] : new_offsets[lo + rows.size]] = ids[src]
+    return new_offsets, new_ids
+
+
+def _check_unique(rid: np.ndarray, parts: list[TraceColumns]) -> None:
+    dup = pd.Index(rid).duplicated()
+    if not dup.any():
+        return
+    second = int(np.flatnonzero(dup)[0])
+    first = int(np.flatnonzero(rid == rid[second])[0])
+    (src2, line2), (src1, line1) = _locate(second, parts), _locate(first, parts)
+    raise TraceError(
+        f"request_id {rid[second]!r} repeats the one at {src1}:{line1}; ids must be unique",
+        source=src2,
+        line=line2,
+        field="request_id",
+    )
+
+
+def _locate(row: int, parts: list[TraceColumns]) -> tuple[str, int]:
+    for c in parts:
+        if row < len(c):
+            return c.source, int(c.line[row])
+        row -= len(c)
+    raise IndexError(row)
+
+
+def _cat(arrays: list[np.ndarray], dtype) -> np.ndarray:
+    return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.zeros(0, dtype)
+
+
+def _fmt_counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"

@@ -1,0 +1,126 @@
+"""Reader for Mooncake JSONL traces: one object per line with ``timestamp`` (alias
+``created_time``, ms), ``input_length`` (alias ``input_tokens``), ``output_length`` (alias
+``output_tokens``), ``hash_ids`` and optionally ``request_id``.
+
+As in the reference replay, a missing ``input_length`` defaults to
+``len(hash_ids) * trace_block_size`` and a larger one is capped at that value; hash ids beyond
+``ceil(input_length / trace_block_size)`` are dropped, since no token of the prompt falls in them.
+``session_id`` / ``delay`` rows are read as independent open-loop arrivals at their timestamp.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+from plansim.errors import TraceError
+from plansim.traces.columns import TraceColumns
+from plansim.traces.sources import line_batches
+
+DEFAULT_BLOCK_SIZE = 512
+_U64_MAX = (1 << 64) - 1
+_TIMESTAMP = ("timestamp", "created_time")
+_INPUT = ("input_length", "input_tokens")
+_OUTPUT = ("output_length", "output_tokens")
+
+
+def _alias(rec: dict, names: tuple[str, str]):
+    v = rec.get(names[0])
+    return rec.get(names[1]) if v is None else v
+
+
+def read_mooncake(path: Path, *, trace_block_size: int | None = None) -> TraceColumns:
+    """Read one Mooncake JSONL file at ``trace_block_size`` tokens per hash id (default 512)."""
+    source = str(path)
+    bs = DEFAULT_BLOCK_SIZE if trace_block_size is None else int(trace_block_size)
+    lines_out: list[np.ndarray] = []
+    ts_all: list[float] = []
+    isl_all: list[int] = []
+    osl_all: list[int] = []
+    rid_all: list = []
+    cnt_all: list[int] = []
+    hash_parts: list[np.ndarray] = []
+    for first_line, lines in line_batches(path):
+        idx: list[int] = []
+        hashes: list = []
+        for i, ln in enumerate(lines):
+            if not ln.strip():
+                continue
+            line = first_line + i
+            try:
+                rec = orjson.loads(ln)
+            except orjson.JSONDecodeError as exc:
+                raise TraceError(f"not JSON: {exc}", source=source, line=line) from None
+            ts, isl, osl, hs, rid = _row(rec, source, line)
+            idx.append(i)
+            ts_all.append(ts)
+            isl_all.append(isl)
+            osl_all.append(osl)
+            rid_all.append(rid)
+            cnt_all.append(len(hs))
+            hashes.extend(hs)
+        lines_out.append(first_line + np.array(idx, dtype=np.int64))
+        hash_parts.append(np.array(hashes, dtype=np.uint64))
+    if not ts_all:
+        raise TraceError("empty file", source=source)
+    counts = np.array(cnt_all, dtype=np.int64)
+    raw = np.concatenate(hash_parts)
+    capacity = counts * bs
+    isl_given = np.array([-1 if v is None else v for v in isl_all], dtype=np.int64)
+    isl_arr = np.where(isl_given < 0, capacity, np.minimum(isl_given, capacity))
+    keep = -(-isl_arr // bs)
+    if np.any(keep < counts):
+        owner = np.repeat(np.arange(counts.size), counts)
+        start = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        pos = np.arange(raw.size) - np.repeat(start, counts)
+        raw = raw[pos < keep[owner]]
+        counts = keep
+    rid = np.empty(len(rid_all), dtype=object)
+    rid[:] = rid_all
+    return TraceColumns(
+        source=source,
+        line=np.concatenate(lines_out),
+        arrival_ms=np.array(ts_all, dtype=np.float64),
+        isl_tokens=isl_arr,
+        osl_tokens=np.array(osl_all, dtype=np.int64),
+        request_id=rid,
+        hash_counts=counts,
+        raw_hashes=raw,
+        trace_block_size=bs,
+    )
+
+
+def _row(rec: object, source: str, line: int):
+    def fail(message: str, fld: str | None = None) -> TraceError:
+        return TraceError(message, source=source, line=line, field=fld)
+
+    if not isinstance(rec, dict):
+        raise fail(f"expected a JSON object, got {type(rec).__name__}")
+    ts = _alias(rec, _TIMESTAMP)
+    if ts is None:
+        raise fail("timestamp is missing", "timestamp")
+    if type(ts) not in (int, float) or not math.isfinite(ts) or ts < 0:
+        raise fail(f"timestamp must be a non-negative number of ms, got {ts!r}", "timestamp")
+    isl = _alias(rec, _INPUT)
+    if isl is not None and not (type(isl) is int and isl >= 0):
+        raise fail(f"input_length must be a non-negative integer, got {isl!r}", "input_length")
+    osl = _alias(rec, _OUTPUT)
+    if osl is None:
+        raise fail("output_length is missing", "output_length")
+    if not (type(osl) is int and osl >= 0):
+        raise fail(f"output_length must be a non-negative integer, got {osl!r}", "output_length")
+    hs = rec.get("hash_ids")
+    if not isinstance(hs, list):
+        raise fail("hash_ids is missing or not a list", "hash_ids")
+    for h in hs:
+        if not (type(h) is int and 0 <= h <= _U64_MAX):
+            raise fail(f"hash_ids holds {h!r}, not a non-negative integer", "hash_ids")
+    rid = rec.get("request_id")
+    if rid is not None and type(rid) is not str:
+        rid = str(rid) if type(rid) is int else None
+        if rid is None:
+            raise fail("request_id must be a string", "request_id")
+    return ts, isl, osl, hs, rid
