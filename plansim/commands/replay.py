@@ -99,6 +99,8 @@ class ProgressBar:
 
 def _duration(ms: float) -> str:
     seconds = ms / 1000.0
+    if seconds < 1:
+        return f"{ms:.1f} ms"
     if seconds < 120:
         return f"{seconds:.1f} s"
     if seconds < 7200:
