@@ -12,8 +12,11 @@ Collapse fallback (reference behaviour): when raw values were requested and the 
 (0, d, 0), the history is searched again in log1p space and the predictor switches to log1p mode;
 if that refit fails it stays in raw mode.
 
-After the first fit the parameters are kept; new points are filtered in with the fitted
-parameters (no refit), so a forecast costs one Kalman-filter pass. With every stored value equal
+Between fits new points are filtered in with the fitted parameters, so a forecast costs one
+Kalman-filter pass. The order search is repeated whenever the history has doubled since the last
+fit (5, 10, 20, 40, ... points): the reference fits once and only updates, which freezes
+parameters estimated from the first 5 points forever; refitting on doubling keeps the total
+fitting cost within twice that of the final fit. With every stored value equal
 the forecast is that value (a fitted model would drift towards its mean). A failed forecast
 drops the pending points and falls back to the last value (see ``LoadPredictor``).
 """
@@ -39,6 +42,7 @@ class ArimaPredictor(LoadPredictor):
         super().__init__(minimum_data_points=ARIMA_MINIMUM_DATA_POINTS, log1p=log1p)
         self._results = None  # statsmodels ARIMAResults for the data filtered so far
         self._pending: list[float] = []
+        self._fitted_points = 0
         self.order: tuple[int, int, int] | None = None
 
     def _accept(self, value: float) -> None:
@@ -50,7 +54,7 @@ class ArimaPredictor(LoadPredictor):
         if min(history) == max(history):
             return history[-1]
         try:
-            if self._results is None:
+            if self._results is None or len(history) >= 2 * self._fitted_points:
                 self._fit(np.asarray(history, dtype=float))
             elif self._pending:
                 new = self._to_model(np.asarray(self._pending, dtype=float))
@@ -79,6 +83,7 @@ class ArimaPredictor(LoadPredictor):
             else:
                 self.log1p = True
         self._results, self.order = results, order
+        self._fitted_points = raw.size
 
 
 def choose_d(y: np.ndarray, *, alpha: float = 0.05, max_d: int = _MAX_D) -> int:

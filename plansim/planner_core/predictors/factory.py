@@ -8,8 +8,9 @@ ignored (one config serves every predictor), an unknown name or a bad value rais
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,3 +149,57 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
+
+
+# Parameters that change each predictor's forecasts; others are ignored by it.
+RELEVANT_PARAMS: Mapping[str, frozenset[str]] = {
+    "constant": frozenset(),
+    "arima": frozenset({"load_predictor_log1p"}),
+    "kalman": frozenset(
+        {"load_predictor_log1p", "kalman_q_level", "kalman_q_trend", "kalman_r", "kalman_min_points"}
+    ),
+    "prophet": frozenset(
+        {"load_predictor_log1p", "prophet_window_size", "throughput_adjustment_interval_seconds"}
+    ),
+}
+
+
+def expand_candidates(
+    names: Sequence[str],
+    params: Mapping[str, Any] | None = None,
+    grid: Mapping[str, Sequence[Any]] | None = None,
+) -> list[PredictorSpec]:
+    """Candidates for a comparison: each predictor in ``names`` with the fixed ``params`` and
+    every combination of the ``grid`` values, keeping only the parameters that predictor uses
+    (so ``constant`` runs once however large a Kalman grid is). Order: ``names`` order, then grid
+    combinations in the order given. Raises ``ConfigError`` for an unknown predictor or parameter,
+    a bad value, an empty grid, or a grid parameter that no selected predictor uses."""
+    params = {k: coerce_param(k, v) for k, v in (params or {}).items()}
+    grid_values = {k: [coerce_param(k, v) for v in values] for k, values in (grid or {}).items()}
+    for key, values in grid_values.items():
+        if not values:
+            raise ConfigError("grid needs at least one value", field=key)
+        if key in params:
+            raise ConfigError("given both as a fixed parameter and as a grid", field=key)
+    for name in names:
+        if name not in PREDICTOR_NAMES:
+            raise ConfigError(
+                f"unknown load predictor {name!r} (known: {', '.join(PREDICTOR_NAMES)})",
+                field="predictors",
+            )
+    for key in grid_values:
+        if not any(key in RELEVANT_PARAMS[name] for name in names):
+            raise ConfigError(
+                f"no selected predictor ({', '.join(names)}) uses this grid parameter", field=key
+            )
+    specs: list[PredictorSpec] = []
+    for name in dict.fromkeys(names):
+        relevant = RELEVANT_PARAMS[name]
+        fixed = {k: v for k, v in params.items() if k in relevant}
+        axes = [(k, vs) for k, vs in grid_values.items() if k in relevant]
+        for combo in itertools.product(*(vs for _, vs in axes)):
+            point = {**fixed, **{k: v for (k, _), v in zip(axes, combo, strict=True)}}
+            spec = PredictorSpec(name, tuple(sorted(point.items())))
+            if spec not in specs:
+                specs.append(spec)
+    return specs

@@ -44,24 +44,31 @@ class TrafficForecaster:
     def predictors(self) -> dict[str, LoadPredictor]:
         return {"num_req": self.num_req, "isl": self.isl, "osl": self.osl}
 
-    def observe(self, num_req: float, isl: float | None, osl: float | None) -> None:
-        """Feed one window: requests offered and their average ISL/OSL (``None`` if unknown)."""
+    def observe(
+        self, num_req: float, isl: float | None, osl: float | None
+    ) -> tuple[float, float | None, float | None]:
+        """Feed one window: requests offered and their average ISL/OSL (``None`` if unknown).
+        Returns the values handed to the three predictors (``None``: that series was not fed)."""
+        num_req = float(num_req) if _finite(num_req) and num_req > 0 else 0.0
         self.num_req.observe(num_req)
+        fed_isl: float | None
+        fed_osl: float | None
         if num_req > 0:
             self._seen_traffic = True
-            if _finite(isl):
-                self._last_isl = float(isl)
-                self.isl.observe(isl)
-            if _finite(osl):
-                self._last_osl = float(osl)
-                self.osl.observe(osl)
-            return
-        idle_isl = self._last_isl if self._seen_traffic else 0.0
-        idle_osl = self._last_osl if self._seen_traffic else 0.0
-        if idle_isl is not None:
-            self.isl.observe(idle_isl)
-        if idle_osl is not None:
-            self.osl.observe(idle_osl)
+            fed_isl = float(isl) if _finite(isl) else None
+            fed_osl = float(osl) if _finite(osl) else None
+            if fed_isl is not None:
+                self._last_isl = fed_isl
+            if fed_osl is not None:
+                self._last_osl = fed_osl
+        else:
+            fed_isl = self._last_isl if self._seen_traffic else 0.0
+            fed_osl = self._last_osl if self._seen_traffic else 0.0
+        if fed_isl is not None:
+            self.isl.observe(fed_isl)
+        if fed_osl is not None:
+            self.osl.observe(fed_osl)
+        return num_req, fed_isl, fed_osl
 
     def warm(self, windows: Iterable[tuple[float, float | None, float | None]]) -> None:
         """Warm start from ``(num_req, isl, osl)`` windows, e.g. trace buckets."""

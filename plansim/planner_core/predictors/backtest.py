@@ -1,0 +1,231 @@
+"""Backtest of load predictors on a bucketed trace: one-step-ahead forecasts and their errors.
+
+For each candidate a ``TrafficForecaster`` (three predictor instances: request count, average ISL,
+average OSL, fed with the planner's live rules) observes the first ``warmup`` buckets, then for
+each following bucket forecasts it one step ahead and observes it. Candidates are independent,
+so they run in parallel processes (joblib) and the results do not depend on the process count.
+
+Prediction rows (``backtest`` / ``BacktestResult.predictions``), one per scored bucket, candidate
+and series:
+
+- ``bucket`` (int): position in the bucket table (the first bucket is 0).
+- ``predictor`` (str): candidate label, e.g. ``kalman`` or ``kalman(kalman_q_level=0.1)``.
+- ``series`` (str): ``request_count``, ``avg_isl`` or ``avg_osl``.
+- ``forecast`` (float): the one-step forecast made before the bucket was observed.
+- ``actual`` (float): the value the predictor then observed. For an idle bucket after traffic was
+  seen this is the carried-forward ISL/OSL (the planner's feeding rule), since an empty bucket
+  has no average length; NaN when the bucket's average was missing and nothing was fed.
+- ``fit_time_s`` (float): wall time of that ``predict_next`` call (model fitting included).
+- ``failed`` (bool): the forecast raised and fell back to the last value.
+
+Summary (``summarize`` / ``BacktestResult.summary``), one row per candidate, best first:
+
+- ``rank`` (1 = best), ``predictor`` (label), ``name`` (predictor name), ``params`` (dict).
+- ``loss``: mean retune pre-sweep loss over the scored buckets (``loss.py``; buckets with a
+  missing actual are left out; ``inf`` with none).
+- ``mape_request_count_pct``: mean |forecast - actual| / actual x 100 over buckets with requests.
+- ``rmse_request_count``: root mean squared request-count error.
+- ``under_forecast_share``: share of scored buckets whose request-count forecast is below 80% of
+  the actual count (under-provisioning risk).
+- ``fit_time_mean_s`` / ``fit_time_max_s``: wall time per forecast (all three series).
+- ``failed_forecasts``: number of forecasts that fell back to the last value.
+- ``wall_time_s``: wall time of the candidate's whole backtest (observing and forecasting).
+
+Ranking: candidates without failed forecasts first (a failing candidate cannot win, as in the
+retune pre-sweep), then by loss, then in the order given.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from plansim.errors import InputError
+from plansim.planner_core.predictors.factory import PredictorSpec
+from plansim.planner_core.predictors.loss import presweep_window_losses
+from plansim.planner_core.predictors.traffic import TrafficForecaster
+
+SERIES = ("request_count", "avg_isl", "avg_osl")
+PREDICTION_COLUMNS = ("bucket", "predictor", "series", "forecast", "actual", "fit_time_s", "failed")
+SUMMARY_COLUMNS = (
+    "rank",
+    "predictor",
+    "name",
+    "params",
+    "loss",
+    "mape_request_count_pct",
+    "rmse_request_count",
+    "under_forecast_share",
+    "fit_time_mean_s",
+    "fit_time_max_s",
+    "failed_forecasts",
+    "wall_time_s",
+)
+UNDER_FORECAST_RATIO = 0.8
+
+
+@dataclass(frozen=True, slots=True)
+class BacktestResult:
+    predictions: pd.DataFrame  # PREDICTION_COLUMNS, candidates in the order given
+    summary: pd.DataFrame  # SUMMARY_COLUMNS, best first
+
+
+def backtest(
+    buckets: Any,
+    predictors: Sequence[PredictorSpec | str],
+    warmup: int,
+    *,
+    interval_s: float | None = None,
+    jobs: int = 1,
+) -> pd.DataFrame:
+    """Prediction rows of every candidate (see the module docstring). ``buckets`` is a table with
+    ``request_count``, ``avg_isl``, ``avg_osl`` (``plansim.traces.buckets``); ``interval_s`` is
+    the bucket width, used as Prophet's time step."""
+    return run_backtest(buckets, predictors, warmup, interval_s=interval_s, jobs=jobs).predictions
+
+
+def run_backtest(
+    buckets: Any,
+    predictors: Sequence[PredictorSpec | str],
+    warmup: int,
+    *,
+    interval_s: float | None = None,
+    jobs: int = 1,
+) -> BacktestResult:
+    """Predictions and ranked summary. Raises ``InputError`` when the table is shorter than
+    ``warmup + 2`` buckets or ``warmup < 1``, ``ConfigError`` for a bad candidate."""
+    counts, isl, osl = bucket_arrays(buckets)
+    specs = [p if isinstance(p, PredictorSpec) else PredictorSpec.of(p) for p in predictors]
+    if not specs:
+        raise InputError("no predictor to compare", field="predictors")
+    labels = [s.label for s in specs]
+    if len(set(labels)) != len(labels):
+        raise InputError(f"duplicate predictor candidates: {labels}", field="predictors")
+    if warmup < 1:
+        raise InputError(f"must be >= 1, got {warmup}", field="warmup_buckets")
+    if counts.size < warmup + 2:
+        raise InputError(
+            f"the trace has {counts.size} buckets; need at least warm-up + 2 = {warmup + 2}",
+            field="warmup_buckets",
+        )
+    extra = {} if interval_s is None else {"throughput_adjustment_interval_seconds": interval_s}
+    tasks = [(spec, counts, isl, osl, warmup, extra) for spec in specs]
+    if jobs > 1 and len(specs) > 1:
+        from joblib import Parallel, delayed
+
+        outputs = Parallel(n_jobs=min(jobs, len(specs)), backend="loky")(
+            delayed(_run_candidate)(*task) for task in tasks
+        )
+    else:
+        outputs = [_run_candidate(*task) for task in tasks]
+    frames = [frame for frame, _ in outputs]
+    predictions = pd.concat(frames, ignore_index=True)
+    wall = {spec.label: seconds for spec, (_, seconds) in zip(specs, outputs, strict=True)}
+    return BacktestResult(predictions, summarize(predictions, specs, wall))
+
+
+def bucket_arrays(buckets: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(request_count, avg_isl, avg_osl)`` float arrays from a bucket table or mapping."""
+    try:
+        columns = [np.asarray(buckets[name], dtype=float) for name in SERIES]
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise InputError(f"bucket table needs columns {', '.join(SERIES)} ({exc})") from None
+    if len({c.shape for c in columns}) != 1 or columns[0].ndim != 1:
+        raise InputError("bucket columns must be 1-D and of equal length")
+    return columns[0], columns[1], columns[2]
+
+
+def _run_candidate(
+    spec: PredictorSpec,
+    counts: np.ndarray,
+    isl: np.ndarray,
+    osl: np.ndarray,
+    warmup: int,
+    extra: Mapping[str, Any],
+) -> tuple[pd.DataFrame, float]:
+    started = time.perf_counter()
+    forecaster = TrafficForecaster(lambda: spec.build(**extra))
+    for i in range(warmup):
+        forecaster.observe(counts[i], isl[i], osl[i])
+    scored = counts.size - warmup
+    forecast = np.empty((3, scored))
+    actual = np.empty((3, scored))
+    fit_time = np.empty((3, scored))
+    failed = np.zeros((3, scored), dtype=bool)
+    series_predictors = list(forecaster.predictors.values())
+    for j, i in enumerate(range(warmup, counts.size)):
+        for k, predictor in enumerate(series_predictors):
+            t0 = time.perf_counter()
+            forecast[k, j] = predictor.predict_next()
+            fit_time[k, j] = time.perf_counter() - t0
+            failed[k, j] = predictor.last_forecast_failed
+        fed = forecaster.observe(counts[i], isl[i], osl[i])
+        actual[:, j] = [np.nan if v is None else v for v in fed]
+    wall_s = time.perf_counter() - started
+    buckets = np.arange(warmup, counts.size, dtype=np.int64)
+    frame = pd.DataFrame(
+        {
+            "bucket": np.tile(buckets, 3),
+            "predictor": spec.label,
+            "series": np.repeat(SERIES, scored),
+            "forecast": forecast.ravel(),
+            "actual": actual.ravel(),
+            "fit_time_s": fit_time.ravel(),
+            "failed": failed.ravel(),
+        }
+    )
+    return frame, wall_s
+
+
+def summarize(
+    predictions: pd.DataFrame,
+    specs: Sequence[PredictorSpec],
+    wall_time_s: Mapping[str, float],
+) -> pd.DataFrame:
+    """One ranked row per candidate from prediction rows (see the module docstring)."""
+    rows = []
+    for order, spec in enumerate(specs):
+        mine = predictions[predictions["predictor"] == spec.label]
+        wide = {
+            s: mine[mine["series"] == s].sort_values("bucket", kind="stable") for s in SERIES
+        }
+        f = np.vstack([wide[s]["forecast"].to_numpy(float) for s in SERIES])
+        a = np.vstack([wide[s]["actual"].to_numpy(float) for s in SERIES])
+        window_losses = presweep_window_losses(f, a)
+        window_losses = window_losses[np.isfinite(window_losses)]
+        n_f, n_a = f[0], a[0]
+        busy = n_a > 0
+        fit = mine["fit_time_s"].to_numpy(float)
+        rows.append(
+            {
+                "order": order,
+                "predictor": spec.label,
+                "name": spec.name,
+                "params": dict(spec.params),
+                "loss": float(window_losses.mean()) if window_losses.size else float("inf"),
+                "mape_request_count_pct": (
+                    float(np.mean(np.abs(n_f[busy] - n_a[busy]) / n_a[busy]) * 100.0)
+                    if busy.any()
+                    else float("nan")
+                ),
+                "rmse_request_count": float(np.sqrt(np.mean((n_f - n_a) ** 2))),
+                "under_forecast_share": float(np.mean(n_f < UNDER_FORECAST_RATIO * n_a)),
+                "fit_time_mean_s": float(fit.mean()),
+                "fit_time_max_s": float(fit.max()),
+                "failed_forecasts": int(mine["failed"].sum()),
+                "wall_time_s": float(wall_time_s.get(spec.label, float("nan"))),
+            }
+        )
+    summary = pd.DataFrame(rows)
+    summary = summary.sort_values(
+        ["failed_forecasts", "loss", "order"],
+        key=lambda col: col > 0 if col.name == "failed_forecasts" else col,
+        kind="stable",
+    ).reset_index(drop=True)
+    summary.insert(0, "rank", np.arange(1, len(summary) + 1))
+    return summary[list(SUMMARY_COLUMNS)]
