@@ -61,6 +61,10 @@ class WorkerCounts:
     starting_decode: int = 0
     draining_prefill: int = 0
     draining_decode: int = 0
+    # Host-side "a scale operation of this role is not finished" flags (e.g. a connector that
+    # has not acknowledged the last decision); the planner then only observes that role.
+    prefill_in_progress: bool = False
+    decode_in_progress: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,443 @@
+"""``PlannerConfig``: the validated planner configuration (the offline subset of Dynamo's).
+
+A Dynamo planner config (JSON or YAML mapping) validates as is: fields that only mean something
+to a live planner (Prometheus, ports, Kubernetes, AIC, power, gateway, ...) are accepted and
+ignored, and :func:`parse_planner_config` lists them once in one warning. Any other unknown key,
+or an invalid value, raises :class:`~plansim.errors.ConfigError` naming the field.
+
+Defaults and validators follow the reference (``spec/reference/planner_core.md`` section 1):
+
+- ``scheduling.scale_interval_seconds`` defaults to the GCD, at millisecond resolution, of the
+  load interval and (with ``optimization_target: sla`` and throughput scaling on) the throughput
+  interval; every enabled interval must be an integer multiple of it.
+- "Easy mode": any target other than ``sla`` forces load scaling on and throughput scaling off.
+- Retune-only mode: a ``retune`` block with both scaling flags explicitly false; the planner then
+  never scales (the easy-mode forcing and the "one loop enabled" rule do not apply).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from plansim.errors import ConfigError
+
+log = logging.getLogger("plansim.planner")
+
+PREDICTOR_NAMES = ("constant", "arima", "kalman", "prophet")
+ROLES = ("prefill", "decode")
+
+# Keys a live Dynamo planner reads that have no offline meaning: accepted, ignored, warned once.
+LIVE_ONLY_FIELDS = frozenset(
+    {
+        "pre_deployment_sweeping_mode",
+        "environment",
+        "namespace",
+        "backend",
+        "log_dir",
+        "control_api_port",
+        "aic_interpolation",
+        "aic_perf_model",
+        "metric_pulling_prometheus_endpoint",
+        "metric_pulling_prometheus_token",
+        "metric_pulling_prometheus_token_file",
+        "metric_pulling_prometheus_ssl_verify",
+        "metric_pulling_prometheus_extra_query_params",
+        "metric_pulling_prometheus_ca_bundle",
+        "metric_pulling_prometheus_request_timeout_seconds",
+        "metric_reporting_prometheus_port",
+        "throughput_metrics_source",
+        "model_name",
+        "global_planner_namespace",
+        "enable_power_awareness",
+        "total_gpu_power_limit",
+        "report_filename",
+        "report_write_gzip_log",
+        "live_dashboard_port",
+        "plugin_registration",
+        "no_operation",
+        "load_metric_samples",
+        "no_correction",
+    }
+)
+LIVE_ONLY_SCHEDULING_FIELDS = frozenset({"tick_max_duration_seconds", "external_plugins", "gateway"})
+
+# Field name -> accepted older names (Dynamo keeps them as aliases).
+ALIASES = {
+    "throughput_adjustment_interval_seconds": "throughput_adjustment_interval",
+    "load_adjustment_interval_seconds": "load_adjustment_interval",
+    "ttft_ms": "ttft",
+    "itl_ms": "itl",
+}
+
+DEFAULT_TTFT_MS = 500.0
+DEFAULT_ITL_MS = 50.0
+_TRUE_STRINGS = {"1", "true", "yes", "on"}
+
+
+class PluginSpec(BaseModel):
+    """A user plugin: ``import_path`` names a class or object as ``"package.module:attr"``;
+    a class is instantiated with ``params`` as keyword arguments."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    import_path: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class SchedulingConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    scale_interval_seconds: float = Field(5.0, gt=0)
+    # Live-only pipeline deadline and gRPC plugin transport: accepted, ignored offline.
+    tick_max_duration_seconds: float = Field(30.0, gt=0)
+    external_plugins: list[Any] = Field(default_factory=list)
+    gateway: Any = None
+
+
+class PlannerConfig(BaseModel):
+    """Planner settings. Times in seconds unless the name says ``_ms``."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=False)
+
+    mode: Literal["disagg", "prefill", "decode", "agg"] = "disagg"
+    optimization_target: Literal["throughput", "latency", "load", "sla"] = "throughput"
+    enable_throughput_scaling: bool = True
+    enable_load_scaling: bool = False
+    throughput_adjustment_interval_seconds: float = Field(
+        180.0, gt=0, alias="throughput_adjustment_interval"
+    )
+    load_adjustment_interval_seconds: float = Field(5.0, gt=0, alias="load_adjustment_interval")
+    scheduling: SchedulingConfig = Field(default_factory=SchedulingConfig)
+
+    ttft_ms: float = Field(DEFAULT_TTFT_MS, alias="ttft")
+    itl_ms: float = Field(DEFAULT_ITL_MS, alias="itl")
+
+    max_gpu_budget: int = 8
+    min_gpu_budget: int = -1
+    min_endpoint: int = Field(1, ge=0)
+    prefill_min_endpoint: int | None = Field(None, ge=1)
+    decode_min_endpoint: int | None = Field(None, ge=1)
+    prefill_engine_num_gpu: int | None = Field(None, ge=1)
+    decode_engine_num_gpu: int | None = Field(None, ge=1)
+    max_throughput_scaling_replicas: int = Field(8, gt=0)
+
+    load_predictor: str = "arima"
+    load_predictor_log1p: bool = False
+    prophet_window_size: int = Field(50, ge=1)
+    kalman_q_level: float = Field(1.0, ge=0)
+    kalman_q_trend: float = Field(0.1, ge=0)
+    kalman_r: float = Field(10.0, ge=0)
+    kalman_min_points: int = Field(5, ge=1)
+    load_predictor_warmup_trace: str | None = None
+
+    max_num_fpm_samples: int = Field(64, ge=1)
+    fpm_sample_bucket_size: int = Field(16, ge=1)
+    load_min_observations: int = Field(5, ge=1)
+    load_scaling_down_sensitivity: int = Field(80, ge=0, le=100)
+    prefill_scale_up_queue_tokens: int | None = Field(None, ge=0)
+    prefill_scale_down_queue_tokens: int | None = Field(None, ge=0)
+    decode_scale_up_kv_rate: float | None = Field(None, ge=0, le=100)
+    decode_scale_down_kv_rate: float | None = Field(None, ge=0, le=100)
+    speculative_nextn: int = Field(0, ge=0)
+
+    advisory: bool = False
+    profile_results_dir: str = "profiling_results"
+    report_interval_hours: float | None = 24.0
+    report_output_dir: str = "./planner_reports"
+
+    plugins: list[PluginSpec] = Field(default_factory=list)
+    # The raw ``retune:`` block; plansim.retune.config.RetuneConfig validates it.
+    retune: dict[str, Any] | None = None
+
+    # -- before: GCD default for the base cadence ----------------------------------------
+    @model_validator(mode="before")
+    @classmethod
+    def _default_scale_interval(cls, raw: Any) -> Any:
+        if not isinstance(raw, dict):
+            return raw
+        scheduling = raw.get("scheduling")
+        if isinstance(scheduling, dict) and "scale_interval_seconds" in scheduling:
+            return raw
+        if scheduling is not None and not isinstance(scheduling, dict):
+            return raw  # let field validation name the error
+        load = _raw_field(raw, "load_adjustment_interval_seconds", 5.0)
+        intervals = [load]
+        throughput_on = _truthy(raw.get("enable_throughput_scaling", True))
+        if throughput_on and raw.get("optimization_target", "throughput") == "sla":
+            intervals.append(_raw_field(raw, "throughput_adjustment_interval_seconds", 180.0))
+        try:
+            interval_s = gcd_seconds(float(x) for x in intervals)
+        except (TypeError, ValueError):
+            return raw  # a non-numeric interval: the field validator reports it
+        if interval_s <= 0:
+            return raw
+        out = dict(raw)
+        out["scheduling"] = {**(scheduling or {}), "scale_interval_seconds": interval_s}
+        return out
+
+    # -- after: cross-field rules, in the reference order --------------------------------
+    @model_validator(mode="after")
+    def _check(self) -> PlannerConfig:
+        if not self.ttft_ms > 0:
+            raise ValueError("ttft_ms: must be > 0")
+        if self.mode in ("decode", "agg") and self.prefill_min_endpoint is not None:
+            raise ValueError(f"prefill_min_endpoint: not allowed in mode {self.mode}")
+        if self.mode in ("prefill", "agg") and self.decode_min_endpoint is not None:
+            raise ValueError(f"decode_min_endpoint: not allowed in mode {self.mode}")
+        hours = self.report_interval_hours
+        if hours is not None and not (math.isfinite(hours) and hours > 0):
+            raise ValueError("report_interval_hours: must be positive and finite, or null")
+        root = math.isqrt(self.fpm_sample_bucket_size)
+        if root * root != self.fpm_sample_bucket_size:
+            raise ValueError("fpm_sample_bucket_size: must be a perfect square")
+        if self.load_predictor not in PREDICTOR_NAMES:
+            raise ValueError(
+                f"load_predictor: unknown predictor {self.load_predictor!r} "
+                f"(one of {', '.join(PREDICTOR_NAMES)})"
+            )
+        if self.optimization_target == "load":
+            self._check_load_thresholds()
+        if self.retune_only:
+            return self
+        if self.optimization_target != "sla":
+            # Easy mode: static thresholds on the fast loop only.
+            object.__setattr__(self, "enable_load_scaling", True)
+            object.__setattr__(self, "enable_throughput_scaling", False)
+        if not (self.enable_load_scaling or self.enable_throughput_scaling):
+            raise ValueError(
+                "enable_load_scaling: at least one of enable_load_scaling and "
+                "enable_throughput_scaling must be true (or set retune for retune-only mode)"
+            )
+        base = self.scheduling.scale_interval_seconds
+        for name in self.enabled_interval_fields():
+            ratio = getattr(self, name) / base
+            if abs(ratio - round(ratio)) > 1e-9 or round(ratio) < 1:
+                raise ValueError(
+                    f"{name}: must be an integer multiple of scheduling.scale_interval_seconds "
+                    f"({base:g} s)"
+                )
+        if (
+            self.enable_load_scaling
+            and self.enable_throughput_scaling
+            and not self.load_adjustment_interval_seconds < self.throughput_adjustment_interval_seconds
+        ):
+            raise ValueError(
+                "load_adjustment_interval_seconds: must be shorter than "
+                "throughput_adjustment_interval_seconds when both loops are enabled"
+            )
+        return self
+
+    def _check_load_thresholds(self) -> None:
+        if self.mode in ("disagg", "prefill"):
+            up, down = self.prefill_scale_up_queue_tokens, self.prefill_scale_down_queue_tokens
+            if up is None or down is None:
+                raise ValueError(
+                    "prefill_scale_up_queue_tokens: optimization_target load needs "
+                    "prefill_scale_up_queue_tokens and prefill_scale_down_queue_tokens"
+                )
+            if not up > down:
+                raise ValueError(
+                    "prefill_scale_up_queue_tokens: must be greater than "
+                    "prefill_scale_down_queue_tokens"
+                )
+        if self.mode in ("disagg", "decode", "agg"):
+            up_r, down_r = self.decode_scale_up_kv_rate, self.decode_scale_down_kv_rate
+            if up_r is None or down_r is None:
+                raise ValueError(
+                    "decode_scale_up_kv_rate: optimization_target load needs "
+                    "decode_scale_up_kv_rate and decode_scale_down_kv_rate"
+                )
+            if not up_r > down_r:
+                raise ValueError(
+                    "decode_scale_up_kv_rate: must be greater than decode_scale_down_kv_rate"
+                )
+
+    # -- derived views -------------------------------------------------------------------
+    @property
+    def retune_only(self) -> bool:
+        """Retune set and both scaling flags explicitly false: the planner never scales."""
+        explicit = self.model_fields_set
+        return (
+            self.retune is not None
+            and "enable_load_scaling" in explicit
+            and "enable_throughput_scaling" in explicit
+            and not self.enable_load_scaling
+            and not self.enable_throughput_scaling
+        )
+
+    @property
+    def easy_mode(self) -> bool:
+        return self.optimization_target != "sla"
+
+    @property
+    def scale_interval_s(self) -> float:
+        return self.scheduling.scale_interval_seconds
+
+    def enabled_interval_fields(self) -> list[str]:
+        names = []
+        if self.enable_load_scaling:
+            names.append("load_adjustment_interval_seconds")
+        if self.enable_throughput_scaling:
+            names.append("throughput_adjustment_interval_seconds")
+        return names
+
+    def active_roles(self) -> tuple[str, ...]:
+        """Roles this planner scales: agg workers count as decode."""
+        return {"disagg": ROLES, "prefill": ("prefill",), "decode": ("decode",), "agg": ("decode",)}[
+            self.mode
+        ]
+
+    def min_endpoint_for(self, role: str) -> int:
+        """``resolve_min_endpoint``: the role-specific minimum if set, else ``min_endpoint``."""
+        specific = self.prefill_min_endpoint if role == "prefill" else self.decode_min_endpoint
+        return self.min_endpoint if specific is None else specific
+
+    def active_min_endpoints(self) -> tuple[int | None, int | None]:
+        """(prefill, decode) minimums; ``None`` for a role the mode does not have."""
+        roles = self.active_roles()
+        return (
+            self.min_endpoint_for("prefill") if "prefill" in roles else None,
+            self.min_endpoint_for("decode") if "decode" in roles else None,
+        )
+
+    def predictor_params(self) -> dict[str, Any]:
+        """Keyword arguments (PlannerConfig field names) for
+        ``predictors.make_predictor(self.load_predictor, **params)``."""
+        params: dict[str, Any] = {
+            "load_predictor_log1p": self.load_predictor_log1p,
+            "prophet_window_size": self.prophet_window_size,
+            "kalman_q_level": self.kalman_q_level,
+            "kalman_q_trend": self.kalman_q_trend,
+            "kalman_r": self.kalman_r,
+            "kalman_min_points": self.kalman_min_points,
+        }
+        interval = self.throughput_adjustment_interval_seconds
+        if self.load_predictor == "prophet" and float(interval).is_integer():
+            params["throughput_adjustment_interval_seconds"] = int(interval)
+        return params
+
+    def retune_config(self) -> Any:
+        """The validated ``retune`` block (``plansim.retune.config.RetuneConfig``), or None."""
+        if self.retune is None:
+            return None
+        return _validate_retune(self.retune, self)
+
+
+def gcd_seconds(intervals_s: Any) -> float:
+    """Greatest common divisor of intervals at millisecond resolution (7 s, 60 s -> 1 s)."""
+    result = 0
+    for value in intervals_s:
+        result = math.gcd(result, int(round(float(value) * 1000)))
+    return result / 1000.0
+
+
+def parse_planner_config(raw: Any, *, source: str | None = None) -> PlannerConfig:
+    """Validate a planner config mapping (as read from JSON/YAML).
+
+    Live-only keys are dropped and listed in one warning; errors raise ``ConfigError`` with the
+    offending field's dotted path.
+    """
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError("planner config must be a mapping", source=source)
+    cleaned, ignored = strip_live_only(raw)
+    if ignored:
+        log.warning(
+            "planner config: ignoring live-only field(s) with no offline meaning: %s",
+            ", ".join(ignored),
+        )
+    try:
+        config = PlannerConfig.model_validate(cleaned)
+    except ValidationError as exc:
+        raise _config_error(exc, source) from None
+    if config.easy_mode and not config.retune_only:
+        if config.ttft_ms != DEFAULT_TTFT_MS or config.itl_ms != DEFAULT_ITL_MS:
+            log.warning(
+                "planner config: ttft_ms/itl_ms are not used with optimization_target %s",
+                config.optimization_target,
+            )
+    if config.retune is not None:
+        try:
+            config.retune_config()
+        except ConfigError as exc:
+            exc.source = exc.source or source
+            raise
+    return config
+
+
+def strip_live_only(raw: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Split a raw config into the offline fields and the sorted names of ignored live fields."""
+    cleaned = {k: v for k, v in raw.items() if k not in LIVE_ONLY_FIELDS}
+    ignored = sorted(k for k in raw if k in LIVE_ONLY_FIELDS)
+    scheduling = raw.get("scheduling")
+    if isinstance(scheduling, dict):
+        dropped = sorted(k for k in scheduling if k in LIVE_ONLY_SCHEDULING_FIELDS)
+        if dropped:
+            cleaned["scheduling"] = {
+                k: v for k, v in scheduling.items() if k not in LIVE_ONLY_SCHEDULING_FIELDS
+            }
+            ignored += [f"scheduling.{k}" for k in dropped]
+    return cleaned, ignored
+
+
+def with_changes(config: PlannerConfig, changes: dict[str, Any]) -> PlannerConfig:
+    """A new config with ``changes`` (field names, dotted for ``scheduling.*``) applied and
+    everything re-validated. Raises ``ConfigError`` naming the field."""
+    raw = config.model_dump(exclude_unset=True, by_alias=False)
+    raw.pop("scheduling", None)
+    if "scheduling" in config.model_fields_set:
+        raw["scheduling"] = config.scheduling.model_dump(exclude_unset=True)
+    for key, value in changes.items():
+        if key.startswith("scheduling."):
+            raw.setdefault("scheduling", {})[key.split(".", 1)[1]] = value
+        else:
+            raw[key] = value
+    try:
+        return PlannerConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise _config_error(exc, None) from None
+
+
+def _raw_field(raw: dict[str, Any], name: str, default: float) -> Any:
+    if name in raw:
+        return raw[name]
+    return raw.get(ALIASES.get(name, name), default)
+
+
+def _truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in _TRUE_STRINGS
+    return bool(value)
+
+
+def _config_error(exc: ValidationError, source: str | None) -> ConfigError:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err.get("loc", ()) if p != "__root__")
+    msg = err.get("msg", "invalid value")
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    field, sep, rest = msg.partition(": ")
+    if sep and " " not in field and (field in PlannerConfig.model_fields or "." in field):
+        return ConfigError(rest, source=source, field=field)
+    if loc:
+        loc = {v: k for k, v in ALIASES.items()}.get(loc, loc)
+        return ConfigError(f"{msg} (got {err.get('input')!r})", source=source, field=loc)
+    return ConfigError(msg, source=source)
+
+
+def _validate_retune(block: dict[str, Any], config: PlannerConfig) -> Any:
+    try:
+        from plansim.retune.config import RetuneConfig  # noqa: PLC0415 - optional sibling
+    except ImportError:
+        return block
+    try:
+        return RetuneConfig.model_validate(block)
+    except ValidationError as exc:
+        err = _config_error(exc, None)
+        err.field = "retune" + (f".{err.field}" if err.field else "")
+        raise err from None
