@@ -7,14 +7,12 @@ value does not depend on the backend. Differences that follow from Ray:
   object, not an equal one) is ``ray.put`` once per group and handed to the tasks by reference.
 - A task whose worker dies is retried once by Ray (``max_retries=1``), then fails alone. A task
   that raises is not retried: it fails alone, as in the spawn pool.
-- ``run_groups`` runs several batches at once (the windows of ``plansim retune windows``), each
-  with its own timeout. A group's clock starts when its first task is submitted; at most
-  ``max_parallel`` tasks are in flight, so a submitted task is a running task and queueing does
-  not eat into a later window's timeout. At the timeout the group's outstanding tasks are
-  cancelled with ``ray.cancel(force=True)`` (their worker processes are killed); the other
-  groups go on.
-- ``cancel()`` (from another thread) and Ctrl-C cancel every outstanding task the same way and
-  wait until Ray reports them ended, so no task keeps running.
+- ``run`` may be called from several threads at once (``plansim retune windows`` sweeps several
+  windows concurrently, one thread each). Each call keeps at most ``max_parallel`` tasks in
+  flight and has its own timeout; at the timeout its outstanding tasks are cancelled with
+  ``ray.cancel(force=True)`` (their worker processes are killed) while other calls go on.
+- ``cancel()`` (from any thread) and Ctrl-C cancel every outstanding task the same way and wait
+  until Ray reports them ended, so no task keeps running.
 
 Without an address the executor starts a local Ray instance with ``max_parallel`` CPUs, bound to
 loopback, dashboard off, and shuts it down on ``close()``. With an address it connects to that
@@ -34,7 +32,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -49,16 +46,6 @@ POLL_INTERVAL_S = 0.05
 CANCEL_GRACE_S = 30.0
 # Scalars are cheap to send with every task; only shared objects go to the object store.
 _INLINE_TYPES = (type(None), bool, int, float, complex, str, bytes)
-
-
-@dataclass(frozen=True, slots=True)
-class TaskGroup:
-    """A batch of tasks with its own timeout (wall seconds, None = no limit); ``key`` names it
-    (for example the window index). Task keys are unique within a group."""
-
-    key: str
-    tasks: tuple[Task, ...]
-    timeout_s: float | None = None
 
 
 def import_ray(*, local: bool) -> ModuleType:
@@ -82,10 +69,8 @@ def import_ray(*, local: bool) -> ModuleType:
 
 
 class RayExecutor:
-    """An ``Executor`` on Ray; see the module docstring.
-
-    Not thread-safe except ``cancel()``: one thread calls ``run``/``run_groups``/``close``.
-    """
+    """An ``Executor`` on Ray; see the module docstring. ``run`` and ``cancel`` are thread-safe;
+    ``close`` is called once, after every ``run`` has returned."""
 
     def __init__(self, max_parallel: int, address: str | None = None) -> None:
         if max_parallel < 1:
@@ -115,7 +100,8 @@ class RayExecutor:
         self._remote = ray.remote(_run_task).options(
             num_cpus=1, max_retries=1, retry_exceptions=False
         )
-        self._cancel_event = threading.Event()
+        self._lock = threading.Lock()
+        self._cancel_generation = 0
         self._closed = False
         self.objects_put = 0
 
@@ -124,29 +110,29 @@ class RayExecutor:
     def run(
         self, tasks: Sequence[Task], context: TaskContext, timeout_s: float | None = None
     ) -> BatchOutcome:
-        return self.run_groups([TaskGroup("batch", tuple(tasks), timeout_s)], context)[0]
-
-    def run_groups(self, groups: Sequence[TaskGroup], context: TaskContext) -> list[BatchOutcome]:
-        """Run every task of every group as an independent Ray task; one outcome per group, in
-        group order, results in task order. Tasks are submitted group by group, in task order."""
+        """Run ``tasks`` as independent Ray tasks, submitted in list order; results in task order."""
         if self._closed:
             raise RuntimeError("the executor is closed")
-        self._cancel_event.clear()
-        run = _GroupRun(self._ray, self._remote, groups, context, self.max_parallel)
+        with self._lock:
+            generation = self._cancel_generation
+        batch = _Batch(self._ray, self._remote, tasks, context, self.max_parallel)
         try:
-            cancelled = run.drive(self._cancel_event)
+            finished = batch.drive(timeout_s, lambda: self._cancel_generation != generation)
         except BaseException:
             # Ctrl-C (or a bug) in the driver: nothing we submitted may keep running.
-            run.cancel_all()
+            batch.cancel_outstanding()
             raise
-        if cancelled:
-            run.cancel_all()
-        self.objects_put += run.objects_put
-        return run.outcomes(cancelled)
+        batch.cancel_outstanding()
+        with self._lock:
+            self.objects_put += batch.objects_put
+        return batch.outcome(
+            timed_out=finished == "timeout", cancelled=finished == "cancelled"
+        )
 
     def cancel(self) -> None:
-        """Stop the running batch from another thread; ``run`` cancels its tasks and returns."""
-        self._cancel_event.set()
+        """Stop every running ``run`` (from any thread): each cancels its tasks and returns."""
+        with self._lock:
+            self._cancel_generation += 1
 
     def close(self) -> None:
         """Shut down the local Ray instance this executor started; idempotent."""
@@ -163,53 +149,43 @@ class RayExecutor:
         self.close()
 
 
-@dataclass(slots=True)
-class _InFlight:
-    group: int
-    index: int
-    submitted_at: float
-
-
-class _GroupRun:
-    """The driver side of one ``run_groups`` call: submission with backpressure, collection,
-    per-group deadlines and cancellation."""
+class _Batch:
+    """The driver side of one ``run``: submission with backpressure, collection, the deadline
+    and cancellation."""
 
     def __init__(
         self,
         ray: ModuleType,
         remote: Any,
-        groups: Sequence[TaskGroup],
+        tasks: Sequence[Task],
         context: TaskContext,
         capacity: int,
     ) -> None:
         self._ray = ray
         self._remote = remote
-        self._groups = groups
+        self._tasks = tasks
         self._context = context
         self._capacity = capacity
-        self._queue = deque((g, i) for g, group in enumerate(groups) for i in range(len(group.tasks)))
-        self._inflight: dict[Any, _InFlight] = {}
-        self._results: list[dict[int, TaskResult]] = [{} for _ in groups]
-        self._overhead_s: list[list[float]] = [[] for _ in groups]
-        self._started_at: dict[int, float] = {}
-        self._ended_at: dict[int, float] = {}
-        self._deadline: dict[int, float] = {}
-        self._timed_out: set[int] = set()
-        self._shared_refs: dict[int, dict[int, Any]] = {}
+        self._queue = deque(range(len(tasks)))
+        self._inflight: dict[Any, tuple[int, float]] = {}  # ref -> (task index, submitted at)
+        self._results: dict[int, TaskResult] = {}
+        self._overhead_s: list[float] = []
+        self._shared_refs: dict[int, tuple[Any, Any]] = {}  # id(arg) -> (arg, ref)
+        self._started = time.perf_counter()
         self.objects_put = 0
 
-    def drive(self, cancel_event: threading.Event) -> bool:
-        """Run until every group has finished or timed out; True when cancelled."""
+    def drive(self, timeout_s: float | None, cancelled: Callable[[], bool]) -> str:
+        """Run until every task has a result (``"done"``), the timeout, or a cancel."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while self._queue or self._inflight:
             self._submit()
-            if cancel_event.is_set():
-                return True
-            self._expire(time.monotonic())
-            if not self._inflight:
-                continue
-            ready, _ = self._ray.wait(
-                list(self._inflight), num_returns=1, timeout=self._wait_s(time.monotonic())
-            )
+            if cancelled():
+                return "cancelled"
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return "timeout"
+            wait_s = POLL_INTERVAL_S if deadline is None else min(POLL_INTERVAL_S, deadline - now)
+            ready, _ = self._ray.wait(list(self._inflight), num_returns=1, timeout=wait_s)
             if ready:
                 # Take everything that has finished, not only the first.
                 ready, _ = self._ray.wait(
@@ -217,83 +193,64 @@ class _GroupRun:
                 )
             for ref in ready:
                 self._collect(ref)
-        return cancel_event.is_set()
+        return "done"
 
-    def cancel_all(self) -> None:
+    def cancel_outstanding(self) -> None:
+        """Force-cancel every task still in flight (killing its worker), wait until Ray reports
+        them ended, and drop the tasks not yet submitted."""
         self._queue.clear()
-        self._cancel(list(self._inflight))
+        refs = list(self._inflight)
+        for ref in refs:
+            self._ray.cancel(ref, force=True)
+        if refs:
+            self._ray.wait(refs, num_returns=len(refs), timeout=CANCEL_GRACE_S)
+        self._inflight.clear()
+        self._shared_refs.clear()
 
-    def outcomes(self, cancelled: bool) -> list[BatchOutcome]:
-        outcomes = []
-        for g, group in enumerate(self._groups):
-            results = self._results[g]
-            finished = len(results) == len(group.tasks)
-            overhead = self._overhead_s[g]
-            start = self._started_at.get(g)
-            stats = {
-                "wall_s": (self._ended_at.get(g, time.monotonic()) - start) if start else 0.0,
-                "overhead_s_mean": sum(overhead) / len(overhead) if overhead else 0.0,
-            }
-            outcomes.append(
-                BatchOutcome(
-                    tuple(results[i] for i in range(len(group.tasks)) if i in results),
-                    timed_out=g in self._timed_out,
-                    cancelled=cancelled and not finished and g not in self._timed_out,
-                    stats=stats,
-                )
-            )
-        return outcomes
+    def outcome(self, *, timed_out: bool, cancelled: bool) -> BatchOutcome:
+        overhead = self._overhead_s
+        stats = {
+            "wall_s": time.perf_counter() - self._started,
+            "overhead_s_mean": sum(overhead) / len(overhead) if overhead else 0.0,
+            "objects_put": float(self.objects_put),
+        }
+        ordered = tuple(self._results[i] for i in range(len(self._tasks)) if i in self._results)
+        return BatchOutcome(ordered, timed_out=timed_out, cancelled=cancelled, stats=stats)
 
     # -- internals ---------------------------------------------------------------------------
 
     def _submit(self) -> None:
         while self._queue and len(self._inflight) < self._capacity:
-            g, i = self._queue.popleft()
-            if g in self._timed_out:
-                continue
-            task = self._groups[g].tasks[i]
-            now = time.monotonic()
-            if g not in self._started_at:
-                self._started_at[g] = now
-                timeout_s = self._groups[g].timeout_s
-                if timeout_s is not None:
-                    self._deadline[g] = now + timeout_s
-            args = [self._shared(g, arg) for arg in task.args]
+            index = self._queue.popleft()
+            task = self._tasks[index]
+            args = [self._shared(arg) for arg in task.args]
             ref = self._remote.remote(task.fn, self._context.sweep_dir, *args)
-            self._inflight[ref] = _InFlight(g, i, time.perf_counter())
-        for g in list(self._shared_refs):
-            if self._group_done(g):
-                # Let Ray free the group's shared objects once no task needs them.
-                del self._shared_refs[g]
+            self._inflight[ref] = (index, time.perf_counter())
 
-    def _shared(self, g: int, arg: Any) -> Any:
-        """The object-store reference for an argument that several tasks of group ``g`` share;
-        the argument itself otherwise."""
+    def _shared(self, arg: Any) -> Any:
+        """The object-store reference for an argument that several tasks of the batch share
+        (the same object); the argument itself otherwise."""
         if isinstance(arg, _INLINE_TYPES):
             return arg
-        refs = self._shared_refs.setdefault(g, {})
-        if id(arg) in refs:
-            return refs[id(arg)][1]
-        users = sum(
-            any(a is arg for a in task.args) for task in self._groups[g].tasks
-        )
-        if users < 2:
+        if id(arg) in self._shared_refs:
+            return self._shared_refs[id(arg)][1]
+        if sum(any(a is arg for a in task.args) for task in self._tasks) < 2:
             return arg
         ref = self._ray.put(arg)
         self.objects_put += 1
-        # Keep the argument alive with its reference so its id() cannot be reused meanwhile.
-        refs[id(arg)] = (arg, ref)
+        # Keep the argument alive beside its reference so that its id() is not reused.
+        self._shared_refs[id(arg)] = (arg, ref)
         return ref
 
     def _collect(self, ref: Any) -> None:
-        flight = self._inflight.pop(ref)
-        key = self._groups[flight.group].tasks[flight.index].key
+        index, submitted_at = self._inflight.pop(ref)
+        key = self._tasks[index].key
         try:
             ok, value, error, wall_s = self._ray.get(ref)
         except self._ray.exceptions.TaskCancelledError:
             return
         except self._ray.exceptions.RayTaskError as exc:
-            # The task's return value could not be sent back (e.g. it is not picklable).
+            # The task's value could not be sent back (for example, it is not picklable).
             result = TaskResult(key, False, None, _ray_error_line(exc), 0.0)
         except self._ray.exceptions.RayError as exc:
             result = TaskResult(
@@ -301,40 +258,8 @@ class _GroupRun:
             )
         else:
             result = TaskResult(key, ok, value, error, wall_s)
-            self._overhead_s[flight.group].append(
-                time.perf_counter() - flight.submitted_at - wall_s
-            )
-        self._results[flight.group][flight.index] = result
-        if self._group_done(flight.group):
-            self._ended_at[flight.group] = time.monotonic()
-
-    def _expire(self, now: float) -> None:
-        for g, deadline in self._deadline.items():
-            if g in self._timed_out or self._group_done(g) or now < deadline:
-                continue
-            self._timed_out.add(g)
-            self._ended_at[g] = now
-            self._cancel([ref for ref, flight in self._inflight.items() if flight.group == g])
-
-    def _cancel(self, refs: list[Any]) -> None:
-        """Force-cancel ``refs`` (killing their workers) and wait until Ray reports them ended."""
-        if not refs:
-            return
-        for ref in refs:
-            self._ray.cancel(ref, force=True)
-        self._ray.wait(refs, num_returns=len(refs), timeout=CANCEL_GRACE_S)
-        for ref in refs:
-            self._inflight.pop(ref, None)
-
-    def _wait_s(self, now: float) -> float:
-        pending = [d for g, d in self._deadline.items() if g not in self._timed_out]
-        nearest = min(pending, default=now + POLL_INTERVAL_S)
-        return max(0.0, min(POLL_INTERVAL_S, nearest - now))
-
-    def _group_done(self, g: int) -> bool:
-        if g in self._timed_out:
-            return True
-        return len(self._results[g]) == len(self._groups[g].tasks)
+            self._overhead_s.append(time.perf_counter() - submitted_at - wall_s)
+        self._results[index] = result
 
 
 def _ray_error_line(exc: BaseException) -> str:
