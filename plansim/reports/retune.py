@@ -1,0 +1,364 @@
+"""The retune report (``retune_report.html``): one decision record per window, as charts.
+
+A decision record (``retune_events.json``, one dict per window) is read tolerantly: the window
+index and bounds, launch and decision times, ``outcome`` and ``reason``, ``candidates`` (each
+with ``point``, ``status``, ``score``, ``error`` and a current-point flag), current and best
+score, improvement in percent, ``router_parameters`` and ``planner_changes`` applied, and
+``predictor_presweep`` (``candidates``, ``losses``, ``winner``). Absent fields leave the matching
+chart out with a note.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from plansim.reports.page import Page, plain
+from plansim.reports.style import base_layout, palette_map
+
+MINIMIZED_OBJECTIVES = frozenset({"TTFT", "E2ELatency"})
+OUTCOME_COLOURS = {
+    "applied": "#2ca02c", "advisory": "#1f77b4", "no_improvement": "#8c8c8c",
+    "failed": "#d62728", "timeout": "#ff7f0e",
+}
+OUTCOME_ORDER = ("applied", "advisory", "no_improvement", "failed", "timeout")
+MAX_PARAMETER_PANELS = 8
+
+
+def _get(record: Mapping[str, Any], *keys: str) -> Any:
+    """The first present, non-null value among ``keys`` (a dotted key reads a nested dict)."""
+    for key in keys:
+        value: Any = record
+        for part in key.split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
+        if value is not None:
+            return value
+    return None
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if np.isfinite(out) else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    """One decision record, normalised."""
+
+    index: int
+    start_s: float | None
+    end_s: float | None
+    decision_s: float | None
+    outcome: str
+    reason: str
+    scores: tuple[float | None, ...]
+    statuses: tuple[str, ...]
+    labels: tuple[str, ...]
+    points: tuple[Mapping[str, Any], ...]
+    current: int | None
+    best: int | None
+    current_score: float | None
+    best_score: float | None
+    improvement_pct: float | None
+    threshold_pct: float | None
+    changes: Mapping[str, Any]
+    presweep: Mapping[str, Any] | None
+    wall_s: float | None
+
+
+def _normalise(k: int, rec: Mapping[str, Any], maximize: bool, default_threshold: float | None) -> _Window:
+    window = rec.get("window")
+    index = _num(_get(rec, "window_index", "index", "window.index")) if isinstance(window, Mapping) else _num(window)
+    if index is None:
+        index = _num(_get(rec, "window_index", "index"))
+    candidates = rec.get("candidates") if isinstance(rec.get("candidates"), list) else []
+    scores, statuses, labels, points, current = [], [], [], [], None
+    for j, cand in enumerate(candidates):
+        cand = cand if isinstance(cand, Mapping) else {}
+        scores.append(_num(cand.get("score")))
+        statuses.append(str(cand.get("status", "ok" if cand.get("score") is not None else "failed")))
+        point = cand.get("point") if isinstance(cand.get("point"), Mapping) else {}
+        points.append(point)
+        labels.append(", ".join(f"{key}={value}" for key, value in point.items()) or f"candidate {j}")
+        if cand.get("is_current") or cand.get("current"):
+            current = j
+    if current is None:
+        current_index = _num(_get(rec, "current_index"))
+        current = int(current_index) if current_index is not None else None
+    best_index = _num(_get(rec, "best_index", "winner_index"))
+    best = int(best_index) if best_index is not None else _best(scores, maximize)
+    changes: dict[str, Any] = {}
+    for key in ("router_parameters", "planner_changes"):
+        value = rec.get(key)
+        if isinstance(value, Mapping) and value:
+            changes[key] = dict(value)
+    presweep = rec.get("predictor_presweep")
+    return _Window(
+        index=int(index) if index is not None else k,
+        start_s=_num(_get(rec, "window_start_s", "start_s", "window.start_s")),
+        end_s=_num(_get(rec, "window_end_s", "end_s", "window.end_s")),
+        decision_s=_num(_get(rec, "decision_s", "decided_at_s", "decision_at_s", "decision_tick_s")),
+        outcome=str(rec.get("outcome", "unknown")),
+        reason=str(rec.get("reason") or ""),
+        scores=tuple(scores),
+        statuses=tuple(statuses),
+        labels=tuple(labels),
+        points=tuple(points),
+        current=current,
+        best=best,
+        current_score=_num(_get(rec, "current_score")),
+        best_score=_num(_get(rec, "best_score")),
+        improvement_pct=_num(_get(rec, "improvement_percentage", "improvement_pct")),
+        threshold_pct=_num(_get(rec, "min_improvement_percentage")) or default_threshold,
+        changes=changes,
+        presweep=presweep if isinstance(presweep, Mapping) else None,
+        wall_s=_num(_get(rec, "sweep_wall_s", "sweep_wall_time_s", "wall_time_s")),
+    )
+
+
+def _best(scores: Sequence[float | None], maximize: bool) -> int | None:
+    """Index of the best score, earliest on ties; None when every candidate failed."""
+    sign = -1.0 if maximize else 1.0
+    ok = [(sign * s, j) for j, s in enumerate(scores) if s is not None]
+    return min(ok)[1] if ok else None
+
+
+def render_retune(
+    events: Sequence[Mapping[str, Any]],
+    *,
+    objective: str | None = None,
+    min_improvement_percentage: float | None = None,
+    inputs: Mapping[str, Any] | None = None,
+) -> str:
+    """The retune report (HTML str) for the decision records ``events``. ``objective`` decides
+    whether a higher score is better (TTFT and E2ELatency are minimised)."""
+    objective = objective or next((str(e["objective"]) for e in events if e.get("objective")), None)
+    maximize = objective not in MINIMIZED_OBJECTIVES
+    windows = sorted(
+        (_normalise(k, rec, maximize, min_improvement_percentage) for k, rec in enumerate(events)),
+        key=lambda w: w.index,
+    )
+    page = Page(
+        "plansim retune report",
+        "One row of decisions per retune window: which candidates were scored, what was decided, "
+        "and which router and planner parameters were in force.",
+    )
+    counts = {o: sum(w.outcome == o for w in windows) for o in sorted({w.outcome for w in windows})}
+    rows: list[tuple[str, Any]] = [("windows", len(windows))]
+    rows += [(f"outcome {o}", n) for o, n in counts.items()]
+    rows.append(("objective", f"{objective or 'not recorded'} ({'higher' if maximize else 'lower'} is better)"))
+    for key in ("command", "traces", "trace_files", "config"):
+        if inputs and key in inputs:
+            rows.append((key, inputs[key]))
+    page.key_values("Retune run", rows)
+    if not windows:
+        page.note("Candidate scores per window", "Not shown: retune_events.json holds no decision.")
+        return page.render()
+    _scores_chart(page, windows, maximize)
+    _outcome_chart(page, windows)
+    _parameters_chart(page, windows)
+    _presweep_chart(page, windows)
+    _decision_table(page, windows)
+    return page.render()
+
+
+def _scores_chart(page: Page, windows: list[_Window], maximize: bool) -> None:
+    title = "Candidate scores per window"
+    how = (
+        "Each column is one window; grey dots are candidates (failed ones are left out), the blue "
+        "ring is the current point, the gold star the best candidate. The shaded band runs from "
+        "the current score to the threshold a candidate must pass to be applied "
+        f"({'higher' if maximize else 'lower'} scores are better)."
+    )
+    if not any(s is not None for w in windows for s in w.scores):
+        page.note(title, "Not shown: no window has a scored candidate.")
+        return
+    fig = go.Figure()
+    band_x: list[float | None] = []
+    band_y: list[float | None] = []
+    dots: dict[str, list[tuple[float, float, str]]] = {"all": [], "current": [], "best": []}
+    for w in windows:
+        n = len(w.scores)
+        for j, (score, label) in enumerate(zip(w.scores, w.labels, strict=True)):
+            if score is None:
+                continue
+            # Spread a window's candidates across its column, in canonical order.
+            dot = (w.index + (j / max(n - 1, 1) - 0.5) * 0.6, score, plain(label))
+            dots["all"].append(dot)
+            if j == w.current:
+                dots["current"].append(dot)
+            if j == w.best:
+                dots["best"].append(dot)
+        current = w.current_score if w.current_score is not None else (
+            w.scores[w.current] if w.current is not None and w.current < len(w.scores) else None
+        )
+        if current is not None and w.threshold_pct is not None:
+            edge = current * (1 + w.threshold_pct / 100.0) if maximize else current * (1 - w.threshold_pct / 100.0)
+            x0, x1 = w.index - 0.4, w.index + 0.4
+            band_x += [x0, x1, x1, x0, x0, None]
+            band_y += [current, current, edge, edge, current, None]
+    if band_x:
+        fig.add_trace(go.Scatter(x=band_x, y=band_y, fill="toself", mode="lines", line={"width": 0},
+                                 fillcolor="rgba(31,119,180,0.15)", name="threshold band", hoverinfo="skip"))
+    styles = {
+        "all": ("candidates", {"color": "#9a9a9a", "size": 6}),
+        "current": ("current point", {"symbol": "circle-open", "size": 13, "color": "#1f77b4", "line": {"width": 2.5}}),
+        "best": ("best candidate", {"symbol": "star", "size": 14, "color": "#e0a800",
+                                    "line": {"width": 1, "color": "#7a5c00"}}),
+    }
+    for key, (name, marker) in styles.items():
+        x, y, text = (list(v) for v in zip(*dots[key], strict=True)) if dots[key] else ([], [], [])
+        fig.add_trace(go.Scatter(x=x, y=y, mode="markers", name=name, text=text, marker=marker,
+                                 hovertemplate=f"{name}: %{{text}}<br>score %{{y:.4g}}<extra></extra>"))
+    fig.update_xaxes(title_text="Window (index)", dtick=1 if len(windows) <= 30 else None)
+    fig.update_yaxes(title_text="Score (objective units)")
+    layout = base_layout(fig, height=440)
+    layout.update_layout(hovermode="closest")
+    page.chart("retune_scores", title, how, layout)
+
+
+def _outcome_chart(page: Page, windows: list[_Window]) -> None:
+    title = "Decision outcomes on a timeline"
+    how = (
+        "One marker per window at the time its decision landed (window end when not recorded), on "
+        "the row of its outcome; hover for the reason and the improvement over the current point."
+    )
+    fig = go.Figure()
+    present = [o for o in OUTCOME_ORDER if any(w.outcome == o for w in windows)]
+    present += sorted({w.outcome for w in windows} - set(present))
+    use_time = all(w.decision_s is not None or w.end_s is not None for w in windows)
+    for outcome in present:
+        ws = [w for w in windows if w.outcome == outcome]
+        x = [(w.decision_s if w.decision_s is not None else w.end_s) / 60.0 if use_time else w.index for w in ws]
+        fig.add_trace(go.Scatter(
+            x=x, y=[plain(outcome)] * len(ws), mode="markers", name=plain(outcome),
+            marker={"size": 12, "color": OUTCOME_COLOURS.get(outcome, "#8172b3"), "symbol": "square"},
+            text=[plain(f"window {w.index}: {w.reason or outcome}; improvement "
+                        f"{'n/a' if w.improvement_pct is None else f'{w.improvement_pct:.2f}%'}") for w in ws],
+            hovertemplate="%{text}<extra></extra>",
+        ))
+    fig.update_xaxes(title_text="Decision time (planner min)" if use_time else "Window (index)")
+    fig.update_yaxes(title_text="Outcome", type="category", categoryorder="array",
+                     categoryarray=[plain(o) for o in reversed(present)])
+    layout = base_layout(fig, height=300)
+    layout.update_layout(hovermode="closest")
+    page.chart("retune_outcomes", title, how, layout)
+
+
+def _parameters_chart(page: Page, windows: list[_Window]) -> None:
+    title = "Router parameters and planner fields in force"
+    how = (
+        "One panel per searched parameter: its value at the current point of each window, i.e. what "
+        "was in force while the window ran. Changes between windows are applied decisions."
+    )
+    keys: list[str] = []
+    for w in windows:
+        if w.current is not None and w.current < len(w.points):
+            keys += [k for k in w.points[w.current] if k not in keys]
+    if not keys:
+        page.note(title, "Not shown: the decision records name no current point.")
+        return
+    shown = keys[:MAX_PARAMETER_PANELS]
+    if len(keys) > len(shown):
+        how += f" The first {len(shown)} of {len(keys)} parameters are shown."
+    fig = make_subplots(rows=len(shown), cols=1, shared_xaxes=True, vertical_spacing=0.04,
+                        subplot_titles=[plain(k) for k in shown])
+    colours = palette_map(shown)
+    for row, key in enumerate(shown, start=1):
+        x, y = [], []
+        for w in windows:
+            if w.current is None or w.current >= len(w.points) or key not in w.points[w.current]:
+                continue
+            value = w.points[w.current][key]
+            x.append(w.index)
+            y.append(value if _num(value) is not None else plain(value))
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name=plain(key), showlegend=False,
+                                 line={"shape": "hv", "color": colours[key]}), row=row, col=1)
+    fig.update_xaxes(title_text="Window (index)", row=len(shown), col=1)
+    layout = base_layout(fig, height=140 * len(shown) + 120)
+    page.chart("retune_parameters", title, how, layout)
+
+
+def _presweep_chart(page: Page, windows: list[_Window]) -> None:
+    title = "Load-predictor pre-sweep losses per window"
+    how = (
+        "Loss of each predictor candidate on the window (0.4 x input-token error + 0.4 x "
+        "output-token error + 0.1 x ISL error + 0.1 x OSL error, errors on a log1p scale; lower "
+        "is better). A star marks the window's winner."
+    )
+    series: dict[str, list[tuple[int, float]]] = {}
+    winners: list[tuple[int, float, str]] = []
+    for w in windows:
+        pre = w.presweep
+        if not pre:
+            continue
+        cands = pre.get("candidates") or []
+        losses = pre.get("losses") or []
+        winner = pre.get("winner")
+        for j, (cand, loss) in enumerate(zip(cands, losses, strict=False)):
+            label = _candidate_label(cand)
+            value = _num(loss)
+            if value is None:
+                continue
+            series.setdefault(label, []).append((w.index, value))
+            if winner == j or (isinstance(winner, str) and winner == label):
+                winners.append((w.index, value, label))
+    if not series:
+        page.note(title, "Not shown: no decision record has a predictor pre-sweep.")
+        return
+    fig = go.Figure()
+    colours = palette_map(series)
+    for label, pts in series.items():
+        fig.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers",
+                                 name=plain(label), line={"color": colours[label]}))
+    if winners:
+        fig.add_trace(go.Scatter(x=[w[0] for w in winners], y=[w[1] for w in winners], mode="markers",
+                                 name="winner", text=[plain(w[2]) for w in winners],
+                                 marker={"symbol": "star", "size": 14, "color": "#e0a800", "line": {"width": 1}},
+                                 hovertemplate="winner %{text}: %{y:.4f}<extra></extra>"))
+    fig.update_xaxes(title_text="Window (index)")
+    fig.update_yaxes(title_text="Pre-sweep loss (log1p error, weighted)", rangemode="tozero")
+    layout = base_layout(fig, height=400, legend_below=len(series) > 4)
+    layout.update_layout(hovermode="closest")
+    page.chart("retune_presweep", title, how, layout)
+
+
+def _candidate_label(cand: Any) -> str:
+    if isinstance(cand, Mapping):
+        return ", ".join(f"{k}={v}" for k, v in cand.items()) or "(current)"
+    return str(cand)
+
+
+def _decision_table(page: Page, windows: list[_Window]) -> None:
+    def fmt_window(w: _Window) -> str:
+        if w.start_s is None or w.end_s is None:
+            return ""
+        return f"{w.start_s:,.0f}-{w.end_s:,.0f}"
+
+    page.table(
+        "Decisions",
+        ["window", "bounds (s)", "outcome", "reason", "current score", "best score", "improvement %",
+         "threshold %", "changes applied", "sweep wall (s)"],
+        [
+            [w.index, fmt_window(w), w.outcome, w.reason, _cell(w.current_score), _cell(w.best_score),
+             _cell(w.improvement_pct), _cell(w.threshold_pct), dict(w.changes) or "", _cell(w.wall_s)]
+            for w in windows
+        ],
+        "Improvement is the best candidate's gain over the current point; a decision applies only "
+        "above the threshold.",
+    )
+
+
+def _cell(value: float | None) -> Any:
+    return "n/a" if value is None else value
+

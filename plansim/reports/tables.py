@@ -1,0 +1,93 @@
+"""Tolerant access to result tables: optional columns, alternative spellings, the SLA.
+
+Reports read tables written by other modules (and by older versions of them). A missing optional
+column means a chart is skipped with a note, never an exception; these helpers make that check
+one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+def has(frame: pd.DataFrame | None, *columns: str) -> bool:
+    """True when ``frame`` exists, has rows and has every one of ``columns``."""
+    return frame is not None and len(frame) > 0 and all(c in frame.columns for c in columns)
+
+
+def first_column(frame: pd.DataFrame | None, names: Sequence[str]) -> str | None:
+    """The first of ``names`` that ``frame`` has with at least one non-null value."""
+    if frame is None:
+        return None
+    for name in names:
+        if name in frame.columns and frame[name].notna().any():
+            return name
+    return None
+
+
+def floats(frame: pd.DataFrame, column: str) -> np.ndarray:
+    """A column as float64 (non-numeric values become NaN)."""
+    return pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def missing(frame: pd.DataFrame | None, table: str, *columns: str) -> str:
+    """The note shown in place of a chart whose inputs are absent."""
+    if frame is None or len(frame) == 0:
+        return f"Not shown: {table} is absent or empty."
+    absent = [c for c in columns if c not in frame.columns]
+    return f"Not shown: {table} has no column {', '.join(absent)}."
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if np.isfinite(out) and out > 0 else None
+
+
+def find_sla(inputs: Mapping[str, Any] | None, summary: Mapping[str, Any] | None = None) -> dict[str, float]:
+    """SLA targets in ms (``ttft_ms``, ``itl_ms``, ``e2e_ms``; only those set) from a run's
+    ``inputs.json``: a top-level ``sla`` block first, then the deployment's, then the planner's
+    TTFT/ITL targets."""
+    inputs = inputs or {}
+    places: list[Any] = [inputs.get("sla")]
+    for key in ("deployment", "config"):
+        block = inputs.get(key)
+        if isinstance(block, Mapping):
+            places.append(block.get("sla"))
+            places.append(block.get("planner"))
+    places.append(inputs.get("planner"))
+    if summary:
+        places.append(summary.get("sla"))
+    found: dict[str, float] = {}
+    for place in places:
+        if not isinstance(place, Mapping):
+            continue
+        for key in ("ttft_ms", "itl_ms", "e2e_ms"):
+            value = _number(place.get(key))
+            if key not in found and value is not None:
+                found[key] = value
+    return found
+
+
+def find_value(inputs: Mapping[str, Any] | None, key: str) -> Any:
+    """``key`` at the top of ``inputs`` or inside its deployment/config/planner blocks."""
+    inputs = inputs or {}
+    if key in inputs:
+        return inputs[key]
+    for block_key in ("planner", "deployment", "config"):
+        block = inputs.get(block_key)
+        if isinstance(block, Mapping):
+            if key in block:
+                return block[key]
+            inner = block.get("planner")
+            if isinstance(inner, Mapping) and key in inner:
+                return inner[key]
+    return None

@@ -1,0 +1,224 @@
+"""Synthetic result tables in the documented schemas, for report tests (seeded, deterministic)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+XSS = "<script>alert(1)</script>"
+
+
+def requests_table(n: int = 2000, span_s: float = 3600.0, seed: int = 0, model_id: str = "req") -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    arrival = np.sort(rng.uniform(0, span_s * 1000.0, n))
+    ttft = rng.lognormal(np.log(200.0), 0.6, n)
+    tpot = rng.lognormal(np.log(25.0), 0.3, n)
+    osl = rng.integers(20, 400, n)
+    isl = rng.integers(100, 4000, n)
+    e2e = ttft + tpot * (osl - 1)
+    status = np.where(np.arange(n) % 97 == 5, "rejected", "completed").astype(object)
+    done = status == "completed"
+    nan = np.full(n, np.nan)
+    return pd.DataFrame(
+        {
+            "request_id": [f"{model_id}-{i}" for i in range(n)],
+            "arrival_ms": arrival,
+            "first_admit_ms": np.where(done, arrival + 1.0, nan),
+            "first_token_ms": np.where(done, arrival + ttft, nan),
+            "last_token_ms": np.where(done, arrival + e2e, nan),
+            "ttft_ms": np.where(done, ttft, nan),
+            "ttst_ms": np.where(done, tpot, nan),
+            "e2e_latency_ms": np.where(done, e2e, nan),
+            "tpot_ms": np.where(done, tpot, nan),
+            "input_length": isl,
+            "output_length": osl,
+            "reused_input_tokens": (isl * 0.3).astype(np.int64),
+            "prefill_worker": rng.integers(0, 2, n),
+            "decode_worker": rng.integers(2, 6, n),
+            "admission_count": np.ones(n, dtype=np.int64),
+            "readmission_count": np.zeros(n, dtype=np.int64),
+            "status": status,
+            "reason": np.where(done, "", "never fits").astype(object),
+        }
+    )
+
+
+def timeseries_table(span_s: int = 3600, pools: tuple[str, ...] = ("prefill", "decode")) -> pd.DataFrame:
+    t = np.arange(span_s, dtype=np.float64)
+    frames = []
+    for k, pool in enumerate(pools):
+        wave = 0.5 + 0.5 * np.sin(2 * np.pi * t / span_s)
+        ready = 2 + np.round(2 * wave).astype(int)
+        frames.append(
+            pd.DataFrame(
+                {
+                    "time_s": t,
+                    "pool": pool,
+                    "ready": ready,
+                    "starting": (np.diff(ready, prepend=ready[0]) > 0).astype(int),
+                    "draining": (np.diff(ready, prepend=ready[0]) < 0).astype(int),
+                    "running": np.round(10 * wave + k).astype(int),
+                    "waiting": np.round(np.maximum(0, 8 * wave - 5)).astype(int),
+                    "queued_prefill_tokens": np.round(2000 * wave).astype(int),
+                    "kv_usage": 0.2 + 0.6 * wave,
+                    "prefix_reuse": 0.25 + 0.1 * wave,
+                    "arrivals": np.round(1 + wave).astype(int),
+                    "output_tok_s": 0.0 if pool == "prefill" else 500 + 800 * wave,
+                }
+            )
+        )
+    return pd.concat(frames, ignore_index=True)
+
+
+def workers_table() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "worker_id": [0, 1, 2, 3, 4, 5],
+            "pool": ["prefill", "prefill", "decode", "decode", "decode", "decode"],
+            "ready_at_ms": [0, 0, 0, 0, 0, 1_200_000],
+            "removed_at_ms": [np.nan] * 5 + [3_000_000],
+            "requests": [1000, 980, 500, 520, 490, 300],
+            "input_tokens": [2_000_000, 1_960_000, 0, 0, 0, 0],
+            "output_tokens": [0, 0, 100_000, 104_000, 98_000, 60_000],
+            "reused_input_tokens": [600_000, 590_000, 0, 0, 0, 0],
+        }
+    )
+
+
+def scaling_events() -> list[dict[str, Any]]:
+    return [
+        {"at_s": 600.0, "component": "decode", "from_count": 2, "to_count": 3, "reason": "scale_up", "applied": True},
+        {"at_s": 1500.0, "component": "decode", "from_count": 3, "to_count": 4, "reason": "scale_up", "applied": True},
+        {"at_s": 2900.0, "component": "decode", "from_count": 4, "to_count": 3, "reason": "scale_down", "applied": True},
+        {"at_s": 3100.0, "component": "prefill", "from_count": 2, "to_count": 1, "reason": "scale_down", "applied": False},
+    ]
+
+
+def summary() -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "num_requests": 2000,
+        "completed_requests": 1979,
+        "duration_ms": 3_601_000.0,
+        "request_throughput_rps": 0.55,
+        "output_throughput_tok_s": 115.2,
+        "gpu_hours": 6.5,
+        "prefix_cache_reused_ratio": 0.3,
+    }
+    for metric, base in (("ttft", 200.0), ("tpot", 25.0), ("itl", 25.0), ("e2e_latency", 5000.0)):
+        for k, stat in enumerate(("mean", "min", "max", "median", "p75", "p90", "p95", "p99", "std")):
+            out[f"{stat}_{metric}_ms"] = base * (1 + k / 10)
+    return out
+
+
+def inputs(model: str = "demo-model", trace: str = "trace.jsonl.gz") -> dict[str, Any]:
+    return {
+        "command": "plansim replay run",
+        "trace_files": [trace],
+        "request_count": 2000,
+        "deployment": {"mode": "disagg", "model": model, "prefill_workers": 2, "decode_workers": 4},
+        "sla": {"ttft_ms": 500.0, "itl_ms": 40.0},
+        "seed": 7,
+    }
+
+
+REASONS_LOAD = ("no_change", "scale_up", "scale_down", "no_fpm_data", "scaling_in_progress")
+REASONS_TP = ("scale", "set_lower_bound", "no_traffic_data")
+
+
+def ticks_table(n: int = 240, interval_s: float = 30.0) -> pd.DataFrame:
+    """Planner ticks; column names as the planner documents them (TickDiagnostics + snapshot)."""
+    rng = np.random.default_rng(1)
+    at = np.arange(n) * interval_s
+    wave = 1.0 + 0.5 * np.sin(2 * np.pi * at / (n * interval_s))
+    rps = 5 * wave + rng.normal(0, 0.2, n)
+    return pd.DataFrame(
+        {
+            "at_s": at,
+            "ready_prefill": np.round(1 + wave).astype(int),
+            "ready_decode": np.round(2 + 2 * wave).astype(int),
+            "scale_to_prefill": np.round(1 + wave).astype(float),
+            "scale_to_decode": np.round(2 + 2 * wave).astype(float),
+            "throughput_lower_bound_prefill": np.full(n, 2.0),
+            "throughput_lower_bound_decode": np.round(1 + wave),
+            "observed_rps": rps,
+            "predicted_rps": np.roll(rps, 1),
+            "observed_ttft_ms": 300 * wave,
+            "observed_itl_ms": 20 * wave,
+            "estimated_ttft_ms": 280 * wave,
+            "estimated_itl_ms": 22 * wave,
+            "engine_rps_prefill": np.full(n, 4.0),
+            "engine_rps_decode": np.full(n, 2.5),
+            "observed_isl": 3000 + rng.normal(0, 100, n),
+            "observed_osl": 300 + rng.normal(0, 10, n),
+            "predicted_isl": np.full(n, 3000.0),
+            "predicted_osl": np.full(n, 300.0),
+            "load_decision_reason_prefill": [REASONS_LOAD[i % 5] for i in range(n)],
+            "load_decision_reason_decode": [REASONS_LOAD[(i // 3) % 5] for i in range(n)],
+            "throughput_decision_reason": [REASONS_TP[(i // 7) % 3] for i in range(n)],
+            "gpu_hours": np.cumsum(np.full(n, interval_s / 3600 * 4)),
+        }
+    )
+
+
+def retune_events(windows: int = 4) -> list[dict[str, Any]]:
+    out = []
+    outcomes = ("applied", "no_improvement", "failed", "advisory")
+    for k in range(windows):
+        candidates = []
+        for j in range(6):
+            point = {"router.overlap_score_credit": 0.5 * j, "planner.load_predictor": "kalman" if j % 2 else "constant"}
+            score = None if (k == 2) else 100.0 + 3 * j - k
+            candidates.append(
+                {"point": point, "status": "ok" if score is not None else "failed", "score": score,
+                 "error": None if score is not None else "current point failed", "current": j == 1}
+            )
+        out.append(
+            {
+                "window": k,
+                "window_start_s": 900.0 * k,
+                "window_end_s": 900.0 * (k + 1),
+                "launch_s": 900.0 * (k + 1) + 60.0,
+                "decision_s": 900.0 * (k + 1) + 90.0,
+                "outcome": outcomes[k % 4],
+                "reason": "current point failed" if k == 2 else "",
+                "candidates": candidates,
+                "current_score": None if k == 2 else 103.0 - k,
+                "best_score": None if k == 2 else 115.0 - k,
+                "improvement_pct": None if k == 2 else 11.6,
+                "min_improvement_percentage": 2.0,
+                "router_parameters": {"overlap_score_credit": 2.5} if k == 0 else {},
+                "planner_changes": {"load_predictor": "kalman"} if k == 0 else {},
+                "predictor_presweep": {
+                    "candidates": ["constant", "kalman", "arima"],
+                    "losses": [0.30 - 0.01 * k, 0.22, 0.25],
+                    "winner": "kalman",
+                },
+                "sweep_wall_s": 12.5,
+            }
+        )
+    return out
+
+
+def predictions_table(n_buckets: int = 120, predictors: tuple[str, ...] = ("constant", "kalman")) -> pd.DataFrame:
+    rng = np.random.default_rng(2)
+    rows = []
+    for series, level in (("num_req", 300.0), ("isl", 3000.0), ("osl", 250.0)):
+        actual = level * (1 + 0.3 * np.sin(np.arange(n_buckets) / 10)) + rng.normal(0, level * 0.05, n_buckets)
+        for k, predictor in enumerate(predictors):
+            forecast = np.roll(actual, 1) * (1 + 0.02 * k)
+            for b in range(n_buckets):
+                rows.append((b, predictor, series, forecast[b], actual[b]))
+    return pd.DataFrame(rows, columns=["bucket", "predictor", "series", "forecast", "actual"])
+
+
+def predictor_summary(predictors: tuple[str, ...] = ("constant", "kalman")) -> dict[str, Any]:
+    return {
+        "interval_s": 60.0,
+        "predictors": [
+            {"predictor": p, "loss": 0.1 + 0.05 * k, "mape_num_req": 8.0 + k, "rmse_num_req": 20.0 + k,
+             "under_forecast_share": 0.1, "fit_time_mean_s": 0.001, "fit_time_max_s": 0.01, "failed": 0}
+            for k, p in enumerate(predictors)
+        ],
+    }
