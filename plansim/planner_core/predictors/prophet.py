@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import warnings
 from collections import deque
 
 import numpy as np
@@ -69,10 +70,13 @@ class ProphetPredictor(LoadPredictor):
         steps = np.array([s for s, _ in self._window], dtype=float)
         y = np.array([v for _, v in self._window], dtype=float)
         frame = pd.DataFrame({"ds": self._timestamps(steps), "y": y})
-        model = Prophet(uncertainty_samples=0)
-        model.fit(frame)
         future = pd.DataFrame({"ds": self._timestamps(np.array([steps[-1] + 1.0]))})
-        yhat = float(model.predict(future)["yhat"].iloc[0])
+        with warnings.catch_warnings():
+            # Prophet's own pandas deprecation warnings are noise to a plansim user.
+            warnings.simplefilter("ignore")
+            model = Prophet(uncertainty_samples=0)
+            model.fit(frame)
+            yhat = float(model.predict(future)["yhat"].iloc[0])
         return math.expm1(yhat) if self.log1p else yhat
 
     def _timestamps(self, steps: np.ndarray):

@@ -1,0 +1,37 @@
+"""Prophet predictor: windowing, synthetic time axis and a short tracking check."""
+
+import logging
+
+import numpy as np
+import pytest
+
+from plansim.planner_core.predictors import make_predictor
+
+
+def test_fewer_than_five_points_returns_last_value_without_fitting():
+    p = make_predictor("prophet")
+    for x in [3, 4, 5, 6]:
+        p.observe(x)
+    assert p.predict_next() == 6.0
+
+
+def test_window_keeps_the_last_points_and_steps_skip_leading_zeros():
+    p = make_predictor("prophet", prophet_window_size=3)
+    for x in [0, 0, 1, 2, 3, 4]:
+        p.observe(x)
+    assert list(p._window) == [(1, 2.0), (2, 3.0), (3, 4.0)]
+
+
+def test_prophet_tracks_a_ramp_and_is_silent(caplog, capfd):
+    series = 100 + 5.0 * np.arange(14)
+    p = make_predictor("prophet", throughput_adjustment_interval_seconds=60)
+    p.warm(series[:10])
+    with caplog.at_level(logging.INFO):
+        for x in series[10:]:
+            forecast = p.predict_next()
+            assert not p.last_forecast_failed, p.last_error
+            assert forecast == pytest.approx(x, rel=0.01)
+            assert p.predict_next() == forecast  # cached until the next observation
+            p.observe(x)
+    assert "cmdstanpy" not in capfd.readouterr().err
+    assert not [r for r in caplog.records if r.name.startswith(("cmdstanpy", "prophet"))]
