@@ -1,1 +1,19 @@
-"""planner_core"""
+"""planner_core: the planner as pure decision logic with the clock injected.
+
+Public API::
+
+    PlannerConfig, parse_planner_config(raw), with_changes(config, changes)
+    PlannerEngine(config, capabilities, *, warmup=None, retune=None, profile_fpms=None)
+        .initial_tick(now_s) -> PlannerEffects
+        .tick(TickInput) -> PlannerEffects
+        .advisory
+        .apply_planner_changes(changes, predictor_warmup=None)
+    check_fits(config, capabilities)
+    files.read_planner_config(path), files.read_profile_fpms(dir), files.read_warmup_observations(config)
+    connectors.PlannerConnector, VirtualConnector, VirtualConnectorClient
+"""
+
+from plansim.planner_core.config import PlannerConfig, parse_planner_config, with_changes
+from plansim.planner_core.engine import PlannerEngine, check_fits
+
+__all__ = ["PlannerConfig", "PlannerEngine", "check_fits", "parse_planner_config", "with_changes"]

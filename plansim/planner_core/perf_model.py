@@ -220,7 +220,7 @@ class EnginePerfModel:
         if coef is None:
             return None
         value = coef[0] + float(np.dot(coef[1:], self._features(prefill_tokens, decode_kv)))
-        return max(MIN_PREDICTION_S, value)
+        return max(MIN_PREDICTION_S, float(value))
 
     def chunked_prefill_s(self, tokens: float, decode_kv: float = 0.0) -> float | None:
         """Time to prefill ``tokens`` in chunks of ``max_batched_tokens`` (floor(T/MBT) full
@@ -305,13 +305,13 @@ class EnginePerfModel:
             bound = 1 if isl_eff > lim.max_batched_tokens else min(lim.max_num_seqs, lim.max_batched_tokens // isl_eff)
             for b in candidate_batches(max(1, bound)):
                 ttft = self.chunked_prefill_s(b * isl_eff)
-                eligible = ttft_sla_ms is None or ttft * 1000 <= ttft_sla_ms
+                eligible = bool(ttft_sla_ms is None or ttft * 1000 <= ttft_sla_ms)
                 candidates.append(Capacity(b / ttft, b, ttft * 1000, None, eligible))
         elif role == "decode":
             bound = min(lim.max_num_seqs, lim.max_kv_tokens // ctx)
             for b in candidate_batches(max(1, bound)):
                 itl = self.wall_s(0, b * ctx) / accept
-                eligible = itl_sla_ms is None or itl * 1000 <= itl_sla_ms
+                eligible = bool(itl_sla_ms is None or itl * 1000 <= itl_sla_ms)
                 candidates.append(Capacity(b / (osl_i * itl), b, None, itl * 1000, eligible))
         else:
             candidates = self._agg_candidates(isl_eff, osl_i, ctx, accept, ttft_sla_ms, itl_sla_ms)

@@ -1,0 +1,121 @@
+"""The file edge of planner_core: reading planner configs, profiling data and the predictor
+warm-up trace. The engine and the decision logic never call this module; hosts and commands do,
+and pass what it returns into :class:`~plansim.planner_core.engine.PlannerEngine`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import yaml
+
+from plansim.errors import ConfigError
+from plansim.planner_core.config import PlannerConfig, parse_planner_config
+from plansim.planner_core.observations import ForwardPassMetrics, TrafficObservation
+from plansim.planner_core.profile_data import fpms_from_arrays
+
+PROFILE_LAYOUT = {
+    "prefill": ("selected_prefill_interpolation/raw_data.npz", "prefill_raw_data.json"),
+    "decode": ("selected_decode_interpolation/raw_data.npz", "decode_raw_data.json"),
+}
+
+
+def read_planner_config(path: str | Path) -> PlannerConfig:
+    """Load a planner config from a ``.json``/``.yaml``/``.yml`` file (other suffixes: JSON
+    first, then YAML). A file holding ``{planner: {...}}`` uses that block."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read planner config: {exc.strerror}", source=source) from None
+    raw = parse_config_text(text, source, Path(path).suffix.lower())
+    if isinstance(raw, dict) and set(raw) == {"planner"}:
+        raw = raw["planner"]
+    return parse_planner_config(raw, source=source)
+
+
+def parse_config_text(text: str, source: str, suffix: str = "") -> Any:
+    if suffix == ".json":
+        return _json(text, source)
+    if suffix in (".yaml", ".yml"):
+        return _yaml(text, source)
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return _yaml(text, source)
+
+
+def _json(text: str, source: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise ConfigError(f"invalid JSON: {exc}", source=source, line=getattr(exc, "lineno", None)) from None
+
+
+def _yaml(text: str, source: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise ConfigError(f"invalid YAML: {getattr(exc, 'problem', exc)}", source=source, line=line) from None
+
+
+def read_profile_fpms(profile_results_dir: str | Path) -> dict[str, tuple[ForwardPassMetrics, ...]]:
+    """Bootstrap FPMs from ``profile_results_dir`` (reference section 8 layout, NPZ preferred
+    over the JSON fallback), or from a single engine timing-profile ``.npz`` file. A missing
+    directory gives ``{}`` (the planner then learns from live FPMs)."""
+    root = Path(profile_results_dir)
+    try:
+        if root.is_file():
+            with np.load(root) as npz:
+                return fpms_from_arrays({k: npz[k] for k in npz.files})
+        if not root.is_dir():
+            return {}
+        arrays: dict[str, Any] = {}
+        for npz_name, json_name in PROFILE_LAYOUT.values():
+            if (root / npz_name).is_file():
+                with np.load(root / npz_name) as npz:
+                    arrays.update({k: npz[k] for k in npz.files})
+            elif (root / json_name).is_file():
+                arrays.update(orjson.loads((root / json_name).read_bytes()))
+        return fpms_from_arrays(arrays)
+    except (OSError, ValueError, KeyError, orjson.JSONDecodeError) as exc:
+        raise ConfigError(f"unreadable profiling data: {exc}", source=str(root), field="profile_results_dir") from None
+
+
+def read_warmup_observations(config: PlannerConfig) -> list[TrafficObservation] | None:
+    """Buckets of ``load_predictor_warmup_trace`` at the throughput interval, or None.
+
+    Bucket ``k`` covers ``[origin + k*T, origin + (k+1)*T)`` with the origin at the first
+    arrival; empty buckets between the first and the last count 0 requests (averages 0)."""
+    if config.load_predictor_warmup_trace is None or config.optimization_target != "sla":
+        return None
+    from plansim.traces import load_workload
+
+    workload = load_workload(config.load_predictor_warmup_trace)
+    return bucket_observations(
+        workload.arrival_ms, workload.isl_tokens, workload.osl_tokens, config.throughput_adjustment_interval_seconds
+    )
+
+
+def bucket_observations(arrival_ms: np.ndarray, isl: np.ndarray, osl: np.ndarray, interval_s: float) -> list[TrafficObservation]:
+    if len(arrival_ms) == 0:
+        return []
+    index = np.floor((arrival_ms - arrival_ms.min()) / (interval_s * 1000.0)).astype(np.int64)
+    n = int(index.max()) + 1
+    counts = np.bincount(index, minlength=n)
+    isl_sum = np.bincount(index, weights=isl, minlength=n)
+    osl_sum = np.bincount(index, weights=osl, minlength=n)
+    safe = np.maximum(counts, 1)
+    return [
+        TrafficObservation(
+            duration_s=interval_s,
+            num_req=float(counts[k]),
+            isl=float(isl_sum[k] / safe[k]),
+            osl=float(osl_sum[k] / safe[k]),
+        )
+        for k in range(n)
+    ]
