@@ -3,8 +3,14 @@
 Runs the same module-level task functions on the same arguments as ``SpawnPool``, so a task's
 value does not depend on the backend. Differences that follow from Ray:
 
-- Window data is shipped once: an argument object that several tasks of a group share (the same
-  object, not an equal one) is ``ray.put`` once per group and handed to the tasks by reference.
+- Window data is shipped once per batch (one window's replays) through the object store: an
+  argument object that several tasks share (the same object, not an equal one) is ``ray.put``
+  once and handed to the tasks by reference; so is a file of the sweep folder named by an
+  argument (the window file), whose bytes are put once and read from the driver's disk once.
+- The sweep folder is the driver's. A task on the driver's node uses it directly. A task on
+  another node gets a private folder: the sweep files its arguments name are written into it
+  from the object store, and files it writes there come back with its result into the driver's
+  folder (later tasks may name them by the path the task returned).
 - A task whose worker dies is retried once by Ray (``max_retries=1``), then fails alone. A task
   that raises is not retried: it fails alone, as in the spawn pool.
 - ``run`` may be called from several threads at once (``plansim retune windows`` sweeps several
@@ -36,6 +42,7 @@ from types import ModuleType
 from typing import Any
 
 from plansim.errors import InputError
+from plansim.io import atomic_write_bytes
 from plansim.retune.executor import BatchOutcome, Task, TaskContext, TaskResult, describe_error
 
 INSTALL_HINT = "pip install 'plansim[ray]'"
@@ -100,6 +107,9 @@ class RayExecutor:
         self._remote = ray.remote(_run_task).options(
             num_cpus=1, max_retries=1, retry_exceptions=False
         )
+        self._driver_node = ray.get_runtime_context().get_node_id()
+        # A path a task returned from another node's private folder -> its copy in ours.
+        self._file_aliases: dict[str, str] = {}
         self._lock = threading.Lock()
         self._cancel_generation = 0
         self._closed = False
@@ -115,7 +125,7 @@ class RayExecutor:
             raise RuntimeError("the executor is closed")
         with self._lock:
             generation = self._cancel_generation
-        batch = _Batch(self._ray, self._remote, tasks, context, self.max_parallel)
+        batch = _Batch(self, tasks, context)
         try:
             finished = batch.drive(timeout_s, lambda: self._cancel_generation != generation)
         except BaseException:
@@ -153,24 +163,18 @@ class _Batch:
     """The driver side of one ``run``: submission with backpressure, collection, the deadline
     and cancellation."""
 
-    def __init__(
-        self,
-        ray: ModuleType,
-        remote: Any,
-        tasks: Sequence[Task],
-        context: TaskContext,
-        capacity: int,
-    ) -> None:
-        self._ray = ray
-        self._remote = remote
+    def __init__(self, executor: RayExecutor, tasks: Sequence[Task], context: TaskContext) -> None:
+        self._executor = executor
+        self._ray = executor._ray
         self._tasks = tasks
         self._context = context
-        self._capacity = capacity
+        self._capacity = executor.max_parallel
         self._queue = deque(range(len(tasks)))
         self._inflight: dict[Any, tuple[int, float]] = {}  # ref -> (task index, submitted at)
         self._results: dict[int, TaskResult] = {}
         self._overhead_s: list[float] = []
         self._shared_refs: dict[int, tuple[Any, Any]] = {}  # id(arg) -> (arg, ref)
+        self._file_refs: dict[str, Any] = {}  # sweep file path -> ref of its bytes
         self._started = time.perf_counter()
         self.objects_put = 0
 
@@ -223,9 +227,34 @@ class _Batch:
         while self._queue and len(self._inflight) < self._capacity:
             index = self._queue.popleft()
             task = self._tasks[index]
-            args = [self._shared(arg) for arg in task.args]
-            ref = self._remote.remote(task.fn, self._context.sweep_dir, *args)
+            args, shipped = [], []
+            for position, arg in enumerate(task.args):
+                file_ref = self._sweep_file(arg)
+                if file_ref is not None:
+                    shipped.append((position, arg))
+                    args.append(file_ref)
+                else:
+                    args.append(self._shared(arg))
+            ref = self._executor._remote.remote(
+                task.fn, self._context.sweep_dir, self._executor._driver_node, tuple(shipped), *args
+            )
             self._inflight[ref] = (index, time.perf_counter())
+
+    def _sweep_file(self, arg: Any) -> Any:
+        """The reference to the bytes of the sweep-folder file ``arg`` names, put once per
+        batch; None when ``arg`` names no such file."""
+        if not isinstance(arg, str):
+            return None
+        with self._executor._lock:
+            path = self._executor._file_aliases.get(arg, arg)
+        sweep_dir = os.path.realpath(self._context.sweep_dir)
+        if os.path.dirname(os.path.realpath(path)) != sweep_dir or not os.path.isfile(path):
+            return None
+        if path not in self._file_refs:
+            with open(path, "rb") as fh:
+                self._file_refs[path] = self._ray.put(fh.read())
+            self.objects_put += 1
+        return self._file_refs[path]
 
     def _shared(self, arg: Any) -> Any:
         """The object-store reference for an argument that several tasks of the batch share
@@ -246,7 +275,7 @@ class _Batch:
         index, submitted_at = self._inflight.pop(ref)
         key = self._tasks[index].key
         try:
-            ok, value, error, wall_s = self._ray.get(ref)
+            ok, value, error, wall_s, private_dir, files = self._ray.get(ref)
         except self._ray.exceptions.TaskCancelledError:
             return
         except self._ray.exceptions.RayTaskError as exc:
@@ -257,9 +286,18 @@ class _Batch:
                 key, False, None, f"worker process died, retried once: {type(exc).__name__}", 0.0
             )
         else:
+            self._receive_files(private_dir, files)
             result = TaskResult(key, ok, value, error, wall_s)
             self._overhead_s.append(time.perf_counter() - submitted_at - wall_s)
         self._results[index] = result
+
+    def _receive_files(self, private_dir: str | None, files: dict[str, bytes]) -> None:
+        """Store the files a task wrote on another node in the driver's sweep folder."""
+        for name, data in files.items():
+            target = os.path.join(self._context.sweep_dir, name)
+            atomic_write_bytes(target, data)
+            with self._executor._lock:
+                self._executor._file_aliases[os.path.join(private_dir or "", name)] = target
 
 
 def _ray_error_line(exc: BaseException) -> str:
@@ -270,12 +308,21 @@ def _ray_error_line(exc: BaseException) -> str:
 _priority_lowered = False
 
 
-def _run_task(fn: Callable[..., Any], sweep_dir: str, *args: Any) -> tuple[bool, Any, str | None, float]:
-    """Runs in a Ray worker: ``fn(TaskContext, *args)`` -> ``(ok, value, error, wall_s)``.
+def _run_task(
+    fn: Callable[..., Any],
+    sweep_dir: str,
+    driver_node: str,
+    shipped: tuple[tuple[int, str], ...],
+    *args: Any,
+) -> tuple[bool, Any, str | None, float, str | None, dict[str, bytes]]:
+    """Runs in a Ray worker: ``fn(TaskContext, *args)`` -> ``(ok, value, error, wall_s,
+    private_dir, files)``.
 
-    A raising task returns its error instead of raising, so Ray does not retry it (only a dead
-    worker is retried). On a node without the driver's sweep folder the task gets a private
-    temporary folder, removed when it ends.
+    ``shipped`` lists ``(position, driver path)`` of the arguments that arrive as the bytes of a
+    sweep-folder file. On the driver's node the task uses the driver's folder and those paths;
+    elsewhere it gets a private folder holding the shipped files, and the files it wrote there
+    (top level) are returned. A raising task returns its error instead of raising, so Ray does
+    not retry it (only a dead worker is retried).
     """
     global _priority_lowered
     if not _priority_lowered:
@@ -283,25 +330,44 @@ def _run_task(fn: Callable[..., Any], sweep_dir: str, *args: Any) -> tuple[bool,
         if raise_by > 0:
             os.nice(raise_by)
         _priority_lowered = True
+    import ray
+
+    args_list = list(args)
     private_dir = None
-    if not os.path.isdir(sweep_dir):
+    if ray.get_runtime_context().get_node_id() == driver_node:
+        for position, path in shipped:
+            args_list[position] = path
+    else:
         private_dir = tempfile.mkdtemp(prefix="plansim-sweep-")
         sweep_dir = private_dir
+        for position, path in shipped:
+            local = os.path.join(private_dir, os.path.basename(path))
+            with open(local, "wb") as fh:
+                fh.write(args_list[position])
+            args_list[position] = local
+    received = set(os.listdir(sweep_dir)) if private_dir else set()
     saved_tempdir, saved_tmpdir = tempfile.tempdir, os.environ.get("TMPDIR")
     # Libraries that write temporary files (Prophet, cmdstan) put them in the sweep folder.
     tempfile.tempdir = sweep_dir
     os.environ["TMPDIR"] = sweep_dir
     start = time.perf_counter()
     try:
-        value = fn(TaskContext(sweep_dir), *args)
-        return True, value, None, time.perf_counter() - start
+        value = fn(TaskContext(sweep_dir), *args_list)
+        outcome: tuple[bool, Any, str | None] = (True, value, None)
     except Exception as exc:  # noqa: BLE001 - the task fails, the worker lives on
-        return False, None, describe_error(exc), time.perf_counter() - start
-    finally:
-        tempfile.tempdir = saved_tempdir
-        if saved_tmpdir is None:
-            os.environ.pop("TMPDIR", None)
-        else:
-            os.environ["TMPDIR"] = saved_tmpdir
-        if private_dir is not None:
-            shutil.rmtree(private_dir, ignore_errors=True)
+        outcome = (False, None, describe_error(exc))
+    wall_s = time.perf_counter() - start
+    tempfile.tempdir = saved_tempdir
+    if saved_tmpdir is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = saved_tmpdir
+    files: dict[str, bytes] = {}
+    if private_dir is not None:
+        for name in sorted(set(os.listdir(private_dir)) - received):
+            path = os.path.join(private_dir, name)
+            if os.path.isfile(path):
+                with open(path, "rb") as fh:
+                    files[name] = fh.read()
+        shutil.rmtree(private_dir, ignore_errors=True)
+    return (*outcome, wall_s, private_dir, files)

@@ -37,6 +37,16 @@ def weighted_sum(context: TaskContext, data: np.ndarray, weight: float) -> float
     return float(data.sum() * weight)
 
 
+def write_window(context: TaskContext, name: str, payload: bytes) -> str:
+    path = os.path.join(context.sweep_dir, name)
+    Path(path).write_bytes(payload)
+    return path
+
+
+def read_window(context: TaskContext, path: str, offset: int) -> tuple[str, bytes]:
+    return os.path.dirname(path) == context.sweep_dir, Path(path).read_bytes()[offset:]
+
+
 def pid_then_sleep(context: TaskContext, pid_dir: str, name: str, sleep_s: float) -> str:
     Path(pid_dir, f"{name}.pid").write_text(str(os.getpid()))
     time.sleep(sleep_s)
@@ -135,6 +145,30 @@ def test_shared_argument_is_put_once_per_batch(executor, context) -> None:
         assert executor.objects_put - before == 1
         values.append([r.value for r in outcome.results])
     assert values == [[0.0, 45.0, 90.0], [0.0, 4950.0, 9900.0]]
+
+
+def test_sweep_file_is_put_once_per_batch(executor, context) -> None:
+    path = write_window(context, "window-0.npz", b"0123456789")
+    before = executor.objects_put
+    outcome = executor.run([Task(f"c{i}", read_window, (path, i)) for i in range(3)], context)
+    assert executor.objects_put - before == 1
+    assert [r.value for r in outcome.results] == [(True, b"0123456789"), (True, b"123456789"),
+                                                  (True, b"23456789")]
+
+
+def test_files_written_on_another_node_come_back(executor, tmp_path, monkeypatch) -> None:
+    # Pretend every worker runs on another node: tasks get private folders, files travel.
+    monkeypatch.setattr(executor, "_driver_node", "another-node")
+    driver_dir = tmp_path / "driver"
+    driver_dir.mkdir()
+    context = TaskContext(str(driver_dir))
+    written = executor.run([Task("read", write_window, ("window-3.npz", b"abc"))], context)
+    remote_path = written.results[0].value
+    assert not remote_path.startswith(str(driver_dir))
+    assert (driver_dir / "window-3.npz").read_bytes() == b"abc"
+    replays = executor.run([Task(f"c{i}", read_window, (remote_path, i)) for i in range(2)], context)
+    # Each replay ran in its own private folder, on the shipped copy of the window.
+    assert [r.value for r in replays.results] == [(True, b"abc"), (True, b"bc")]
 
 
 def test_task_whose_worker_dies_is_retried_once(executor, context, tmp_path) -> None:
