@@ -1,7 +1,232 @@
-"""`plansim predict` commands."""
+"""`plansim predict` commands: backtest the planner's load predictors on a trace.
+
+``plansim predict compare TRACE... --interval SECONDS [--predictors LIST] [--param K=V ...]
+[--grid K=V1,V2 ...] [--warmup-buckets N] [--jobs N] [--out DIR] [--no-report] [--format F]``
+buckets the traces, backtests every predictor candidate one step ahead
+(``plansim.planner_core.predictors.backtest``), prints the ranked table and writes the output
+folder, then renders ``predictor_report.html`` via ``plansim.reports.render_dir``.
+
+Output folder:
+
+- ``predictions.parquet``: one row per scored bucket, candidate and series, columns
+  ``bucket`` (int64, position in the bucket table), ``time_s`` (float64, bucket start in seconds
+  since the first arrival), ``predictor`` (str, candidate label), ``series`` (str:
+  ``request_count``, ``avg_isl``, ``avg_osl``), ``forecast`` and ``actual`` (float64; ``actual``
+  is what the predictor observed, see the backtest module), ``failed`` (bool).
+- ``summary.json``::
+
+    {
+      "kind": "predictor_comparison",
+      "interval_s": 60.0, "warmup_buckets": 5, "buckets": 58, "scored_buckets": 53,
+      "requests": 8819,
+      "series": ["request_count", "avg_isl", "avg_osl"],
+      "best": "kalman",                 # label of rank 1
+      "predictors": [                   # ranked, best first
+        {"rank": 1, "predictor": "kalman", "name": "kalman", "params": {},
+         "loss": 2.05, "mape_request_count_pct": 175.9, "rmse_request_count": 185.1,
+         "under_forecast_share": 0.34, "fit_time_mean_s": 6.5e-07, "fit_time_max_s": 5e-06,
+         "failed_forecasts": 0, "wall_time_s": 0.002},
+        ...
+      ],
+      "jobs": 2, "total_wall_time_s": 8.0
+    }
+
+  Metric meanings are in ``plansim.planner_core.predictors.backtest``; a non-finite number
+  (e.g. MAPE without any busy bucket) is ``null``.
+- ``inputs.json``: the command, options, trace files and format, request count, interval,
+  warm-up, the candidates with their parameters.
+"""
 
 from __future__ import annotations
 
+import os
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
 
-app = typer.Typer(help="predict commands.", no_args_is_help=True)
+from plansim.errors import ConfigError, InputError
+
+app = typer.Typer(help="Compare the planner's load predictors on a trace.", no_args_is_help=True)
+
+OUT_ROOT = Path("plansim-out")
+DEFAULT_PREDICTORS = "constant,arima,kalman,prophet"
+
+
+@app.callback()
+def _group() -> None:
+    """Compare the planner's load predictors on a trace."""
+
+
+def parse_assignments(values: list[str], option: str) -> dict[str, str]:
+    """``["k=v", ...]`` -> ``{k: v}``; a malformed or repeated key is an ``InputError``."""
+    out: dict[str, str] = {}
+    for text in values:
+        key, sep, value = text.partition("=")
+        key = key.strip()
+        if not sep or not key or not value.strip():
+            raise InputError(f"expected NAME=VALUE, got {text!r}", field=option)
+        if key in out:
+            raise InputError(f"{key} given twice", field=option)
+        out[key] = value.strip()
+    return out
+
+
+def _candidates(predictors: str, params: list[str], grid: list[str]) -> list[Any]:
+    from plansim.planner_core.predictors.factory import expand_candidates
+
+    names = [n.strip() for n in predictors.split(",") if n.strip()]
+    if not names:
+        raise InputError("no predictor given", field="--predictors")
+    fixed = parse_assignments(params, "--param")
+    axes = {k: [v.strip() for v in vs.split(",")] for k, vs in parse_assignments(grid, "--grid").items()}
+    for key, values in axes.items():
+        if any(not v for v in values):
+            raise InputError(f"{key}: empty value in the grid", field="--grid")
+    try:
+        return expand_candidates(names, fixed, axes)
+    except ConfigError as exc:
+        option = "--predictors" if exc.field in ("predictors", "load_predictor") else (
+            "--grid" if exc.field in axes else "--param")
+        raise InputError(exc.message, field=f"{option} {exc.field}".strip()) from None
+
+
+def _new_out_dir() -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    candidate = OUT_ROOT / f"predict-{stamp}"
+    suffix = 2
+    while candidate.exists():
+        candidate = OUT_ROOT / f"predict-{stamp}-{suffix}"
+        suffix += 1
+    return candidate
+
+
+def _finite_or_none(value: Any) -> Any:
+    if isinstance(value, float) and not (value == value and abs(value) != float("inf")):
+        return None
+    return value
+
+
+def _print_table(summary: Any) -> None:
+    header = (f"{'rank':>4}  {'predictor':<40} {'loss':>8} {'MAPE %':>8} {'RMSE':>9} "
+              f"{'under>20%':>9} {'fit ms':>8} {'max ms':>8} {'failed':>6} {'wall s':>8}")
+    typer.echo(header)
+    for row in summary.itertuples(index=False):
+        typer.echo(
+            f"{row.rank:>4}  {row.predictor:<40} {row.loss:>8.4f} "
+            f"{row.mape_request_count_pct:>8.1f} {row.rmse_request_count:>9.2f} "
+            f"{row.under_forecast_share:>9.1%} {row.fit_time_mean_s * 1e3:>8.2f} "
+            f"{row.fit_time_max_s * 1e3:>8.2f} {row.failed_forecasts:>6d} {row.wall_time_s:>8.2f}"
+        )
+
+
+@app.command("compare")
+def compare(
+    traces: Annotated[list[Path], typer.Argument(
+        help="Trace files, folders or globs.", metavar="TRACE", show_default=False)],
+    interval: Annotated[float, typer.Option(
+        "--interval", help="Bucket width in seconds (the planner's throughput interval).",
+        show_default=False)],
+    predictors: Annotated[str, typer.Option(
+        help="Comma-separated predictors: constant, arima, kalman, prophet.")] = DEFAULT_PREDICTORS,
+    param: Annotated[list[str] | None, typer.Option(
+        "--param", help="Predictor parameter NAME=VALUE (PlannerConfig name); repeatable.")] = None,
+    grid: Annotated[list[str] | None, typer.Option(
+        "--grid", help="NAME=V1,V2,...: one candidate per combination; repeatable.")] = None,
+    warmup_buckets: Annotated[int | None, typer.Option(
+        help="Buckets observed before scoring (default: the largest minimum points of the "
+             "candidates).")] = None,
+    jobs: Annotated[int | None, typer.Option(
+        help="Parallel processes (default: candidates, at most the CPU count).")] = None,
+    out: Annotated[Path | None, typer.Option(
+        help="Output folder (default: a new plansim-out/predict-<time>).")] = None,
+    no_report: Annotated[bool, typer.Option(
+        "--no-report", help="Skip predictor_report.html.")] = False,
+    trace_format: Annotated[str, typer.Option(
+        "--format", help="Trace format: auto, dynamo, mooncake or azure.")] = "auto",
+) -> None:
+    """Backtest the planner's load predictors one step ahead on TRACE... and rank them."""
+    from plansim.io import atomic_write_json, write_parquet_atomic
+    from plansim.planner_core.predictors.backtest import SERIES, run_backtest
+
+    # Validate every option before reading possibly large traces.
+    if not interval > 0 or interval == float("inf"):
+        raise InputError(f"must be a positive number of seconds, got {interval:g}",
+                         field="--interval")
+    specs = _candidates(predictors, param or [], grid or [])
+    if warmup_buckets is None:
+        warmup_buckets = max(spec.build().minimum_data_points for spec in specs)
+    elif warmup_buckets < 1:
+        raise InputError(f"must be >= 1, got {warmup_buckets}", field="--warmup-buckets")
+    if jobs is None:
+        jobs = max(1, min(len(specs), os.cpu_count() or 1))
+    elif jobs < 1:
+        raise InputError(f"must be >= 1, got {jobs}", field="--jobs")
+
+    from plansim.traces import load_workload
+    from plansim.traces.buckets import buckets as bucket_workload
+
+    workload = load_workload(traces, format=trace_format)
+    table = bucket_workload(workload, interval)
+    if len(table) < warmup_buckets + 2:
+        raise InputError(
+            f"the traces span {len(table)} buckets of {interval:g} s; need at least warm-up + 2 "
+            f"= {warmup_buckets + 2} (lower --warmup-buckets or --interval)",
+            field="--interval")
+
+    started = time.perf_counter()
+    result = run_backtest(table, specs, warmup_buckets, interval_s=interval, jobs=jobs)
+    total_wall_s = time.perf_counter() - started
+
+    out_dir = out if out is not None else _new_out_dir()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    predictions = result.predictions.drop(columns="fit_time_s")
+    predictions.insert(1, "time_s", predictions["bucket"].to_numpy() * float(interval))
+    write_parquet_atomic(out_dir / "predictions.parquet", predictions)
+    ranked = [{k: _finite_or_none(v) for k, v in row.items()}
+              for row in result.summary.to_dict(orient="records")]
+    atomic_write_json(out_dir / "summary.json", {
+        "kind": "predictor_comparison",
+        "interval_s": float(interval),
+        "warmup_buckets": warmup_buckets,
+        "buckets": len(table),
+        "scored_buckets": len(table) - warmup_buckets,
+        "requests": len(workload),
+        "series": list(SERIES),
+        "best": ranked[0]["predictor"],
+        "predictors": ranked,
+        "jobs": jobs,
+        "total_wall_time_s": total_wall_s,
+    })
+    atomic_write_json(out_dir / "inputs.json", {
+        "command": "plansim predict compare",
+        "traces": [str(p) for p in traces],
+        "trace_format": trace_format,
+        "requests": len(workload),
+        "skipped": dict(workload.skipped),
+        "interval_s": float(interval),
+        "warmup_buckets": warmup_buckets,
+        "jobs": jobs,
+        "candidates": [{"predictor": s.label, "name": s.name, "params": dict(s.params)}
+                       for s in specs],
+    })
+
+    typer.echo(f"traces        {len(workload)} requests, {len(table)} buckets of {interval:g} s, "
+               f"{warmup_buckets} warm-up, {len(table) - warmup_buckets} scored")
+    _print_table(result.summary)
+    typer.echo(f"wall time     {total_wall_s:.2f} s on {jobs} process(es)")
+    typer.echo(f"output        {out_dir}")
+    if not no_report:
+        _render_reports(out_dir)
+
+
+def _render_reports(out_dir: Path) -> None:
+    try:
+        from plansim.reports import render_dir
+    except ImportError:
+        typer.echo("report        skipped: plansim.reports.render_dir is not available", err=True)
+        return
+    for path in render_dir(out_dir):
+        typer.echo(f"report        {path}")

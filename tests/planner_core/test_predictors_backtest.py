@@ -36,17 +36,18 @@ def test_constant_backtest_by_hand():
     wide = rows.pivot(index="bucket", columns="series", values="forecast")
     # Warm-up: bucket 0 is a leading idle bucket (skipped), bucket 1 is seen.
     # Bucket 2 is forecast as bucket 1; bucket 3 as bucket 2; bucket 4 as bucket 3, whose
-    # request count is 0 (an interior zero is kept) and whose ISL/OSL carry bucket 2's.
+    # request count is 0 (an interior zero is kept) and whose ISL/OSL predictors were fed
+    # bucket 2's again (the planner's idle rule), although bucket 3's table averages are 0.
     assert wide.loc[[2, 3, 4], "request_count"].tolist() == [4, 6, 0]
     assert wide.loc[[2, 3, 4], "avg_isl"].tolist() == [100, 200, 200]
     assert wide.loc[[2, 3, 4], "avg_osl"].tolist() == [10, 20, 20]
     actual = rows.pivot(index="bucket", columns="series", values="actual")
     assert actual.loc[[2, 3, 4], "request_count"].tolist() == [6, 0, 8]
-    assert actual.loc[[2, 3, 4], "avg_isl"].tolist() == [200, 200, 50]  # idle: carried forward
+    assert actual.loc[[2, 3, 4], "avg_isl"].tolist() == [200, 0, 50]  # the bucket table's value
     assert not rows["failed"].any()
 
     w2 = 0.4 * _e(400, 1200) + 0.4 * _e(40, 120) + 0.1 * _e(100, 200) + 0.1 * _e(10, 20)
-    w3 = 0.4 * _e(1200, 0) + 0.4 * _e(120, 0)
+    w3 = 0.4 * _e(1200, 0) + 0.4 * _e(120, 0) + 0.1 * _e(200, 0) + 0.1 * _e(20, 0)
     w4 = 0.4 * _e(0, 400) + 0.4 * _e(0, 40) + 0.1 * _e(200, 50) + 0.1 * _e(20, 5)
     s = result.summary.iloc[0]
     assert list(result.summary.columns) == list(SUMMARY_COLUMNS)

@@ -114,3 +114,9 @@ def test_grid_nobody_uses_is_rejected():
 def test_parameter_both_fixed_and_gridded_is_rejected():
     with pytest.raises(ConfigError):
         expand_candidates(["kalman"], {"kalman_r": 1}, {"kalman_r": [1, 2]})
+
+
+def test_fractional_interval_is_accepted_for_prophet():
+    assert make_predictor("prophet", throughput_adjustment_interval_seconds=1.5).step_ms == 1500
+    with pytest.raises(ConfigError):
+        make_predictor("prophet", throughput_adjustment_interval_seconds=0)

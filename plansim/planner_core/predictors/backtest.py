@@ -12,9 +12,9 @@ and series:
 - ``predictor`` (str): candidate label, e.g. ``kalman`` or ``kalman(kalman_q_level=0.1)``.
 - ``series`` (str): ``request_count``, ``avg_isl`` or ``avg_osl``.
 - ``forecast`` (float): the one-step forecast made before the bucket was observed.
-- ``actual`` (float): the value the predictor then observed. For an idle bucket after traffic was
-  seen this is the carried-forward ISL/OSL (the planner's feeding rule), since an empty bucket
-  has no average length; NaN when the bucket's average was missing and nothing was fed.
+- ``actual`` (float): the bucket table's value (an empty bucket has averages 0, as in the retune
+  pre-sweep, so the loss here equals retune's; the predictors themselves are fed the planner's
+  way: an empty bucket after traffic repeats the last ISL/OSL).
 - ``fit_time_s`` (float): wall time of that ``predict_next`` call (model fitting included).
 - ``failed`` (bool): the forecast raised and fell back to the last value.
 
@@ -22,7 +22,7 @@ Summary (``summarize`` / ``BacktestResult.summary``), one row per candidate, bes
 
 - ``rank`` (1 = best), ``predictor`` (label), ``name`` (predictor name), ``params`` (dict).
 - ``loss``: mean retune pre-sweep loss over the scored buckets (``loss.py``; buckets with a
-  missing actual are left out; ``inf`` with none).
+  non-finite value are left out; ``inf`` with none).
 - ``mape_request_count_pct``: mean |forecast - actual| / actual x 100 over buckets with requests.
 - ``rmse_request_count``: root mean squared request-count error.
 - ``under_forecast_share``: share of scored buckets whose request-count forecast is below 80% of
@@ -164,8 +164,8 @@ def _run_candidate(
             forecast[k, j] = predictor.predict_next()
             fit_time[k, j] = time.perf_counter() - t0
             failed[k, j] = predictor.last_forecast_failed
-        fed = forecaster.observe(counts[i], isl[i], osl[i])
-        actual[:, j] = [np.nan if v is None else v for v in fed]
+        forecaster.observe(counts[i], isl[i], osl[i])
+        actual[:, j] = (counts[i], isl[i], osl[i])
     wall_s = time.perf_counter() - started
     buckets = np.arange(warmup, counts.size, dtype=np.int64)
     frame = pd.DataFrame(

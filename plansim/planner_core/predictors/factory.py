@@ -37,14 +37,26 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
+# How each parameter is checked: (kind, minimum, minimum is exclusive).
+_KINDS: Mapping[str, tuple[type, float, bool]] = {
+    "load_predictor_log1p": (bool, 0, False),
+    "prophet_window_size": (int, 2, False),
+    "kalman_q_level": (float, 0.0, False),
+    "kalman_q_trend": (float, 0.0, False),
+    "kalman_r": (float, 0.0, False),
+    "kalman_min_points": (int, 1, False),
+    "throughput_adjustment_interval_seconds": (float, 0.0, True),
+}
+
+
 def coerce_param(name: str, value: Any) -> Any:
     """Validate one predictor parameter (strings from a command line are parsed) and return it
     with its proper type. Raises ``ConfigError`` with ``field=name``."""
-    if name not in PREDICTOR_PARAM_DEFAULTS:
+    if name not in _KINDS:
         known = ", ".join(PREDICTOR_PARAM_DEFAULTS)
         raise ConfigError(f"unknown predictor parameter (known: {known})", field=name)
-    default = PREDICTOR_PARAM_DEFAULTS[name]
-    if isinstance(default, bool):
+    kind, minimum, exclusive = _KINDS[name]
+    if kind is bool:
         if isinstance(value, bool):
             return value
         text = str(value).strip().lower()
@@ -53,24 +65,22 @@ def coerce_param(name: str, value: Any) -> Any:
         if text in _FALSE:
             return False
         raise ConfigError(f"expected true or false, got {value!r}", field=name)
-    if isinstance(default, int):
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"expected an integer, got {value!r}", field=name) from None
-        if isinstance(value, bool) or not number.is_integer():
-            raise ConfigError(f"expected an integer, got {value!r}", field=name)
-        minimum = 2 if name == "prophet_window_size" else 1
-        if number < minimum:
-            raise ConfigError(f"must be >= {minimum}, got {value!r}", field=name)
-        return int(number)
+    what = "an integer" if kind is int else "a number"
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"expected a number, got {value!r}", field=name) from None
-    if isinstance(value, bool) or not math.isfinite(number) or number < 0:
-        raise ConfigError(f"must be a finite number >= 0, got {value!r}", field=name)
-    return number
+        raise ConfigError(f"expected {what}, got {value!r}", field=name) from None
+    if isinstance(value, bool) or not math.isfinite(number):
+        raise ConfigError(f"expected {what}, got {value!r}", field=name)
+    if kind is int and not number.is_integer():
+        raise ConfigError(f"expected an integer, got {value!r}", field=name)
+    if number < minimum or (exclusive and number == minimum):
+        bound = f"> {minimum:g}" if exclusive else f">= {minimum:g}"
+        raise ConfigError(f"must be {bound}, got {value!r}", field=name)
+    if kind is int:
+        return int(number)
+    # Integral floats print without ".0" in candidate labels; keep ints as given.
+    return int(number) if isinstance(value, int) else number
 
 
 def resolve_params(params: Mapping[str, Any]) -> dict[str, Any]:
