@@ -315,9 +315,10 @@ class RetuneController:
                 outcome = "applied"
                 self._apply(winner, router_changes, planner_changes)
                 if any(k in PREDICTOR_FIELDS for k in planner_changes):
+                    # (num_req, avg_isl, avg_osl) per throughput interval, oldest first; an
+                    # empty bucket has no averages.
                     predictor_warmup = [
-                        {"duration_s": self._bucket_interval_s(), "num_req": n,
-                         "isl": i if n else None, "osl": o if n else None}
+                        [n, i if n else None, o if n else None]
                         for n, i, o in (report.predictor_warmup or [])
                     ]
         event = record.decision_record(

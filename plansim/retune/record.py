@@ -9,8 +9,9 @@ score, error, which replay it shared), ``replays``, ``current_score``, ``best_sc
 ``changes`` (router/planner knobs the winner changes; also for advisory), ``router_parameters``
 (the desired map after an applied decision, else None), ``planner_changes`` (applied planner
 fields, the host applies them after the tick), ``predictor_presweep`` (candidates, losses,
-winner; None without a searched predictor), ``predictor_warmup`` (observations that warm a
-swapped-in predictor; None without a swap), ``sweep_wall_s``.
+winner; None without a searched predictor), ``predictor_prepared`` (the swap preparation's
+result or error), ``predictor_warmup`` (``[num_req, avg_isl, avg_osl]`` per throughput interval,
+oldest first, that warm a swapped-in predictor; None without an applied swap), ``sweep_wall_s``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,48 @@
+"""Module-level task functions for the spawn-pool tests (a spawned worker imports them)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+
+def square(context, x):
+    return x * x
+
+
+def pid_and_value(context, x):
+    return os.getpid(), x * x
+
+
+def sleep_then(context, seconds, value):
+    time.sleep(seconds)
+    return value
+
+
+def die(context):
+    os._exit(9)
+
+
+def fail(context):
+    raise ValueError("no good\nsecond line")
+
+
+def worker_facts(context):
+    import tempfile
+
+    return {
+        "niceness": os.getpriority(os.PRIO_PROCESS, 0),
+        "own_group": os.getpgid(0) == os.getpid(),
+        "tempdir": tempfile.gettempdir(),
+        "start_method_spawn": "fork" not in sys.argv[0],
+    }
+
+
+def start_child_and_hang(context, pid_file):
+    """Start a grandchild (like Prophet's Stan process), record its pid, then hang."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    with open(pid_file, "w") as fh:
+        fh.write(str(child.pid))
+    time.sleep(600)

@@ -1,0 +1,123 @@
+"""The spawn pool (seed: Candidates and the Sweep): one task at a time per worker, dead workers
+replaced, everything killed at the timeout and on close."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+import retune_pool_tasks as tasks
+
+from plansim.retune.executor import Executor, Task, TaskContext, run_serially
+from plansim.retune.pool import SpawnPool
+
+
+@pytest.fixture
+def context(tmp_path):
+    return TaskContext(str(tmp_path))
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0); it is dead for our purpose.
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_dead(pids, timeout_s=5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not any(alive(p) for p in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_the_pool_implements_the_executor_interface():
+    with SpawnPool(1) as pool:
+        assert isinstance(pool, Executor)
+
+
+def test_results_come_back_in_task_order_whatever_the_worker(context):
+    batch = [Task(f"t{i}", tasks.square, (i,)) for i in range(12)]
+    with SpawnPool(2) as pool:
+        out = pool.run(batch, context)
+    assert [r.value for r in out.results] == [i * i for i in range(12)]
+    assert [r.value for r in out.results] == [r.value for r in run_serially(batch, context).results]
+
+
+@pytest.mark.parametrize("max_parallel", [1, 3])
+def test_results_do_not_depend_on_max_parallel(context, max_parallel):
+    batch = [Task(f"t{i}", tasks.square, (i,)) for i in range(7)]
+    with SpawnPool(max_parallel) as pool:
+        assert [r.value for r in pool.run(batch, context).results] == [i * i for i in range(7)]
+        assert pool.workers_started <= max_parallel
+
+
+def test_workers_run_at_niceness_10_in_their_own_group_with_temp_files_in_the_sweep_folder(context):
+    with SpawnPool(1) as pool:
+        facts = pool.run([Task("f", tasks.worker_facts)], context).results[0].value
+    assert facts["niceness"] >= 10
+    assert facts["own_group"]
+    assert facts["tempdir"] == context.sweep_dir
+
+
+def test_a_raising_task_fails_alone_with_a_one_line_error(context):
+    with SpawnPool(1) as pool:
+        out = pool.run([Task("bad", tasks.fail), Task("good", tasks.square, (3,))], context)
+    bad, good = out.results
+    assert (bad.ok, bad.error) == (False, "ValueError: no good")
+    assert (good.ok, good.value) == (True, 9)
+
+
+def test_a_killed_worker_fails_only_its_task_and_is_replaced(context):
+    batch = [Task("a", tasks.square, (2,)), Task("dies", tasks.die), Task("b", tasks.square, (3,)),
+             Task("c", tasks.square, (4,))]
+    with SpawnPool(1) as pool:
+        out = pool.run(batch, context)
+        assert pool.workers_started == 2  # the dead worker was replaced
+        again = pool.run([Task("d", tasks.square, (5,))], context)
+    results = out.by_key()
+    assert not results["dies"].ok and "died" in results["dies"].error
+    assert [results[k].value for k in ("a", "b", "c")] == [4, 9, 16]
+    assert again.results[0].value == 25
+
+
+def test_timeout_kills_every_worker_and_their_children(context, tmp_path):
+    pid_file = tmp_path / "grandchild.pid"
+    batch = [Task("hang", tasks.start_child_and_hang, (str(pid_file),)),
+             Task("slow", tasks.sleep_then, (600, 1))]
+    with SpawnPool(2) as pool:
+        # 3 s is ample for the hanging task to start its grandchild before the kill.
+        out = pool.run(batch, context, timeout_s=3.0)
+        assert out.timed_out and out.results == ()
+        assert pool.worker_pids() == []
+    grandchild = int(pid_file.read_text())
+    assert wait_dead([grandchild])
+
+
+def test_close_kills_the_workers(context):
+    pool = SpawnPool(2)
+    pool.run([Task("a", tasks.square, (1,)), Task("b", tasks.square, (2,))], context)
+    pids = pool.worker_pids()
+    assert len(pids) == 2 and all(alive(p) for p in pids)
+    pool.close()
+    assert wait_dead(pids)
+
+
+def test_cancel_from_another_thread_stops_the_batch(context):
+    import threading
+
+    with SpawnPool(1) as pool:
+        timer = threading.Timer(0.5, pool.cancel)
+        timer.start()
+        out = pool.run([Task("slow", tasks.sleep_then, (600, 1))], context)
+        timer.join()
+        assert out.cancelled and pool.worker_pids() == []
