@@ -79,6 +79,9 @@ class RayExecutor:
     """An ``Executor`` on Ray; see the module docstring. ``run`` and ``cancel`` are thread-safe;
     ``close`` is called once, after every ``run`` has returned."""
 
+    # Several windows may be swept at once on one executor (see ``retune.batch``).
+    thread_safe = True
+
     def __init__(self, max_parallel: int, address: str | None = None) -> None:
         if max_parallel < 1:
             raise ValueError("max_parallel must be at least 1")
