@@ -1,0 +1,114 @@
+"""Worker pools whose size can change during a replay.
+
+A worker is ``starting`` from the moment it is provisioned until ``startup_time`` seconds later,
+then ``ready`` (it receives requests). A removed worker becomes ``draining``: it receives nothing
+new, finishes what it has, and is gone once idle. Worker-seconds integrate the provisioned count
+(starting + ready + draining) over virtual time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from plansim.sim.engine import EngineHooks, Rank
+from plansim.sim.router import RankLoad
+from plansim.sim.timing import TimingModel
+
+STARTING, READY, DRAINING, REMOVED = "starting", "ready", "draining", "removed"
+
+
+class Worker:
+    """One worker: ``dp_size`` ranks sharing a lifecycle."""
+
+    __slots__ = ("worker_id", "pool", "ranks", "loads", "state", "provisioned_ms", "ready_ms",
+                 "removed_ms")
+
+    def __init__(self, worker_id: int, pool: str, ranks: list[Rank], provisioned_ms: float) -> None:
+        self.worker_id = worker_id
+        self.pool = pool
+        self.ranks = ranks
+        self.loads = [RankLoad() for _ in ranks]
+        self.state = STARTING
+        self.provisioned_ms = provisioned_ms
+        self.ready_ms = float("nan")
+        self.removed_ms = float("nan")
+
+    def idle(self) -> bool:
+        return not any(r.busy or r.has_work() for r in self.ranks)
+
+
+class Pool:
+    """Workers of one role (``agg``, ``prefill`` or ``decode``) with the same engine args."""
+
+    def __init__(self, name: str, args: Any, timing: TimingModel, hooks: EngineHooks,
+                 new_worker_id: Callable[[], int]) -> None:
+        self.name = name
+        self.args = args
+        self.timing = timing
+        self.hooks = hooks
+        self._new_worker_id = new_worker_id
+        self.workers: list[Worker] = []
+        # Routing candidates, rebuilt when membership changes.
+        self.ready_ranks: list[Rank] = []
+        self.ready_loads: list[RankLoad] = []
+
+    def provision(self, now_ms: float) -> Worker:
+        wid = self._new_worker_id()
+        ranks = [Rank(wid, r, self.args, self.timing, self.hooks) for r in range(self.args.dp_size)]
+        worker = Worker(wid, self.name, ranks, now_ms)
+        self.workers.append(worker)
+        return worker
+
+    def mark_ready(self, worker: Worker, now_ms: float) -> None:
+        if worker.state != STARTING:
+            return
+        worker.state = READY
+        worker.ready_ms = now_ms
+        self._refresh()
+
+    def remove_newest(self, now_ms: float) -> Worker | None:
+        """Take the newest non-draining worker out of service (a starting one first)."""
+        for state in (STARTING, READY):
+            for worker in reversed(self.workers):
+                if worker.state == state:
+                    if state == STARTING or worker.idle():
+                        worker.state = REMOVED
+                        worker.removed_ms = now_ms
+                    else:
+                        worker.state = DRAINING
+                    self._refresh()
+                    return worker
+        return None
+
+    def drained(self, worker: Worker, now_ms: float) -> None:
+        """A draining worker went idle: it is gone."""
+        if worker.state == DRAINING and worker.idle():
+            worker.state = REMOVED
+            worker.removed_ms = now_ms
+
+    def count(self, state: str) -> int:
+        return sum(1 for w in self.workers if w.state == state)
+
+    def active_count(self) -> int:
+        """Workers that are or will be serving: ready + starting."""
+        return sum(1 for w in self.workers if w.state in (READY, STARTING))
+
+    def worker_seconds(self, end_ms: float) -> float:
+        total = 0.0
+        for w in self.workers:
+            stop = w.removed_ms if w.removed_ms == w.removed_ms else end_ms
+            stop = min(stop, end_ms)
+            if stop > w.provisioned_ms:
+                total += stop - w.provisioned_ms
+        return total / 1000.0
+
+    def _refresh(self) -> None:
+        ranks: list[Rank] = []
+        loads: list[RankLoad] = []
+        for w in self.workers:
+            if w.state == READY:
+                ranks.extend(w.ranks)
+                loads.extend(w.loads)
+        self.ready_ranks = ranks
+        self.ready_loads = loads

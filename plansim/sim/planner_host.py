@@ -1,0 +1,206 @@
+"""Driving a planner from the replay's virtual clock.
+
+The host calls ``planner.initial_tick(0.0)``, then ``planner.tick(TickInput)`` at each
+``effects.next_tick.at_s`` (virtual seconds; the simulator runs in ms). A tick sees:
+
+- ``traffic``: requests offered (arrived) since the last traffic read and averages over the
+  requests completed in it (ISL, OSL, TTFT, ITL, KV hit rate), windows merged across ticks with
+  count-weighted means until a tick that ``need_traffic_metrics`` reads them;
+- ``fpm``: the latest forward pass of each ready worker rank, per role (when ``need_worker_fpm``);
+- ``worker_counts``: ready, starting and draining workers per role (agg reports as decode).
+
+Effects: ``scale_to`` targets are applied through ``SimConnector`` (new workers ready after the
+engine's ``startup_time``, removed ones drain newest first) unless the planner is advisory, in
+which case they are only recorded; ``router_parameters`` (per worker type ``prefill``/``decode``;
+agg uses ``decode``) are applied where they differ; ``retune_decisions``' ``planner_changes`` go to
+``planner.apply_planner_changes`` when it exists. Ticking stops when the planner returns no next
+tick or the replay has nothing left to do.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+from simpy.core import URGENT
+
+from plansim.planner_core.observations import (
+    PlannerEffects,
+    TickInput,
+    TrafficObservation,
+    WorkerCounts,
+)
+from plansim.sim.connector import SimConnector
+
+
+class TrafficWindow:
+    """Traffic since the last read: offered requests and sums over completions."""
+
+    __slots__ = ("start_s", "num_req", "n_shape", "isl", "osl", "n_ttft", "ttft", "n_itl", "itl",
+                 "n_hit", "hit")
+
+    def __init__(self, start_s: float) -> None:
+        self.start_s = start_s
+        self.num_req = 0
+        self.n_shape = self.n_ttft = self.n_itl = self.n_hit = 0
+        self.isl = self.osl = self.ttft = self.itl = self.hit = 0.0
+
+    def observation(self, now_s: float) -> TrafficObservation:
+        def avg(total: float, n: int) -> float | None:
+            return total / n if n else None
+
+        return TrafficObservation(
+            duration_s=max(now_s - self.start_s, 0.0), num_req=float(self.num_req),
+            isl=avg(self.isl, self.n_shape), osl=avg(self.osl, self.n_shape),
+            ttft_ms=avg(self.ttft, self.n_ttft), itl_ms=avg(self.itl, self.n_itl),
+            kv_hit_rate=avg(self.hit, self.n_hit), accept_length=None)
+
+
+class PlannerHost:
+    def __init__(self, host: Any, planner: Any) -> None:
+        self.host = host
+        self.planner = planner
+        self.advisory = bool(getattr(planner, "advisory", False))
+        self.connector = SimConnector(host)
+        self.window = TrafficWindow(0.0)
+        self.rows: list[dict[str, Any]] = []
+        self.scaling_events: list[dict[str, Any]] = []
+        self._arrived_seen = 0
+
+    # ---------------------------------------------------------------- clock
+
+    def start(self) -> None:
+        effects = self.planner.initial_tick(0.0)
+        self._apply(0.0, effects)
+
+    def _schedule(self, effects: PlannerEffects) -> None:
+        nxt = effects.next_tick
+        if nxt is None:
+            return
+        env = self.host.env
+        delay = max(nxt.at_s * 1000.0 - env.now, 0.0)
+        self.host._call_at(delay, lambda: self._tick(nxt), URGENT + 1)
+
+    def _tick(self, scheduled: Any) -> None:
+        host = self.host
+        if host.finished() and host.env.now >= host._last_arrival:
+            return
+        now_s = scheduled.at_s
+        self._absorb_arrivals()
+        traffic = None
+        if scheduled.need_traffic_metrics:
+            traffic = self.window.observation(now_s)
+            self.window = TrafficWindow(now_s)
+        fpm = self._fpm() if scheduled.need_worker_fpm else {}
+        tick_input = TickInput(now_s=now_s, worker_counts=self.worker_counts(), traffic=traffic,
+                               fpm=fpm)
+        effects = self.planner.tick(tick_input)
+        self._apply(now_s, effects)
+
+    # ---------------------------------------------------------------- observations
+
+    def _absorb_arrivals(self) -> None:
+        arrivals = self.host.arrival_ms
+        now = self.host.env.now
+        # Arrivals are sorted: count those at or before now.
+        import numpy as np
+
+        seen = int(np.searchsorted(arrivals, now, side="right"))
+        self.window.num_req += seen - self._arrived_seen
+        self._arrived_seen = seen
+
+    def on_complete(self, rid: int) -> None:
+        rec = self.host.rec
+        w = self.window
+        w.n_shape += 1
+        w.isl += float(rec.isl[rid])
+        w.osl += float(rec.n_tokens[rid])
+        ttft = rec.first_token[rid] - rec.arrival[rid]
+        if ttft == ttft:
+            w.n_ttft += 1
+            w.ttft += ttft
+        k = rec.n_tokens[rid]
+        if k > 1:
+            w.n_itl += 1
+            w.itl += (rec.last_token[rid] - rec.first_token[rid]) / (k - 1)
+        isl = float(rec.isl[rid])
+        if isl > 0:
+            w.n_hit += 1
+            w.hit += rec.reused[rid] / isl
+
+    def worker_counts(self) -> WorkerCounts:
+        pools = self.host.pools
+        if "agg" in pools:
+            d, p = pools["agg"], None
+        else:
+            d, p = pools["decode"], pools["prefill"]
+
+        def c(pool: Any, state: str) -> int:
+            return pool.count(state) if pool is not None else 0
+
+        return WorkerCounts(ready_prefill=c(p, "ready"), ready_decode=c(d, "ready"),
+                            starting_prefill=c(p, "starting"), starting_decode=c(d, "starting"),
+                            draining_prefill=c(p, "draining"), draining_decode=c(d, "draining"))
+
+    def _fpm(self) -> dict[str, tuple]:
+        now = self.host.env.now
+        out: dict[str, tuple] = {}
+        for name, pool in self.host.pools.items():
+            role = "prefill" if name == "prefill" else "decode"
+            snaps = []
+            for w in pool.workers:
+                if w.state != "ready":
+                    continue
+                for r in w.ranks:
+                    f = r.fpm_at(now)
+                    if f is not None:
+                        snaps.append(f)
+            out[role] = tuple(snaps)
+        return out
+
+    # ---------------------------------------------------------------- effects
+
+    def _apply(self, now_s: float, effects: PlannerEffects) -> None:
+        row: dict[str, Any] = {"at_s": now_s}
+        row.update(_flatten(effects.diagnostics or {}))
+        self.rows.append(row)
+        if effects.scale_to is not None:
+            for component, target in self.connector.targets(effects.scale_to).items():
+                before = self.connector.current(component)
+                if target is None or target == before:
+                    continue
+                if not self.advisory:
+                    self.connector.apply(component, target)
+                self.scaling_events.append({
+                    "at_s": now_s, "component": component, "from_count": before,
+                    "to_count": int(target),
+                    "reason": "scale_up" if target > before else "scale_down",
+                    "applied": not self.advisory})
+        for worker_type, params in (effects.router_parameters or {}).items():
+            self.connector.set_router_parameters(worker_type, params)
+        apply_changes = getattr(self.planner, "apply_planner_changes", None)
+        if apply_changes is not None:
+            for decision in effects.retune_decisions or ():
+                changes = decision.get("planner_changes") if isinstance(decision, dict) else None
+                if changes:
+                    apply_changes(changes)
+        self._schedule(effects)
+
+    def ticks_table(self) -> pd.DataFrame:
+        return pd.DataFrame(self.rows)
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in d.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{name}."))
+        elif isinstance(value, (list, tuple)):
+            out[name] = str(value)
+        elif isinstance(value, float) and math.isnan(value):
+            out[name] = None
+        else:
+            out[name] = value
+    return out

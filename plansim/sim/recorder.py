@@ -1,0 +1,201 @@
+"""What a replay records: per-request times and counts, token gaps as weighted samples, and the
+per-second time series of each pool. Tokens are only recorded where the user sees them (the
+aggregated or decode worker); a disaggregated prefill worker's token is internal.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+NAN = float("nan")
+
+
+class Recorder:
+    def __init__(self, n: int, arrival_ms: np.ndarray, isl: np.ndarray) -> None:
+        self.n = n
+        self.arrival = arrival_ms
+        self.isl = isl
+        self.keys: list[list[int] | None] = [None] * n
+        self.first_admit = [NAN] * n
+        self.first_token = [NAN] * n
+        self.second_token = [NAN] * n
+        self.last_token = [NAN] * n
+        self.n_tokens = [0] * n
+        self.reused = [0] * n
+        self.admissions = [0] * n
+        self.readmissions = [0] * n
+        self.prefill_worker = [-1] * n
+        self.decode_worker = [-1] * n
+        self.status = ["incomplete"] * n
+        self.reason = [""] * n
+        # Token gaps: single values, and (values, weight) blocks from decode runs.
+        self._gaps: list[float] = []
+        self._gap_blocks: list[tuple[np.ndarray, int]] = []
+        # Output tokens per pass end, for tokens/s: singles and run blocks.
+        self._tok_single: list[tuple[float, int]] = []
+        self._tok_blocks: list[tuple[np.ndarray, int]] = []
+        # Per-interval counters for the time series.
+        self._arrived = 0
+        self._admitted_tokens = 0
+        self._reused_tokens = 0
+        self._samples: list[dict[str, Any]] = []
+        self._last_sample_ms = 0.0
+
+    # ---------------------------------------------------------------- events
+
+    def arrived(self, rid: int, pool: str) -> None:
+        self._arrived += 1
+
+    def admitted(self, rid: int, now: float, reused: int, readmission: bool, prebuilt: bool) -> None:
+        if self.first_admit[rid] != self.first_admit[rid]:
+            self.first_admit[rid] = now
+        self.admissions[rid] += 1
+        if readmission:
+            self.readmissions[rid] += 1
+        if not prebuilt:
+            if reused > self.reused[rid]:
+                self.reused[rid] = reused
+            self._admitted_tokens += int(self.isl[rid])
+            self._reused_tokens += reused
+
+    def tokens(self, reqs: list[Any], end: float) -> list[int]:
+        """One pass's visible tokens; returns the ids whose first token this was."""
+        first = []
+        n_tokens = self.n_tokens
+        last = self.last_token
+        for req in reqs:
+            rid = req.rid
+            k = n_tokens[rid] + 1
+            n_tokens[rid] = k
+            if k == 1:
+                self.first_token[rid] = end
+                first.append(rid)
+            else:
+                if k == 2:
+                    self.second_token[rid] = end
+                self._gaps.append(end - last[rid])
+            last[rid] = end
+        self._tok_single.append((end, len(reqs)))
+        return first
+
+    def run(self, reqs: list[Any], ends: np.ndarray, dts: np.ndarray) -> None:
+        """A decode run: every request emits one token at each of ``ends``."""
+        m = ends.shape[0]
+        e0 = float(ends[0])
+        e_last = float(ends[-1])
+        n_tokens = self.n_tokens
+        last = self.last_token
+        gaps = self._gaps
+        for req in reqs:
+            rid = req.rid
+            k = n_tokens[rid]
+            if k == 1:
+                self.second_token[rid] = e0
+            gaps.append(e0 - last[rid])
+            n_tokens[rid] = k + m
+            last[rid] = e_last
+        if m > 1:
+            self._gap_blocks.append((np.diff(ends), len(reqs)))
+        self._tok_blocks.append((ends, len(reqs)))
+
+    def completed(self, rid: int, end: float) -> None:
+        self.status[rid] = "completed"
+
+    def rejected(self, rid: int, reason: str) -> None:
+        self.status[rid] = "rejected"
+        self.reason[rid] = reason
+
+    # ---------------------------------------------------------------- time series
+
+    def sample(self, now: float, pools: dict[str, Any]) -> None:
+        interval_s = max((now - self._last_sample_ms) / 1000.0, 0.0)
+        for name, pool in pools.items():
+            ready = [w for w in pool.workers if w.state == "ready"]
+            ranks = [r for w in pool.workers if w.state in ("ready", "draining") for r in w.ranks]
+            kv = [r.kv_usage() for w in ready for r in w.ranks]
+            self._samples.append({
+                "time_s": now / 1000.0, "pool": name,
+                "ready": len(ready), "starting": pool.count("starting"),
+                "draining": pool.count("draining"),
+                "running": sum(len(r.running) for r in ranks),
+                "waiting": sum(len(r.waiting) for r in ranks),
+                "queued_prefill_tokens": sum(r.queued_prefill_tokens() for r in ranks),
+                "kv_usage": float(np.mean(kv)) if kv else 0.0,
+                "prefix_reuse": (self._reused_tokens / self._admitted_tokens
+                                 if self._admitted_tokens else 0.0),
+                "arrivals": self._arrived if interval_s > 0 or now == 0 else 0,
+            })
+        self._arrived = 0
+        self._admitted_tokens = 0
+        self._reused_tokens = 0
+        self._last_sample_ms = now
+
+    def timeseries_table(self, pools: dict[str, Any]) -> pd.DataFrame:
+        frame = pd.DataFrame(self._samples, columns=[
+            "time_s", "pool", "ready", "starting", "draining", "running", "waiting",
+            "queued_prefill_tokens", "kv_usage", "prefix_reuse", "arrivals"])
+        frame["output_tok_s"] = 0.0
+        if len(frame):
+            n_sec = int(math.floor(frame["time_s"].max())) + 1
+            counts = np.zeros(n_sec + 1)
+            for end, k in self._tok_single:
+                counts[min(int(end // 1000.0), n_sec)] += k
+            for ends, k in self._tok_blocks:
+                np.add.at(counts, np.minimum((ends // 1000.0).astype(np.int64), n_sec), k)
+            # The sample at second s reports tokens emitted during (s-1, s].
+            visible_pool = "decode" if "decode" in pools else "agg"
+            sec = frame["time_s"].to_numpy().astype(np.int64)
+            rates = np.where(sec > 0, counts[np.maximum(sec - 1, 0)], 0.0)
+            frame.loc[frame["pool"] == visible_pool, "output_tok_s"] = rates[
+                (frame["pool"] == visible_pool).to_numpy()]
+        return frame
+
+    # ---------------------------------------------------------------- tables
+
+    def itl_samples(self) -> tuple[np.ndarray, np.ndarray]:
+        """Weighted token-gap samples (values, counts) over completed requests' gaps."""
+        values = [np.asarray(self._gaps, dtype=np.float64)]
+        counts = [np.ones(len(self._gaps), dtype=np.int64)]
+        for gaps, k in self._gap_blocks:
+            values.append(gaps)
+            counts.append(np.full(gaps.shape[0], k, dtype=np.int64))
+        return np.concatenate(values), np.concatenate(counts)
+
+    def duration_ms(self) -> float:
+        done = [self.last_token[i] for i in range(self.n) if self.status[i] == "completed"]
+        return max(done) if done else 0.0
+
+    def requests_table(self, request_id: np.ndarray) -> pd.DataFrame:
+        arrival = self.arrival
+        first = np.array(self.first_token)
+        second = np.array(self.second_token)
+        last = np.array(self.last_token)
+        n_tok = np.array(self.n_tokens, dtype=np.int64)
+        status = np.array(self.status, dtype=object)
+        done = status == "completed"
+        ttft = np.where(done, first - arrival, np.nan)
+        e2e = np.where(done, last - arrival, np.nan)
+        ttst = np.where(done & (n_tok > 1), second - first, np.nan)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            tpot = np.where(done & (n_tok > 1), (last - first) / (n_tok - 1), np.nan)
+        return pd.DataFrame({
+            "request_id": np.asarray(request_id, dtype=object),
+            "arrival_ms": arrival,
+            "first_admit_ms": np.array(self.first_admit),
+            "first_token_ms": np.where(done, first, np.nan),
+            "last_token_ms": np.where(done, last, np.nan),
+            "ttft_ms": ttft, "ttst_ms": ttst, "e2e_latency_ms": e2e, "tpot_ms": tpot,
+            "input_length": np.asarray(self.isl, dtype=np.int64),
+            "output_length": np.where(done, n_tok, 0),
+            "reused_input_tokens": np.array(self.reused, dtype=np.int64),
+            "prefill_worker": np.array(self.prefill_worker, dtype=np.int64),
+            "decode_worker": np.array(self.decode_worker, dtype=np.int64),
+            "admission_count": np.array(self.admissions, dtype=np.int64),
+            "readmission_count": np.array(self.readmissions, dtype=np.int64),
+            "status": status.astype(str),
+            "reason": np.array(self.reason, dtype=object).astype(str),
+        })

@@ -1,0 +1,372 @@
+"""``replay(workload, deployment, planner=None)``: the replay host on a SimPy virtual clock (ms).
+
+The host owns time. Arrivals (normalised: first at 0, gaps divided by
+``arrival_speedup_ratio``) are routed to engine ranks; ranks run passes (or decode runs) and
+report tokens, completions and rejections back; disaggregated requests move from a prefill rank
+to a decode rank after the KV handoff delay; a sampler records the pools once per virtual second;
+an optional planner is ticked at the times it asks for and its targets are applied.
+
+Event order at one instant: pass ends (URGENT) first, then arrivals, then pass starts, so a
+request arriving exactly when a pass ends joins the next pass, as in the reference.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import simpy
+from simpy.core import NORMAL, URGENT
+
+from plansim.sim.cluster import DRAINING, READY, REMOVED, STARTING, Pool, Worker
+from plansim.sim.deployment import Deployment
+from plansim.sim.engine import EngineHooks, Rank, Request
+from plansim.sim.planner_host import PlannerHost
+from plansim.sim.recorder import Recorder
+from plansim.sim.result import ReplayResult
+from plansim.sim.router import Router
+from plansim.sim.timing import make_timing_model
+
+SAMPLE_INTERVAL_MS = 1000.0
+
+
+def replay(workload: Any, deployment: Deployment, planner: Any = None, *,
+           progress: Callable[[float, float], None] | None = None) -> ReplayResult:
+    """Replay ``workload`` against ``deployment``; see ``plansim.sim.result`` for the tables.
+
+    ``planner``: an object with ``initial_tick(now_s)``, ``tick(TickInput)`` returning
+    ``PlannerEffects`` and ``advisory``; it is ticked on the virtual clock and its targets applied.
+    ``progress(virtual_ms, last_arrival_ms)`` is called about once per simulated second.
+    """
+    wall_start = time.perf_counter()
+    host = ReplayHost(workload, deployment, planner, progress)
+    host.run()
+    return host.result(wall_ms=(time.perf_counter() - wall_start) * 1000.0)
+
+
+class ReplayHost:
+    """One replay: cluster, routers, recorder, planner host, on one SimPy environment."""
+
+    def __init__(self, workload: Any, deployment: Deployment, planner: Any,
+                 progress: Callable[[float, float], None] | None) -> None:
+        self.workload = workload
+        self.deployment = deployment
+        self.env = simpy.Environment()
+        self.progress = progress
+        n = len(workload)
+        arrivals = np.asarray(workload.arrival_ms, dtype=np.float64)
+        if n:
+            arrivals = (arrivals - arrivals.min()) / deployment.arrival_speedup_ratio
+        self.arrival_ms = arrivals
+        self.isl = np.asarray(workload.isl_tokens, dtype=np.int64)
+        self.osl = np.maximum(np.asarray(workload.osl_tokens, dtype=np.int64), 1)
+        self.rec = Recorder(n, arrivals, self.isl)
+        self.disagg = deployment.mode == "disagg"
+        self.rng = np.random.default_rng(deployment.seed)
+        hooks = EngineHooks(self._on_admit, self._on_tokens, self._on_complete, self._on_reject,
+                            self._on_run)
+        self._worker_ids = 0
+        self.pools: dict[str, Pool] = {}
+        self.routers: dict[str, Router] = {}
+        router_params = deployment.router.model_dump()
+        for name, count in deployment.pool_sizes().items():
+            args = deployment.pool_args(name)
+            if name == "prefill":
+                args = args.model_copy(update={"worker_type": "prefill", "is_prefill": None,
+                                               "is_decode": None})
+            elif name == "decode":
+                args = args.model_copy(update={"worker_type": "decode", "is_prefill": None,
+                                               "is_decode": None})
+            pool = Pool(name, args, make_timing_model(args.effective_timing), hooks,
+                        self._next_worker_id)
+            self.pools[name] = pool
+            self.routers[name] = Router(deployment.router.mode, router_params, args.block_size,
+                                        self.rng, decode_pool=(name == "decode"))
+            for _ in range(count):
+                pool.mark_ready(pool.provision(0.0), 0.0)
+        self.block_size = deployment.pool_args("decode" if self.disagg else "agg").block_size
+        self.entry_pool = "prefill" if self.disagg else "agg"
+        self._gen: dict[int, int] = {}          # id(rank) -> finish-event generation
+        self._start_pending: set[int] = set()
+        self._rank_pool: dict[int, str] = {}
+        self._rank_worker: dict[int, Worker] = {}
+        self._pending: dict[str, list[int]] = {name: [] for name in self.pools}
+        self._outstanding = n
+        self._last_arrival = float(arrivals[-1]) if n else 0.0
+        self.done_ms = 0.0
+        self.planner_host = PlannerHost(self, planner) if planner is not None else None
+        for pool in self.pools.values():
+            for w in pool.workers:
+                self._index_worker(w)
+
+    # ---------------------------------------------------------------- setup helpers
+
+    def _next_worker_id(self) -> int:
+        wid = self._worker_ids
+        self._worker_ids += 1
+        return wid
+
+    def _index_worker(self, worker: Worker) -> None:
+        for rank in worker.ranks:
+            self._rank_pool[id(rank)] = worker.pool
+            self._rank_worker[id(rank)] = worker
+            self._gen[id(rank)] = 0
+
+    def _call_at(self, delay: float, fn: Callable[[], None], priority: int = NORMAL) -> None:
+        ev = simpy.Event(self.env)
+        ev._ok = True
+        ev._value = None
+        ev.callbacks.append(lambda _ev: fn())
+        self.env.schedule(ev, priority, delay)
+
+    # ---------------------------------------------------------------- main loop
+
+    def run(self) -> None:
+        n = len(self.workload)
+        if n:
+            self.env.process(self._arrivals())
+        self.env.process(self._sampler())
+        if self.planner_host is not None:
+            self.planner_host.start()
+        self.env.run()
+
+    def finished(self) -> bool:
+        return self._outstanding == 0
+
+    def _arrivals(self):
+        env = self.env
+        t = self.arrival_ms
+        n = t.shape[0]
+        i = 0
+        while i < n:
+            at = float(t[i])
+            if at > env.now:
+                yield env.timeout(at - env.now)
+            j = i
+            while j < n and t[j] == at:
+                self._dispatch(j, self.entry_pool)
+                j += 1
+            i = j
+
+    def _sampler(self):
+        env = self.env
+        while True:
+            self.rec.sample(env.now, self.pools)
+            if self.progress is not None:
+                self.progress(env.now, self._last_arrival)
+            if self.finished() and env.now >= self._last_arrival:
+                return
+            yield env.timeout(SAMPLE_INTERVAL_MS)
+
+    # ---------------------------------------------------------------- routing
+
+    def _prompt_keys(self, rid: int) -> list[int]:
+        bs = self.block_size
+        isl = int(self.isl[rid])
+        n_full = isl // bs
+        if n_full == 0:
+            return []
+        wl = self.workload
+        h = wl.hash_ids[wl.hash_offsets[rid]: wl.hash_offsets[rid + 1]]
+        tbs = wl.trace_block_size
+        ends = np.arange(bs - 1, n_full * bs, bs, dtype=np.int64)
+        idx = ends // tbs
+        ends = ends[idx < h.shape[0]]
+        idx = idx[: ends.shape[0]]
+        return (h[idx].astype(np.int64) * tbs + ends % tbs).tolist()
+
+    def _dispatch(self, rid: int, pool_name: str) -> None:
+        pool = self.pools[pool_name]
+        ranks = pool.ready_ranks
+        if not ranks:
+            self._pending[pool_name].append(rid)
+            return
+        keys = self.rec.keys[rid]
+        if keys is None:
+            keys = self._prompt_keys(rid)
+            self.rec.keys[rid] = keys
+        isl = int(self.isl[rid])
+        router = self.routers[pool_name]
+        i, overlap = router.choose(rid, isl, keys, ranks, pool.ready_loads)
+        rank = ranks[i]
+        router.sent(rid, isl, keys, overlap, pool.ready_loads[i])
+        if pool_name == "decode":
+            req = Request(rid, isl, int(self.osl[rid]), keys, prebuilt=True)
+            self.rec.decode_worker[rid] = rank.worker_id
+        else:
+            req = Request(rid, isl, int(self.osl[rid]), keys)
+            if pool_name == "prefill":
+                self.rec.prefill_worker[rid] = rank.worker_id
+            else:
+                self.rec.decode_worker[rid] = rank.worker_id
+        if pool_name != "decode":
+            self.rec.arrived(rid, pool_name)
+        if rank.enqueue(req):
+            self._kick(rank)
+
+    def _flush_pending(self, pool_name: str) -> None:
+        pending = self._pending[pool_name]
+        self._pending[pool_name] = []
+        for rid in pending:
+            self._dispatch(rid, pool_name)
+
+    # ---------------------------------------------------------------- rank events
+
+    def _kick(self, rank: Rank) -> None:
+        key = id(rank)
+        if rank.busy:
+            new_end = rank.interrupt(self.env.now)
+            if new_end is not None:
+                self._gen[key] += 1
+                gen = self._gen[key]
+                self._call_at(new_end - self.env.now, lambda: self._finish(rank, gen), URGENT)
+            return
+        if key in self._start_pending or not rank.has_work():
+            return
+        self._start_pending.add(key)
+        self._call_at(0.0, lambda: self._start(rank))
+
+    def _start(self, rank: Rank) -> None:
+        self._start_pending.discard(id(rank))
+        if rank.busy or not rank.has_work():
+            return
+        now = self.env.now
+        end = rank.start_pass(now)
+        gen = self._gen[id(rank)]
+        self._call_at(end - now, lambda: self._finish(rank, gen), URGENT)
+
+    def _finish(self, rank: Rank, gen: int) -> None:
+        if gen != self._gen[id(rank)] or not rank.busy:
+            return
+        rank.finish(self.env.now)
+        worker = self._rank_worker[id(rank)]
+        if worker.state == DRAINING:
+            self.pools[worker.pool].drained(worker, self.env.now)
+        self._kick(rank)
+
+    # ---------------------------------------------------------------- engine hooks
+
+    def _on_admit(self, rank: Rank, req: Request, now: float, reused: int) -> None:
+        self.rec.admitted(req.rid, now, reused, req.preempted, req.prebuilt)
+
+    def _on_tokens(self, rank: Rank, reqs: list[Request], end: float) -> None:
+        if rank.role == "prefill":
+            return
+        first = self.rec.tokens(reqs, end)
+        if first:
+            router = self.routers[self._rank_pool[id(rank)]]
+            for rid in first:
+                router.prefill_done(rid)
+
+    def _on_run(self, rank: Rank, reqs: list[Request], ends: np.ndarray, dts: np.ndarray) -> None:
+        self.rec.run(reqs, ends, dts)
+
+    def _on_complete(self, rank: Rank, req: Request, end: float) -> None:
+        pool_name = self._rank_pool[id(rank)]
+        self.routers[pool_name].finished(req.rid)
+        if pool_name == "prefill":
+            args = self.pools["prefill"].args
+            delay = 0.0
+            if args.kv_bytes_per_token and args.kv_transfer_bandwidth:
+                delay = req.isl * args.kv_bytes_per_token / (args.kv_transfer_bandwidth * 1e9) * 1000.0
+            rid = req.rid
+            self._call_at(end - self.env.now + delay, lambda: self._dispatch(rid, "decode"))
+            return
+        self.rec.completed(req.rid, end)
+        self._outstanding -= 1
+        if self.planner_host is not None:
+            self.planner_host.on_complete(req.rid)
+
+    def _on_reject(self, rank: Rank, req: Request, reason: str) -> None:
+        self.routers[self._rank_pool[id(rank)]].finished(req.rid)
+        self.rec.rejected(req.rid, reason)
+        self._outstanding -= 1
+
+    # ---------------------------------------------------------------- scaling (planner host)
+
+    def scale_pool(self, pool_name: str, target: int) -> tuple[int, int]:
+        """Set the pool's serving count (ready + starting) to ``target``; returns (from, to)."""
+        pool = self.pools[pool_name]
+        now = self.env.now
+        current = pool.active_count()
+        if target > current:
+            startup_ms = (pool.args.startup_time or 0.0) * 1000.0
+            for _ in range(target - current):
+                worker = pool.provision(now)
+                self._index_worker(worker)
+                self._call_at(startup_ms, lambda w=worker: self._worker_ready(w))
+        elif target < current:
+            for _ in range(current - target):
+                pool.remove_newest(now)
+        return current, target
+
+    def _worker_ready(self, worker: Worker) -> None:
+        if worker.state != STARTING:
+            return
+        pool = self.pools[worker.pool]
+        pool.mark_ready(worker, self.env.now)
+        self._flush_pending(worker.pool)
+
+    # ---------------------------------------------------------------- result
+
+    def result(self, wall_ms: float) -> ReplayResult:
+        from plansim.sim.summary import summarize
+
+        requests = self.rec.requests_table(self.workload.request_id)
+        done_ms = self.rec.duration_ms()
+        d = self.deployment
+        if self.disagg:
+            pws = self.pools["prefill"].worker_seconds(done_ms)
+            dws = self.pools["decode"].worker_seconds(done_ms)
+            pgpw, dgpw = d.prefill_args.gpus_per_worker, d.decode_args.gpus_per_worker
+        else:
+            pws, dws = 0.0, self.pools["agg"].worker_seconds(done_ms)
+            pgpw, dgpw = 0, d.engine.gpus_per_worker
+        gaps, counts = self.rec.itl_samples()
+        summary = summarize(requests, gaps, counts, prefill_worker_seconds=pws,
+                            decode_worker_seconds=dws, prefill_gpus_per_worker=pgpw,
+                            decode_gpus_per_worker=dgpw, sla=d.sla if d.sla.is_set else None,
+                            wall_time_ms=wall_ms)
+        workers = self._workers_table(requests)
+        ticks = scaling = None
+        if self.planner_host is not None:
+            ticks = self.planner_host.ticks_table()
+            scaling = self.planner_host.scaling_events
+        return ReplayResult(
+            summary=summary,
+            requests=requests,
+            timeseries=self.rec.timeseries_table(self.pools),
+            workers=workers,
+            ticks=ticks,
+            scaling_events=scaling or [],
+            inputs={"num_requests": len(self.workload), "deployment": d.model_dump(mode="json")},
+        )
+
+    def _workers_table(self, requests: pd.DataFrame) -> pd.DataFrame:
+        rows = []
+        for pool in self.pools.values():
+            col = "prefill_worker" if pool.name == "prefill" else "decode_worker"
+            served = requests[requests[col] >= 0]
+            by_worker = served.groupby(col)
+            n_req = by_worker.size()
+            inp = by_worker["input_length"].sum()
+            out = by_worker["output_length"].sum()
+            reused = by_worker["reused_input_tokens"].sum()
+            for w in pool.workers:
+                wid = w.worker_id
+                rows.append({
+                    "worker_id": wid, "pool": pool.name, "ready_at_ms": w.ready_ms,
+                    "removed_at_ms": w.removed_ms, "requests": int(n_req.get(wid, 0)),
+                    "input_tokens": int(inp.get(wid, 0)),
+                    "output_tokens": int(out.get(wid, 0)) if pool.name != "prefill" else 0,
+                    "reused_input_tokens": int(reused.get(wid, 0)),
+                })
+        return pd.DataFrame(rows, columns=["worker_id", "pool", "ready_at_ms", "removed_at_ms",
+                                           "requests", "input_tokens", "output_tokens",
+                                           "reused_input_tokens"])
+
+
+__all__ = ["replay", "ReplayHost", "READY", "REMOVED", "STARTING", "DRAINING"]

@@ -1,0 +1,156 @@
+"""Routing requests to engine ranks: ``round_robin``, ``random`` (seeded) and ``kv_router``.
+
+KV router (reference ``selector.rs``): for each candidate rank,
+``logit = overlap_score_weight * potential_prefill_blocks + potential_decode_blocks`` where
+``potential_prefill_blocks = (prefill tokens queued on the rank + isl - overlap_blocks *
+block_size) / block_size`` and ``potential_decode_blocks`` counts the blocks of the requests the
+router has sent there and not seen finish, plus this request's blocks not already among them.
+The prefix overlap is read from the rank's current cache contents. Lower is better; at
+temperature 0 the minimum wins with ties broken by the seeded generator, otherwise the rank is
+sampled from a softmax over the negated, range-normalised logits at ``router_temperature``.
+
+Parameters can be replaced mid-replay (``set_parameters``); that changes scores only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+class RankLoad:
+    """What the router tracks for one rank: queued prefill tokens and active blocks."""
+
+    __slots__ = ("prefill_tokens", "blocks", "n_blocks")
+
+    def __init__(self) -> None:
+        self.prefill_tokens = 0
+        self.blocks: dict[int, int] = {}
+        self.n_blocks = 0
+
+
+class Router:
+    """One pool's router. ``choose`` returns an index into the candidate list."""
+
+    def __init__(self, mode: str, params: dict[str, Any], block_size: int,
+                 rng: np.random.Generator, *, decode_pool: bool = False) -> None:
+        self.mode = mode
+        self.block_size = block_size
+        self.rng = rng
+        self.decode_pool = decode_pool
+        self.overlap_score_weight = float(params.get("overlap_score_weight", 1.0))
+        self.temperature = float(params.get("router_temperature", 0.0))
+        self._next = 0
+        # Per request: (load, keys counted, private blocks, prefill tokens still queued).
+        self._sent: dict[int, tuple[RankLoad, list[int], int, int]] = {}
+
+    def set_parameters(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Replace router parameters; returns the ones that changed (name -> new value)."""
+        changed: dict[str, Any] = {}
+        if "overlap_score_weight" in params:
+            value = float(params["overlap_score_weight"])
+            if value != self.overlap_score_weight:
+                self.overlap_score_weight = value
+                changed["overlap_score_weight"] = value
+        if "router_temperature" in params:
+            value = float(params["router_temperature"])
+            if value != self.temperature:
+                self.temperature = value
+                changed["router_temperature"] = value
+        return changed
+
+    def parameters(self) -> dict[str, Any]:
+        return {"overlap_score_weight": self.overlap_score_weight,
+                "router_temperature": self.temperature}
+
+    def choose(self, rid: int, isl: int, keys: list[int], candidates: list[Any],
+               loads: list[RankLoad]) -> tuple[int, int]:
+        """Pick a candidate for request ``rid``; returns (index, overlap blocks on it)."""
+        n = len(candidates)
+        if self.mode == "round_robin":
+            i = self._next % n
+            self._next += 1
+            return i, 0
+        if self.mode == "random":
+            return int(self.rng.integers(n)), 0
+        bs = self.block_size
+        weight = 0.0 if self.decode_pool else self.overlap_score_weight
+        private = 1 if isl % bs else 0
+        n_keys = len(keys)
+        logits = np.empty(n)
+        overlaps = [0] * n
+        for c, (rank, load) in enumerate(zip(candidates, loads)):
+            overlap = rank.cache.overlap(keys) if not self.decode_pool else 0
+            overlaps[c] = overlap
+            active = load.blocks
+            shared = 0
+            for k in keys:
+                if k not in active:
+                    break
+                shared += 1
+            decode_blocks = load.n_blocks + n_keys - shared + private
+            prefill_blocks = (load.prefill_tokens + isl - overlap * bs) / bs
+            logits[c] = weight * prefill_blocks + decode_blocks
+        i = self._pick(logits)
+        return i, overlaps[i]
+
+    def _pick(self, logits: np.ndarray) -> int:
+        if self.temperature <= 0.0:
+            best = np.flatnonzero(logits == logits.min())
+            return int(best[0]) if best.size == 1 else int(best[self.rng.integers(best.size)])
+        p = softmax_probabilities(logits, self.temperature)
+        u = self.rng.random()
+        i = int(np.searchsorted(np.cumsum(p), u, side="left"))
+        return min(i, logits.size - 1)
+
+    def sent(self, rid: int, isl: int, keys: list[int], overlap: int, load: RankLoad) -> None:
+        """Record that request ``rid`` went to the rank with ``load``."""
+        if self.mode != "kv_router":
+            return
+        blocks = load.blocks
+        for k in keys:
+            blocks[k] = blocks.get(k, 0) + 1
+        private = 1 if isl % self.block_size else 0
+        new_keys = sum(1 for k in keys if blocks[k] == 1)
+        load.n_blocks += new_keys + private
+        queued = 0 if self.decode_pool else max(isl - overlap * self.block_size, 0)
+        load.prefill_tokens += queued
+        self._sent[rid] = (load, keys, private, queued)
+
+    def prefill_done(self, rid: int) -> None:
+        """The request's prompt is computed: its tokens leave the rank's prefill queue."""
+        entry = self._sent.get(rid)
+        if entry is not None and entry[3]:
+            load, keys, private, queued = entry
+            load.prefill_tokens -= queued
+            self._sent[rid] = (load, keys, private, 0)
+
+    def finished(self, rid: int) -> None:
+        """The request left the rank (completed, rejected or handed off)."""
+        entry = self._sent.pop(rid, None)
+        if entry is None:
+            return
+        load, keys, private, queued = entry
+        load.prefill_tokens -= queued
+        blocks = load.blocks
+        freed = private
+        for k in keys:
+            c = blocks[k] - 1
+            if c:
+                blocks[k] = c
+            else:
+                del blocks[k]
+                freed += 1
+        load.n_blocks -= freed
+
+
+def softmax_probabilities(logits: np.ndarray, temperature: float) -> np.ndarray:
+    """Selection probabilities at ``temperature`` > 0 (exposed for tests)."""
+    lo, hi = float(logits.min()), float(logits.max())
+    if lo == hi:
+        return np.full(logits.size, 1.0 / logits.size)
+    scale = -1.0 / ((hi - lo) * temperature)
+    p = np.exp(logits * scale - lo * scale)
+    return p / p.sum()
+
