@@ -135,7 +135,8 @@ def effective_isl(isl: float, kv_hit_rate: float | None) -> int:
     ``h`` clamped to [0, 0.95] (None or NaN -> 0)."""
     h = 0.0 if kv_hit_rate is None or not math.isfinite(kv_hit_rate) else kv_hit_rate
     h = min(max(h, 0.0), MAX_KV_HIT_RATE)
-    return max(1, math.ceil(isl * (1.0 - h)))
+    # round first: 1000 * (1 - 0.95) is 50.00000000000004 in binary floating point
+    return max(1, math.ceil(round(isl * (1.0 - h), 9)))
 
 
 def clean_accept_length(accept: float | None) -> float:

@@ -1,0 +1,54 @@
+"""Fake observations for planner tests: FPMs, capabilities and linear pass-time workers."""
+
+from plansim.planner_core.observations import ForwardPassMetrics, RoleCapabilities, WorkerCapabilities
+
+
+def fpm(worker_id=0, dp_rank=0, wall_time_s=0.01, *, n_prefill=0, prefill_tokens=0, n_decode=0, decode_kv=0,
+        queued_prefill_tokens=0, queued_decode_kv=0, queued_prefill_requests=0, queued_decode_requests=0):
+    return ForwardPassMetrics(
+        worker_id=worker_id,
+        dp_rank=dp_rank,
+        wall_time_s=wall_time_s,
+        num_prefill_requests=n_prefill,
+        sum_prefill_tokens=prefill_tokens,
+        num_decode_requests=n_decode,
+        sum_decode_kv_tokens=decode_kv,
+        queued_prefill_requests=queued_prefill_requests,
+        queued_prefill_tokens=queued_prefill_tokens,
+        queued_decode_requests=queued_decode_requests,
+        queued_decode_kv_tokens=queued_decode_kv,
+    )
+
+
+def role_caps(num_gpu=1, mbt=8192, max_seqs=512, max_kv=2_000_000):
+    return RoleCapabilities(num_gpu=num_gpu, max_num_batched_tokens=mbt, max_num_seqs=max_seqs, max_kv_tokens=max_kv)
+
+
+# Linear workers used across tests: prefill 10 ms + 10 us/token, decode 5 ms + 0.1 us/KV token.
+def prefill_wall(tokens):
+    return 0.01 + 1e-5 * tokens
+
+
+def decode_wall(kv):
+    return 0.005 + 1e-7 * kv
+
+
+def prefill_bench(avg_isl=1000):
+    """Single-request prefill passes on the linear prefill worker (average ISL ``avg_isl``)."""
+    return tuple(fpm(wall_time_s=prefill_wall(t), n_prefill=t // avg_isl if t >= avg_isl else 1, prefill_tokens=t)
+                 for t in (avg_isl, 2 * avg_isl, 4 * avg_isl, 6 * avg_isl, 8 * avg_isl))
+
+
+def decode_bench(avg_len=1000):
+    return tuple(fpm(wall_time_s=decode_wall(kv), n_decode=kv // avg_len, decode_kv=kv)
+                 for kv in (10_000, 50_000, 100_000, 200_000, 400_000))
+
+
+def disagg_caps(benchmark=True, **kw):
+    bench = {"prefill": prefill_bench(), "decode": decode_bench()} if benchmark else {}
+    return WorkerCapabilities(mode="disagg", decode=role_caps(**kw), prefill=role_caps(**kw), benchmark_fpms=bench)
+
+
+def agg_caps(benchmark=True, **kw):
+    bench = {"decode": decode_bench(), "prefill": prefill_bench()} if benchmark else {}
+    return WorkerCapabilities(mode="agg", decode=role_caps(**kw), benchmark_fpms=bench)
