@@ -1,7 +1,197 @@
-"""`plansim retune` commands."""
+"""`plansim retune` commands: ``sweep`` (replay with retune on) and ``window`` (score one window).
+
+Printing lives here; the work is in ``plansim.retune.runner``.
+"""
 
 from __future__ import annotations
 
+import math
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
 
-app = typer.Typer(help="retune commands.", no_args_is_help=True)
+app = typer.Typer(help="Retune router and planner parameters over traffic windows.",
+                  no_args_is_help=True)
+
+
+class WindowBar:
+    """A one-line progress bar over windows on stderr (terminals only)."""
+
+    def __init__(self, total: int) -> None:
+        self.total = max(total, 1)
+        self.done = 0
+
+    def step(self) -> None:
+        self.done += 1
+        self.total = max(self.total, self.done)
+        self.draw()
+
+    def draw(self) -> None:
+        width = 30
+        filled = int(width * self.done / self.total)
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] "
+                         f"window {self.done}/{self.total}")
+        sys.stderr.flush()
+
+    def clear(self) -> None:
+        sys.stderr.write("\r" + " " * 60 + "\r")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        self.clear()
+
+
+def _num(value: float | None, fmt: str = "{:.4g}") -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    return fmt.format(value)
+
+
+def window_line(event: dict[str, Any]) -> str:
+    """One line per window: index, bounds, outcome, current and best score, improvement and
+    what changed (or would change, in advisory mode)."""
+    from plansim.retune.record import what_changed
+
+    pct = event.get("improvement_percentage")
+    outcome = event["outcome"]
+    if event.get("reason"):
+        outcome = f"{outcome} ({event['reason']})"
+    return (
+        f"window {event['window']:>3}  [{event['window_start_s']:g}, {event['window_end_s']:g}) s"
+        f"  {outcome:<16}  current {_num(event.get('current_score')):>9}"
+        f"  best {_num(event.get('best_score')):>9}"
+        f"  {_num(pct, '{:+.1f}%'):>7}  {what_changed(event)}"
+    )
+
+
+@app.command("sweep")
+def sweep(
+    config: Annotated[Path, typer.Argument(help="Retune run file (YAML/JSON): trace, deployment, "
+                                                 "planner with its retune block.",
+                                           show_default=False)],
+    out: Annotated[Path | None, typer.Option(
+        help="Output folder (default: a new plansim-out/retune-<time>).")] = None,
+    no_report: Annotated[bool, typer.Option("--no-report", help="Skip the HTML reports.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Replay the trace with retune on: one sweep per window, one line per decision."""
+    from plansim.io import atomic_write_json, write_parquet_atomic
+    from plansim.retune.runner import count_windows, load_retune_run, load_run_workload, run_retune
+
+    run = load_retune_run(config)
+    workload = load_run_workload(run)
+    out_dir = out if out is not None else Path("plansim-out") / datetime.now().strftime(
+        "retune-%Y%m%d-%H%M%S")
+    bar = WindowBar(count_windows(run, workload)) if (not quiet and sys.stderr.isatty()) else None
+
+    def on_decision(event: dict[str, Any]) -> None:
+        if bar is not None:
+            bar.clear()
+        typer.echo(window_line(event))
+        if bar is not None:
+            bar.step()
+
+    try:
+        result = run_retune(run, workload=workload, on_decision=on_decision)
+    finally:
+        if bar is not None:
+            bar.close()
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    inputs = {
+        "command": "plansim retune sweep",
+        "config": str(config),
+        "traces": list(run.trace_paths),
+        "trace_format": run.trace_format,
+        "requests": len(workload),
+        "deployment": run.deployment.model_dump(mode="json"),
+        "planner": run.planner_raw,
+        "sla": run.deployment.sla.model_dump(mode="json"),
+        "seed": run.deployment.seed,
+        **result.inputs,
+    }
+    atomic_write_json(out_dir / "inputs.json", inputs)
+    atomic_write_json(out_dir / "summary.json", result.summary)
+    write_parquet_atomic(out_dir / "requests.parquet", result.requests)
+    write_parquet_atomic(out_dir / "timeseries.parquet", result.timeseries)
+    write_parquet_atomic(out_dir / "workers.parquet", result.workers)
+    if result.ticks is not None:
+        write_parquet_atomic(out_dir / "ticks.parquet", result.ticks)
+    atomic_write_json(out_dir / "scaling_events.json", result.scaling_events)
+    events = result.retune_events or []
+    atomic_write_json(out_dir / "retune_events.json", events)
+
+    counts: dict[str, int] = {}
+    for event in events:
+        counts[event["outcome"]] = counts.get(event["outcome"], 0) + 1
+    tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no window completed"
+    typer.echo(f"decisions     {len(events)} ({tally})")
+    typer.echo(f"output        {out_dir}")
+    if not no_report:
+        from plansim.reports import render_dir
+
+        for path in render_dir(out_dir):
+            typer.echo(f"report        {path}")
+
+
+@app.command("window")
+def window(
+    config: Annotated[Path, typer.Argument(help="Retune run file (YAML/JSON).", show_default=False)],
+    index: Annotated[int, typer.Option("--window", "-k", min=0,
+                                       help="Window index k: planner time [kT, (k+1)T).")],
+    no_timeout: Annotated[bool, typer.Option(
+        "--no-timeout", help="Ignore retune.timeout_seconds.")] = False,
+) -> None:
+    """Score one window's candidates (from the startup point, with the deployment's starting
+    worker counts) without the outer replay, and print them ranked."""
+    from plansim.retune.runner import load_retune_run, load_run_workload, score_window
+
+    run = load_retune_run(config)
+    workload = load_run_workload(run)
+    report = score_window(run, index, workload=workload, use_timeout=not no_timeout)
+    cfg = run.planner_config.retune_config()
+    for line in ranked_table(report, cfg, index):
+        typer.echo(line)
+
+
+def ranked_table(report: Any, cfg: Any, index: int) -> list[str]:
+    """The window's candidates, best first (failed ones last), with the decision below."""
+    maximize = cfg.maximize
+    lines = [f"window {index}: {report.window_requests} requests, {report.replays} replays, "
+             f"objective {cfg.objective} ({'higher' if maximize else 'lower'} is better), "
+             f"sweep {report.wall_s:.1f} s"]
+    if report.reader_counts:
+        counts = ", ".join(f"{k}={v}" for k, v in sorted(report.reader_counts.items()) if v)
+        if counts:
+            lines.append(f"reader: {counts}")
+    if report.presweep is not None:
+        for cand, loss, err in zip(report.presweep.candidates, report.presweep.losses,
+                                   report.presweep.errors):
+            mark = "*" if report.presweep.candidates.index(cand) == report.presweep.winner else " "
+            lines.append(f"  presweep {mark} {cand['load_predictor']:<10} loss "
+                         f"{_num(loss)} {err or ''}".rstrip())
+    sign = -1.0 if maximize else 1.0
+    order = sorted(
+        range(len(report.candidates)),
+        key=lambda i: (report.candidates[i].score is None,
+                       sign * (report.candidates[i].score or 0.0),
+                       not report.candidates[i].is_current, i),
+    )
+    lines.append(f"{'rank':>4}  {'score':>10}  {'status':<8}  candidate")
+    for rank, i in enumerate(order, start=1):
+        cand = report.candidates[i]
+        tag = " (current)" if cand.is_current else ""
+        error = f"  {cand.error}" if cand.error else ""
+        lines.append(f"{rank:>4}  {_num(cand.score):>10}  {cand.status:<8}  "
+                     f"{cand.point.label()}{tag}{error}")
+    verdict = report.outcome if report.outcome != "apply" else (
+        "advisory" if cfg.advisory else "apply")
+    reason = f" ({report.reason})" if report.reason else ""
+    lines.append(f"decision: {verdict}{reason}; current {_num(report.current_score)}, best "
+                 f"{_num(report.best_score)}, improvement "
+                 f"{_num(report.improvement_percentage, '{:+.1f}%')} "
+                 f"(threshold {cfg.min_improvement_percentage:g}%)")
+    return lines

@@ -89,6 +89,7 @@ class RetuneController:
     ``planner_config`` is the startup ``PlannerConfig`` (its ``retune`` block set);
     ``scale_interval_s`` is delta, the planner's base tick interval. ``executor`` builds the
     executor for candidate work (default: a ``SpawnPool`` of ``max_parallel`` workers).
+    ``on_decision`` is called with each decision record as it lands (progress output).
     """
 
     def __init__(
@@ -100,6 +101,7 @@ class RetuneController:
         executor: Callable[[int], Executor] | None = None,
         wait_for_sweep: bool = True,
         sweep_root: str | None = None,
+        on_decision: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         cfg = planner_config.retune_config()
         if cfg is None:
@@ -112,6 +114,7 @@ class RetuneController:
         self._make_executor = executor or _spawn_pool
         self._executor: Executor | None = None
         self.wait_for_sweep = wait_for_sweep
+        self.on_decision = on_decision
         self.sweep_root = sweep_root
         self.scaling = planner_config.enable_load_scaling or planner_config.enable_throughput_scaling
         if getattr(planner_config, "retune_only", False):
@@ -340,6 +343,8 @@ class RetuneController:
             advisory=self.cfg.advisory,
         )
         self.events.append(event)
+        if self.on_decision is not None:
+            self.on_decision(event)
         log.info("retune window %d: %s%s", flight.window.index, outcome,
                  f" ({reason})" if reason else "")
         return event
@@ -476,8 +481,9 @@ def _spawn_pool(max_parallel: int) -> Executor:
 
 
 def _router_pools(deployment: Any) -> tuple[str, ...]:
-    """Worker types that have a router: the one pool in agg mode, prefill and decode in disagg."""
-    return ("agg",) if deployment.mode == "agg" else ("prefill", "decode")
+    """Worker types whose router parameters the host patches: ``decode`` stands for the one
+    pool in agg mode (as in ``WorkerCounts``), prefill and decode in disagg."""
+    return ("decode",) if deployment.mode == "agg" else ("prefill", "decode")
 
 
 def _integer_fields(planner_config: Any) -> list[str]:

@@ -21,7 +21,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from plansim.retune import scoring
@@ -277,7 +277,3 @@ def _log_counts(index: int, counts: Mapping[str, int], requests: int) -> None:
     text = ", ".join(f"{k}={v}" for k, v in sorted(nonzero.items())) or "no dropped rows"
     log.info("retune window %d: %d requests; %s", index, requests, text)
 
-
-def with_timeout(plan: SweepPlan, timeout_s: float | None) -> SweepPlan:
-    """The same plan with another wall-clock limit (the ``window`` command uses none)."""
-    return replace(plan, timeout_s=timeout_s)

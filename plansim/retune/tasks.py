@@ -263,26 +263,34 @@ def replay_candidate_task(
     deployment = candidate_deployment(spec, config)
     planner = None
     if spec.planner_config is not None:
-        planner = build_inner_planner(
+        planner = build_planner_engine(
             inner_planner_config(spec, config), deployment, inner_warmup,
             spec.throughput_interval_s,
         )
     return dict(replay(workload, deployment, planner).summary)
 
 
-def build_inner_planner(
-    config: Any, deployment: Any, warmup: Sequence[Bucket], interval_s: float | None
+def build_planner_engine(
+    config: Any,
+    deployment: Any,
+    warmup: Sequence[Bucket],
+    interval_s: float | None,
+    *,
+    retune: Any = None,
 ) -> Any:
-    """A planner engine for a candidate replay, its predictors warmed from the history buckets
-    ending at the window start (throughput scaling only)."""
+    """A planner engine for ``deployment``; with throughput scaling its predictors are warmed
+    from ``warmup`` buckets of ``interval_s`` seconds (a candidate replay: the history ending at
+    the window start)."""
     from plansim.planner_core import PlannerEngine
     from plansim.planner_core.observations import TrafficObservation
+    from plansim.sim.capabilities import worker_capabilities
 
-    observations = ()
-    if interval_s is not None:
-        observations = tuple(
+    observations = None
+    if interval_s is not None and warmup:
+        observations = [
             TrafficObservation(duration_s=interval_s, num_req=n, isl=i if n else None,
                                osl=o if n else None)
             for n, i, o in warmup
-        )
-    return PlannerEngine.from_deployment(config, deployment, warmup_observations=observations)
+        ]
+    return PlannerEngine(config, worker_capabilities(deployment), warmup=observations,
+                         retune=retune)

@@ -91,12 +91,12 @@ def test_the_decision_lands_on_the_first_tick_at_or_after_t_plus_max_d_delta(lat
 def test_router_parameters_change_at_the_decision_tick_and_stay_level_triggered():
     ctl, _ = make({"decision_latency_seconds": 12})
     ticks = run_ticks(ctl, 90)
-    assert ticks[75.0][0] == {"agg": {"overlap_score_weight": 1.0}}
-    assert ticks[80.0][0] == {"agg": {"overlap_score_weight": 2.0}}
-    assert ticks[90.0][0] == {"agg": {"overlap_score_weight": 2.0}}
+    assert ticks[75.0][0] == {"decode": {"overlap_score_weight": 1.0}}
+    assert ticks[80.0][0] == {"decode": {"overlap_score_weight": 2.0}}
+    assert ticks[90.0][0] == {"decode": {"overlap_score_weight": 2.0}}
     event = decisions(ticks)[80.0]
     assert event["outcome"] == "applied"
-    assert event["router_parameters"] == {"agg": {"overlap_score_weight": 2.0}}
+    assert event["router_parameters"] == {"decode": {"overlap_score_weight": 2.0}}
     assert event["improvement_percentage"] == pytest.approx(100.0)
 
 
@@ -128,7 +128,7 @@ def test_advisory_never_changes_router_parameters_and_searches_from_the_deployed
     ticks = run_ticks(ctl, 130)
     events = list(decisions(ticks).values())
     assert [e["outcome"] for e in events] == ["advisory", "advisory"]
-    assert all(params == {"agg": {"overlap_score_weight": 1.0}} for params, _ in ticks.values())
+    assert all(params == {"decode": {"overlap_score_weight": 1.0}} for params, _ in ticks.values())
     assert events[0]["changes"] == {"router": {"overlap_score_weight": 2.0}, "planner": {}}
     current = [c for c in events[1]["candidates"] if c["is_current"]][0]
     assert current["point"]["router"] == {"overlap_score_weight": 1.0}
@@ -153,7 +153,7 @@ def test_a_timed_out_sweep_is_a_timeout_decision_that_changes_nothing():
     ticks = run_ticks(ctl, 70)
     event = decisions(ticks)[70.0]
     assert event["outcome"] == "timeout"
-    assert ticks[70.0][0] == {"agg": {"overlap_score_weight": 1.0}}
+    assert ticks[70.0][0] == {"decode": {"overlap_score_weight": 1.0}}
 
 
 def test_a_failed_current_point_fails_the_decision():
@@ -237,7 +237,7 @@ def test_a_predictor_swap_without_enough_warmup_fails_and_changes_nothing():
     assert event["predictor_presweep"]["winner"] == 0
     assert event["outcome"] == "failed" and event["reason"].startswith(
         "warm-up too short for a swapped predictor")
-    assert event["planner_changes"] == {} and ticks[70.0][0] == {"agg": {"overlap_score_weight": 1.0}}
+    assert event["planner_changes"] == {} and ticks[70.0][0] == {"decode": {"overlap_score_weight": 1.0}}
     assert ctl.live_config.load_predictor == "constant"
 
 

@@ -1,0 +1,223 @@
+"""The Python API behind ``plansim retune``: load a retune run file, replay it with retune on, or
+score one window's candidates without the outer replay.
+
+A retune run file (YAML or JSON) names what to replay::
+
+    trace: traces/sample.dynamo.jsonl.gz     # a path, a glob, a folder, or a list of them
+    trace_format: auto                       # optional: auto | dynamo | mooncake | azure
+    deployment: {...}                        # a deployment mapping, or a deployment file
+    planner:    {..., retune: {...}}         # a planner config mapping (with its retune block),
+                                             # or a planner config file
+
+Relative paths (trace, deployment and planner files) resolve against the run file's folder.
+
+``run_retune(run)`` replays the trace with the planner (and its retune controller) in the loop
+and returns the ``ReplayResult`` (its ``retune_events`` are the decision records).
+``score_window(run, k)`` sweeps window ``k`` from the startup point, with the deployment's
+starting worker counts, and returns the ``SweepReport``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from plansim.errors import ConfigError
+from plansim.planner_core.observations import WorkerCounts
+from plansim.retune.controller import RetuneController, RetuneInputs
+from plansim.retune.executor import Executor
+from plansim.retune.sweep import SweepReport, run_sweep
+
+RUN_KEYS = frozenset({"trace", "trace_format", "trace_block_size", "deployment", "planner"})
+
+
+@dataclass(frozen=True, slots=True)
+class RetuneRun:
+    """A validated run file: trace paths, deployment, planner config (retune set)."""
+
+    source: str
+    trace_paths: tuple[str, ...]
+    trace_format: str
+    trace_block_size: int | None
+    deployment: Any
+    planner_config: Any
+    planner_raw: Mapping[str, Any]
+
+
+def load_retune_run(path: str | Path) -> RetuneRun:
+    """Read and validate a run file; ConfigError names the file and the key."""
+    from plansim.planner_core.config import parse_planner_config
+    from plansim.sim.deployment import build_deployment, load_deployment
+
+    source = Path(path)
+    raw = _read_mapping(source, what="retune run file")
+    unknown = sorted(set(raw) - RUN_KEYS)
+    if unknown:
+        raise ConfigError(f"unknown key (known: {', '.join(sorted(RUN_KEYS))})",
+                          source=str(source), field=unknown[0])
+    base = source.parent
+    traces = raw.get("trace")
+    if isinstance(traces, str):
+        traces = [traces]
+    if not traces or not isinstance(traces, list) or not all(isinstance(t, str) for t in traces):
+        raise ConfigError("a trace path or a list of trace paths is required",
+                          source=str(source), field="trace")
+    trace_paths = tuple(str(_resolve(base, t)) for t in traces)
+
+    dep_raw = raw.get("deployment", {})
+    if isinstance(dep_raw, str):
+        deployment = load_deployment(_resolve(base, dep_raw))
+    elif isinstance(dep_raw, Mapping):
+        deployment = build_deployment(dict(dep_raw), source=str(source))
+    else:
+        raise ConfigError("must be a mapping or a file path", source=str(source), field="deployment")
+
+    planner_raw = raw.get("planner", deployment.planner)
+    planner_source = str(source)
+    if isinstance(planner_raw, str):
+        planner_path = _resolve(base, planner_raw)
+        planner_raw, planner_source = _read_mapping(planner_path, what="planner config"), str(planner_path)
+    if not isinstance(planner_raw, Mapping):
+        raise ConfigError("a planner config with a retune block is required",
+                          source=str(source), field="planner")
+    if "retune" not in planner_raw:
+        raise ConfigError("the planner config has no retune block", source=planner_source,
+                          field="planner.retune")
+    planner_config = parse_planner_config(dict(planner_raw), source=planner_source)
+    return RetuneRun(
+        source=str(source),
+        trace_paths=trace_paths,
+        trace_format=str(raw.get("trace_format", "auto")),
+        trace_block_size=raw.get("trace_block_size"),
+        deployment=deployment,
+        planner_config=planner_config,
+        planner_raw=dict(planner_raw),
+    )
+
+
+def load_run_workload(run: RetuneRun) -> Any:
+    from plansim.traces import load_workload
+
+    return load_workload(list(run.trace_paths), format=run.trace_format,
+                         trace_block_size=run.trace_block_size)
+
+
+def build_controller(
+    run: RetuneRun,
+    workload: Any,
+    *,
+    executor: Callable[[int], Executor] | None = None,
+    on_decision: Callable[[dict[str, Any]], None] | None = None,
+) -> RetuneController:
+    """The retune controller for a replay of ``workload`` (the time origin is its first
+    arrival; history is the planner's ``load_predictor_warmup_trace``)."""
+    config = run.planner_config
+    history = (config.load_predictor_warmup_trace,) if config.load_predictor_warmup_trace else ()
+    origin_ms = float(workload.arrival_ms.min()) if len(workload) else 0.0
+    inputs = RetuneInputs(
+        deployment=run.deployment,
+        trace_paths=tuple(str(s) for s in (workload.sources or run.trace_paths)),
+        origin_ms=origin_ms,
+        history_paths=history,
+    )
+    return RetuneController(config, inputs, executor=executor, on_decision=on_decision)
+
+
+def run_retune(
+    run: RetuneRun,
+    *,
+    workload: Any = None,
+    executor: Callable[[int], Executor] | None = None,
+    on_decision: Callable[[dict[str, Any]], None] | None = None,
+    progress: Callable[[float, float], None] | None = None,
+) -> Any:
+    """Replay the run's trace with the planner and retune in the loop; returns the
+    ``ReplayResult`` (``retune_events``: the decision records, a list)."""
+    from plansim.retune.tasks import build_planner_engine
+    from plansim.sim import replay
+
+    workload = load_run_workload(run) if workload is None else workload
+    controller = build_controller(run, workload, executor=executor, on_decision=on_decision)
+    try:
+        planner = build_planner_engine(run.planner_config, run.deployment, (), None,
+                                       retune=controller)
+        result = replay(workload, run.deployment, planner, progress=progress)
+    finally:
+        controller.close()
+    if result.retune_events is None:
+        # A host that does not collect decisions: take them from the controller.
+        from dataclasses import replace
+
+        result = replace(result, retune_events=list(controller.events))
+    return result
+
+
+def score_window(
+    run: RetuneRun,
+    k: int,
+    *,
+    workload: Any = None,
+    executor: Executor | None = None,
+    use_timeout: bool = True,
+) -> SweepReport:
+    """Sweep window ``k`` from the startup point with the deployment's starting worker counts
+    (no outer replay, so no recorded counts: the replay starts as the deployment does).
+    ``use_timeout`` False lifts ``timeout_seconds``."""
+    workload = load_run_workload(run) if workload is None else workload
+    controller = build_controller(run, workload)
+    controller.initial_tick(0.0)
+    dep = run.deployment
+    if dep.mode == "agg":
+        counts = WorkerCounts(ready_prefill=0, ready_decode=dep.num_workers)
+    else:
+        counts = WorkerCounts(ready_prefill=dep.num_prefill_workers,
+                              ready_decode=dep.num_decode_workers)
+    plan = controller.build_plan(k, counts)
+    if not use_timeout:
+        from dataclasses import replace
+
+        plan = replace(plan, timeout_s=None)
+    own = executor is None
+    pool = controller.executor() if own else executor
+    try:
+        return run_sweep(plan, pool)
+    finally:
+        if own:
+            controller.close()
+
+
+def count_windows(run: RetuneRun, workload: Any) -> int:
+    """Windows whose sweep launches before the replay's last arrival (a progress estimate)."""
+    if not len(workload):
+        return 0
+    cfg = run.planner_config.retune_config()
+    span_s = (float(workload.arrival_ms.max()) - float(workload.arrival_ms.min())) / 1000.0
+    span_s /= run.deployment.arrival_speedup_ratio
+    n = int((span_s - cfg.grace_seconds) // cfg.interval_seconds)
+    return max(n, 0)
+
+
+def _resolve(base: Path, value: str) -> Path:
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else base / path
+
+
+def _read_mapping(path: Path, *, what: str) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what}: {exc.strerror}", source=str(path)) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise ConfigError(f"not valid YAML/JSON: {getattr(exc, 'problem', exc)}",
+                          source=str(path), line=line) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"a {what} must be a mapping", source=str(path))
+    return data
