@@ -9,4 +9,7 @@ import typer
 
 def report(out_dir: Path = typer.Argument(..., help="An output folder written by plansim.")) -> None:
     """Re-render the HTML reports of an output folder from its tables, without re-running."""
-    raise typer.Exit(1)
+    from plansim.reports import render_dir
+
+    for path in render_dir(out_dir):
+        typer.echo(f"report        {path}")

@@ -145,7 +145,7 @@ def _traffic_chart(
     if has_rate:
         arrival_s = floats(requests, "arrival_ms") / 1000.0
         arrival_s = arrival_s[np.isfinite(arrival_s)]
-        width = bin_width_s(float(arrival_s.max()) if arrival_s.size else 0.0)
+        width = bin_width_s(float(arrival_s.max()) if arrival_s.size else 0.0, max_bins=400)
         counts = np.bincount(np.floor(arrival_s / width).astype(np.int64))
         starts = np.arange(len(counts)) * width
         fig.add_trace(

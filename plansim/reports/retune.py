@@ -87,21 +87,29 @@ def _normalise(k: int, rec: Mapping[str, Any], maximize: bool, default_threshold
         cand = cand if isinstance(cand, Mapping) else {}
         scores.append(_num(cand.get("score")))
         statuses.append(str(cand.get("status", "ok" if cand.get("score") is not None else "failed")))
-        point = cand.get("point") if isinstance(cand.get("point"), Mapping) else {}
+        point = _flatten(cand.get("point")) if isinstance(cand.get("point"), Mapping) else {}
         points.append(point)
-        labels.append(", ".join(f"{key}={value}" for key, value in point.items()) or f"candidate {j}")
+        label = cand.get("label") or ", ".join(f"{key}={value}" for key, value in point.items())
+        labels.append(str(label or f"candidate {j}"))
         if cand.get("is_current") or cand.get("current"):
             current = j
     if current is None:
         current_index = _num(_get(rec, "current_index"))
         current = int(current_index) if current_index is not None else None
     best_index = _num(_get(rec, "best_index", "winner_index"))
-    best = int(best_index) if best_index is not None else _best(scores, maximize)
-    changes: dict[str, Any] = {}
-    for key in ("router_parameters", "planner_changes"):
-        value = rec.get(key)
-        if isinstance(value, Mapping) and value:
-            changes[key] = dict(value)
+    best_point = _flatten(rec["best"]) if isinstance(rec.get("best"), Mapping) else None
+    if best_index is not None:
+        best: int | None = int(best_index)
+    elif best_point is not None and best_point in points:
+        best = points.index(best_point)
+    else:
+        best = _best(scores, maximize)
+    changes = _flatten(rec["changes"]) if isinstance(rec.get("changes"), Mapping) else {}
+    if not changes:
+        for key in ("router_parameters", "planner_changes"):
+            value = rec.get(key)
+            if isinstance(value, Mapping) and value:
+                changes.update(_flatten(value, key))
     presweep = rec.get("predictor_presweep")
     return _Window(
         index=int(index) if index is not None else k,
@@ -124,6 +132,19 @@ def _normalise(k: int, rec: Mapping[str, Any], maximize: bool, default_threshold
         presweep=presweep if isinstance(presweep, Mapping) else None,
         wall_s=_num(_get(rec, "sweep_wall_s", "sweep_wall_time_s", "wall_time_s")),
     )
+
+
+def _flatten(value: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"router": {"a": 1}}`` -> ``{"router.a": 1}`` (a point or a change set, one level per
+    group)."""
+    out: dict[str, Any] = {}
+    for key, inner in value.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(inner, Mapping):
+            out.update(_flatten(inner, name))
+        else:
+            out[name] = inner
+    return out
 
 
 def _best(scores: Sequence[float | None], maximize: bool) -> int | None:

@@ -20,6 +20,19 @@ PALETTE = (
 )
 
 
+# A small white template (the look of plotly_white without its per-trace-type defaults): the
+# full template is ~10 kB per figure and slow to validate.
+_AXIS = {"gridcolor": "#ebf0f8", "linecolor": "#ebf0f8", "zerolinecolor": "#ebf0f8",
+         "ticks": "", "automargin": True, "title": {"standoff": 12}}
+TEMPLATE = go.layout.Template(
+    layout={
+        "paper_bgcolor": "white", "plot_bgcolor": "white", "colorway": list(PALETTE),
+        "font": {"color": "#2a3f5f"}, "xaxis": _AXIS, "yaxis": _AXIS,
+        "hoverlabel": {"align": "left"},
+    }
+)
+
+
 def pool_colour(pool: str) -> str:
     return POOL_COLOURS.get(str(pool), "#8172b3")
 
@@ -38,7 +51,7 @@ def base_layout(fig: go.Figure, height: int = 420, legend_below: bool = False) -
         # Just under the x-axis title, whatever the figure height (y is in plot-area fractions).
         legend.update(orientation="h", yanchor="top", y=-62 / (height - top - bottom), xanchor="left", x=0)
     fig.update_layout(
-        template="plotly_white",
+        template=TEMPLATE,
         height=height,
         margin={"l": 70, "r": 30, "t": top, "b": bottom},
         legend=legend,

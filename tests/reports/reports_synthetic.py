@@ -168,11 +168,12 @@ def retune_events(windows: int = 4) -> list[dict[str, Any]]:
     for k in range(windows):
         candidates = []
         for j in range(6):
-            point = {"router.overlap_score_credit": 0.5 * j, "planner.load_predictor": "kalman" if j % 2 else "constant"}
+            point = {"router": {"overlap_score_credit": 0.5 * j},
+                     "planner": {"load_predictor": "kalman" if j % 2 else "constant"}}
             score = None if (k == 2) else 100.0 + 3 * j - k
             candidates.append(
                 {"point": point, "status": "ok" if score is not None else "failed", "score": score,
-                 "error": None if score is not None else "current point failed", "current": j == 1}
+                 "error": None if score is not None else "current point failed", "is_current": j == 1}
             )
         out.append(
             {
@@ -186,14 +187,16 @@ def retune_events(windows: int = 4) -> list[dict[str, Any]]:
                 "candidates": candidates,
                 "current_score": None if k == 2 else 103.0 - k,
                 "best_score": None if k == 2 else 115.0 - k,
-                "improvement_pct": None if k == 2 else 11.6,
-                "min_improvement_percentage": 2.0,
-                "router_parameters": {"overlap_score_credit": 2.5} if k == 0 else {},
-                "planner_changes": {"load_predictor": "kalman"} if k == 0 else {},
+                "improvement_percentage": None if k == 2 else 11.6,
+                "objective": "GoodputPerGPU",
+                "changes": {"router": {"overlap_score_credit": 2.5}, "planner": {}} if k == 0 else None,
+                "router_parameters": {"decode": {"overlap_score_credit": 2.5}} if k == 0 else None,
+                "planner_changes": {},
                 "predictor_presweep": {
-                    "candidates": ["constant", "kalman", "arima"],
+                    "candidates": [{"load_predictor": "constant"}, {"load_predictor": "kalman"},
+                                   {"load_predictor": "arima"}],
                     "losses": [0.30 - 0.01 * k, 0.22, 0.25],
-                    "winner": "kalman",
+                    "winner": 1,
                 },
                 "sweep_wall_s": 12.5,
             }

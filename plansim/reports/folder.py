@@ -1,0 +1,128 @@
+"""``render_dir``: read the tables of an output folder and write every report that applies.
+
+| report                 | written when the folder has                    |
+|------------------------|------------------------------------------------|
+| ``report.html``        | ``requests.parquet`` or ``timeseries.parquet`` |
+| ``planner_report.html``| ``ticks.parquet`` with rows (plus its ``.log.jsonl.gz``; with ``report_interval_hours`` in the planner inputs, also ``planner_reports/planner_report_NNN.*`` per period) |
+| ``retune_report.html`` | ``retune_events.json``                         |
+| ``predictor_report.html`` | ``predictions.parquet``                     |
+
+Every file is written atomically. A table that cannot be read is a user mistake (``InputError``
+naming the file), as is a folder with nothing to render.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pandas as pd
+
+from plansim.errors import InputError
+from plansim.io import atomic_write_text
+from plansim.reports.planner import write_planner_report, write_planner_reports
+from plansim.reports.predictor import ranking_rows, render_predictor
+from plansim.reports.replay import render_replay
+from plansim.reports.retune import render_retune
+from plansim.reports.tables import find_sla, find_value
+
+RENDERABLE = ("requests.parquet", "timeseries.parquet", "ticks.parquet", "retune_events.json", "predictions.parquet")
+
+
+def _read_json(path: Path) -> Any:
+    if not path.is_file():
+        return None
+    try:
+        return orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON: {exc}", source=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", source=str(path)) from None
+
+
+def _read_parquet(path: Path) -> pd.DataFrame | None:
+    if not path.is_file():
+        return None
+    try:
+        return pd.read_parquet(path)
+    except Exception as exc:  # pyarrow raises several types for a damaged or foreign file
+        first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError(f"not a readable Parquet table: {first_line}", source=str(path)) from None
+
+
+def render_dir(out_dir: str | Path) -> list[Path]:
+    """Write the reports that the tables in ``out_dir`` support; returns the paths written."""
+    folder = Path(out_dir)
+    if not folder.is_dir():
+        raise InputError("not a folder", source=str(folder))
+    if not any((folder / name).is_file() for name in RENDERABLE):
+        raise InputError(
+            "nothing to render: no " + ", ".join(RENDERABLE[:-1]) + " or " + RENDERABLE[-1],
+            source=str(folder),
+        )
+    inputs = _read_json(folder / "inputs.json")
+    inputs = inputs if isinstance(inputs, dict) else {}
+    summary = _read_json(folder / "summary.json")
+    scaling_events = _read_json(folder / "scaling_events.json")
+    scaling_events = [e for e in scaling_events if isinstance(e, Mapping)] if isinstance(scaling_events, list) else []
+    written: list[Path] = []
+
+    requests = _read_parquet(folder / "requests.parquet")
+    timeseries = _read_parquet(folder / "timeseries.parquet")
+    if requests is not None or timeseries is not None:
+        html = render_replay(
+            requests, timeseries, _read_parquet(folder / "workers.parquet"),
+            summary if isinstance(summary, dict) else {}, inputs, scaling_events,
+        )
+        written.append(atomic_write_text(folder / "report.html", html))
+
+    ticks = _read_parquet(folder / "ticks.parquet")
+    if ticks is not None and len(ticks) and "at_s" in ticks.columns:
+        sla = find_sla(inputs)
+        written += write_planner_report(
+            ticks, folder / "planner_report", scaling_events=scaling_events, sla=sla, timeseries=timeseries
+        )
+        interval_h = _positive(find_value(inputs, "report_interval_hours"))
+        if interval_h is not None:
+            written += write_planner_reports(
+                ticks, folder / "planner_reports", interval_h,
+                scaling_events=scaling_events, sla=sla, timeseries=timeseries,
+            )
+
+    events = _read_json(folder / "retune_events.json")
+    if events is not None:
+        if isinstance(events, Mapping):
+            events = events.get("retune_events", events.get("events", []))
+        if not isinstance(events, list):
+            raise InputError("expected a list of decision records", source=str(folder / "retune_events.json"))
+        retune = find_value(inputs, "retune")
+        retune = retune if isinstance(retune, Mapping) else {}
+        html = render_retune(
+            [e for e in events if isinstance(e, Mapping)],
+            objective=retune.get("objective"),
+            min_improvement_percentage=_positive(retune.get("min_improvement_percentage")),
+            inputs=inputs,
+        )
+        written.append(atomic_write_text(folder / "retune_report.html", html))
+
+    predictions = _read_parquet(folder / "predictions.parquet")
+    if predictions is not None:
+        interval = _positive(
+            (summary.get("interval_s") if isinstance(summary, Mapping) else None)
+            or find_value(inputs, "interval_s") or find_value(inputs, "interval")
+        )
+        html = render_predictor(predictions, ranking_rows(summary), interval_s=interval, inputs=inputs)
+        written.append(atomic_write_text(folder / "predictor_report.html", html))
+    return written
+
+
+def _positive(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if out > 0 else None
