@@ -30,6 +30,8 @@ def _fmt(value: float | None) -> str:
         return "missing"
     if float(value).is_integer() and abs(value) < 1e12:
         return f"{int(value)}"
+    if abs(value) >= 1000:
+        return f"{value:.2f}"
     return f"{value:.6g}"
 
 

@@ -109,6 +109,7 @@ def _duration(ms: float) -> str:
 
 
 def _read_planner_config(path: Path) -> dict[str, Any]:
+    """A planner config file's mapping (a whole deployment file gives its ``planner:`` block)."""
     import yaml
 
     try:
@@ -119,24 +120,34 @@ def _read_planner_config(path: Path) -> dict[str, Any]:
         raise ConfigError(f"not valid YAML/JSON: {exc}", source=str(path)) from None
     if not isinstance(data, dict):
         raise ConfigError("expected a mapping at the top level", source=str(path))
-    # A whole deployment file may be given: use its planner block.
     if isinstance(data.get("planner"), dict):
         return data["planner"]
     return data
 
 
-def _build_planner(raw: Mapping[str, Any], deployment: Any, source: str | None) -> Any:
-    """The planner engine for ``raw`` (a planner config mapping) on ``deployment``."""
-    from plansim.planner_core.config import parse_planner_config
+def _build_planner(config: Any, deployment: Any) -> Any:
+    """The planner engine for ``config`` on ``deployment``: capabilities from the engine args,
+    predictors warmed from ``load_predictor_warmup_trace``, perf models bootstrapped from
+    ``profile_results_dir`` when it exists."""
+    from plansim.planner_core import PlannerEngine
+    from plansim.planner_core.files import read_profile_fpms, read_warmup_observations
+    from plansim.sim import worker_capabilities
 
-    config = parse_planner_config(dict(raw), source=source)
-    try:
-        from plansim.planner_core import PlannerEngine
-    except ImportError:
-        raise ConfigError(
-            "planner: the planner engine (plansim.planner_core.PlannerEngine) is not available",
-            source=source, field="planner") from None
-    return PlannerEngine.from_deployment(config, deployment)
+    return PlannerEngine(config, worker_capabilities(deployment),
+                         warmup=read_warmup_observations(config),
+                         profile_fpms=read_profile_fpms(config.profile_results_dir))
+
+
+def _replay_with_retune(traces: list[Path], trace_format: str, trace_block_size: int | None,
+                        deployment: Any, config: Any, planner_raw: Mapping[str, Any],
+                        source: str, workload: Any, progress: Any) -> Any:
+    """A replay whose planner owns a retune controller (the ``retune:`` block)."""
+    from plansim.retune.runner import RetuneRun, run_retune
+
+    run = RetuneRun(source=source, trace_paths=tuple(str(p) for p in traces),
+                    trace_format=trace_format, trace_block_size=trace_block_size,
+                    deployment=deployment, planner_config=config, planner_raw=dict(planner_raw))
+    return run_retune(run, workload=workload, progress=progress)
 
 
 def _print_summary(s: Mapping[str, Any], n_rejected: int, out_dir: Path) -> None:
@@ -240,13 +251,18 @@ def run(
     # Validate everything (deployment, planner) before reading possibly large traces.
     deployment = load_deployment(config, overrides)
     planner_raw: Mapping[str, Any] | None = None
-    planner_source: str | None = None
+    planner_source = ""
     if planner_config is not None:
         planner_raw, planner_source = _read_planner_config(planner_config), str(planner_config)
     elif deployment.planner is not None:
-        planner_raw, planner_source = deployment.planner, str(config) if config else None
-    planner = (_build_planner(planner_raw, deployment, planner_source)
-               if planner_raw is not None else None)
+        planner_raw, planner_source = deployment.planner, str(config or "deployment")
+    planner_cfg = planner = None
+    if planner_raw is not None:
+        from plansim.planner_core import parse_planner_config
+
+        planner_cfg = parse_planner_config(dict(planner_raw), source=planner_source)
+        if planner_cfg.retune is None:
+            planner = _build_planner(planner_cfg, deployment)
 
     from plansim.sim import replay
     from plansim.traces import load_workload
@@ -256,7 +272,11 @@ def run(
 
     bar = ProgressBar() if (not quiet and sys.stderr.isatty()) else None
     try:
-        result = replay(workload, deployment, planner, progress=bar)
+        if planner_cfg is not None and planner_cfg.retune is not None:
+            result = _replay_with_retune(traces, trace_format, trace_block_size, deployment,
+                                         planner_cfg, planner_raw, planner_source, workload, bar)
+        else:
+            result = replay(workload, deployment, planner, progress=bar)
     finally:
         if bar is not None:
             bar.close()
@@ -271,7 +291,7 @@ def run(
     write_parquet_atomic(out_dir / "workers.parquet", result.workers)
     if result.ticks is not None:
         write_parquet_atomic(out_dir / "ticks.parquet", result.ticks)
-    if planner is not None:
+    if planner_cfg is not None:
         atomic_write_json(out_dir / "scaling_events.json", result.scaling_events)
     if result.retune_events is not None:
         atomic_write_json(out_dir / "retune_events.json", result.retune_events)

@@ -77,6 +77,27 @@ def test_same_inputs_give_identical_summary_and_requests(tmp_path, monkeypatch, 
     assert (outs[0] / "requests.parquet").read_bytes() == (outs[1] / "requests.parquet").read_bytes()
 
 
+def test_planner_block_adds_ticks_and_scaling_events(tmp_path, monkeypatch, capsys):
+    config = _write(tmp_path / "deploy.yaml", (EXAMPLES / "deploy-planner.yaml").read_text())
+    out = tmp_path / "out"
+    code, _, err = _run(monkeypatch, capsys, str(MICRO_TRACE), "--config", str(config),
+                        "--out", str(out), "--no-report", "--quiet")
+    assert code == 0, err
+    ticks = pd.read_parquet(out / "ticks.parquet")
+    assert len(ticks) >= 1  # the first tick is due at 0 s
+    assert isinstance(json.loads((out / "scaling_events.json").read_text()), list)
+    assert json.loads((out / "inputs.json").read_text())["planner"]["mode"] == "agg"
+
+
+def test_bad_planner_config_exits_2_naming_the_key(tmp_path, monkeypatch, capsys):
+    planner = _write(tmp_path / "planner.yaml", "mode: agg\nmin_endpoint: -1\n")
+    code, _, err = _run(monkeypatch, capsys, str(MICRO_TRACE), "--planner-config", str(planner),
+                        "--out", str(tmp_path / "out"))
+    assert code == 2
+    assert "min_endpoint" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize(("config_text", "flags", "key"), [
     ("num_wrokers: 2\n", [], "num_wrokers"),
     ("engine: {block_size: 0}\n", [], "engine.block_size"),
@@ -104,7 +125,7 @@ def test_missing_config_file_exits_2_naming_it(tmp_path, monkeypatch, capsys):
     assert str(missing) in err and len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("name", ["deploy.yaml", "deploy-disagg.yaml"])
+@pytest.mark.parametrize("name", ["deploy.yaml", "deploy-disagg.yaml", "deploy-planner.yaml"])
 def test_example_deployments_validate(name):
     from plansim.sim.deployment import load_deployment
 
