@@ -363,13 +363,7 @@ class Rank:
         return n, undone, removed_before
 
     def _register(self, req: Request, lo: int, hi: int) -> None:
-        cache = self.cache
-        held = req.held
-        pk = req.prompt_keys
-        for b in range(lo, min(hi, len(pk))):
-            k = pk[b]
-            if cache.register(k):
-                held.append(k)
+        self.cache.register(req.prompt_keys[lo:hi], req.held)
 
     def _preempt(self, victim: Request, index: int, work: tuple | None) -> None:
         self.running.pop(index)

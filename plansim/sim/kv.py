@@ -15,6 +15,8 @@ its head, keeping shared prefixes longest.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 GEN_STRIDE = 1 << 24
 
 
@@ -34,8 +36,8 @@ class KvCache:
         self.block_size = block_size
         self.prefix_caching = prefix_caching
         self.ref: dict[int, int] = {}
-        # Insertion-ordered: the first key is the least recently released.
-        self.inactive: dict[int, None] = {}
+        # The first key is the least recently released (OrderedDict pops its head in O(1)).
+        self.inactive: OrderedDict[int, None] = OrderedDict()
         self.used = 0
         self.active = 0
         self.evicted_total = 0
@@ -81,19 +83,22 @@ class KvCache:
         self.used += take
         evict = n - take
         if evict:
-            inactive = self.inactive
+            pop = self.inactive.popitem
             for _ in range(evict):
-                del inactive[next(iter(inactive))]
+                pop(last=False)
             self.evicted_total += evict
         self.active += n
 
-    def register(self, key: int) -> bool:
-        """Register a freshly computed full block under ``key``; False when an equal block is
-        already cached (the new block then stays private to its request)."""
-        if not self.prefix_caching or key in self.ref or key in self.inactive:
-            return False
-        self.ref[key] = 1
-        return True
+    def register(self, keys: list[int], held: list[int]) -> None:
+        """Register freshly computed full blocks under ``keys``, appending the registered ones to
+        ``held``; a block equal to one already cached stays private to its request."""
+        if not self.prefix_caching:
+            return
+        ref, inactive = self.ref, self.inactive
+        for k in keys:
+            if k not in ref and k not in inactive:
+                ref[k] = 1
+                held.append(k)
 
     def release(self, keys: list[int], n_private: int, cache_keys: list[int]) -> None:
         """Return a request's blocks: ``keys`` are its registered blocks in sequence order,
