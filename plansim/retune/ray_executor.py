@@ -14,8 +14,8 @@ value does not depend on the backend. Differences that follow from Ray:
 - A task whose worker dies is retried once by Ray (``max_retries=1``), then fails alone. A task
   that raises is not retried: it fails alone, as in the spawn pool.
 - ``run`` may be called from several threads at once (``plansim retune windows`` sweeps several
-  windows concurrently, one thread each). Each call keeps at most ``max_parallel`` tasks in
-  flight and has its own timeout; at the timeout its outstanding tasks are cancelled with
+  windows concurrently, one thread each). At most ``max_parallel`` tasks are in flight across
+  all calls (one per CPU), so a submitted task starts at once. Each call has its own timeout; at the timeout its outstanding tasks are cancelled with
   ``ray.cancel(force=True)`` (their worker processes are killed) while other calls go on.
 - ``cancel()`` (from any thread) and Ctrl-C cancel every outstanding task the same way and wait
   until Ray reports them ended, so no task keeps running.
@@ -113,6 +113,9 @@ class RayExecutor:
         self._driver_node = ray.get_runtime_context().get_node_id()
         # A path a task returned from another node's private folder -> its copy in ours.
         self._file_aliases: dict[str, str] = {}
+        # One slot per CPU, shared by concurrent runs: a submitted task is a running task, so
+        # nothing waits in Ray's queue and a window's timeout is not spent there.
+        self._slots = threading.BoundedSemaphore(self.max_parallel)
         self._lock = threading.Lock()
         self._cancel_generation = 0
         self._closed = False
@@ -171,7 +174,7 @@ class _Batch:
         self._ray = executor._ray
         self._tasks = tasks
         self._context = context
-        self._capacity = executor.max_parallel
+        self._slots = executor._slots
         self._queue = deque(range(len(tasks)))
         self._inflight: dict[Any, tuple[int, float]] = {}  # ref -> (task index, submitted at)
         self._results: dict[int, TaskResult] = {}
@@ -192,6 +195,10 @@ class _Batch:
             if deadline is not None and now >= deadline:
                 return "timeout"
             wait_s = POLL_INTERVAL_S if deadline is None else min(POLL_INTERVAL_S, deadline - now)
+            if not self._inflight:
+                # Every CPU is busy with another window's tasks: wait for a free slot.
+                time.sleep(wait_s)
+                continue
             ready, _ = self._ray.wait(list(self._inflight), num_returns=1, timeout=wait_s)
             if ready:
                 # Take everything that has finished, not only the first.
@@ -211,6 +218,8 @@ class _Batch:
             self._ray.cancel(ref, force=True)
         if refs:
             self._ray.wait(refs, num_returns=len(refs), timeout=CANCEL_GRACE_S)
+        for _ in refs:
+            self._slots.release()
         self._inflight.clear()
         self._shared_refs.clear()
 
@@ -227,7 +236,7 @@ class _Batch:
     # -- internals ---------------------------------------------------------------------------
 
     def _submit(self) -> None:
-        while self._queue and len(self._inflight) < self._capacity:
+        while self._queue and self._slots.acquire(blocking=False):
             index = self._queue.popleft()
             task = self._tasks[index]
             args, shipped = [], []
@@ -276,6 +285,7 @@ class _Batch:
 
     def _collect(self, ref: Any) -> None:
         index, submitted_at = self._inflight.pop(ref)
+        self._slots.release()
         key = self._tasks[index].key
         try:
             ok, value, error, wall_s, private_dir, files = self._ray.get(ref)
