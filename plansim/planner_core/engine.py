@@ -47,6 +47,7 @@ from plansim.planner_core.pipeline import (
     PlannerPlugin,
     PluginScheduler,
     load_plugin,
+    normalise_plugin,
     run_pipeline,
 )
 from plansim.planner_core.reasons import ExecuteAction
@@ -117,13 +118,28 @@ class PlannerEngine:
             self._predict.warm(warmup)
         self._throughput = BuiltinThroughputPropose(self.state)
         self._load = BuiltinLoadPropose(self.state, self._throughput)
-        self._user_plugins = [load_plugin(p.import_path, p.params) for p in config.plugins] + list(plugins)
+        self._user_plugins = [load_plugin(p.import_path, p.params) for p in config.plugins] + [
+            normalise_plugin(p, getattr(p, "plugin_id", type(p).__name__)) for p in plugins
+        ]
         self._scheduler: PluginScheduler | None = None
         self._last_tune_s = 0.0
         self._expected: tuple[int, int] | None = None
         self._expected_since_s = 0.0
         self._ordinal = 0
         self._seen_fpm: dict[tuple[str, int, int], ForwardPassMetrics] = {}
+
+    @classmethod
+    def from_deployment(cls, config: PlannerConfig, deployment: Any, *, retune: Any = None) -> PlannerEngine:
+        """Composition edge for hosts (the replay CLI): the deployment's worker capabilities with
+        their self-benchmark FPMs (``plansim.sim.worker_capabilities``, imported here only), the
+        profiling data in ``profile_results_dir`` when there is no benchmark, and the
+        predictor warm-up buckets of ``load_predictor_warmup_trace``."""
+        from plansim.planner_core.files import read_profile_fpms, read_warmup_observations
+        from plansim.sim import worker_capabilities  # noqa: PLC0415 - the one sim touchpoint
+
+        capabilities = worker_capabilities(deployment)
+        profile = None if capabilities.benchmark_fpms else read_profile_fpms(config.profile_results_dir)
+        return cls(config, capabilities, warmup=read_warmup_observations(config), retune=retune, profile_fpms=profile)
 
     # -- public API ------------------------------------------------------------------------
     @property

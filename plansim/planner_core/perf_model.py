@@ -171,8 +171,17 @@ class EnginePerfModel:
         self.max_observed_kv = 0
 
     # -- training --------------------------------------------------------------------------
-    def observe(self, fpm: ForwardPassMetrics) -> None:
-        """Add one pass. Idle heartbeats (wall time 0) update the averages only."""
+    def observe(self, fpm: ForwardPassMetrics, *, update_averages: bool = True) -> None:
+        """Add one pass. Idle heartbeats (wall time 0) update the averages only. Synthetic
+        bootstrap passes (``update_averages=False``) train the fit but not the live traffic-mix
+        averages (average ISL, decode length, prefill per pass)."""
+        if update_averages:
+            self._update_averages(fpm)
+        if fpm.wall_time_s > 0 and math.isfinite(fpm.wall_time_s):
+            self.store.add(self._features(fpm.sum_prefill_tokens, fpm.sum_decode_kv_tokens), fpm.wall_time_s)
+            self._dirty = True
+
+    def _update_averages(self, fpm: ForwardPassMetrics) -> None:
         if fpm.num_prefill_requests > 0:
             self.avg_isl.add(fpm.sum_prefill_tokens / fpm.num_prefill_requests)
         self.avg_num_prefill.add(fpm.num_prefill_requests)
@@ -181,9 +190,6 @@ class EnginePerfModel:
         self.avg_num_decode.add(fpm.num_decode_requests)
         self.avg_prefill_tokens.add(fpm.sum_prefill_tokens)
         self.max_observed_kv = max(self.max_observed_kv, fpm.sum_decode_kv_tokens)
-        if fpm.wall_time_s > 0 and math.isfinite(fpm.wall_time_s):
-            self.store.add(self._features(fpm.sum_prefill_tokens, fpm.sum_decode_kv_tokens), fpm.wall_time_s)
-            self._dirty = True
 
     def _features(self, prefill_tokens: float, decode_kv: float) -> tuple[float, ...]:
         if self.kind == "prefill":

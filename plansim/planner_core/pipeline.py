@@ -192,6 +192,12 @@ def load_plugin(import_path: str, params: dict[str, Any]) -> PlannerPlugin:
             obj = obj(**params)
         except TypeError as exc:
             raise ConfigError(f"plugin {import_path!r}: {exc}", field="plugins") from None
+    return normalise_plugin(obj, import_path)
+
+
+def normalise_plugin(obj: Any, name: str) -> PlannerPlugin:
+    """Check a plugin object's interface; fill optional attributes; accept stage names."""
+    import_path = name
     missing = [a for a in ("plugin_id", "stage", "priority", "run") if not hasattr(obj, a)]
     if missing:
         raise ConfigError(f"plugin {import_path!r} lacks {', '.join(missing)}", field="plugins")

@@ -133,7 +133,7 @@ class PlannerScalingState:
                 # agg models learn from both pass kinds: prefill-only and decode-only samples.
                 role_fpms = tuple(fpms.get("decode", ())) + tuple(fpms.get("prefill", ()))
             for fpm in role_fpms:
-                model.observe(fpm)
+                model.observe(fpm, update_averages=False)
             installed = installed or bool(role_fpms)
         if installed:
             self.bootstrap_source = source

@@ -52,3 +52,53 @@ def disagg_caps(benchmark=True, **kw):
 def agg_caps(benchmark=True, **kw):
     bench = {"decode": decode_bench(), "prefill": prefill_bench()} if benchmark else {}
     return WorkerCapabilities(mode="agg", decode=role_caps(**kw), benchmark_fpms=bench)
+
+
+class CapPlugin:
+    """A user CONSTRAIN plugin: at most ``cap`` decode replicas (loaded by import path)."""
+
+    plugin_id = "user_cap"
+    stage = "constrain"
+    priority = 50
+    execution_interval_seconds = None
+    needs = frozenset()
+    observation_window_seconds = None
+
+    def __init__(self, cap):
+        self.cap = cap
+
+    def run(self, ctx):
+        from plansim.planner_core.pipeline import Override, OverrideType, StageResult
+
+        return StageResult(overrides=(Override("decode", OverrideType.AT_MOST, self.cap),))
+
+
+class SetPlugin:
+    """A user PROPOSE plugin that always asks for ``value`` decode replicas."""
+
+    stage = "propose"
+    execution_interval_seconds = None
+    needs = frozenset()
+    observation_window_seconds = None
+
+    def __init__(self, value, priority=5, plugin_id="user_set"):
+        self.value, self.priority, self.plugin_id = value, priority, plugin_id
+
+    def run(self, ctx):
+        from plansim.planner_core.pipeline import Override, OverrideType, StageResult
+
+        return StageResult(overrides=(Override("decode", OverrideType.SET, self.value),))
+
+
+class FakeRetune:
+    """Records the engine's calls; returns fixed router parameters and one decision per tick."""
+
+    def __init__(self):
+        self.calls = []
+
+    def initial_tick(self, start_s):
+        self.calls.append(("initial", start_s))
+
+    def on_tick(self, now_s, worker_counts):
+        self.calls.append(("tick", now_s, worker_counts.ready_decode))
+        return {"decode": {"overlap_score_weight": 2.0}}, ({"outcome": "no_improvement", "at_s": now_s},)

@@ -1,11 +1,11 @@
 """Load scaling rules (reference 4.2) with fake FPMs; expected values by hand."""
 
 import pytest
-from planner_fakes import agg_caps, disagg_caps, fpm
+from planner_fakes import agg_caps, decode_wall, disagg_caps, fpm, prefill_wall
 
 from plansim.planner_core.config import parse_planner_config
 from plansim.planner_core.load_scaling import (
-    advance_load,
+    advance_load as _advance_load,
     combine_agg,
     consolidation_factor,
     easy_signal,
@@ -72,11 +72,21 @@ def test_agg_combine():
 
 
 def _prefill_fpms(queued):
-    return tuple(fpm(w, 0, 0.05, n_prefill=1, prefill_tokens=1000, queued_prefill_tokens=q) for w, q in enumerate(queued))
+    # live passes of one 1000-token prefill each (the average ISL the estimates use)
+    return tuple(fpm(w, 0, prefill_wall(1000), n_prefill=1, prefill_tokens=1000, queued_prefill_tokens=q) for w, q in enumerate(queued))
 
 
 def _decode_fpms(kv):
-    return tuple(fpm(w, 0, 0.01, n_decode=k // 1000, decode_kv=k) for w, k in enumerate(kv))
+    # average decode length 1000 KV tokens per request
+    return tuple(fpm(w, 0, decode_wall(k), n_decode=max(1, k // 1000), decode_kv=k) for w, k in enumerate(kv))
+
+
+def advance_load(state, fpm_by_role):
+    """Feed the live passes to the perf models (as the engine does), then decide."""
+    for role, fpms in fpm_by_role.items():
+        for f in fpms:
+            state.perf_models[role].observe(f)
+    return _advance_load(state, fpm_by_role)
 
 
 def test_prefill_scales_up_when_every_engine_is_over_sla():
