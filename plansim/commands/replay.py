@@ -125,19 +125,6 @@ def _read_planner_config(path: Path) -> dict[str, Any]:
     return data
 
 
-def _build_planner(config: Any, deployment: Any) -> Any:
-    """The planner engine for ``config`` on ``deployment``: capabilities from the engine args,
-    predictors warmed from ``load_predictor_warmup_trace``, perf models bootstrapped from
-    ``profile_results_dir`` when it exists."""
-    from plansim.planner_core import PlannerEngine
-    from plansim.planner_core.files import read_profile_fpms, read_warmup_observations
-    from plansim.sim import worker_capabilities
-
-    return PlannerEngine(config, worker_capabilities(deployment),
-                         warmup=read_warmup_observations(config),
-                         profile_fpms=read_profile_fpms(config.profile_results_dir))
-
-
 def _replay_with_retune(traces: list[Path], trace_format: str, trace_block_size: int | None,
                         deployment: Any, config: Any, planner_raw: Mapping[str, Any],
                         source: str, workload: Any, progress: Any) -> Any:
@@ -262,7 +249,9 @@ def run(
 
         planner_cfg = parse_planner_config(dict(planner_raw), source=planner_source)
         if planner_cfg.retune is None:
-            planner = _build_planner(planner_cfg, deployment)
+            from plansim.planner_core import PlannerEngine
+
+            planner = PlannerEngine.from_deployment(planner_cfg, deployment)
 
     from plansim.sim import replay
     from plansim.traces import load_workload

@@ -78,13 +78,17 @@ def test_same_inputs_give_identical_summary_and_requests(tmp_path, monkeypatch, 
 
 
 def test_planner_block_adds_ticks_and_scaling_events(tmp_path, monkeypatch, capsys):
+    # one request a second for 45 s; the example planner ticks every 10 s of virtual time
+    trace = _write(tmp_path / "steady.jsonl", "".join(
+        json.dumps({"timestamp": 1000 * i, "input_length": 600, "output_length": 20,
+                    "hash_ids": [2 * i, 2 * i + 1]}) + "\n" for i in range(45)))
     config = _write(tmp_path / "deploy.yaml", (EXAMPLES / "deploy-planner.yaml").read_text())
     out = tmp_path / "out"
-    code, _, err = _run(monkeypatch, capsys, str(MICRO_TRACE), "--config", str(config),
+    code, _, err = _run(monkeypatch, capsys, str(trace), "--config", str(config),
                         "--out", str(out), "--no-report", "--quiet")
     assert code == 0, err
     ticks = pd.read_parquet(out / "ticks.parquet")
-    assert len(ticks) >= 1  # the first tick is due at 0 s
+    assert len(ticks) >= 4  # at 10, 20, 30 and 40 s
     assert isinstance(json.loads((out / "scaling_events.json").read_text()), list)
     assert json.loads((out / "inputs.json").read_text())["planner"]["mode"] == "agg"
 
