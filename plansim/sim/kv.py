@@ -11,11 +11,15 @@ requests, registered or private) plus inactive cached blocks. Allocation takes f
 and then evicts inactive blocks oldest-first. When a request releases its blocks they become
 inactive in reverse order (its last block first), so eviction takes the tail of a sequence before
 its head, keeping shared prefixes longest.
+
+Speed: registered active keys live in a set (one reference each) with extra references counted
+in ``shared``, so the common operations run as C-level set and dict bulk operations.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from itertools import repeat
 
 GEN_STRIDE = 1 << 24
 
@@ -28,14 +32,17 @@ def gen_key(rid: int, block_index: int) -> int:
 class KvCache:
     """One rank's block pool. Sizes in blocks; ``block_size`` tokens per block."""
 
-    __slots__ = ("num_blocks", "block_size", "prefix_caching", "ref", "inactive", "used", "active",
-                 "evicted_total")
+    __slots__ = ("num_blocks", "block_size", "prefix_caching", "registered", "shared", "inactive",
+                 "used", "active", "evicted_total")
 
     def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool = True) -> None:
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.prefix_caching = prefix_caching
-        self.ref: dict[int, int] = {}
+        # Registered blocks referenced by running requests; ``shared`` holds references beyond
+        # the first.
+        self.registered: set[int] = set()
+        self.shared: dict[int, int] = {}
         # The first key is the least recently released (OrderedDict pops its head in O(1)).
         self.inactive: OrderedDict[int, None] = OrderedDict()
         self.used = 0
@@ -46,14 +53,20 @@ class KvCache:
         """Blocks that can be allocated now: free plus evictable."""
         return self.num_blocks - self.used + len(self.inactive)
 
+    def refcount(self, key: int) -> int:
+        """References on a registered active block (0 if inactive or unknown)."""
+        if key not in self.registered:
+            return 0
+        return 1 + self.shared.get(key, 0)
+
     def match(self, keys: list[int]) -> tuple[int, int]:
         """Leading blocks of ``keys`` that are cached: (all cached, of which active)."""
         if not self.prefix_caching:
             return 0, 0
-        ref, inactive = self.ref, self.inactive
+        registered, inactive = self.registered, self.inactive
         n = n_active = 0
         for k in keys:
-            if k in ref:
+            if k in registered:
                 n_active += 1
             elif k not in inactive:
                 break
@@ -66,14 +79,13 @@ class KvCache:
 
     def acquire(self, keys: list[int]) -> None:
         """Take references on cached blocks (re-activating inactive ones)."""
-        ref, inactive = self.ref, self.inactive
+        registered, inactive, shared = self.registered, self.inactive, self.shared
         for k in keys:
-            c = ref.get(k)
-            if c is not None:
-                ref[k] = c + 1
+            if k in registered:
+                shared[k] = shared.get(k, 0) + 1
             else:
                 del inactive[k]
-                ref[k] = 1
+                registered.add(k)
                 self.active += 1
 
     def allocate(self, n: int) -> None:
@@ -83,42 +95,59 @@ class KvCache:
         self.used += take
         evict = n - take
         if evict:
-            pop = self.inactive.popitem
-            for _ in range(evict):
-                pop(last=False)
+            deque(map(self.inactive.popitem, repeat(False, evict)), 0)
             self.evicted_total += evict
         self.active += n
 
     def register(self, keys: list[int], held: list[int]) -> None:
         """Register freshly computed full blocks under ``keys``, appending the registered ones to
         ``held``; a block equal to one already cached stays private to its request."""
-        if not self.prefix_caching:
+        if not self.prefix_caching or not keys:
             return
-        ref, inactive = self.ref, self.inactive
+        registered, inactive = self.registered, self.inactive
+        if registered.isdisjoint(keys) and inactive.keys().isdisjoint(keys):
+            registered.update(keys)
+            held.extend(keys)
+            return
         for k in keys:
-            if k not in ref and k not in inactive:
-                ref[k] = 1
+            if k not in registered and k not in inactive:
+                registered.add(k)
                 held.append(k)
 
     def release(self, keys: list[int], n_private: int, cache_keys: list[int]) -> None:
         """Return a request's blocks: ``keys`` are its registered blocks in sequence order,
         ``n_private`` its other blocks, of which the ones keyed by ``cache_keys`` (sequence order)
         stay cached as inactive."""
-        ref, inactive = self.ref, self.inactive
+        registered, inactive, shared = self.registered, self.inactive, self.shared
         self.active -= len(keys) + n_private
-        if self.prefix_caching:
-            for k in reversed(cache_keys):
-                if k in ref or k in inactive:
-                    self.used -= 1
-                else:
-                    inactive[k] = None
-            self.used -= n_private - len(cache_keys)
+        if not self.prefix_caching:
+            self.used -= n_private
+            return
+        if cache_keys:
+            if registered.isdisjoint(cache_keys) and inactive.keys().isdisjoint(cache_keys):
+                inactive.update(zip(reversed(cache_keys), repeat(None)))
+                self.used -= n_private - len(cache_keys)
+            else:
+                for k in reversed(cache_keys):
+                    if k in registered or k in inactive:
+                        self.used -= 1
+                    else:
+                        inactive[k] = None
+                self.used -= n_private - len(cache_keys)
         else:
             self.used -= n_private
-        for k in reversed(keys):
-            c = ref[k] - 1
-            if c:
-                ref[k] = c
-            else:
-                del ref[k]
-                inactive[k] = None
+        if shared and not shared.keys().isdisjoint(keys):
+            gone = []
+            for k in reversed(keys):
+                c = shared.get(k)
+                if c is None:
+                    gone.append(k)
+                elif c == 1:
+                    del shared[k]
+                else:
+                    shared[k] = c - 1
+            registered.difference_update(gone)
+            inactive.update(zip(gone, repeat(None)))
+        else:
+            registered.difference_update(keys)
+            inactive.update(zip(reversed(keys), repeat(None)))
