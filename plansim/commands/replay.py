@@ -187,8 +187,8 @@ def _inputs(options: Mapping[str, Any], traces: list[Path], workload: Any, deplo
 @app.command("run")
 def run(
     ctx: typer.Context,
-    traces: Annotated[list[Path], typer.Argument(help="Trace files, folders or globs.", metavar="TRACE",
-                                                 show_default=False)],
+    traces: Annotated[list[Path], typer.Argument(
+        help="Trace files, folders or globs.", metavar="TRACE", show_default=False)],
     config: Annotated[Path | None, typer.Option(
         "--config", "-c", help="Deployment file (YAML or JSON).")] = None,
     planner_config: Annotated[Path | None, typer.Option(

@@ -74,7 +74,8 @@ def test_same_inputs_give_identical_summary_and_requests(tmp_path, monkeypatch, 
     a, b = ({k: v for k, v in json.loads((o / "summary.json").read_text()).items()
              if k not in wall_keys} for o in outs)
     assert a == b
-    assert (outs[0] / "requests.parquet").read_bytes() == (outs[1] / "requests.parquet").read_bytes()
+    first, second = ((o / "requests.parquet").read_bytes() for o in outs)
+    assert first == second
 
 
 def test_planner_block_adds_ticks_and_scaling_events(tmp_path, monkeypatch, capsys):
