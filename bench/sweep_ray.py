@@ -80,7 +80,7 @@ def real(executor: Executor, config: str, windows: int) -> dict[str, float]:
     from plansim.commands.retune_windows import load_window_plans
     from plansim.retune.batch import score_windows
 
-    plans = load_window_plans(config, first=0, last=windows - 1)
+    _, plans = load_window_plans(config, first=0, last=windows - 1)
     started = time.perf_counter()
     results = score_windows(plans, executor)
     wall_s = time.perf_counter() - started

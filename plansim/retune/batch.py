@@ -24,12 +24,54 @@ from typing import Any
 
 import numpy as np
 
+from plansim.errors import InputError
+from plansim.planner_core.observations import WorkerCounts
 from plansim.retune import scoring
 from plansim.retune.executor import Executor
 from plansim.retune.sweep import SweepPlan, SweepReport, run_sweep
 
 # How often the waiting thread wakes up so that Ctrl-C is seen promptly (s).
 _WAKE_S = 0.2
+
+
+def window_plans(run: Any, workload: Any, windows: Iterable[int]) -> list[SweepPlan]:
+    """The sweep plans of ``windows`` of a retune run (``retune.runner.RetuneRun``): each from
+    the startup point, with the deployment's starting worker counts and the config's
+    ``timeout_seconds``, as ``retune.runner.score_window`` sweeps one window."""
+    from plansim.retune.runner import build_controller
+
+    controller = build_controller(run, workload)
+    try:
+        controller.initial_tick(0.0)
+        counts = starting_counts(run.deployment)
+        return [controller.build_plan(k, counts) for k in windows]
+    finally:
+        controller.close()
+
+
+def starting_counts(deployment: Any) -> WorkerCounts:
+    """The deployment's starting workers, all ready (no outer replay has scaled anything)."""
+    if deployment.mode == "agg":
+        return WorkerCounts(ready_prefill=0, ready_decode=deployment.num_workers)
+    return WorkerCounts(
+        ready_prefill=deployment.num_prefill_workers, ready_decode=deployment.num_decode_workers
+    )
+
+
+def make_executor(backend: str, max_parallel: int, ray_address: str | None = None) -> Executor:
+    """The executor of ``--backend spawn|ray``; ``InputError`` for a bad combination or a
+    missing Ray (one line saying how to install it)."""
+    if backend == "ray":
+        from plansim.retune.ray_executor import RayExecutor
+
+        return RayExecutor(max_parallel, address=ray_address)
+    if backend != "spawn":
+        raise InputError(f"unknown backend {backend!r} (spawn or ray)", field="--backend")
+    if ray_address is not None:
+        raise InputError("only with --backend ray", field="--ray-address")
+    from plansim.retune.pool import SpawnPool
+
+    return SpawnPool(max_parallel)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,171 @@
+"""`plansim retune windows`: score the candidates of many windows at once (a day of traffic).
+
+``plansim retune windows config.yaml [--from K] [--to K2] [--backend spawn|ray]
+[--ray-address A] [--out DIR]`` sweeps windows K..K2 (default: every window of the trace) from
+the startup point, prints each window's ranked table (in window order) and an overall summary,
+and writes ``windows/<k>.json``, ``summary.json`` and ``inputs.json`` into the output folder.
+
+Printing lives here; the work is in ``plansim.retune.batch``.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from plansim.errors import InputError
+
+
+class Backend(str, Enum):
+    spawn = "spawn"
+    ray = "ray"
+
+
+def load_window_plans(
+    config: str | Path, *, first: int, last: int | None
+) -> tuple[Any, list[Any]]:
+    """The retune run of ``config`` and the sweep plans of its windows ``first..last``
+    (default: the trace's last complete window)."""
+    from plansim.retune.batch import window_plans
+    from plansim.retune.runner import count_windows, load_retune_run, load_run_workload
+
+    run = load_retune_run(config)
+    workload = load_run_workload(run)
+    if last is None:
+        last = count_windows(run, workload) - 1
+        if last < first:
+            raise InputError(
+                f"the trace has {last + 1} complete window(s); --from {first} is past the last",
+                source=str(config), field="--from",
+            )
+    elif last < first:
+        raise InputError(f"--to {last} is before --from {first}", field="--to")
+    return run, window_plans(run, workload, range(first, last + 1))
+
+
+def windows(
+    config: Annotated[Path, typer.Argument(help="Retune run file (YAML/JSON): trace, deployment, "
+                                                 "planner with its retune block.",
+                                           show_default=False)],
+    first: Annotated[int, typer.Option("--from", min=0, help="First window index.")] = 0,
+    last: Annotated[int | None, typer.Option(
+        "--to", min=0, help="Last window index (default: the trace's last complete window).",
+        show_default=False)] = None,
+    backend: Annotated[Backend, typer.Option(
+        help="Where candidate replays run: a spawn pool on this machine, or Ray.")] = Backend.spawn,
+    ray_address: Annotated[str | None, typer.Option(
+        "--ray-address", help="Ray cluster to connect to (default with --backend ray: start a "
+                              "local instance with retune.max_parallel CPUs).",
+        show_default=False)] = None,
+    out: Annotated[Path | None, typer.Option(
+        help="Output folder (default: a new plansim-out/retune-windows-<time>).",
+        show_default=False)] = None,
+    top: Annotated[int, typer.Option(
+        min=0, help="Candidates printed per window, best first (0: all; the files have all).")] = 5,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Score the candidates of many windows at once, every (window, candidate) replay an
+    independent task; print one ranked table per window and a summary over the windows."""
+    from plansim.commands.retune import WindowBar, ranked_table
+    from plansim.io import atomic_write_json
+    from plansim.retune.batch import make_executor, score_windows, summarize, window_record
+
+    if ray_address is not None and backend is not Backend.ray:
+        raise InputError("only with --backend ray", field="--ray-address")
+    run, plans = load_window_plans(config, first=first, last=last)
+    cfg = run.planner_config.retune_config()
+    out_dir = out if out is not None else Path("plansim-out") / datetime.now().strftime(
+        "retune-windows-%Y%m%d-%H%M%S")
+    bar = WindowBar(len(plans)) if (not quiet and sys.stderr.isatty()) else None
+    printer = _InOrder([plan.window.index for plan in plans], bar, cfg, top, ranked_table)
+
+    executor = make_executor(backend.value, cfg.max_parallel, ray_address)
+    try:
+        results = score_windows(plans, executor, on_window=printer.add)
+    finally:
+        executor.close()
+        if bar is not None:
+            bar.close()
+
+    summary = summarize(results)
+    for line in summary_lines(summary):
+        typer.echo(line)
+    for result in results:
+        atomic_write_json(out_dir / "windows" / f"{result.index}.json", window_record(result))
+    atomic_write_json(out_dir / "summary.json", summary)
+    atomic_write_json(out_dir / "inputs.json", {
+        "command": "plansim retune windows",
+        "config": str(config),
+        "windows": [plans[0].window.index, plans[-1].window.index] if plans else [],
+        "backend": backend.value,
+        "ray_address": ray_address,
+        "max_parallel": executor.max_parallel,
+        "objective": cfg.objective,
+        "seed": cfg.seed,
+    })
+    typer.echo(f"output        {out_dir}")
+
+
+class _InOrder:
+    """Prints each window's ranked table as soon as every earlier window has been printed, so
+    the output is in window order whatever order the windows finish in."""
+
+    def __init__(self, indices: list[int], bar: Any, cfg: Any, top: int, table: Any) -> None:
+        self._order = indices
+        self._next = 0
+        self._waiting: dict[int, Any] = {}
+        self._bar, self._cfg, self._top, self._table = bar, cfg, top, table
+
+    def add(self, result: Any) -> None:
+        self._waiting[result.index] = result
+        if self._bar is not None:
+            self._bar.clear()
+        while self._next < len(self._order) and self._order[self._next] in self._waiting:
+            ready = self._waiting.pop(self._order[self._next])
+            for line in self._lines(ready):
+                typer.echo(line)
+            self._next += 1
+        if self._bar is not None:
+            self._bar.step()
+
+    def _lines(self, result: Any) -> list[str]:
+        lines = self._table(result.report, self._cfg, result.index)
+        # Header lines, then the "rank" header and one line per candidate, then the decision.
+        header_at = next(
+            (i for i, line in enumerate(lines) if line.lstrip().startswith("rank")), None
+        )
+        if header_at is None:
+            return [*lines, ""]
+        rows = lines[header_at + 1:-1]
+        if self._top and len(rows) > self._top:
+            rows = rows[: self._top] + [f"      ... {len(rows) - self._top} more"]
+        return lines[: header_at + 1] + rows + lines[-1:] + [""]
+
+
+def summary_lines(summary: dict[str, Any]) -> list[str]:
+    """The summary over windows: outcomes, then per candidate its wins and score distribution."""
+    outcomes = ", ".join(f"{n} {k}" for k, n in summary["outcomes"].items()) or "none"
+    lines = [
+        f"summary: {summary['windows']} windows ({outcomes}); objective {summary['objective']}",
+        f"{'wins':>5} {'share':>6} {'failed':>6} {'mean':>10} {'p25':>10} {'median':>10} "
+        f"{'p75':>10} {'min':>10} {'max':>10}  candidate",
+    ]
+    ordered = sorted(summary["candidates"], key=lambda c: -c["wins"])
+    for cand in ordered:
+        dist = cand["score"]
+        share = "-" if cand["win_share"] is None else f"{cand['win_share'] * 100:.0f}%"
+        cells = " ".join(f"{_num(dist[k]):>10}" for k in ("mean", "p25", "median", "p75", "min",
+                                                          "max"))
+        tag = " (current)" if cand["is_current"] else ""
+        lines.append(f"{cand['wins']:>5} {share:>6} {cand['failed']:>6} {cells}  "
+                     f"{cand['label']}{tag}")
+    return lines
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
