@@ -108,3 +108,21 @@ def describe_error(exc: BaseException) -> str:
     """One line naming the error type and message (what a decision record keeps)."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+class InProcessExecutor:
+    """An ``Executor`` that runs every task in the calling process, one after the other (the
+    serial baseline of ``bench/sweep.py``; no timeout, no isolation)."""
+
+    max_parallel = 1
+
+    def run(
+        self, tasks: Sequence[Task], context: TaskContext, timeout_s: float | None = None
+    ) -> BatchOutcome:
+        return run_serially(tasks, context)
+
+    def cancel(self) -> None:
+        """Nothing to stop between tasks: a serial batch runs to its end."""
+
+    def close(self) -> None:
+        """No workers to kill."""

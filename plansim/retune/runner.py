@@ -137,14 +137,14 @@ def run_retune(
 ) -> Any:
     """Replay the run's trace with the planner and retune in the loop; returns the
     ``ReplayResult`` (``retune_events``: the decision records, a list)."""
-    from plansim.retune.tasks import build_planner_engine
-    from plansim.sim import replay
+    from plansim.planner_core import PlannerEngine
+    from plansim.sim.replay import replay
 
     workload = load_run_workload(run) if workload is None else workload
     controller = build_controller(run, workload, executor=executor, on_decision=on_decision)
     try:
-        planner = build_planner_engine(run.planner_config, run.deployment, (), None,
-                                       retune=controller)
+        planner = PlannerEngine.from_deployment(run.planner_config, run.deployment,
+                                                retune=controller)
         result = replay(workload, run.deployment, planner, progress=progress)
     finally:
         controller.close()

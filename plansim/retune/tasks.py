@@ -28,6 +28,9 @@ from plansim.retune.domains import Point
 from plansim.retune.executor import TaskContext
 
 Bucket = tuple[float, float, float]  # (num_req, avg_isl, avg_osl)
+HOST_DEPENDENT_KEYS = frozenset(
+    {"wall_time_ms", "processed_tokens_per_s", "processed_output_tokens_per_s"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,33 +260,31 @@ def replay_candidate_task(
 ) -> dict[str, Any]:
     """Replay the window for one candidate configuration; returns the replay summary."""
     del context
-    from plansim.sim import replay
+    from plansim.sim.replay import replay
 
     workload = load_window(window_path)
     deployment = candidate_deployment(spec, config)
     planner = None
     if spec.planner_config is not None:
-        planner = build_planner_engine(
+        planner = build_inner_planner(
             inner_planner_config(spec, config), deployment, inner_warmup,
             spec.throughput_interval_s,
         )
-    return dict(replay(workload, deployment, planner).summary)
+    summary = replay(workload, deployment, planner).summary
+    # Wall-clock figures depend on the host, not on the candidate: a result must not.
+    return {k: v for k, v in summary.items() if k not in HOST_DEPENDENT_KEYS}
 
 
-def build_planner_engine(
-    config: Any,
-    deployment: Any,
-    warmup: Sequence[Bucket],
-    interval_s: float | None,
-    *,
-    retune: Any = None,
+def build_inner_planner(
+    config: Any, deployment: Any, warmup: Sequence[Bucket], interval_s: float | None
 ) -> Any:
-    """A planner engine for ``deployment``; with throughput scaling its predictors are warmed
-    from ``warmup`` buckets of ``interval_s`` seconds (a candidate replay: the history ending at
-    the window start)."""
+    """The inner planner of a candidate replay: built like the outer one (the deployment's
+    capabilities, profiling data when the workers cannot self-benchmark), but with throughput
+    scaling its predictors are warmed from the history buckets ending at the window start."""
     from plansim.planner_core import PlannerEngine
+    from plansim.planner_core.files import read_profile_fpms
     from plansim.planner_core.observations import TrafficObservation
-    from plansim.sim.capabilities import worker_capabilities
+    from plansim.sim import worker_capabilities
 
     observations = None
     if interval_s is not None and warmup:
@@ -292,5 +293,6 @@ def build_planner_engine(
                                osl=o if n else None)
             for n, i, o in warmup
         ]
-    return PlannerEngine(config, worker_capabilities(deployment), warmup=observations,
-                         retune=retune)
+    capabilities = worker_capabilities(deployment)
+    profile = None if capabilities.benchmark_fpms else read_profile_fpms(config.profile_results_dir)
+    return PlannerEngine(config, capabilities, warmup=observations, profile_fpms=profile)
