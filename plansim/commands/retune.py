@@ -1,4 +1,5 @@
-"""`plansim retune` commands: ``sweep`` (replay with retune on) and ``window`` (score one window).
+"""`plansim retune` commands: ``sweep`` (replay with retune on), ``window`` (score one window)
+and ``windows`` (many windows at once, ``plansim.commands.retune_windows``).
 
 Printing lives here; the work is in ``plansim.retune.runner``.
 """
@@ -145,8 +146,10 @@ def window(
     no_timeout: Annotated[bool, typer.Option(
         "--no-timeout", help="Ignore retune.timeout_seconds.")] = False,
 ) -> None:
-    """Score one window's candidates (from the startup point, with the deployment's starting
-    worker counts) without the outer replay, and print them ranked."""
+    """Score one window's candidates without the outer replay; print them ranked.
+
+    The sweep starts from the startup point with the deployment's starting worker counts.
+    """
     from plansim.retune.runner import load_retune_run, load_run_workload, score_window
 
     run = load_retune_run(config)
@@ -195,3 +198,12 @@ def ranked_table(report: Any, cfg: Any, index: int) -> list[str]:
                  f"{_num(report.improvement_percentage, '{:+.1f}%')} "
                  f"(threshold {cfg.min_improvement_percentage:g}%)")
     return lines
+
+
+def _register_windows() -> None:
+    from plansim.commands.retune_windows import windows
+
+    app.command("windows")(windows)
+
+
+_register_windows()
