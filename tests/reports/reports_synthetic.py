@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from plansim.io import atomic_write_json, write_parquet_atomic
 
 XSS = "<script>alert(1)</script>"
 
@@ -225,3 +228,25 @@ def predictor_summary(predictors: tuple[str, ...] = ("constant", "kalman")) -> d
             for k, p in enumerate(predictors)
         ],
     }
+
+
+def write_replay_folder(folder: Path, *, planner: bool = False, retune: bool = False,
+                        model: str = "demo-model", trace: str = "trace.jsonl.gz", request_id: str = "req") -> None:
+    run_inputs = inputs(model=model, trace=trace)
+    if planner:
+        run_inputs["planner"] = {"report_interval_hours": 1.0, "ttft_ms": 500.0, "itl_ms": 40.0}
+    atomic_write_json(folder / "inputs.json", run_inputs)
+    atomic_write_json(folder / "summary.json", summary())
+    write_parquet_atomic(folder / "requests.parquet", requests_table(model_id=request_id))
+    write_parquet_atomic(folder / "timeseries.parquet", timeseries_table())
+    write_parquet_atomic(folder / "workers.parquet", workers_table())
+    if planner:
+        write_parquet_atomic(folder / "ticks.parquet", ticks_table())
+        atomic_write_json(folder / "scaling_events.json", scaling_events())
+    if retune:
+        atomic_write_json(folder / "retune_events.json", retune_events())
+
+
+def write_predict_folder(folder: Path, predictors: tuple[str, ...] = ("constant", "kalman")) -> None:
+    atomic_write_json(folder / "summary.json", predictor_summary(predictors))
+    write_parquet_atomic(folder / "predictions.parquet", predictions_table(predictors=predictors))

@@ -1,0 +1,70 @@
+"""render_dir: which reports an output folder gets, and bad folders as one-line user errors."""
+
+from __future__ import annotations
+
+import pytest
+from reports_synthetic import write_predict_folder, write_replay_folder
+
+from plansim.errors import InputError
+from plansim.io import atomic_write_bytes, atomic_write_json
+from plansim.reports import render_dir
+
+
+def test_a_replay_folder_gets_the_replay_report_only(tmp_path):
+    write_replay_folder(tmp_path)
+    assert [p.name for p in render_dir(tmp_path)] == ["report.html"]
+
+
+def test_planner_and_retune_tables_add_their_reports(tmp_path):
+    write_replay_folder(tmp_path, planner=True, retune=True)
+    written = {str(p.relative_to(tmp_path)) for p in render_dir(tmp_path)}
+    # ticks span 0..7170 s: with report_interval_hours 1, two periodic reports
+    assert written == {
+        "report.html", "planner_report.html", "planner_report.log.jsonl.gz", "retune_report.html",
+        "planner_reports/planner_report_001.html", "planner_reports/planner_report_001.log.jsonl.gz",
+        "planner_reports/planner_report_002.html", "planner_reports/planner_report_002.log.jsonl.gz",
+    }
+
+
+def test_a_predictor_folder_gets_the_predictor_report(tmp_path):
+    write_predict_folder(tmp_path)
+    assert [p.name for p in render_dir(tmp_path)] == ["predictor_report.html"]
+
+
+def test_rendering_twice_gives_identical_files(tmp_path):
+    write_replay_folder(tmp_path, planner=True, retune=True)
+    first = {p: p.read_bytes() for p in render_dir(tmp_path)}
+    second = {p: p.read_bytes() for p in render_dir(tmp_path)}
+    assert first == second
+
+
+def test_no_temporary_files_are_left(tmp_path):
+    write_replay_folder(tmp_path, planner=True)
+    render_dir(tmp_path)
+    assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_a_folder_with_nothing_to_render_is_a_user_error(tmp_path):
+    atomic_write_json(tmp_path / "summary.json", {})
+    with pytest.raises(InputError, match="nothing to render"):
+        render_dir(tmp_path)
+
+
+def test_a_missing_folder_is_a_user_error(tmp_path):
+    with pytest.raises(InputError, match="not a folder"):
+        render_dir(tmp_path / "absent")
+
+
+def test_a_damaged_table_names_the_file(tmp_path):
+    write_replay_folder(tmp_path)
+    atomic_write_bytes(tmp_path / "workers.parquet", b"not parquet")
+    with pytest.raises(InputError) as err:
+        render_dir(tmp_path)
+    assert str(err.value).startswith(f"{tmp_path / 'workers.parquet'}: not a readable Parquet table")
+
+
+def test_damaged_json_names_the_file(tmp_path):
+    write_replay_folder(tmp_path)
+    atomic_write_bytes(tmp_path / "inputs.json", b"{oops")
+    with pytest.raises(InputError, match="inputs.json: not valid JSON"):
+        render_dir(tmp_path)

@@ -1,0 +1,110 @@
+"""The planner diagnostics report: periods like the reference recorder, the 6 x 2 grid, the
+tick log sidecar."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pandas as pd
+import reports_synthetic as syn
+from reports_figures import figures, trace, values
+
+from plansim.reports import planner_report_periods, render_planner, tick_log_bytes, write_planner_reports
+from plansim.reports.planner import LOAD_COLOURS, TITLES
+
+
+def test_a_report_is_due_when_an_interval_has_passed_since_the_last():
+    at = np.array([0.0, 1800.0, 3600.0, 5400.0, 7200.0, 9000.0])
+    # due at 3600 (3600 - 0 >= 3600), then at 7200 (7200 - 3600); 9000 is flushed at the end
+    assert planner_report_periods(at, 3600.0) == [(0, 3), (3, 5), (5, 6)]
+
+
+def test_no_interval_gives_one_period_and_no_ticks_none():
+    assert planner_report_periods(np.array([0.0, 5.0]), 0.0) == [(0, 2)]
+    assert planner_report_periods(np.array([]), 3600.0) == []
+
+
+def test_periodic_reports_are_written_with_their_tick_logs(tmp_path):
+    ticks = syn.ticks_table(n=240, interval_s=30.0)  # 0 .. 7170 s
+    paths = write_planner_reports(ticks, tmp_path, 1.0)
+    names = sorted(p.name for p in paths)
+    assert names == [
+        "planner_report_001.html", "planner_report_001.log.jsonl.gz",
+        "planner_report_002.html", "planner_report_002.log.jsonl.gz",
+    ]
+    # period 1: ticks 0..3600 s (121 ticks); period 2: the remaining 119
+    lines = [gzip.decompress((tmp_path / f"planner_report_00{k}.log.jsonl.gz").read_bytes()).splitlines()
+             for k in (1, 2)]
+    assert [len(x) for x in lines] == [121, 119]
+    assert json.loads(lines[1][0])["at_s"] == 3630.0
+
+
+def test_recorder_off_writes_nothing(tmp_path):
+    assert write_planner_reports(syn.ticks_table(), tmp_path, 0.0) == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_tick_log_is_deterministic_and_nan_becomes_null():
+    ticks = pd.DataFrame({"at_s": [0.0, 5.0], "estimated_ttft_ms": [np.nan, 12.5], "reason": ["a", None]})
+    data = tick_log_bytes(ticks)
+    assert data == tick_log_bytes(ticks)
+    rows = [json.loads(line) for line in gzip.decompress(data).splitlines()]
+    assert rows == [{"at_s": 0.0, "estimated_ttft_ms": None, "reason": "a"},
+                    {"at_s": 5.0, "estimated_ttft_ms": 12.5, "reason": None}]
+
+
+def test_the_grid_has_the_reference_titles_and_sla_lines():
+    html = render_planner(syn.ticks_table(), sla={"ttft_ms": 500.0, "itl_ms": 40.0})
+    fig = figures(html)["planner_grid"]
+    titles = [a["text"] for a in fig["layout"]["annotations"]]
+    assert titles[:12] == list(TITLES)
+    assert list(values(trace(fig, "TTFT SLA 500 ms")["y"])) == [500.0, 500.0]
+    assert list(values(trace(fig, "ITL SLA 40 ms")["y"])) == [40.0, 40.0]
+
+
+def test_sla_targets_come_from_the_tick_columns_when_not_given():
+    ticks = syn.ticks_table().assign(ttft_sla_ms=700.0, itl_sla_ms=25.0)
+    fig = figures(render_planner(ticks))["planner_grid"]
+    trace(fig, "TTFT SLA 700 ms")
+    trace(fig, "ITL SLA 25 ms")
+
+
+def test_decisions_are_coloured_by_reason_on_per_component_tracks():
+    fig = figures(render_planner(syn.ticks_table()))["planner_grid"]
+    scale_up = [t for t in fig["data"] if t["name"] == "load: scale_up"]
+    assert {t["marker"]["color"] for t in scale_up} == {LOAD_COLOURS["scale_up"]}
+    # prefill track at y=2, decode at y=1
+    assert {float(values(t["y"])[0]) for t in scale_up} == {1.0, 2.0}
+
+
+def test_advisory_recommendations_are_drawn_over_replica_counts():
+    ticks = syn.ticks_table(n=4).assign(advisory=[False, True, False, True],
+                                        scale_to_decode=[np.nan, 7.0, np.nan, 2.0])
+    fig = figures(render_planner(ticks))["planner_grid"]
+    rec = trace(fig, "decode recommended")
+    assert list(values(rec["y"])) == [7.0, 2.0]
+    assert list(values(rec["x"])) == [30.0, 90.0]  # a 90 s run is drawn in seconds
+
+
+def test_engine_queues_give_one_line_per_engine():
+    queues = json.dumps([
+        {"worker_id": 0, "dp_rank": 0, "queued_prefill_tokens": 100, "queued_decode_kv_tokens": 0, "inflight_decode_kv_tokens": 0},
+        {"worker_id": 3, "dp_rank": 1, "queued_prefill_tokens": 0, "queued_decode_kv_tokens": 40, "inflight_decode_kv_tokens": 60},
+    ])
+    ticks = syn.ticks_table(n=3).assign(engine_queues=queues, max_kv_tokens=500.0)
+    fig = figures(render_planner(ticks))["planner_grid"]
+    assert list(values(trace(fig, "prefill 0:dp0")["y"])) == [100.0] * 3
+    assert list(values(trace(fig, "decode 3:dp1")["y"])) == [100.0] * 3  # queued 40 + inflight 60
+    names = [t["name"] for t in fig["data"]]
+    assert "prefill 3:dp1" not in names and "decode 0:dp0" not in names
+    trace(fig, "KV capacity per engine")
+
+
+def test_missing_columns_leave_no_data_notes():
+    fig = figures(render_planner(pd.DataFrame({"at_s": [0.0, 5.0], "ready_decode": [1, 2]})))["planner_grid"]
+    notes = [a["text"] for a in fig["layout"]["annotations"] if a["text"].startswith("no data")]
+    assert "no data: estimated_ttft_ms" in notes
+    assert "no data: load_decision_reason columns" in notes
+    assert len(notes) == 11  # every panel but the replica counts
