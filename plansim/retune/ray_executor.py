@@ -271,7 +271,7 @@ class _Batch:
     def _shared(self, arg: Any) -> Any:
         """The object-store reference for an argument that several tasks of the batch share
         (the same object); the argument itself otherwise."""
-        if isinstance(arg, _INLINE_TYPES):
+        if isinstance(arg, _INLINE_TYPES) or _is_empty(arg):
             return arg
         if id(arg) in self._shared_refs:
             return self._shared_refs[id(arg)][1]
@@ -311,6 +311,13 @@ class _Batch:
             atomic_write_bytes(target, data)
             with self._executor._lock:
                 self._executor._file_aliases[os.path.join(private_dir or "", name)] = target
+
+
+def _is_empty(arg: Any) -> bool:
+    try:
+        return len(arg) == 0
+    except TypeError:
+        return False
 
 
 def _ray_error_line(exc: BaseException) -> str:
