@@ -71,7 +71,7 @@ class RetuneConfig(BaseModel):
     @classmethod
     def _latency_non_negative(cls, value: float | str) -> float | str:
         if isinstance(value, float) and not value >= 0:
-            raise ValueError("must be >= 0 or 'measured'")
+            raise ValueError("decision_latency_seconds: must be >= 0 or 'measured'")
         return value
 
     @field_validator("router")
@@ -80,8 +80,8 @@ class RetuneConfig(BaseModel):
         for name in UNSEARCHABLE_ROUTER_KNOBS:
             if name in value:
                 raise ValueError(
-                    f"{name} cannot be searched: a router patch does not change how the "
-                    "startup router counts cached tokens"
+                    f"router.{name}: cannot be searched: a router patch does not change how "
+                    "the startup router counts cached tokens"
                 )
         return value
 
@@ -92,12 +92,13 @@ class RetuneConfig(BaseModel):
             object.__setattr__(self, "timeout_seconds", self.interval_seconds / 2)
         elif timeout > self.interval_seconds:
             raise ValueError(
-                f"timeout_seconds {timeout:g} exceeds interval_seconds {self.interval_seconds:g}"
+                f"timeout_seconds: {timeout:g} exceeds interval_seconds {self.interval_seconds:g}"
             )
         d = self.decision_latency_seconds
         if isinstance(d, float) and d > self.interval_seconds:
             raise ValueError(
-                f"decision_latency_seconds {d:g} exceeds interval_seconds {self.interval_seconds:g}"
+                f"decision_latency_seconds: {d:g} exceeds interval_seconds "
+                f"{self.interval_seconds:g}"
             )
         return self
 
@@ -171,11 +172,11 @@ def config_error_from(exc: ValidationError, *, source: str | None, prefix: str) 
     loc = ".".join(parts)
     field = f"{prefix}.{loc}" if loc else prefix
     message = err.get("msg", "invalid value").removeprefix("Value error, ")
-    if not loc:
-        # Cross-field rules name their field first ("timeout_seconds 500 exceeds ...").
-        first = message.split(" ", 1)[0]
-        if first in RetuneConfig.model_fields:
-            field = f"{prefix}.{first}"
-    if err.get("type") == "extra_forbidden":
-        message = "unknown field"
+    # Validators name their field first, "field: message" (the planner config's convention).
+    head, sep, rest = message.partition(": ")
+    if sep and " " not in head:
+        message = rest
+        if not field.endswith(f".{head}"):
+            top = head.split(".", 1)[0]
+            field = f"{prefix}.{head}" if top in RetuneConfig.model_fields else f"{field}.{head}"
     return ConfigError(message, source=source, field=field)

@@ -1,0 +1,113 @@
+"""Sweep efficiency: one window with 16 distinct candidates, serial vs the spawn pool.
+
+    python bench/sweep.py [--trace FILE] [--interval 300] [--workers 2]
+
+Prints the wall time of the same sweep run serially in this process (``InProcessExecutor``) and
+on a ``SpawnPool`` of ``--workers`` processes (cold: workers started by the sweep; warm: workers
+already running), the speedup, and the pool's per-task overhead (dispatch, pipe, result) measured
+on trivial tasks and on tasks that return a replay-summary-sized dict. Targets (issue 5):
+speedup >= 1.7x with 2 workers on 2 cores, overhead < 50 ms per task.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_TRACE = ROOT.parent / "shared" / "traces" / "mooncake_synthetic.dynamo.jsonl.gz"
+
+
+def echo_task(context, payload):
+    """A trivial task: the pool's own cost is all there is."""
+    return payload
+
+
+def make_run(trace: Path, interval_s: float):
+    from plansim.planner_core.config import parse_planner_config
+    from plansim.retune.runner import RetuneRun
+    from plansim.sim.deployment import load_deployment
+
+    deployment = load_deployment(ROOT / "examples" / "deploy.yaml")
+    planner_raw = {
+        "mode": "agg",
+        "enable_load_scaling": False,
+        "enable_throughput_scaling": False,
+        "retune": {
+            "interval_seconds": interval_s,
+            "grace_seconds": 10,
+            "max_candidates": 16,
+            "timeout_seconds": interval_s,
+            "router": {
+                "overlap_score_weight": {"choices": [0.0, 0.5, 1.0, 2.0]},
+                "router_temperature": {"choices": [0.0, 0.1, 0.5, 1.0]},
+            },
+        },
+    }
+    return RetuneRun(
+        source="bench", trace_paths=(str(trace),), trace_format="auto", trace_block_size=None,
+        deployment=deployment, planner_config=parse_planner_config(planner_raw),
+        planner_raw=planner_raw,
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
+    parser.add_argument("--interval", type=float, default=300.0, help="window length T (s)")
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+
+    from plansim.planner_core.observations import WorkerCounts
+    from plansim.retune.executor import InProcessExecutor, Task, TaskContext
+    from plansim.retune.pool import SpawnPool
+    from plansim.retune.runner import build_controller, load_run_workload
+    from plansim.retune.sweep import run_sweep
+
+    run = make_run(args.trace, args.interval)
+    workload = load_run_workload(run)
+    controller = build_controller(run, workload)
+    controller.initial_tick(0.0)
+    plan = controller.build_plan(0, WorkerCounts(0, run.deployment.num_workers))
+    print(f"trace {args.trace.name}: window 0 = [0, {args.interval:g}) s, "
+          f"{len(plan.grid)} grid points, cpus {os.cpu_count()}")
+
+    start = time.perf_counter()
+    serial = run_sweep(plan, InProcessExecutor())
+    serial_s = time.perf_counter() - start
+    print(f"window requests {serial.window_requests}, candidates {len(serial.candidates)}, "
+          f"distinct replays {serial.replays}, outcome {serial.outcome}")
+    print(f"serial (in process)        {serial_s:7.2f} s")
+
+    with SpawnPool(args.workers) as pool:
+        start = time.perf_counter()
+        cold = run_sweep(plan, pool)
+        cold_s = time.perf_counter() - start
+        start = time.perf_counter()
+        warm = run_sweep(plan, pool)
+        warm_s = time.perf_counter() - start
+        with tempfile.TemporaryDirectory() as tmp:
+            ctx = TaskContext(tmp)
+            small = pool.run([Task(f"e{i}", echo_task, (i,)) for i in range(200)], ctx)
+            summary = {f"key_{i}": float(i) for i in range(80)}
+            sized = pool.run([Task(f"s{i}", echo_task, (summary,)) for i in range(200)], ctx)
+    same = [c.score for c in serial.candidates] == [c.score for c in cold.candidates] == [
+        c.score for c in warm.candidates]
+    print(f"spawn pool x{args.workers} (cold)     {cold_s:7.2f} s   speedup {serial_s / cold_s:4.2f}x")
+    print(f"spawn pool x{args.workers} (warm)     {warm_s:7.2f} s   speedup {serial_s / warm_s:4.2f}x")
+    print(f"per-task overhead, trivial task     {small.stats['overhead_s_mean'] * 1000:6.2f} ms")
+    print(f"per-task overhead, 80-key result    {sized.stats['overhead_s_mean'] * 1000:6.2f} ms")
+    print(f"scores identical serial vs pool: {same}")
+    print(f"sweep: speedup {serial_s / warm_s:.2f}x warm, {serial_s / cold_s:.2f}x cold "
+          f"(target >= 1.7x), overhead "
+          f"{max(small.stats['overhead_s_mean'], sized.stats['overhead_s_mean']) * 1000:.2f} ms "
+          f"(target < 50 ms)")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
