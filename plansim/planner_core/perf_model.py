@@ -80,13 +80,15 @@ class FpmSampleStore:
 
 
 class _MovingAverage:
-    """Mean of the last ``window`` values, skipping leading zeros."""
+    """Mean of the last ``window`` values; with ``skip_leading_zeros`` zeros are dropped until the
+    first non-zero value."""
 
-    def __init__(self, window: int) -> None:
+    def __init__(self, window: int, *, skip_leading_zeros: bool = True) -> None:
         self._values: deque[float] = deque(maxlen=window)
+        self._skip = skip_leading_zeros
 
     def add(self, value: float) -> None:
-        if not self._values and value == 0:
+        if self._skip and not self._values and value == 0:
             return
         self._values.append(float(value))
 
@@ -167,7 +169,10 @@ class EnginePerfModel:
         self.avg_num_prefill = _MovingAverage(max_samples)
         self.avg_decode_len = _MovingAverage(max_samples)  # decode KV per decode request
         self.avg_num_decode = _MovingAverage(max_samples)
-        self.avg_prefill_tokens = _MovingAverage(max_samples)  # scheduled per pass (agg)
+        # Scheduled prefill tokens per busy pass (agg's prefill/decode mix). Zeros are real
+        # decode-only passes here, so they count from the start: skipping them would make the
+        # first prefill pass after a decode-only stretch look like the average.
+        self.avg_prefill_tokens = _MovingAverage(max_samples, skip_leading_zeros=False)
         self.max_observed_kv = 0
 
     # -- training --------------------------------------------------------------------------
@@ -188,7 +193,8 @@ class EnginePerfModel:
         if fpm.num_decode_requests > 0:
             self.avg_decode_len.add(fpm.sum_decode_kv_tokens / fpm.num_decode_requests)
         self.avg_num_decode.add(fpm.num_decode_requests)
-        self.avg_prefill_tokens.add(fpm.sum_prefill_tokens)
+        if fpm.wall_time_s > 0:
+            self.avg_prefill_tokens.add(fpm.sum_prefill_tokens)
         self.max_observed_kv = max(self.max_observed_kv, fpm.sum_decode_kv_tokens)
 
     def _features(self, prefill_tokens: float, decode_kv: float) -> tuple[float, ...]:

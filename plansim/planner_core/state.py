@@ -96,16 +96,22 @@ class PlannerScalingState:
 
     # -- inventory -------------------------------------------------------------------------
     def observe_workers(self, counts: WorkerCounts, expected: Pair | None) -> None:
-        """Record ready counts; a role is in progress while workers start, the host flags it, or
-        the counts the planner last asked for are not ready yet."""
+        """Record ready counts; a role is in progress while workers start or drain, the host
+        flags it, or the counts the planner last asked for are not ready yet. (Draining counts:
+        until a removed worker's requests finish, the survivors' FPMs do not yet show the load
+        they inherit, so a second scale-down would be decided on stale load.)"""
         self.ready_prefill, self.ready_decode = counts.ready_prefill, counts.ready_decode
         exp_p, exp_d = expected if expected is not None else (self.ready_prefill, self.ready_decode)
         self.expected_prefill, self.expected_decode = exp_p, exp_d
         self.prefill_in_progress = (
-            counts.starting_prefill > 0 or counts.prefill_in_progress or exp_p != self.ready_prefill
+            counts.starting_prefill > 0
+            or counts.draining_prefill > 0
+            or counts.prefill_in_progress or exp_p != self.ready_prefill
         )
         self.decode_in_progress = (
-            counts.starting_decode > 0 or counts.decode_in_progress or exp_d != self.ready_decode
+            counts.starting_decode > 0
+            or counts.draining_decode > 0
+            or counts.decode_in_progress or exp_d != self.ready_decode
         )
 
     def ready(self, role: str) -> int:

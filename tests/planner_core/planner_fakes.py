@@ -102,3 +102,37 @@ class FakeRetune:
     def on_tick(self, now_s, worker_counts):
         self.calls.append(("tick", now_s, worker_counts.ready_decode))
         return {"decode": {"overlap_score_weight": 2.0}}, ({"outcome": "no_improvement", "at_s": now_s},)
+
+
+def poisson_workload(rates_rps, segment_s, *, isl=3000, osl=300, seed=0):
+    """A Workload with Poisson arrivals at ``rates_rps[k]`` during segment k (no shared prefixes)."""
+    import numpy as np
+
+    from plansim.traces.workload import Workload
+
+    rng = np.random.default_rng(seed)
+    parts = [np.sort(rng.uniform(k * segment_s, (k + 1) * segment_s, rng.poisson(r * segment_s)))
+             for k, r in enumerate(rates_rps)]
+    arrival_ms = np.concatenate(parts) * 1000.0
+    n = len(arrival_ms)
+    isl_a = np.maximum(1, rng.lognormal(np.log(isl), 0.3, n)).astype(np.int64)
+    osl_a = np.maximum(1, rng.lognormal(np.log(osl), 0.3, n)).astype(np.int64)
+    blocks = -(-isl_a // 512)
+    offsets = np.concatenate([[0], np.cumsum(blocks)]).astype(np.int64)
+    return Workload(arrival_ms=arrival_ms, isl_tokens=isl_a, osl_tokens=osl_a,
+                    request_id=np.array([str(i) for i in range(n)], dtype=object),
+                    hash_offsets=offsets, hash_ids=np.arange(offsets[-1], dtype=np.int64), trace_block_size=512)
+
+
+def capabilities_for(deployment):
+    """WorkerCapabilities from a sim Deployment (no self-benchmark: the planner learns live)."""
+    from plansim.planner_core.observations import RoleCapabilities, WorkerCapabilities
+
+    def caps(args):
+        return RoleCapabilities(num_gpu=args.gpus_per_worker, max_num_batched_tokens=args.max_num_batched_tokens,
+                                max_num_seqs=args.max_num_seqs, max_kv_tokens=args.total_kv_tokens * args.dp_size,
+                                context_length=args.max_model_len)
+
+    if deployment.mode == "agg":
+        return WorkerCapabilities(mode="agg", decode=caps(deployment.engine))
+    return WorkerCapabilities(mode="disagg", decode=caps(deployment.decode_args), prefill=caps(deployment.prefill_args))
