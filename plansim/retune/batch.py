@@ -27,7 +27,7 @@ import numpy as np
 from plansim.errors import InputError
 from plansim.planner_core.observations import WorkerCounts
 from plansim.retune import scoring
-from plansim.retune.executor import Executor
+from plansim.retune.executor import BatchOutcome, Executor, Task, TaskContext
 from plansim.retune.sweep import SweepPlan, SweepReport, run_sweep
 
 # How often the waiting thread wakes up so that Ctrl-C is seen promptly (s).
@@ -101,15 +101,11 @@ def score_windows(
     plans = list(plans)
     lanes = windows_in_flight(executor, plans)
     results: dict[int, WindowResult] = {}
-    stop = threading.Event()
+    stoppable = _Stoppable(executor)
 
     def sweep(position: int) -> tuple[int, WindowResult]:
         plan = plans[position]
-        if stop.is_set():
-            report = SweepReport(outcome="timeout", reason="cancelled")
-        else:
-            report = run_sweep(plan, executor, sweep_root=sweep_root)
-        return position, WindowResult(plan, report)
+        return position, WindowResult(plan, run_sweep(plan, stoppable, sweep_root=sweep_root))
 
     pool = ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="plansim-window")
     pending: set[Future[tuple[int, WindowResult]]] = {
@@ -124,12 +120,44 @@ def score_windows(
                 if on_window is not None:
                     on_window(result)
     except BaseException:
-        stop.set()
-        executor.cancel()
-        pool.shutdown(wait=True, cancel_futures=True)
+        stoppable.stop()
+        for future in pending:
+            future.cancel()
+        while not all(future.done() for future in pending):
+            wait(pending, timeout=_WAKE_S)
+            # A batch may have started just before the stop: cancel it too.
+            stoppable.cancel()
+        pool.shutdown(wait=True)
         raise
     pool.shutdown(wait=True)
     return [results[i] for i in range(len(plans))]
+
+
+class _Stoppable:
+    """The executor as the window sweeps see it, with a stop for Ctrl-C: ``stop()`` cancels
+    the running batches, and every later batch comes back cancelled without running, so a sweep
+    between two batches cannot start new tasks."""
+
+    def __init__(self, executor: Executor) -> None:
+        self._executor = executor
+        self._stopped = threading.Event()
+        self.max_parallel = executor.max_parallel
+
+    def run(self, tasks: Sequence[Task], context: TaskContext, timeout_s: float | None = None
+            ) -> BatchOutcome:
+        if self._stopped.is_set():
+            return BatchOutcome((), cancelled=True)
+        return self._executor.run(tasks, context, timeout_s)
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._executor.cancel()
+
+    def cancel(self) -> None:
+        self._executor.cancel()
+
+    def close(self) -> None:
+        self._executor.close()
 
 
 def windows_in_flight(executor: Executor, plans: Sequence[SweepPlan]) -> int:
