@@ -37,6 +37,7 @@ def test_prophet_tracks_a_ramp_and_is_silent(caplog, capfd):
     assert not [r for r in caplog.records if r.name.startswith(("cmdstanpy", "prophet"))]
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
 def test_trend_shortcut_equals_prophet_predict():
     import pandas as pd
     from prophet import Prophet
