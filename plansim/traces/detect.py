@@ -33,7 +33,7 @@ def detect_format(path: Path) -> str:
         try:
             rec = orjson.loads(first)
         except orjson.JSONDecodeError as exc:
-            raise TraceError(f"not JSON: {exc}", source=str(path), line=line_no) from None
+            raise TraceError(f"not JSON: {exc.msg} at column {exc.colno}", source=str(path), line=line_no) from None
         if isinstance(rec, dict):
             inner = rec.get("event")
             if "schema" in rec or (isinstance(inner, dict) and "schema" in inner):

@@ -18,10 +18,13 @@ from pathlib import Path
 
 import numpy as np
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
 
 from plansim.errors import TraceError
 from plansim.traces.columns import TraceColumns
-from plansim.traces.sources import line_batches
+from plansim.traces.sources import prefetch, text_chunks
 
 SCHEMA = "dynamo.request.trace.v1"
 REQUEST_END = "request_end"
@@ -29,10 +32,40 @@ SKIPPED_EVENT_TYPES = frozenset(
     {"tool_start", "tool_end", "tool_error", "request_payload", "router_selection"}
 )
 _U64_MAX = (1 << 64) - 1
+_I64_MAX = (1 << 63) - 1
 
-
-class _Anomaly(Exception):
-    """The fast path saw something unusual; re-read the batch with the per-row validator."""
+# The fields replay reads, typed as the format defines them; pyarrow rejects a row whose value
+# has another JSON type, which sends the block to the per-row validator. Other fields are ignored.
+_REPLAY = pa.struct(
+    [
+        ("trace_block_size", pa.int64()),
+        ("input_length", pa.int64()),
+        ("input_sequence_hashes", pa.list_(pa.uint64())),
+    ]
+)
+_REQUEST = pa.struct(
+    [
+        ("request_id", pa.string()),
+        ("request_received_ms", pa.float64()),
+        ("output_tokens", pa.int64()),
+        ("ttft_ms", pa.float64()),
+        ("total_time_ms", pa.float64()),
+        ("replay", _REPLAY),
+    ]
+)
+_RECORD = [
+    ("schema", pa.string()),
+    ("event_type", pa.string()),
+    ("event_time_unix_ms", pa.float64()),
+    ("agent_context", pa.struct([("session_id", pa.string())])),
+    ("request", _REQUEST),
+]
+# One schema per row form: a bare record, or the writer's {"timestamp", "event"} envelope.
+_PARSE_BARE = pj.ParseOptions(explicit_schema=pa.schema(_RECORD), unexpected_field_behavior="ignore")
+_PARSE_ENVELOPE = pj.ParseOptions(
+    explicit_schema=pa.schema([("event", pa.struct(_RECORD))]), unexpected_field_behavior="ignore"
+)
+_READ = pj.ReadOptions(block_size=1 << 20)
 
 
 @dataclass(slots=True)
@@ -52,6 +85,26 @@ class _Lists:
     skipped: dict[str, int] = field(default_factory=dict)
 
 
+class _GrowingU64:
+    """A uint64 buffer that grows in place (realloc), so collecting hashes never copies them all."""
+
+    def __init__(self) -> None:
+        self._buf = np.empty(1 << 20, dtype=np.uint64)
+        self._n = 0
+
+    def extend(self, values: np.ndarray) -> None:
+        need = self._n + values.size
+        if need > self._buf.size:
+            self._buf.resize(max(need, 2 * self._buf.size), refcheck=False)
+        self._buf[self._n : need] = values
+        self._n = need
+
+    def array(self) -> np.ndarray:
+        self._buf.resize(self._n, refcheck=False)
+        buf, self._buf = self._buf, np.empty(0, dtype=np.uint64)
+        return buf
+
+
 @dataclass(slots=True)
 class _Batch:
     line: np.ndarray
@@ -61,7 +114,7 @@ class _Batch:
     block_size: np.ndarray
     input_length: np.ndarray
     counts: np.ndarray
-    hashes: np.ndarray
+    hashes: np.ndarray | None
     ttft: np.ndarray
     total: np.ndarray
     event_time: np.ndarray
@@ -83,27 +136,18 @@ def read_dynamo(
     trace's block size.
     """
     source = str(path)
+    hashes = _GrowingU64()
     batches: list[_Batch] = []
     skipped: dict[str, int] = {}
     block_size = trace_block_size
     block_size_line: int | None = None
     any_row = False
-    for first_line, lines in line_batches(path):
-        try:
-            records = [orjson.loads(ln) if ln else None for ln in lines]
-        except orjson.JSONDecodeError:
-            records = _parse_each(lines, source, first_line)
+    for first_line, block in prefetch(text_chunks(path)):
         if not any_row:
-            any_row = any(r is not None for r in records)
-        try:
-            lists = _fast_extract(records)
-            batch = _to_batch(lists, first_line, strict)
-        except _Anomaly:
-            lists = _slow_extract(records, source, first_line, strict, block_size)
-            try:
-                batch = _to_batch(lists, first_line, strict)
-            except _Anomaly:
-                raise TraceError("rows could not be validated", source=source) from None
+            any_row = bool(block.strip())
+        batch = _arrow_batch(block, first_line, strict)
+        if batch is None:
+            batch = _checked_batch(block, source, first_line, strict, block_size)
         if batch.block_size.size:
             if block_size is None:
                 block_size = int(batch.block_size[0])
@@ -125,10 +169,122 @@ def read_dynamo(
                 )
         for k, v in batch.skipped.items():
             skipped[k] = skipped.get(k, 0) + v
+        hashes.extend(batch.hashes)
+        batch.hashes = None
         batches.append(batch)
     if not any_row:
         raise TraceError("empty file", source=source)
-    return _columns(source, batches, block_size, skipped)
+    return _columns(source, batches, hashes.array(), block_size, skipped)
+
+
+def _checked_batch(
+    block: bytes, source: str, first_line: int, strict: bool, block_size: int | None
+) -> _Batch:
+    """The per-row path: exact line and field for the first bad row of the block."""
+    lines = block.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    records = _parse_each(lines, source, first_line)
+    return _lists_to_batch(_slow_extract(records, source, first_line, strict, block_size), first_line)
+
+
+def _arrow_batch(block: bytes, first_line: int, strict: bool) -> _Batch | None:
+    """Parse a block of well-formed rows with pyarrow; ``None`` when anything is unusual."""
+    n_lines = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
+    # pyarrow skips blank lines and splits "}{": then rows no longer map to lines.
+    if b"}{" in block:
+        return None
+    # The first row says which form the block uses; a block mixing forms fails the null checks
+    # below and goes to the per-row path.
+    try:
+        first = orjson.loads(block[: block.find(b"\n")] if n_lines > 1 else block)
+    except orjson.JSONDecodeError:
+        return None
+    envelope = isinstance(first, dict) and isinstance(first.get("event"), dict)
+    try:
+        table = pj.read_json(
+            pa.BufferReader(block),
+            read_options=_READ,
+            parse_options=_PARSE_ENVELOPE if envelope else _PARSE_BARE,
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if table.num_rows != n_lines:
+        return None
+    table = table.combine_chunks()
+    if envelope:
+        row = table.column("event").chunk(0)
+        if row.null_count:
+            return None
+    else:
+        row = pa.StructArray.from_arrays(
+            [table.column(name).chunk(0) for name, _ in _RECORD], names=[n for n, _ in _RECORD]
+        )
+    schema = pc.struct_field(row, "schema")
+    if schema.null_count or not pc.all(pc.equal(schema, SCHEMA)).as_py():
+        return None
+    event_type = pc.struct_field(row, "event_type")
+    if event_type.null_count:
+        return None
+    is_end = pc.equal(event_type, REQUEST_END)
+    skipped: dict[str, int] = {}
+    n_end = pc.sum(is_end).as_py() or 0
+    if n_end != len(row):
+        for item in pc.value_counts(event_type.filter(pc.invert(is_end))).to_pylist():
+            if item["values"] not in SKIPPED_EVENT_TYPES:
+                return None
+            skipped[item["values"]] = item["counts"]
+        row = row.filter(is_end)
+    index = np.flatnonzero(is_end.to_numpy(zero_copy_only=False))
+    req = pc.struct_field(row, "request")
+    rp = pc.struct_field(req, "replay")
+    rid = pc.struct_field(req, "request_id")
+    bsz = pc.struct_field(rp, "trace_block_size")
+    isl = pc.struct_field(rp, "input_length")
+    hs = pc.struct_field(rp, "input_sequence_hashes")
+    received = pc.struct_field(req, "request_received_ms")
+    osl = pc.struct_field(req, "output_tokens")
+    if req.null_count or rp.null_count or rid.null_count or bsz.null_count or isl.null_count:
+        return None
+    if hs.null_count or (strict and (received.null_count or osl.null_count)):
+        return None
+    flat = pc.list_flatten(hs)
+    if flat.null_count:
+        return None
+    batch = _Batch(
+        line=first_line + index,
+        request_id=rid.to_numpy(zero_copy_only=False),
+        received=_float_column(received),
+        output_tokens=pc.fill_null(osl, -1).to_numpy(),
+        block_size=bsz.to_numpy(),
+        input_length=isl.to_numpy(),
+        counts=pc.list_value_length(hs).to_numpy().astype(np.int64),
+        hashes=flat.to_numpy(),
+        ttft=_float_column(pc.struct_field(req, "ttft_ms")),
+        total=_float_column(pc.struct_field(req, "total_time_ms")),
+        event_time=_float_column(pc.struct_field(row, "event_time_unix_ms")),
+        agent=pc.is_valid(pc.struct_field(row, "agent_context")).to_numpy(zero_copy_only=False),
+        skipped=skipped,
+    )
+    return batch if _values_ok(batch, strict) else None
+
+
+def _float_column(arr: pa.Array) -> np.ndarray:
+    return pc.fill_null(arr, float("nan")).to_numpy().astype(np.float64, copy=False)
+
+
+def _values_ok(b: _Batch, strict: bool) -> bool:
+    """The value rules both paths share (types were checked by the parser)."""
+    if np.any(b.input_length < 0) or np.any(b.block_size <= 0):
+        return False
+    if np.any(b.output_tokens < (0 if strict else -1)):
+        return False
+    if not np.array_equal(b.counts, -(-b.input_length // np.maximum(b.block_size, 1))):
+        return False
+    for arr in (b.received, b.ttft, b.total, b.event_time):
+        if not np.all(np.isnan(arr) | ((arr >= 0) & np.isfinite(arr))):
+            return False
+    return not (strict and np.any(np.isnan(b.received)))
 
 
 def _parse_each(lines: list[bytes], source: str, first_line: int) -> list:
@@ -140,117 +296,28 @@ def _parse_each(lines: list[bytes], source: str, first_line: int) -> list:
         try:
             records.append(orjson.loads(ln))
         except orjson.JSONDecodeError as exc:
-            raise TraceError(f"not JSON: {exc}", source=source, line=first_line + i) from None
+            raise TraceError(f"not JSON: {exc.msg} at column {exc.colno}", source=source, line=first_line + i) from None
     return records
 
 
-def _fast_extract(records: list) -> _Lists:
-    out = _Lists()
-    index, rid, recv, osl = out.index, out.request_id, out.received, out.output_tokens
-    bsz, isl, cnt, hashes = out.block_size, out.input_length, out.counts, out.hashes
-    ttft, total, evt, agent = out.ttft, out.total, out.event_time, out.agent
-    skipped = out.skipped
-    try:
-        for i, rec in enumerate(records):
-            if rec is None:
-                continue
-            ev = rec.get("event")
-            if ev is not None:
-                rec = ev
-            if rec.get("schema") != SCHEMA:
-                raise _Anomaly
-            et = rec.get("event_type")
-            if et != REQUEST_END:
-                if et in SKIPPED_EVENT_TYPES:
-                    skipped[et] = skipped.get(et, 0) + 1
-                    continue
-                raise _Anomaly
-            req = rec["request"]
-            rp = req["replay"]
-            hs = rp["input_sequence_hashes"]
-            if type(hs) is not list:
-                raise _Anomaly
-            index.append(i)
-            rid.append(req["request_id"])
-            recv.append(req.get("request_received_ms"))
-            osl.append(req.get("output_tokens"))
-            bsz.append(rp["trace_block_size"])
-            isl.append(rp["input_length"])
-            cnt.append(len(hs))
-            hashes.extend(hs)
-            ttft.append(req.get("ttft_ms"))
-            total.append(req.get("total_time_ms"))
-            evt.append(rec.get("event_time_unix_ms"))
-            agent.append("agent_context" in rec)
-    except (AttributeError, KeyError, TypeError):
-        raise _Anomaly from None
-    return out
+def _lists_to_batch(lists: _Lists, first_line: int) -> _Batch:
+    """Arrays from rows that ``_validate_row`` accepted."""
 
+    def floats(values: list) -> np.ndarray:
+        return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
 
-def _ints(values: list) -> np.ndarray:
-    arr = np.array(values)
-    if arr.dtype.kind not in "iu" and arr.size:
-        raise _Anomaly
-    return arr.astype(np.int64, copy=False) if arr.size else np.zeros(0, dtype=np.int64)
-
-
-def _floats(values: list, *, required: bool) -> np.ndarray:
-    """Numbers (None allowed unless required) as float64 with NaN for None; >= 0."""
-    present = [v for v in values if v is not None]
-    if len(present) != len(values) and required:
-        raise _Anomaly
-    if present:
-        try:
-            total = sum(present)
-        except TypeError:
-            raise _Anomaly from None
-        if not isinstance(total, (int, float)):
-            raise _Anomaly
-    arr = np.array(values, dtype=np.float64) if values else np.zeros(0, dtype=np.float64)
-    if not np.all(np.isnan(arr) | ((arr >= 0) & np.isfinite(arr))):
-        raise _Anomaly
-    return arr
-
-
-def _to_batch(lists: _Lists, first_line: int, strict: bool) -> _Batch:
-    try:
-        "".join(lists.request_id)
-    except TypeError:
-        raise _Anomaly from None
-    isl = _ints(lists.input_length)
-    bsz = _ints(lists.block_size)
-    cnt = np.array(lists.counts, dtype=np.int64)
-    if strict:
-        osl = _ints(lists.output_tokens)
-    else:
-        osl = _ints([-1 if v is None else v for v in lists.output_tokens])
-        if np.any(osl < -1):
-            raise _Anomaly
-    if np.any(isl < 0) or np.any(bsz <= 0) or (strict and np.any(osl < 0)):
-        raise _Anomaly
-    if not np.array_equal(cnt, -(-isl // np.maximum(bsz, 1))):
-        raise _Anomaly
-    if lists.hashes:
-        try:
-            if type(sum(lists.hashes)) is not int:
-                raise _Anomaly
-            hashes = np.array(lists.hashes, dtype=np.uint64)
-        except (TypeError, OverflowError, ValueError):
-            raise _Anomaly from None
-    else:
-        hashes = np.zeros(0, dtype=np.uint64)
     return _Batch(
         line=first_line + np.array(lists.index, dtype=np.int64),
         request_id=lists.request_id,
-        received=_floats(lists.received, required=strict),
-        output_tokens=osl,
-        block_size=bsz,
-        input_length=isl,
-        counts=cnt,
-        hashes=hashes,
-        ttft=_floats(lists.ttft, required=False),
-        total=_floats(lists.total, required=False),
-        event_time=_floats(lists.event_time, required=False),
+        received=floats(lists.received),
+        output_tokens=np.array([-1 if v is None else v for v in lists.output_tokens], dtype=np.int64),
+        block_size=np.array(lists.block_size, dtype=np.int64),
+        input_length=np.array(lists.input_length, dtype=np.int64),
+        counts=np.array(lists.counts, dtype=np.int64),
+        hashes=np.array(lists.hashes, dtype=np.uint64),
+        ttft=floats(lists.ttft),
+        total=floats(lists.total),
+        event_time=floats(lists.event_time),
         agent=np.array(lists.agent, dtype=bool),
         skipped=lists.skipped,
     )
@@ -285,8 +352,8 @@ def _slow_extract(
     return out
 
 
-def _is_uint(v: object) -> bool:
-    return type(v) is int and 0 <= v <= _U64_MAX
+def _is_uint(v: object, limit: int = _I64_MAX) -> bool:
+    return type(v) is int and 0 <= v <= limit
 
 
 def _is_number(v: object) -> bool:
@@ -358,7 +425,7 @@ def _validate_row(rec: object, source: str, line: int, strict: bool, block_size:
     if not isinstance(hs, list):
         raise fail("replay.input_sequence_hashes is missing or not a list", "replay.input_sequence_hashes")
     for h in hs:
-        if not _is_uint(h):
+        if not _is_uint(h, _U64_MAX):
             raise fail(
                 f"replay.input_sequence_hashes holds {h!r}, not an unsigned 64-bit integer",
                 "replay.input_sequence_hashes",
@@ -374,11 +441,15 @@ def _validate_row(rec: object, source: str, line: int, strict: bool, block_size:
 
 
 def _columns(
-    source: str, batches: list[_Batch], block_size: int | None, skipped: dict[str, int]
+    source: str,
+    batches: list[_Batch],
+    raw_hashes: np.ndarray,
+    block_size: int | None,
+    skipped: dict[str, int],
 ) -> TraceColumns:
     def cat(name: str, dtype) -> np.ndarray:
         parts = [getattr(b, name) for b in batches]
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+        return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
 
     rid = np.empty(sum(len(b.request_id) for b in batches), dtype=object)
     pos = 0
@@ -393,7 +464,7 @@ def _columns(
         osl_tokens=cat("output_tokens", np.int64),
         request_id=rid,
         hash_counts=cat("counts", np.int64),
-        raw_hashes=cat("hashes", np.uint64),
+        raw_hashes=raw_hashes,
         trace_block_size=int(block_size) if block_size is not None else 0,
         recorded_ttft_ms=cat("ttft", np.float64),
         recorded_total_ms=cat("total", np.float64),

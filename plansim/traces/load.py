@@ -123,6 +123,8 @@ def workload_from_columns(parts: list[TraceColumns], *, has_latencies: bool) -> 
         ids = unshared_ids(counts)
     else:
         raw = _cat([c.raw_hashes for c in parts], np.uint64)
+        for c in parts:
+            c.raw_hashes = None  # consumed: prefix_chain_ids writes the ids over this buffer
         ids = prefix_chain_ids(raw, counts)
         del raw
 
@@ -176,10 +178,14 @@ def _reorder_csr(
 
 
 def _check_unique(rid: np.ndarray, parts: list[TraceColumns]) -> None:
-    dup = pd.Index(rid).duplicated()
-    if not dup.any():
+    if len(set(rid)) == rid.size:
         return
-    second = int(np.flatnonzero(dup)[0])
+    seen: set[str] = set()
+    second = 0
+    for second, r in enumerate(rid):
+        if r in seen:
+            break
+        seen.add(r)
     first = int(np.flatnonzero(rid == rid[second])[0])
     (src2, line2), (src1, line1) = _locate(second, parts), _locate(first, parts)
     raise TraceError(
@@ -199,6 +205,8 @@ def _locate(row: int, parts: list[TraceColumns]) -> tuple[str, int]:
 
 
 def _cat(arrays: list[np.ndarray], dtype) -> np.ndarray:
+    if len(arrays) == 1:  # the common single-file case: no copy
+        return arrays[0].astype(dtype, copy=False)
     return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.zeros(0, dtype)
 
 

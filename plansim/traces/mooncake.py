@@ -53,7 +53,7 @@ def read_mooncake(path: Path, *, trace_block_size: int | None = None) -> TraceCo
             try:
                 rec = orjson.loads(ln)
             except orjson.JSONDecodeError as exc:
-                raise TraceError(f"not JSON: {exc}", source=source, line=line) from None
+                raise TraceError(f"not JSON: {exc.msg} at column {exc.colno}", source=source, line=line) from None
             ts, isl, osl, hs, rid = _row(rec, source, line)
             idx.append(i)
             ts_all.append(ts)

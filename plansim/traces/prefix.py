@@ -1,13 +1,17 @@
 """Remap a trace's block hashes to compact prefix-chain ids.
 
 The id of block t of a request stands for the whole prefix through block t: two blocks get the
-same id exactly when their requests agree on every block up to and including t. Ids are
-0, 1, 2, ... in order of first appearance in the given row order.
+same id exactly when their requests agree on every block up to and including t. Ids are dense
+(0 .. number of distinct prefixes - 1) and deterministic; their order carries no meaning.
 
 Dynamo hashes are rolling (sequence-aware), so a raw hash already names its prefix and only
-needs compacting; that is checked, not assumed: if some hash follows two different parents (a
-source whose hashes are per-block content ids), ids are built level by level from
+needs compacting. That is checked, not assumed: if some hash follows two different parents (a
+source whose hashes are per-block content ids), ids are rebuilt level by level from
 (parent prefix id, block hash) pairs.
+
+Compacting hashes the values in 16 partitions (by a multiplicative mix of the value), so each
+hash table stays small enough to be cache- and memory-friendly, and writes the ids over the
+input buffer: loading never holds two full copies of the hashes.
 """
 
 from __future__ import annotations
@@ -15,28 +19,68 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+_PARTITION_SHIFT = np.uint64(60)  # 16 partitions
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+_SLICE = 1 << 22
+_UNSET = -2
+
 
 def prefix_chain_ids(raw_hashes: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Compact prefix-chain ids (int64) for CSR hashes ``raw_hashes`` with ``counts`` per row."""
-    total = int(counts.sum())
-    if total == 0:
+    """Compact prefix-chain ids (int64) for CSR hashes ``raw_hashes`` with ``counts`` per row.
+
+    ``raw_hashes`` (uint64) is consumed: its buffer is reused for the result.
+    """
+    raw = np.ascontiguousarray(raw_hashes, dtype=np.uint64)
+    n = raw.size
+    if n == 0:
         return np.zeros(0, dtype=np.int64)
-    codes, uniques = pd.factorize(raw_hashes)
-    codes = codes.astype(np.int64, copy=False)
-    n_unique = len(uniques)
-    del uniques
+    n_unique = _compact_in_place(raw)
+    ids = raw.view(np.int64)
     starts = np.zeros(counts.size, dtype=np.int64)
     np.cumsum(counts[:-1], out=starts[1:])
     starts = starts[counts > 0]
-    parent = np.empty_like(codes)
-    parent[1:] = codes[:-1]
-    parent[starts] = -1
-    parent_of = np.full(n_unique, -2, dtype=np.int64)
-    parent_of[codes] = parent
-    if np.array_equal(parent_of[codes], parent):
-        return codes
-    del parent, parent_of
-    return _chain_by_level(codes, counts, n_unique)
+    if _is_rolling(ids, starts, n_unique):
+        return ids
+    return _chain_by_level(ids, counts, n_unique)
+
+
+def _compact_in_place(raw: np.ndarray) -> int:
+    """Replace each value by a dense code (equal values, equal codes); returns the code count."""
+    part = np.empty(raw.size, dtype=np.uint8)
+    for lo in range(0, raw.size, _SLICE):
+        part[lo : lo + _SLICE] = (raw[lo : lo + _SLICE] * _MIX) >> _PARTITION_SHIFT
+    out = raw.view(np.int64)
+    base = 0
+    for p in range(1 << (64 - int(_PARTITION_SHIFT))):
+        pos = np.flatnonzero(part == p)
+        if pos.size == 0:
+            continue
+        codes, uniques = pd.factorize(raw[pos])
+        out[pos] = codes + base
+        base += len(uniques)
+    return base
+
+
+def _is_rolling(ids: np.ndarray, starts: np.ndarray, n_unique: int) -> bool:
+    """True when every id always follows the same parent id (or always starts a row)."""
+    is_start = np.zeros(ids.size, dtype=bool)
+    is_start[starts] = True
+    small = np.int32 if n_unique < np.iinfo(np.int32).max else np.int64
+    parent_of = np.full(n_unique, _UNSET, dtype=small)
+    for lo in range(0, ids.size, _SLICE):
+        chunk = ids[lo : lo + _SLICE]
+        parent = np.empty_like(chunk)
+        parent[1:] = chunk[:-1]
+        parent[0] = ids[lo - 1] if lo else -1
+        parent[is_start[lo : lo + _SLICE]] = -1
+        parent = parent.astype(small, copy=False)
+        seen = parent_of[chunk]
+        if np.any((seen != _UNSET) & (seen != parent)):
+            return False
+        parent_of[chunk] = parent
+        if not np.array_equal(parent_of[chunk], parent):
+            return False
+    return True
 
 
 def _chain_by_level(codes: np.ndarray, counts: np.ndarray, n_unique: int) -> np.ndarray:
@@ -53,8 +97,7 @@ def _chain_by_level(codes: np.ndarray, counts: np.ndarray, n_unique: int) -> np.
         level, level_uniques = pd.factorize(keys)
         chain[pos] = level + next_id
         next_id += len(level_uniques)
-    ids, _ = pd.factorize(chain)
-    return ids.astype(np.int64, copy=False)
+    return chain
 
 
 def unshared_ids(counts: np.ndarray) -> np.ndarray:

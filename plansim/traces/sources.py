@@ -11,17 +11,21 @@ from __future__ import annotations
 import glob
 import gzip
 import os
+import queue
+import threading
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 from plansim.errors import TraceError
 
 GZIP_MAGIC = b"\x1f\x8b"
 SHARD_SUFFIXES = (".jsonl", ".jsonl.gz")
-# Uncompressed bytes per read; a batch of lines is whatever whole lines fit (~8k Dynamo rows).
+# Uncompressed bytes per block of whole lines (~5k Dynamo rows): big enough for pyarrow's
+# threads, small enough to bound memory.
 CHUNK_BYTES = 4 << 20
+T = TypeVar("T")
 
 
 def resolve_paths(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
@@ -67,56 +71,175 @@ def resolve_paths(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str
     return unique
 
 
+def open_raw(path: Path) -> BinaryIO:
+    """Open ``path`` for reading raw bytes; unreadable paths raise ``TraceError``."""
+    try:
+        return open(path, "rb")  # noqa: SIM115 - returned to the caller
+    except OSError as exc:
+        raise TraceError(f"cannot read: {exc.strerror or exc}", source=str(path)) from None
+
+
+def is_gzip(path: Path) -> bool:
+    with open_raw(path) as fh:
+        try:
+            return fh.read(2) == GZIP_MAGIC
+        except OSError as exc:
+            raise TraceError(f"cannot read: {exc.strerror or exc}", source=str(path)) from None
+
+
 def open_binary(path: Path) -> BinaryIO:
     """Open ``path`` for reading bytes, decompressing gzip when the content is gzip."""
-    try:
-        fh = open(path, "rb")  # noqa: SIM115 - returned to the caller
-    except OSError as exc:
-        raise TraceError(f"cannot read: {exc.strerror or exc}", source=str(path)) from None
-    try:
-        magic = fh.read(2)
-        fh.seek(0)
-    except OSError as exc:
-        fh.close()
-        raise TraceError(f"cannot read: {exc.strerror or exc}", source=str(path)) from None
-    if magic == GZIP_MAGIC:
+    fh = open_raw(path)
+    if is_gzip(path):
         return gzip.GzipFile(fileobj=fh, mode="rb")  # type: ignore[return-value]
     return fh
 
 
 def read_head(path: Path, max_bytes: int = 1 << 16) -> bytes:
-    """The first bytes of the (decompressed) file, for format detection."""
-    with open_binary(path) as fh:
+    """Up to ``max_bytes`` of the (decompressed) start of the file, for format detection.
+
+    A broken gzip stream just ends the head early; the reader reports it with its line.
+    """
+    out = bytearray()
+    with open_raw(path) as fh:
+        gz = fh.read(2) == GZIP_MAGIC
+        fh.seek(0)
         try:
-            return fh.read(max_bytes)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise TraceError(f"truncated or corrupt gzip stream: {exc}", source=str(path)) from None
+            for data in _decompressed(fh, gz, in_bytes=1 << 16):
+                out += data
+                if len(out) >= max_bytes:
+                    break
+        except _StreamError:
+            pass
+        except OSError as exc:
+            raise TraceError(f"cannot read: {exc.strerror or exc}", source=str(path)) from None
+    return bytes(out[:max_bytes])
+
+
+class _StreamError(Exception):
+    """Decompression failed; carries the reason for the ``TraceError`` built by the caller."""
+
+
+def _decompressed(fh: BinaryIO, gz: bool, in_bytes: int = 1 << 20) -> Iterator[bytes]:
+    """Yield the file's bytes, inflating every member of a multi-member gzip stream."""
+    if not gz:
+        while data := fh.read(in_bytes):
+            yield data
+        return
+    inflater = zlib.decompressobj(wbits=47)
+    fed = False
+    pending = b""
+    while True:
+        data = pending or fh.read(in_bytes)
+        pending = b""
+        if not data:
+            if fed and not inflater.eof:
+                raise _StreamError("compressed stream ended before the end-of-stream marker")
+            return
+        try:
+            out = inflater.decompress(data)
+        except zlib.error as exc:
+            raise _StreamError(str(exc)) from None
+        fed = True
+        if out:
+            yield out
+        if inflater.eof:
+            pending = inflater.unused_data
+            inflater = zlib.decompressobj(wbits=47)
+            fed = False
+
+
+def text_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, bytes]]:
+    """Yield ``(first_line_number, block)``: consecutive blocks of whole lines (1-based numbers).
+
+    Every block but possibly the last ends with a newline. A broken gzip stream raises
+    ``TraceError`` at the line where decompression failed.
+    """
+    next_line = 1
+    buf = bytearray()
+    with open_raw(path) as fh:
+        gz = fh.read(2) == GZIP_MAGIC
+        fh.seek(0)
+        stream = _decompressed(fh, gz)
+        while True:
+            try:
+                data = next(stream, None)
+            except _StreamError as exc:
+                raise TraceError(
+                    f"truncated or corrupt gzip stream: {exc}",
+                    source=str(path),
+                    line=next_line + buf.count(b"\n"),
+                ) from None
+            except OSError as exc:
+                raise TraceError(f"cannot read: {exc.strerror or exc}", source=str(path)) from None
+            if data is None:
+                if buf:
+                    yield next_line, bytes(buf)
+                return
+            buf += data
+            if len(buf) < chunk_bytes:
+                continue
+            cut = buf.rfind(b"\n") + 1
+            if cut == 0:  # a line longer than a chunk: keep reading
+                continue
+            block = bytes(buf[:cut])
+            del buf[:cut]
+            yield next_line, block
+            next_line += block.count(b"\n")
 
 
 def line_batches(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, list[bytes]]]:
     """Yield ``(first_line_number, lines)`` for consecutive batches of whole lines (1-based).
 
-    Lines keep no newline; a final line without a newline is included. A broken gzip stream
-    raises ``TraceError`` at the line where decompression failed.
+    Lines keep no newline; a final line without a newline is included.
     """
-    next_line = 1
-    tail = b""
-    with open_binary(path) as fh:
+    for first_line, block in text_chunks(path, chunk_bytes):
+        lines = block.split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        yield first_line, lines
+
+
+def prefetch(items: Iterator[T], depth: int = 2) -> Iterator[T]:
+    """Iterate ``items`` in a background thread, ``depth`` items ahead.
+
+    Decompression (zlib) and JSON parsing (pyarrow) release the GIL, so reading the next block
+    overlaps parsing this one. Exceptions from ``items`` are re-raised in the caller's thread;
+    a consumer that stops early stops the producer.
+    """
+    box: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        box.put((True, item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            box.put((True, done))
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer thread
+            box.put((False, exc))
+
+    worker = threading.Thread(target=produce, name="plansim-trace-read", daemon=True)
+    worker.start()
+    try:
         while True:
+            ok, item = box.get()
+            if not ok:
+                raise item
+            if item is done:
+                return
+            yield item
+    finally:
+        stop.set()
+        while worker.is_alive():
             try:
-                chunk = fh.read(chunk_bytes)
-            except (OSError, EOFError, zlib.error) as exc:
-                raise TraceError(
-                    f"truncated or corrupt gzip stream: {exc}",
-                    source=str(path),
-                    line=next_line + tail.count(b"\n"),
-                ) from None
-            if not chunk:
-                break
-            lines = (tail + chunk).split(b"\n")
-            tail = lines.pop()
-            if lines:
-                yield next_line, lines
-                next_line += len(lines)
-    if tail:
-        yield next_line, [tail]
+                box.get(timeout=0.1)
+            except queue.Empty:
+                pass
