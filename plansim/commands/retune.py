@@ -60,9 +60,9 @@ def window_line(event: dict[str, Any]) -> str:
     outcome = event["outcome"]
     if event.get("reason"):
         outcome = f"{outcome} ({event['reason']})"
+    bounds = f"[{event['window_start_s']:g}, {event['window_end_s']:g}) s"
     return (
-        f"window {event['window']:>3}  [{event['window_start_s']:g}, {event['window_end_s']:g}) s"
-        f"  {outcome:<16}  current {_num(event.get('current_score')):>9}"
+        f"window {event['window']:>3}  {bounds:<16}  {outcome:<16}  current {_num(event.get('current_score')):>9}"
         f"  best {_num(event.get('best_score')):>9}"
         f"  {_num(pct, '{:+.1f}%'):>7}  {what_changed(event)}"
     )
