@@ -36,6 +36,8 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 pre{margin:0;font-size:.8rem;white-space:pre-wrap;word-break:break-word}
 .tables{display:flex;flex-wrap:wrap;gap:24px}
 .chart{width:100%}
+section.kv{display:inline-block;vertical-align:top;margin-right:14px;max-width:calc(50% - 50px)}
+summary{cursor:pointer;color:#2a4d8f}
 """
 
 # Installed before plotly.js so that errors raised while loading or plotting are recorded.
@@ -116,7 +118,7 @@ class Page:
             body.append(f"<tr><th>{html.escape(str(key))}</th>{cell}</tr>")
         self._blocks.append(
             _Block(
-                f"<section><h2>{html.escape(caption)}</h2><table>{''.join(body)}</table></section>"
+                f'<section class="kv"><h2>{html.escape(caption)}</h2><table>{"".join(body)}</table></section>'
             )
         )
 
@@ -180,6 +182,14 @@ class Page:
 
 
 def _cell(value: Any) -> str:
+    if isinstance(value, dict) and value:
+        # Long settings blocks fold away; the summary line shows the first plain settings.
+        plain_items = [f"{k}: {_fmt(v)}" for k, v in value.items() if not isinstance(v, (dict, list, tuple)) and v is not None]
+        head = ", ".join(plain_items[:4]) + (", ..." if len(plain_items) > 4 else "")
+        return (
+            f"<td><details><summary>{html.escape(head or 'settings')} ({len(value)} keys)</summary>"
+            f"<pre>{html.escape(_pretty(value))}</pre></details></td>"
+        )
     if isinstance(value, dict) or (isinstance(value, (list, tuple)) and len(value) > 4):
         return f"<td><pre>{html.escape(_pretty(value))}</pre></td>"
     if isinstance(value, (list, tuple)):
