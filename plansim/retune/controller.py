@@ -271,18 +271,29 @@ class RetuneController:
         box: list[SweepReport] = []
 
         def sweep() -> None:
-            box.append(run_sweep(plan, executor, sweep_root=self.sweep_root))
+            try:
+                box.append(run_sweep(plan, executor, sweep_root=self.sweep_root))
+            except BaseException as exc:  # a bug: re-raised on the planner's thread
+                box.append(exc)  # type: ignore[arg-type]
 
         thread = threading.Thread(target=sweep, name="plansim-retune-sweep", daemon=True)
         self._inflight = _InFlight(plan.window, now_s, self._tick, plan, thread, box)
         thread.start()
         if self.wait_for_sweep:
             thread.join()
+            self._raise_sweep_error()
+
+    def _raise_sweep_error(self) -> None:
+        flight = self._inflight
+        if flight is not None and flight.done() and isinstance(flight.box[0], BaseException):
+            self._inflight = None
+            raise flight.box[0]
 
     def _harvest(self, now_s: float) -> dict[str, Any] | None:
         flight = self._inflight
         if flight is None or flight.launch_tick == self._tick or not flight.done():
             return None
+        self._raise_sweep_error()
         report = flight.box[0]
         ready_s = flight.launch_s + max(self._decision_latency_s(report), self.delta_s)
         if now_s + _EPS_S < ready_s:

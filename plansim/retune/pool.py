@@ -159,11 +159,22 @@ class SpawnPool:
                 if len(self._workers) >= self.max_parallel:
                     return
                 idle = self._start_worker()
-            index = pending.popleft()
+            if not idle.process.is_alive():
+                # Died while idle (killed from outside): replace it before handing it a task.
+                idle.process.join()
+                self._remove(idle)
+                continue
+            index = pending[0]
             task = tasks[index]
-            idle.task_index = index
             idle.sent_at = time.perf_counter()
-            idle.conn.send((index, task.fn, task.args, context.sweep_dir))
+            try:
+                idle.conn.send((index, task.fn, task.args, context.sweep_dir))
+            except (BrokenPipeError, ConnectionResetError):
+                idle.process.join()
+                self._remove(idle)
+                continue
+            pending.popleft()
+            idle.task_index = index
 
     def _start_worker(self) -> _Worker:
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)

@@ -121,3 +121,15 @@ def test_cancel_from_another_thread_stops_the_batch(context):
         out = pool.run([Task("slow", tasks.sleep_then, (600, 1))], context)
         timer.join()
         assert out.cancelled and pool.worker_pids() == []
+
+
+def test_a_worker_killed_between_batches_is_replaced(context):
+    import signal
+
+    with SpawnPool(1) as pool:
+        pool.run([Task("a", tasks.square, (2,))], context)
+        (pid,) = pool.worker_pids()
+        os.kill(pid, signal.SIGKILL)
+        assert wait_dead([pid])
+        out = pool.run([Task("b", tasks.square, (3,))], context)
+        assert out.results[0].value == 9 and pool.workers_started == 2

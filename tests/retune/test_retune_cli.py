@@ -1,0 +1,142 @@
+"""`plansim retune sweep|window` end to end on a tiny generated Dynamo trace."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import tempfile
+from pathlib import Path
+
+import orjson
+import pytest
+
+from plansim.cli import main
+
+ORIGIN_MS = 1_764_000_000_000
+BLOCK = 64
+
+
+def write_trace(path: Path, *, seconds: int = 80, rate: int = 2) -> Path:
+    """``rate`` requests per second for ``seconds``, in 4 prefix groups, each finishing 400 ms
+    after arrival; plus one request at 10 s that finishes at 50 s (after window 0's cutoff)."""
+    rows = []
+    n = seconds * rate
+    for i in range(n):
+        arrival = ORIGIN_MS + i * 1000 // rate
+        total = 40_000 if i == 10 * rate else 400
+        isl = 256 + 64 * (i % 5)
+        group = i % 4
+        hashes = [group * 1000 + 1, group * 1000 + 2] + [10_000 + i * 10 + b
+                                                         for b in range(isl // BLOCK - 2)]
+        rows.append({
+            "schema": "dynamo.request.trace.v1", "event_type": "request_end",
+            "event_time_unix_ms": arrival + total,
+            "request": {"request_id": f"r{i}", "output_tokens": 20 + i % 7,
+                        "request_received_ms": arrival, "total_time_ms": total,
+                        "replay": {"trace_block_size": BLOCK, "input_length": isl,
+                                   "input_sequence_hashes": hashes}},
+        })
+    with gzip.open(path, "wb") as fh:
+        fh.write(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    return path
+
+
+RUN = """
+trace: trace.jsonl.gz
+deployment:
+  mode: agg
+  num_workers: 2
+  engine: {{block_size: 64, num_gpu_blocks: 512, max_num_seqs: 16}}
+  router: {{mode: kv_router, overlap_score_weight: 1.0}}
+  sla: {{ttft_ms: 500, itl_ms: 50}}
+planner:
+  mode: agg
+  enable_load_scaling: false
+  enable_throughput_scaling: false
+  retune:
+    interval_seconds: 30
+    grace_seconds: 5
+    max_parallel: 2
+    {extra}
+    router:
+      overlap_score_weight: {{choices: [0.0, 1.0, 4.0]}}
+"""
+
+
+def make_run(tmp_path: Path, extra: str = "") -> Path:
+    write_trace(tmp_path / "trace.jsonl.gz")
+    path = tmp_path / "run.yaml"
+    path.write_text(RUN.format(extra=extra))
+    return path
+
+
+def cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setattr("sys.argv", ["plansim", "retune", *args])
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def private_tmp(tmp_path, monkeypatch):
+    """Sweep folders go here, so the test can see that none is left behind."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+@pytest.mark.slow
+def test_sweep_prints_one_line_per_window_and_writes_the_decisions(tmp_path, monkeypatch, capsys,
+                                                                  private_tmp):
+    run = make_run(tmp_path)
+    out = tmp_path / "out"
+    code, stdout, err = cli(monkeypatch, capsys, "sweep", str(run), "--out", str(out),
+                            "--no-report", "--quiet")
+    assert code == 0, err
+    events = json.loads((out / "retune_events.json").read_text())
+    window_lines = [line for line in stdout.splitlines() if line.startswith("window ")]
+    assert len(window_lines) == len(events) >= 2
+    assert [e["window"] for e in events] == list(range(len(events)))
+    first = events[0]
+    assert (first["window_start_s"], first["window_end_s"], first["cutoff_s"]) == (0.0, 30.0, 35.0)
+    assert first["launch_s"] >= 35.0 and first["decision_s"] > first["launch_s"]
+    # The request at 10 s finishes at 50 s, after L_0 = 35 s: censored out of window 0.
+    assert first["reader_counts"].get("censored") == 1
+    assert first["window_requests"] == 59
+    assert all(e["outcome"] in ("applied", "no_improvement") for e in events)
+    for name in ("inputs.json", "summary.json", "requests.parquet", "timeseries.parquet",
+                 "workers.parquet", "scaling_events.json"):
+        assert (out / name).is_file(), name
+    assert list(private_tmp.iterdir()) == []  # every sweep folder was removed
+
+
+@pytest.mark.slow
+def test_window_prints_the_ranked_candidates(tmp_path, monkeypatch, capsys, private_tmp):
+    run = make_run(tmp_path)
+    code, stdout, err = cli(monkeypatch, capsys, "window", str(run), "--window", "1")
+    assert code == 0, err
+    rows = [line for line in stdout.splitlines() if line.strip()[:1].isdigit()]
+    assert len(rows) == 3  # current (1.0), then 0.0 and 4.0
+    assert sum("(current)" in row for row in rows) == 1
+    assert "decision:" in stdout
+    assert list(private_tmp.iterdir()) == []
+
+
+def test_a_bad_retune_field_is_one_line_naming_it(tmp_path, monkeypatch, capsys):
+    run = make_run(tmp_path, extra="timeout_seconds: 31")
+    code, stdout, err = cli(monkeypatch, capsys, "sweep", str(run), "--out", str(tmp_path / "o"))
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1
+    assert "timeout_seconds" in err and "run.yaml" in err
+
+
+def test_an_unsearchable_router_knob_is_rejected(tmp_path, monkeypatch, capsys):
+    run = make_run(tmp_path)
+    run.write_text(run.read_text().replace("overlap_score_weight: {choices", "host_cache_hit_weight: {choices"))
+    code, _, err = cli(monkeypatch, capsys, "window", str(run), "--window", "0")
+    assert code == 2 and "retune.router.host_cache_hit_weight" in err
