@@ -24,6 +24,9 @@ app = typer.Typer(help="Replay request traces against a simulated deployment.",
                   no_args_is_help=True)
 
 OUT_ROOT = Path("plansim-out")
+# Host-speed figures: shown on the terminal, kept out of summary.json so that the same inputs
+# and seed write byte-identical files.
+WALL_CLOCK_KEYS = ("wall_time_ms", "processed_tokens_per_s", "processed_output_tokens_per_s")
 
 
 @app.callback()
@@ -142,7 +145,8 @@ def _print_summary(s: Mapping[str, Any], n_rejected: int, out_dir: Path) -> None
     echo(f"requests      {s['num_requests']} ({s['completed_requests']} completed, "
          f"{n_rejected} rejected, "
          f"{s['num_requests'] - s['completed_requests'] - n_rejected} incomplete)")
-    echo(f"duration      {_duration(s['duration_ms'])} of virtual time")
+    wall = f" (replayed in {_duration(s['wall_time_ms'])})" if "wall_time_ms" in s else ""
+    echo(f"duration      {_duration(s['duration_ms'])} of virtual time{wall}")
     echo(f"throughput    {s['request_throughput_rps']:.3f} req/s, "
          f"{s['output_throughput_tok_s']:.1f} output tok/s, "
          f"{s['total_throughput_tok_s']:.1f} total tok/s")
@@ -274,7 +278,8 @@ def run(
     inputs = {**_inputs(ctx.params, traces, workload, deployment, planner_raw, trace_format,
                         trace_block_size), **result.inputs}
     atomic_write_json(out_dir / "inputs.json", inputs)
-    atomic_write_json(out_dir / "summary.json", result.summary)
+    atomic_write_json(out_dir / "summary.json",
+                      {k: v for k, v in result.summary.items() if k not in WALL_CLOCK_KEYS})
     write_parquet_atomic(out_dir / "requests.parquet", result.requests)
     write_parquet_atomic(out_dir / "timeseries.parquet", result.timeseries)
     write_parquet_atomic(out_dir / "workers.parquet", result.workers)
