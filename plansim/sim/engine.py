@@ -235,7 +235,7 @@ class Rank:
                     need = -(-L // bs) - n_active
                     if need > cache.available():
                         break
-                    cached = 0
+                    cached = min(n_match * bs, req.isl)
                 else:
                     keys = req.seq_keys(L // bs)
                     n_match, n_active = cache.match(keys)
@@ -463,6 +463,8 @@ class Rank:
     def _kv_limit(first_need: np.ndarray, avail: int, k: int, bs: int) -> int:
         """Largest run length <= k whose new blocks fit in ``avail``."""
         first_need = np.maximum(first_need, 0)
+        if first_need.shape[0] * (k // bs + 1) <= avail:
+            return k
         counts = np.where(first_need < k, (k - 1 - first_need) // bs + 1, 0)
         total = int(counts.sum())
         if total <= avail:

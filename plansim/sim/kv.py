@@ -74,8 +74,27 @@ class KvCache:
         return n, n_active
 
     def overlap(self, keys: list[int]) -> int:
-        """Leading cached blocks of ``keys`` (active or inactive)."""
-        return self.match(keys)[0]
+        """Leading cached blocks of ``keys`` (active or inactive), for routing.
+
+        Found by binary search for the last cached block, which assumes the cached blocks of a
+        prefix form a prefix (eviction takes sequence tails first); a hole in the middle of a
+        cached prefix can make this differ from ``match``. O(log n) lookups instead of O(n).
+        """
+        if not self.prefix_caching or not keys:
+            return 0
+        registered, inactive = self.registered, self.inactive
+        k0 = keys[0]
+        if k0 not in registered and k0 not in inactive:
+            return 0
+        lo, hi = 1, len(keys)  # keys[:lo] cached; answer in [lo, hi]
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            k = keys[mid - 1]
+            if k in registered or k in inactive:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
 
     def acquire(self, keys: list[int]) -> None:
         """Take references on cached blocks (re-activating inactive ones)."""
@@ -119,7 +138,7 @@ class KvCache:
         ``n_private`` its other blocks, of which the ones keyed by ``cache_keys`` (sequence order)
         stay cached as inactive."""
         registered, inactive, shared = self.registered, self.inactive, self.shared
-        self.active -= len(keys) + n_private
+        self.active -= n_private
         if not self.prefix_caching:
             self.used -= n_private
             return
@@ -148,6 +167,8 @@ class KvCache:
                     shared[k] = c - 1
             registered.difference_update(gone)
             inactive.update(zip(gone, repeat(None)))
+            self.active -= len(gone)
         else:
             registered.difference_update(keys)
             inactive.update(zip(reversed(keys), repeat(None)))
+            self.active -= len(keys)

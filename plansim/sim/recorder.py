@@ -56,9 +56,9 @@ class Recorder:
         self.admissions[rid] += 1
         if readmission:
             self.readmissions[rid] += 1
+        if reused > self.reused[rid]:
+            self.reused[rid] = reused
         if not prebuilt:
-            if reused > self.reused[rid]:
-                self.reused[rid] = reused
             self._admitted_tokens += int(self.isl[rid])
             self._reused_tokens += reused
 

@@ -276,6 +276,7 @@ class ReplayHost:
             self._call_at(end - self.env.now + delay, lambda: self._dispatch(rid, "decode"))
             return
         self.rec.completed(req.rid, end)
+        self.rec.keys[req.rid] = None
         self._outstanding -= 1
         if self.planner_host is not None:
             self.planner_host.on_complete(req.rid)

@@ -83,12 +83,13 @@ class Router:
         for c, (rank, load) in enumerate(zip(candidates, loads)):
             overlap = rank.cache.overlap(keys) if not self.decode_pool else 0
             overlaps[c] = overlap
-            active = load.blocks
             shared = 0
-            for k in keys:
-                if k not in active:
-                    break
-                shared += 1
+            if not self.decode_pool:
+                active = load.blocks
+                for k in keys:
+                    if k not in active:
+                        break
+                    shared += 1
             decode_blocks = load.n_blocks + n_keys - shared + private
             prefill_blocks = (load.prefill_tokens + isl - overlap * bs) / bs
             logits[c] = weight * prefill_blocks + decode_blocks
