@@ -2,7 +2,8 @@
 and predictor, the forecast error over time, and the loss table.
 
 ``predictions`` has one row per scored bucket, predictor and series: ``bucket`` (int, position in
-the bucket table), ``predictor`` (label), ``series``, ``forecast``, ``actual``. ``ranking`` is the
+the bucket table), ``predictor`` (label), ``series``, ``forecast``, ``actual``, and optionally
+``time_s`` (bucket start, seconds since the first arrival). ``ranking`` is the
 per-predictor summary (best first) when the run wrote one; otherwise the losses are computed here
 from the predictions (mean |log1p(forecast) - log1p(actual)| per series).
 """
@@ -18,7 +19,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from plansim.reports.page import Page, plain
-from plansim.reports.sampling import bin_series, time_unit
+from plansim.reports.sampling import TimeUnit, bin_series, time_unit
 from plansim.reports.style import ACTUAL_COLOUR, base_layout, palette_map
 from plansim.reports.tables import floats, has
 
@@ -83,11 +84,19 @@ def render_predictor(
     shown = order[:MAX_PREDICTORS]
     colours = palette_map(shown)
     series = list(dict.fromkeys(frame["series"]))
-    unit = time_unit(float(frame["bucket"].max()) * interval_s) if interval_s else None
+    # x: the bucket start in seconds (time_s column, else bucket x interval), else the position.
+    if "time_s" in frame.columns and frame["time_s"].notna().all():
+        frame = frame.assign(_x=floats(frame, "time_s"))
+    elif interval_s:
+        frame = frame.assign(_x=floats(frame, "bucket") * interval_s)
+    else:
+        frame = frame.assign(_x=floats(frame, "bucket"))
+    timed = "time_s" in frame.columns or bool(interval_s)
+    unit = time_unit(float(frame["_x"].max())) if timed else None
     _loss_table(page, table)
     _loss_chart(page, table, colours)
-    _forecast_chart(page, frame, series, shown, colours, interval_s, unit, len(order))
-    _error_chart(page, frame, series, shown, colours, interval_s, unit)
+    _forecast_chart(page, frame, series, shown, colours, unit, len(order))
+    _error_chart(page, frame, series, shown, colours, unit)
     return page.render()
 
 
@@ -101,12 +110,12 @@ def _computed_ranking(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: float(np.nanmean([v for k, v in r.items() if k != "predictor"])))
 
 
-def _axis_x(buckets: np.ndarray, interval_s: float | None, unit: Any) -> np.ndarray:
-    return buckets * interval_s / unit.seconds if interval_s else buckets
+def _axis_x(x: np.ndarray, unit: TimeUnit | None) -> np.ndarray:
+    return x / unit.seconds if unit else x
 
 
-def _x_title(interval_s: float | None, unit: Any) -> str:
-    return unit.axis_title("Bucket start") if interval_s else "Bucket (index)"
+def _x_title(unit: TimeUnit | None) -> str:
+    return unit.axis_title("Bucket start") if unit else "Bucket (index)"
 
 
 def _loss_table(page: Page, table: list[dict[str, Any]]) -> None:
@@ -141,7 +150,7 @@ def _loss_chart(page: Page, table: list[dict[str, Any]], colours: dict[str, str]
 
 
 def _forecast_chart(page: Page, frame: pd.DataFrame, series: list[str], shown: list[str],
-                    colours: dict[str, str], interval_s: float | None, unit: Any, total: int) -> None:
+                    colours: dict[str, str], unit: TimeUnit | None, total: int) -> None:
     how = (
         "Black: what the traffic was; coloured: each predictor's one-step-ahead forecast of the "
         "same bucket. A forecast that trails the actual by one bucket is no better than 'same as last'."
@@ -153,24 +162,24 @@ def _forecast_chart(page: Page, frame: pd.DataFrame, series: list[str], shown: l
     for row, name in enumerate(series, start=1):
         part = frame[frame["series"] == name]
         actual = part.drop_duplicates("bucket").sort_values("bucket")
-        t, ys = bin_series(floats(actual, "bucket"), {"y": floats(actual, "actual")})
-        fig.add_trace(go.Scatter(x=_axis_x(t, interval_s, unit), y=ys["y"], mode="lines", name="actual",
+        t, ys = bin_series(floats(actual, "_x"), {"y": floats(actual, "actual")})
+        fig.add_trace(go.Scatter(x=_axis_x(t, unit), y=ys["y"], mode="lines", name="actual",
                                  legendgroup="actual", showlegend=row == 1,
                                  line={"color": ACTUAL_COLOUR, "width": 2.5}), row=row, col=1)
         for predictor in shown:
             one = part[part["predictor"] == predictor].sort_values("bucket")
-            t, ys = bin_series(floats(one, "bucket"), {"y": floats(one, "forecast")})
-            fig.add_trace(go.Scatter(x=_axis_x(t, interval_s, unit), y=ys["y"], mode="lines",
+            t, ys = bin_series(floats(one, "_x"), {"y": floats(one, "forecast")})
+            fig.add_trace(go.Scatter(x=_axis_x(t, unit), y=ys["y"], mode="lines",
                                      name=plain(predictor), legendgroup=plain(predictor), showlegend=row == 1,
                                      line={"color": colours[predictor], "width": 1.3}), row=row, col=1)
         fig.update_yaxes(title_text=plain(_SERIES_LABELS.get(name, name)), rangemode="tozero", row=row, col=1)
-    fig.update_xaxes(title_text=_x_title(interval_s, unit), row=len(series), col=1)
+    fig.update_xaxes(title_text=_x_title(unit), row=len(series), col=1)
     page.chart("predictor_forecasts", "Forecast vs actual per series", how,
                base_layout(fig, height=260 * len(series) + 160, legend_below=True))
 
 
 def _error_chart(page: Page, frame: pd.DataFrame, series: list[str], shown: list[str],
-                 colours: dict[str, str], interval_s: float | None, unit: Any) -> None:
+                 colours: dict[str, str], unit: TimeUnit | None) -> None:
     how = (
         f"Absolute error on a log1p scale, |log1p(forecast) - log1p(actual)|, smoothed over "
         f"{ERROR_SMOOTHING_BUCKETS} buckets: 0.1 is about a 10% miss. Spikes show where a predictor "
@@ -184,11 +193,11 @@ def _error_chart(page: Page, frame: pd.DataFrame, series: list[str], shown: list
             one = part[part["predictor"] == predictor].sort_values("bucket")
             err = np.abs(np.log1p(np.maximum(floats(one, "forecast"), 0)) - np.log1p(np.maximum(floats(one, "actual"), 0)))
             smooth = pd.Series(err).rolling(ERROR_SMOOTHING_BUCKETS, min_periods=1).mean().to_numpy()
-            t, ys = bin_series(floats(one, "bucket"), {"y": smooth})
-            fig.add_trace(go.Scatter(x=_axis_x(t, interval_s, unit), y=ys["y"], mode="lines",
+            t, ys = bin_series(floats(one, "_x"), {"y": smooth})
+            fig.add_trace(go.Scatter(x=_axis_x(t, unit), y=ys["y"], mode="lines",
                                      name=plain(predictor), legendgroup=plain(predictor), showlegend=row == 1,
                                      line={"color": colours[predictor]}), row=row, col=1)
         fig.update_yaxes(title_text="log1p error", rangemode="tozero", row=row, col=1)
-    fig.update_xaxes(title_text=_x_title(interval_s, unit), row=len(series), col=1)
+    fig.update_xaxes(title_text=_x_title(unit), row=len(series), col=1)
     page.chart("predictor_errors", "Forecast error over time", how,
                base_layout(fig, height=220 * len(series) + 160, legend_below=True))

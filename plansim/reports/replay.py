@@ -213,7 +213,7 @@ def _latency_cdfs(page: Page, requests: pd.DataFrame | None, sla: dict[str, floa
         x, p = quantile_cdf(values)
         fig.add_trace(
             go.Scatter(
-                x=x, y=p * 100.0, mode="lines", name=f"{name} CDF",
+                x=x, y=p * 100.0, mode="lines", name=f"{name} CDF", showlegend=False,
                 line={"color": PERCENTILE_COLOURS[50.0]},
                 hovertemplate="%{x:.1f} ms: %{y:.1f}%<extra>" + name + "</extra>",
             ),

@@ -62,3 +62,9 @@ def test_predictor_names_are_escaped():
     html = render_predictor(syn.predictions_table(n_buckets=5, predictors=(syn.XSS,)))
     assert syn.XSS not in html
     assert trace(figures(html)["predictor_forecasts"], "&lt;script&gt;alert(1)&lt;/script&gt;")
+
+
+def test_bucket_start_times_are_used_when_given():
+    frame = syn.predictions_table(n_buckets=3).assign(time_s=lambda f: 100.0 + 30.0 * f["bucket"])
+    fig = figures(render_predictor(frame))["predictor_forecasts"]
+    assert list(values(trace(fig, "actual")["x"])) == [100.0, 130.0, 160.0]
