@@ -35,3 +35,66 @@ class TraceColumns:
 
 def empty_hashes() -> np.ndarray:
     return np.zeros(0, dtype=np.uint64)
+
+
+def take_rows(cols: TraceColumns, rows: np.ndarray) -> TraceColumns:
+    """The rows ``rows`` (indices, in the given order) of ``cols``, hashes included."""
+    rows = np.asarray(rows, dtype=np.int64)
+    counts = cols.hash_counts[rows]
+    raw = None
+    if cols.raw_hashes is not None:
+        starts = np.zeros(cols.hash_counts.size + 1, dtype=np.int64)
+        np.cumsum(cols.hash_counts, out=starts[1:])
+        within = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        raw = cols.raw_hashes[np.repeat(starts[rows], counts) + within]
+
+    def pick(arr: np.ndarray | None) -> np.ndarray | None:
+        return None if arr is None else arr[rows]
+
+    return TraceColumns(
+        source=cols.source,
+        line=cols.line[rows],
+        arrival_ms=cols.arrival_ms[rows],
+        isl_tokens=cols.isl_tokens[rows],
+        osl_tokens=cols.osl_tokens[rows],
+        request_id=cols.request_id[rows],
+        hash_counts=counts,
+        raw_hashes=raw,
+        trace_block_size=cols.trace_block_size,
+        recorded_ttft_ms=pick(cols.recorded_ttft_ms),
+        recorded_total_ms=pick(cols.recorded_total_ms),
+        event_time_ms=pick(cols.event_time_ms),
+        has_agent_context=pick(cols.has_agent_context),
+        skipped={},
+    )
+
+
+def concat_columns(parts: list[TraceColumns]) -> TraceColumns:
+    """All rows of ``parts`` in order, as one ``TraceColumns`` (source: the first part's)."""
+    if len(parts) == 1:
+        return parts[0]
+
+    def cat(name: str) -> np.ndarray | None:
+        arrays = [getattr(p, name) for p in parts]
+        return None if any(a is None for a in arrays) else np.concatenate(arrays)
+
+    skipped: dict[str, int] = {}
+    for p in parts:
+        for k, v in p.skipped.items():
+            skipped[k] = skipped.get(k, 0) + v
+    return TraceColumns(
+        source=parts[0].source,
+        line=cat("line"),
+        arrival_ms=cat("arrival_ms"),
+        isl_tokens=cat("isl_tokens"),
+        osl_tokens=cat("osl_tokens"),
+        request_id=cat("request_id"),
+        hash_counts=cat("hash_counts"),
+        raw_hashes=cat("raw_hashes"),
+        trace_block_size=parts[0].trace_block_size,
+        recorded_ttft_ms=cat("recorded_ttft_ms"),
+        recorded_total_ms=cat("recorded_total_ms"),
+        event_time_ms=cat("event_time_ms"),
+        has_agent_context=cat("has_agent_context"),
+        skipped=skipped,
+    )
