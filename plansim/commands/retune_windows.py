@@ -31,21 +31,28 @@ def load_window_plans(
 ) -> tuple[Any, list[Any]]:
     """The retune run of ``config`` and the sweep plans of its windows ``first..last``
     (default: the trace's last complete window)."""
-    from plansim.retune.batch import window_plans
-    from plansim.retune.runner import count_windows, load_retune_run, load_run_workload
+    from plansim.retune.runner import load_retune_run
 
     run = load_retune_run(config)
+    return run, plans_of_run(run, first=first, last=last)
+
+
+def plans_of_run(run: Any, *, first: int, last: int | None) -> list[Any]:
+    """The sweep plans of windows ``first..last`` of a loaded retune run."""
+    from plansim.retune.batch import window_plans
+    from plansim.retune.runner import count_windows, load_run_workload
+
     workload = load_run_workload(run)
     if last is None:
         last = count_windows(run, workload) - 1
         if last < first:
             raise InputError(
                 f"the trace has {last + 1} complete window(s); --from {first} is past the last",
-                source=str(config), field="--from",
+                source=run.source, field="--from",
             )
     elif last < first:
         raise InputError(f"--to {last} is before --from {first}", field="--to")
-    return run, window_plans(run, workload, range(first, last + 1))
+    return window_plans(run, workload, range(first, last + 1))
 
 
 def windows(
@@ -77,15 +84,19 @@ def windows(
 
     if ray_address is not None and backend is not Backend.ray:
         raise InputError("only with --backend ray", field="--ray-address")
-    run, plans = load_window_plans(config, first=first, last=last)
+    from plansim.retune.runner import load_retune_run
+
+    run = load_retune_run(config)
     cfg = run.planner_config.retune_config()
     out_dir = out if out is not None else Path("plansim-out") / datetime.now().strftime(
         "retune-windows-%Y%m%d-%H%M%S")
-    bar = WindowBar(len(plans)) if (not quiet and sys.stderr.isatty()) else None
-    printer = _InOrder([plan.window.index for plan in plans], bar, cfg, top, ranked_table)
-
+    # The backend first: a missing Ray fails before any trace is read.
     executor = make_executor(backend.value, cfg.max_parallel, ray_address)
+    bar = None
     try:
+        plans = plans_of_run(run, first=first, last=last)
+        bar = WindowBar(len(plans)) if (not quiet and sys.stderr.isatty()) else None
+        printer = _InOrder([plan.window.index for plan in plans], bar, cfg, top, ranked_table)
         results = score_windows(plans, executor, on_window=printer.add)
     finally:
         executor.close()
