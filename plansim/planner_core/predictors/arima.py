@@ -49,6 +49,11 @@ class ArimaPredictor(LoadPredictor):
         self._fitted_points = 0
         self.order: tuple[int, int, int] | None = None
 
+    @classmethod
+    def preload(cls) -> None:
+        import statsmodels.tsa.arima.model  # noqa: F401
+        import statsmodels.tsa.stattools  # noqa: F401
+
     def _accept(self, value: float) -> None:
         if self._results is not None:
             self._pending.append(value)

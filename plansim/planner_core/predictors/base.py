@@ -108,6 +108,11 @@ class LoadPredictor(ABC):
         return tuple(self._values)
 
     # -- hooks for subclasses ------------------------------------------------------------
+    @classmethod
+    def preload(cls) -> None:  # noqa: B027 - optional hook
+        """Import heavy modelling libraries now, so that timing a later forecast does not
+        include a one-time import (statsmodels, prophet)."""
+
     def _accept(self, value: float) -> None:  # noqa: B027 - optional hook
         """Called after ``value`` was appended to the history (incremental models update here)."""
 

@@ -35,9 +35,12 @@ def _silence_prophet_logging() -> None:
     # get_logger() configures the cmdstanpy logger on its first call only (lru_cache), so call it
     # before lowering the level or it resets the level to DEBUG later.
     cmdstanpy.utils.get_logger()
+    # CRITICAL, not ERROR: a failed BFGS run is logged as an error by cmdstanpy although Prophet
+    # then retries with Newton and succeeds; only a fit that fails both ways matters, and that
+    # reaches the caller as an exception.
     for name in ("cmdstanpy", "prophet", "prophet.plot"):
         logger = logging.getLogger(name)
-        logger.setLevel(logging.ERROR)
+        logger.setLevel(logging.CRITICAL)
         logger.propagate = False
 
 
@@ -54,6 +57,12 @@ class ProphetPredictor(LoadPredictor):
         self.step_ms = float(step_s) * 1000.0
         self._window: deque[tuple[int, float]] = deque(maxlen=self.window_size)
         self._cached: float | None = None
+
+    @classmethod
+    def preload(cls) -> None:
+        import prophet  # noqa: F401
+
+        _silence_prophet_logging()
 
     def _accept(self, value: float) -> None:
         step = len(self._values) - 1
