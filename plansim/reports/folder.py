@@ -1,11 +1,11 @@
 """``render_dir``: read the tables of an output folder and write every report that applies.
 
-| report                 | written when the folder has                    |
-|------------------------|------------------------------------------------|
-| ``report.html``        | ``requests.parquet`` or ``timeseries.parquet`` |
-| ``planner_report.html``| ``ticks.parquet`` with rows (plus its ``.log.jsonl.gz``; with ``report_interval_hours`` in the planner inputs, also ``planner_reports/planner_report_NNN.*`` per period) |
-| ``retune_report.html`` | ``retune_events.json``                         |
-| ``predictor_report.html`` | ``predictions.parquet``                     |
+- ``report.html``: the folder has ``requests.parquet`` or ``timeseries.parquet``;
+- ``planner_report.html`` and ``planner_report.log.jsonl.gz``: ``ticks.parquet`` has rows; with
+  ``report_interval_hours`` in the planner inputs, also one ``planner_reports/planner_report_NNN``
+  pair per period;
+- ``retune_report.html``: ``retune_events.json``;
+- ``predictor_report.html``: ``predictions.parquet``.
 
 Every file is written atomically. A table that cannot be read is a user mistake (``InputError``
 naming the file), as is a folder with nothing to render.
@@ -28,7 +28,13 @@ from plansim.reports.replay import render_replay
 from plansim.reports.retune import render_retune
 from plansim.reports.tables import find_sla, find_value
 
-RENDERABLE = ("requests.parquet", "timeseries.parquet", "ticks.parquet", "retune_events.json", "predictions.parquet")
+RENDERABLE = (
+    "requests.parquet",
+    "timeseries.parquet",
+    "ticks.parquet",
+    "retune_events.json",
+    "predictions.parquet",
+)
 
 
 def _read_json(path: Path) -> Any:
@@ -66,15 +72,23 @@ def render_dir(out_dir: str | Path) -> list[Path]:
     inputs = inputs if isinstance(inputs, dict) else {}
     summary = _read_json(folder / "summary.json")
     scaling_events = _read_json(folder / "scaling_events.json")
-    scaling_events = [e for e in scaling_events if isinstance(e, Mapping)] if isinstance(scaling_events, list) else []
+    scaling_events = (
+        [e for e in scaling_events if isinstance(e, Mapping)]
+        if isinstance(scaling_events, list)
+        else []
+    )
     written: list[Path] = []
 
     requests = _read_parquet(folder / "requests.parquet")
     timeseries = _read_parquet(folder / "timeseries.parquet")
     if requests is not None or timeseries is not None:
         html = render_replay(
-            requests, timeseries, _read_parquet(folder / "workers.parquet"),
-            summary if isinstance(summary, dict) else {}, inputs, scaling_events,
+            requests,
+            timeseries,
+            _read_parquet(folder / "workers.parquet"),
+            summary if isinstance(summary, dict) else {},
+            inputs,
+            scaling_events,
         )
         written.append(atomic_write_text(folder / "report.html", html))
 
@@ -82,13 +96,21 @@ def render_dir(out_dir: str | Path) -> list[Path]:
     if ticks is not None and len(ticks) and "at_s" in ticks.columns:
         sla = find_sla(inputs)
         written += write_planner_report(
-            ticks, folder / "planner_report", scaling_events=scaling_events, sla=sla, timeseries=timeseries
+            ticks,
+            folder / "planner_report",
+            scaling_events=scaling_events,
+            sla=sla,
+            timeseries=timeseries,
         )
         interval_h = _positive(find_value(inputs, "report_interval_hours"))
         if interval_h is not None:
             written += write_planner_reports(
-                ticks, folder / "planner_reports", interval_h,
-                scaling_events=scaling_events, sla=sla, timeseries=timeseries,
+                ticks,
+                folder / "planner_reports",
+                interval_h,
+                scaling_events=scaling_events,
+                sla=sla,
+                timeseries=timeseries,
             )
 
     events = _read_json(folder / "retune_events.json")
@@ -96,7 +118,9 @@ def render_dir(out_dir: str | Path) -> list[Path]:
         if isinstance(events, Mapping):
             events = events.get("retune_events", events.get("events", []))
         if not isinstance(events, list):
-            raise InputError("expected a list of decision records", source=str(folder / "retune_events.json"))
+            raise InputError(
+                "expected a list of decision records", source=str(folder / "retune_events.json")
+            )
         retune = find_value(inputs, "retune")
         retune = retune if isinstance(retune, Mapping) else {}
         html = render_retune(
@@ -111,9 +135,12 @@ def render_dir(out_dir: str | Path) -> list[Path]:
     if predictions is not None:
         interval = _positive(
             (summary.get("interval_s") if isinstance(summary, Mapping) else None)
-            or find_value(inputs, "interval_s") or find_value(inputs, "interval")
+            or find_value(inputs, "interval_s")
+            or find_value(inputs, "interval")
         )
-        html = render_predictor(predictions, ranking_rows(summary), interval_s=interval, inputs=inputs)
+        html = render_predictor(
+            predictions, ranking_rows(summary), interval_s=interval, inputs=inputs
+        )
         written.append(atomic_write_text(folder / "predictor_report.html", html))
     return written
 

@@ -20,15 +20,18 @@ from typing import Any
 import plotly.graph_objects as go
 
 _CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;background:#f6f7f9;color:#1d2330}
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;
+background:#f6f7f9;color:#1d2330}
 main{max-width:1280px;margin:0 auto;padding:16px 24px 48px}
 h1{font-size:1.5rem;margin:8px 0 4px}
 h2{font-size:1.15rem;margin:28px 0 4px}
 section h2{margin-top:4px}
 p.lede{color:#4a5366;margin:0 0 12px}
-section{background:#fff;border:1px solid #e1e4ea;border-radius:8px;padding:12px 16px;margin:14px 0}
+section{background:#fff;border:1px solid #e1e4ea;border-radius:8px;padding:12px 16px;
+margin:14px 0}
 p.how{color:#4a5366;font-size:.9rem;margin:2px 0 6px}
-p.note{color:#8a5a00;background:#fff8e6;border-left:3px solid #e0a800;padding:6px 10px;font-size:.9rem}
+p.note{color:#8a5a00;background:#fff8e6;border-left:3px solid #e0a800;padding:6px 10px;
+font-size:.9rem}
 table{border-collapse:collapse;font-size:.85rem;margin:6px 0}
 th,td{border-bottom:1px solid #e6e8ee;padding:3px 10px;text-align:left;vertical-align:top}
 th{background:#f1f3f7;font-weight:600}
@@ -118,7 +121,8 @@ class Page:
             body.append(f"<tr><th>{html.escape(str(key))}</th>{cell}</tr>")
         self._blocks.append(
             _Block(
-                f'<section class="kv"><h2>{html.escape(caption)}</h2><table>{"".join(body)}</table></section>'
+                f'<section class="kv"><h2>{html.escape(caption)}</h2>'
+                f"<table>{''.join(body)}</table></section>"
             )
         )
 
@@ -170,7 +174,7 @@ class Page:
     def render(self) -> str:
         lede = f'<p class="lede">{html.escape(self._lede)}</p>' if self._lede else ""
         return (
-            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{html.escape(self._title)}</title><style>{_CSS}</style>"
             f"<script>{_BOOT}</script>"
@@ -184,7 +188,11 @@ class Page:
 def _cell(value: Any) -> str:
     if isinstance(value, dict) and value:
         # Long settings blocks fold away; the summary line shows the first plain settings.
-        plain_items = [f"{k}: {_fmt(v)}" for k, v in value.items() if not isinstance(v, (dict, list, tuple)) and v is not None]
+        plain_items = [
+            f"{k}: {_fmt(v)}"
+            for k, v in value.items()
+            if not isinstance(v, (dict, list, tuple)) and v is not None
+        ]
         head = ", ".join(plain_items[:4]) + (", ..." if len(plain_items) > 4 else "")
         return (
             f"<td><details><summary>{html.escape(head or 'settings')} ({len(value)} keys)</summary>"

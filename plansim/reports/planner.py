@@ -87,13 +87,23 @@ COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 LOAD_COLOURS = {
-    "scale_up": "green", "scale_down": "blue", "capped": "purple", "no_change": "gray",
-    "disabled": "lightgray", "no_fpm_data": "gold", "scaling_in_progress": "orange",
-    "worker_count_mismatch": "red", "insufficient_data": "pink",
+    "scale_up": "green",
+    "scale_down": "blue",
+    "capped": "purple",
+    "no_change": "gray",
+    "disabled": "lightgray",
+    "no_fpm_data": "gold",
+    "scaling_in_progress": "orange",
+    "worker_count_mismatch": "red",
+    "insufficient_data": "pink",
 }
 THROUGHPUT_COLOURS = {
-    "scale": "green", "set_lower_bound": "blue", "disabled": "lightgray",
-    "no_traffic_data": "gold", "predict_failed": "red", "model_not_ready": "orange",
+    "scale": "green",
+    "set_lower_bound": "blue",
+    "disabled": "lightgray",
+    "no_traffic_data": "gold",
+    "predict_failed": "red",
+    "model_not_ready": "orange",
     "partner_not_ready": "pink",
 }
 _ROLE_Y = {"prefill": 2, "decode": 1}
@@ -125,7 +135,9 @@ def tick_log_bytes(ticks: pd.DataFrame) -> bytes:
     """The tick log: one JSON object per tick and line, gzip-compressed (no timestamp in the
     gzip header, so equal tables give equal bytes). NaN becomes null."""
     opts = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
-    lines = b"".join(orjson.dumps(_jsonable(row), option=opts) + b"\n" for row in ticks.to_dict("records"))
+    lines = b"".join(
+        orjson.dumps(_jsonable(row), option=opts) + b"\n" for row in ticks.to_dict("records")
+    )
     return gzip.compress(lines, compresslevel=6, mtime=0)
 
 
@@ -165,7 +177,9 @@ def write_planner_reports(
         lo, hi = float(part["at_s"].iloc[0]), float(part["at_s"].iloc[-1])
         events = [e for e in scaling_events or [] if lo <= float(e.get("at_s", np.nan)) <= hi]
         base = Path(out_dir) / f"{prefix}_{k:03d}"
-        written += write_planner_report(part, base, scaling_events=events, sla=sla, timeseries=timeseries)
+        written += write_planner_report(
+            part, base, scaling_events=events, sla=sla, timeseries=timeseries
+        )
     return written
 
 
@@ -183,7 +197,9 @@ def write_planner_report(
         base.with_name(base.name + ".html"),
         render_planner(ticks, scaling_events=scaling_events, sla=sla, timeseries=timeseries),
     )
-    log_path = atomic_write_bytes(base.with_name(base.name + ".log.jsonl.gz"), tick_log_bytes(ticks))
+    log_path = atomic_write_bytes(
+        base.with_name(base.name + ".log.jsonl.gz"), tick_log_bytes(ticks)
+    )
     return [html_path, log_path]
 
 
@@ -208,7 +224,9 @@ def render_planner(
         "from the start of the replay.",
     )
     _title_block(page, ticks, cols, at_s, sla, scaling_events or [])
-    fig = make_subplots(rows=6, cols=2, subplot_titles=TITLES, vertical_spacing=0.05, horizontal_spacing=0.08)
+    fig = make_subplots(
+        rows=6, cols=2, subplot_titles=TITLES, vertical_spacing=0.05, horizontal_spacing=0.08
+    )
     grid = _Grid(fig, ticks, cols, at_s, unit)
     grid.replicas(scaling_events or [])
     grid.request_rate()
@@ -263,7 +281,10 @@ def _title_block(
     events: Sequence[Mapping[str, Any]],
 ) -> None:
     rows: list[tuple[str, Any]] = [
-        ("time range (planner s)", f"{at_s[0]:,.1f} to {at_s[-1]:,.1f}" if len(at_s) else "no ticks"),
+        (
+            "time range (planner s)",
+            f"{at_s[0]:,.1f} to {at_s[-1]:,.1f}" if len(at_s) else "no ticks",
+        ),
         ("ticks", len(ticks)),
     ]
     if cols["gpu_hours"]:
@@ -300,26 +321,57 @@ def _int(x: float) -> int | float:
 class _Grid:
     """Fills the 6 x 2 subplot grid; each method draws one or two panels."""
 
-    def __init__(self, fig: go.Figure, ticks: pd.DataFrame, cols: dict[str, str | None], at_s: np.ndarray, unit: TimeUnit) -> None:
+    def __init__(
+        self,
+        fig: go.Figure,
+        ticks: pd.DataFrame,
+        cols: dict[str, str | None],
+        at_s: np.ndarray,
+        unit: TimeUnit,
+    ) -> None:
         self.fig, self.ticks, self.cols, self.at_s, self.unit = fig, ticks, cols, at_s, unit
 
     def _series(self, key: str) -> np.ndarray | None:
         column = self.cols.get(key)
         return None if column is None else floats(self.ticks, column)
 
-    def _line(self, row: int, col: int, y: np.ndarray, name: str, colour: str, dash: str = "solid",
-              how: str = "mean", shape: str = "linear", group: str | None = None) -> None:
+    def _line(
+        self,
+        row: int,
+        col: int,
+        y: np.ndarray,
+        name: str,
+        colour: str,
+        dash: str = "solid",
+        how: str = "mean",
+        shape: str = "linear",
+        group: str | None = None,
+    ) -> None:
         t, ys = bin_series(self.at_s, {"y": y}, how=how)
         self.fig.add_trace(
-            go.Scatter(x=t / self.unit.seconds, y=ys["y"], mode="lines", name=plain(name),
-                       legendgroup=group, line={"color": colour, "dash": dash, "shape": shape}),
-            row=row, col=col,
+            go.Scatter(
+                x=t / self.unit.seconds,
+                y=ys["y"],
+                mode="lines",
+                name=plain(name),
+                legendgroup=group,
+                line={"color": colour, "dash": dash, "shape": shape},
+            ),
+            row=row,
+            col=col,
         )
 
     def _empty(self, row: int, col: int, what: str) -> None:
         self.fig.add_annotation(
-            text=html.escape(f"no data: {what}"), showarrow=False, font={"color": "#8a5a00"},
-            xref="x domain", yref="y domain", x=0.5, y=0.5, row=row, col=col,
+            text=html.escape(f"no data: {what}"),
+            showarrow=False,
+            font={"color": "#8a5a00"},
+            xref="x domain",
+            yref="y domain",
+            x=0.5,
+            y=0.5,
+            row=row,
+            col=col,
         )
 
     def replicas(self, events: Sequence[Mapping[str, Any]]) -> None:
@@ -327,11 +379,30 @@ class _Grid:
         for role in ("prefill", "decode"):
             ready = self._series(f"ready_{role}")
             if ready is not None:
-                self._line(1, 1, ready, f"{role} replicas", pool_colour(role), how="max", shape="hv", group=role)
+                self._line(
+                    1,
+                    1,
+                    ready,
+                    f"{role} replicas",
+                    pool_colour(role),
+                    how="max",
+                    shape="hv",
+                    group=role,
+                )
                 drawn = True
             bound = self._series(f"lb_{role}")
             if bound is not None and np.nanmax(bound, initial=0) > 1:
-                self._line(1, 1, bound, f"{role} TP lower bound", pool_colour(role), "dash", how="max", shape="hv", group=role)
+                self._line(
+                    1,
+                    1,
+                    bound,
+                    f"{role} TP lower bound",
+                    pool_colour(role),
+                    "dash",
+                    how="max",
+                    shape="hv",
+                    group=role,
+                )
             rec = self._series(f"rec_{role}")
             advisory, target = self.cols.get("advisory"), self._series(f"scale_to_{role}")
             if rec is None and advisory is not None and target is not None:
@@ -341,21 +412,39 @@ class _Grid:
                 self._markers(1, 1, self.at_s, rec, f"{role} recommended", pool_colour(role))
                 continue
             components = (role, "agg") if role == "decode" else (role,)
-            recs = [e for e in events if not bool(e.get("applied", True)) and str(e.get("component")) in components]
+            recs = [
+                e
+                for e in events
+                if not bool(e.get("applied", True)) and str(e.get("component")) in components
+            ]
             if recs:
-                self._markers(1, 1, np.array([float(e["at_s"]) for e in recs]),
-                              np.array([float(e["to_count"]) for e in recs]), f"{role} advisory", pool_colour(role))
+                self._markers(
+                    1,
+                    1,
+                    np.array([float(e["at_s"]) for e in recs]),
+                    np.array([float(e["to_count"]) for e in recs]),
+                    f"{role} advisory",
+                    pool_colour(role),
+                )
         if not drawn:
             self._empty(1, 1, "ready replica columns")
         self.fig.update_yaxes(title_text="Replicas", rangemode="tozero", row=1, col=1)
 
-    def _markers(self, row: int, col: int, t: np.ndarray, y: np.ndarray, name: str, colour: str) -> None:
+    def _markers(
+        self, row: int, col: int, t: np.ndarray, y: np.ndarray, name: str, colour: str
+    ) -> None:
         keep = np.isfinite(y)
         idx = thin_events(y[keep])
         self.fig.add_trace(
-            go.Scatter(x=t[keep][idx] / self.unit.seconds, y=y[keep][idx], mode="markers", name=plain(name),
-                       marker={"symbol": "circle-open", "size": 9, "color": colour, "line": {"width": 2}}),
-            row=row, col=col,
+            go.Scatter(
+                x=t[keep][idx] / self.unit.seconds,
+                y=y[keep][idx],
+                mode="markers",
+                name=plain(name),
+                marker={"symbol": "circle-open", "size": 9, "color": colour, "line": {"width": 2}},
+            ),
+            row=row,
+            col=col,
         )
 
     def request_rate(self) -> None:
@@ -377,7 +466,9 @@ class _Grid:
             self._empty(1, 2, "request rate columns")
         self.fig.update_yaxes(title_text="Requests/s", rangemode="tozero", row=1, col=2)
 
-    def against_sla(self, row: int, col: int, key: str, target: float | None, axis: str, name: str) -> None:
+    def against_sla(
+        self, row: int, col: int, key: str, target: float | None, axis: str, name: str
+    ) -> None:
         y = self._series(key)
         if y is None:
             self._empty(row, col, key)
@@ -385,11 +476,17 @@ class _Grid:
             self._line(row, col, y, name, PALETTE[0] if "TTFT" in axis else PALETTE[2])
             if target is not None and len(self.at_s):
                 self.fig.add_trace(
-                    go.Scatter(x=[self.at_s[0] / self.unit.seconds, self.at_s[-1] / self.unit.seconds],
-                               y=[target, target], mode="lines", name=f"{axis.split()[0]} SLA {target:g} ms",
-                               line={"color": SLA_COLOUR, "dash": "dash"}, legendgroup="sla",
-                               showlegend=(row, col) in ((2, 1), (2, 2))),
-                    row=row, col=col,
+                    go.Scatter(
+                        x=[self.at_s[0] / self.unit.seconds, self.at_s[-1] / self.unit.seconds],
+                        y=[target, target],
+                        mode="lines",
+                        name=f"{axis.split()[0]} SLA {target:g} ms",
+                        line={"color": SLA_COLOUR, "dash": "dash"},
+                        legendgroup="sla",
+                        showlegend=(row, col) in ((2, 1), (2, 2)),
+                    ),
+                    row=row,
+                    col=col,
                 )
         self.fig.update_yaxes(title_text=axis, rangemode="tozero", row=row, col=col)
 
@@ -399,9 +496,22 @@ class _Grid:
         engines = self.cols.get("engines")
         per_engine = _engine_frame(self.ticks, engines, self.at_s) if engines else None
         specs = (
-            (4, 1, "prefill", ("queued_prefill_tokens",), "queued_prefill_total", "Queued prefill tokens"),
-            (4, 2, "decode", ("queued_decode_kv_tokens", "inflight_decode_kv_tokens", "sum_decode_kv_tokens"),
-             "decode_kv_total", "Decode KV tokens"),
+            (
+                4,
+                1,
+                "prefill",
+                ("queued_prefill_tokens",),
+                "queued_prefill_total",
+                "Queued prefill tokens",
+            ),
+            (
+                4,
+                2,
+                "decode",
+                ("queued_decode_kv_tokens", "inflight_decode_kv_tokens", "sum_decode_kv_tokens"),
+                "decode_kv_total",
+                "Decode KV tokens",
+            ),
         )
         for row, col, role, fields, total_key, axis in specs:
             drawn = self._engine_lines(row, col, role, per_engine, fields)
@@ -409,14 +519,28 @@ class _Grid:
             if not drawn and total is not None:
                 self._line(row, col, total, f"all {role} engines", pool_colour(role), how="max")
                 drawn = True
-            if not drawn and role == "prefill" and has(timeseries, "time_s", "pool", "queued_prefill_tokens"):
+            if (
+                not drawn
+                and role == "prefill"
+                and has(timeseries, "time_s", "pool", "queued_prefill_tokens")
+            ):
                 pools = timeseries[timeseries["pool"].astype(str).isin(["prefill", "agg"])]
                 for name, part in pools.groupby(pools["pool"].astype(str), sort=True):
-                    t, ys = bin_series(floats(part, "time_s"), {"y": floats(part, "queued_prefill_tokens")}, how="max")
+                    t, ys = bin_series(
+                        floats(part, "time_s"),
+                        {"y": floats(part, "queued_prefill_tokens")},
+                        how="max",
+                    )
                     self.fig.add_trace(
-                        go.Scatter(x=t / self.unit.seconds, y=ys["y"], mode="lines", name=plain(f"{name} pool total"),
-                                   line={"color": pool_colour(name)}),
-                        row=row, col=col,
+                        go.Scatter(
+                            x=t / self.unit.seconds,
+                            y=ys["y"],
+                            mode="lines",
+                            name=plain(f"{name} pool total"),
+                            line={"color": pool_colour(name)},
+                        ),
+                        row=row,
+                        col=col,
                     )
                     drawn = True
             capacity = self._series("kv_capacity")
@@ -426,8 +550,14 @@ class _Grid:
                 self._empty(row, col, "per-engine forward-pass metrics")
             self.fig.update_yaxes(title_text=axis, rangemode="tozero", row=row, col=col)
 
-    def _engine_lines(self, row: int, col: int, role: str, per_engine: pd.DataFrame | None,
-                      fields: tuple[str, ...]) -> bool:
+    def _engine_lines(
+        self,
+        row: int,
+        col: int,
+        role: str,
+        per_engine: pd.DataFrame | None,
+        fields: tuple[str, ...],
+    ) -> bool:
         if per_engine is None:
             return False
         part = per_engine
@@ -445,9 +575,16 @@ class _Grid:
             one = load[load["engine"] == name]
             t, ys = bin_series(floats(one, "at_s"), {"y": floats(one, "_load")}, how="max")
             self.fig.add_trace(
-                go.Scatter(x=t / self.unit.seconds, y=ys["y"], mode="lines", name=plain(f"{role} {name}"),
-                           legendgroup=f"engines-{role}", line={"color": PALETTE[k % len(PALETTE)]}),
-                row=row, col=col,
+                go.Scatter(
+                    x=t / self.unit.seconds,
+                    y=ys["y"],
+                    mode="lines",
+                    name=plain(f"{role} {name}"),
+                    legendgroup=f"engines-{role}",
+                    line={"color": PALETTE[k % len(PALETTE)]},
+                ),
+                row=row,
+                col=col,
             )
         return len(names) > 0
 
@@ -478,7 +615,9 @@ class _Grid:
             self._empty(5, 2, "ISL/OSL columns")
         self.fig.update_yaxes(title_text="Tokens per request", rangemode="tozero", row=5, col=2)
 
-    def decisions(self, row: int, col: int, loop: str, colours: dict[str, str], symbol: str) -> None:
+    def decisions(
+        self, row: int, col: int, loop: str, colours: dict[str, str], symbol: str
+    ) -> None:
         tracks = [
             (role, first_column(self.ticks, (f"{loop}_decision_reason_{role}",)))
             for role in ("prefill", "decode")
@@ -499,18 +638,30 @@ class _Grid:
                 sel = idx[reasons[idx] == reason]
                 self.fig.add_trace(
                     go.Scatter(
-                        x=self.at_s[sel] / self.unit.seconds, y=np.full(len(sel), y_value), mode="markers",
-                        name=plain(f"{loop}: {reason}"), legendgroup=f"{loop}-{reason}",
+                        x=self.at_s[sel] / self.unit.seconds,
+                        y=np.full(len(sel), y_value),
+                        mode="markers",
+                        name=plain(f"{loop}: {reason}"),
+                        legendgroup=f"{loop}-{reason}",
                         showlegend=role == tracks[0][0],
-                        marker={"symbol": symbol, "size": 8, "color": colours.get(str(reason), "black")},
+                        marker={
+                            "symbol": symbol,
+                            "size": 8,
+                            "color": colours.get(str(reason), "black"),
+                        },
                         hovertemplate=plain(f"{role}: {reason}") + "<extra></extra>",
                     ),
-                    row=row, col=col,
+                    row=row,
+                    col=col,
                 )
         labels = {y: r for r, y in _ROLE_Y.items()} if tracks[0][0] != "all" else {1: "all"}
         self.fig.update_yaxes(
-            tickvals=list(labels), ticktext=list(labels.values()), range=[0.4, max(labels) + 0.6],
-            title_text="Component", row=row, col=col,
+            tickvals=list(labels),
+            ticktext=list(labels.values()),
+            range=[0.4, max(labels) + 0.6],
+            title_text="Component",
+            row=row,
+            col=col,
         )
 
 

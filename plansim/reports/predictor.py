@@ -34,8 +34,16 @@ _SERIES_LABELS = {
     "osl": "Average OSL (tokens)",
 }
 _SUMMARY_ORDER = (
-    "rank", "predictor", "loss", "mape_request_count_pct", "rmse_request_count",
-    "under_forecast_share", "fit_time_mean_s", "fit_time_max_s", "failed_forecasts", "wall_time_s",
+    "rank",
+    "predictor",
+    "loss",
+    "mape_request_count_pct",
+    "rmse_request_count",
+    "under_forecast_share",
+    "fit_time_mean_s",
+    "fit_time_max_s",
+    "failed_forecasts",
+    "wall_time_s",
 )
 
 
@@ -45,7 +53,11 @@ def ranking_rows(summary: Any) -> list[dict[str, Any]]:
     rows = summary
     if isinstance(summary, Mapping):
         rows = next(
-            (summary[k] for k in ("ranking", "predictors", "summary", "candidates") if isinstance(summary.get(k), list)),
+            (
+                summary[k]
+                for k in ("ranking", "predictors", "summary", "candidates")
+                if isinstance(summary.get(k), list)
+            ),
             [],
         )
     return [dict(r) for r in rows if isinstance(r, Mapping)] if isinstance(rows, list) else []
@@ -62,7 +74,8 @@ def render_predictor(
     positions into time on the axes."""
     page = Page(
         "plansim predictor report",
-        "Each predictor forecasts every bucket one step ahead, then observes it. Lower loss is better.",
+        "Each predictor forecasts every bucket one step ahead, then observes it. "
+        "Lower loss is better.",
     )
     rows: list[tuple[str, Any]] = []
     for key in ("command", "traces", "trace_files", "interval_s", "warmup_buckets", "predictors"):
@@ -73,7 +86,10 @@ def render_predictor(
     if rows:
         page.key_values("Comparison inputs", rows)
     if not has(predictions, "bucket", "predictor", "series", "forecast", "actual"):
-        page.note("Forecasts vs actual", "Not shown: predictions.parquet lacks bucket, predictor, series, forecast or actual.")
+        page.note(
+            "Forecasts vs actual",
+            "Not shown: predictions.parquet lacks bucket, predictor, series, forecast or actual.",
+        )
         return page.render()
     frame = predictions.assign(
         predictor=predictions["predictor"].astype(str), series=predictions["series"].astype(str)
@@ -101,13 +117,23 @@ def render_predictor(
 
 
 def _computed_ranking(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    err = np.abs(np.log1p(np.maximum(floats(frame, "forecast"), 0)) - np.log1p(np.maximum(floats(frame, "actual"), 0)))
-    losses = frame.assign(_err=err).groupby(["predictor", "series"], sort=True)["_err"].mean().unstack()
+    err = np.abs(
+        np.log1p(np.maximum(floats(frame, "forecast"), 0))
+        - np.log1p(np.maximum(floats(frame, "actual"), 0))
+    )
+    losses = (
+        frame.assign(_err=err).groupby(["predictor", "series"], sort=True)["_err"].mean().unstack()
+    )
     rows = [
-        {"predictor": p, **{f"mean_log1p_error_{s}": float(losses.loc[p, s]) for s in losses.columns}}
+        {
+            "predictor": p,
+            **{f"mean_log1p_error_{s}": float(losses.loc[p, s]) for s in losses.columns},
+        }
         for p in losses.index
     ]
-    return sorted(rows, key=lambda r: float(np.nanmean([v for k, v in r.items() if k != "predictor"])))
+    return sorted(
+        rows, key=lambda r: float(np.nanmean([v for k, v in r.items() if k != "predictor"]))
+    )
 
 
 def _axis_x(x: np.ndarray, unit: TimeUnit | None) -> np.ndarray:
@@ -137,67 +163,141 @@ def _loss_chart(page: Page, table: list[dict[str, Any]], colours: dict[str, str]
     rows = [r for r in table if isinstance(r.get("loss"), (int, float)) and np.isfinite(r["loss"])]
     if not rows:
         return
-    fig = go.Figure(go.Bar(
-        x=[plain(r["predictor"]) for r in rows], y=[float(r["loss"]) for r in rows],
-        marker={"color": [colours.get(str(r["predictor"]), "#8c8c8c") for r in rows]},
-        hovertemplate="%{x}: loss %{y:.4f}<extra></extra>",
-    ))
+    fig = go.Figure(
+        go.Bar(
+            x=[plain(r["predictor"]) for r in rows],
+            y=[float(r["loss"]) for r in rows],
+            marker={"color": [colours.get(str(r["predictor"]), "#8c8c8c") for r in rows]},
+            hovertemplate="%{x}: loss %{y:.4f}<extra></extra>",
+        )
+    )
     fig.update_xaxes(title_text="Predictor (best first)", type="category")
     fig.update_yaxes(title_text="Pre-sweep loss (lower is better)", rangemode="tozero")
     layout = base_layout(fig, height=340)
     layout.update_layout(hovermode="closest", showlegend=False)
-    page.chart("predictor_loss", "Loss per predictor", "One bar per predictor; lower is better.", layout)
+    page.chart(
+        "predictor_loss", "Loss per predictor", "One bar per predictor; lower is better.", layout
+    )
 
 
-def _forecast_chart(page: Page, frame: pd.DataFrame, series: list[str], shown: list[str],
-                    colours: dict[str, str], unit: TimeUnit | None, total: int) -> None:
+def _forecast_chart(
+    page: Page,
+    frame: pd.DataFrame,
+    series: list[str],
+    shown: list[str],
+    colours: dict[str, str],
+    unit: TimeUnit | None,
+    total: int,
+) -> None:
     how = (
         "Black: what the traffic was; coloured: each predictor's one-step-ahead forecast of the "
-        "same bucket. A forecast that trails the actual by one bucket is no better than 'same as last'."
+        "same bucket. A forecast that trails the actual by one bucket is no better than 'same as "
+        "last'."
     )
     if total > len(shown):
         how += f" The {len(shown)} best of {total} predictors are drawn."
-    fig = make_subplots(rows=len(series), cols=1, shared_xaxes=True, vertical_spacing=0.06,
-                        subplot_titles=[plain(_SERIES_LABELS.get(s, s)) for s in series])
+    fig = make_subplots(
+        rows=len(series),
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.06,
+        subplot_titles=[plain(_SERIES_LABELS.get(s, s)) for s in series],
+    )
     for row, name in enumerate(series, start=1):
         part = frame[frame["series"] == name]
         actual = part.drop_duplicates("bucket").sort_values("bucket")
         t, ys = bin_series(floats(actual, "_x"), {"y": floats(actual, "actual")})
-        fig.add_trace(go.Scatter(x=_axis_x(t, unit), y=ys["y"], mode="lines", name="actual",
-                                 legendgroup="actual", showlegend=row == 1,
-                                 line={"color": ACTUAL_COLOUR, "width": 2.5}), row=row, col=1)
+        fig.add_trace(
+            go.Scatter(
+                x=_axis_x(t, unit),
+                y=ys["y"],
+                mode="lines",
+                name="actual",
+                legendgroup="actual",
+                showlegend=row == 1,
+                line={"color": ACTUAL_COLOUR, "width": 2.5},
+            ),
+            row=row,
+            col=1,
+        )
         for predictor in shown:
             one = part[part["predictor"] == predictor].sort_values("bucket")
             t, ys = bin_series(floats(one, "_x"), {"y": floats(one, "forecast")})
-            fig.add_trace(go.Scatter(x=_axis_x(t, unit), y=ys["y"], mode="lines",
-                                     name=plain(predictor), legendgroup=plain(predictor), showlegend=row == 1,
-                                     line={"color": colours[predictor], "width": 1.3}), row=row, col=1)
-        fig.update_yaxes(title_text=plain(_SERIES_LABELS.get(name, name)), rangemode="tozero", row=row, col=1)
+            fig.add_trace(
+                go.Scatter(
+                    x=_axis_x(t, unit),
+                    y=ys["y"],
+                    mode="lines",
+                    name=plain(predictor),
+                    legendgroup=plain(predictor),
+                    showlegend=row == 1,
+                    line={"color": colours[predictor], "width": 1.3},
+                ),
+                row=row,
+                col=1,
+            )
+        fig.update_yaxes(
+            title_text=plain(_SERIES_LABELS.get(name, name)), rangemode="tozero", row=row, col=1
+        )
     fig.update_xaxes(title_text=_x_title(unit), row=len(series), col=1)
-    page.chart("predictor_forecasts", "Forecast vs actual per series", how,
-               base_layout(fig, height=260 * len(series) + 160, legend_below=True))
-
-
-def _error_chart(page: Page, frame: pd.DataFrame, series: list[str], shown: list[str],
-                 colours: dict[str, str], unit: TimeUnit | None) -> None:
-    how = (
-        f"Absolute error on a log1p scale, |log1p(forecast) - log1p(actual)|, smoothed over "
-        f"{ERROR_SMOOTHING_BUCKETS} buckets: 0.1 is about a 10% miss. Spikes show where a predictor "
-        "was caught out by a change in traffic."
+    page.chart(
+        "predictor_forecasts",
+        "Forecast vs actual per series",
+        how,
+        base_layout(fig, height=260 * len(series) + 160, legend_below=True),
     )
-    fig = make_subplots(rows=len(series), cols=1, shared_xaxes=True, vertical_spacing=0.06,
-                        subplot_titles=[plain(_SERIES_LABELS.get(s, s)) for s in series])
+
+
+def _error_chart(
+    page: Page,
+    frame: pd.DataFrame,
+    series: list[str],
+    shown: list[str],
+    colours: dict[str, str],
+    unit: TimeUnit | None,
+) -> None:
+    how = (
+        "Absolute error on a log1p scale, |log1p(forecast) - log1p(actual)|, smoothed over "
+        f"{ERROR_SMOOTHING_BUCKETS} buckets: 0.1 is about a 10% miss. Spikes show where a "
+        "predictor was caught out by a change in traffic."
+    )
+    fig = make_subplots(
+        rows=len(series),
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.06,
+        subplot_titles=[plain(_SERIES_LABELS.get(s, s)) for s in series],
+    )
     for row, name in enumerate(series, start=1):
         part = frame[frame["series"] == name]
         for predictor in shown:
             one = part[part["predictor"] == predictor].sort_values("bucket")
-            err = np.abs(np.log1p(np.maximum(floats(one, "forecast"), 0)) - np.log1p(np.maximum(floats(one, "actual"), 0)))
-            smooth = pd.Series(err).rolling(ERROR_SMOOTHING_BUCKETS, min_periods=1).mean().to_numpy()
+            err = np.abs(
+                np.log1p(np.maximum(floats(one, "forecast"), 0))
+                - np.log1p(np.maximum(floats(one, "actual"), 0))
+            )
+            smooth = (
+                pd.Series(err).rolling(ERROR_SMOOTHING_BUCKETS, min_periods=1).mean().to_numpy()
+            )
             t, ys = bin_series(floats(one, "_x"), {"y": smooth})
-            fig.add_trace(go.Scatter(x=_axis_x(t, unit), y=ys["y"], mode="lines",
-                                     name=plain(predictor), legendgroup=plain(predictor), showlegend=row == 1,
-                                     line={"color": colours[predictor]}), row=row, col=1)
+            fig.add_trace(
+                go.Scatter(
+                    x=_axis_x(t, unit),
+                    y=ys["y"],
+                    mode="lines",
+                    name=plain(predictor),
+                    legendgroup=plain(predictor),
+                    showlegend=row == 1,
+                    line={"color": colours[predictor]},
+                ),
+                row=row,
+                col=1,
+            )
         fig.update_yaxes(title_text="log1p error", rangemode="tozero", row=row, col=1)
     fig.update_xaxes(title_text=_x_title(unit), row=len(series), col=1)
-    page.chart("predictor_errors", "Forecast error over time", how,
-               base_layout(fig, height=220 * len(series) + 160, legend_below=True))
+    page.chart(
+        "predictor_errors",
+        "Forecast error over time",
+        how,
+        base_layout(fig, height=220 * len(series) + 160, legend_below=True),
+    )

@@ -38,7 +38,15 @@ from plansim.reports.style import (
 )
 from plansim.reports.tables import find_sla, first_column, floats, has, missing
 
-_HEADER_ORDER = ("command", "trace_files", "request_count", "num_requests", "deployment", "sla", "seed")
+_HEADER_ORDER = (
+    "command",
+    "trace_files",
+    "request_count",
+    "num_requests",
+    "deployment",
+    "sla",
+    "seed",
+)
 _STAT_ORDER = ("mean", "min", "median", "p75", "p90", "p95", "p99", "max", "std")
 _STAT_KEY = re.compile(r"^(mean|min|max|median|p75|p90|p95|p99|std)_(.+)$")
 _POOL_ORDER = ("agg", "prefill", "decode")
@@ -59,7 +67,8 @@ def render_replay(
     unit = time_unit(_span_s(requests, timeseries))
     page = Page(
         "plansim replay report",
-        "A replay of a request trace on simulated engines. Times are virtual, from the first arrival.",
+        "A replay of a request trace on simulated engines. "
+        "Times are virtual, from the first arrival.",
     )
     _header(page, inputs, requests)
     _summary_tables(page, summary)
@@ -118,7 +127,10 @@ def _summary_tables(page: Page, summary: dict[str, Any]) -> None:
         page.table(
             "Latency and per-user throughput distributions",
             ["metric", *_STAT_ORDER],
-            [[name, *(row.get(s, float("nan")) for s in _STAT_ORDER)] for name, row in stats.items()],
+            [
+                [name, *(row.get(s, float("nan")) for s in _STAT_ORDER)]
+                for name, row in stats.items()
+            ],
             "One row per metric of completed requests; the unit is in the metric name "
             "(_ms: milliseconds; output_token_throughput_per_user: tokens/s per request).",
         )
@@ -150,24 +162,35 @@ def _traffic_chart(
         starts = np.arange(len(counts)) * width
         fig.add_trace(
             go.Scatter(
-                x=starts / unit.seconds, y=counts / width, mode="lines", name="arrivals (req/s)",
+                x=starts / unit.seconds,
+                y=counts / width,
+                mode="lines",
+                name="arrivals (req/s)",
                 line={"color": ACTUAL_COLOUR, "shape": "hv"},
             ),
-            row=1, col=1,
+            row=1,
+            col=1,
         )
         fig.update_yaxes(title_text=f"Requests/s ({width:g} s bins)", row=1, col=1)
     if has_tok:
         per_time = (
-            pd.DataFrame({"t": floats(timeseries, "time_s"), "v": floats(timeseries, "output_tok_s")})
-            .groupby("t", sort=True)["v"].sum()
+            pd.DataFrame(
+                {"t": floats(timeseries, "time_s"), "v": floats(timeseries, "output_tok_s")}
+            )
+            .groupby("t", sort=True)["v"]
+            .sum()
         )
         t, ys = bin_series(per_time.index.to_numpy(), {"v": per_time.to_numpy()})
         fig.add_trace(
             go.Scatter(
-                x=t / unit.seconds, y=ys["v"], mode="lines", name="output tokens/s (all pools)",
+                x=t / unit.seconds,
+                y=ys["v"],
+                mode="lines",
+                name="output tokens/s (all pools)",
                 line={"color": "#55a868"},
             ),
-            row=2, col=1,
+            row=2,
+            col=1,
         )
         fig.update_yaxes(title_text="Output tokens/s", row=2, col=1)
     fig.update_xaxes(title_text=unit.axis_title(), row=2, col=1)
@@ -202,7 +225,9 @@ def _latency_cdfs(page: Page, requests: pd.DataFrame | None, sla: dict[str, floa
         return
     done = _completed(requests)
     fig = make_subplots(
-        rows=1, cols=3, horizontal_spacing=0.07,
+        rows=1,
+        cols=3,
+        horizontal_spacing=0.07,
         subplot_titles=[f"{name}: {what}" for name, _, _, what in _LATENCIES],
     )
     for col, (name, columns, sla_key, _) in enumerate(_LATENCIES, start=1):
@@ -213,22 +238,30 @@ def _latency_cdfs(page: Page, requests: pd.DataFrame | None, sla: dict[str, floa
         x, p = quantile_cdf(values)
         fig.add_trace(
             go.Scatter(
-                x=x, y=p * 100.0, mode="lines", name=f"{name} CDF", showlegend=False,
+                x=x,
+                y=p * 100.0,
+                mode="lines",
+                name=f"{name} CDF",
+                showlegend=False,
                 line={"color": PERCENTILE_COLOURS[50.0]},
                 hovertemplate="%{x:.1f} ms: %{y:.1f}%<extra>" + name + "</extra>",
             ),
-            row=1, col=col,
+            row=1,
+            col=col,
         )
         if sla_key in sla:
             limit = sla[sla_key]
             met = fraction_at_most(values, limit) * 100.0
             fig.add_trace(
                 go.Scatter(
-                    x=[limit, limit], y=[0, 100], mode="lines",
+                    x=[limit, limit],
+                    y=[0, 100],
+                    mode="lines",
                     name=f"{name} SLA {limit:g} ms ({met:.1f}% met)",
                     line={"color": SLA_COLOUR, "dash": "dash"},
                 ),
-                row=1, col=col,
+                row=1,
+                col=col,
             )
         fig.update_xaxes(title_text=f"{name} (ms, log scale)", type="log", row=1, col=col)
     fig.update_yaxes(title_text="Requests at or below (%)", range=[0, 101], row=1, col=1)
@@ -241,7 +274,11 @@ def _latency_over_time(
     page: Page, requests: pd.DataFrame | None, sla: dict[str, float], unit: TimeUnit
 ) -> None:
     title = "TTFT and ITL percentiles over time"
-    if requests is None or first_column(requests, ("ttft_ms",)) is None or "arrival_ms" not in requests:
+    if (
+        requests is None
+        or first_column(requests, ("ttft_ms",)) is None
+        or "arrival_ms" not in requests
+    ):
         page.note(title, missing(requests, "requests.parquet", "arrival_ms", "ttft_ms"))
         return
     done = _completed(requests)
@@ -261,19 +298,26 @@ def _latency_over_time(
         for pct, values in q.items():
             fig.add_trace(
                 go.Scatter(
-                    x=starts / unit.seconds, y=values, mode="lines", name=f"{name} p{pct:g}",
+                    x=starts / unit.seconds,
+                    y=values,
+                    mode="lines",
+                    name=f"{name} p{pct:g}",
                     line={"color": PERCENTILE_COLOURS[pct], "dash": "solid" if row == 1 else "dot"},
                 ),
-                row=row, col=1,
+                row=row,
+                col=1,
             )
         if sla_key in sla and len(starts):
             fig.add_trace(
                 go.Scatter(
                     x=[starts[0] / unit.seconds, starts[-1] / unit.seconds],
-                    y=[sla[sla_key]] * 2, mode="lines", name=f"{name} SLA ({sla[sla_key]:g} ms)",
+                    y=[sla[sla_key]] * 2,
+                    mode="lines",
+                    name=f"{name} SLA ({sla[sla_key]:g} ms)",
                     line={"color": SLA_COLOUR, "dash": "dash"},
                 ),
-                row=row, col=1,
+                row=row,
+                col=1,
             )
         fig.update_yaxes(title_text=f"{name} (ms)", row=row, col=1)
     fig.update_xaxes(title_text=unit.axis_title("Arrival time"), row=len(panels), col=1)
@@ -296,14 +340,21 @@ def _pool_load(page: Page, timeseries: pd.DataFrame | None, unit: TimeUnit) -> N
         "show the maximum of each time bin so spikes stay visible."
     )
     panels = [
-        (c, label) for c, label in (
+        (c, label)
+        for c, label in (
             ("running", "Running requests"),
             ("waiting", "Waiting requests"),
             ("kv_usage", "KV cache usage (%)"),
-        ) if has(timeseries, "time_s", "pool", c)
+        )
+        if has(timeseries, "time_s", "pool", c)
     ]
     if not panels:
-        page.note(title, missing(timeseries, "timeseries.parquet", "time_s", "pool", "running", "waiting", "kv_usage"))
+        page.note(
+            title,
+            missing(
+                timeseries, "timeseries.parquet", "time_s", "pool", "running", "waiting", "kv_usage"
+            ),
+        )
         return
     fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=True, vertical_spacing=0.06)
     for pool in _pools(timeseries):
@@ -313,15 +364,23 @@ def _pool_load(page: Page, timeseries: pd.DataFrame | None, unit: TimeUnit) -> N
         for row, (c, _) in enumerate(panels, start=1):
             fig.add_trace(
                 go.Scatter(
-                    x=t / unit.seconds, y=ys[c], mode="lines", name=plain(f"{pool} pool"),
-                    legendgroup=plain(pool), showlegend=row == 1, line={"color": pool_colour(pool)},
+                    x=t / unit.seconds,
+                    y=ys[c],
+                    mode="lines",
+                    name=plain(f"{pool} pool"),
+                    legendgroup=plain(pool),
+                    showlegend=row == 1,
+                    line={"color": pool_colour(pool)},
                 ),
-                row=row, col=1,
+                row=row,
+                col=1,
             )
     for row, (_, label) in enumerate(panels, start=1):
         fig.update_yaxes(title_text=label, row=row, col=1)
     fig.update_xaxes(title_text=unit.axis_title(), row=len(panels), col=1)
-    page.chart("pool_load", title, how, base_layout(fig, height=220 * len(panels) + 120, legend_below=True))
+    page.chart(
+        "pool_load", title, how, base_layout(fig, height=220 * len(panels) + 120, legend_below=True)
+    )
 
 
 def _workers_chart(
@@ -344,7 +403,10 @@ def _workers_chart(
         for state in states:
             fig.add_trace(
                 go.Scatter(
-                    x=t / unit.seconds, y=ys[state], mode="lines", name=plain(f"{pool} {state}"),
+                    x=t / unit.seconds,
+                    y=ys[state],
+                    mode="lines",
+                    name=plain(f"{pool} {state}"),
                     legendgroup=plain(pool),
                     line={"color": pool_colour(pool), "dash": STATE_DASH[state], "shape": "hv"},
                 )
@@ -355,15 +417,21 @@ def _workers_chart(
     page.chart("workers", title, how, base_layout(fig, height=440, legend_below=True))
 
 
-def _add_scaling_markers(fig: go.Figure, events: Sequence[Mapping[str, Any]], unit: TimeUnit) -> None:
+def _add_scaling_markers(
+    fig: go.Figure, events: Sequence[Mapping[str, Any]], unit: TimeUnit
+) -> None:
     if not events:
         return
     frame = pd.DataFrame(list(events))
     if not has(frame, "at_s", "to_count"):
         return
     frame = frame.iloc[: MAX_POINTS * 3]
-    component = frame["component"].astype(str) if "component" in frame else pd.Series(["?"] * len(frame))
-    applied = frame["applied"].astype(bool) if "applied" in frame else pd.Series([True] * len(frame))
+    component = (
+        frame["component"].astype(str) if "component" in frame else pd.Series(["?"] * len(frame))
+    )
+    applied = (
+        frame["applied"].astype(bool) if "applied" in frame else pd.Series([True] * len(frame))
+    )
     reason = frame["reason"].astype(str) if "reason" in frame else pd.Series([""] * len(frame))
     up = floats(frame, "to_count") >= (floats(frame, "from_count") if "from_count" in frame else 0)
     for pool in sorted(set(component)):
@@ -374,15 +442,19 @@ def _add_scaling_markers(fig: go.Figure, events: Sequence[Mapping[str, Any]], un
             part = frame[mask]
             fig.add_trace(
                 go.Scatter(
-                    x=floats(part, "at_s") / unit.seconds, y=floats(part, "to_count"), mode="markers",
+                    x=floats(part, "at_s") / unit.seconds,
+                    y=floats(part, "to_count"),
+                    mode="markers",
                     name=plain(f"{pool} {'scaling' if is_applied else 'advisory'} events"),
                     legendgroup=plain(pool),
                     marker={
                         "symbol": [
-                            ("triangle-up" if u else "triangle-down") + ("" if is_applied else "-open")
+                            ("triangle-up" if u else "triangle-down")
+                            + ("" if is_applied else "-open")
                             for u in up[mask]
                         ],
-                        "size": 10, "color": pool_colour(pool),
+                        "size": 10,
+                        "color": pool_colour(pool),
                         "line": {"width": 1.5, "color": pool_colour(pool)},
                     },
                     text=[plain(r) for r in reason[mask]],
@@ -391,14 +463,18 @@ def _add_scaling_markers(fig: go.Figure, events: Sequence[Mapping[str, Any]], un
             )
 
 
-def _prefix_reuse(page: Page, timeseries: pd.DataFrame | None, summary: dict[str, Any], unit: TimeUnit) -> None:
+def _prefix_reuse(
+    page: Page, timeseries: pd.DataFrame | None, summary: dict[str, Any], unit: TimeUnit
+) -> None:
     title = "Prefix-cache reuse over time"
     how = (
         "Share of admitted input tokens found in the prefix cache, per pool (averaged per time "
         "bin on long runs). The dotted line is the whole run's reuse from the summary."
     )
     if not has(timeseries, "time_s", "pool", "prefix_reuse"):
-        page.note(title, missing(timeseries, "timeseries.parquet", "time_s", "pool", "prefix_reuse"))
+        page.note(
+            title, missing(timeseries, "timeseries.parquet", "time_s", "pool", "prefix_reuse")
+        )
         return
     fig = go.Figure()
     for pool in _pools(timeseries):
@@ -406,15 +482,21 @@ def _prefix_reuse(page: Page, timeseries: pd.DataFrame | None, summary: dict[str
         t, ys = bin_series(floats(part, "time_s"), {"r": floats(part, "prefix_reuse") * 100.0})
         fig.add_trace(
             go.Scatter(
-                x=t / unit.seconds, y=ys["r"], mode="lines", name=plain(f"{pool} reuse"),
-                line={"color": pool_colour(pool)}, connectgaps=False,
+                x=t / unit.seconds,
+                y=ys["r"],
+                mode="lines",
+                name=plain(f"{pool} reuse"),
+                line={"color": pool_colour(pool)},
+                connectgaps=False,
             )
         )
     overall = summary.get("prefix_cache_reused_ratio")
     if isinstance(overall, (int, float)) and np.isfinite(overall):
         fig.add_hline(
-            y=float(overall) * 100.0, line={"dash": "dot", "color": ACTUAL_COLOUR},
-            annotation_text=f"run overall {float(overall) * 100:.1f}%", annotation_position="top left",
+            y=float(overall) * 100.0,
+            line={"dash": "dot", "color": ACTUAL_COLOUR},
+            annotation_text=f"run overall {float(overall) * 100:.1f}%",
+            annotation_position="top left",
         )
     fig.update_xaxes(title_text=unit.axis_title())
     fig.update_yaxes(title_text="Input tokens reused (%)", range=[0, 102])
@@ -435,27 +517,45 @@ def _load_balance(page: Page, workers: pd.DataFrame | None) -> None:
     frame["pool"] = frame["pool"].astype(str) if "pool" in frame else "workers"
     frame = frame.sort_values(["pool", "worker_id"], kind="stable")
     if len(frame) > MAX_POINTS:
-        frame = frame.nlargest(MAX_POINTS, "requests").sort_values(["pool", "worker_id"], kind="stable")
+        frame = frame.nlargest(MAX_POINTS, "requests").sort_values(
+            ["pool", "worker_id"], kind="stable"
+        )
         how += f" Only the {MAX_POINTS} busiest of {len(workers)} workers are shown."
     labels = [plain(f"{p}:{w}") for p, w in zip(frame["pool"], frame["worker_id"], strict=True)]
     colours = [pool_colour(p) for p in frame["pool"]]
     token_cols = [c for c in ("input_tokens", "output_tokens") if c in frame.columns]
-    fig = make_subplots(rows=2 if token_cols else 1, cols=1, shared_xaxes=True, vertical_spacing=0.08)
+    fig = make_subplots(
+        rows=2 if token_cols else 1, cols=1, shared_xaxes=True, vertical_spacing=0.08
+    )
     fig.add_trace(
-        go.Bar(x=labels, y=floats(frame, "requests"), name="requests", marker={"color": colours},
-               showlegend=False),
-        row=1, col=1,
+        go.Bar(
+            x=labels,
+            y=floats(frame, "requests"),
+            name="requests",
+            marker={"color": colours},
+            showlegend=False,
+        ),
+        row=1,
+        col=1,
     )
     fig.update_yaxes(title_text="Requests", row=1, col=1)
     for c, opacity in zip(token_cols, (0.55, 1.0), strict=False):
         fig.add_trace(
-            go.Bar(x=labels, y=floats(frame, c), name=c.replace("_", " "), marker={"color": colours, "opacity": opacity}),
-            row=2, col=1,
+            go.Bar(
+                x=labels,
+                y=floats(frame, c),
+                name=c.replace("_", " "),
+                marker={"color": colours, "opacity": opacity},
+            ),
+            row=2,
+            col=1,
         )
     if token_cols:
         fig.update_yaxes(title_text="Tokens (input pale, output solid)", row=2, col=1)
         fig.update_layout(barmode="group")
-    fig.update_xaxes(title_text="Worker (pool:id)", type="category", row=2 if token_cols else 1, col=1)
+    fig.update_xaxes(
+        title_text="Worker (pool:id)", type="category", row=2 if token_cols else 1, col=1
+    )
     layout = base_layout(fig, height=520)
     layout.update_layout(hovermode="closest", showlegend=False)
     page.chart("worker_balance", title, how, layout)
@@ -471,7 +571,8 @@ def _request_tables(page: Page, requests: pd.DataFrame | None) -> None:
         reason = requests["reason"].astype(str) if "reason" in requests.columns else ""
         counts = (
             pd.DataFrame({"status": requests["status"].astype(str), "reason": reason})
-            .value_counts(sort=False).sort_index()
+            .value_counts(sort=False)
+            .sort_index()
         )
         page.table(
             "Requests by outcome",
@@ -484,7 +585,11 @@ def _request_tables(page: Page, requests: pd.DataFrame | None) -> None:
     if column is None:
         return
     slowest = requests.assign(_e2e=floats(requests, column)).nlargest(10, "_e2e")
-    shown = [c for c in ("request_id", "arrival_ms", "ttft_ms", "tpot_ms", "input_length", "output_length") if c in slowest]
+    shown = [
+        c
+        for c in ("request_id", "arrival_ms", "ttft_ms", "tpot_ms", "input_length", "output_length")
+        if c in slowest
+    ]
     page.table(
         "Slowest requests (end-to-end)",
         [*shown, column],

@@ -23,8 +23,11 @@ from plansim.reports.style import base_layout, palette_map
 
 MINIMIZED_OBJECTIVES = frozenset({"TTFT", "E2ELatency"})
 OUTCOME_COLOURS = {
-    "applied": "#2ca02c", "advisory": "#1f77b4", "no_improvement": "#8c8c8c",
-    "failed": "#d62728", "timeout": "#ff7f0e",
+    "applied": "#2ca02c",
+    "advisory": "#1f77b4",
+    "no_improvement": "#8c8c8c",
+    "failed": "#d62728",
+    "timeout": "#ff7f0e",
 }
 OUTCOME_ORDER = ("applied", "advisory", "no_improvement", "failed", "timeout")
 MAX_PARAMETER_PANELS = 8
@@ -76,9 +79,15 @@ class _Window:
     wall_s: float | None
 
 
-def _normalise(k: int, rec: Mapping[str, Any], maximize: bool, default_threshold: float | None) -> _Window:
+def _normalise(
+    k: int, rec: Mapping[str, Any], maximize: bool, default_threshold: float | None
+) -> _Window:
     window = rec.get("window")
-    index = _num(_get(rec, "window_index", "index", "window.index")) if isinstance(window, Mapping) else _num(window)
+    index = (
+        _num(_get(rec, "window_index", "index", "window.index"))
+        if isinstance(window, Mapping)
+        else _num(window)
+    )
     if index is None:
         index = _num(_get(rec, "window_index", "index"))
     candidates = rec.get("candidates") if isinstance(rec.get("candidates"), list) else []
@@ -86,7 +95,9 @@ def _normalise(k: int, rec: Mapping[str, Any], maximize: bool, default_threshold
     for j, cand in enumerate(candidates):
         cand = cand if isinstance(cand, Mapping) else {}
         scores.append(_num(cand.get("score")))
-        statuses.append(str(cand.get("status", "ok" if cand.get("score") is not None else "failed")))
+        statuses.append(
+            str(cand.get("status", "ok" if cand.get("score") is not None else "failed"))
+        )
         point = _flatten(cand.get("point")) if isinstance(cand.get("point"), Mapping) else {}
         points.append(point)
         label = cand.get("label") or ", ".join(f"{key}={value}" for key, value in point.items())
@@ -115,7 +126,9 @@ def _normalise(k: int, rec: Mapping[str, Any], maximize: bool, default_threshold
         index=int(index) if index is not None else k,
         start_s=_num(_get(rec, "window_start_s", "start_s", "window.start_s")),
         end_s=_num(_get(rec, "window_end_s", "end_s", "window.end_s")),
-        decision_s=_num(_get(rec, "decision_s", "decided_at_s", "decision_at_s", "decision_tick_s")),
+        decision_s=_num(
+            _get(rec, "decision_s", "decided_at_s", "decision_at_s", "decision_tick_s")
+        ),
         outcome=str(rec.get("outcome", "unknown")),
         reason=str(rec.get("reason") or ""),
         scores=tuple(scores),
@@ -177,7 +190,12 @@ def render_retune(
     counts = {o: sum(w.outcome == o for w in windows) for o in sorted({w.outcome for w in windows})}
     rows: list[tuple[str, Any]] = [("windows", len(windows))]
     rows += [(f"outcome {o}", n) for o, n in counts.items()]
-    rows.append(("objective", f"{objective or 'not recorded'} ({'higher' if maximize else 'lower'} is better)"))
+    rows.append(
+        (
+            "objective",
+            f"{objective or 'not recorded'} ({'higher' if maximize else 'lower'} is better)",
+        )
+    )
     for key in ("command", "traces", "trace_files", "config"):
         if inputs and key in inputs:
             rows.append((key, inputs[key]))
@@ -220,27 +238,64 @@ def _scores_chart(page: Page, windows: list[_Window], maximize: bool) -> None:
                 dots["current"].append(dot)
             if j == w.best:
                 dots["best"].append(dot)
-        current = w.current_score if w.current_score is not None else (
-            w.scores[w.current] if w.current is not None and w.current < len(w.scores) else None
+        current = (
+            w.current_score
+            if w.current_score is not None
+            else (
+                w.scores[w.current] if w.current is not None and w.current < len(w.scores) else None
+            )
         )
         if current is not None and w.threshold_pct is not None:
-            edge = current * (1 + w.threshold_pct / 100.0) if maximize else current * (1 - w.threshold_pct / 100.0)
+            edge = (
+                current * (1 + w.threshold_pct / 100.0)
+                if maximize
+                else current * (1 - w.threshold_pct / 100.0)
+            )
             x0, x1 = w.index - 0.4, w.index + 0.4
             band_x += [x0, x1, x1, x0, x0, None]
             band_y += [current, current, edge, edge, current, None]
     if band_x:
-        fig.add_trace(go.Scatter(x=band_x, y=band_y, fill="toself", mode="lines", line={"width": 0},
-                                 fillcolor="rgba(31,119,180,0.15)", name="threshold band", hoverinfo="skip"))
+        fig.add_trace(
+            go.Scatter(
+                x=band_x,
+                y=band_y,
+                fill="toself",
+                mode="lines",
+                line={"width": 0},
+                fillcolor="rgba(31,119,180,0.15)",
+                name="threshold band",
+                hoverinfo="skip",
+            )
+        )
     styles = {
         "all": ("candidates", {"color": "#9a9a9a", "size": 6}),
-        "current": ("current point", {"symbol": "circle-open", "size": 13, "color": "#1f77b4", "line": {"width": 2.5}}),
-        "best": ("best candidate", {"symbol": "star", "size": 14, "color": "#e0a800",
-                                    "line": {"width": 1, "color": "#7a5c00"}}),
+        "current": (
+            "current point",
+            {"symbol": "circle-open", "size": 13, "color": "#1f77b4", "line": {"width": 2.5}},
+        ),
+        "best": (
+            "best candidate",
+            {
+                "symbol": "star",
+                "size": 14,
+                "color": "#e0a800",
+                "line": {"width": 1, "color": "#7a5c00"},
+            },
+        ),
     }
     for key, (name, marker) in styles.items():
         x, y, text = (list(v) for v in zip(*dots[key], strict=True)) if dots[key] else ([], [], [])
-        fig.add_trace(go.Scatter(x=x, y=y, mode="markers", name=name, text=text, marker=marker,
-                                 hovertemplate=f"{name}: %{{text}}<br>score %{{y:.4g}}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=y,
+                mode="markers",
+                name=name,
+                text=text,
+                marker=marker,
+                hovertemplate=f"{name}: %{{text}}<br>score %{{y:.4g}}<extra></extra>",
+            )
+        )
     fig.update_xaxes(title_text="Window (index)", dtick=1 if len(windows) <= 30 else None)
     fig.update_yaxes(title_text="Score (objective units)")
     layout = base_layout(fig, height=440)
@@ -260,17 +315,38 @@ def _outcome_chart(page: Page, windows: list[_Window]) -> None:
     use_time = all(w.decision_s is not None or w.end_s is not None for w in windows)
     for outcome in present:
         ws = [w for w in windows if w.outcome == outcome]
-        x = [(w.decision_s if w.decision_s is not None else w.end_s) / 60.0 if use_time else w.index for w in ws]
-        fig.add_trace(go.Scatter(
-            x=x, y=[plain(outcome)] * len(ws), mode="markers", name=plain(outcome),
-            marker={"size": 12, "color": OUTCOME_COLOURS.get(outcome, "#8172b3"), "symbol": "square"},
-            text=[plain(f"window {w.index}: {w.reason or outcome}; improvement "
-                        f"{'n/a' if w.improvement_pct is None else f'{w.improvement_pct:.2f}%'}") for w in ws],
-            hovertemplate="%{text}<extra></extra>",
-        ))
+        x = [
+            (w.decision_s if w.decision_s is not None else w.end_s) / 60.0 if use_time else w.index
+            for w in ws
+        ]
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=[plain(outcome)] * len(ws),
+                mode="markers",
+                name=plain(outcome),
+                marker={
+                    "size": 12,
+                    "color": OUTCOME_COLOURS.get(outcome, "#8172b3"),
+                    "symbol": "square",
+                },
+                text=[
+                    plain(
+                        f"window {w.index}: {w.reason or outcome}; improvement "
+                        f"{'n/a' if w.improvement_pct is None else f'{w.improvement_pct:.2f}%'}"
+                    )
+                    for w in ws
+                ],
+                hovertemplate="%{text}<extra></extra>",
+            )
+        )
     fig.update_xaxes(title_text="Decision time (planner min)" if use_time else "Window (index)")
-    fig.update_yaxes(title_text="Outcome", type="category", categoryorder="array",
-                     categoryarray=[plain(o) for o in reversed(present)])
+    fig.update_yaxes(
+        title_text="Outcome",
+        type="category",
+        categoryorder="array",
+        categoryarray=[plain(o) for o in reversed(present)],
+    )
     layout = base_layout(fig, height=300)
     layout.update_layout(hovermode="closest")
     page.chart("retune_outcomes", title, how, layout)
@@ -279,8 +355,8 @@ def _outcome_chart(page: Page, windows: list[_Window]) -> None:
 def _parameters_chart(page: Page, windows: list[_Window]) -> None:
     title = "Router parameters and planner fields in force"
     how = (
-        "One panel per searched parameter: its value at the current point of each window, i.e. what "
-        "was in force while the window ran. Changes between windows are applied decisions."
+        "One panel per searched parameter: its value at the current point of each window, i.e. "
+        "what was in force while the window ran. Changes between windows are applied decisions."
     )
     keys: list[str] = []
     for w in windows:
@@ -292,8 +368,13 @@ def _parameters_chart(page: Page, windows: list[_Window]) -> None:
     shown = keys[:MAX_PARAMETER_PANELS]
     if len(keys) > len(shown):
         how += f" The first {len(shown)} of {len(keys)} parameters are shown."
-    fig = make_subplots(rows=len(shown), cols=1, shared_xaxes=True, vertical_spacing=0.04,
-                        subplot_titles=[plain(k) for k in shown])
+    fig = make_subplots(
+        rows=len(shown),
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.04,
+        subplot_titles=[plain(k) for k in shown],
+    )
     colours = palette_map(shown)
     for row, key in enumerate(shown, start=1):
         x, y = [], []
@@ -303,8 +384,18 @@ def _parameters_chart(page: Page, windows: list[_Window]) -> None:
             value = w.points[w.current][key]
             x.append(w.index)
             y.append(value if _num(value) is not None else plain(value))
-        fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name=plain(key), showlegend=False,
-                                 line={"shape": "hv", "color": colours[key]}), row=row, col=1)
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=y,
+                mode="lines+markers",
+                name=plain(key),
+                showlegend=False,
+                line={"shape": "hv", "color": colours[key]},
+            ),
+            row=row,
+            col=1,
+        )
     fig.update_xaxes(title_text="Window (index)", row=len(shown), col=1)
     layout = base_layout(fig, height=140 * len(shown) + 120)
     page.chart("retune_parameters", title, how, layout)
@@ -340,13 +431,27 @@ def _presweep_chart(page: Page, windows: list[_Window]) -> None:
     fig = go.Figure()
     colours = palette_map(series)
     for label, pts in series.items():
-        fig.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers",
-                                 name=plain(label), line={"color": colours[label]}))
+        fig.add_trace(
+            go.Scatter(
+                x=[p[0] for p in pts],
+                y=[p[1] for p in pts],
+                mode="lines+markers",
+                name=plain(label),
+                line={"color": colours[label]},
+            )
+        )
     if winners:
-        fig.add_trace(go.Scatter(x=[w[0] for w in winners], y=[w[1] for w in winners], mode="markers",
-                                 name="winner", text=[plain(w[2]) for w in winners],
-                                 marker={"symbol": "star", "size": 14, "color": "#e0a800", "line": {"width": 1}},
-                                 hovertemplate="winner %{text}: %{y:.4f}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=[w[0] for w in winners],
+                y=[w[1] for w in winners],
+                mode="markers",
+                name="winner",
+                text=[plain(w[2]) for w in winners],
+                marker={"symbol": "star", "size": 14, "color": "#e0a800", "line": {"width": 1}},
+                hovertemplate="winner %{text}: %{y:.4f}<extra></extra>",
+            )
+        )
     fig.update_xaxes(title_text="Window (index)")
     fig.update_yaxes(title_text="Pre-sweep loss (log1p error, weighted)", rangemode="tozero")
     layout = base_layout(fig, height=400, legend_below=len(series) > 4)
@@ -368,11 +473,31 @@ def _decision_table(page: Page, windows: list[_Window]) -> None:
 
     page.table(
         "Decisions",
-        ["window", "bounds (s)", "outcome", "reason", "current score", "best score", "improvement %",
-         "threshold %", "changes applied", "sweep wall (s)"],
         [
-            [w.index, fmt_window(w), w.outcome, w.reason, _cell(w.current_score), _cell(w.best_score),
-             _cell(w.improvement_pct), _cell(w.threshold_pct), dict(w.changes) or "", _cell(w.wall_s)]
+            "window",
+            "bounds (s)",
+            "outcome",
+            "reason",
+            "current score",
+            "best score",
+            "improvement %",
+            "threshold %",
+            "changes applied",
+            "sweep wall (s)",
+        ],
+        [
+            [
+                w.index,
+                fmt_window(w),
+                w.outcome,
+                w.reason,
+                _cell(w.current_score),
+                _cell(w.best_score),
+                _cell(w.improvement_pct),
+                _cell(w.threshold_pct),
+                dict(w.changes) or "",
+                _cell(w.wall_s),
+            ]
             for w in windows
         ],
         "Improvement is the best candidate's gain over the current point; a decision applies only "
@@ -382,4 +507,3 @@ def _decision_table(page: Page, windows: list[_Window]) -> None:
 
 def _cell(value: float | None) -> Any:
     return "n/a" if value is None else value
-

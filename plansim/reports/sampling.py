@@ -65,7 +65,9 @@ def bin_series(
     lo, hi = float(np.nanmin(t)), float(np.nanmax(t))
     edges = np.linspace(lo, hi, max_points + 1)
     idx = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, max_points - 1)
-    frame = pd.DataFrame({"_bin": idx, "_t": t, **{k: np.asarray(v, float) for k, v in values.items()}})
+    frame = pd.DataFrame(
+        {"_bin": idx, "_t": t, **{k: np.asarray(v, float) for k, v in values.items()}}
+    )
     grouped = frame.groupby("_bin", sort=True)
     times = grouped["_t"].mean().to_numpy()
     out = {k: getattr(grouped[k], how)().to_numpy() for k in values}
@@ -88,7 +90,9 @@ def thin_events(labels: np.ndarray, max_points: int = MAX_POINTS) -> np.ndarray:
 
 # Probability levels of a CDF: even steps in the body, finer steps in the tail where SLAs live.
 CDF_LEVELS = np.unique(
-    np.concatenate([np.linspace(0.0, 0.9, 451), np.linspace(0.9, 0.99, 181), np.linspace(0.99, 1.0, 201)])
+    np.concatenate(
+        [np.linspace(0.0, 0.9, 451), np.linspace(0.9, 0.99, 181), np.linspace(0.99, 1.0, 201)]
+    )
 )
 
 

@@ -15,19 +15,37 @@ SLA_COLOUR = "#d62728"
 ACTUAL_COLOUR = "#222222"
 # Categorical palette (colour-blind friendly order) for predictors, parameters, workers.
 PALETTE = (
-    "#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3",
-    "#937860", "#da8bc3", "#8c8c8c", "#ccb974", "#64b5cd",
+    "#4c72b0",
+    "#dd8452",
+    "#55a868",
+    "#c44e52",
+    "#8172b3",
+    "#937860",
+    "#da8bc3",
+    "#8c8c8c",
+    "#ccb974",
+    "#64b5cd",
 )
 
 
 # A small white template (the look of plotly_white without its per-trace-type defaults): the
 # full template is ~10 kB per figure and slow to validate.
-_AXIS = {"gridcolor": "#ebf0f8", "linecolor": "#ebf0f8", "zerolinecolor": "#ebf0f8",
-         "ticks": "", "automargin": True, "title": {"standoff": 12}}
+_AXIS = {
+    "gridcolor": "#ebf0f8",
+    "linecolor": "#ebf0f8",
+    "zerolinecolor": "#ebf0f8",
+    "ticks": "",
+    "automargin": True,
+    "title": {"standoff": 12},
+}
 TEMPLATE = go.layout.Template(
     layout={
-        "paper_bgcolor": "white", "plot_bgcolor": "white", "colorway": list(PALETTE),
-        "font": {"color": "#2a3f5f"}, "xaxis": _AXIS, "yaxis": _AXIS,
+        "paper_bgcolor": "white",
+        "plot_bgcolor": "white",
+        "colorway": list(PALETTE),
+        "font": {"color": "#2a3f5f"},
+        "xaxis": _AXIS,
+        "yaxis": _AXIS,
         "hoverlabel": {"align": "left"},
     }
 )
@@ -49,7 +67,9 @@ def base_layout(fig: go.Figure, height: int = 420, legend_below: bool = False) -
     top, bottom = 40, (130 if legend_below else 60)
     if legend_below:
         # Just under the x-axis title, whatever the figure height (y is in plot-area fractions).
-        legend.update(orientation="h", yanchor="top", y=-62 / (height - top - bottom), xanchor="left", x=0)
+        legend.update(
+            orientation="h", yanchor="top", y=-62 / (height - top - bottom), xanchor="left", x=0
+        )
     fig.update_layout(
         template=TEMPLATE,
         height=height,

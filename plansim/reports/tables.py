@@ -52,7 +52,9 @@ def _number(value: Any) -> float | None:
     return out if np.isfinite(out) and out > 0 else None
 
 
-def find_sla(inputs: Mapping[str, Any] | None, summary: Mapping[str, Any] | None = None) -> dict[str, float]:
+def find_sla(
+    inputs: Mapping[str, Any] | None, summary: Mapping[str, Any] | None = None
+) -> dict[str, float]:
     """SLA targets in ms (``ttft_ms``, ``itl_ms``, ``e2e_ms``; only those set) from a run's
     ``inputs.json``: a top-level ``sla`` block first, then the deployment's, then the planner's
     TTFT/ITL targets."""

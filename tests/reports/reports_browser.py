@@ -97,14 +97,19 @@ class Browser:
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(
-            self._base + path, data=data, method=method, headers={"Content-Type": "application/json"}
+            self._base + path,
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json"},
         )
         try:
             with urllib.request.urlopen(req, timeout=120) as r:
                 return json.load(r)["value"]
         except urllib.error.HTTPError as exc:
             value = json.load(exc).get("value", {})
-            raise WebDriverError(value.get("error", str(exc.code)), value.get("message", "")) from None
+            raise WebDriverError(
+                value.get("error", str(exc.code)), value.get("message", "")
+            ) from None
 
     def _s(self, path: str) -> str:
         return f"/session/{self._session}{path}"
@@ -140,13 +145,25 @@ class Browser:
         """A PNG of the whole page (not just the viewport)."""
         height = int(self.run("return document.documentElement.scrollHeight;"))
         self._call(
-            "POST", self._s("/goog/cdp/execute"),
-            {"cmd": "Emulation.setDeviceMetricsOverride",
-             "params": {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}},
+            "POST",
+            self._s("/goog/cdp/execute"),
+            {
+                "cmd": "Emulation.setDeviceMetricsOverride",
+                "params": {
+                    "width": width,
+                    "height": height,
+                    "deviceScaleFactor": 1,
+                    "mobile": False,
+                },
+            },
         )
         shot = self._call(
-            "POST", self._s("/goog/cdp/execute"),
-            {"cmd": "Page.captureScreenshot", "params": {"format": "png", "captureBeyondViewport": True}},
+            "POST",
+            self._s("/goog/cdp/execute"),
+            {
+                "cmd": "Page.captureScreenshot",
+                "params": {"format": "png", "captureBeyondViewport": True},
+            },
         )
         path.write_bytes(base64.b64decode(shot["data"]))
 

@@ -10,8 +10,18 @@ from typing import Any
 import numpy as np
 
 _CHART = re.compile(r'<div class="chart" data-chart="([a-z_]+)" data-figure="(fig-\d+)"')
-_DTYPES = {"f8": np.float64, "f4": np.float32, "i1": np.int8, "i2": np.int16, "i4": np.int32,
-           "u1": np.uint8, "u2": np.uint16, "u4": np.uint32, "i8": np.int64, "u8": np.uint64}
+_DTYPES = {
+    "f8": np.float64,
+    "f4": np.float32,
+    "i1": np.int8,
+    "i2": np.int16,
+    "i4": np.int32,
+    "u1": np.uint8,
+    "u2": np.uint16,
+    "u4": np.uint32,
+    "i8": np.int64,
+    "u8": np.uint64,
+}
 
 
 def chart_names(html: str) -> list[str]:
@@ -22,7 +32,9 @@ def figures(html: str) -> dict[str, dict[str, Any]]:
     """Chart name -> its Plotly figure (data + layout) as embedded in the page."""
     out = {}
     for name, fig_id in _CHART.findall(html):
-        match = re.search(rf'<script type="application/json" id="{fig_id}">(.*?)</script>', html, re.S)
+        match = re.search(
+            rf'<script type="application/json" id="{fig_id}">(.*?)</script>', html, re.S
+        )
         assert match is not None, fig_id
         out[name] = json.loads(match.group(1))
     return out

@@ -13,7 +13,9 @@ from plansim.io import atomic_write_json, write_parquet_atomic
 XSS = "<script>alert(1)</script>"
 
 
-def requests_table(n: int = 2000, span_s: float = 3600.0, seed: int = 0, model_id: str = "req") -> pd.DataFrame:
+def requests_table(
+    n: int = 2000, span_s: float = 3600.0, seed: int = 0, model_id: str = "req"
+) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     arrival = np.sort(rng.uniform(0, span_s * 1000.0, n))
     ttft = rng.lognormal(np.log(200.0), 0.6, n)
@@ -48,7 +50,9 @@ def requests_table(n: int = 2000, span_s: float = 3600.0, seed: int = 0, model_i
     )
 
 
-def timeseries_table(span_s: int = 3600, pools: tuple[str, ...] = ("prefill", "decode")) -> pd.DataFrame:
+def timeseries_table(
+    span_s: int = 3600, pools: tuple[str, ...] = ("prefill", "decode")
+) -> pd.DataFrame:
     t = np.arange(span_s, dtype=np.float64)
     frames = []
     for k, pool in enumerate(pools):
@@ -92,10 +96,38 @@ def workers_table() -> pd.DataFrame:
 
 def scaling_events() -> list[dict[str, Any]]:
     return [
-        {"at_s": 600.0, "component": "decode", "from_count": 2, "to_count": 3, "reason": "scale_up", "applied": True},
-        {"at_s": 1500.0, "component": "decode", "from_count": 3, "to_count": 4, "reason": "scale_up", "applied": True},
-        {"at_s": 2900.0, "component": "decode", "from_count": 4, "to_count": 3, "reason": "scale_down", "applied": True},
-        {"at_s": 3100.0, "component": "prefill", "from_count": 2, "to_count": 1, "reason": "scale_down", "applied": False},
+        {
+            "at_s": 600.0,
+            "component": "decode",
+            "from_count": 2,
+            "to_count": 3,
+            "reason": "scale_up",
+            "applied": True,
+        },
+        {
+            "at_s": 1500.0,
+            "component": "decode",
+            "from_count": 3,
+            "to_count": 4,
+            "reason": "scale_up",
+            "applied": True,
+        },
+        {
+            "at_s": 2900.0,
+            "component": "decode",
+            "from_count": 4,
+            "to_count": 3,
+            "reason": "scale_down",
+            "applied": True,
+        },
+        {
+            "at_s": 3100.0,
+            "component": "prefill",
+            "from_count": 2,
+            "to_count": 1,
+            "reason": "scale_down",
+            "applied": False,
+        },
     ]
 
 
@@ -110,7 +142,9 @@ def summary() -> dict[str, Any]:
         "prefix_cache_reused_ratio": 0.3,
     }
     for metric, base in (("ttft", 200.0), ("tpot", 25.0), ("itl", 25.0), ("e2e_latency", 5000.0)):
-        for k, stat in enumerate(("mean", "min", "max", "median", "p75", "p90", "p95", "p99", "std")):
+        for k, stat in enumerate(
+            ("mean", "min", "max", "median", "p75", "p90", "p95", "p99", "std")
+        ):
             out[f"{stat}_{metric}_ms"] = base * (1 + k / 10)
     return out
 
@@ -171,12 +205,19 @@ def retune_events(windows: int = 4) -> list[dict[str, Any]]:
     for k in range(windows):
         candidates = []
         for j in range(6):
-            point = {"router": {"overlap_score_credit": 0.5 * j},
-                     "planner": {"load_predictor": "kalman" if j % 2 else "constant"}}
+            point = {
+                "router": {"overlap_score_credit": 0.5 * j},
+                "planner": {"load_predictor": "kalman" if j % 2 else "constant"},
+            }
             score = None if (k == 2) else 100.0 + 3 * j - k
             candidates.append(
-                {"point": point, "status": "ok" if score is not None else "failed", "score": score,
-                 "error": None if score is not None else "current point failed", "is_current": j == 1}
+                {
+                    "point": point,
+                    "status": "ok" if score is not None else "failed",
+                    "score": score,
+                    "error": None if score is not None else "current point failed",
+                    "is_current": j == 1,
+                }
             )
         out.append(
             {
@@ -192,12 +233,17 @@ def retune_events(windows: int = 4) -> list[dict[str, Any]]:
                 "best_score": None if k == 2 else 115.0 - k,
                 "improvement_percentage": None if k == 2 else 11.6,
                 "objective": "GoodputPerGPU",
-                "changes": {"router": {"overlap_score_credit": 2.5}, "planner": {}} if k == 0 else None,
+                "changes": {"router": {"overlap_score_credit": 2.5}, "planner": {}}
+                if k == 0
+                else None,
                 "router_parameters": {"decode": {"overlap_score_credit": 2.5}} if k == 0 else None,
                 "planner_changes": {},
                 "predictor_presweep": {
-                    "candidates": [{"load_predictor": "constant"}, {"load_predictor": "kalman"},
-                                   {"load_predictor": "arima"}],
+                    "candidates": [
+                        {"load_predictor": "constant"},
+                        {"load_predictor": "kalman"},
+                        {"load_predictor": "arima"},
+                    ],
                     "losses": [0.30 - 0.01 * k, 0.22, 0.25],
                     "winner": 1,
                 },
@@ -207,11 +253,15 @@ def retune_events(windows: int = 4) -> list[dict[str, Any]]:
     return out
 
 
-def predictions_table(n_buckets: int = 120, predictors: tuple[str, ...] = ("constant", "kalman")) -> pd.DataFrame:
+def predictions_table(
+    n_buckets: int = 120, predictors: tuple[str, ...] = ("constant", "kalman")
+) -> pd.DataFrame:
     rng = np.random.default_rng(2)
     rows = []
     for series, level in (("num_req", 300.0), ("isl", 3000.0), ("osl", 250.0)):
-        actual = level * (1 + 0.3 * np.sin(np.arange(n_buckets) / 10)) + rng.normal(0, level * 0.05, n_buckets)
+        actual = level * (1 + 0.3 * np.sin(np.arange(n_buckets) / 10)) + rng.normal(
+            0, level * 0.05, n_buckets
+        )
         for k, predictor in enumerate(predictors):
             forecast = np.roll(actual, 1) * (1 + 0.02 * k)
             for b in range(n_buckets):
@@ -223,15 +273,30 @@ def predictor_summary(predictors: tuple[str, ...] = ("constant", "kalman")) -> d
     return {
         "interval_s": 60.0,
         "predictors": [
-            {"predictor": p, "loss": 0.1 + 0.05 * k, "mape_num_req": 8.0 + k, "rmse_num_req": 20.0 + k,
-             "under_forecast_share": 0.1, "fit_time_mean_s": 0.001, "fit_time_max_s": 0.01, "failed": 0}
+            {
+                "predictor": p,
+                "loss": 0.1 + 0.05 * k,
+                "mape_num_req": 8.0 + k,
+                "rmse_num_req": 20.0 + k,
+                "under_forecast_share": 0.1,
+                "fit_time_mean_s": 0.001,
+                "fit_time_max_s": 0.01,
+                "failed": 0,
+            }
             for k, p in enumerate(predictors)
         ],
     }
 
 
-def write_replay_folder(folder: Path, *, planner: bool = False, retune: bool = False,
-                        model: str = "demo-model", trace: str = "trace.jsonl.gz", request_id: str = "req") -> None:
+def write_replay_folder(
+    folder: Path,
+    *,
+    planner: bool = False,
+    retune: bool = False,
+    model: str = "demo-model",
+    trace: str = "trace.jsonl.gz",
+    request_id: str = "req",
+) -> None:
     run_inputs = inputs(model=model, trace=trace)
     if planner:
         run_inputs["planner"] = {"report_interval_hours": 1.0, "ttft_ms": 500.0, "itl_ms": 40.0}
@@ -247,6 +312,8 @@ def write_replay_folder(folder: Path, *, planner: bool = False, retune: bool = F
         atomic_write_json(folder / "retune_events.json", retune_events())
 
 
-def write_predict_folder(folder: Path, predictors: tuple[str, ...] = ("constant", "kalman")) -> None:
+def write_predict_folder(
+    folder: Path, predictors: tuple[str, ...] = ("constant", "kalman")
+) -> None:
     atomic_write_json(folder / "summary.json", predictor_summary(predictors))
     write_parquet_atomic(folder / "predictions.parquet", predictions_table(predictors=predictors))

@@ -18,10 +18,22 @@ from plansim.reports import render_dir
 pytestmark = pytest.mark.slow
 
 EXPECTED = {
-    "report.html": ["traffic", "latency_cdf", "latency_percentiles", "pool_load", "workers",
-                    "prefix_reuse", "worker_balance"],
+    "report.html": [
+        "traffic",
+        "latency_cdf",
+        "latency_percentiles",
+        "pool_load",
+        "workers",
+        "prefix_reuse",
+        "worker_balance",
+    ],
     "planner_report.html": ["planner_grid"],
-    "retune_report.html": ["retune_scores", "retune_outcomes", "retune_parameters", "retune_presweep"],
+    "retune_report.html": [
+        "retune_scores",
+        "retune_outcomes",
+        "retune_parameters",
+        "retune_presweep",
+    ],
     "predictor_report.html": ["predictor_loss", "predictor_forecasts", "predictor_errors"],
 }
 
@@ -55,7 +67,10 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory):
     if find_chromium() is None:
-        pytest.fail("the browser check needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)")
+        pytest.fail(
+            "the browser check needs Debian's chromium and chromium-driver "
+            "(apt-get install chromium chromium-driver)"
+        )
     home = tmp_path_factory.mktemp("chromium")
     b = Browser(home / "profile", home / "chromedriver.log")
     yield b
@@ -63,8 +78,9 @@ def browser(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.mark.parametrize("report", sorted(EXPECTED))
-def test_report_renders_every_chart_without_errors(report: str, folders: dict[str, Path], browser: Browser,
-                                                   tmp_path: Path) -> None:
+def test_report_renders_every_chart_without_errors(
+    report: str, folders: dict[str, Path], browser: Browser, tmp_path: Path
+) -> None:
     browser.open(folders[report])
     state = browser.wait_for(_RENDERED, timeout_s=90)
     assert state, "charts did not finish rendering"
@@ -80,14 +96,24 @@ def test_report_renders_every_chart_without_errors(report: str, folders: dict[st
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_input_text_shows_as_text_in_the_browser(folders: dict[str, Path], browser: Browser) -> None:
+def test_input_text_shows_as_text_in_the_browser(
+    folders: dict[str, Path], browser: Browser
+) -> None:
     for report in ("report.html", "predictor_report.html"):
         browser.open(folders[report])
         assert browser.wait_for(_RENDERED, timeout_s=90)
         assert browser.alert_text() is None
         # only the page's own scripts: the bootstrap, plotly.js and the plotting loop
-        assert browser.run("return document.querySelectorAll('script:not([type=\"application/json\"])').length;") == 3
+        assert (
+            browser.run(
+                "return document.querySelectorAll("
+                "'script:not([type=\"application/json\"])').length;"
+            )
+            == 3
+        )
         assert XSS in browser.run("return document.body.innerText;")
     # Plotly draws the escaped predictor name as the literal text
-    legend = browser.run("return Array.from(document.querySelectorAll('.legendtext')).map(e => e.textContent);")
+    legend = browser.run(
+        "return Array.from(document.querySelectorAll('.legendtext')).map(e => e.textContent);"
+    )
     assert XSS in legend

@@ -20,9 +20,14 @@ def test_planner_and_retune_tables_add_their_reports(tmp_path):
     written = {str(p.relative_to(tmp_path)) for p in render_dir(tmp_path)}
     # ticks span 0..7170 s: with report_interval_hours 1, two periodic reports
     assert written == {
-        "report.html", "planner_report.html", "planner_report.log.jsonl.gz", "retune_report.html",
-        "planner_reports/planner_report_001.html", "planner_reports/planner_report_001.log.jsonl.gz",
-        "planner_reports/planner_report_002.html", "planner_reports/planner_report_002.log.jsonl.gz",
+        "report.html",
+        "planner_report.html",
+        "planner_report.log.jsonl.gz",
+        "retune_report.html",
+        "planner_reports/planner_report_001.html",
+        "planner_reports/planner_report_001.log.jsonl.gz",
+        "planner_reports/planner_report_002.html",
+        "planner_reports/planner_report_002.log.jsonl.gz",
     }
 
 
@@ -60,7 +65,9 @@ def test_a_damaged_table_names_the_file(tmp_path):
     atomic_write_bytes(tmp_path / "workers.parquet", b"not parquet")
     with pytest.raises(InputError) as err:
         render_dir(tmp_path)
-    assert str(err.value).startswith(f"{tmp_path / 'workers.parquet'}: not a readable Parquet table")
+    assert str(err.value).startswith(
+        f"{tmp_path / 'workers.parquet'}: not a readable Parquet table"
+    )
 
 
 def test_damaged_json_names_the_file(tmp_path):

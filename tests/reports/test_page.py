@@ -14,7 +14,9 @@ ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
 
 def _page_with_input_text() -> str:
     page = Page(f"title {XSS}", f"lede {XSS}")
-    page.key_values("inputs", [("model", XSS), ("deployment", {"model": XSS}), ("files", [XSS, "b"])])
+    page.key_values(
+        "inputs", [("model", XSS), ("deployment", {"model": XSS}), ("files", [XSS, "b"])]
+    )
     page.table("requests", ["request_id", "e2e_ms"], [[XSS, 1.5]], how_to_read=XSS)
     page.note("skipped", XSS)
     page.chart("one", "chart", "how", go.Figure(go.Scatter(x=[1, 2], y=[3, 4], name=plain(XSS))))
@@ -37,7 +39,9 @@ def test_plotly_labels_carry_escaped_text():
 
 def test_raw_text_in_a_figure_cannot_close_the_script_tag():
     page = Page("t")
-    page.chart("raw", "c", "h", go.Figure(layout={"title": {"text": "</script><script>alert(1)</script>"}}))
+    page.chart(
+        "raw", "c", "h", go.Figure(layout={"title": {"text": "</script><script>alert(1)</script>"}})
+    )
     html = page.render()
     assert "</script><script>alert(1)" not in html
     assert figures(html)["raw"]["layout"]["title"]["text"] == "</script><script>alert(1)</script>"

@@ -11,7 +11,12 @@ import pandas as pd
 import reports_synthetic as syn
 from reports_figures import figures, trace, values
 
-from plansim.reports import planner_report_periods, render_planner, tick_log_bytes, write_planner_reports
+from plansim.reports import (
+    planner_report_periods,
+    render_planner,
+    tick_log_bytes,
+    write_planner_reports,
+)
 from plansim.reports.planner import LOAD_COLOURS, TITLES
 
 
@@ -31,12 +36,16 @@ def test_periodic_reports_are_written_with_their_tick_logs(tmp_path):
     paths = write_planner_reports(ticks, tmp_path, 1.0)
     names = sorted(p.name for p in paths)
     assert names == [
-        "planner_report_001.html", "planner_report_001.log.jsonl.gz",
-        "planner_report_002.html", "planner_report_002.log.jsonl.gz",
+        "planner_report_001.html",
+        "planner_report_001.log.jsonl.gz",
+        "planner_report_002.html",
+        "planner_report_002.log.jsonl.gz",
     ]
     # period 1: ticks 0..3600 s (121 ticks); period 2: the remaining 119
-    lines = [gzip.decompress((tmp_path / f"planner_report_00{k}.log.jsonl.gz").read_bytes()).splitlines()
-             for k in (1, 2)]
+    lines = [
+        gzip.decompress((tmp_path / f"planner_report_00{k}.log.jsonl.gz").read_bytes()).splitlines()
+        for k in (1, 2)
+    ]
     assert [len(x) for x in lines] == [121, 119]
     assert json.loads(lines[1][0])["at_s"] == 3630.0
 
@@ -47,12 +56,16 @@ def test_recorder_off_writes_nothing(tmp_path):
 
 
 def test_tick_log_is_deterministic_and_nan_becomes_null():
-    ticks = pd.DataFrame({"at_s": [0.0, 5.0], "estimated_ttft_ms": [np.nan, 12.5], "reason": ["a", None]})
+    ticks = pd.DataFrame(
+        {"at_s": [0.0, 5.0], "estimated_ttft_ms": [np.nan, 12.5], "reason": ["a", None]}
+    )
     data = tick_log_bytes(ticks)
     assert data == tick_log_bytes(ticks)
     rows = [json.loads(line) for line in gzip.decompress(data).splitlines()]
-    assert rows == [{"at_s": 0.0, "estimated_ttft_ms": None, "reason": "a"},
-                    {"at_s": 5.0, "estimated_ttft_ms": 12.5, "reason": None}]
+    assert rows == [
+        {"at_s": 0.0, "estimated_ttft_ms": None, "reason": "a"},
+        {"at_s": 5.0, "estimated_ttft_ms": 12.5, "reason": None},
+    ]
 
 
 def test_the_grid_has_the_reference_titles_and_sla_lines():
@@ -80,8 +93,9 @@ def test_decisions_are_coloured_by_reason_on_per_component_tracks():
 
 
 def test_advisory_recommendations_are_drawn_over_replica_counts():
-    ticks = syn.ticks_table(n=4).assign(advisory=[False, True, False, True],
-                                        scale_to_decode=[np.nan, 7.0, np.nan, 2.0])
+    ticks = syn.ticks_table(n=4).assign(
+        advisory=[False, True, False, True], scale_to_decode=[np.nan, 7.0, np.nan, 2.0]
+    )
     fig = figures(render_planner(ticks))["planner_grid"]
     rec = trace(fig, "decode recommended")
     assert list(values(rec["y"])) == [7.0, 2.0]
@@ -89,10 +103,24 @@ def test_advisory_recommendations_are_drawn_over_replica_counts():
 
 
 def test_engine_queues_give_one_line_per_engine():
-    queues = json.dumps([
-        {"worker_id": 0, "dp_rank": 0, "queued_prefill_tokens": 100, "queued_decode_kv_tokens": 0, "inflight_decode_kv_tokens": 0},
-        {"worker_id": 3, "dp_rank": 1, "queued_prefill_tokens": 0, "queued_decode_kv_tokens": 40, "inflight_decode_kv_tokens": 60},
-    ])
+    queues = json.dumps(
+        [
+            {
+                "worker_id": 0,
+                "dp_rank": 0,
+                "queued_prefill_tokens": 100,
+                "queued_decode_kv_tokens": 0,
+                "inflight_decode_kv_tokens": 0,
+            },
+            {
+                "worker_id": 3,
+                "dp_rank": 1,
+                "queued_prefill_tokens": 0,
+                "queued_decode_kv_tokens": 40,
+                "inflight_decode_kv_tokens": 60,
+            },
+        ]
+    )
     ticks = syn.ticks_table(n=3).assign(engine_queues=queues, max_kv_tokens=500.0)
     fig = figures(render_planner(ticks))["planner_grid"]
     assert list(values(trace(fig, "prefill 0:dp0")["y"])) == [100.0] * 3
@@ -103,7 +131,9 @@ def test_engine_queues_give_one_line_per_engine():
 
 
 def test_missing_columns_leave_no_data_notes():
-    fig = figures(render_planner(pd.DataFrame({"at_s": [0.0, 5.0], "ready_decode": [1, 2]})))["planner_grid"]
+    fig = figures(render_planner(pd.DataFrame({"at_s": [0.0, 5.0], "ready_decode": [1, 2]})))[
+        "planner_grid"
+    ]
     notes = [a["text"] for a in fig["layout"]["annotations"] if a["text"].startswith("no data")]
     assert "no data: estimated_ttft_ms" in notes
     assert "no data: load_decision_reason columns" in notes

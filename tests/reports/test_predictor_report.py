@@ -14,26 +14,37 @@ from plansim.reports.predictor import MAX_PREDICTORS, ranking_rows
 
 
 def test_every_chart_and_the_loss_table():
-    html = render_predictor(syn.predictions_table(), ranking_rows(syn.predictor_summary()), interval_s=60.0)
+    html = render_predictor(
+        syn.predictions_table(), ranking_rows(syn.predictor_summary()), interval_s=60.0
+    )
     assert chart_names(html) == ["predictor_loss", "predictor_forecasts", "predictor_errors"]
     assert "Loss table (best first)" in html
 
 
 def test_bucket_positions_become_time_with_an_interval():
     # 10 buckets of 60 s: the last starts at 540 s, drawn in seconds
-    fig = figures(render_predictor(syn.predictions_table(n_buckets=10), interval_s=60.0))["predictor_forecasts"]
+    fig = figures(render_predictor(syn.predictions_table(n_buckets=10), interval_s=60.0))[
+        "predictor_forecasts"
+    ]
     assert list(values(trace(fig, "actual")["x"])) == [60.0 * b for b in range(10)]
     # 30 buckets: the last starts at 1740 s (> 15 min), drawn in minutes
-    fig = figures(render_predictor(syn.predictions_table(n_buckets=30), interval_s=60.0))["predictor_forecasts"]
+    fig = figures(render_predictor(syn.predictions_table(n_buckets=30), interval_s=60.0))[
+        "predictor_forecasts"
+    ]
     assert fig["layout"]["xaxis3"]["title"]["text"] == "Bucket start (min)"
     assert list(values(trace(fig, "actual")["x"]))[:3] == [0.0, 1.0, 2.0]
 
 
 def test_losses_are_computed_when_the_run_wrote_no_ranking():
-    frame = pd.DataFrame({
-        "bucket": [0, 0], "predictor": ["a", "b"], "series": ["request_count"] * 2,
-        "forecast": [math.e - 1, 0.0], "actual": [0.0, 0.0],
-    })
+    frame = pd.DataFrame(
+        {
+            "bucket": [0, 0],
+            "predictor": ["a", "b"],
+            "series": ["request_count"] * 2,
+            "forecast": [math.e - 1, 0.0],
+            "actual": [0.0, 0.0],
+        }
+    )
     html = render_predictor(frame)
     # a: |log1p(e - 1) - log1p(0)| = 1; b: 0 -> b ranks first
     assert html.index("<td>b</td>") < html.index("<td>a</td>")
@@ -49,11 +60,14 @@ def test_only_the_best_predictors_are_drawn():
     assert f"The {MAX_PREDICTORS} best of {MAX_PREDICTORS + 2} predictors are drawn." in html
 
 
-@pytest.mark.parametrize("summary", [
-    [{"predictor": "x", "loss": 0.1}],
-    {"ranking": [{"predictor": "x", "loss": 0.1}]},
-    {"predictors": [{"predictor": "x", "loss": 0.1}], "interval_s": 60},
-])
+@pytest.mark.parametrize(
+    "summary",
+    [
+        [{"predictor": "x", "loss": 0.1}],
+        {"ranking": [{"predictor": "x", "loss": 0.1}]},
+        {"predictors": [{"predictor": "x", "loss": 0.1}], "interval_s": 60},
+    ],
+)
 def test_ranking_rows_accepts_a_list_or_a_wrapped_list(summary):
     assert ranking_rows(summary) == [{"predictor": "x", "loss": 0.1}]
 

@@ -10,13 +10,25 @@ from reports_figures import chart_names, figures, trace, values
 from plansim.reports import render_replay
 from plansim.reports.sampling import MAX_POINTS
 
-ALL_CHARTS = ["traffic", "latency_cdf", "latency_percentiles", "pool_load", "workers", "prefix_reuse", "worker_balance"]
+ALL_CHARTS = [
+    "traffic",
+    "latency_cdf",
+    "latency_percentiles",
+    "pool_load",
+    "workers",
+    "prefix_reuse",
+    "worker_balance",
+]
 
 
 def _full(**overrides):
     tables = dict(
-        requests=syn.requests_table(), timeseries=syn.timeseries_table(), workers=syn.workers_table(),
-        summary=syn.summary(), inputs=syn.inputs(), scaling_events=syn.scaling_events(),
+        requests=syn.requests_table(),
+        timeseries=syn.timeseries_table(),
+        workers=syn.workers_table(),
+        summary=syn.summary(),
+        inputs=syn.inputs(),
+        scaling_events=syn.scaling_events(),
     )
     tables.update(overrides)
     return render_replay(**tables)
@@ -36,7 +48,9 @@ def test_missing_tables_become_notes():
 
 def test_a_missing_column_is_named_in_the_note():
     requests = syn.requests_table().drop(columns=["ttft_ms"])
-    html = _full(requests=requests, timeseries=syn.timeseries_table().drop(columns=["prefix_reuse"]))
+    html = _full(
+        requests=requests, timeseries=syn.timeseries_table().drop(columns=["prefix_reuse"])
+    )
     assert "Not shown: requests.parquet has no column ttft_ms." in html
     assert "Not shown: timeseries.parquet has no column prefix_reuse." in html
     assert "latency_cdf" not in chart_names(html)
@@ -57,7 +71,9 @@ def test_sla_line_reports_the_share_of_requests_that_met_it():
 def test_percentiles_are_taken_per_minute_of_arrival():
     # Two minutes: TTFTs 10, 20, 30 in the first and 100 in the second.
     requests = syn.requests_table(n=4).assign(
-        status="completed", arrival_ms=[0.0, 1000.0, 2000.0, 61_000.0], ttft_ms=[10.0, 20.0, 30.0, 100.0]
+        status="completed",
+        arrival_ms=[0.0, 1000.0, 2000.0, 61_000.0],
+        ttft_ms=[10.0, 20.0, 30.0, 100.0],
     )
     fig = figures(_full(requests=requests, timeseries=None))["latency_percentiles"]
     p50 = trace(fig, "TTFT p50")
@@ -79,12 +95,16 @@ def test_text_from_input_is_escaped():
     requests.loc[:, "e2e_latency_ms"] = 1.0
     html = _full(requests=requests, inputs=syn.inputs(model=syn.XSS, trace=syn.XSS))
     assert syn.XSS not in html
-    assert html.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 3  # model, trace file, request ids
+    assert (
+        html.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 3
+    )  # model, trace file, request ids
 
 
 def test_every_trace_has_at_most_max_points():
-    html = _full(requests=syn.requests_table(n=20_000, span_s=86_400.0),
-                 timeseries=syn.timeseries_table(span_s=86_400))
+    html = _full(
+        requests=syn.requests_table(n=20_000, span_s=86_400.0),
+        timeseries=syn.timeseries_table(span_s=86_400),
+    )
     for name, fig in figures(html).items():
         for tr in fig["data"]:
             for axis in ("x", "y"):
@@ -94,8 +114,14 @@ def test_every_trace_has_at_most_max_points():
 @pytest.mark.slow
 def test_a_million_request_replay_report_stays_under_10_mb():
     requests = syn.requests_table(n=1_000_000, span_s=86_400.0)
-    html = render_replay(requests, syn.timeseries_table(span_s=86_400), syn.workers_table(),
-                         syn.summary(), syn.inputs(), syn.scaling_events())
+    html = render_replay(
+        requests,
+        syn.timeseries_table(span_s=86_400),
+        syn.workers_table(),
+        syn.summary(),
+        syn.inputs(),
+        syn.scaling_events(),
+    )
     assert len(html.encode("utf-8")) < 10_000_000
     cdf = trace(figures(html)["latency_cdf"], "E2E CDF")
     assert len(values(cdf["x"])) < 1000  # quantiles, not one point per request
@@ -104,8 +130,8 @@ def test_a_million_request_replay_report_stays_under_10_mb():
 def test_requests_by_outcome_table_counts_each_status():
     requests = syn.requests_table(n=200)  # every 97th request from index 5 is rejected: 5, 102, 199
     html = _full(requests=requests)
-    assert "<td>rejected</td><td>never fits</td><td class=\"num\">3</td>" in html
-    assert "<td>completed</td><td></td><td class=\"num\">197</td>" in html
+    assert '<td>rejected</td><td>never fits</td><td class="num">3</td>' in html
+    assert '<td>completed</td><td></td><td class="num">197</td>' in html
 
 
 def test_empty_requests_table_still_renders():

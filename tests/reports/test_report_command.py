@@ -9,7 +9,9 @@ from reports_synthetic import write_replay_folder
 
 
 def _plansim(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "plansim", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "plansim", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_report_rerenders_an_output_folder(tmp_path):

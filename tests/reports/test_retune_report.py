@@ -11,11 +11,18 @@ from plansim.reports import render_retune
 
 def test_every_chart_is_drawn_from_decision_records():
     html = render_retune(syn.retune_events(4), min_improvement_percentage=2.0)
-    assert chart_names(html) == ["retune_scores", "retune_outcomes", "retune_parameters", "retune_presweep"]
+    assert chart_names(html) == [
+        "retune_scores",
+        "retune_outcomes",
+        "retune_parameters",
+        "retune_presweep",
+    ]
 
 
 def test_current_point_best_candidate_and_threshold_band():
-    fig = figures(render_retune(syn.retune_events(1), min_improvement_percentage=2.0))["retune_scores"]
+    fig = figures(render_retune(syn.retune_events(1), min_improvement_percentage=2.0))[
+        "retune_scores"
+    ]
     # window 0: candidate j scores 100 + 3j; the current point is j=1 (103), the best j=5 (115)
     assert list(values(trace(fig, "current point")["y"])) == [103.0]
     assert list(values(trace(fig, "best candidate")["y"])) == [115.0]

@@ -57,8 +57,12 @@ def test_fraction_at_most_counts_finite_values():
 
 
 def test_percentiles_per_time_bin():
-    starts, q = binned_percentiles(np.array([0.0, 10.0, 70.0, 80.0, 90.0]),
-                                   np.array([1.0, 3.0, 10.0, 20.0, 30.0]), 60.0, (50.0, 100.0))
+    starts, q = binned_percentiles(
+        np.array([0.0, 10.0, 70.0, 80.0, 90.0]),
+        np.array([1.0, 3.0, 10.0, 20.0, 30.0]),
+        60.0,
+        (50.0, 100.0),
+    )
     assert starts.tolist() == [0.0, 60.0]
     assert q[50.0].tolist() == [2.0, 20.0]
     assert q[100.0].tolist() == [3.0, 30.0]
