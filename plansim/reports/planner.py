@@ -176,9 +176,13 @@ def write_planner_reports(
         part = ordered.iloc[start:stop]
         lo, hi = float(part["at_s"].iloc[0]), float(part["at_s"].iloc[-1])
         events = [e for e in scaling_events or [] if lo <= float(e.get("at_s", np.nan)) <= hi]
+        span = None
+        if has(timeseries, "time_s"):
+            time_s = floats(timeseries, "time_s")
+            span = timeseries[(time_s >= lo) & (time_s <= hi)]
         base = Path(out_dir) / f"{prefix}_{k:03d}"
         written += write_planner_report(
-            part, base, scaling_events=events, sla=sla, timeseries=timeseries
+            part, base, scaling_events=events, sla=sla, timeseries=span
         )
     return written
 
