@@ -28,7 +28,7 @@ h2{font-size:1.15rem;margin:28px 0 4px}
 section h2{margin-top:4px}
 p.lede{color:#4a5366;margin:0 0 12px}
 section{background:#fff;border:1px solid #e1e4ea;border-radius:8px;padding:12px 16px;
-margin:14px 0}
+margin:14px 0;overflow-x:auto}
 p.how{color:#4a5366;font-size:.9rem;margin:2px 0 6px}
 p.note{color:#8a5a00;background:#fff8e6;border-left:3px solid #e0a800;padding:6px 10px;
 font-size:.9rem}
