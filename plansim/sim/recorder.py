@@ -6,12 +6,14 @@ aggregated or decode worker); a disaggregated prefill worker's token is internal
 from __future__ import annotations
 
 import math
+from array import array
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 NAN = float("nan")
+_COMPACT_AT = 1 << 20
 
 
 class Recorder:
@@ -32,12 +34,17 @@ class Recorder:
         self.decode_worker = [-1] * n
         self.status = ["incomplete"] * n
         self.reason = [""] * n
-        # Token gaps: single values, and (values, weight) blocks from decode runs.
-        self._gaps: list[float] = []
-        self._gap_blocks: list[tuple[np.ndarray, int]] = []
-        # Output tokens per pass end, for tokens/s: singles and run blocks.
-        self._tok_single: list[tuple[float, int]] = []
-        self._tok_blocks: list[tuple[np.ndarray, int]] = []
+        # Token gaps as weighted samples: gap value i occurred gap_count[i] times. Requests
+        # that emitted in the same earlier pass share one sample.
+        self.gap_value = array("d")
+        self.gap_count = array("q")
+        # Compacted gaps: distinct values in whole microseconds and their counts. The
+        # reference keeps ITL in a DDSketch of 0.1% relative error; 1 us is finer for any gap
+        # above 1 ms, and keeps memory bounded by the number of distinct gaps, not tokens.
+        self._gap_us = np.zeros(0, dtype=np.int64)
+        self._gap_us_count = np.zeros(0, dtype=np.int64)
+        # Visible output tokens per virtual second (index = floor(ms / 1000)).
+        self._tok_per_s = np.zeros(1024)
         # Per-interval counters for the time series.
         self._arrived = 0
         self._admitted_tokens = 0
@@ -67,6 +74,7 @@ class Recorder:
         first = []
         n_tokens = self.n_tokens
         last = self.last_token
+        since: dict[float, int] = {}
         for req in reqs:
             rid = req.rid
             k = n_tokens[rid] + 1
@@ -77,9 +85,13 @@ class Recorder:
             else:
                 if k == 2:
                     self.second_token[rid] = end
-                self._gaps.append(end - last[rid])
+                t = last[rid]
+                since[t] = since.get(t, 0) + 1
             last[rid] = end
-        self._tok_single.append((end, len(reqs)))
+        for t, c in since.items():
+            self.gap_value.append(end - t)
+            self.gap_count.append(c)
+        self._count_tokens(end, len(reqs))
         return first
 
     def run(self, reqs: list[Any], ends: np.ndarray, dts: np.ndarray) -> None:
@@ -89,18 +101,42 @@ class Recorder:
         e_last = float(ends[-1])
         n_tokens = self.n_tokens
         last = self.last_token
-        gaps = self._gaps
+        since: dict[float, int] = {}
         for req in reqs:
             rid = req.rid
             k = n_tokens[rid]
             if k == 1:
                 self.second_token[rid] = e0
-            gaps.append(e0 - last[rid])
+            t = last[rid]
+            since[t] = since.get(t, 0) + 1
             n_tokens[rid] = k + m
             last[rid] = e_last
+        for t, c in since.items():
+            self.gap_value.append(e0 - t)
+            self.gap_count.append(c)
+        n = len(reqs)
         if m > 1:
-            self._gap_blocks.append((np.diff(ends), len(reqs)))
-        self._tok_blocks.append((ends, len(reqs)))
+            self.gap_value.extend(np.diff(ends).tolist())
+            self.gap_count.extend([n] * (m - 1))
+        if len(self.gap_value) >= _COMPACT_AT:
+            self._compact_gaps()
+        first_s, last_s = int(e0 // 1000.0), int(e_last // 1000.0)
+        if first_s == last_s:
+            self._count_tokens(e0, n * m)
+        else:
+            self._grow(last_s)
+            np.add.at(self._tok_per_s, (ends // 1000.0).astype(np.int64), n)
+
+    def _count_tokens(self, end: float, k: int) -> None:
+        sec = int(end // 1000.0)
+        self._grow(sec)
+        self._tok_per_s[sec] += k
+
+    def _grow(self, sec: int) -> None:
+        if sec >= self._tok_per_s.shape[0]:
+            bigger = np.zeros(max(2 * self._tok_per_s.shape[0], sec + 1))
+            bigger[: self._tok_per_s.shape[0]] = self._tok_per_s
+            self._tok_per_s = bigger
 
     def completed(self, rid: int, end: float) -> None:
         self.status[rid] = "completed"
@@ -140,30 +176,34 @@ class Recorder:
             "queued_prefill_tokens", "kv_usage", "prefix_reuse", "arrivals"])
         frame["output_tok_s"] = 0.0
         if len(frame):
-            n_sec = int(math.floor(frame["time_s"].max())) + 1
-            counts = np.zeros(n_sec + 1)
-            for end, k in self._tok_single:
-                counts[min(int(end // 1000.0), n_sec)] += k
-            for ends, k in self._tok_blocks:
-                np.add.at(counts, np.minimum((ends // 1000.0).astype(np.int64), n_sec), k)
-            # The sample at second s reports tokens emitted during (s-1, s].
+            # The sample at second s reports the tokens emitted during second s - 1.
             visible_pool = "decode" if "decode" in pools else "agg"
-            sec = frame["time_s"].to_numpy().astype(np.int64)
-            rates = np.where(sec > 0, counts[np.maximum(sec - 1, 0)], 0.0)
-            frame.loc[frame["pool"] == visible_pool, "output_tok_s"] = rates[
-                (frame["pool"] == visible_pool).to_numpy()]
+            mask = (frame["pool"] == visible_pool).to_numpy()
+            sec = np.floor(frame["time_s"].to_numpy()[mask]).astype(np.int64) - 1
+            counts = self._tok_per_s
+            inside = (sec >= 0) & (sec < counts.shape[0])
+            rates = np.zeros(sec.shape[0])
+            rates[inside] = counts[sec[inside]]
+            frame.loc[mask, "output_tok_s"] = rates
         return frame
 
     # ---------------------------------------------------------------- tables
 
+    def _compact_gaps(self) -> None:
+        us = np.rint(np.frombuffer(self.gap_value, dtype=np.float64) * 1000.0).astype(np.int64)
+        counts = np.frombuffer(self.gap_count, dtype=np.int64)
+        values, inverse = np.unique(np.concatenate((self._gap_us, us)), return_inverse=True)
+        self._gap_us_count = np.bincount(
+            inverse, weights=np.concatenate((self._gap_us_count, counts)),
+            minlength=values.shape[0]).astype(np.int64)
+        self._gap_us = values
+        self.gap_value = array("d")
+        self.gap_count = array("q")
+
     def itl_samples(self) -> tuple[np.ndarray, np.ndarray]:
-        """Weighted token-gap samples (values, counts) over completed requests' gaps."""
-        values = [np.asarray(self._gaps, dtype=np.float64)]
-        counts = [np.ones(len(self._gaps), dtype=np.int64)]
-        for gaps, k in self._gap_blocks:
-            values.append(gaps)
-            counts.append(np.full(gaps.shape[0], k, dtype=np.int64))
-        return np.concatenate(values), np.concatenate(counts)
+        """Weighted token-gap samples: (values in ms, to the microsecond; counts)."""
+        self._compact_gaps()
+        return self._gap_us / 1000.0, self._gap_us_count.copy()
 
     def duration_ms(self) -> float:
         done = [self.last_token[i] for i in range(self.n) if self.status[i] == "completed"]
