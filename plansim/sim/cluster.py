@@ -42,12 +42,13 @@ class Pool:
     """Workers of one role (``agg``, ``prefill`` or ``decode``) with the same engine args."""
 
     def __init__(self, name: str, args: Any, timing: TimingModel, hooks: EngineHooks,
-                 new_worker_id: Callable[[], int]) -> None:
+                 new_worker_id: Callable[[], int], *, decode_runs: bool = True) -> None:
         self.name = name
         self.args = args
         self.timing = timing
         self.hooks = hooks
         self._new_worker_id = new_worker_id
+        self.decode_runs = decode_runs
         self.workers: list[Worker] = []
         # Routing candidates, rebuilt when membership changes.
         self.ready_ranks: list[Rank] = []
@@ -55,7 +56,8 @@ class Pool:
 
     def provision(self, now_ms: float) -> Worker:
         wid = self._new_worker_id()
-        ranks = [Rank(wid, r, self.args, self.timing, self.hooks) for r in range(self.args.dp_size)]
+        ranks = [Rank(wid, r, self.args, self.timing, self.hooks, decode_runs=self.decode_runs)
+                 for r in range(self.args.dp_size)]
         worker = Worker(wid, self.name, ranks, now_ms)
         self.workers.append(worker)
         return worker

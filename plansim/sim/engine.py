@@ -54,10 +54,10 @@ class Request:
     ``prebuilt``: its prompt KV came from a prefill worker."""
 
     __slots__ = ("rid", "isl", "osl", "prompt_keys", "held", "n_blocks", "computed", "generated",
-                 "prebuilt", "preempted", "last_token_ms", "visible")
+                 "prebuilt", "preempted")
 
     def __init__(self, rid: int, isl: int, osl: int, prompt_keys: list[int], *,
-                 prebuilt: bool = False, generated: int = 0, visible: bool = True) -> None:
+                 prebuilt: bool = False) -> None:
         self.rid = rid
         self.isl = isl
         self.osl = osl
@@ -67,11 +67,9 @@ class Request:
         # A transferred prompt arrives computed but for its last token, whose pass on the
         # decode worker emits the first visible token (the prefill worker's token is internal).
         self.computed = isl - 1 if prebuilt else 0
-        self.generated = generated
+        self.generated = 0
         self.prebuilt = prebuilt
         self.preempted = False
-        self.last_token_ms = float("nan")
-        self.visible = visible
 
     def seq_keys(self, n_full: int) -> list[int]:
         """Keys of the first ``n_full`` full blocks of the known sequence."""
@@ -103,7 +101,7 @@ class Rank:
     rank during a decode run."""
 
     def __init__(self, worker_id: int, dp_rank: int, args: Any, timing: TimingModel,
-                 hooks: EngineHooks) -> None:
+                 hooks: EngineHooks, *, decode_runs: bool = True) -> None:
         self.worker_id = worker_id
         self.dp_rank = dp_rank
         self.role = args.role
@@ -119,6 +117,7 @@ class Rank:
         self.timing = timing
         self.cache = KvCache(args.num_gpu_blocks, args.block_size, args.enable_prefix_caching)
         self.hooks = hooks
+        self.decode_runs = decode_runs
         self.running: list[Request] = []
         self.waiting: deque[Request] = deque()
         self.busy = False
@@ -414,7 +413,7 @@ class Rank:
 
     def _try_run(self, now: float) -> float | None:
         """Start a run of at least two decode-only passes if nothing can change during it."""
-        if self.role == "prefill":
+        if self.role == "prefill" or not self.decode_runs:
             return None
         running = self.running
         n = len(running)

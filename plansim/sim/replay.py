@@ -50,8 +50,11 @@ def replay(workload: Any, deployment: Deployment, planner: Any = None, *,
 class ReplayHost:
     """One replay: cluster, routers, recorder, planner host, on one SimPy environment."""
 
-    def __init__(self, workload: Any, deployment: Deployment, planner: Any,
-                 progress: Callable[[float, float], None] | None) -> None:
+    def __init__(self, workload: Any, deployment: Deployment, planner: Any = None,
+                 progress: Callable[[float, float], None] | None = None, *,
+                 decode_runs: bool = True) -> None:
+        """``decode_runs=False`` simulates every pass one by one (the reference behaviour the
+        decode-run fast path must reproduce; for tests)."""
         self.workload = workload
         self.deployment = deployment
         self.env = simpy.Environment()
@@ -81,7 +84,7 @@ class ReplayHost:
                 args = args.model_copy(update={"worker_type": "decode", "is_prefill": None,
                                                "is_decode": None})
             pool = Pool(name, args, make_timing_model(args.effective_timing), hooks,
-                        self._next_worker_id)
+                        self._next_worker_id, decode_runs=decode_runs)
             self.pools[name] = pool
             self.routers[name] = Router(deployment.router.mode, router_params, args.block_size,
                                         self.rng, decode_pool=(name == "decode"))

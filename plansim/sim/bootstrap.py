@@ -1,0 +1,104 @@
+"""What a simulated worker tells the planner before any traffic: its capabilities and a
+self-benchmark of its own timing model (bootstrap source 1 of the seed; reference
+``prepare_planner_replay`` step 5).
+
+Prefill sweep: batch 1, ISL from 100 to ``max_num_batched_tokens`` in ``granularity`` steps.
+Decode sweep: context lengths {500, 2000, 4000, 8000} x batch sizes from 1 to ``max_num_seqs`` in
+``granularity`` steps, stopping once ``batch * context`` exceeds the rank's KV capacity. Pass
+times are the timing model's, divided by the speedup ratios, in seconds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from plansim.planner_core.observations import (
+    ForwardPassMetrics,
+    RoleCapabilities,
+    WorkerCapabilities,
+)
+from plansim.sim.deployment import Deployment, EngineArgs
+from plansim.sim.timing import make_timing_model
+
+DECODE_CONTEXTS = (500, 2000, 4000, 8000)
+PREFILL_MIN_ISL = 100
+BENCH_WORKER_ID = -1
+
+
+def _steps(lo: int, hi: int, n: int) -> list[int]:
+    if hi <= lo:
+        return [hi]
+    return sorted({int(round(x)) for x in np.linspace(lo, hi, max(n, 2))})
+
+
+def prefill_fpms(args: EngineArgs, granularity: int = 8) -> tuple[ForwardPassMetrics, ...]:
+    """Batch-1 prefill passes over ISL."""
+    timing = make_timing_model(args.effective_timing)
+    out = []
+    for isl in _steps(PREFILL_MIN_ISL, args.max_num_batched_tokens, granularity):
+        ms = timing.prefill_ms(isl, 1, float(isl), 0.0)
+        wall = ms / args.speedup_ratio if args.speedup_ratio > 0 else 0.0
+        out.append(ForwardPassMetrics(
+            worker_id=BENCH_WORKER_ID, dp_rank=0, wall_time_s=wall / 1000.0,
+            num_prefill_requests=1, sum_prefill_tokens=isl, num_decode_requests=0,
+            sum_decode_kv_tokens=0, queued_prefill_requests=0, queued_prefill_tokens=0,
+            queued_decode_requests=0, queued_decode_kv_tokens=0))
+    return tuple(out)
+
+
+def decode_fpms(args: EngineArgs, granularity: int = 8) -> tuple[ForwardPassMetrics, ...]:
+    """Decode passes over context length x batch size."""
+    timing = make_timing_model(args.effective_timing)
+    capacity = args.total_kv_tokens
+    divisor = args.speedup_ratio * args.decode_speedup_ratio
+    out = []
+    for ctx in DECODE_CONTEXTS:
+        for batch in _steps(1, args.max_num_seqs, granularity):
+            kv = batch * ctx
+            if kv > capacity:
+                break
+            ms = timing.decode_ms(batch, kv, float(ctx), capacity)
+            wall = ms / divisor if divisor > 0 else 0.0
+            out.append(ForwardPassMetrics(
+                worker_id=BENCH_WORKER_ID, dp_rank=0, wall_time_s=wall / 1000.0,
+                num_prefill_requests=0, sum_prefill_tokens=0, num_decode_requests=batch,
+                sum_decode_kv_tokens=kv, queued_prefill_requests=0, queued_prefill_tokens=0,
+                queued_decode_requests=0, queued_decode_kv_tokens=0))
+    return tuple(out)
+
+
+def benchmark_fpms(engine_args: EngineArgs, granularity: int = 8) -> tuple[ForwardPassMetrics, ...]:
+    """A worker's self-benchmark for its role: prefill sweep (prefill workers), decode sweep
+    (decode workers), or both concatenated (aggregated workers)."""
+    role = engine_args.role
+    if role == "prefill":
+        return prefill_fpms(engine_args, granularity)
+    if role == "decode":
+        return decode_fpms(engine_args, granularity)
+    return prefill_fpms(engine_args, granularity) + decode_fpms(engine_args, granularity)
+
+
+def role_capabilities(args: EngineArgs) -> RoleCapabilities:
+    return RoleCapabilities(
+        num_gpu=args.gpus_per_worker,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        max_num_seqs=args.max_num_seqs,
+        max_kv_tokens=args.num_gpu_blocks * args.block_size * args.dp_size,
+        context_length=args.max_model_len,
+        speculative_nextn=0,
+    )
+
+
+def worker_capabilities(deployment: Deployment, granularity: int = 8, *,
+                        benchmark: bool = True) -> WorkerCapabilities:
+    """Capabilities per role of a deployment, with the workers' self-benchmark FPMs."""
+    if deployment.mode == "agg":
+        args = deployment.engine
+        fpms = {"decode": prefill_fpms(args, granularity) + decode_fpms(args, granularity)} \
+            if benchmark else {}
+        return WorkerCapabilities(mode="agg", decode=role_capabilities(args), benchmark_fpms=fpms)
+    p, d = deployment.prefill_args, deployment.decode_args
+    fpms = {"prefill": prefill_fpms(p, granularity), "decode": decode_fpms(d, granularity)} \
+        if benchmark else {}
+    return WorkerCapabilities(mode="disagg", decode=role_capabilities(d),
+                              prefill=role_capabilities(p), benchmark_fpms=fpms)
