@@ -28,6 +28,8 @@ from plansim.reports.replay import render_replay
 from plansim.reports.retune import render_retune
 from plansim.reports.tables import find_sla, find_value
 
+# The retune config's default (issue 5); reports read tables only, so the value is repeated here.
+DEFAULT_MIN_IMPROVEMENT_PERCENTAGE = 2.0
 RENDERABLE = (
     "requests.parquet",
     "timeseries.parquet",
@@ -126,7 +128,7 @@ def render_dir(out_dir: str | Path) -> list[Path]:
         html = render_retune(
             [e for e in events if isinstance(e, Mapping)],
             objective=retune.get("objective"),
-            min_improvement_percentage=_positive(retune.get("min_improvement_percentage")),
+            min_improvement_percentage=_threshold(retune.get("min_improvement_percentage")),
             inputs=inputs,
         )
         written.append(atomic_write_text(folder / "retune_report.html", html))
@@ -143,6 +145,16 @@ def render_dir(out_dir: str | Path) -> list[Path]:
         )
         written.append(atomic_write_text(folder / "predictor_report.html", html))
     return written
+
+
+def _threshold(value: Any) -> float:
+    """The retune threshold in percent; the retune config's default when not given."""
+    if value is None or isinstance(value, bool):
+        return DEFAULT_MIN_IMPROVEMENT_PERCENTAGE
+    try:
+        return max(float(value), 0.0)
+    except (TypeError, ValueError):
+        return DEFAULT_MIN_IMPROVEMENT_PERCENTAGE
 
 
 def _positive(value: Any) -> float | None:

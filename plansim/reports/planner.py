@@ -181,9 +181,7 @@ def write_planner_reports(
             time_s = floats(timeseries, "time_s")
             span = timeseries[(time_s >= lo) & (time_s <= hi)]
         base = Path(out_dir) / f"{prefix}_{k:03d}"
-        written += write_planner_report(
-            part, base, scaling_events=events, sla=sla, timeseries=span
-        )
+        written += write_planner_report(part, base, scaling_events=events, sla=sla, timeseries=span)
     return written
 
 

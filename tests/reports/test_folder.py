@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from reports_figures import figures, trace
 from reports_synthetic import write_predict_folder, write_replay_folder
 
 from plansim.errors import InputError
@@ -75,3 +76,11 @@ def test_damaged_json_names_the_file(tmp_path):
     atomic_write_bytes(tmp_path / "inputs.json", b"{oops")
     with pytest.raises(InputError, match="inputs.json: not valid JSON"):
         render_dir(tmp_path)
+
+
+def test_retune_threshold_defaults_to_the_retune_config_default(tmp_path):
+    write_replay_folder(tmp_path, retune=True)
+    render_dir(tmp_path)
+    fig = figures((tmp_path / "retune_report.html").read_text())["retune_scores"]
+    band = [y for y in trace(fig, "threshold band")["y"] if y is not None]
+    assert max(band[:5]) == pytest.approx(103.0 * 1.02)  # window 0: current 103, 2% threshold
