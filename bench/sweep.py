@@ -61,6 +61,11 @@ def main() -> int:
     parser.add_argument("--interval", type=float, default=300.0, help="window length T (s)")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
+    # Run the serial baseline at the workers' niceness too, so that other load on the machine
+    # slows both sides alike.
+    from plansim.retune.pool import WORKER_NICENESS
+
+    os.nice(max(WORKER_NICENESS - os.getpriority(os.PRIO_PROCESS, 0), 0))
 
     from plansim.planner_core.observations import WorkerCounts
     from plansim.retune.executor import InProcessExecutor, Task, TaskContext
@@ -74,7 +79,8 @@ def main() -> int:
     controller.initial_tick(0.0)
     plan = controller.build_plan(0, WorkerCounts(0, run.deployment.num_workers))
     print(f"trace {args.trace.name}: window 0 = [0, {args.interval:g}) s, "
-          f"{len(plan.grid)} grid points, cpus {os.cpu_count()}")
+          f"{len(plan.grid)} grid points, cpus {os.cpu_count()}, "
+          f"load average {os.getloadavg()[0]:.2f}")
 
     start = time.perf_counter()
     serial = run_sweep(plan, InProcessExecutor())
