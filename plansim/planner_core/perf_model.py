@@ -84,17 +84,18 @@ class _MovingAverage:
     first non-zero value."""
 
     def __init__(self, window: int, *, skip_leading_zeros: bool = True) -> None:
-        self._values: deque[float] = deque(maxlen=window)
+        self._values: deque[tuple[float, float]] = deque(maxlen=window)
         self._skip = skip_leading_zeros
 
-    def add(self, value: float) -> None:
+    def add(self, value: float, weight: float = 1.0) -> None:
         if self._skip and not self._values and value == 0:
             return
-        self._values.append(float(value))
+        self._values.append((float(value), float(weight)))
 
     @property
     def value(self) -> float | None:
-        return sum(self._values) / len(self._values) if self._values else None
+        total = sum(w for _, w in self._values)
+        return sum(v * w for v, w in self._values) / total if total > 0 else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +195,9 @@ class EnginePerfModel:
             self.avg_decode_len.add(fpm.sum_decode_kv_tokens / fpm.num_decode_requests)
         self.avg_num_decode.add(fpm.num_decode_requests)
         if fpm.wall_time_s > 0:
-            self.avg_prefill_tokens.add(fpm.sum_prefill_tokens)
+            # A host that samples "the latest pass" every tick sees long (prefill) passes more
+            # often than they occur; weighting by 1 / pass time undoes that length bias.
+            self.avg_prefill_tokens.add(fpm.sum_prefill_tokens, 1.0 / fpm.wall_time_s)
         self.max_observed_kv = max(self.max_observed_kv, fpm.sum_decode_kv_tokens)
 
     def _features(self, prefill_tokens: float, decode_kv: float) -> tuple[float, ...]:

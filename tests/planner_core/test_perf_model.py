@@ -163,3 +163,12 @@ def test_agg_capacity_respects_balance_condition():
 def test_capacity_none_when_not_ready():
     model = EnginePerfModel("decode", EngineLimits())
     assert model.find_engine_capacity(1000, 100, itl_sla_ms=50) is None
+
+
+def test_per_pass_prefill_average_undoes_length_bias():
+    # Sampled passes: one 100 ms pass with 3000 prefill tokens, one 10 ms decode-only pass.
+    # Weighted by 1 / pass time: 3000 * 10 / (10 + 100) = 272.7 tokens per pass.
+    model = EnginePerfModel("agg", EngineLimits())
+    model.observe(fpm(wall_time_s=0.1, n_prefill=1, prefill_tokens=3000, n_decode=4, decode_kv=4000))
+    model.observe(fpm(wall_time_s=0.01, n_decode=5, decode_kv=5000))
+    assert model.avg_prefill_tokens.value == pytest.approx(3000 * 10 / 110)
