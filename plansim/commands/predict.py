@@ -183,7 +183,8 @@ def compare(
     out_dir = out if out is not None else _new_out_dir()
     out_dir.mkdir(parents=True, exist_ok=True)
     predictions = result.predictions.drop(columns="fit_time_s")
-    predictions.insert(1, "time_s", predictions["bucket"].to_numpy() * float(interval))
+    starts = table["interval_start"].to_numpy(dtype=float)
+    predictions.insert(1, "time_s", starts[predictions["bucket"].to_numpy()])
     write_parquet_atomic(out_dir / "predictions.parquet", predictions)
     ranked = [{k: _finite_or_none(v) for k, v in row.items()}
               for row in result.summary.to_dict(orient="records")]

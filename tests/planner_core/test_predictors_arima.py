@@ -1,6 +1,7 @@
 """ARIMA predictor: order search, collapse fallback, tracking known series."""
 
 import numpy as np
+import pytest
 
 from plansim.planner_core.predictors import make_predictor
 from plansim.planner_core.predictors.arima import choose_d
@@ -72,3 +73,24 @@ def test_refits_when_history_doubles():
         p.predict_next()
         fitted_at.append(p._fitted_points)
     assert sorted(set(fitted_at) - {0}) == [5, 10, 20]
+
+
+@pytest.mark.parametrize("order", [(2, 0, 1), (1, 1, 1), (1, 2, 0)])
+def test_incremental_update_matches_refiltering_the_whole_history(order):
+    import warnings
+
+    from statsmodels.tsa.arima.model import ARIMA
+
+    rng = np.random.default_rng(4)
+    y = 100 + np.cumsum(rng.normal(1, 3, 40))
+    trend = {0: "c", 1: "t", 2: "n"}[order[1]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fitted = ARIMA(y[:20], order=order, trend=trend).fit()
+        p = make_predictor("arima")
+        p.warm(y[:20])
+        p._results, p.order, p._fitted_points = fitted, order, 20
+        for x in y[20:30]:
+            p.observe(x)
+        expected = float(fitted.append(y[20:30], refit=False).forecast(1)[0])
+    assert p.predict_next() == pytest.approx(expected, rel=1e-9)

@@ -16,8 +16,9 @@ Collapse fallback (reference behaviour): when raw values were requested and the 
 (0, d, 0), the history is searched again in log1p space and the predictor switches to log1p mode;
 if that refit fails it stays in raw mode.
 
-Between fits new points are filtered in with the fitted parameters, so a forecast costs one
-Kalman-filter pass. The order search is repeated whenever the history has doubled since the last
+Between fits new points are filtered in with the fitted parameters (no re-estimation), so a
+forecast costs one Kalman-filter step over the new points (a pass over the whole history for
+d = 1, see ``_forecast``). The order search is repeated whenever the history has doubled since the last
 fit (5, 10, 20, 40, ... points): the reference fits once and only updates, which freezes
 parameters estimated from the first 5 points forever; refitting on doubling keeps the total
 fitting cost within twice that of the final fit. With every stored value equal
@@ -69,7 +70,15 @@ class ArimaPredictor(LoadPredictor):
                 new = self._to_model(np.asarray(self._pending, dtype=float))
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    self._results = self._results.append(new, refit=False)
+                    if self.order[1] == 1:
+                        # extend() misplaces the drift term of a d = 1 model with trend "t"
+                        # (forecasts off by several units in a check against append()), so
+                        # re-filter the whole history with the fitted parameters.
+                        self._results = self._results.append(new, refit=False)
+                    else:
+                        # Filters only the new points from the last state: ~5x cheaper,
+                        # identical forecasts to append() for d = 0 ("c") and d = 2 ("n").
+                        self._results = self._results.extend(new)
             self._pending.clear()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

@@ -1,0 +1,122 @@
+"""`plansim predict compare`: output folder, ranked table, one-line errors with exit status 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+import pandas as pd
+import pytest
+
+from plansim.cli import main
+
+
+def _run(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setattr("sys.argv", ["plansim", "predict", "compare", *args])
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _mooncake(path: Path, counts: list[int]) -> Path:
+    """One bucket of 60 s per entry of ``counts``, requests spread inside it."""
+    rows = []
+    for bucket, n in enumerate(counts):
+        for k in range(n):
+            rows.append({"timestamp": bucket * 60_000 + k * (60_000 // (n + 1)),
+                         "input_length": 1000 + 10 * bucket, "output_length": 50 + k,
+                         "hash_ids": [len(rows)]})
+    path.write_bytes(b"\n".join(orjson.dumps(r) for r in rows) + b"\n")
+    return path
+
+
+COUNTS = [5, 8, 6, 9, 7, 10, 8, 11, 9, 12]
+
+
+def test_compare_writes_predictions_summary_and_inputs(tmp_path, monkeypatch, capsys):
+    trace = _mooncake(tmp_path / "t.jsonl", COUNTS)
+    out = tmp_path / "out"
+    code, stdout, err = _run(monkeypatch, capsys, str(trace), "--interval", "60",
+                             "--predictors", "constant,kalman", "--grid", "kalman_r=1,100",
+                             "--jobs", "1", "--out", str(out), "--no-report")
+    assert code == 0, err
+    assert not list(out.glob(".*.tmp"))
+    predictions = pd.read_parquet(out / "predictions.parquet")
+    assert {"bucket", "predictor", "series", "forecast", "actual"} <= set(predictions.columns)
+    labels = ["constant", "kalman(kalman_r=1)", "kalman(kalman_r=100)"]
+    assert sorted(predictions["predictor"].unique()) == sorted(labels)
+    # Default warm-up = the largest minimum points (Kalman's 5): buckets 5..9 are scored.
+    assert sorted(predictions["bucket"].unique()) == [5, 6, 7, 8, 9]
+    constant = predictions[(predictions.predictor == "constant")
+                           & (predictions.series == "request_count")].sort_values("bucket")
+    assert constant["forecast"].tolist() == COUNTS[4:9]
+    assert constant["actual"].tolist() == COUNTS[5:10]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["warmup_buckets"] == 5
+    assert summary["buckets"] == 10
+    assert [p["rank"] for p in summary["predictors"]] == [1, 2, 3]
+    assert summary["best"] == summary["predictors"][0]["predictor"]
+    losses = [p["loss"] for p in summary["predictors"]]
+    assert losses == sorted(losses)
+    inputs = json.loads((out / "inputs.json").read_text())
+    assert inputs["requests"] == sum(COUNTS)
+    assert [c["predictor"] for c in inputs["candidates"]] == labels
+    for label in labels:
+        assert label in stdout
+
+
+def _error(monkeypatch, capsys, tmp_path, *args: str) -> str:
+    trace = _mooncake(tmp_path / "t.jsonl", COUNTS)
+    code, stdout, err = _run(monkeypatch, capsys, str(trace), "--out", str(tmp_path / "o"),
+                             "--no-report", *args)
+    assert code == 2, (stdout, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+@pytest.mark.parametrize("interval", ["0", "-60"])
+def test_non_positive_interval_is_rejected(tmp_path, monkeypatch, capsys, interval):
+    line = _error(monkeypatch, capsys, tmp_path, "--interval", interval)
+    assert "--interval" in line
+
+
+def test_unknown_predictor_is_rejected(tmp_path, monkeypatch, capsys):
+    line = _error(monkeypatch, capsys, tmp_path, "--interval", "60",
+                  "--predictors", "constant,lstm")
+    assert "--predictors" in line and "lstm" in line
+
+
+def test_unknown_parameter_is_rejected(tmp_path, monkeypatch, capsys):
+    line = _error(monkeypatch, capsys, tmp_path, "--interval", "60",
+                  "--param", "kalman_q_levle=1")
+    assert "kalman_q_levle" in line and "--param" in line
+
+
+def test_bad_parameter_value_is_rejected(tmp_path, monkeypatch, capsys):
+    line = _error(monkeypatch, capsys, tmp_path, "--interval", "60", "--grid", "kalman_r=1,x")
+    assert "kalman_r" in line
+
+
+def test_malformed_parameter_is_rejected(tmp_path, monkeypatch, capsys):
+    line = _error(monkeypatch, capsys, tmp_path, "--interval", "60", "--param", "kalman_r")
+    assert "NAME=VALUE" in line
+
+
+def test_trace_shorter_than_warmup_plus_two_is_rejected(tmp_path, monkeypatch, capsys):
+    # 10 one-minute buckets at 60 s; at 180 s there are 4, fewer than 5 + 2.
+    line = _error(monkeypatch, capsys, tmp_path, "--interval", "180",
+                  "--predictors", "constant,kalman")
+    assert "4 buckets" in line and "7" in line
+
+
+def test_missing_trace_is_rejected(tmp_path, monkeypatch, capsys):
+    code, _, err = _run(monkeypatch, capsys, str(tmp_path / "nope.jsonl"), "--interval", "60")
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1
