@@ -164,6 +164,9 @@ class PlannerHost:
     def _apply(self, now_s: float, effects: PlannerEffects) -> None:
         row: dict[str, Any] = {"at_s": now_s}
         row.update(_flatten(effects.diagnostics or {}))
+        # The router parameters in force before this tick's update (retune patches them).
+        for pool, router in self.host.routers.items():
+            row.update(_flatten(router.parameters(), f"router.{pool}."))
         self.rows.append(row)
         if effects.scale_to is not None:
             for component, target in self.connector.targets(effects.scale_to).items():
@@ -184,7 +187,8 @@ class PlannerHost:
             for decision in effects.retune_decisions or ():
                 changes = decision.get("planner_changes") if isinstance(decision, dict) else None
                 if changes:
-                    apply_changes(changes)
+                    # A swapped load predictor is warmed from the decision's observations.
+                    apply_changes(changes, decision.get("predictor_warmup"))
         self._schedule(effects)
 
     def ticks_table(self) -> pd.DataFrame:
