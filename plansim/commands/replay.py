@@ -257,7 +257,7 @@ def run(
 
             planner = PlannerEngine.from_deployment(planner_cfg, deployment)
 
-    from plansim.sim import replay
+    from plansim.sim.replay import replay
     from plansim.traces import load_workload
 
     workload = load_workload(traces, format=trace_format, trace_block_size=trace_block_size)
