@@ -1,0 +1,65 @@
+"""Prefix-chain ids: equal ids exactly when the whole prefix up to that block is equal."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from plansim.traces.prefix import prefix_chain_ids
+
+
+def _csr(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    counts = np.array([len(r) for r in rows], dtype=np.int64)
+    flat = np.array([h for r in rows for h in r], dtype=np.uint64)
+    return flat, counts
+
+
+def _split(ids: np.ndarray, counts: np.ndarray) -> list[list[int]]:
+    out, pos = [], 0
+    for c in counts.tolist():
+        out.append(ids[pos : pos + c].tolist())
+        pos += c
+    return out
+
+
+def test_rolling_hashes_are_compacted():
+    rows = [[2**64 - 1, 2**63 + 5], [2**64 - 1, 17], [2**64 - 1, 2**63 + 5, 9]]
+    flat, counts = _csr(rows)
+    ids = _split(prefix_chain_ids(flat, counts), counts)
+    assert ids[0][0] == ids[1][0] == ids[2][0]
+    assert ids[0][1] == ids[2][1] != ids[1][1]
+    assert sorted({i for r in ids for i in r}) == [0, 1, 2, 3]
+
+
+def test_content_ids_become_prefix_ids():
+    # Block value 7 follows 1 in the first row and 2 in the second: different prefixes.
+    rows = [[1, 7], [2, 7], [1, 7, 7]]
+    flat, counts = _csr(rows)
+    ids = _split(prefix_chain_ids(flat, counts), counts)
+    assert ids[0][1] != ids[1][1]
+    assert ids[0] == ids[2][:2]
+    assert ids[2][2] != ids[2][1]  # same content, one block deeper: another prefix
+    # Prefixes: (1), (1,7), (2), (2,7), (1,7,7).
+    assert sorted({i for r in ids for i in r}) == list(range(5))
+
+
+def test_empty_rows_and_no_hashes():
+    flat, counts = _csr([[], [5], []])
+    assert prefix_chain_ids(flat, counts).tolist() == [0]
+    flat, counts = _csr([[], []])
+    assert prefix_chain_ids(flat, counts).size == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 3), max_size=6), min_size=1, max_size=25))
+def test_equal_ids_iff_equal_prefixes(rows):
+    flat, counts = _csr(rows)
+    ids = _split(prefix_chain_ids(flat, counts), counts)
+    by_prefix: dict[tuple, int] = {}
+    for row, row_ids in zip(rows, ids, strict=True):
+        for t, i in enumerate(row_ids):
+            prefix = tuple(row[: t + 1])
+            assert by_prefix.setdefault(prefix, i) == i
+    assert len(set(by_prefix.values())) == len(by_prefix)
+    assert set(by_prefix.values()) == set(range(len(by_prefix)))
