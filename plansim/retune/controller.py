@@ -148,7 +148,9 @@ class RetuneController:
         startup_planner = {name: getattr(planner_config, name) for name in self.planner_knob_names}
         self.startup_point = Point.of(startup_router, startup_planner)
         self.current_point = self.startup_point
-        self.router_parameters = {pool: dict(startup_router) for pool in _router_pools(dep)}
+        # The complete desired map: every patchable parameter, searched or not.
+        patchable = {name: getattr(dep.router, name) for name in ROUTER_KNOBS}
+        self.router_parameters = {pool: dict(patchable) for pool in _router_pools(dep)}
 
         self.s0: float | None = None
         self.next_window = 0
@@ -226,6 +228,12 @@ class RetuneController:
         inside = [c for t, c in self._counts if t < end_s]
         return inside[0] if inside else None
 
+    def _forget_counts_before(self, start_s: float) -> None:
+        """Keep only the records a later window can still need (the last one at or before its
+        start, and everything after)."""
+        last = max((i for i, (t, _) in enumerate(self._counts) if t <= start_s + _EPS_S), default=0)
+        del self._counts[:last]
+
     # -- sweep ---------------------------------------------------------------------------------
 
     def build_plan(self, k: int, ready_counts: WorkerCounts | None) -> SweepPlan:
@@ -267,6 +275,7 @@ class RetuneController:
         self.next_window += 1
         start, end = self.window_bounds(k)
         plan = self.build_plan(k, self.ready_counts_at(start, end))
+        self._forget_counts_before(self.window_bounds(self.next_window)[0])
         executor = self.executor()
         box: list[SweepReport] = []
 

@@ -91,12 +91,12 @@ def test_the_decision_lands_on_the_first_tick_at_or_after_t_plus_max_d_delta(lat
 def test_router_parameters_change_at_the_decision_tick_and_stay_level_triggered():
     ctl, _ = make({"decision_latency_seconds": 12})
     ticks = run_ticks(ctl, 90)
-    assert ticks[75.0][0] == {"decode": {"overlap_score_weight": 1.0}}
-    assert ticks[80.0][0] == {"decode": {"overlap_score_weight": 2.0}}
-    assert ticks[90.0][0] == {"decode": {"overlap_score_weight": 2.0}}
+    assert ticks[75.0][0] == {"decode": {"overlap_score_weight": 1.0, "router_temperature": 0.0}}
+    assert ticks[80.0][0] == {"decode": {"overlap_score_weight": 2.0, "router_temperature": 0.0}}
+    assert ticks[90.0][0] == {"decode": {"overlap_score_weight": 2.0, "router_temperature": 0.0}}
     event = decisions(ticks)[80.0]
     assert event["outcome"] == "applied"
-    assert event["router_parameters"] == {"decode": {"overlap_score_weight": 2.0}}
+    assert event["router_parameters"] == {"decode": {"overlap_score_weight": 2.0, "router_temperature": 0.0}}
     assert event["improvement_percentage"] == pytest.approx(100.0)
 
 
@@ -128,7 +128,7 @@ def test_advisory_never_changes_router_parameters_and_searches_from_the_deployed
     ticks = run_ticks(ctl, 130)
     events = list(decisions(ticks).values())
     assert [e["outcome"] for e in events] == ["advisory", "advisory"]
-    assert all(params == {"decode": {"overlap_score_weight": 1.0}} for params, _ in ticks.values())
+    assert all(params == {"decode": {"overlap_score_weight": 1.0, "router_temperature": 0.0}} for params, _ in ticks.values())
     assert events[0]["changes"] == {"router": {"overlap_score_weight": 2.0}, "planner": {}}
     current = [c for c in events[1]["candidates"] if c["is_current"]][0]
     assert current["point"]["router"] == {"overlap_score_weight": 1.0}
@@ -153,7 +153,7 @@ def test_a_timed_out_sweep_is_a_timeout_decision_that_changes_nothing():
     ticks = run_ticks(ctl, 70)
     event = decisions(ticks)[70.0]
     assert event["outcome"] == "timeout"
-    assert ticks[70.0][0] == {"decode": {"overlap_score_weight": 1.0}}
+    assert ticks[70.0][0] == {"decode": {"overlap_score_weight": 1.0, "router_temperature": 0.0}}
 
 
 def test_a_failed_current_point_fails_the_decision():
@@ -237,7 +237,7 @@ def test_a_predictor_swap_without_enough_warmup_fails_and_changes_nothing():
     assert event["predictor_presweep"]["winner"] == 0
     assert event["outcome"] == "failed" and event["reason"].startswith(
         "warm-up too short for a swapped predictor")
-    assert event["planner_changes"] == {} and ticks[70.0][0] == {"decode": {"overlap_score_weight": 1.0}}
+    assert event["planner_changes"] == {} and ticks[70.0][0] == {"decode": {"overlap_score_weight": 1.0, "router_temperature": 0.0}}
     assert ctl.live_config.load_predictor == "constant"
 
 
@@ -245,3 +245,21 @@ def test_a_searched_predictor_needs_the_sla_target_with_throughput_scaling():
     with pytest.raises(ConfigError) as err:
         make({"planner": {"load_predictor": {"choices": ["kalman", "constant"]}}})
     assert err.value.field == "retune.planner.load_predictor"
+
+
+def test_candidate_replays_start_from_the_counts_recorded_at_the_window_start():
+    seen = []
+
+    def replay(spec, config):
+        seen.append(spec.ready_counts.ready_decode)
+        return summary(100.0)
+
+    ctl, _ = make(replay=replay)
+    ctl.initial_tick(0.0)
+    t = DELTA_S
+    while t <= 130:
+        ctl.on_tick(t, WorkerCounts(0, 1 + int(t // 30)))  # 1 worker until 30 s, 2 until 60 s...
+        t += DELTA_S
+    # Window 0 has no record at 0 s: nothing scales before the first tick (5 s, 1 worker).
+    # Window 1 starts at 60 s, recorded as 3 workers at the 60 s tick.
+    assert set(seen[:3]) == {1} and set(seen[3:]) == {3}
