@@ -89,13 +89,30 @@ def test_a_candidate_that_changes_no_routing_decision_scores_exactly_the_current
     assert current["completed_requests"] == 48
 
 
+SLA_PLANNER = {
+    "mode": "agg", "optimization_target": "sla", "enable_load_scaling": True,
+    "enable_throughput_scaling": True, "throughput_adjustment_interval_seconds": 4,
+    "load_adjustment_interval_seconds": 2, "load_predictor": "kalman", "ttft_ms": 200,
+    "itl_ms": 30, "max_gpu_budget": 4,
+    "retune": {"interval_seconds": 12, "planner": {"load_scaling_down_sensitivity": {
+        "choices": [70, 90]}}},
+}
+WARMUP = ((8.0, 400.0, 30.0), (12.0, 380.0, 35.0), (9.0, 420.0, 33.0))
+
+
 @pytest.mark.slow
-def test_results_do_not_depend_on_the_worker_or_max_parallel(window_file, tmp_path):
+@pytest.mark.parametrize("inner_planner", [False, True])
+def test_results_do_not_depend_on_the_worker_or_max_parallel(window_file, tmp_path, inner_planner):
     # A softmax router at temperature 0.7 draws random numbers: common random numbers must make
-    # the draws the same wherever the replay runs.
-    spec = spec_for(num_workers=3, temperature=0.7)
-    configs = [CandidateConfig((("overlap_score_weight", w),)) for w in (0.0, 0.5, 1.0, 2.0)]
-    tasks = [Task(f"c{i}", replay_candidate_task, (spec, c, window_file, ()))
+    # the draws the same wherever the replay runs; so must an inner planner's decisions.
+    planner = parse_planner_config(SLA_PLANNER) if inner_planner else None
+    spec = spec_for(num_workers=3, temperature=0.7, planner_config=planner,
+                    throughput_interval_s=4.0 if inner_planner else None)
+    configs = [CandidateConfig((("overlap_score_weight", w),),
+                               (("load_scaling_down_sensitivity", 70),) if inner_planner else ())
+               for w in (0.0, 0.5, 1.0, 2.0)]
+    warmup = WARMUP if inner_planner else ()
+    tasks = [Task(f"c{i}", replay_candidate_task, (spec, c, window_file, warmup))
              for i, c in enumerate(configs)]
     ctx = TaskContext(str(tmp_path))
     serial = [r.value for r in InProcessExecutor().run(tasks, ctx).results]
