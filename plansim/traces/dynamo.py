@@ -85,11 +85,11 @@ class _Lists:
     skipped: dict[str, int] = field(default_factory=dict)
 
 
-class _GrowingU64:
-    """A uint64 buffer that grows in place (realloc), so collecting hashes never copies them all."""
+class _Growing:
+    """A 1-D array that grows in place (realloc): collecting columns never holds two copies."""
 
-    def __init__(self) -> None:
-        self._buf = np.empty(1 << 20, dtype=np.uint64)
+    def __init__(self, dtype) -> None:
+        self._buf = np.empty(1 << 16, dtype=dtype)
         self._n = 0
 
     def extend(self, values: np.ndarray) -> None:
@@ -101,8 +101,22 @@ class _GrowingU64:
 
     def array(self) -> np.ndarray:
         self._buf.resize(self._n, refcheck=False)
-        buf, self._buf = self._buf, np.empty(0, dtype=np.uint64)
+        buf, self._buf = self._buf, np.empty(0, dtype=self._buf.dtype)
         return buf
+
+
+# Batch column -> (TraceColumns field, dtype); event time and agent context only for windows.
+_KEPT = {
+    "line": ("line", np.int64),
+    "received": ("arrival_ms", np.float64),
+    "input_length": ("isl_tokens", np.int64),
+    "output_tokens": ("osl_tokens", np.int64),
+    "counts": ("hash_counts", np.int64),
+    "hashes": ("raw_hashes", np.uint64),
+    "ttft": ("recorded_ttft_ms", np.float64),
+    "total": ("recorded_total_ms", np.float64),
+}
+_WINDOW_ONLY = {"event_time": ("event_time_ms", np.float64), "agent": ("has_agent_context", bool)}
 
 
 @dataclass(slots=True)
@@ -136,8 +150,9 @@ def read_dynamo(
     trace's block size.
     """
     source = str(path)
-    hashes = _GrowingU64()
-    batches: list[_Batch] = []
+    kept = _KEPT if strict else {**_KEPT, **_WINDOW_ONLY}
+    columns = {name: _Growing(dtype) for name, (_, dtype) in kept.items()}
+    request_ids: list[np.ndarray] = []
     skipped: dict[str, int] = {}
     block_size = trace_block_size
     block_size_line: int | None = None
@@ -169,12 +184,25 @@ def read_dynamo(
                 )
         for k, v in batch.skipped.items():
             skipped[k] = skipped.get(k, 0) + v
-        hashes.extend(batch.hashes)
-        batch.hashes = None
-        batches.append(batch)
+        for name, column in columns.items():
+            column.extend(getattr(batch, name))
+        rid = batch.request_id
+        request_ids.append(rid if isinstance(rid, np.ndarray) else np.array(rid, dtype=object))
     if not any_row:
         raise TraceError("empty file", source=source)
-    return _columns(source, batches, hashes.array(), block_size, skipped)
+    rid = np.empty(sum(r.size for r in request_ids), dtype=object)
+    pos = 0
+    for r in request_ids:
+        rid[pos : pos + r.size] = r
+        pos += r.size
+    fields = {kept[name][0]: column.array() for name, column in columns.items()}
+    return TraceColumns(
+        source=source,
+        request_id=rid,
+        trace_block_size=int(block_size) if block_size is not None else 0,
+        skipped=skipped,
+        **fields,
+    )
 
 
 def _checked_batch(
@@ -438,37 +466,3 @@ def _validate_row(rec: object, source: str, line: int, strict: bool, block_size:
             "replay.input_sequence_hashes",
         )
     return req, rp, rec, ev
-
-
-def _columns(
-    source: str,
-    batches: list[_Batch],
-    raw_hashes: np.ndarray,
-    block_size: int | None,
-    skipped: dict[str, int],
-) -> TraceColumns:
-    def cat(name: str, dtype) -> np.ndarray:
-        parts = [getattr(b, name) for b in batches]
-        return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
-
-    rid = np.empty(sum(len(b.request_id) for b in batches), dtype=object)
-    pos = 0
-    for b in batches:
-        rid[pos : pos + len(b.request_id)] = b.request_id
-        pos += len(b.request_id)
-    return TraceColumns(
-        source=source,
-        line=cat("line", np.int64),
-        arrival_ms=cat("received", np.float64),
-        isl_tokens=cat("input_length", np.int64),
-        osl_tokens=cat("output_tokens", np.int64),
-        request_id=rid,
-        hash_counts=cat("counts", np.int64),
-        raw_hashes=raw_hashes,
-        trace_block_size=int(block_size) if block_size is not None else 0,
-        recorded_ttft_ms=cat("ttft", np.float64),
-        recorded_total_ms=cat("total", np.float64),
-        event_time_ms=cat("event_time", np.float64),
-        has_agent_context=cat("agent", bool),
-        skipped=skipped,
-    )

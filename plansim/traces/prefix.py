@@ -21,7 +21,7 @@ import pandas as pd
 
 _PARTITION_SHIFT = np.uint64(60)  # 16 partitions
 _MIX = np.uint64(0x9E3779B97F4A7C15)
-_SLICE = 1 << 22
+_SLICE = 1 << 20
 _UNSET = -2
 
 
@@ -63,8 +63,6 @@ def _compact_in_place(raw: np.ndarray) -> int:
 
 def _is_rolling(ids: np.ndarray, starts: np.ndarray, n_unique: int) -> bool:
     """True when every id always follows the same parent id (or always starts a row)."""
-    is_start = np.zeros(ids.size, dtype=bool)
-    is_start[starts] = True
     small = np.int32 if n_unique < np.iinfo(np.int32).max else np.int64
     parent_of = np.full(n_unique, _UNSET, dtype=small)
     for lo in range(0, ids.size, _SLICE):
@@ -72,7 +70,8 @@ def _is_rolling(ids: np.ndarray, starts: np.ndarray, n_unique: int) -> bool:
         parent = np.empty_like(chunk)
         parent[1:] = chunk[:-1]
         parent[0] = ids[lo - 1] if lo else -1
-        parent[is_start[lo : lo + _SLICE]] = -1
+        first, last = np.searchsorted(starts, [lo, lo + chunk.size])
+        parent[starts[first:last] - lo] = -1
         parent = parent.astype(small, copy=False)
         seen = parent_of[chunk]
         if np.any((seen != _UNSET) & (seen != parent)):
