@@ -100,8 +100,21 @@ def load_retune_run(path: str | Path) -> RetuneRun:
 
 
 def load_run_workload(run: RetuneRun) -> Any:
+    """The run's trace as a ``Workload``; the retune windows are read from the same files, so
+    they must be Dynamo request traces (``TraceError`` naming the first file that is not)."""
+    from plansim.errors import TraceError
     from plansim.traces import load_workload
+    from plansim.traces.detect import detect_format
+    from plansim.traces.sources import resolve_paths
 
+    for path in resolve_paths(list(run.trace_paths)):
+        found = run.trace_format if run.trace_format != "auto" else detect_format(path)
+        if found != "dynamo":
+            raise TraceError(
+                f"is a {found} trace; retune windows are read from Dynamo request traces "
+                "(dynamo.request.trace.v1; convert with `plansim trace convert --to dynamo`)",
+                source=str(path),
+            )
     return load_workload(list(run.trace_paths), format=run.trace_format,
                          trace_block_size=run.trace_block_size)
 

@@ -140,3 +140,12 @@ def test_an_unsearchable_router_knob_is_rejected(tmp_path, monkeypatch, capsys):
     run.write_text(run.read_text().replace("overlap_score_weight: {choices", "host_cache_hit_weight: {choices"))
     code, _, err = cli(monkeypatch, capsys, "window", str(run), "--window", "0")
     assert code == 2 and "retune.router.host_cache_hit_weight" in err
+
+
+def test_a_trace_that_is_not_a_dynamo_request_trace_is_rejected(tmp_path, monkeypatch, capsys):
+    run = make_run(tmp_path)
+    (tmp_path / "trace.jsonl").write_text(
+        '{"timestamp": 0, "input_length": 100, "output_length": 10, "hash_ids": [1]}\n')
+    run.write_text(run.read_text().replace("trace.jsonl.gz", "trace.jsonl"))
+    code, _, err = cli(monkeypatch, capsys, "window", str(run), "--window", "0")
+    assert code == 2 and "trace.jsonl" in err and "Dynamo request traces" in err
