@@ -7,8 +7,13 @@ Public API::
     LoadPredictor.observe(x) / .predict_next() / .warm(values) / .reset_idle_skip()
     TrafficForecaster(build)                              # the three series with live feeding rules
     presweep_loss(forecast, actual)                       # retune pre-sweep loss
+    backtest(buckets, predictors, warmup) -> DataFrame    # one-step-ahead comparison rows
+    run_backtest(...) -> BacktestResult                   # rows + ranked summary
+
+(``backtest`` here is the function; its module is ``plansim.planner_core.predictors.backtest``.)
 """
 
+from plansim.planner_core.predictors.backtest import BacktestResult, backtest, run_backtest
 from plansim.planner_core.predictors.base import LoadPredictor
 from plansim.planner_core.predictors.constant import ConstantPredictor
 from plansim.planner_core.predictors.factory import (
@@ -16,6 +21,7 @@ from plansim.planner_core.predictors.factory import (
     PREDICTOR_PARAM_DEFAULTS,
     PredictorSpec,
     coerce_param,
+    expand_candidates,
     make_predictor,
 )
 from plansim.planner_core.predictors.kalman import KalmanPredictor
@@ -25,14 +31,18 @@ from plansim.planner_core.predictors.traffic import TrafficForecast, TrafficFore
 __all__ = [
     "PREDICTOR_NAMES",
     "PREDICTOR_PARAM_DEFAULTS",
+    "BacktestResult",
     "ConstantPredictor",
     "KalmanPredictor",
     "LoadPredictor",
     "PredictorSpec",
     "TrafficForecast",
     "TrafficForecaster",
+    "backtest",
     "coerce_param",
+    "expand_candidates",
     "make_predictor",
     "presweep_loss",
     "presweep_window_losses",
+    "run_backtest",
 ]

@@ -49,9 +49,9 @@ import pandas as pd
 from plansim.errors import InputError
 from plansim.planner_core.predictors.factory import PredictorSpec
 from plansim.planner_core.predictors.loss import presweep_window_losses
-from plansim.planner_core.predictors.traffic import TrafficForecaster
+from plansim.planner_core.predictors.traffic import BUCKET_COLUMNS, TrafficForecaster
 
-SERIES = ("request_count", "avg_isl", "avg_osl")
+SERIES = BUCKET_COLUMNS  # series labels in the rows are the bucket-table column names
 PREDICTION_COLUMNS = ("bucket", "predictor", "series", "forecast", "actual", "fit_time_s", "failed")
 SUMMARY_COLUMNS = (
     "rank",
