@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from trace_files import dynamo_row, tool_row, write_gz, write_jsonl
 
 from plansim.errors import TraceError
@@ -110,3 +112,56 @@ def test_a_row_without_any_arrival_fails(tmp_path):
     with pytest.raises(TraceError) as info:
         read_window(_trace(tmp_path, [row]), **WIN)
     assert info.value.field == "request_received_ms"
+
+
+rows_strategy = st.lists(
+    st.tuples(
+        st.sampled_from(["a", "b", "c", "d", "e", "f"]),  # request id (repeats happen)
+        st.one_of(st.none(), st.integers(5_000, 30_000)),  # request_received_ms
+        st.one_of(st.none(), st.integers(0, 20_000)),  # total_time_ms
+        st.integers(0, 40_000),  # event_time_unix_ms
+        st.booleans(),  # has output_tokens
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows_strategy)
+def test_window_matches_the_rules_row_by_row(tmp_path_factory, rows):
+    """The seed's rules applied one row at a time, against the vectorised reader."""
+    trace_rows, expect_kept, seen = [], [], set()
+    expect = dict.fromkeys(("censored", "duplicate", "dropped_no_output_tokens", "censor_unavailable",
+                            "history_requests"), 0)
+    for rid, received, total, event, has_osl in rows:
+        if received is None and total is None:
+            total = 0  # keep every row derivable, the missing-arrival error has its own test
+        trace_rows.append(dynamo_row(rid, received, osl=5 if has_osl else None,
+                                     total_ms=None if total is None else float(total), event_ms=event))
+        arrival = received if received is not None else event - total
+        completion = received + total if received is not None and total is not None else event
+        in_window = WIN["start_ms"] <= arrival < WIN["end_ms"]
+        duplicate = rid in seen
+        seen.add(rid)
+        if duplicate:
+            expect["duplicate"] += in_window
+            continue
+        if not has_osl:
+            expect["dropped_no_output_tokens"] += in_window
+            continue
+        if arrival < WIN["start_ms"]:
+            expect["history_requests"] += 1
+        if not in_window:
+            continue
+        expect["censor_unavailable"] += total is None
+        if completion > WIN["cutoff_ms"]:
+            expect["censored"] += 1
+        else:
+            expect_kept.append((arrival, rid))
+    path = write_jsonl(tmp_path_factory.mktemp("w") / "t.jsonl", trace_rows)
+    w = read_window(path, **WIN)
+    assert w.workload.request_id.tolist() == [rid for _, rid in sorted(expect_kept, key=lambda x: x[0])]
+    for key, value in expect.items():
+        assert w.counts[key] == value, key
+    assert w.counts["requests"] == len(expect_kept)
