@@ -33,10 +33,6 @@ class TraceColumns:
         return int(self.arrival_ms.shape[0])
 
 
-def empty_hashes() -> np.ndarray:
-    return np.zeros(0, dtype=np.uint64)
-
-
 def take_rows(cols: TraceColumns, rows: np.ndarray) -> TraceColumns:
     """The rows ``rows`` (indices, in the given order) of ``cols``, hashes included."""
     rows = np.asarray(rows, dtype=np.int64)

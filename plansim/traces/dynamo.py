@@ -4,10 +4,12 @@
 Only ``request_end`` rows become requests; ``tool_*``, ``request_payload`` and ``router_selection``
 rows are skipped and counted by event type. Any other event type is an error.
 
-Speed: each batch of lines is parsed with orjson and pulled into lists by a tight loop that
-assumes a well-formed row; the lists are then checked in bulk with numpy. Only when that fast
-path sees anything unusual does the batch go through ``_validate_row``, the per-row validator
-that names the exact line and field. Both paths apply the same rules.
+Speed: a background thread inflates the file into blocks of whole lines; each block is parsed
+by pyarrow's JSON reader against the typed fields replay needs (a value of the wrong JSON type
+fails the block) and the value rules are checked in bulk with numpy. Only a block in which
+anything is unusual (a parse failure, a blank line, a rule broken) is read again row by row by
+``_validate_row``, which names the exact line and field. Both paths apply the same rules, so a
+valid file reads the same either way; a bad one always fails in the per-row path.
 """
 
 from __future__ import annotations
@@ -128,7 +130,7 @@ class _Batch:
     block_size: np.ndarray
     input_length: np.ndarray
     counts: np.ndarray
-    hashes: np.ndarray | None
+    hashes: np.ndarray
     ttft: np.ndarray
     total: np.ndarray
     event_time: np.ndarray

@@ -79,18 +79,16 @@ def open_raw(path: Path) -> BinaryIO:
         raise TraceError(f"cannot read: {exc.strerror or exc}", source=str(path)) from None
 
 
-def is_gzip(path: Path) -> bool:
-    with open_raw(path) as fh:
-        try:
-            return fh.read(2) == GZIP_MAGIC
-        except OSError as exc:
-            raise TraceError(f"cannot read: {exc.strerror or exc}", source=str(path)) from None
-
-
 def open_binary(path: Path) -> BinaryIO:
     """Open ``path`` for reading bytes, decompressing gzip when the content is gzip."""
     fh = open_raw(path)
-    if is_gzip(path):
+    try:
+        magic = fh.read(2)
+        fh.seek(0)
+    except OSError as exc:
+        fh.close()
+        raise TraceError(f"cannot read: {exc.strerror or exc}", source=str(path)) from None
+    if magic == GZIP_MAGIC:
         return gzip.GzipFile(fileobj=fh, mode="rb")  # type: ignore[return-value]
     return fh
 
