@@ -76,17 +76,49 @@ def synthetic(executor: Executor, windows: int, candidates: int, work_s: float) 
                     executor.max_parallel)
 
 
+class _Recording:
+    """The executor, keeping every batch outcome (the sweep reports no per-task figures)."""
+
+    def __init__(self, executor: Executor) -> None:
+        self._executor = executor
+        self.max_parallel = executor.max_parallel
+        self.thread_safe = getattr(executor, "thread_safe", False)
+        self.outcomes: list[BatchOutcome] = []
+        self._lock = threading.Lock()
+
+    def run(self, tasks: Any, context: TaskContext, timeout_s: float | None = None) -> BatchOutcome:
+        outcome = self._executor.run(tasks, context, timeout_s)
+        with self._lock:
+            self.outcomes.append(outcome)
+        return outcome
+
+    def cancel(self) -> None:
+        self._executor.cancel()
+
+    def close(self) -> None:
+        self._executor.close()
+
+
 def real(executor: Executor, config: str, windows: int) -> dict[str, float]:
+    """``score_windows`` on the config's first ``windows`` windows."""
     from plansim.commands.retune_windows import load_window_plans
     from plansim.retune.batch import score_windows
 
     _, plans = load_window_plans(config, first=0, last=windows - 1)
+    recording = _Recording(executor)
     started = time.perf_counter()
-    results = score_windows(plans, executor)
+    results = score_windows(plans, recording)
     wall_s = time.perf_counter() - started
-    replays = sum(r.report.replays for r in results)
-    # The sweep reports no per-task times; the replay time is measured serially by the caller.
-    return {"wall_s": wall_s, "replays": float(replays)}
+    assert all(r.report.outcome != "failed" for r in results), [r.report.reason for r in results]
+    tasks = [r for o in recording.outcomes for r in o.results]
+    # Task-weighted mean of the executor's per-batch overhead.
+    overhead_s = sum(o.stats["overhead_s_mean"] * len(o.results) for o in recording.outcomes)
+    figures = _figures(wall_s, [r.wall_s for r in tasks], overhead_s / len(tasks),
+                       executor.max_parallel)
+    replay_s = [r.wall_s for o in recording.outcomes for r in o.results if r.key.startswith("replay")]
+    figures["replays"] = float(len(replay_s))
+    figures["mean_replay_s"] = sum(replay_s) / len(replay_s)
+    return figures
 
 
 def _figures(wall_s: float, task_s: list[float], overhead_s: float, cpus: int) -> dict[str, float]:

@@ -64,6 +64,9 @@ def import_ray(*, local: bool) -> ModuleType:
     """
     if local and "ray" not in sys.modules:
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    if local:
+        # Workers of a local instance run at the spawn pool's niceness (Ray's default is 15).
+        os.environ.setdefault("RAY_worker_niceness", str(WORKER_NICENESS))
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     try:
         import ray

@@ -37,6 +37,10 @@ def weighted_sum(context: TaskContext, data: np.ndarray, weight: float) -> float
     return float(data.sum() * weight)
 
 
+def niceness(context: TaskContext) -> int:
+    return os.getpriority(os.PRIO_PROCESS, 0)
+
+
 def write_window(context: TaskContext, name: str, payload: bytes) -> str:
     path = os.path.join(context.sweep_dir, name)
     Path(path).write_bytes(payload)
@@ -120,6 +124,11 @@ def _pids(pid_dir: Path) -> list[int]:
 def test_local_instance_is_bound_to_loopback(executor: RayExecutor) -> None:
     assert ray.nodes()[0]["NodeManagerAddress"] == "127.0.0.1"
     assert executor.max_parallel == 2
+
+
+def test_workers_run_at_the_spawn_pools_niceness(executor, context) -> None:
+    outcome = executor.run([Task("a", niceness), Task("b", niceness)], context)
+    assert [r.value for r in outcome.results] == [10, 10]
 
 
 def test_values_match_the_spawn_pool_and_serial_run(executor, context) -> None:
