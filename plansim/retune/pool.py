@@ -89,7 +89,6 @@ class SpawnPool:
     ) -> BatchOutcome:
         if self._closed:
             raise RuntimeError("the pool is closed")
-        self._drain_cancel()
         started = time.perf_counter()
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         pending = deque(range(len(tasks)))
@@ -109,6 +108,7 @@ class SpawnPool:
                 timeout=remaining,
             )
             if self._cancel_read in ready:
+                self._drain_cancel()
                 cancelled = True
                 break
             for worker in busy:
@@ -122,7 +122,8 @@ class SpawnPool:
         return self._finish(tasks, results, timed_out, cancelled, started, overhead_s)
 
     def cancel(self) -> None:
-        """Stop the running batch from another thread; ``run`` kills the workers and returns."""
+        """Stop the running batch (or the next one, if none is running) from another thread;
+        ``run`` kills the workers and returns with ``cancelled`` set."""
         with self._cancel_lock:
             if not self._closed:
                 self._cancel_write.send_bytes(b"x")

@@ -133,3 +133,11 @@ def test_a_worker_killed_between_batches_is_replaced(context):
         assert wait_dead([pid])
         out = pool.run([Task("b", tasks.square, (3,))], context)
         assert out.results[0].value == 9 and pool.workers_started == 2
+
+
+def test_a_cancel_between_batches_stops_the_next_batch_only(context):
+    with SpawnPool(1) as pool:
+        pool.cancel()
+        assert pool.run([Task("a", tasks.square, (2,))], context).cancelled
+        out = pool.run([Task("b", tasks.square, (3,))], context)
+        assert not out.cancelled and out.results[0].value == 9
