@@ -53,7 +53,18 @@ def test_load_scale_up_then_waits_while_in_progress():
     assert held.diagnostics["load_decision_reason"] == "scaling_in_progress"
     # the host has not started the worker yet (expected 3 != ready 2): still in progress
     assert _tick(engine, 15.0, 2).diagnostics["load_decision_reason"] == "scaling_in_progress"
-    assert _tick(engine, 20.0, 3).scale_to.num_decode == 4
+    # the new worker is ready: one load interval to let traffic spread before deciding again
+    assert _tick(engine, 20.0, 3).diagnostics["load_decision_reason"] == "scaling_in_progress"
+    assert _tick(engine, 25.0, 3).scale_to.num_decode == 4
+
+
+def test_no_scale_down_before_the_first_throughput_floor():
+    engine = _engine(SLA_AGG)
+    engine.initial_tick(0.0)
+    idle = {"decode": tuple(fpm(w, 0, 0.006, n_decode=1, decode_kv=1000) for w in range(3))}
+    out = _tick(engine, 5.0, 3, fpms=idle)
+    assert out.scale_to is None
+    assert out.diagnostics["load_decision_reason"] == "scale_down_capped_by_throughput"
 
 
 def test_pending_decision_times_out():
@@ -61,7 +72,7 @@ def test_pending_decision_times_out():
     engine.initial_tick(0.0)
     _tick(engine, 5.0, 2)
     assert _tick(engine, 10.0, 2).diagnostics["load_decision_reason"] == "scaling_in_progress"
-    assert _tick(engine, 15.0, 2).scale_to.num_decode == 3
+    assert _tick(engine, 15.0, 2).scale_to.num_decode == 3  # 10 s after the decision
 
 
 def test_advisory_recommends_but_never_waits():
