@@ -149,3 +149,13 @@ def test_a_trace_that_is_not_a_dynamo_request_trace_is_rejected(tmp_path, monkey
     run.write_text(run.read_text().replace("trace.jsonl.gz", "trace.jsonl"))
     code, _, err = cli(monkeypatch, capsys, "window", str(run), "--window", "0")
     assert code == 2 and "trace.jsonl" in err and "Dynamo request traces" in err
+
+
+@pytest.mark.slow
+def test_the_example_run_file_scores_a_window_of_the_bundled_sample(monkeypatch, capsys):
+    example = Path(__file__).parents[2] / "examples" / "retune.yaml"
+    code, stdout, err = cli(monkeypatch, capsys, "window", str(example), "--window", "0")
+    assert code == 0, err
+    rows = [line for line in stdout.splitlines() if line.strip()[:1].isdigit()]
+    assert len(rows) == 8  # 4 weights x 2 temperatures; the startup point is one of them
+    assert "decision:" in stdout
