@@ -115,7 +115,9 @@ def real(executor: Executor, config: str, windows: int) -> dict[str, float]:
     overhead_s = sum(o.stats["overhead_s_mean"] * len(o.results) for o in recording.outcomes)
     figures = _figures(wall_s, [r.wall_s for r in tasks], overhead_s / len(tasks),
                        executor.max_parallel)
-    replay_s = [r.wall_s for o in recording.outcomes for r in o.results if r.key.startswith("replay")]
+    replay_s = [
+        r.wall_s for o in recording.outcomes for r in o.results if r.key.startswith("replay")
+    ]
     figures["replays"] = float(len(replay_s))
     figures["mean_replay_s"] = sum(replay_s) / len(replay_s)
     return figures

@@ -15,13 +15,14 @@ value does not depend on the backend. Differences that follow from Ray:
   that raises is not retried: it fails alone, as in the spawn pool.
 - ``run`` may be called from several threads at once (``plansim retune windows`` sweeps several
   windows concurrently, one thread each). At most ``max_parallel`` tasks are in flight across
-  all calls (one per CPU), so a submitted task starts at once. Each call has its own timeout; at the timeout its outstanding tasks are cancelled with
-  ``ray.cancel(force=True)`` (their worker processes are killed) while other calls go on.
+  all calls (one per CPU), so a submitted task starts at once. Each call has its own timeout;
+  at the timeout its outstanding tasks are cancelled with ``ray.cancel(force=True)`` (their
+  worker processes are killed) while other calls go on.
 - ``cancel()`` (from any thread) and Ctrl-C cancel every outstanding task the same way and wait
   until Ray reports them ended, so no task keeps running.
 
 Without an address the executor starts a local Ray instance with ``max_parallel`` CPUs, bound to
-loopback, dashboard off, and shuts it down on ``close()``. With an address it connects to that
+loopback, dashboard off, workers at niceness 10, and shuts it down on ``close()``. With an address it connects to that
 cluster, uses all of its CPUs, and leaves the cluster running on ``close()``; every node needs
 plansim installed. A Ray instance already started in this process (by a test, a notebook) is
 reused and left running.
@@ -129,7 +130,8 @@ class RayExecutor:
     def run(
         self, tasks: Sequence[Task], context: TaskContext, timeout_s: float | None = None
     ) -> BatchOutcome:
-        """Run ``tasks`` as independent Ray tasks, submitted in list order; results in task order."""
+        """Run ``tasks`` as independent Ray tasks, submitted in list order; results in task
+        order."""
         if self._closed:
             raise RuntimeError("the executor is closed")
         with self._lock:

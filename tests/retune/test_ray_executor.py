@@ -175,7 +175,9 @@ def test_files_written_on_another_node_come_back(executor, tmp_path, monkeypatch
     remote_path = written.results[0].value
     assert not remote_path.startswith(str(driver_dir))
     assert (driver_dir / "window-3.npz").read_bytes() == b"abc"
-    replays = executor.run([Task(f"c{i}", read_window, (remote_path, i)) for i in range(2)], context)
+    replays = executor.run(
+        [Task(f"c{i}", read_window, (remote_path, i)) for i in range(2)], context
+    )
     # Each replay ran in its own private folder, on the shipped copy of the window.
     assert [r.value for r in replays.results] == [(True, b"abc"), (True, b"bc")]
 
