@@ -24,8 +24,8 @@ value does not depend on the backend. Differences that follow from Ray:
 Without an address the executor starts a local Ray instance with ``max_parallel`` CPUs, bound to
 loopback, dashboard off, workers at niceness 10, and shuts it down on ``close()``. With an
 address it connects to that cluster, uses all of its CPUs, and leaves the cluster running on
-``close()``; every node needs plansim installed. A Ray instance already started in this process (by a test, a notebook) is
-reused and left running.
+``close()``; every node needs plansim installed. A Ray instance already started in this process
+(by a test, a notebook) is reused and left running.
 """
 
 from __future__ import annotations
