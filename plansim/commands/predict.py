@@ -132,14 +132,17 @@ def compare(
     predictors: Annotated[str, typer.Option(
         help="Comma-separated predictors: constant, arima, kalman, prophet.")] = DEFAULT_PREDICTORS,
     param: Annotated[list[str] | None, typer.Option(
-        "--param", help="Predictor parameter NAME=VALUE (PlannerConfig name); repeatable.")] = None,
+        "--param", help="Predictor parameter NAME=VALUE, repeatable; names as in PlannerConfig: "
+        "load_predictor_log1p, prophet_window_size, kalman_q_level, kalman_q_trend, kalman_r, "
+        "kalman_min_points (Prophet's time step is the interval).")] = None,
     grid: Annotated[list[str] | None, typer.Option(
         "--grid", help="NAME=V1,V2,...: one candidate per combination; repeatable.")] = None,
     warmup_buckets: Annotated[int | None, typer.Option(
         help="Buckets observed before scoring (default: the largest minimum points of the "
              "candidates).")] = None,
     jobs: Annotated[int | None, typer.Option(
-        help="Parallel processes (default: candidates, at most the CPU count).")] = None,
+        help="Parallel processes; each candidate runs one task per series (default: the CPU "
+             "count, at most 3 x candidates). Results do not depend on it.")] = None,
     out: Annotated[Path | None, typer.Option(
         help="Output folder (default: a new plansim-out/predict-<time>).")] = None,
     no_report: Annotated[bool, typer.Option(
@@ -161,7 +164,7 @@ def compare(
     elif warmup_buckets < 1:
         raise InputError(f"must be >= 1, got {warmup_buckets}", field="--warmup-buckets")
     if jobs is None:
-        jobs = max(1, min(len(specs), os.cpu_count() or 1))
+        jobs = max(1, min(3 * len(specs), os.cpu_count() or 1))
     elif jobs < 1:
         raise InputError(f"must be >= 1, got {jobs}", field="--jobs")
 

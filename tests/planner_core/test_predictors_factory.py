@@ -111,6 +111,12 @@ def test_grid_nobody_uses_is_rejected():
     assert info.value.field == "kalman_q_level"
 
 
+def test_fixed_parameter_nobody_uses_is_rejected():
+    with pytest.raises(ConfigError) as info:
+        expand_candidates(["constant"], {"prophet_window_size": 20})
+    assert info.value.field == "prophet_window_size"
+
+
 def test_parameter_both_fixed_and_gridded_is_rejected():
     with pytest.raises(ConfigError):
         expand_candidates(["kalman"], {"kalman_r": 1}, {"kalman_r": [1, 2]})

@@ -183,7 +183,7 @@ def expand_candidates(
     every combination of the ``grid`` values, keeping only the parameters that predictor uses
     (so ``constant`` runs once however large a Kalman grid is). Order: ``names`` order, then grid
     combinations in the order given. Raises ``ConfigError`` for an unknown predictor or parameter,
-    a bad value, an empty grid, or a grid parameter that no selected predictor uses."""
+    a bad value, an empty grid, or a parameter that no selected predictor uses."""
     params = {k: coerce_param(k, v) for k, v in (params or {}).items()}
     grid_values = {k: [coerce_param(k, v) for v in values] for k, values in (grid or {}).items()}
     for key, values in grid_values.items():
@@ -197,10 +197,10 @@ def expand_candidates(
                 f"unknown load predictor {name!r} (known: {', '.join(PREDICTOR_NAMES)})",
                 field="predictors",
             )
-    for key in grid_values:
+    for key in [*params, *grid_values]:
         if not any(key in RELEVANT_PARAMS[name] for name in names):
             raise ConfigError(
-                f"no selected predictor ({', '.join(names)}) uses this grid parameter", field=key
+                f"no selected predictor ({', '.join(names)}) uses this parameter", field=key
             )
     specs: list[PredictorSpec] = []
     for name in dict.fromkeys(names):
