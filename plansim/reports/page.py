@@ -41,6 +41,8 @@ pre{margin:0;font-size:.8rem;white-space:pre-wrap;word-break:break-word}
 .chart{width:100%}
 section.kv{display:inline-block;vertical-align:top;margin-right:14px;max-width:calc(50% - 50px)}
 summary{cursor:pointer;color:#2a4d8f}
+.grid{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:6px 22px}
+h3{font-size:1rem;margin:10px 0 0;text-align:center;font-weight:600}
 """
 
 # Installed before plotly.js so that errors raised while loading or plotting are recorded.
@@ -143,22 +145,48 @@ class Page:
             )
         )
 
-    def chart(self, name: str, title: str, how_to_read: str, fig: go.Figure) -> None:
-        """A chart with its title and a one-line reading guide. ``name`` is a stable identifier
-        (``[a-z_]+``) the browser check looks for."""
+    def _figure(self, name: str, fig: go.Figure) -> str:
         fig_id = f"fig-{self._figures}"
         self._figures += 1
         # "<" never appears raw in the payload, so it cannot close the script tag whichever JSON
         # engine plotly picked (its encoders escape it; this holds for any JSON text).
         payload = fig.to_json().replace("<", "\\u003c")
         height = int(fig.layout.height or 420)
+        return (
+            f'<div class="chart" data-chart="{html.escape(name)}" data-figure="{fig_id}" '
+            f'style="height:{height}px"></div>'
+            f'<script type="application/json" id="{fig_id}">{payload}</script>'
+        )
+
+    def chart(self, name: str, title: str, how_to_read: str, fig: go.Figure) -> None:
+        """A chart with its title and a one-line reading guide. ``name`` is a stable identifier
+        (``[a-z_]+``) the browser check looks for."""
         self._blocks.append(
             _Block(
                 f"<section><h2>{html.escape(title)}</h2>"
                 f'<p class="how">{html.escape(how_to_read)}</p>'
-                f'<div class="chart" data-chart="{html.escape(name)}" data-figure="{fig_id}" '
-                f'style="height:{height}px"></div>'
-                f'<script type="application/json" id="{fig_id}">{payload}</script></section>'
+                f"{self._figure(name, fig)}</section>"
+            )
+        )
+
+    def chart_grid(
+        self, title: str, how_to_read: str, cells: Sequence[tuple[str, str, go.Figure | str]]
+    ) -> None:
+        """Charts two to a row, each with its own heading and legend. A cell is (name, heading,
+        figure), or (name, heading, note text) for a panel that has nothing to draw."""
+        parts = []
+        for name, heading, content in cells:
+            body = (
+                f'<p class="note">{html.escape(content)}</p>'
+                if isinstance(content, str)
+                else self._figure(name, content)
+            )
+            parts.append(f'<div class="cell"><h3>{html.escape(heading)}</h3>{body}</div>')
+        self._blocks.append(
+            _Block(
+                f"<section><h2>{html.escape(title)}</h2>"
+                f'<p class="how">{html.escape(how_to_read)}</p>'
+                f'<div class="grid">{"".join(parts)}</div></section>'
             )
         )
 

@@ -4,7 +4,8 @@ recommendations over the replica counts, and the tick log as a ``.log.jsonl.gz``
 
 ``ticks`` has one row per planner tick: ``at_s`` (planner seconds) and the planner's diagnostics
 columns. Columns are looked up by the names below (first match wins); a panel whose columns are
-all absent shows "no data" instead of failing.
+all absent shows a "no data" note instead of a chart. Each panel is its own figure (two to a
+row, as in the reference grid), so that its legend sits right under it.
 
 Reports can be cut like the reference recorder: ``planner_report_periods`` splits the ticks
 every ``report_interval_hours`` of planner time (a report is due when now - last report >=
@@ -15,7 +16,6 @@ is flushed at the end), and ``write_planner_reports`` writes one report and log 
 from __future__ import annotations
 
 import gzip
-import html
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,6 @@ import numpy as np
 import orjson
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from plansim.io import atomic_write_bytes, atomic_write_text
 from plansim.reports.page import Page, plain
@@ -34,6 +33,8 @@ from plansim.reports.tables import first_column, floats, has
 
 SNAPSHOT_CAP = 50_000  # the reference recorder keeps the last 50,000 snapshots per report
 MAX_ENGINES = 10  # engine lines per load panel (the busiest)
+PANEL_PLOT_PX = 240  # plot area of one panel
+PANEL_LEGEND_WIDTH_PX = 400  # Plotly wraps a panel's legend at about 400 px on a 1280 px page
 
 TITLES = (
     "Replica Counts",
@@ -48,6 +49,27 @@ TITLES = (
     "Sequence Lengths (Observed vs Predicted)",
     "Load Scaling Decisions",
     "Throughput Scaling Decisions",
+)
+
+# (row, col, chart name) of each panel, in the order of TITLES.
+PANELS = tuple(
+    (1 + i // 2, 1 + i % 2, name)
+    for i, name in enumerate(
+        (
+            "planner_replicas",
+            "planner_request_rate",
+            "planner_observed_ttft",
+            "planner_observed_itl",
+            "planner_estimated_ttft",
+            "planner_estimated_itl",
+            "planner_prefill_load",
+            "planner_decode_load",
+            "planner_capacity",
+            "planner_sequence_lengths",
+            "planner_load_decisions",
+            "planner_throughput_decisions",
+        )
+    )
 )
 
 # Column spellings accepted for each quantity, first match wins.
@@ -90,12 +112,15 @@ LOAD_COLOURS = {
     "scale_up": "green",
     "scale_down": "blue",
     "capped": "purple",
+    "scale_down_capped_by_throughput": "purple",  # the reference's "capped"
+    "scale_down_refused_consolidation": "slategray",
     "no_change": "gray",
     "disabled": "lightgray",
     "no_fpm_data": "gold",
     "scaling_in_progress": "orange",
     "worker_count_mismatch": "red",
     "insufficient_data": "pink",
+    "unset": "#dddddd",
 }
 THROUGHPUT_COLOURS = {
     "scale": "green",
@@ -105,8 +130,15 @@ THROUGHPUT_COLOURS = {
     "predict_failed": "red",
     "model_not_ready": "orange",
     "partner_not_ready": "pink",
+    "no_change": "gray",
+    "unset": "#dddddd",
 }
 _ROLE_Y = {"prefill": 2, "decode": 1}
+
+
+def _other_colour(reason: str) -> str:
+    """A stable colour for a reason the reference palette does not name."""
+    return PALETTE[sum(reason.encode()) % len(PALETTE)]
 
 
 def planner_report_periods(at_s: np.ndarray, interval_s: float) -> list[tuple[int, int]]:
@@ -226,10 +258,8 @@ def render_planner(
         "from the start of the replay.",
     )
     _title_block(page, ticks, cols, at_s, sla, scaling_events or [])
-    fig = make_subplots(
-        rows=6, cols=2, subplot_titles=TITLES, vertical_spacing=0.05, horizontal_spacing=0.08
-    )
-    grid = _Grid(fig, ticks, cols, at_s, unit)
+    panels = _Panels()
+    grid = _Grid(panels, ticks, cols, at_s, unit)
     grid.replicas(scaling_events or [])
     grid.request_rate()
     grid.against_sla(2, 1, "observed_ttft_ms", sla.get("ttft_ms"), "TTFT (ms)", "observed TTFT")
@@ -241,25 +271,71 @@ def render_planner(
     grid.sequence_lengths()
     grid.decisions(6, 1, "load", LOAD_COLOURS, "square")
     grid.decisions(6, 2, "throughput", THROUGHPUT_COLOURS, "diamond")
-    for row in range(1, 7):
-        for col in (1, 2):
-            fig.update_xaxes(title_text=unit.axis_title("Planner time"), row=row, col=col)
-    layout = base_layout(fig, height=2000)
-    layout.update_layout(
-        hovermode="closest",
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.01, "xanchor": "left", "x": 0},
-        margin={"t": 110, "b": 50},
-    )
-    page.chart(
-        "planner_grid",
+    page.chart_grid(
         "Planner diagnostics (6 x 2)",
         "Row 1: replicas and demand; rows 2-3: latency against the SLA (red dashed); row 4: "
         "per-engine queues; row 5: what one engine can serve and the traffic shape; row 6: each "
         "tick's decision, coloured by reason (hover for the reason). Hollow circles on the "
-        "replica panel are advisory recommendations.",
-        layout,
+        "replica panel are advisory recommendations. Time axes are planner time.",
+        panels.cells(unit.axis_title("Planner time")),
     )
     return page.render()
+
+
+class _Panels:
+    """The twelve panels of the grid, addressed by (row, col) like ``make_subplots``; each is
+    its own figure so that its legend sits under it."""
+
+    def __init__(self) -> None:
+        self.figs = {(row, col): go.Figure() for row, col, _ in PANELS}
+        self.notes: dict[tuple[int, int], str] = {}
+
+    def add_trace(self, trace: go.Scatter, *, row: int, col: int) -> None:
+        self.figs[row, col].add_trace(trace)
+
+    def update_yaxes(self, *, row: int, col: int, **props: Any) -> None:
+        self.figs[row, col].update_yaxes(**props)
+
+    def note(self, row: int, col: int, text: str) -> None:
+        self.notes[row, col] = text
+
+    def cells(self, x_title: str) -> list[tuple[str, str, go.Figure | str]]:
+        out: list[tuple[str, str, go.Figure | str]] = []
+        for (row, col, name), title in zip(PANELS, TITLES, strict=True):
+            fig = self.figs[row, col]
+            if not fig.data:
+                out.append((name, title, self.notes.get((row, col), "No data.")))
+                continue
+            fig.update_xaxes(title_text=x_title)
+            names = [str(t.name) for t in fig.data if t.showlegend is not False]
+            # Room under the axis title for the legend's rows, so it never reaches the next row.
+            bottom_px = 86 + 22 * _legend_rows(names)
+            layout = base_layout(fig, height=PANEL_PLOT_PX + 16 + bottom_px)
+            layout.update_layout(
+                hovermode="closest",
+                margin={"t": 16, "b": bottom_px},
+                legend={
+                    "orientation": "h",
+                    "x": 0,
+                    "xanchor": "left",
+                    "y": -62 / PANEL_PLOT_PX,
+                    "yanchor": "top",
+                },
+            )
+            out.append((name, title, layout))
+        return out
+
+
+def _legend_rows(names: Sequence[str]) -> int:
+    """Rows a horizontal legend of ``names`` takes in a panel (greedy packing with a generous
+    7 px per character at the 12 px legend font, plus the entry's symbol)."""
+    rows, used = 1, 0
+    for name in names:
+        width = 50 + 7 * len(name)
+        if used and used + width > PANEL_LEGEND_WIDTH_PX:
+            rows, used = rows + 1, 0
+        used += width
+    return rows
 
 
 def _sla_from_ticks(ticks: pd.DataFrame, cols: dict[str, str | None]) -> dict[str, float]:
@@ -302,8 +378,13 @@ def _title_block(
         if column is None:
             continue
         ready = floats(ticks, column)
-        changed = np.flatnonzero(np.isfinite(ready[1:]) & (ready[1:] != ready[:-1])) + 1
-        transitions += [(float(at_s[i]), role, _int(ready[i - 1]), _int(ready[i])) for i in changed]
+        known = np.isfinite(ready)
+        counts, times = ready[known], at_s[known]
+        changed = np.flatnonzero(counts[1:] != counts[:-1]) + 1
+        label = _role_labels(ticks, cols)[role]
+        transitions += [
+            (float(times[i]), label, int(counts[i - 1]), int(counts[i])) for i in changed
+        ]
     transitions.sort(key=lambda r: r[0])
     if transitions:
         shown = transitions[:200]
@@ -316,8 +397,15 @@ def _title_block(
         )
 
 
-def _int(x: float) -> int | float:
-    return int(x) if np.isfinite(x) else x
+def _role_labels(ticks: pd.DataFrame, cols: dict[str, str | None]) -> dict[str, str]:
+    """Role names to show: an aggregated deployment reports its workers as decode and never has
+    a prefill worker, so its decode role is shown as "agg"."""
+    prefill = [cols.get(k) for k in ("ready_prefill",)] + ["expected_prefill"]
+    has_prefill = any(
+        c is not None and c in ticks.columns and np.nansum(np.abs(floats(ticks, c))) > 0
+        for c in prefill
+    )
+    return {"prefill": "prefill", "decode": "decode" if has_prefill else "agg"}
 
 
 class _Grid:
@@ -325,13 +413,14 @@ class _Grid:
 
     def __init__(
         self,
-        fig: go.Figure,
+        fig: _Panels,
         ticks: pd.DataFrame,
         cols: dict[str, str | None],
         at_s: np.ndarray,
         unit: TimeUnit,
     ) -> None:
         self.fig, self.ticks, self.cols, self.at_s, self.unit = fig, ticks, cols, at_s, unit
+        self.labels = _role_labels(ticks, cols)
 
     def _series(self, key: str) -> np.ndarray | None:
         column = self.cols.get(key)
@@ -347,16 +436,16 @@ class _Grid:
         dash: str = "solid",
         how: str = "mean",
         shape: str = "linear",
-        group: str | None = None,
     ) -> None:
-        t, ys = bin_series(self.at_s, {"y": y}, how=how)
+        # Many quantities exist only on some ticks (throughput ticks): join the ticks with values.
+        keep = np.isfinite(y)
+        t, ys = bin_series(self.at_s[keep], {"y": y[keep]}, how=how)
         self.fig.add_trace(
             go.Scatter(
                 x=t / self.unit.seconds,
                 y=ys["y"],
                 mode="lines",
                 name=plain(name),
-                legendgroup=group,
                 line={"color": colour, "dash": dash, "shape": shape},
             ),
             row=row,
@@ -364,32 +453,23 @@ class _Grid:
         )
 
     def _empty(self, row: int, col: int, what: str) -> None:
-        self.fig.add_annotation(
-            text=html.escape(f"no data: {what}"),
-            showarrow=False,
-            font={"color": "#8a5a00"},
-            xref="x domain",
-            yref="y domain",
-            x=0.5,
-            y=0.5,
-            row=row,
-            col=col,
-        )
+        self.fig.note(row, col, f"No data: no tick has {what}.")
 
     def replicas(self, events: Sequence[Mapping[str, Any]]) -> None:
         drawn = False
-        for role in ("prefill", "decode"):
+        roles = ("decode",) if self.labels["decode"] == "agg" else ("prefill", "decode")
+        for role in roles:
+            label = self.labels[role]
             ready = self._series(f"ready_{role}")
             if ready is not None:
                 self._line(
                     1,
                     1,
                     ready,
-                    f"{role} replicas",
-                    pool_colour(role),
+                    f"{label} replicas",
+                    pool_colour(label),
                     how="max",
                     shape="hv",
-                    group=role,
                 )
                 drawn = True
             bound = self._series(f"lb_{role}")
@@ -398,12 +478,11 @@ class _Grid:
                     1,
                     1,
                     bound,
-                    f"{role} TP lower bound",
-                    pool_colour(role),
+                    f"{label} TP lower bound",
+                    pool_colour(label),
                     "dash",
                     how="max",
                     shape="hv",
-                    group=role,
                 )
             rec = self._series(f"rec_{role}")
             advisory, target = self.cols.get("advisory"), self._series(f"scale_to_{role}")
@@ -411,7 +490,7 @@ class _Grid:
                 flags = self.ticks[advisory].astype("boolean").fillna(False).to_numpy(dtype=bool)
                 rec = np.where(flags, target, np.nan) if flags.any() else None
             if rec is not None and np.isfinite(rec).any():
-                self._markers(1, 1, self.at_s, rec, f"{role} recommended", pool_colour(role))
+                self._markers(1, 1, self.at_s, rec, f"{label} recommended", pool_colour(label))
                 continue
             components = (role, "agg") if role == "decode" else (role,)
             recs = [
@@ -425,8 +504,8 @@ class _Grid:
                     1,
                     np.array([float(e["at_s"]) for e in recs]),
                     np.array([float(e["to_count"]) for e in recs]),
-                    f"{role} advisory",
-                    pool_colour(role),
+                    f"{label} advisory",
+                    pool_colour(label),
                 )
         if not drawn:
             self._empty(1, 1, "ready replica columns")
@@ -484,8 +563,6 @@ class _Grid:
                         mode="lines",
                         name=f"{axis.split()[0]} SLA {target:g} ms",
                         line={"color": SLA_COLOUR, "dash": "dash"},
-                        legendgroup="sla",
-                        showlegend=(row, col) in ((2, 1), (2, 2)),
                     ),
                     row=row,
                     col=col,
@@ -582,7 +659,6 @@ class _Grid:
                     y=ys["y"],
                     mode="lines",
                     name=plain(f"{role} {name}"),
-                    legendgroup=f"engines-{role}",
                     line={"color": PALETTE[k % len(PALETTE)]},
                 ),
                 row=row,
@@ -595,7 +671,7 @@ class _Grid:
         for role in ("prefill", "decode"):
             y = self._series(f"engine_rps_{role}")
             if y is not None:
-                self._line(5, 1, y, f"{role} engine req/s", pool_colour(role), group=role)
+                self._line(5, 1, y, f"{role} engine req/s", pool_colour(role))
                 drawn = True
         if not drawn:
             self._empty(5, 1, "engine_rps columns")
@@ -644,23 +720,25 @@ class _Grid:
                         y=np.full(len(sel), y_value),
                         mode="markers",
                         name=plain(f"{loop}: {reason}"),
+                        # one legend entry toggles the reason on both tracks
                         legendgroup=f"{loop}-{reason}",
                         showlegend=role == tracks[0][0],
                         marker={
                             "symbol": symbol,
                             "size": 8,
-                            "color": colours.get(str(reason), "black"),
+                            "color": colours.get(str(reason), _other_colour(str(reason))),
                         },
-                        hovertemplate=plain(f"{role}: {reason}") + "<extra></extra>",
+                        hovertemplate=plain(f"{self.labels.get(role, role)}: {reason}")
+                        + "<extra></extra>",
                     ),
                     row=row,
                     col=col,
                 )
-        labels = {y: r for r, y in _ROLE_Y.items()} if tracks[0][0] != "all" else {1: "all"}
+        labels = {_ROLE_Y.get(r, 1): self.labels.get(r, r) for r, _ in tracks}
         self.fig.update_yaxes(
             tickvals=list(labels),
             ticktext=list(labels.values()),
-            range=[0.4, max(labels) + 0.6],
+            range=[0.4, 2.6],
             title_text="Component",
             row=row,
             col=col,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -195,6 +196,28 @@ def ticks_table(n: int = 240, interval_s: float = 30.0) -> pd.DataFrame:
             "load_decision_reason_decode": [REASONS_LOAD[(i // 3) % 5] for i in range(n)],
             "throughput_decision_reason": [REASONS_TP[(i // 7) % 3] for i in range(n)],
             "gpu_hours": np.cumsum(np.full(n, interval_s / 3600 * 4)),
+            "engine_queues": [
+                json.dumps(
+                    [
+                        {
+                            "worker_id": 0,
+                            "dp_rank": 0,
+                            "queued_prefill_tokens": int(2000 * w),
+                            "queued_decode_kv_tokens": 0,
+                            "inflight_decode_kv_tokens": 0,
+                        },
+                        {
+                            "worker_id": 2,
+                            "dp_rank": 0,
+                            "queued_prefill_tokens": 0,
+                            "queued_decode_kv_tokens": int(5000 * w),
+                            "inflight_decode_kv_tokens": int(90000 * w),
+                        },
+                    ]
+                )
+                for w in wave
+            ],
+            "max_kv_tokens": np.full(n, 262144.0),
         }
     )
 

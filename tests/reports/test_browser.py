@@ -14,6 +14,7 @@ from reports_browser import Browser, find_chromium
 from reports_synthetic import XSS, write_predict_folder, write_replay_folder
 
 from plansim.reports import render_dir
+from plansim.reports.planner import PANELS
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +28,7 @@ EXPECTED = {
         "prefix_reuse",
         "worker_balance",
     ],
-    "planner_report.html": ["planner_grid"],
+    "planner_report.html": [name for _, _, name in PANELS],
     "retune_report.html": [
         "retune_scores",
         "retune_outcomes",

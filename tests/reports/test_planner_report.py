@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -68,24 +69,32 @@ def test_tick_log_is_deterministic_and_nan_becomes_null():
     ]
 
 
-def test_the_grid_has_the_reference_titles_and_sla_lines():
+def test_the_grid_has_the_reference_panels_and_sla_lines():
     html = render_planner(syn.ticks_table(), sla={"ttft_ms": 500.0, "itl_ms": 40.0})
-    fig = figures(html)["planner_grid"]
-    titles = [a["text"] for a in fig["layout"]["annotations"]]
-    assert titles[:12] == list(TITLES)
-    assert list(values(trace(fig, "TTFT SLA 500 ms")["y"])) == [500.0, 500.0]
-    assert list(values(trace(fig, "ITL SLA 40 ms")["y"])) == [40.0, 40.0]
+    headings = re.findall(r'<div class="cell"><h3>(.*?)</h3>', html)
+    assert headings == list(TITLES)
+    figs = figures(html)
+    for name in ("planner_observed_ttft", "planner_estimated_ttft"):
+        assert list(values(trace(figs[name], "TTFT SLA 500 ms")["y"])) == [500.0, 500.0]
+    for name in ("planner_observed_itl", "planner_estimated_itl"):
+        assert list(values(trace(figs[name], "ITL SLA 40 ms")["y"])) == [40.0, 40.0]
 
 
 def test_sla_targets_come_from_the_tick_columns_when_not_given():
     ticks = syn.ticks_table().assign(ttft_sla_ms=700.0, itl_sla_ms=25.0)
-    fig = figures(render_planner(ticks))["planner_grid"]
-    trace(fig, "TTFT SLA 700 ms")
-    trace(fig, "ITL SLA 25 ms")
+    figs = figures(render_planner(ticks))
+    trace(figs["planner_observed_ttft"], "TTFT SLA 700 ms")
+    trace(figs["planner_observed_itl"], "ITL SLA 25 ms")
+
+
+def test_values_on_some_ticks_only_are_joined():
+    ticks = syn.ticks_table(n=4).assign(observed_ttft_ms=[np.nan, 100.0, np.nan, 300.0])
+    fig = figures(render_planner(ticks))["planner_observed_ttft"]
+    assert list(values(trace(fig, "observed TTFT")["y"])) == [100.0, 300.0]
 
 
 def test_decisions_are_coloured_by_reason_on_per_component_tracks():
-    fig = figures(render_planner(syn.ticks_table()))["planner_grid"]
+    fig = figures(render_planner(syn.ticks_table()))["planner_load_decisions"]
     scale_up = [t for t in fig["data"] if t["name"] == "load: scale_up"]
     assert {t["marker"]["color"] for t in scale_up} == {LOAD_COLOURS["scale_up"]}
     # prefill track at y=2, decode at y=1
@@ -96,7 +105,7 @@ def test_advisory_recommendations_are_drawn_over_replica_counts():
     ticks = syn.ticks_table(n=4).assign(
         advisory=[False, True, False, True], scale_to_decode=[np.nan, 7.0, np.nan, 2.0]
     )
-    fig = figures(render_planner(ticks))["planner_grid"]
+    fig = figures(render_planner(ticks))["planner_replicas"]
     rec = trace(fig, "decode recommended")
     assert list(values(rec["y"])) == [7.0, 2.0]
     assert list(values(rec["x"])) == [30.0, 90.0]  # a 90 s run is drawn in seconds
@@ -122,19 +131,26 @@ def test_engine_queues_give_one_line_per_engine():
         ]
     )
     ticks = syn.ticks_table(n=3).assign(engine_queues=queues, max_kv_tokens=500.0)
-    fig = figures(render_planner(ticks))["planner_grid"]
-    assert list(values(trace(fig, "prefill 0:dp0")["y"])) == [100.0] * 3
-    assert list(values(trace(fig, "decode 3:dp1")["y"])) == [100.0] * 3  # queued 40 + inflight 60
-    names = [t["name"] for t in fig["data"]]
-    assert "prefill 3:dp1" not in names and "decode 0:dp0" not in names
-    trace(fig, "KV capacity per engine")
+    figs = figures(render_planner(ticks))
+    prefill, decode = figs["planner_prefill_load"], figs["planner_decode_load"]
+    assert list(values(trace(prefill, "prefill 0:dp0")["y"])) == [100.0] * 3
+    # queued 40 + inflight 60 decode KV tokens
+    assert list(values(trace(decode, "decode 3:dp1")["y"])) == [100.0] * 3
+    assert [t["name"] for t in prefill["data"]] == ["prefill 0:dp0"]
+    assert [t["name"] for t in decode["data"]] == ["decode 3:dp1", "KV capacity per engine"]
 
 
 def test_missing_columns_leave_no_data_notes():
-    fig = figures(render_planner(pd.DataFrame({"at_s": [0.0, 5.0], "ready_decode": [1, 2]})))[
-        "planner_grid"
-    ]
-    notes = [a["text"] for a in fig["layout"]["annotations"] if a["text"].startswith("no data")]
-    assert "no data: estimated_ttft_ms" in notes
-    assert "no data: load_decision_reason columns" in notes
+    html = render_planner(pd.DataFrame({"at_s": [0.0, 5.0], "ready_decode": [1, 2]}))
+    assert list(figures(html)) == ["planner_replicas"]
+    notes = re.findall(r'<p class="note">(No data: .*?)</p>', html)
+    assert "No data: no tick has estimated_ttft_ms." in notes
+    assert "No data: no tick has load_decision_reason columns." in notes
     assert len(notes) == 11  # every panel but the replica counts
+
+
+def test_an_aggregated_deployment_shows_one_agg_role():
+    ticks = syn.ticks_table(n=3).assign(ready_prefill=0, ready_decode=[2, 3, 3])
+    html = render_planner(ticks)
+    assert [t["name"] for t in figures(html)["planner_replicas"]["data"]][0] == "agg replicas"
+    assert "<td>agg</td>" in html and "<td>prefill</td>" not in html
