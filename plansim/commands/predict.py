@@ -39,6 +39,7 @@ Output folder:
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from datetime import datetime
@@ -88,9 +89,10 @@ def _candidates(predictors: str, params: list[str], grid: list[str]) -> list[Any
     try:
         return expand_candidates(names, fixed, axes)
     except ConfigError as exc:
-        option = "--predictors" if exc.field in ("predictors", "load_predictor") else (
-            "--grid" if exc.field in axes else "--param")
-        raise InputError(exc.message, field=f"{option} {exc.field}".strip()) from None
+        if exc.field in ("predictors", "load_predictor"):
+            raise InputError(exc.message, field="--predictors") from None
+        option = "--grid" if exc.field in axes else "--param"
+        raise InputError(exc.message, field=f"{option} {exc.field}") from None
 
 
 def _new_out_dir() -> Path:
@@ -104,9 +106,7 @@ def _new_out_dir() -> Path:
 
 
 def _finite_or_none(value: Any) -> Any:
-    if isinstance(value, float) and not (value == value and abs(value) != float("inf")):
-        return None
-    return value
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def _print_table(summary: Any) -> None:
