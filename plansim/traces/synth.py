@@ -29,6 +29,12 @@ Sessions: with ``turns_per_session > 1``, ``rate_rps`` is the request rate and s
 prompt is turn n's prompt, turn n's output and a new input drawn from ``isl``, so it repeats all
 complete blocks of turn n's prompt (rolling hashes: equal leading ids). Turns that would arrive
 after ``duration_s`` are dropped. Hash ids are compact prefix-chain ids, as from a trace.
+
+``max_requests`` keeps the first N arrivals, for an exact request count: e.g. 200,000 requests
+at 100 rps is ``SynthSpec(rate_rps=100, duration_s=2_100, max_requests=200_000)`` (the duration
+only has to be long enough). A 2-hour diurnal day with a 4x swing, ISL ~ lognormal 3000 and OSL
+~ lognormal 300 (the defaults) is ``SynthSpec(duration_s=7_200, rate_rps=10,
+schedule="diurnal", peak_to_trough=4)``.
 """
 
 from __future__ import annotations
@@ -124,6 +130,7 @@ class SynthSpec:
     shared_prefix_ratio: float = 0.0
     turns_per_session: int = 1
     inter_turn_delay_s: float = 30.0
+    max_requests: int | None = None  # keep only the first N arrivals (an exact request count)
 
     def check(self) -> None:
         def bad(name: str, msg: str) -> InputError:
@@ -161,6 +168,8 @@ class SynthSpec:
             raise bad("turns_per_session", f"must be >= 1, got {self.turns_per_session}")
         if not self.inter_turn_delay_s >= 0:
             raise bad("inter_turn_delay_s", f"must be >= 0, got {self.inter_turn_delay_s}")
+        if self.max_requests is not None and self.max_requests < 0:
+            raise bad("max_requests", f"must be >= 0, got {self.max_requests}")
         self.isl.check("isl")
         self.osl.check("osl")
 
@@ -199,7 +208,7 @@ def synthesize(spec: SynthSpec, seed: int = 0) -> Workload:
         arrival_s, isl, osl, counts, raw, session = _sessions(spec, rng, starts_s)
     if spec.prefix_groups > 0 and spec.shared_prefix_ratio > 0:
         _share_group_prefixes(spec, rng, isl, counts, raw, session)
-    order = np.argsort(arrival_s, kind="stable")
+    order = np.argsort(arrival_s, kind="stable")[: spec.max_requests]
     offsets = np.zeros(counts.size + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     sorted_counts = counts[order]
@@ -207,7 +216,7 @@ def synthesize(spec: SynthSpec, seed: int = 0) -> Workload:
         np.cumsum(sorted_counts) - sorted_counts, sorted_counts
     )
     raw_sorted = raw[np.repeat(offsets[:-1][order], sorted_counts) + within]
-    new_offsets = np.zeros(counts.size + 1, dtype=np.int64)
+    new_offsets = np.zeros(order.size + 1, dtype=np.int64)
     np.cumsum(sorted_counts, out=new_offsets[1:])
     n = order.size
     rid = np.empty(n, dtype=object)

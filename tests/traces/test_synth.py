@@ -113,3 +113,13 @@ def test_bad_specs_name_the_field(spec, field):
     with pytest.raises(InputError) as info:
         synthesize(spec)
     assert info.value.field == field
+
+
+def test_max_requests_keeps_the_first_arrivals():
+    spec = SynthSpec(duration_s=100, rate_rps=50)
+    full = synthesize(spec, seed=9)
+    cut = synthesize(SynthSpec(duration_s=100, rate_rps=50, max_requests=1_000), seed=9)
+    assert len(cut) == 1_000
+    assert cut.arrival_ms.tolist() == full.arrival_ms[:1_000].tolist()
+    assert cut.hash_offsets[-1] == cut.hash_ids.size
+    assert cut.hash_ids.max() + 1 == len(np.unique(cut.hash_ids))
