@@ -265,3 +265,19 @@ def test_candidate_replays_start_from_the_counts_recorded_at_the_window_start():
     # Window 0 has no record at 0 s: nothing scales before the first tick (5 s, 1 worker).
     # Window 1 starts at 60 s, recorded as 3 workers at the 60 s tick.
     assert set(seen[:3]) == {1} and set(seen[3:]) == {3}
+
+
+def test_advisory_never_changes_planner_fields():
+    def by_sensitivity(spec, config):
+        return summary(float(dict(config.planner)["load_scaling_down_sensitivity"]))
+
+    scaling = {"optimization_target": "sla", "enable_throughput_scaling": True,
+               "throughput_adjustment_interval_seconds": 30}
+    retune = {"advisory": True, "router": {},
+              "planner": {"load_scaling_down_sensitivity": {"choices": [80, 95]}}}
+    ctl, _ = make(retune, replay=by_sensitivity, planner=scaling)
+    events = list(decisions(run_ticks(ctl, 130)).values())
+    assert [e["outcome"] for e in events] == ["advisory", "advisory"]
+    assert events[0]["changes"]["planner"] == {"load_scaling_down_sensitivity": 95}
+    assert all(e["planner_changes"] == {} for e in events)
+    assert ctl.live_config.load_scaling_down_sensitivity == 80
