@@ -281,3 +281,18 @@ def test_advisory_never_changes_planner_fields():
     assert events[0]["changes"]["planner"] == {"load_scaling_down_sensitivity": 95}
     assert all(e["planner_changes"] == {} for e in events)
     assert ctl.live_config.load_scaling_down_sensitivity == 80
+
+
+def test_an_applied_planner_change_is_handed_to_the_host_and_becomes_the_current_point():
+    def by_sensitivity(spec, config):
+        return summary(float(dict(config.planner)["load_scaling_down_sensitivity"]))
+
+    scaling = {"optimization_target": "sla", "enable_throughput_scaling": True,
+               "throughput_adjustment_interval_seconds": 30}
+    retune = {"router": {}, "planner": {"load_scaling_down_sensitivity": {"choices": [80, 95]}}}
+    ctl, _ = make(retune, replay=by_sensitivity, planner=scaling)
+    events = list(decisions(run_ticks(ctl, 130)).values())
+    assert [e["outcome"] for e in events] == ["applied", "no_improvement"]
+    assert events[0]["planner_changes"] == {"load_scaling_down_sensitivity": 95}
+    assert events[0]["predictor_warmup"] is None  # the predictor did not change
+    assert ctl.live_config.load_scaling_down_sensitivity == 95
