@@ -296,3 +296,23 @@ def test_an_applied_planner_change_is_handed_to_the_host_and_becomes_the_current
     assert events[0]["planner_changes"] == {"load_scaling_down_sensitivity": 95}
     assert events[0]["predictor_warmup"] is None  # the predictor did not change
     assert ctl.live_config.load_scaling_down_sensitivity == 95
+
+
+def ramp_history(spec):
+    """A steady ramp of request counts (constant lengths): eight history and two window buckets."""
+    buckets = tuple((10.0 + 2.0 * i, 100.0, 20.0) for i in range(10))
+    return WindowData("unused", 38, {}, presweep_history=buckets[:8], presweep_window=buckets[8:],
+                      swap_warmup=buckets, inner_warmup=buckets[:8])
+
+
+def test_a_predictor_swap_with_enough_warmup_carries_its_warmup_observations():
+    # A trend-following Kalman filter beats repeating the last value on a ramp.
+    retune = {"planner": {"load_predictor": {"choices": ["constant", "kalman"]}}}
+    ctl, _ = make(retune, planner=SWAP_PLANNER, read=ramp_history)
+    event = decisions(run_ticks(ctl, 70))[70.0]
+    presweep = event["predictor_presweep"]
+    assert presweep["winner"] == 1 and presweep["losses"][1] < presweep["losses"][0]
+    assert event["outcome"] == "applied"
+    assert event["planner_changes"] == {"load_predictor": "kalman"}
+    assert event["predictor_warmup"] == [[10.0 + 2.0 * i, 100.0, 20.0] for i in range(10)]
+    assert ctl.live_config.load_predictor == "kalman"
