@@ -29,8 +29,9 @@ import time
 from pathlib import Path
 
 import orjson
+import yaml
 
-from plansim.planner_core import PlannerEngine
+from plansim.planner_core import PlannerEngine, with_changes
 from plansim.planner_core.files import read_planner_config
 from plansim.sim import worker_capabilities
 from plansim.sim.deployment import Deployment
@@ -92,12 +93,14 @@ def bench(kind: str, workload, args) -> dict:
               f"{r['p90_ttft_ms']:>10.0f}{r['p90_itl_ms']:>9.1f}{r['wall_s']:>8.1f}", flush=True)
 
     statics = {}
-    for n in range(args.min_static, args.max_static + 1):
+    for n in range(args.min_static, 0 if args.skip_static else args.max_static + 1):
         statics[n] = r = run(workload, deployment(kind, n, args))
         show(f"static {n}", r)
         if r["goodput"] >= 0.99:
             break
     config = read_planner_config(args.planner_config)
+    if args.planner_set:
+        config = with_changes(config, {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in args.planner_set)})
     dep = deployment(kind, args.planner_start, args)
     planner = PlannerEngine(config, worker_capabilities(dep))
     p = run(workload, dep, planner)
@@ -131,6 +134,9 @@ def main() -> int:
     ap.add_argument("--planner-start", type=int, default=2, help="workers when the planner starts")
     ap.add_argument("--min-static", type=int, default=1)
     ap.add_argument("--max-static", type=int, default=12)
+    ap.add_argument("--planner-set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="override a planner config field (repeatable), e.g. itl_ms=20")
+    ap.add_argument("--skip-static", action="store_true", help="planner run only")
     ap.add_argument("--quick", action="store_true", help="30-minute diurnal workload")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()

@@ -91,3 +91,10 @@ def test_advisory_changes_no_replica_count():
     assert (ts["ready"] == 1).all() and (ts["starting"] == 0).all()
     assert result.scaling_events, "advisory mode still records recommendations"
     assert not any(e["applied"] for e in result.scaling_events)
+
+
+def test_from_deployment_bootstraps_from_worker_self_benchmark(tmp_path):
+    dep = _deployment(2)
+    engine = PlannerEngine.from_deployment(parse_planner_config({**LOAD_ONLY, "profile_results_dir": str(tmp_path)}), dep)
+    assert engine.state.bootstrap_source == "benchmark"
+    assert engine.state.perf_models["decode"].ready
