@@ -77,7 +77,7 @@ def render_replay(
     _latency_over_time(page, requests, sla, unit)
     _pool_load(page, timeseries, unit)
     _workers_chart(page, timeseries, scaling_events or [], unit)
-    _prefix_reuse(page, timeseries, summary, unit)
+    _prefix_reuse(page, requests, timeseries, summary, unit)
     _load_balance(page, workers)
     _request_tables(page, requests)
     return page.render()
@@ -464,43 +464,81 @@ def _add_scaling_markers(
 
 
 def _prefix_reuse(
-    page: Page, timeseries: pd.DataFrame | None, summary: dict[str, Any], unit: TimeUnit
+    page: Page,
+    requests: pd.DataFrame | None,
+    timeseries: pd.DataFrame | None,
+    summary: dict[str, Any],
+    unit: TimeUnit,
 ) -> None:
     title = "Prefix-cache reuse over time"
-    how = (
-        "Share of admitted input tokens found in the prefix cache, per pool (averaged per time "
-        "bin on long runs). The dotted line is the whole run's reuse from the summary."
+    by_request = has(requests, "reused_input_tokens", "input_length") and first_column(
+        requests, ("first_admit_ms", "arrival_ms")
     )
-    if not has(timeseries, "time_s", "pool", "prefix_reuse"):
+    if by_request:
+        how = (
+            "Share of input tokens found in the prefix cache, over the requests admitted in each "
+            "time bin (token-weighted). The dotted line is the whole run's reuse from the summary."
+        )
+    else:
+        how = (
+            "Share of admitted input tokens found in the prefix cache, per pool (averaged per "
+            "time bin on long runs). The dotted line is the whole run's reuse from the summary."
+        )
+    if not by_request and not has(timeseries, "time_s", "pool", "prefix_reuse"):
         page.note(
             title, missing(timeseries, "timeseries.parquet", "time_s", "pool", "prefix_reuse")
         )
         return
     fig = go.Figure()
-    for pool in _pools(timeseries):
-        part = timeseries[timeseries["pool"].astype(str) == pool]
-        t, ys = bin_series(floats(part, "time_s"), {"r": floats(part, "prefix_reuse") * 100.0})
+    if by_request:
+        t, reuse, width = _reuse_by_admission(requests)
         fig.add_trace(
             go.Scatter(
                 x=t / unit.seconds,
-                y=ys["r"],
+                y=reuse * 100.0,
                 mode="lines",
-                name=plain(f"{pool} reuse"),
-                line={"color": pool_colour(pool)},
-                connectgaps=False,
+                name=f"reuse ({width:g} s bins)",
+                line={"color": ACTUAL_COLOUR, "shape": "hv"},
             )
         )
+    else:
+        for pool in _pools(timeseries):
+            part = timeseries[timeseries["pool"].astype(str) == pool]
+            t, ys = bin_series(floats(part, "time_s"), {"r": floats(part, "prefix_reuse") * 100.0})
+            fig.add_trace(
+                go.Scatter(
+                    x=t / unit.seconds,
+                    y=ys["r"],
+                    mode="lines",
+                    name=plain(f"{pool} reuse"),
+                    line={"color": pool_colour(pool)},
+                )
+            )
     overall = summary.get("prefix_cache_reused_ratio")
     if isinstance(overall, (int, float)) and np.isfinite(overall):
         fig.add_hline(
             y=float(overall) * 100.0,
-            line={"dash": "dot", "color": ACTUAL_COLOUR},
+            line={"dash": "dot", "color": SLA_COLOUR},
             annotation_text=f"run overall {float(overall) * 100:.1f}%",
             annotation_position="top left",
         )
-    fig.update_xaxes(title_text=unit.axis_title())
+    fig.update_xaxes(title_text=unit.axis_title("Admission time"))
     fig.update_yaxes(title_text="Input tokens reused (%)", range=[0, 102])
     page.chart("prefix_reuse", title, how, base_layout(fig, height=380))
+
+
+def _reuse_by_admission(requests: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, float]:
+    """(bin start s, reused / input tokens of the requests admitted in the bin, bin width s),
+    over bins with input tokens."""
+    column = first_column(requests, ("first_admit_ms", "arrival_ms"))
+    admit_s = floats(requests, column) / 1000.0
+    keep = np.isfinite(admit_s)
+    width = bin_width_s(float(admit_s[keep].max()) if keep.any() else 0.0, max_bins=300)
+    bins = np.floor(admit_s[keep] / width).astype(np.int64)
+    reused = np.bincount(bins, weights=np.nan_to_num(floats(requests, "reused_input_tokens")[keep]))
+    total = np.bincount(bins, weights=np.nan_to_num(floats(requests, "input_length")[keep]))
+    busy = np.flatnonzero(total > 0)
+    return busy * width, reused[busy] / total[busy], width
 
 
 def _load_balance(page: Page, workers: pd.DataFrame | None) -> None:

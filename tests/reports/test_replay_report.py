@@ -40,14 +40,14 @@ def test_full_tables_give_every_chart():
 
 def test_missing_tables_become_notes():
     html = render_replay(syn.requests_table(), None, None, None, None, None)
-    assert chart_names(html) == ["traffic", "latency_cdf", "latency_percentiles"]
+    assert chart_names(html) == ["traffic", "latency_cdf", "latency_percentiles", "prefix_reuse"]
     assert "Not shown: timeseries.parquet is absent or empty." in html
     assert "Not shown: workers.parquet is absent or empty." in html
     assert "Not shown: summary.json is absent or empty." in html
 
 
 def test_a_missing_column_is_named_in_the_note():
-    requests = syn.requests_table().drop(columns=["ttft_ms"])
+    requests = syn.requests_table().drop(columns=["ttft_ms", "reused_input_tokens"])
     html = _full(
         requests=requests, timeseries=syn.timeseries_table().drop(columns=["prefix_reuse"])
     )
@@ -140,3 +140,19 @@ def test_empty_requests_table_still_renders():
     assert "pool_load" in chart_names(html)
     assert "latency_cdf" not in chart_names(html)
     assert "Not shown: requests.parquet is absent or empty." in html
+
+
+def test_prefix_reuse_is_token_weighted_per_admission_bin():
+    # two requests admitted in the first second: 50 of 400 input tokens reused -> 12.5%;
+    # one in second 20 (the run spans 21 s: 1 s bins, axis in seconds): 30 of 60 -> 50%
+    requests = syn.requests_table(n=3).assign(
+        arrival_ms=[0.0, 800.0, 20_000.0],
+        last_token_ms=[1000.0, 2000.0, 21_000.0],
+        first_admit_ms=[100.0, 900.0, 20_500.0],
+        input_length=[100, 300, 60],
+        reused_input_tokens=[50, 0, 30],
+    )
+    fig = figures(_full(requests=requests, timeseries=None))["prefix_reuse"]
+    reuse = trace(fig, "reuse (1 s bins)")
+    assert list(values(reuse["x"])) == [0.0, 20.0]
+    assert list(values(reuse["y"])) == [12.5, 50.0]
