@@ -1,0 +1,42 @@
+"""load_workload: arrival order (stable), hash rows move with their requests, ordinal ids."""
+
+from __future__ import annotations
+
+import numpy as np
+from trace_files import dynamo_row, mooncake_row, write_jsonl
+
+from plansim.traces import load, load_workload
+
+
+def test_unsorted_rows_are_sorted_stably_with_their_hashes(tmp_path, monkeypatch):
+    monkeypatch.setattr(load, "_REORDER_ROWS", 2)  # several gather steps
+    rows = [
+        dynamo_row("late", 3_000, isl=1_024, hashes=[7, 8]),
+        dynamo_row("tie_a", 1_000, isl=512, hashes=[7]),
+        dynamo_row("early", 500, isl=1_536, hashes=[9, 10, 11]),
+        dynamo_row("tie_b", 1_000, isl=1_024, hashes=[7, 12]),
+        dynamo_row("last", 4_000, isl=0, hashes=[]),
+    ]
+    w = load_workload(write_jsonl(tmp_path / "t.jsonl", rows))
+    assert w.request_id.tolist() == ["early", "tie_a", "tie_b", "late", "last"]
+    assert w.hash_offsets.tolist() == [0, 3, 4, 6, 8, 8]
+    h = {rid: w.hashes(i).tolist() for i, rid in enumerate(w.request_id)}
+    assert len(set(h["early"])) == 3 and not set(h["early"]) & set(h["late"])
+    assert h["tie_a"][0] == h["tie_b"][0] == h["late"][0]  # raw hash 7 at block 0
+    assert h["tie_b"][1] != h["late"][1]  # 12 vs 8 after the shared block
+    assert h["last"] == []
+
+
+def test_ids_are_ordinals_in_load_order_when_the_format_has_none(tmp_path):
+    rows = [mooncake_row(50, 10, 1, [1]), mooncake_row(10, 10, 1, [2]), mooncake_row(30, 10, 1, [3])]
+    w = load_workload(write_jsonl(tmp_path / "m.jsonl", rows))
+    assert w.request_id.tolist() == ["1", "2", "0"]
+    assert w.arrival_ms.tolist() == [10.0, 30.0, 50.0]
+
+
+def test_recorded_request_ids_are_kept(tmp_path):
+    rows = [mooncake_row(0, 10, 1, [1], request_id="x"), mooncake_row(1, 10, 1, [1], request_id="y")]
+    w = load_workload(write_jsonl(tmp_path / "m.jsonl", rows))
+    assert w.request_id.tolist() == ["x", "y"]
+    assert w.sources == (str(tmp_path / "m.jsonl"),)
+    assert np.array_equal(w.hashes(0), w.hashes(1))
