@@ -96,7 +96,7 @@ def prepare_predictor_task(
         if p.num_points < p.minimum_data_points
     ]
     if short:
-        raise PredictorError("warm-up too short for the swapped predictor: " + "; ".join(short))
+        raise PredictorError("; ".join(short))
     forecast = forecaster.predict()
     if forecast.failed:
         raise PredictorError(f"forecast of {', '.join(forecast.failed)} failed after warm-up")

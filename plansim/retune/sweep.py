@@ -227,7 +227,8 @@ def _sweep(
             report.prepared_predictor or {}
         ):
             report.outcome = "failed"
-            report.reason = f"{WARMUP_TOO_SHORT}: {report.prepared_predictor['error']}"
+            detail = str(report.prepared_predictor["error"]).removeprefix("PredictorError: ")
+            report.reason = f"{WARMUP_TOO_SHORT} ({detail})"
 
 
 def _presweep(
