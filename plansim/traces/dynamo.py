@@ -2,7 +2,9 @@
 ``{"timestamp", "event"}`` envelope; plain or multi-member gzip JSONL).
 
 Only ``request_end`` rows become requests; ``tool_*``, ``request_payload`` and ``router_selection``
-rows are skipped and counted by event type. Any other event type is an error.
+rows are skipped and counted by event type. Any other event type is an error. ``agent_context``
+does not change how a request is read: every request replays open-loop at its recorded arrival
+(session dependencies are not modelled).
 
 Speed: a background thread inflates the file into blocks of whole lines; each block is parsed
 by pyarrow's JSON reader against the typed fields replay needs (a value of the wrong JSON type
