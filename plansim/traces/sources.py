@@ -29,7 +29,8 @@ T = TypeVar("T")
 
 
 def resolve_paths(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """Expand files, globs and folders into a sorted, de-duplicated list of files.
+    """Expand files, globs and folders into a de-duplicated list of files: arguments in the
+    order given, the matches of a glob or folder sorted by path.
 
     Raises ``TraceError`` for a path that does not exist, a glob that matches nothing, a folder
     without shards, or a shard present both as ``x.jsonl`` and ``x.jsonl.gz``.
