@@ -544,7 +544,8 @@ def _reuse_by_admission(requests: pd.DataFrame) -> tuple[np.ndarray, np.ndarray,
 def _load_balance(page: Page, workers: pd.DataFrame | None) -> None:
     title = "Per-worker load balance"
     how = (
-        "One bar per worker (pool:id): requests served on top, input and output tokens below. "
+        "One bar per worker (pool:id), coloured by pool: requests served, then input and output "
+        "tokens processed. "
         "Even bars within a pool mean the router spread load well; workers provisioned late by "
         "the planner naturally serve less."
     )
@@ -561,40 +562,21 @@ def _load_balance(page: Page, workers: pd.DataFrame | None) -> None:
         how += f" Only the {MAX_POINTS} busiest of {len(workers)} workers are shown."
     labels = [plain(f"{p}:{w}") for p, w in zip(frame["pool"], frame["worker_id"], strict=True)]
     colours = [pool_colour(p) for p in frame["pool"]]
-    token_cols = [c for c in ("input_tokens", "output_tokens") if c in frame.columns]
-    fig = make_subplots(
-        rows=2 if token_cols else 1, cols=1, shared_xaxes=True, vertical_spacing=0.08
-    )
-    fig.add_trace(
-        go.Bar(
-            x=labels,
-            y=floats(frame, "requests"),
-            name="requests",
-            marker={"color": colours},
-            showlegend=False,
-        ),
-        row=1,
-        col=1,
-    )
-    fig.update_yaxes(title_text="Requests", row=1, col=1)
-    for c, opacity in zip(token_cols, (0.55, 1.0), strict=False):
+    panels = [("requests", "Requests")] + [
+        (c, label)
+        for c, label in (("input_tokens", "Input tokens"), ("output_tokens", "Output tokens"))
+        if c in frame.columns
+    ]
+    fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=True, vertical_spacing=0.06)
+    for row, (column, label) in enumerate(panels, start=1):
         fig.add_trace(
-            go.Bar(
-                x=labels,
-                y=floats(frame, c),
-                name=c.replace("_", " "),
-                marker={"color": colours, "opacity": opacity},
-            ),
-            row=2,
+            go.Bar(x=labels, y=floats(frame, column), name=label, marker={"color": colours}),
+            row=row,
             col=1,
         )
-    if token_cols:
-        fig.update_yaxes(title_text="Tokens (input pale, output solid)", row=2, col=1)
-        fig.update_layout(barmode="group")
-    fig.update_xaxes(
-        title_text="Worker (pool:id)", type="category", row=2 if token_cols else 1, col=1
-    )
-    layout = base_layout(fig, height=520)
+        fig.update_yaxes(title_text=label, row=row, col=1)
+    fig.update_xaxes(title_text="Worker (pool:id)", type="category", row=len(panels), col=1)
+    layout = base_layout(fig, height=200 * len(panels) + 120)
     layout.update_layout(hovermode="closest", showlegend=False)
     page.chart("worker_balance", title, how, layout)
 
