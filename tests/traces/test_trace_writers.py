@@ -73,3 +73,19 @@ def test_mooncake_timestamps_start_at_zero(tmp_path):
     stamps = [orjson.loads(line)["timestamp"] for line in out.read_bytes().splitlines()]
     assert stamps == [0, 250]
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_written_simulated_workload_can_be_cut_into_windows(tmp_path):
+    from plansim.traces.windows import read_window
+
+    w = synthesize(SynthSpec(duration_s=60, rate_rps=5, isl=LengthSpec.fixed(600),
+                             osl=LengthSpec.fixed(20)), seed=4)
+    total = np.full(len(w), 2_000.0)  # every request takes 2 s
+    path = write_dynamo(w, tmp_path / "sim.jsonl.gz", total_ms=total, epoch_ms=1_000_000)
+    # Window [10 s, 20 s) cut at 21 s: arrivals after 19 s complete after the cutoff.
+    win = read_window(path, start_ms=1_010_000, end_ms=1_020_000, cutoff_ms=1_021_000)
+    received = np.round(w.arrival_ms + 1_000_000)
+    in_window = (received >= 1_010_000) & (received < 1_020_000)
+    late = in_window & (received + 2_000 > 1_021_000)
+    assert len(win.workload) == int((in_window & ~late).sum())
+    assert win.counts["censored"] == int(late.sum()) > 0
