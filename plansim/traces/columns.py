@@ -2,7 +2,8 @@
 
 Readers fill numpy columns in file order; ``plansim.traces.load`` concatenates files, sorts by
 arrival and remaps hashes into the ``Workload``. Optional Dynamo fields are NaN (floats) or -1
-(output tokens) where a row lacks them.
+(output tokens) where a row lacks them. Internal to ``plansim.traces`` and deliberately mutable:
+the loader drops a consumed hash buffer (``raw_hashes = None``) so that memory is freed early.
 """
 
 from __future__ import annotations
