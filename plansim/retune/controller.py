@@ -122,6 +122,9 @@ class RetuneController:
         self.live_config = planner_config
         self.startup_config = planner_config
         dep = inputs.deployment
+        from plansim.sim import worker_capabilities
+
+        self.capabilities = worker_capabilities(dep)
         self.sla = cfg.scoring_sla(planner_config.ttft_ms, planner_config.itl_ms)
 
         router_knobs = domains.expand_knobs(domains.ROUTER, cfg.router)
@@ -380,7 +383,7 @@ class RetuneController:
             changed = with_changes(self.live_config, dict(planner_changes))
         except ConfigError as exc:
             return str(exc)
-        return _fit_problem(changed, self.inputs.deployment)
+        return _fit_problem(changed, self.capabilities)
 
     def _apply(self, winner: Point, router_changes: Mapping[str, Any],
                planner_changes: Mapping[str, Any]) -> None:
@@ -457,10 +460,13 @@ class RetuneController:
         checked: dict[tuple, str | None] = {}
         for point in points:
             key = point.planner
+            if not key:  # router knobs only: the startup config, which the engine accepted
+                kept.append(point)
+                continue
             if key not in checked:
                 try:
                     changed = with_changes(self.startup_config, point.planner_map)
-                    checked[key] = _fit_problem(changed, self.inputs.deployment)
+                    checked[key] = _fit_problem(changed, self.capabilities)
                 except ConfigError as exc:
                     checked[key] = str(exc)
             if checked[key] is None:
@@ -515,19 +521,15 @@ def _integer_fields(planner_config: Any) -> list[str]:
     return out
 
 
-def _fit_problem(config: Any, deployment: Any) -> str | None:
-    """Why ``config`` does not fit the deployment's workers (None when it does): the minimum
-    endpoints must fit the GPU budget."""
-    if config.max_gpu_budget < 0:
-        return None
-    if deployment.mode == "agg":
-        need = config.min_endpoint_for("decode") * deployment.engine.gpus_per_worker
-    else:
-        need = (config.min_endpoint_for("prefill") * deployment.prefill_args.gpus_per_worker
-                + config.min_endpoint_for("decode") * deployment.decode_args.gpus_per_worker)
-    if need > config.max_gpu_budget:
-        return (f"the minimum endpoints need {need} GPUs, more than max_gpu_budget "
-                f"{config.max_gpu_budget}")
+def _fit_problem(config: Any, capabilities: Any) -> str | None:
+    """Why ``config`` does not fit the deployment's workers (None when it does): the planner's
+    own check (mode, roles, minimum endpoints within the GPU budget)."""
+    from plansim.planner_core import check_fits
+
+    try:
+        check_fits(config, capabilities)
+    except ConfigError as exc:
+        return str(exc)
     return None
 
 

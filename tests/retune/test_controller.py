@@ -25,7 +25,8 @@ def by_weight(spec, config):
 
 
 def make(retune=None, replay=by_weight, planner=None, deployment=None, **executor_kw):
-    raw = {"enable_load_scaling": False, "enable_throughput_scaling": False, **(planner or {})}
+    raw = {"mode": "agg", "enable_load_scaling": False, "enable_throughput_scaling": False,
+           **(planner or {})}
     raw["retune"] = {
         "interval_seconds": 60, "grace_seconds": 5,
         "router": {"overlap_score_weight": {"choices": [0.5, 1.0, 2.0]}}, **(retune or {}),
