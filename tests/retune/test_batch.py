@@ -1,12 +1,23 @@
 """retune.batch tables and summary, on hand-built window reports: the ranking is the sweep's
 (best first, ties to the current point, failed last), wins count the best-ranked candidate per
-window, and the score distribution is over the windows a candidate was scored on."""
+window, and the score distribution is over the windows a candidate was scored on; windows in
+flight fill the CPUs; Ctrl-C cancels the windows in flight and starts no other."""
 
 from __future__ import annotations
 
+import _thread
+import threading
+
 import pytest
 
-from plansim.retune.batch import WindowResult, ranked_table, summarize, windows_in_flight
+from plansim.retune.batch import (
+    WindowResult,
+    ranked_table,
+    score_windows,
+    summarize,
+    windows_in_flight,
+)
+from plansim.retune.executor import BatchOutcome
 from plansim.retune.domains import Point
 from plansim.retune.sweep import CandidateReport, SweepPlan, SweepReport
 from plansim.retune.tasks import ReplaySpec, WindowSpec
@@ -88,3 +99,44 @@ def test_windows_in_flight_fill_the_cpus_plus_one() -> None:
     # 64 CPUs / 4 replays per window = 16 windows, plus one; only 10 windows exist.
     assert windows_in_flight(_Concurrent(), plans) == 10
     assert windows_in_flight(_Concurrent(), plans[:1]) == 1
+
+
+class _Blocking:
+    """A thread-safe executor whose batches run until cancelled (like long replays)."""
+
+    max_parallel = 64
+    thread_safe = True
+
+    def __init__(self) -> None:
+        self.runs = 0
+        self.cancels = 0
+        self._lock = threading.Lock()
+        self._cancelled = threading.Event()
+
+    def run(self, tasks, context, timeout_s=None):
+        with self._lock:
+            self.runs += 1
+        self._cancelled.wait(30)
+        return BatchOutcome((), cancelled=True)
+
+    def cancel(self) -> None:
+        self.cancels += 1
+        self._cancelled.set()
+
+    def close(self) -> None:
+        pass
+
+
+def test_ctrl_c_cancels_the_windows_in_flight_and_starts_no_other() -> None:
+    plans = [_result(k, {CURRENT: 1.0}).plan for k in range(40)]
+    executor = _Blocking()
+    lanes = windows_in_flight(executor, plans)
+    assert lanes < len(plans)
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        score_windows(plans, executor)
+    timer.join()
+    # Only the windows in flight ran a batch (their window reads); none started after Ctrl-C.
+    assert executor.runs == lanes and executor.cancels >= 1
+    assert not [t for t in threading.enumerate() if t.name.startswith("plansim-window")]
