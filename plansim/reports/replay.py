@@ -40,13 +40,17 @@ from plansim.reports.tables import find_sla, first_column, floats, has, missing
 
 _HEADER_ORDER = (
     "command",
+    "traces",
     "trace_files",
+    "requests",
     "request_count",
     "num_requests",
     "deployment",
+    "planner",
     "sla",
     "seed",
 )
+_REQUEST_COUNT_KEYS = ("requests", "request_count", "num_requests")
 _STAT_ORDER = ("mean", "min", "median", "p75", "p90", "p95", "p99", "max", "std")
 _STAT_KEY = re.compile(r"^(mean|min|max|median|p75|p90|p95|p99|std)_(.+)$")
 _POOL_ORDER = ("agg", "prefill", "decode")
@@ -97,13 +101,17 @@ def _span_s(requests: pd.DataFrame | None, timeseries: pd.DataFrame | None) -> f
 
 
 def _header(page: Page, inputs: dict[str, Any], requests: pd.DataFrame | None) -> None:
-    rows: list[tuple[str, Any]] = []
-    keys = [k for k in _HEADER_ORDER if k in inputs] + sorted(
-        (k for k in inputs if k not in _HEADER_ORDER), key=str
+    # Unset values (None, empty blocks) say nothing; one request count is enough.
+    shown = {k: v for k, v in inputs.items() if v is not None and v != {} and v != []}
+    counts = [k for k in _REQUEST_COUNT_KEYS if k in shown]
+    for duplicate in counts[1:]:
+        del shown[duplicate]
+    keys = [k for k in _HEADER_ORDER if k in shown] + sorted(
+        (k for k in shown if k not in _HEADER_ORDER), key=str
     )
-    rows.extend((k, inputs[k]) for k in keys)
-    if requests is not None and not any(k in inputs for k in ("request_count", "num_requests")):
-        rows.insert(0, ("request count", len(requests)))
+    rows: list[tuple[str, Any]] = [(k, shown[k]) for k in keys]
+    if requests is not None and not counts:
+        rows.insert(0, ("requests", len(requests)))
     if rows:
         page.key_values("Run inputs", rows)
     else:

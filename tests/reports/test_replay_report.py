@@ -156,3 +156,17 @@ def test_prefix_reuse_is_token_weighted_per_admission_bin():
     reuse = trace(fig, "reuse (1 s bins)")
     assert list(values(reuse["x"])) == [0.0, 20.0]
     assert list(values(reuse["y"])) == [12.5, 50.0]
+
+
+def test_header_leaves_out_unset_inputs_and_repeated_request_counts():
+    inputs = {
+        **syn.inputs(),
+        "requests": 2000,
+        "num_requests": 2000,
+        "planner": None,
+        "skipped": {},
+    }
+    header = _full(inputs=inputs).split("<h2>Summary</h2>")[0]
+    assert header.count("<th>requests</th>") == 1
+    assert "<th>num_requests</th>" not in header and "<th>request_count</th>" not in header
+    assert "<th>planner</th>" not in header and "<th>skipped</th>" not in header
