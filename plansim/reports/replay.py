@@ -273,8 +273,9 @@ def _latency_cdfs(page: Page, requests: pd.DataFrame | None, sla: dict[str, floa
             )
         fig.update_xaxes(title_text=f"{name} (ms, log scale)", type="log", row=1, col=col)
     fig.update_yaxes(title_text="Requests at or below (%)", range=[0, 101], row=1, col=1)
-    layout = base_layout(fig, height=440, legend_below=True)
-    layout.update_layout(hovermode="closest")
+    layout = base_layout(fig, height=460, legend_below=True)
+    # room above the panel titles for Plotly's toolbar
+    layout.update_layout(hovermode="closest", margin={"t": 70})
     page.chart("latency_cdf", title, how, layout)
 
 
