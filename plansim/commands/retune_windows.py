@@ -3,7 +3,8 @@
 ``plansim retune windows config.yaml [--from K] [--to K2] [--backend spawn|ray]
 [--ray-address A] [--out DIR]`` sweeps windows K..K2 (default: every window of the trace) from
 the startup point, prints each window's ranked table (in window order) and an overall summary,
-and writes ``windows/<k>.json``, ``summary.json`` and ``inputs.json`` into the output folder.
+and writes ``windows/<k>.json`` (the window's record and ranked table), ``windows.parquet`` (one
+row per window and candidate), ``summary.json`` and ``inputs.json`` into the output folder.
 
 Printing lives here; the work is in ``plansim.retune.batch``.
 """
@@ -79,7 +80,7 @@ def windows(
     """Score the candidates of many windows at once, every (window, candidate) replay an
     independent task; print one ranked table per window and a summary over the windows."""
     from plansim.commands.retune import WindowBar, ranked_table
-    from plansim.io import atomic_write_json
+    from plansim.io import atomic_write_json, write_parquet_atomic
     from plansim.retune.batch import make_executor, score_windows, summarize, window_record
 
     if ray_address is not None and backend is not Backend.ray:
@@ -106,16 +107,23 @@ def windows(
     summary = summarize(results)
     for line in summary_lines(summary):
         typer.echo(line)
-    for result in results:
-        atomic_write_json(out_dir / "windows" / f"{result.index}.json", window_record(result))
+    records = [window_record(result) for result in results]
+    for record in records:
+        atomic_write_json(out_dir / "windows" / f"{record['window']}.json", record)
+    write_parquet_atomic(out_dir / "windows.parquet", candidates_frame(records))
     atomic_write_json(out_dir / "summary.json", summary)
     atomic_write_json(out_dir / "inputs.json", {
         "command": "plansim retune windows",
         "config": str(config),
+        "traces": list(run.trace_paths),
+        "requests": sum(record["window_requests"] for record in records),
         "windows": [plans[0].window.index, plans[-1].window.index] if plans else [],
         "backend": backend.value,
         "ray_address": ray_address,
         "max_parallel": executor.max_parallel,
+        "deployment": run.deployment.model_dump(mode="json"),
+        "planner": run.planner_raw,
+        "sla": run.deployment.sla.model_dump(mode="json"),
         "objective": cfg.objective,
         "seed": cfg.seed,
     })
@@ -156,6 +164,17 @@ class _InOrder:
         if self._top and len(rows) > self._top:
             rows = rows[: self._top] + [f"      ... {len(rows) - self._top} more"]
         return lines[: header_at + 1] + rows + lines[-1:] + [""]
+
+
+def candidates_frame(records: list[dict[str, Any]]) -> Any:
+    """One row per (window, candidate) of the window records, in window then rank order."""
+    import pandas as pd
+
+    columns = ["window", "rank", "label", "is_current", "status", "score", "vs_current_pct",
+               "error"]
+    rows = [{"window": record["window"], **{k: row[k] for k in columns[1:]}}
+            for record in records for row in record["ranked"]]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def summary_lines(summary: dict[str, Any]) -> list[str]:

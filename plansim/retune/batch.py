@@ -211,9 +211,16 @@ def ranked_table(result: WindowResult) -> list[dict[str, Any]]:
 def window_record(result: WindowResult) -> dict[str, Any]:
     """The JSON of one window: bounds, outcome, reader counts, scores and the ranked table."""
     report = result.report
+    bounds = result.plan.window.to_json()
     return {
-        **result.plan.window.to_json(),
         "window": result.index,
+        # The bounds under the decision record's names (retune_events.json).
+        "window_start_s": bounds["start_s"],
+        "window_end_s": bounds["end_s"],
+        "cutoff_s": bounds["cutoff_s"],
+        "window_start_trace_ms": bounds["start_trace_ms"],
+        "window_end_trace_ms": bounds["end_trace_ms"],
+        "cutoff_trace_ms": bounds["cutoff_trace_ms"],
         "objective": result.plan.objective,
         "outcome": report.outcome,
         "reason": report.reason,

@@ -1,0 +1,72 @@
+"""`plansim retune windows` on the bundled sample with the spawn pool: one ranked table per
+window in window order, then the summary; the output folder holds one record per window, the
+long table, the summary and the inputs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import typer
+import yaml
+
+import plansim.cli
+from plansim.commands.retune_windows import windows
+
+SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "traces" / "sample.dynamo.jsonl.gz"
+
+
+@pytest.fixture
+def run_file(tmp_path: Path) -> Path:
+    run = {
+        "trace": str(SAMPLE),
+        "deployment": {
+            "mode": "agg", "num_workers": 2,
+            "engine": {"num_gpu_blocks": 2048, "block_size": 64, "max_num_seqs": 16},
+            "router": {"mode": "kv_router", "overlap_score_weight": 1.0},
+            "sla": {"ttft_ms": 2000, "itl_ms": 50},
+        },
+        "planner": {
+            "mode": "agg", "enable_load_scaling": False, "enable_throughput_scaling": False,
+            "retune": {"interval_seconds": 20, "grace_seconds": 5, "max_parallel": 2,
+                       "router": {"overlap_score_weight": {"choices": [0.0, 4.0]}}},
+        },
+    }
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(run))
+    return path
+
+
+def test_windows_prints_tables_in_order_and_writes_the_folder(monkeypatch, capsys, run_file,
+                                                              tmp_path):
+    app = typer.Typer()
+    retune = typer.Typer()
+    retune.command("windows")(windows)
+    app.add_typer(retune, name="retune")
+    monkeypatch.setattr(plansim.cli, "app", app)
+    out = tmp_path / "out"
+    monkeypatch.setattr(sys, "argv", ["plansim", "retune", "windows", str(run_file),
+                                      "--from", "1", "--to", "2", "--out", str(out), "-q"])
+    with pytest.raises(SystemExit) as exited:
+        plansim.cli.main()
+    assert exited.value.code in (0, None)
+    printed = capsys.readouterr().out.splitlines()
+    headers = [line for line in printed if line.startswith("window ")]
+    assert [h.split(":")[0] for h in headers] == ["window 1", "window 2"]
+    assert any(line.startswith("summary: 2 windows") for line in printed)
+
+    assert sorted(p.name for p in (out / "windows").iterdir()) == ["1.json", "2.json"]
+    record = json.loads((out / "windows" / "1.json").read_text())
+    # Startup point 1.0 (the current point) and the grid 0.0 and 4.0: three candidates.
+    assert record["window"] == 1 and len(record["ranked"]) == 3
+    assert (record["window_start_s"], record["window_end_s"]) == (20.0, 40.0)
+    table = pd.read_parquet(out / "windows.parquet")
+    assert list(table["window"]) == [1, 1, 1, 2, 2, 2]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["windows"] == 2
+    assert sum(c["wins"] for c in summary["candidates"]) == summary["ranked_windows"]
+    inputs = json.loads((out / "inputs.json").read_text())
+    assert inputs["command"] == "plansim retune windows" and inputs["windows"] == [1, 2]
