@@ -214,6 +214,13 @@ class Page:
 
 
 def _cell(value: Any) -> str:
+    if (
+        isinstance(value, dict)
+        and value
+        and len(value) <= 3
+        and not any(isinstance(v, (dict, list, tuple)) for v in value.values())
+    ):
+        return f"<td>{html.escape(', '.join(f'{k}: {_fmt(v)}' for k, v in value.items()))}</td>"
     if isinstance(value, dict) and value:
         # Long settings blocks fold away; the summary line shows the first plain settings.
         plain_items = [

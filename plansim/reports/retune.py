@@ -372,7 +372,8 @@ def _parameters_chart(page: Page, windows: list[_Window]) -> None:
         rows=len(shown),
         cols=1,
         shared_xaxes=True,
-        vertical_spacing=0.04,
+        # 55 px between panels for the next panel's title, whatever the number of panels
+        vertical_spacing=55 / (170 * len(shown) + 20) if len(shown) > 1 else 0.0,
         subplot_titles=[plain(k) for k in shown],
     )
     colours = palette_map(shown)
@@ -396,8 +397,9 @@ def _parameters_chart(page: Page, windows: list[_Window]) -> None:
             row=row,
             col=1,
         )
+    fig.update_xaxes(dtick=1 if len(windows) <= 30 else None)
     fig.update_xaxes(title_text="Window (index)", row=len(shown), col=1)
-    layout = base_layout(fig, height=140 * len(shown) + 120)
+    layout = base_layout(fig, height=170 * len(shown) + 120)
     page.chart("retune_parameters", title, how, layout)
 
 
