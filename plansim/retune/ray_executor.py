@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import threading
@@ -50,6 +51,8 @@ INSTALL_HINT = "pip install 'plansim[ray]'"
 WORKER_NICENESS = 10
 # How often the driver loop checks cancel() and the group deadlines while tasks run (s).
 POLL_INTERVAL_S = 0.05
+# How long a cluster address may take to accept a connection (s).
+CONNECT_TIMEOUT_S = 5.0
 # How long to wait for force-cancelled tasks to end before returning anyway (s).
 CANCEL_GRACE_S = 30.0
 # Scalars are cheap to send with every task; only shared objects go to the object store.
@@ -100,6 +103,7 @@ class RayExecutor:
             if address is None:
                 init_options |= {"num_cpus": max_parallel, "include_dashboard": False}
             else:
+                _check_reachable(address)
                 init_options["address"] = address
             try:
                 ray.init(**init_options)
@@ -316,6 +320,21 @@ class _Batch:
             atomic_write_bytes(target, data)
             with self._executor._lock:
                 self._executor._file_aliases[os.path.join(private_dir or "", name)] = target
+
+
+def _check_reachable(address: str) -> None:
+    """Fail in seconds, with one line, when a ``host:port`` cluster address does not answer
+    (``ray.init`` would retry for minutes). Other forms (``auto``, ``ray://...``) go to Ray."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise InputError(
+            f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}",
+            field="--ray-address",
+        ) from None
 
 
 def _is_empty(arg: Any) -> bool:

@@ -57,3 +57,12 @@ def test_ray_address_needs_backend_ray(monkeypatch, capsys, run_file):
     code, err = _plansim(monkeypatch, capsys, str(run_file), "--ray-address", "10.0.0.1:6379")
     assert code == 2
     assert err.count("\n") == 1 and "--ray-address" in err
+
+
+def test_unreachable_ray_address_is_one_line_and_exit_2(monkeypatch, capsys, run_file):
+    # Port 1 on loopback refuses connections: the command fails at once, not after Ray's
+    # minutes of retries.
+    code, err = _plansim(monkeypatch, capsys, str(run_file), "--backend", "ray",
+                         "--ray-address", "127.0.0.1:1")
+    assert code == 2
+    assert err.count("\n") == 1 and "cannot reach the Ray cluster at 127.0.0.1:1" in err
