@@ -378,7 +378,8 @@ def _run_task(
 
     args_list = list(args)
     private_dir = None
-    if ray.get_runtime_context().get_node_id() == driver_node:
+    # The driver's node, unless its folder is missing here (a Ray Client driver runs elsewhere).
+    if ray.get_runtime_context().get_node_id() == driver_node and os.path.isdir(sweep_dir):
         for position, path in shipped:
             args_list[position] = path
     else:

@@ -1,5 +1,6 @@
 """`plansim retune windows --backend ray` without Ray installed: one line saying how to install
-it, exit status 2, before any trace is read; `--ray-address` only goes with `--backend ray`."""
+it, exit status 2, before any trace is read; `--ray-address` only goes with `--backend ray`; an
+unreachable cluster address is one line, at once."""
 
 from __future__ import annotations
 
