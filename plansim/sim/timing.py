@@ -156,8 +156,8 @@ def _import_callable(target: str) -> Any:
         obj = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"cannot import {target}: {exc}", field="timing_model.callable") from None
-    if not (hasattr(obj, "prefill_ms") and hasattr(obj, "decode_ms")):
-        obj = obj()
+    if isinstance(obj, type) or not (hasattr(obj, "prefill_ms") and hasattr(obj, "decode_ms")):
+        obj = obj()  # a class or a factory
     if not (hasattr(obj, "prefill_ms") and hasattr(obj, "decode_ms")):
         raise ConfigError(f"{target} has no prefill_ms/decode_ms", field="timing_model.callable")
     return obj

@@ -1,0 +1,9 @@
+"""A user timing model for the tests: 0.1 ms per new prompt token, 0.05 ms per KV token."""
+
+
+class Linear:
+    def prefill_ms(self, new_tokens, batch_size, mean_isl, mean_prefix):
+        return 0.1 * new_tokens
+
+    def decode_ms(self, batch_size, active_kv_tokens, mean_context, total_kv_tokens):
+        return 0.05 * active_kv_tokens

@@ -1,0 +1,101 @@
+"""Worker pools under a planner: scale-up after startup_time, drain newest first, advisory mode,
+router parameter patches, tick inputs and worker-seconds."""
+
+from __future__ import annotations
+
+import pytest
+
+from plansim.planner_core.observations import PlannerEffects, ScalingDecision, ScheduledTick
+from plansim.sim.deployment import build_deployment
+from plansim.sim.replay import ReplayHost
+from simkit import workload
+
+
+class FakePlanner:
+    """Scales agg to ``up`` at t=0, ticks at 1 s, then scales to ``down`` and stops."""
+
+    def __init__(self, up=3, down=1, advisory=False, router=None):
+        self.advisory = advisory
+        self.up, self.down, self.router = up, down, router or {}
+        self.inputs = []
+
+    def initial_tick(self, now_s):
+        return PlannerEffects(scale_to=ScalingDecision(None, self.up),
+                              next_tick=ScheduledTick(at_s=1.0, need_traffic_metrics=True,
+                                                      need_worker_fpm=True),
+                              diagnostics={"why": "start", "est": {"ttft_ms": 5.0}})
+
+    def tick(self, tick_input):
+        self.inputs.append(tick_input)
+        return PlannerEffects(scale_to=ScalingDecision(None, self.down), next_tick=None,
+                              diagnostics={"why": "tick"}, router_parameters=self.router)
+
+
+ROWS = [(0.0, 1000, 5, [1, 2]), (3000.0, 1000, 5, [3, 4])]
+
+
+def _host(planner, rows=ROWS, **deployment):
+    dep = build_deployment({"engine": {"startup_time": 0.5}, **deployment})
+    host = ReplayHost(workload(rows), dep, planner)
+    host.run()
+    return host, host.result(wall_ms=0.0)
+
+
+def test_new_workers_become_ready_after_startup_time_and_removed_ones_drain_newest_first():
+    planner = FakePlanner()
+    host, result = _host(planner)
+    workers = result.workers.set_index("worker_id")
+    assert workers.loc[1, "ready_at_ms"] == 500.0 and workers.loc[2, "ready_at_ms"] == 500.0
+    # At the 1 s tick the two newest (idle) workers go at once; worker 0 stays.
+    assert workers.loc[1, "removed_at_ms"] == 1000.0 and workers.loc[2, "removed_at_ms"] == 1000.0
+    assert workers.loc[0, "removed_at_ms"] != workers.loc[0, "removed_at_ms"]  # NaN
+    events = [(e["at_s"], e["component"], e["from_count"], e["to_count"], e["reason"])
+              for e in result.scaling_events]
+    assert events == [(0.0, "agg", 1, 3, "scale_up"), (1.0, "agg", 3, 1, "scale_down")]
+    # Worker-seconds: worker 0 for the whole replay, workers 1 and 2 for 1 s each.
+    duration_s = result.summary["duration_ms"] / 1000
+    assert result.summary["decode_worker_seconds"] == pytest.approx(duration_s + 2.0)
+
+
+def test_tick_input_carries_counts_traffic_and_latest_passes():
+    planner = FakePlanner()
+    _host(planner)
+    (tick,) = planner.inputs
+    assert tick.now_s == 1.0
+    assert tick.worker_counts.ready_decode == 3
+    assert tick.traffic.num_req == 1.0 and tick.traffic.duration_s == 1.0
+    assert tick.traffic.isl == 1000.0 and tick.traffic.osl == 5.0
+    (fpm,) = tick.fpm["decode"]  # only worker 0 has run a pass
+    assert fpm.worker_id == 0
+
+
+def test_advisory_planner_changes_nothing_and_records_recommendations():
+    planner = FakePlanner(advisory=True, up=3, down=2)
+    _, result = _host(planner)
+    assert len(result.workers) == 1
+    events = [(e["from_count"], e["to_count"], e["applied"]) for e in result.scaling_events]
+    assert events == [(1, 3, False), (1, 2, False)]
+
+
+def test_router_parameters_from_a_tick_are_applied():
+    planner = FakePlanner(router={"decode": {"overlap_score_weight": 0.25}})
+    host, _ = _host(planner, router={"mode": "kv_router"})
+    assert host.routers["agg"].overlap_score_weight == 0.25
+
+
+def test_ticks_table_flattens_diagnostics():
+    _, result = _host(FakePlanner())
+    assert result.ticks["at_s"].tolist() == [0.0, 1.0]
+    assert result.ticks["why"].tolist() == ["start", "tick"]
+    assert result.ticks.loc[0, "est.ttft_ms"] == 5.0
+
+
+def test_a_busy_worker_drains_before_it_is_removed():
+    # Two workers; the second gets a long request; scaling to 1 at 1 s drains it.
+    rows = [(0.0, 500, 5, [1]), (0.0, 500, 2000, [2]), (1500.0, 500, 5, [3])]
+    planner = FakePlanner(up=2, down=1)
+    host, result = _host(planner, rows=rows, num_workers=2)
+    workers = result.workers.set_index("worker_id")
+    long_done = result.requests.loc[1, "last_token_ms"]
+    assert workers.loc[1, "removed_at_ms"] == pytest.approx(long_done)
+    assert result.requests.loc[2, "decode_worker"] == 0

@@ -1,0 +1,76 @@
+"""Deployment config: reference engine keys and defaults, Dynamo engine-args files accepted
+unchanged, overrides, and every bad value failing with the key named."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from plansim.errors import ConfigError
+from plansim.sim.deployment import EngineArgs, build_deployment, load_deployment, load_engine_args
+
+
+def test_engine_defaults_are_the_reference_mocker_defaults():
+    e = EngineArgs()
+    assert (e.block_size, e.num_gpu_blocks, e.max_num_seqs, e.max_num_batched_tokens) == (
+        64, 16384, 256, 8192)
+    assert e.enable_prefix_caching and e.enable_chunked_prefill
+    assert (e.preemption_mode, e.speedup_ratio, e.decode_speedup_ratio, e.dp_size) == (
+        "lifo", 1.0, 1.0, 1)
+    assert e.effective_timing.type == "polynomial"
+
+
+def test_dynamo_extra_engine_args_file_loads_unchanged(tmp_path):
+    path = tmp_path / "args.json"
+    path.write_text(json.dumps({"num_gpu_blocks": 2048, "block_size": 32, "watermark": 0.01,
+                                "aic_tp_size": 4, "dp_size": 2, "zmq_kv_events_port": 5557,
+                                "kv_transfer_bytes_per_token": 1024}))
+    e = load_engine_args(path)
+    assert (e.num_gpu_blocks, e.block_size, e.kv_bytes_per_token) == (2048, 32, 1024)
+    assert e.gpus_per_worker == 8
+    assert "watermark" in e.ignored_keys and "zmq_kv_events_port" in e.ignored_keys
+
+
+def test_wrapped_engine_form_and_overrides(tmp_path):
+    path = tmp_path / "dep.yaml"
+    path.write_text("mode: agg\nnum_workers: 2\nengine:\n  engine:\n    max_num_seqs: 8\n")
+    d = load_deployment(path, {"router.mode": "kv_router", "engine.num_gpu_blocks": 100})
+    assert (d.num_workers, d.engine.max_num_seqs, d.engine.num_gpu_blocks) == (2, 8, 100)
+    assert d.router.mode == "kv_router"
+
+
+def test_engine_may_name_an_engine_args_file(tmp_path):
+    (tmp_path / "e.json").write_text('{"max_num_seqs": 4}')
+    (tmp_path / "dep.yaml").write_text("engine: e.json\n")
+    assert load_deployment(tmp_path / "dep.yaml").engine.max_num_seqs == 4
+
+
+@pytest.mark.parametrize("raw, field", [
+    ({"num_workers": 0}, "num_workers"),
+    ({"engine": {"block_size": 0}}, "engine.block_size"),
+    ({"engine": {"speedup_ratio": -1}}, "engine.speedup_ratio"),
+    ({"arrival_speedup_ratio": -2}, "arrival_speedup_ratio"),
+    ({"engine": {"no_such_key": 1}}, "engine.no_such_key"),
+    ({"surprise": 1}, "surprise"),
+    ({"router": {"mode": "nearest"}}, "router.mode"),
+    ({"engine": {"preemption_mode": "random"}}, "engine.preemption_mode"),
+    ({"engine": {"planner_profile_data": "/missing.npz"}}, "engine.planner_profile_data"),
+])
+def test_bad_values_fail_naming_the_key(raw, field):
+    with pytest.raises(ConfigError) as err:
+        build_deployment(raw)
+    assert err.value.field == field
+    assert field in str(err.value)
+
+
+def test_disagg_pools_must_share_block_size():
+    with pytest.raises(ConfigError):
+        build_deployment({"mode": "disagg", "prefill_engine": {"block_size": 32},
+                          "decode_engine": {"block_size": 64}})
+
+
+def test_unreadable_file_names_the_file(tmp_path):
+    with pytest.raises(ConfigError) as err:
+        load_deployment(tmp_path / "nope.yaml")
+    assert "nope.yaml" in str(err.value)

@@ -1,0 +1,37 @@
+"""Disaggregated prefill -> decode: the prefill worker's token is internal, the decode worker's
+first pass makes the first visible token (decode-visible TTFT), plus the KV handoff delay."""
+
+from __future__ import annotations
+
+import pytest
+
+from simkit import decode_ms, prefill_ms, req, run
+
+DISAGG = {"mode": "disagg", "num_prefill_workers": 1, "num_decode_workers": 1}
+
+
+def test_ttft_is_prefill_then_one_decode_pass_on_the_decode_worker():
+    r = run([(0.0, 2000, 30, [1, 2, 3, 4])], **DISAGG)
+    row = req(r, 0)
+    ttft = prefill_ms(2000) + decode_ms(2000)
+    assert row.ttft_ms == pytest.approx(ttft, abs=1e-6)
+    assert row.ttst_ms == pytest.approx(decode_ms(2001), abs=1e-6)
+    assert row.output_length == 30
+    assert row.admission_count == 2
+    assert (row.prefill_worker, row.decode_worker) == (0, 1)
+
+
+def test_kv_handoff_delay_is_input_tokens_times_bytes_over_bandwidth():
+    engine = {"kv_bytes_per_token": 1000, "kv_transfer_bandwidth": 10.0}
+    r = run([(0.0, 2000, 5, [1, 2, 3, 4])], **DISAGG,
+            prefill_engine={**engine, "worker_type": "prefill"}, decode_engine={"worker_type": "decode"})
+    delay = 2000 * 1000 / (10.0 * 1e9) * 1000  # 0.2 ms
+    assert req(r, 0).ttft_ms == pytest.approx(prefill_ms(2000) + delay + decode_ms(2000), abs=1e-6)
+
+
+def test_worker_seconds_count_both_pools():
+    r = run([(0.0, 1000, 3, [1, 2])], **DISAGG)
+    duration_s = r.summary["duration_ms"] / 1000
+    assert r.summary["prefill_worker_seconds"] == pytest.approx(duration_s)
+    assert r.summary["decode_worker_seconds"] == pytest.approx(duration_s)
+    assert r.summary["gpu_hours"] == pytest.approx(2 * duration_s / 3600)

@@ -1,0 +1,183 @@
+"""Engine rules, each in a small scenario whose times are computed by hand from the reference
+formulas (prefill from the pass's new tokens, decode from the KV fill fraction, durations in
+whole nanoseconds, tokens stamped at pass end)."""
+
+from __future__ import annotations
+
+import pytest
+
+from simkit import decode_ms, prefill_ms, q, req, run
+
+APPROX = {"abs": 1e-6}
+
+
+def test_lone_prompt_ttft_is_one_prefill_pass_and_tokens_follow_one_decode_pass_each():
+    r = run([(0.0, 1000, 10, [1, 2])])
+    row = req(r, 0)
+    ttft = prefill_ms(1000)  # 4.209989e-7*1000^2 + 1.518344e-2*1000 + 16.50142 = 32.105859
+    assert ttft == pytest.approx(32.105859, abs=1e-6)
+    assert row.ttft_ms == pytest.approx(ttft, **APPROX)
+    # Token k+1 is one decode pass over the sequence of 1000 + k tokens.
+    assert row.ttst_ms == pytest.approx(decode_ms(1001), **APPROX)
+    last = ttft
+    for length in range(1001, 1010):
+        last += decode_ms(length)
+    assert row.last_token_ms == pytest.approx(last, **APPROX)
+    assert row.output_length == 10 and row.status == "completed"
+
+
+def test_token_budget_splits_the_second_prompt_across_passes():
+    # Budget 8192: pass 1 = 3000 (A) + 5192 (B); pass 2 = B's last 808 + A's first decode.
+    r = run([(0.0, 3000, 20, list(range(1, 7))), (0.0, 6000, 20, list(range(7, 19)))])
+    p1 = prefill_ms(8192)
+    assert req(r, 0).first_token_ms == pytest.approx(p1, **APPROX)
+    p2 = prefill_ms(808) + decode_ms(3001)
+    assert req(r, 1).first_token_ms == pytest.approx(p1 + p2, **APPROX)
+    assert req(r, 0).ttst_ms == pytest.approx(p2, **APPROX)
+
+
+def test_chunked_prefill_counts_only_the_chunk_as_new_tokens():
+    # Budget 4096: pass 1 = A 3000 + B chunk 1096 (4096 new); pass 2 = B 1904 + A decode.
+    rows = [(0.0, 3000, 5, list(range(1, 7))), (0.0, 3000, 5, list(range(7, 13)))]
+    r = run(rows, engine={"max_num_batched_tokens": 4096})
+    assert req(r, 0).first_token_ms == pytest.approx(prefill_ms(4096), **APPROX)
+    expected_b = prefill_ms(4096) + prefill_ms(1904) + decode_ms(3001)
+    assert req(r, 1).first_token_ms == pytest.approx(expected_b, **APPROX)
+
+
+def test_without_chunked_prefill_a_prompt_over_the_remaining_budget_waits_a_pass():
+    # Budget 4096: B's 3000 tokens exceed the 1096 left after A, so B starts in pass 2.
+    rows = [(0.0, 3000, 5, list(range(1, 7))), (0.0, 3000, 5, list(range(7, 13)))]
+    r = run(rows, engine={"max_num_batched_tokens": 4096, "enable_chunked_prefill": False})
+    a_first = prefill_ms(3000)
+    assert req(r, 0).first_token_ms == pytest.approx(a_first, **APPROX)
+    assert req(r, 1).first_admit_ms == pytest.approx(a_first, **APPROX)
+    expected_b = a_first + prefill_ms(3000) + decode_ms(3001)
+    assert req(r, 1).first_token_ms == pytest.approx(expected_b, **APPROX)
+
+
+def test_max_num_seqs_keeps_the_third_request_waiting_until_a_slot_frees():
+    rows = [(0.0, 500, 5, [1]), (0.0, 500, 5, [2]), (0.0, 500, 5, [3])]
+    r = run(rows, engine={"max_num_seqs": 2})
+    # A and B: one prefill pass (1000 new tokens), then 4 decode passes over both sequences.
+    done = prefill_ms(1000)
+    for k in range(1, 5):
+        done += decode_ms(2 * (500 + k))
+    assert req(r, 0).last_token_ms == pytest.approx(done, **APPROX)
+    assert req(r, 2).first_admit_ms == pytest.approx(done, **APPROX)
+    assert req(r, 2).first_token_ms == pytest.approx(done + prefill_ms(500), **APPROX)
+
+
+def test_cached_prefix_blocks_are_not_recomputed():
+    # The second prompt shares two 512-token trace blocks (1024 tokens = 16 engine blocks).
+    rows = [(0.0, 1500, 50, [1, 2, 3]), (1000.0, 1500, 50, [1, 2, 4])]
+    r = run(rows)
+    second = req(r, 1)
+    assert second.reused_input_tokens == 1024
+    assert second.ttft_ms == pytest.approx(prefill_ms(1500 - 1024), **APPROX)
+    assert r.summary["prefix_cache_reused_ratio"] == pytest.approx(1024 / 3000)
+
+
+def _preemption_rows():
+    return [(0.0, 1000, 400, [1, 2]), (0.0, 1000, 400, [3, 4]), (10.0, 1000, 400, [5, 6])]
+
+
+def test_lifo_preemption_recomputes_the_newest_request_with_its_cached_prefix():
+    # 40 blocks of 64 tokens. A and B take 16 blocks each and grow to 20 each (1280 tokens);
+    # at 1281 tokens A needs a 41st block, so B (newest) is preempted, releasing 20 blocks.
+    # A grows to 22 blocks (1400 tokens), evicting B's two tail blocks: B keeps 18 blocks.
+    r = run(_preemption_rows(), engine={"num_gpu_blocks": 40})
+    a, b, c = req(r, 0), req(r, 1), req(r, 2)
+    assert (a.readmission_count, b.readmission_count, c.readmission_count) == (0, 1, 0)
+    assert b.admission_count == 2
+    assert b.reused_input_tokens == 18 * 64
+    # When A finishes, B returns (recomputing 1281 - 1152 tokens that are no prompt tokens, so
+    # it decodes over 1281 KV tokens) together with C's 1000-token prefill.
+    assert c.first_admit_ms == pytest.approx(a.last_token_ms, **APPROX)
+    expected_c = a.last_token_ms + prefill_ms(1000) + decode_ms(1281, 40 * 64)
+    assert c.first_token_ms == pytest.approx(expected_c, **APPROX)
+    assert b.ttst_ms == pytest.approx(decode_ms(2002, 40 * 64), **APPROX)
+
+
+def test_fifo_preemption_takes_the_oldest_running_request():
+    r = run(_preemption_rows(), engine={"num_gpu_blocks": 40, "preemption_mode": "fifo"})
+    assert req(r, 0).readmission_count == 1
+    assert req(r, 1).readmission_count == 0
+    assert r.summary["completed_requests"] == 3
+
+
+def test_lru_eviction_takes_the_tail_of_the_least_recently_released_sequence():
+    # Trace blocks of 64 tokens = engine blocks; 20 blocks in the pool.
+    # X (10 blocks) finishes; Y needs 10 + 1 blocks, so the 11th evicts X's last block.
+    # Z repeats X's prompt and finds 9 of its 10 blocks.
+    rows = [(0.0, 640, 2, list(range(1, 11))), (100.0, 640, 2, list(range(11, 21))),
+            (200.0, 640, 2, list(range(1, 11)))]
+    r = run(rows, engine={"num_gpu_blocks": 20}, seed=0)
+    z = req(r, 2)
+    assert z.reused_input_tokens == 9 * 64
+    assert z.ttft_ms == pytest.approx(prefill_ms(64), **APPROX)
+
+
+def test_a_prompt_larger_than_the_kv_pool_is_rejected_with_a_reason():
+    rows = [(0.0, 3000, 10, list(range(1, 7))), (0.0, 500, 10, [7])]
+    r = run(rows, engine={"num_gpu_blocks": 40})
+    big, small = req(r, 0), req(r, 1)
+    assert big.status == "rejected" and big.reason == "prompt_exceeds_kv_pool"
+    assert small.status == "completed"
+    assert small.ttft_ms == pytest.approx(prefill_ms(500), **APPROX)
+    assert r.summary["completed_requests"] == 1
+
+
+def test_max_model_len_caps_generation_and_rejects_prompts_without_room():
+    rows = [(0.0, 1000, 50, [1, 2]), (0.0, 1200, 5, [3, 4, 5])]
+    r = run(rows, engine={"max_model_len": 1010})
+    assert req(r, 0).output_length == 10
+    assert req(r, 1).status == "rejected"
+    assert req(r, 1).reason == "prompt_exceeds_max_model_len"
+
+
+def test_speedup_ratio_divides_prefill_and_decode_speedup_divides_decode_only():
+    raw_prefill = 4.209989e-7 * 1000 ** 2 + 1.518344e-2 * 1000 + 16.50142
+    u = 1001 / (16384 * 64)
+    raw_decode = -25.74 * u * u + 54.01 * u + 5.74
+    fast = run([(0.0, 1000, 3, [1, 2])], engine={"speedup_ratio": 2.0})
+    assert req(fast, 0).ttft_ms == pytest.approx(q(raw_prefill / 2), **APPROX)
+    assert req(fast, 0).ttst_ms == pytest.approx(q(raw_decode / 2), **APPROX)
+    spec = run([(0.0, 1000, 3, [1, 2])], engine={"decode_speedup_ratio": 4.0})
+    assert req(spec, 0).ttft_ms == pytest.approx(q(raw_prefill), **APPROX)
+    assert req(spec, 0).ttst_ms == pytest.approx(q(raw_decode / 4), **APPROX)
+
+
+def test_dp_ranks_serve_in_parallel_and_count_as_gpus():
+    rows = [(0.0, 1000, 4, [1, 2]), (0.0, 1000, 4, [3, 4])]
+    r = run(rows, engine={"dp_size": 2})
+    for i in range(2):
+        assert req(r, i).ttft_ms == pytest.approx(prefill_ms(1000), **APPROX)
+        assert req(r, i).decode_worker == 0
+    duration_s = r.summary["duration_ms"] / 1000
+    assert r.summary["gpu_hours"] == pytest.approx(duration_s * 2 / 3600)
+
+
+def test_an_arrival_during_a_pass_joins_the_next_pass():
+    # B arrives while A's prefill pass runs; it is admitted at that pass's end.
+    rows = [(0.0, 1000, 5, [1, 2]), (10.0, 800, 5, [3, 4])]
+    r = run(rows)
+    a_first = prefill_ms(1000)
+    assert req(r, 1).first_admit_ms == pytest.approx(a_first, **APPROX)
+    expected = a_first + prefill_ms(800) + decode_ms(1001)
+    assert req(r, 1).first_token_ms == pytest.approx(expected, **APPROX)
+
+
+def test_fpm_reports_the_latest_pass_of_a_rank():
+    from simkit import workload
+
+    from plansim.sim.deployment import build_deployment
+    from plansim.sim.replay import ReplayHost
+
+    host = ReplayHost(workload([(0.0, 1000, 3, [1, 2])]), build_deployment({}))
+    host.run()
+    rank = host.pools["agg"].workers[0].ranks[0]
+    fpm = rank.last_fpm
+    # The last pass decoded one sequence of 1002 tokens.
+    assert (fpm.num_decode_requests, fpm.sum_decode_kv_tokens) == (1, 1002)
+    assert fpm.wall_time_s == pytest.approx(decode_ms(1002) / 1000, abs=1e-9)

@@ -1,0 +1,81 @@
+"""Routers: round robin order, seeded random, KV router cost (prefix overlap and load), softmax
+selection, parameter patches."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from plansim.sim.router import RankLoad, Router, softmax_probabilities
+from simkit import prefill_ms, req, run
+
+
+def _spaced(n, gap_ms=2000.0):
+    return [(i * gap_ms, 600, 3, [100 + i, 200 + i]) for i in range(n)]
+
+
+def test_round_robin_cycles_through_workers_in_order():
+    r = run(_spaced(6), num_workers=3)
+    assert r.requests["decode_worker"].tolist() == [0, 1, 2, 0, 1, 2]
+
+
+def test_random_routing_is_seeded_and_reaches_every_worker():
+    a = run(_spaced(30, 10.0), num_workers=3, router={"mode": "random"}, seed=5)
+    b = run(_spaced(30, 10.0), num_workers=3, router={"mode": "random"}, seed=5)
+    assert a.requests["decode_worker"].tolist() == b.requests["decode_worker"].tolist()
+    assert set(a.requests["decode_worker"]) == {0, 1, 2}
+
+
+def test_kv_router_sends_a_request_to_the_worker_holding_its_prefix():
+    rows = [(0.0, 2048, 2, [1, 2, 3, 4]), (1000.0, 2048, 2, [1, 2, 3, 5])]
+    for seed in range(4):  # whichever worker the first tie picks, the second follows it
+        r = run(rows, num_workers=4, router={"mode": "kv_router"}, seed=seed)
+        assert req(r, 1).decode_worker == req(r, 0).decode_worker
+        assert req(r, 1).reused_input_tokens == 1536
+        assert req(r, 1).ttft_ms == pytest.approx(prefill_ms(512), abs=1e-6)
+
+
+def test_kv_router_avoids_a_worker_with_queued_prefill_work():
+    # Both arrive while nothing is cached: the second sees the first's queued prompt tokens.
+    rows = [(0.0, 4000, 2, [1, 2, 3, 4, 5, 6, 7, 8]), (1.0, 1000, 2, [9, 10])]
+    r = run(rows, num_workers=2, router={"mode": "kv_router"}, seed=0)
+    assert req(r, 0).decode_worker != req(r, 1).decode_worker
+
+
+def test_kv_router_cost_is_weighted_prefill_blocks_plus_decode_blocks():
+    class FakeRank:
+        def __init__(self, cached):
+            self.cache = self
+            self.cached = cached
+
+        def overlap(self, keys):
+            return self.cached
+
+    router = Router("kv_router", {"overlap_score_weight": 1.0}, 64, np.random.default_rng(0))
+    busy = RankLoad()
+    busy.prefill_tokens, busy.n_blocks = 640, 3  # 10 queued prefill blocks, 3 active blocks
+    idle = RankLoad()
+    keys = list(range(8))  # a 512-token request: 8 blocks
+    # busy rank with 6 cached blocks: (640 + 512 - 384)/64 + 3 + 8 = 23; idle: 8 + 8 = 16
+    i, _ = router.choose(0, 512, keys, [FakeRank(6), FakeRank(0)], [busy, idle])
+    assert i == 1
+    # Weight 3 on prefill: busy 3*12 + 11 = 47 vs idle 3*8 + 8 = 32; still idle. Weight 0:
+    # busy 11 vs idle 8.
+    router.set_parameters({"overlap_score_weight": 0.0})
+    assert router.choose(0, 512, keys, [FakeRank(6), FakeRank(0)], [busy, idle])[0] == 1
+
+
+def test_softmax_probabilities_follow_the_normalised_negated_logits():
+    p = softmax_probabilities(np.array([0.0, 1.0]), temperature=1.0)
+    assert p[0] == pytest.approx(1 / (1 + math.exp(-1)))
+    assert p[1] == pytest.approx(math.exp(-1) / (1 + math.exp(-1)))
+    assert softmax_probabilities(np.array([2.0, 2.0, 2.0]), 0.5).tolist() == [1 / 3] * 3
+
+
+def test_set_parameters_reports_only_changes():
+    router = Router("kv_router", {}, 64, np.random.default_rng(0))
+    assert router.set_parameters({"overlap_score_weight": 1.0}) == {}
+    assert router.set_parameters({"router_temperature": 0.5}) == {"router_temperature": 0.5}
+    assert router.parameters() == {"overlap_score_weight": 1.0, "router_temperature": 0.5}

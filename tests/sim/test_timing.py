@@ -1,0 +1,94 @@
+"""Timing models: the reference polynomial, the NPZ profile (linear and bilinear interpolation
+with extrapolation), fixed times, a Python callable, and NPZ validation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from plansim.errors import ConfigError
+from plansim.sim.deployment import EngineArgs, TimingModelSpec, build_deployment
+from plansim.sim.timing import (
+    CallableTiming,
+    FixedTiming,
+    PolynomialTiming,
+    load_npz_profile,
+    make_timing_model,
+)
+
+NPZ = Path(__file__).resolve().parents[3] / "shared" / "reference" / "profiles" / "sample_h200.npz"
+
+
+def test_polynomial_prefill_uses_new_tokens_and_is_zero_without_them():
+    m = PolynomialTiming()
+    assert m.prefill_ms(1000, 1, 1000, 0) == pytest.approx(
+        4.209989e-7 * 1e6 + 1.518344e-2 * 1000 + 16.50142)
+    assert m.prefill_ms(0, 1, 100, 100) == 0.0
+
+
+def test_polynomial_decode_depends_on_kv_fill_and_never_drops_under_1ms():
+    m = PolynomialTiming()
+    u = 524288 / 1048576
+    assert m.decode_ms(7, 524288, 1000, 1048576) == pytest.approx(-25.74 * u * u + 54.01 * u + 5.74)
+    assert m.decode_ms(1, 3 * 1048576, 1000, 1048576) == 1.0  # u = 3: the polynomial is negative
+
+
+def test_bulk_decode_matches_the_scalar_model_bit_for_bit():
+    m = PolynomialTiming()
+    kv = np.array([1000, 50000, 900000], dtype=np.int64)
+    bulk = m.decode_ms_bulk(np.ones(3), kv, kv, 1048576)
+    assert bulk.tolist() == [m.decode_ms(1, int(k), float(k), 1048576) for k in kv]
+
+
+@pytest.mark.skipif(not NPZ.exists(), reason="shared reference profile not present")
+def test_npz_prefill_interpolates_linearly_and_extrapolates_past_the_grid():
+    m = load_npz_profile(NPZ)
+    isl, ttft = m.prefill_isl, m.prefill_ttft_ms
+    # 2000 lies between 1024 and 2048.
+    expected = ttft[4] + (2000 - 1024) / (2048 - 1024) * (ttft[5] - ttft[4])
+    assert m.prefill_ms(2000, 1, 2000, 0) == pytest.approx(expected)
+    beyond = ttft[-1] + (40000 - isl[-1]) / (isl[-1] - isl[-2]) * (ttft[-1] - ttft[-2])
+    assert m.prefill_ms(40000, 1, 40000, 0) == pytest.approx(beyond)
+
+
+@pytest.mark.skipif(not NPZ.exists(), reason="shared reference profile not present")
+def test_npz_decode_interpolates_bilinearly():
+    m = load_npz_profile(NPZ)
+    z = m.decode_itl
+    # kv 2001 in [0, 4096], context 2001 in [512, 2048]
+    tx = 2001 / 4096
+    ty = (2001 - 512) / (2048 - 512)
+    near = z[0, 1] + ty * (z[0, 2] - z[0, 1])
+    far = z[1, 1] + ty * (z[1, 2] - z[1, 1])
+    assert m.decode_ms(1, 2001, 2001, 1) == pytest.approx(near + tx * (far - near))
+
+
+def test_npz_with_wrong_shapes_fails_naming_the_key(tmp_path):
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, prefill_isl=np.array([1.0, 2.0]), prefill_ttft_ms=np.array([1.0, 2.0]),
+             decode_active_kv_tokens=np.array([0.0, 1.0, 2.0]),
+             decode_context_length=np.array([1.0, 2.0]), decode_itl=np.ones((2, 2)))
+    with pytest.raises(ConfigError) as err:
+        build_deployment({"engine": {"planner_profile_data": str(bad)}})
+    assert err.value.field == "engine.planner_profile_data"
+    assert "decode_itl" in str(err.value)
+
+
+def test_missing_npz_fails_before_the_replay():
+    with pytest.raises(ConfigError) as err:
+        build_deployment({"engine": {"timing_model": {"type": "npz", "path": "/nowhere.npz"}}})
+    assert err.value.field == "engine.timing_model"
+
+
+def test_fixed_and_callable_models():
+    fixed = make_timing_model(TimingModelSpec(type="fixed", prefill_ms=10, decode_ms=2))
+    assert isinstance(fixed, FixedTiming)
+    assert (fixed.prefill_ms(5, 1, 5, 0), fixed.prefill_ms(0, 0, 0, 0)) == (10.0, 0.0)
+    user = make_timing_model(EngineArgs(timing_model={"type": "python",
+                                                      "callable": "simkit_timing:Linear"}
+                                        ).effective_timing)
+    assert isinstance(user, CallableTiming)
+    assert user.prefill_ms(100, 1, 100, 0) == 10.0
+    assert user.decode_ms(1, 10, 10, 100) == 1.0  # 0.5 from the user, floored at 1 ms
