@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -98,22 +97,14 @@ def _is_num(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-@dataclass(frozen=True, slots=True)
-class _Block:
-    html: str
-
-
 class Page:
     """Accumulates sections in order, then renders one HTML document."""
 
     def __init__(self, title: str, lede: str = "") -> None:
         self._title = title
         self._lede = lede
-        self._blocks: list[_Block] = []
+        self._blocks: list[str] = []
         self._figures = 0
-
-    def heading(self, text: str) -> None:
-        self._blocks.append(_Block(f"<h2>{html.escape(text)}</h2>"))
 
     def key_values(self, caption: str, rows: Iterable[tuple[str, Any]]) -> None:
         """A two-column table; values that are dicts or long lists are shown preformatted."""
@@ -122,10 +113,8 @@ class Page:
             cell = _cell(value)
             body.append(f"<tr><th>{html.escape(str(key))}</th>{cell}</tr>")
         self._blocks.append(
-            _Block(
-                f'<section class="kv"><h2>{html.escape(caption)}</h2>'
-                f"<table>{''.join(body)}</table></section>"
-            )
+            f'<section class="kv"><h2>{html.escape(caption)}</h2>'
+            f"<table>{''.join(body)}</table></section>"
         )
 
     def table(
@@ -139,10 +128,8 @@ class Page:
         body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in rows)
         how = f'<p class="how">{html.escape(how_to_read)}</p>' if how_to_read else ""
         self._blocks.append(
-            _Block(
-                f"<section><h2>{html.escape(caption)}</h2>{how}"
-                f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></section>"
-            )
+            f"<section><h2>{html.escape(caption)}</h2>{how}"
+            f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></section>"
         )
 
     def _figure(self, name: str, fig: go.Figure) -> str:
@@ -162,11 +149,9 @@ class Page:
         """A chart with its title and a one-line reading guide. ``name`` is a stable identifier
         (``[a-z_]+``) the browser check looks for."""
         self._blocks.append(
-            _Block(
-                f"<section><h2>{html.escape(title)}</h2>"
-                f'<p class="how">{html.escape(how_to_read)}</p>'
-                f"{self._figure(name, fig)}</section>"
-            )
+            f"<section><h2>{html.escape(title)}</h2>"
+            f'<p class="how">{html.escape(how_to_read)}</p>'
+            f"{self._figure(name, fig)}</section>"
         )
 
     def chart_grid(
@@ -183,20 +168,16 @@ class Page:
             )
             parts.append(f'<div class="cell"><h3>{html.escape(heading)}</h3>{body}</div>')
         self._blocks.append(
-            _Block(
-                f"<section><h2>{html.escape(title)}</h2>"
-                f'<p class="how">{html.escape(how_to_read)}</p>'
-                f'<div class="grid">{"".join(parts)}</div></section>'
-            )
+            f"<section><h2>{html.escape(title)}</h2>"
+            f'<p class="how">{html.escape(how_to_read)}</p>'
+            f'<div class="grid">{"".join(parts)}</div></section>'
         )
 
     def note(self, title: str, text: str) -> None:
         """Stands in for a chart that cannot be drawn from the tables at hand."""
         self._blocks.append(
-            _Block(
-                f"<section><h2>{html.escape(title)}</h2>"
-                f'<p class="note">{html.escape(text)}</p></section>'
-            )
+            f"<section><h2>{html.escape(title)}</h2>"
+            f'<p class="note">{html.escape(text)}</p></section>'
         )
 
     def render(self) -> str:
@@ -208,7 +189,7 @@ class Page:
             f"<script>{_BOOT}</script>"
             f'<script type="text/javascript">{_plotly_js()}</script></head>'
             f"<body><main><h1>{html.escape(self._title)}</h1>{lede}"
-            + "".join(b.html for b in self._blocks)
+            + "".join(self._blocks)
             + f"</main><script>{_PLOT}</script></body></html>\n"
         )
 
