@@ -49,7 +49,7 @@ from plansim.retune.executor import BatchOutcome, Task, TaskContext, TaskResult,
 
 INSTALL_HINT = "pip install 'plansim[ray]'"
 WORKER_NICENESS = 10
-# How often the driver loop checks cancel() and the group deadlines while tasks run (s).
+# How often the driver loop checks cancel() and the deadline while tasks run (s).
 POLL_INTERVAL_S = 0.05
 # How long a cluster address may take to accept a connection (s).
 CONNECT_TIMEOUT_S = 5.0
@@ -108,6 +108,11 @@ class RayExecutor:
             try:
                 ray.init(**init_options)
             except (ConnectionError, ValueError, RuntimeError) as exc:
+                if address is None:
+                    raise InputError(
+                        f"cannot start a local Ray instance: {describe_error(exc)}",
+                        field="--backend",
+                    ) from None
                 raise InputError(
                     f"cannot connect to the Ray cluster at {address}: {describe_error(exc)}",
                     field="--ray-address",
@@ -247,19 +252,25 @@ class _Batch:
     def _submit(self) -> None:
         while self._queue and self._slots.acquire(blocking=False):
             index = self._queue.popleft()
-            task = self._tasks[index]
-            args, shipped = [], []
-            for position, arg in enumerate(task.args):
-                file_ref = self._sweep_file(arg)
-                if file_ref is not None:
-                    shipped.append((position, arg))
-                    args.append(file_ref)
-                else:
-                    args.append(self._shared(arg))
-            ref = self._executor._remote.remote(
-                task.fn, self._context.sweep_dir, self._executor._driver_node, tuple(shipped), *args
-            )
+            try:
+                ref = self._submit_one(self._tasks[index])
+            except BaseException:
+                self._slots.release()
+                raise
             self._inflight[ref] = (index, time.perf_counter())
+
+    def _submit_one(self, task: Task) -> Any:
+        args, shipped = [], []
+        for position, arg in enumerate(task.args):
+            file_ref = self._sweep_file(arg)
+            if file_ref is not None:
+                shipped.append((position, arg))
+                args.append(file_ref)
+            else:
+                args.append(self._shared(arg))
+        return self._executor._remote.remote(
+            task.fn, self._context.sweep_dir, self._executor._driver_node, tuple(shipped), *args
+        )
 
     def _sweep_file(self, arg: Any) -> Any:
         """The reference to the bytes of the sweep-folder file ``arg`` names, put once per
