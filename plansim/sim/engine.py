@@ -125,6 +125,7 @@ class Rank:
         self._emit: list[Request] = []
         self._run: tuple[list[Request], np.ndarray, np.ndarray, float] | None = None
         self._end_ms = 0.0
+        self._scheduled_any = False
         self.last_fpm: ForwardPassMetrics | None = None
         self.preemptions = 0
 
@@ -138,6 +139,9 @@ class Rank:
             return False
         if self.max_model_len is not None and req.isl >= self.max_model_len:
             self.hooks.on_reject(self, req, "prompt_exceeds_max_model_len")
+            return False
+        if not self.chunked and req.isl > self.budget:
+            self.hooks.on_reject(self, req, "prompt_exceeds_batch_budget")
             return False
         if self.max_model_len is not None:
             req.osl = min(req.osl, self.max_model_len - req.isl)
@@ -156,6 +160,11 @@ class Rank:
         end = self._try_run(now)
         if end is None:
             end = self._single_pass(now)
+            while not self._emit and not self._scheduled_any and not self.running and self.waiting:
+                # Nothing runs and the head cannot start: it never will, so it must not stall
+                # the rank (a replay never hangs).
+                self.hooks.on_reject(self, self.waiting.popleft(), "cannot_be_scheduled")
+                end = self._single_pass(now)
         self._end_ms = end
         return end
 
@@ -303,6 +312,7 @@ class Rank:
             decode_ms = _q(self.timing.decode_ms(n_dec, kv_dec, kv_dec // n_dec,
                                                  self.total_kv_tokens) / self.decode_div)
         end = now + prefill_ms + decode_ms
+        self._scheduled_any = bool(scheduled)
         self._emit = emit
         self._run = None
         self.last_fpm = self._fpm((end - now) / 1000.0, count, sum_prefill_tokens, n_dec, kv_dec)
