@@ -51,6 +51,7 @@ _HEADER_ORDER = (
     "seed",
 )
 _REQUEST_COUNT_KEYS = ("requests", "request_count", "num_requests")
+NO_COMPLETED = "Not shown: no request completed with a first token."
 _STAT_ORDER = ("mean", "min", "median", "p75", "p90", "p95", "p99", "max", "std")
 _STAT_KEY = re.compile(r"^(mean|min|max|median|p75|p90|p95|p99|std)_(.+)$")
 _POOL_ORDER = ("agg", "prefill", "decode")
@@ -228,10 +229,13 @@ def _latency_cdfs(page: Page, requests: pd.DataFrame | None, sla: dict[str, floa
         "scale). The red dashed line is the SLA target; where a curve crosses it is the share "
         "of requests that met it (also in the legend)."
     )
-    if requests is None or first_column(requests, ("ttft_ms",)) is None:
+    if not has(requests, "ttft_ms"):
         page.note(title, missing(requests, "requests.parquet", "ttft_ms"))
         return
     done = _completed(requests)
+    if first_column(done, ("ttft_ms",)) is None:
+        page.note(title, NO_COMPLETED)
+        return
     fig = make_subplots(
         rows=1,
         cols=3,
@@ -283,16 +287,15 @@ def _latency_over_time(
     page: Page, requests: pd.DataFrame | None, sla: dict[str, float], unit: TimeUnit
 ) -> None:
     title = "TTFT and ITL percentiles over time"
-    if (
-        requests is None
-        or first_column(requests, ("ttft_ms",)) is None
-        or "arrival_ms" not in requests
-    ):
+    if not has(requests, "arrival_ms", "ttft_ms"):
         page.note(title, missing(requests, "requests.parquet", "arrival_ms", "ttft_ms"))
         return
     done = _completed(requests)
+    if first_column(done, ("ttft_ms",)) is None:
+        page.note(title, NO_COMPLETED)
+        return
     arrival_s = floats(done, "arrival_ms") / 1000.0
-    span = float(np.nanmax(arrival_s)) if len(arrival_s) else 0.0
+    span = float(np.nanmax(arrival_s))
     width = bin_width_s(span, minimum_s=60.0)
     how = (
         f"Requests grouped by arrival into {width:g}-second bins; each line is one percentile "

@@ -170,3 +170,11 @@ def test_header_leaves_out_unset_inputs_and_repeated_request_counts():
     assert header.count("<th>requests</th>") == 1
     assert "<th>num_requests</th>" not in header and "<th>request_count</th>" not in header
     assert "<th>planner</th>" not in header and "<th>skipped</th>" not in header
+
+
+def test_no_completed_request_gives_notes_for_the_latency_charts():
+    requests = syn.requests_table(n=10).assign(status="rejected", ttft_ms=float("nan"))
+    html = _full(requests=requests)
+    assert "latency_cdf" not in chart_names(html)
+    assert "latency_percentiles" not in chart_names(html)
+    assert html.count("Not shown: no request completed with a first token.") == 2
