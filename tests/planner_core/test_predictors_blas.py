@@ -7,6 +7,7 @@ from plansim.planner_core.predictors.blas import _openblas_controls, single_thre
 
 def test_blas_threads_are_limited_inside_and_restored_after():
     controls = _openblas_controls()
+    assert controls  # numpy's and scipy's Linux wheels each bundle an OpenBLAS
     before = [get() for get, _ in controls]
     with single_threaded_blas():
         assert [get() for get, _ in controls] == [1] * len(controls)
