@@ -26,6 +26,7 @@ from plansim.reports.sampling import (
     binned_percentiles,
     fraction_at_most,
     quantile_cdf,
+    thin_events,
     time_unit,
 )
 from plansim.reports.style import (
@@ -437,7 +438,6 @@ def _add_scaling_markers(
     frame = pd.DataFrame(list(events))
     if not has(frame, "at_s", "to_count"):
         return
-    frame = frame.iloc[: MAX_POINTS * 3]
     component = (
         frame["component"].astype(str) if "component" in frame else pd.Series(["?"] * len(frame))
     )
@@ -451,6 +451,11 @@ def _add_scaling_markers(
             mask = (component == pool).to_numpy() & (applied == is_applied).to_numpy()
             if not mask.any():
                 continue
+            # at most MAX_POINTS markers per trace; every change of target count is kept
+            rows = np.flatnonzero(mask)
+            rows = rows[thin_events(floats(frame, "to_count")[rows])]
+            mask = np.zeros(len(frame), dtype=bool)
+            mask[rows] = True
             part = frame[mask]
             fig.add_trace(
                 go.Scatter(

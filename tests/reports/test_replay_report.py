@@ -101,9 +101,21 @@ def test_text_from_input_is_escaped():
 
 
 def test_every_trace_has_at_most_max_points():
+    events = [
+        {
+            "at_s": 8.0 * k,
+            "component": "decode",
+            "from_count": 2 + k % 2,
+            "to_count": 3 - k % 2,
+            "reason": "load",
+            "applied": True,
+        }
+        for k in range(10_000)
+    ]
     html = _full(
         requests=syn.requests_table(n=20_000, span_s=86_400.0),
         timeseries=syn.timeseries_table(span_s=86_400),
+        scaling_events=events,
     )
     for name, fig in figures(html).items():
         for tr in fig["data"]:
