@@ -79,22 +79,27 @@ def render_dir(out_dir: str | Path) -> list[Path]:
         if isinstance(scaling_events, list)
         else []
     )
-    written: list[Path] = []
-
+    # Every table is read (and checked) before any report is written, so a damaged table
+    # leaves the folder's reports as they were.
     requests = _read_parquet(folder / "requests.parquet")
     timeseries = _read_parquet(folder / "timeseries.parquet")
+    workers = _read_parquet(folder / "workers.parquet")
+    ticks = _read_parquet(folder / "ticks.parquet")
+    events = _read_events(folder / "retune_events.json")
+    predictions = _read_parquet(folder / "predictions.parquet")
+    written: list[Path] = []
+
     if requests is not None or timeseries is not None:
         html = render_replay(
             requests,
             timeseries,
-            _read_parquet(folder / "workers.parquet"),
+            workers,
             summary if isinstance(summary, dict) else {},
             inputs,
             scaling_events,
         )
         written.append(atomic_write_text(folder / "report.html", html))
 
-    ticks = _read_parquet(folder / "ticks.parquet")
     if ticks is not None and len(ticks) and "at_s" in ticks.columns:
         sla = find_sla(inputs)
         written += write_planner_report(
@@ -115,25 +120,17 @@ def render_dir(out_dir: str | Path) -> list[Path]:
                 timeseries=timeseries,
             )
 
-    events = _read_json(folder / "retune_events.json")
     if events is not None:
-        if isinstance(events, Mapping):
-            events = events.get("retune_events", events.get("events", []))
-        if not isinstance(events, list):
-            raise InputError(
-                "expected a list of decision records", source=str(folder / "retune_events.json")
-            )
         retune = find_value(inputs, "retune")
         retune = retune if isinstance(retune, Mapping) else {}
         html = render_retune(
-            [e for e in events if isinstance(e, Mapping)],
+            events,
             objective=retune.get("objective"),
             min_improvement_percentage=_threshold(retune.get("min_improvement_percentage")),
             inputs=inputs,
         )
         written.append(atomic_write_text(folder / "retune_report.html", html))
 
-    predictions = _read_parquet(folder / "predictions.parquet")
     if predictions is not None:
         interval = _positive(
             (summary.get("interval_s") if isinstance(summary, Mapping) else None)
@@ -145,6 +142,19 @@ def render_dir(out_dir: str | Path) -> list[Path]:
         )
         written.append(atomic_write_text(folder / "predictor_report.html", html))
     return written
+
+
+def _read_events(path: Path) -> list[Mapping[str, Any]] | None:
+    """The retune decision records: a JSON list (or a dict holding it under
+    ``retune_events``/``events``); None when the file is absent."""
+    events = _read_json(path)
+    if events is None:
+        return None
+    if isinstance(events, Mapping):
+        events = events.get("retune_events", events.get("events", []))
+    if not isinstance(events, list):
+        raise InputError("expected a list of decision records", source=str(path))
+    return [e for e in events if isinstance(e, Mapping)]
 
 
 def _threshold(value: Any) -> float:

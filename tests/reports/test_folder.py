@@ -84,3 +84,11 @@ def test_retune_threshold_defaults_to_the_retune_config_default(tmp_path):
     fig = figures((tmp_path / "retune_report.html").read_text())["retune_scores"]
     band = [y for y in trace(fig, "threshold band")["y"] if y is not None]
     assert max(band[:5]) == pytest.approx(103.0 * 1.02)  # window 0: current 103, 2% threshold
+
+
+def test_a_damaged_table_leaves_the_reports_as_they_were(tmp_path):
+    write_replay_folder(tmp_path, planner=True)
+    atomic_write_bytes(tmp_path / "ticks.parquet", b"not parquet")
+    with pytest.raises(InputError):
+        render_dir(tmp_path)
+    assert not (tmp_path / "report.html").exists()
