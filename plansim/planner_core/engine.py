@@ -247,9 +247,9 @@ class PlannerEngine:
             elif PREDICTOR_FIELDS & changes.keys():
                 self._predict.replace_predictor(predictor_warmup)
         if self._scheduler is not None:
-            old = self._scheduler
-            self._scheduler = PluginScheduler(self.plugins, 0.0)
-            self._scheduler._last.update({k: v for k, v in old._last.items() if k in self._scheduler._last})
+            # a plugin the change enables fires on the next tick
+            previous, self._scheduler = self._scheduler, PluginScheduler(self.plugins, float("-inf"))
+            self._scheduler.carry_over(previous)
 
     # -- internals ---------------------------------------------------------------------------
     def _throughput_active(self) -> bool:

@@ -87,35 +87,17 @@ def read_profile_fpms(profile_results_dir: str | Path) -> dict[str, tuple[Forwar
 
 
 def read_warmup_observations(config: PlannerConfig) -> list[TrafficObservation] | None:
-    """Buckets of ``load_predictor_warmup_trace`` at the throughput interval, or None.
-
-    Bucket ``k`` covers ``[origin + k*T, origin + (k+1)*T)`` with the origin at the first
-    arrival; empty buckets between the first and the last count 0 requests (averages 0)."""
+    """``load_predictor_warmup_trace`` bucketed at the throughput interval (``traces.buckets``:
+    origin at the first arrival, empty intervals between the first and the last kept with 0
+    requests), one observation per bucket; None without a warm-up trace or outside ``sla``."""
     if config.load_predictor_warmup_trace is None or config.optimization_target != "sla":
         return None
     from plansim.traces import load_workload
+    from plansim.traces.buckets import buckets
 
-    workload = load_workload(config.load_predictor_warmup_trace)
-    return bucket_observations(
-        workload.arrival_ms, workload.isl_tokens, workload.osl_tokens, config.throughput_adjustment_interval_seconds
-    )
-
-
-def bucket_observations(arrival_ms: np.ndarray, isl: np.ndarray, osl: np.ndarray, interval_s: float) -> list[TrafficObservation]:
-    if len(arrival_ms) == 0:
-        return []
-    index = np.floor((arrival_ms - arrival_ms.min()) / (interval_s * 1000.0)).astype(np.int64)
-    n = int(index.max()) + 1
-    counts = np.bincount(index, minlength=n)
-    isl_sum = np.bincount(index, weights=isl, minlength=n)
-    osl_sum = np.bincount(index, weights=osl, minlength=n)
-    safe = np.maximum(counts, 1)
+    interval_s = config.throughput_adjustment_interval_seconds
+    table = buckets(load_workload(config.load_predictor_warmup_trace), interval_s)
     return [
-        TrafficObservation(
-            duration_s=interval_s,
-            num_req=float(counts[k]),
-            isl=float(isl_sum[k] / safe[k]),
-            osl=float(osl_sum[k] / safe[k]),
-        )
-        for k in range(n)
+        TrafficObservation(duration_s=interval_s, num_req=float(n), isl=float(i), osl=float(o))
+        for n, i, o in zip(table["request_count"], table["avg_isl"], table["avg_osl"])
     ]

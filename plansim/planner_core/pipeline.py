@@ -115,6 +115,12 @@ class PluginScheduler:
         for plugin in plugins:
             self._last[plugin.plugin_id] = now_s
 
+    def carry_over(self, previous: PluginScheduler) -> None:
+        """Keep the last firing times of plugins both schedulers know (a config change)."""
+        for plugin_id, at_s in previous._last.items():
+            if plugin_id in self._last:
+                self._last[plugin_id] = at_s
+
 
 @dataclass(slots=True)
 class PipelineOutcome:
@@ -195,9 +201,8 @@ def load_plugin(import_path: str, params: dict[str, Any]) -> PlannerPlugin:
     return normalise_plugin(obj, import_path)
 
 
-def normalise_plugin(obj: Any, name: str) -> PlannerPlugin:
+def normalise_plugin(obj: Any, import_path: str) -> PlannerPlugin:
     """Check a plugin object's interface; fill optional attributes; accept stage names."""
-    import_path = name
     missing = [a for a in ("plugin_id", "stage", "priority", "run") if not hasattr(obj, a)]
     if missing:
         raise ConfigError(f"plugin {import_path!r} lacks {', '.join(missing)}", field="plugins")

@@ -196,3 +196,11 @@ def test_bootstrap_prefers_benchmark_then_profile():
     assert _engine(SLA_AGG, profile_fpms=profile).state.bootstrap_source == "benchmark"
     assert _engine(SLA_AGG, agg_caps(benchmark=False), profile_fpms=profile).state.bootstrap_source == "profile"
     assert _engine(SLA_AGG, agg_caps(benchmark=False)).state.bootstrap_source == "live"
+
+
+def test_predictor_swap_is_warmed_from_the_decision():
+    engine = _engine(SLA_AGG)
+    engine.apply_planner_changes({"load_predictor": "kalman"}, predictor_warmup=[(120.0, 1000.0, 200.0)] * 6)
+    forecaster = engine._predict.forecaster
+    assert forecaster.num_req.name == "kalman"
+    assert forecaster.predict().num_req == pytest.approx(120.0)

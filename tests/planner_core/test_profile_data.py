@@ -5,7 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from plansim.planner_core.files import bucket_observations, read_profile_fpms
+from plansim.planner_core.config import parse_planner_config
+from plansim.planner_core.files import read_profile_fpms, read_warmup_observations
 from plansim.planner_core.profile_data import decode_fpms_from_usage, fpms_from_arrays, prefill_fpms
 
 SAMPLE_NPZ = Path("/work/shared/reference/profiles/sample_h200.npz")
@@ -50,9 +51,18 @@ def test_missing_profile_dir_gives_nothing(tmp_path):
     assert fpms_from_arrays({}) == {}
 
 
-def test_warmup_buckets_fill_gaps():
-    arrival = np.array([0.0, 1000.0, 250_000.0])  # buckets of 120 s: 0, 0, 2
-    obs = bucket_observations(arrival, np.array([100, 300, 50]), np.array([10, 30, 5]), 120.0)
+def test_warmup_trace_buckets_at_throughput_interval(tmp_path):
+    # Mooncake rows at 0 s, 1 s and 250 s; 120 s buckets -> counts 2, 0, 1
+    trace = tmp_path / "warm.jsonl"
+    trace.write_text(
+        '{"timestamp": 0, "input_length": 100, "output_length": 10, "hash_ids": [1]}\n'
+        '{"timestamp": 1000, "input_length": 300, "output_length": 30, "hash_ids": [2]}\n'
+        '{"timestamp": 250000, "input_length": 50, "output_length": 5, "hash_ids": [3]}\n'
+    )
+    config = parse_planner_config({"optimization_target": "sla", "enable_load_scaling": True,
+                                   "throughput_adjustment_interval_seconds": 120,
+                                   "load_predictor_warmup_trace": str(trace)})
+    obs = read_warmup_observations(config)
     assert [o.num_req for o in obs] == [2.0, 0.0, 1.0]
-    assert (obs[0].isl, obs[0].osl) == (200.0, 20.0)
-    assert (obs[1].isl, obs[1].duration_s) == (0.0, 120.0)
+    assert (obs[0].isl, obs[0].osl, obs[0].duration_s) == (200.0, 20.0, 120.0)
+    assert read_warmup_observations(parse_planner_config({})) is None
