@@ -6,6 +6,7 @@ A user mistake (``InputError``) becomes one line on stderr and exit status 2, ne
 from __future__ import annotations
 
 import sys
+from typing import NoReturn
 
 import typer
 
@@ -34,9 +35,23 @@ _register()
 
 
 def main() -> None:
-    """Console entry point: runs the app, mapping ``InputError`` to exit status 2."""
+    """Console entry point. A user mistake, whether a bad value (``InputError``) or a bad flag
+    (click's usage errors), is one line on stderr and exit status 2."""
     try:
-        app()
+        result = app(standalone_mode=False)
     except InputError as exc:
-        print(f"plansim: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+        _fail(str(exc), 2)
+    except typer.Abort:
+        _fail("aborted", 130)
+    except typer.exceptions.TyperException as exc:  # click's usage errors, as typer vendors them
+        message = exc.format_message()
+        if not message:  # a group called without a command: show its help
+            exc.show()
+            raise SystemExit(exc.exit_code) from None
+        _fail(" ".join(message.split()), exc.exit_code)
+    raise SystemExit(result if isinstance(result, int) else 0)
+
+
+def _fail(message: str, status: int) -> NoReturn:
+    print(f"plansim: {message}", file=sys.stderr)
+    raise SystemExit(status) from None

@@ -19,7 +19,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-        os.replace(tmp, target)
+        _publish(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -44,11 +44,26 @@ def write_parquet_atomic(path: str | os.PathLike[str], frame: Any) -> Path:
     os.close(fd)
     try:
         frame.to_parquet(tmp, index=False)
-        os.replace(tmp, target)
+        _publish(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def _publish(tmp: str, target: Path) -> None:
+    """Give the temporary file ordinary permissions (mkstemp makes it 0600), then rename."""
+    os.chmod(tmp, 0o666 & ~_UMASK)
+    os.replace(tmp, target)
+
+
+def _read_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
 
 
 def _json_default(obj: Any) -> Any:
