@@ -50,7 +50,6 @@ class Recorder:
         self._admitted_tokens = 0
         self._reused_tokens = 0
         self._samples: list[dict[str, Any]] = []
-        self._last_sample_ms = 0.0
 
     # ---------------------------------------------------------------- events
 
@@ -148,7 +147,6 @@ class Recorder:
     # ---------------------------------------------------------------- time series
 
     def sample(self, now: float, pools: dict[str, Any]) -> None:
-        interval_s = max((now - self._last_sample_ms) / 1000.0, 0.0)
         for name, pool in pools.items():
             ready = [w for w in pool.workers if w.state == "ready"]
             ranks = [r for w in pool.workers if w.state in ("ready", "draining") for r in w.ranks]
@@ -163,12 +161,11 @@ class Recorder:
                 "kv_usage": float(np.mean(kv)) if kv else 0.0,
                 "prefix_reuse": (self._reused_tokens / self._admitted_tokens
                                  if self._admitted_tokens else 0.0),
-                "arrivals": self._arrived if interval_s > 0 or now == 0 else 0,
+                "arrivals": self._arrived,
             })
         self._arrived = 0
         self._admitted_tokens = 0
         self._reused_tokens = 0
-        self._last_sample_ms = now
 
     def timeseries_table(self, pools: dict[str, Any]) -> pd.DataFrame:
         frame = pd.DataFrame(self._samples, columns=[

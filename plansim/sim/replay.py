@@ -21,7 +21,7 @@ import pandas as pd
 import simpy
 from simpy.core import NORMAL, URGENT
 
-from plansim.sim.cluster import DRAINING, READY, REMOVED, STARTING, Pool, Worker
+from plansim.sim.cluster import DRAINING, STARTING, Pool, Worker
 from plansim.sim.deployment import Deployment
 from plansim.sim.engine import EngineHooks, Rank, Request
 from plansim.sim.planner_host import PlannerHost
@@ -372,5 +372,3 @@ class ReplayHost:
                                            "requests", "input_tokens", "output_tokens",
                                            "reused_input_tokens"])
 
-
-__all__ = ["replay", "ReplayHost", "READY", "REMOVED", "STARTING", "DRAINING"]

@@ -32,14 +32,17 @@ def scenario(draw):
     }
     workers = draw(st.integers(1, 2))
     mode = draw(st.sampled_from(["round_robin", "kv_router"]))
-    return rows, engine, workers, mode
+    disagg = draw(st.booleans())
+    return rows, engine, workers, mode, disagg
 
 
 @settings(max_examples=120, deadline=None)
 @given(scenario())
 def test_decode_runs_match_pass_by_pass(case):
-    rows, engine, workers, mode = case
+    rows, engine, workers, mode, disagg = case
     kwargs = dict(engine=engine, num_workers=workers, router={"mode": mode}, seed=3)
+    if disagg:
+        kwargs.update(mode="disagg", num_prefill_workers=workers, num_decode_workers=workers)
     fast = run(rows, **kwargs)
     slow = run(rows, decode_runs=False, **kwargs)
     a, b = fast.requests, slow.requests
