@@ -5,6 +5,7 @@ import pytest
 
 from plansim.planner_core.predictors import make_predictor
 from plansim.planner_core.predictors.arima import choose_d
+from plansim.planner_core.predictors.blas import single_threaded_blas
 
 
 def _one_step(series, warm, **params):
@@ -84,7 +85,7 @@ def test_incremental_update_matches_refiltering_the_whole_history(order):
     rng = np.random.default_rng(4)
     y = 100 + np.cumsum(rng.normal(1, 3, 40))
     trend = {0: "c", 1: "t", 2: "n"}[order[1]]
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), single_threaded_blas():
         warnings.simplefilter("ignore")
         fitted = ARIMA(y[:20], order=order, trend=trend).fit()
         p = make_predictor("arima")

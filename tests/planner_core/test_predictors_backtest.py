@@ -106,7 +106,7 @@ def test_ties_keep_the_order_given():
 @pytest.mark.slow
 def test_results_do_not_depend_on_the_number_of_processes():
     rng = np.random.default_rng(11)
-    n = 30
+    n = 16
     buckets = pd.DataFrame(
         {
             "request_count": rng.poisson(50, n),
@@ -115,8 +115,8 @@ def test_results_do_not_depend_on_the_number_of_processes():
         }
     )
     specs = ["constant", "kalman", "arima"]
-    serial = run_backtest(buckets, specs, warmup=6, interval_s=60, jobs=1)
-    parallel = run_backtest(buckets, specs, warmup=6, interval_s=60, jobs=3)
+    serial = run_backtest(buckets, specs, warmup=5, interval_s=60, jobs=1)
+    parallel = run_backtest(buckets, specs, warmup=5, interval_s=60, jobs=2)
     pd.testing.assert_frame_equal(
         serial.predictions.drop(columns="fit_time_s"),
         parallel.predictions.drop(columns="fit_time_s"),
