@@ -1,6 +1,5 @@
 """Planner-in-the-loop replays: the scaling behaviour the issue asks for, end to end on the sim."""
 
-import numpy as np
 import pytest
 from planner_fakes import capabilities_for, poisson_workload
 
@@ -13,7 +12,7 @@ LOAD_ONLY = {"mode": "agg", "optimization_target": "sla", "enable_load_scaling":
              "ttft_ms": 500, "itl_ms": 30, "max_gpu_budget": 16}
 
 
-def _deployment(num_workers=1, **planner):
+def _deployment(num_workers=1):
     return Deployment.model_validate({"mode": "agg", "num_workers": num_workers, "engine": {"startup_time": STARTUP_S},
                                       "router": {"mode": "round_robin"}})
 
