@@ -483,8 +483,7 @@ class RetuneController:
             if knob.group != domains.PLANNER:
                 continue
             for value in knob.values:
-                if not any(domains.Point.of(None, {knob.name: value}).planner[0] in p.planner
-                           for p in kept):
+                if not any((knob.name, value) in p.planner for p in kept):
                     raise ConfigError(
                         f"value {value!r} fits no grid point after dropping invalid ones "
                         f"(e.g. {dropped[0][1] if dropped else 'no point'})",
