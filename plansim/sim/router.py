@@ -14,6 +14,7 @@ Parameters can be replaced mid-replay (``set_parameters``); that changes scores 
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ class RankLoad:
 
     def __init__(self) -> None:
         self.prefill_tokens = 0
-        self.blocks: dict[int, int] = {}
+        self.blocks: Counter[int] = Counter()
         self.n_blocks = 0
 
 
@@ -42,7 +43,7 @@ class Router:
         self.overlap_score_weight = float(params.get("overlap_score_weight", 1.0))
         self.temperature = float(params.get("router_temperature", 0.0))
         self._next = 0
-        # Per request: (load, keys counted, private blocks, prefill tokens still queued).
+        # Per request: (load, keys counted, blocks beyond them, prefill tokens still queued).
         self._sent: dict[int, tuple[RankLoad, list[int], int, int]] = {}
 
     def set_parameters(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -109,13 +110,17 @@ class Router:
         """Record that request ``rid`` went to the rank with ``load``."""
         if self.mode != "kv_router":
             return
-        blocks = load.blocks
-        for k in keys:
-            blocks[k] = blocks.get(k, 0) + 1
         private = 1 if isl % self.block_size else 0
-        new_keys = sum(1 for k in keys if blocks[k] == 1)
-        load.n_blocks += new_keys + private
-        queued = 0 if self.decode_pool else max(isl - overlap * self.block_size, 0)
+        if self.decode_pool:
+            # Decode routing is load-only: block counts, no block identities.
+            load.n_blocks += len(keys) + private
+            self._sent[rid] = (load, (), len(keys) + private, 0)
+            return
+        blocks = load.blocks
+        present = sum(map(blocks.__contains__, keys))
+        blocks.update(keys)  # Counter.update counts an iterable in C
+        load.n_blocks += len(keys) - present + private
+        queued = max(isl - overlap * self.block_size, 0)
         load.prefill_tokens += queued
         self._sent[rid] = (load, keys, private, queued)
 
@@ -137,12 +142,12 @@ class Router:
         blocks = load.blocks
         freed = private
         for k in keys:
-            c = blocks[k] - 1
-            if c:
-                blocks[k] = c
-            else:
+            c = blocks[k]
+            if c == 1:
                 del blocks[k]
                 freed += 1
+            else:
+                blocks[k] = c - 1
         load.n_blocks -= freed
 
 
