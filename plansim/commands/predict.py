@@ -2,7 +2,8 @@
 
 ``plansim predict compare TRACE... --interval SECONDS [--predictors LIST] [--param K=V ...]
 [--grid K=V1,V2 ...] [--warmup-buckets N] [--jobs N] [--out DIR] [--no-report] [--format F]``
-buckets the traces, backtests every predictor candidate one step ahead
+buckets the traces (leaving out the last bucket, which the trace end cuts short), backtests
+every predictor candidate one step ahead
 (``plansim.planner_core.predictors.backtest``), prints the ranked table and writes the output
 folder, then renders ``predictor_report.html`` via ``plansim.reports.render_dir``.
 
@@ -17,7 +18,7 @@ Output folder:
 
     {
       "kind": "predictor_comparison",
-      "interval_s": 60.0, "warmup_buckets": 5, "buckets": 58, "scored_buckets": 53,
+      "interval_s": 60.0, "warmup_buckets": 5, "buckets": 57, "scored_buckets": 52,
       "requests": 8819,
       "series": ["request_count", "avg_isl", "avg_osl"],
       "best": "kalman",                 # label of rank 1
@@ -152,7 +153,7 @@ def compare(
 ) -> None:
     """Backtest the planner's load predictors one step ahead on TRACE... and rank them."""
     from plansim.io import atomic_write_json, write_parquet_atomic
-    from plansim.planner_core.predictors.backtest import SERIES, run_backtest
+    from plansim.planner_core.predictors.backtest import SERIES, run_backtest, without_last_bucket
 
     # Validate every option before reading possibly large traces.
     if not interval > 0 or interval == float("inf"):
@@ -172,11 +173,11 @@ def compare(
     from plansim.traces.buckets import buckets as bucket_workload
 
     workload = load_workload(traces, format=trace_format)
-    table = bucket_workload(workload, interval)
+    table = without_last_bucket(bucket_workload(workload, interval))
     if len(table) < warmup_buckets + 2:
         raise InputError(
-            f"the traces span {len(table)} buckets of {interval:g} s; need at least warm-up + 2 "
-            f"= {warmup_buckets + 2} (lower --warmup-buckets or --interval)",
+            f"the traces span {len(table)} complete buckets of {interval:g} s; need at least "
+            f"warm-up + 2 = {warmup_buckets + 2} (lower --warmup-buckets or --interval)",
             field="--interval")
 
     started = time.perf_counter()
@@ -217,7 +218,8 @@ def compare(
                        for s in specs],
     })
 
-    typer.echo(f"traces        {len(workload)} requests, {len(table)} buckets of {interval:g} s, "
+    typer.echo(f"traces        {len(workload)} requests, {len(table)} complete buckets of "
+               f"{interval:g} s (the last, cut by the trace end, is left out), "
                f"{warmup_buckets} warm-up, {len(table) - warmup_buckets} scored")
     _print_table(result.summary)
     typer.echo(f"wall time     {total_wall_s:.2f} s on {jobs} process(es)")

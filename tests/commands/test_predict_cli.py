@@ -50,15 +50,17 @@ def test_compare_writes_predictions_summary_and_inputs(tmp_path, monkeypatch, ca
     assert {"bucket", "predictor", "series", "forecast", "actual"} <= set(predictions.columns)
     labels = ["constant", "kalman(kalman_r=1)", "kalman(kalman_r=100)"]
     assert sorted(predictions["predictor"].unique()) == sorted(labels)
-    # Default warm-up = the largest minimum points (Kalman's 5): buckets 5..9 are scored.
-    assert sorted(predictions["bucket"].unique()) == [5, 6, 7, 8, 9]
+    # The last bucket (9) is cut by the trace end and left out; the default warm-up is the
+    # largest minimum points (Kalman's 5): buckets 5..8 are scored.
+    assert sorted(predictions["bucket"].unique()) == [5, 6, 7, 8]
     constant = predictions[(predictions.predictor == "constant")
                            & (predictions.series == "request_count")].sort_values("bucket")
-    assert constant["forecast"].tolist() == COUNTS[4:9]
-    assert constant["actual"].tolist() == COUNTS[5:10]
+    assert constant["forecast"].tolist() == COUNTS[4:8]
+    assert constant["actual"].tolist() == COUNTS[5:9]
+    assert constant["time_s"].tolist() == [300.0, 360.0, 420.0, 480.0]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["warmup_buckets"] == 5
-    assert summary["buckets"] == 10
+    assert summary["buckets"] == 9
     assert [p["rank"] for p in summary["predictors"]] == [1, 2, 3]
     assert summary["best"] == summary["predictors"][0]["predictor"]
     losses = [p["loss"] for p in summary["predictors"]]
@@ -110,10 +112,10 @@ def test_malformed_parameter_is_rejected(tmp_path, monkeypatch, capsys):
 
 
 def test_trace_shorter_than_warmup_plus_two_is_rejected(tmp_path, monkeypatch, capsys):
-    # 10 one-minute buckets at 60 s; at 180 s there are 4, fewer than 5 + 2.
+    # 10 one-minute buckets at 60 s; at 180 s there are 4, 3 complete: fewer than 5 + 2.
     line = _error(monkeypatch, capsys, tmp_path, "--interval", "180",
                   "--predictors", "constant,kalman")
-    assert "4 buckets" in line and "7" in line
+    assert "3 complete buckets" in line and "7" in line
 
 
 def test_missing_trace_is_rejected(tmp_path, monkeypatch, capsys):

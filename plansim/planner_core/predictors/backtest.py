@@ -133,6 +133,13 @@ def run_backtest(
     return BacktestResult(predictions, summarize(predictions, specs, wall))
 
 
+def without_last_bucket(buckets: pd.DataFrame) -> pd.DataFrame:
+    """A trace's bucket table without its last bucket. The trace ends at its last arrival, inside
+    the last interval, so that bucket holds only part of an interval's requests (on the shared
+    traces 3-68% of the interval): scoring it would charge every predictor for the truncation."""
+    return buckets.iloc[:-1].reset_index(drop=True)
+
+
 def bucket_arrays(buckets: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(request_count, avg_isl, avg_osl)`` float arrays from a bucket table or mapping."""
     try:
