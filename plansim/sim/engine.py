@@ -433,7 +433,9 @@ class Rank:
         sum_len = 0
         for req in running:
             L = req.isl + req.generated
-            if req.computed != L - 1:
+            # Decoding: one known token left, and past the first token (a prompt can also stop
+            # one token short of its end, which is still prefill).
+            if req.computed != L - 1 or req.generated == 0:
                 return None
             rem = req.osl - req.generated
             if rem < k:

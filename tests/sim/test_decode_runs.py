@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from simkit import run
@@ -36,8 +36,17 @@ def scenario(draw):
     return rows, engine, workers, mode, disagg
 
 
+# A prompt whose cached prefix leaves it one token short after one chunk is still prefilling.
+ONE_SHORT = ([(0.0, 20, 1, [100]), (0.0, 20, 1, [1020]), (0.0, 20, 1, [1030]),
+              (1.0, 273, 2, [100, 101])],
+             {"num_gpu_blocks": 30, "block_size": 16, "max_num_seqs": 1,
+              "max_num_batched_tokens": 256, "enable_chunked_prefill": True,
+              "preemption_mode": "lifo"}, 1, "round_robin", False)
+
+
 @settings(max_examples=120, deadline=None)
 @given(scenario())
+@example(ONE_SHORT)
 def test_decode_runs_match_pass_by_pass(case):
     rows, engine, workers, mode, disagg = case
     kwargs = dict(engine=engine, num_workers=workers, router={"mode": mode}, seed=3)
