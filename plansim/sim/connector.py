@@ -62,7 +62,8 @@ class SimConnector:
         return self.host.pools[component].active_count()
 
     def apply(self, component: str, target: int) -> None:
-        self.host.scale_pool(component, max(int(target), 0))
+        """Scale a pool; a pool keeps at least one worker so queued requests can finish."""
+        self.host.scale_pool(component, max(int(target), 1))
 
     def set_router_parameters(self, worker_type: str, params: dict[str, Any]) -> dict[str, Any]:
         """Apply router parameters of worker type ``prefill``/``decode`` (agg uses ``decode``);

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from simpy.core import URGENT
 
@@ -104,8 +105,6 @@ class PlannerHost:
         arrivals = self.host.arrival_ms
         now = self.host.env.now
         # Arrivals are sorted: count those at or before now.
-        import numpy as np
-
         seen = int(np.searchsorted(arrivals, now, side="right"))
         self.window.num_req += seen - self._arrived_seen
         self._arrived_seen = seen
@@ -139,9 +138,13 @@ class PlannerHost:
         def c(pool: Any, state: str) -> int:
             return pool.count(state) if pool is not None else 0
 
+        # A scale-up is in progress while its workers are starting; a scale-down completes at
+        # once (draining workers no longer count as serving).
         return WorkerCounts(ready_prefill=c(p, "ready"), ready_decode=c(d, "ready"),
                             starting_prefill=c(p, "starting"), starting_decode=c(d, "starting"),
-                            draining_prefill=c(p, "draining"), draining_decode=c(d, "draining"))
+                            draining_prefill=c(p, "draining"), draining_decode=c(d, "draining"),
+                            prefill_in_progress=c(p, "starting") > 0,
+                            decode_in_progress=c(d, "starting") > 0)
 
     def _fpm(self) -> dict[str, tuple]:
         now = self.host.env.now

@@ -162,6 +162,8 @@ class ReplayHost:
                 self.progress(env.now, self._last_arrival)
             if self.finished() and env.now >= self._last_arrival:
                 return
+            if env.peek() == float("inf"):
+                return  # nothing else can happen: what is left stays incomplete
             yield env.timeout(SAMPLE_INTERVAL_MS)
 
     # ---------------------------------------------------------------- routing

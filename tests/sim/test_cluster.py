@@ -63,6 +63,7 @@ def test_tick_input_carries_counts_traffic_and_latest_passes():
     (tick,) = planner.inputs
     assert tick.now_s == 1.0
     assert tick.worker_counts.ready_decode == 3
+    assert not tick.worker_counts.decode_in_progress  # the new workers are ready by 1 s
     assert tick.traffic.num_req == 1.0 and tick.traffic.duration_s == 1.0
     assert tick.traffic.isl == 1000.0 and tick.traffic.osl == 5.0
     (fpm,) = tick.fpm["decode"]  # only worker 0 has run a pass
