@@ -3,9 +3,9 @@
 ``plansim predict compare TRACE... --interval SECONDS [--predictors LIST] [--param K=V ...]
 [--grid K=V1,V2 ...] [--warmup-buckets N] [--jobs N] [--out DIR] [--no-report] [--format F]``
 buckets the traces (leaving out the last bucket, which the trace end cuts short), backtests
-every predictor candidate one step ahead
-(``plansim.planner_core.predictors.backtest``), prints the ranked table and writes the output
-folder, then renders ``predictor_report.html`` via ``plansim.reports.render_dir``.
+every predictor candidate one step ahead (``plansim.planner_core.predictors.backtest``), prints
+the ranked table and writes the output folder, then renders ``predictor_report.html`` via
+``plansim.reports.render_dir``.
 
 Output folder:
 
@@ -13,24 +13,29 @@ Output folder:
   ``bucket`` (int64, position in the bucket table), ``time_s`` (float64, bucket start in seconds
   since the first arrival), ``predictor`` (str, candidate label), ``series`` (str:
   ``request_count``, ``avg_isl``, ``avg_osl``), ``forecast`` and ``actual`` (float64; ``actual``
-  is what the predictor observed, see the backtest module), ``failed`` (bool).
+  is the bucket table's value, averages 0 in an empty bucket), ``failed`` (bool: the forecast
+  fell back to the last value).
 - ``summary.json``::
 
     {
       "kind": "predictor_comparison",
-      "interval_s": 60.0, "warmup_buckets": 5, "buckets": 57, "scored_buckets": 52,
+      "interval_s": 60.0, "warmup_buckets": 5,
+      "buckets": 57, "scored_buckets": 52,  # complete buckets used; scored = buckets - warm-up
       "requests": 8819,
       "series": ["request_count", "avg_isl", "avg_osl"],
       "best": "kalman",                 # label of rank 1
       "predictors": [                   # ranked, best first
         {"rank": 1, "predictor": "kalman", "name": "kalman", "params": {},
-         "loss": 2.05, "mape_request_count_pct": 175.9, "rmse_request_count": 185.1,
-         "under_forecast_share": 0.34, "fit_time_mean_s": 6.5e-07, "fit_time_max_s": 5e-06,
-         "failed_forecasts": 0, "wall_time_s": 0.002},
+         "loss": 2.287, "mape_request_count_pct": 178.6, "rmse_request_count": 186.0,
+         "under_forecast_share": 0.327, "fit_time_mean_s": 7.8e-07, "fit_time_max_s": 8.9e-06,
+         "failed_forecasts": 0, "wall_time_s": 0.01},
         ...
       ],
-      "jobs": 2, "total_wall_time_s": 8.0
+      "jobs": 2, "total_wall_time_s": 13.6
     }
+
+  Only the timing fields (``fit_time_*``, ``wall_time_s``, ``total_wall_time_s``) vary between
+  runs; the ranking never depends on them.
 
   Metric meanings are in ``plansim.planner_core.predictors.backtest``; a non-finite number
   (e.g. MAPE without any busy bucket) is ``null``.
