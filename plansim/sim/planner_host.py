@@ -173,8 +173,11 @@ class PlannerHost:
         self.rows.append(row)
         if effects.scale_to is not None:
             for component, target in self.connector.targets(effects.scale_to).items():
+                if target is None:
+                    continue
+                target = max(int(target), 1)  # a pool keeps one worker (SimConnector.apply)
                 before = self.connector.current(component)
-                if target is None or target == before:
+                if target == before:
                     continue
                 if not self.advisory:
                     self.connector.apply(component, target)
