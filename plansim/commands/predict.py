@@ -88,7 +88,8 @@ def _candidates(predictors: str, params: list[str], grid: list[str]) -> list[Any
     if not names:
         raise InputError("no predictor given", field="--predictors")
     fixed = parse_assignments(params, "--param")
-    axes = {k: [v.strip() for v in vs.split(",")] for k, vs in parse_assignments(grid, "--grid").items()}
+    axes = {k: [v.strip() for v in vs.split(",")]
+            for k, vs in parse_assignments(grid, "--grid").items()}
     for key, values in axes.items():
         if any(not v for v in values):
             raise InputError(f"{key}: empty value in the grid", field="--grid")

@@ -1,6 +1,7 @@
 """ARIMA predictor (statsmodels) with a cheap automatic order search.
 
-Order search (once, at the first forecast with at least 5 points):
+Order search (at the first forecast with at least 5 points, and again whenever the history has
+doubled since the last search):
 
 1. ``d``: the number of differences (0..2) after which a KPSS level-stationarity test no longer
    rejects at 5% (the usual auto-ARIMA rule), with the short lag truncation
@@ -9,22 +10,23 @@ Order search (once, at the first forecast with at least 5 points):
    A constant differenced series stops early.
 2. ``(p, q)`` in {0, 1, 2} x {0, 1, 2}, each fitted by maximum likelihood, ranked by AICc (the
    small-sample AIC, as R's auto.arima: plain AIC picks near-non-invertible MA models from 10
-   points whose forecasts run away); ties keep the simpler (smaller p + q, then smaller p) order. A constant (d = 0) or drift (d = 1) term
-   is included, as auto-ARIMA does for d < 2.
+   points whose forecasts run away); ties keep the simpler (smaller p + q, then smaller p)
+   order. A constant (d = 0) or drift (d = 1) term is included, as auto-ARIMA does for d < 2.
 
 Collapse fallback (reference behaviour): when raw values were requested and the chosen order is
 (0, d, 0), the history is searched again in log1p space and the predictor switches to log1p mode;
 if that refit fails it stays in raw mode.
 
-Between fits new points are filtered in with the fitted parameters (no re-estimation), so a
+Between searches new points are filtered in with the fitted parameters (no re-estimation), so a
 forecast costs one Kalman-filter step over the new points (a pass over the whole history for
-d = 1, see ``_forecast``). The order search is repeated whenever the history has doubled since the last
-fit (5, 10, 20, 40, ... points): the reference fits once and only updates, which freezes
-parameters estimated from the first 5 points forever; refitting on doubling keeps the total
-fitting cost within twice that of the final fit. With every stored value equal
-the forecast is that value (a fitted model would drift towards its mean). A failed forecast
-drops the pending points and falls back to the last value (see ``LoadPredictor``). Model work
-runs with single-threaded BLAS (``blas.py``: 10-30x faster on a busy host).
+d = 1, see ``_model_forecast``). The reference fits once and only updates, which freezes
+parameters estimated from the first 5 points forever; searching again on doubling (5, 10, 20,
+40, ... points) keeps the total fitting cost within twice that of the final search.
+
+With every stored value equal the forecast is that value (a fitted model would drift towards its
+mean). A failed forecast drops the pending points and falls back to the last value (see
+``LoadPredictor``). Model work runs with single-threaded BLAS (``blas.py``: 10-30x faster on a
+busy host).
 """
 
 from __future__ import annotations

@@ -166,7 +166,13 @@ RELEVANT_PARAMS: Mapping[str, frozenset[str]] = {
     "constant": frozenset(),
     "arima": frozenset({"load_predictor_log1p"}),
     "kalman": frozenset(
-        {"load_predictor_log1p", "kalman_q_level", "kalman_q_trend", "kalman_r", "kalman_min_points"}
+        {
+            "load_predictor_log1p",
+            "kalman_q_level",
+            "kalman_q_trend",
+            "kalman_r",
+            "kalman_min_points",
+        }
     ),
     "prophet": frozenset(
         {"load_predictor_log1p", "prophet_window_size", "throughput_adjustment_interval_seconds"}

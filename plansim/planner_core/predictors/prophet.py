@@ -47,7 +47,9 @@ def _silence_prophet_logging() -> None:
 class ProphetPredictor(LoadPredictor):
     name = "prophet"
 
-    def __init__(self, *, window_size: int = 50, step_s: float = 180.0, log1p: bool = False) -> None:
+    def __init__(
+        self, *, window_size: int = 50, step_s: float = 180.0, log1p: bool = False
+    ) -> None:
         super().__init__(minimum_data_points=PROPHET_MINIMUM_DATA_POINTS, log1p=log1p)
         if window_size < 2:
             raise ValueError("window_size must be >= 2")
