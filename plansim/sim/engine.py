@@ -213,7 +213,8 @@ class Rank:
         cache = self.cache
         budget = self.budget
         running = self.running
-        scheduled: dict[int, tuple[int, int, int, int]] = {}  # rid -> (tokens, prompt, prefix, computed_before)
+        # rid -> (tokens, prompt tokens, prompt tokens before, computed before)
+        scheduled: dict[int, tuple[int, int, int, int]] = {}
         preempted_any = False
         i = 0
         while i < len(running) and budget > 0:

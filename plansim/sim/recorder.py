@@ -5,7 +5,6 @@ aggregated or decode worker); a disaggregated prefill worker's token is internal
 
 from __future__ import annotations
 
-import math
 from array import array
 from typing import Any
 

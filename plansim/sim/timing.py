@@ -30,7 +30,8 @@ MIN_DECODE_MS = 1.0
 
 
 class TimingModel(Protocol):
-    def prefill_ms(self, new_tokens: int, batch_size: int, mean_isl: float, mean_prefix: float) -> float: ...
+    def prefill_ms(self, new_tokens: int, batch_size: int, mean_isl: float,
+                   mean_prefix: float) -> float: ...
 
     def decode_ms(self, batch_size: int, active_kv_tokens: int, mean_context: float,
                   total_kv_tokens: int) -> float: ...
@@ -42,7 +43,8 @@ class TimingModel(Protocol):
 class PolynomialTiming:
     """The reference mocker's default polynomial model."""
 
-    def prefill_ms(self, new_tokens: int, batch_size: int, mean_isl: float, mean_prefix: float) -> float:
+    def prefill_ms(self, new_tokens: int, batch_size: int, mean_isl: float,
+                   mean_prefix: float) -> float:
         if new_tokens <= 0:
             return 0.0
         t = float(new_tokens)
@@ -67,7 +69,8 @@ class FixedTiming:
         self._prefill = float(prefill_ms)
         self._decode = float(decode_ms)
 
-    def prefill_ms(self, new_tokens: int, batch_size: int, mean_isl: float, mean_prefix: float) -> float:
+    def prefill_ms(self, new_tokens: int, batch_size: int, mean_isl: float,
+                   mean_prefix: float) -> float:
         return self._prefill if new_tokens > 0 else 0.0
 
     def decode_ms(self, batch_size: int, active_kv_tokens: int, mean_context: float,
@@ -90,7 +93,8 @@ class NpzTiming:
         self.decode_ctx = decode_ctx
         self.decode_itl = decode_itl
 
-    def prefill_ms(self, new_tokens: int, batch_size: int, mean_isl: float, mean_prefix: float) -> float:
+    def prefill_ms(self, new_tokens: int, batch_size: int, mean_isl: float,
+                   mean_prefix: float) -> float:
         if new_tokens <= 0:
             return 0.0
         return float(_interp1(self.prefill_isl, self.prefill_ttft_ms, np.float64(new_tokens)))
@@ -115,7 +119,8 @@ class CallableTiming:
     def __init__(self, impl: Any) -> None:
         self.impl = impl
 
-    def prefill_ms(self, new_tokens: int, batch_size: int, mean_isl: float, mean_prefix: float) -> float:
+    def prefill_ms(self, new_tokens: int, batch_size: int, mean_isl: float,
+                   mean_prefix: float) -> float:
         if new_tokens <= 0:
             return 0.0
         return float(self.impl.prefill_ms(new_tokens, batch_size, mean_isl, mean_prefix))
@@ -171,7 +176,8 @@ def _load_npz_cached(path: str) -> NpzTiming:
     return _npz_from_arrays(arrays, path)
 
 
-def load_npz_profile(path: str | Path, *, field: str = "timing_model", source: str | None = None) -> NpzTiming:
+def load_npz_profile(path: str | Path, *, field: str = "timing_model",
+                     source: str | None = None) -> NpzTiming:
     """Load and check an NPZ profile; ``ConfigError`` naming ``field`` when missing or malformed."""
     p = Path(path)
     if not p.is_file():
@@ -191,7 +197,8 @@ def _npz_from_arrays(arrays: dict[str, np.ndarray], path: str) -> NpzTiming:
     if missing:
         raise ConfigError(f"NPZ {path} lacks arrays {', '.join(missing)}")
     isl, ttft = arrays["prefill_isl"], arrays["prefill_ttft_ms"]
-    kv, ctx, itl = arrays["decode_active_kv_tokens"], arrays["decode_context_length"], arrays["decode_itl"]
+    kv, ctx = arrays["decode_active_kv_tokens"], arrays["decode_context_length"]
+    itl = arrays["decode_itl"]
     if isl.ndim != 1 or ttft.shape != isl.shape or isl.size < 2:
         raise ConfigError(f"NPZ {path}: prefill_isl and prefill_ttft_ms must be equal 1-D arrays "
                           f"of at least 2 points, got {isl.shape} and {ttft.shape}")
@@ -218,7 +225,8 @@ def _interp1(xs: np.ndarray, ys: np.ndarray, x: np.ndarray) -> np.ndarray:
     return ys[i] + t * (ys[i + 1] - ys[i])
 
 
-def _interp2(xs: np.ndarray, ys: np.ndarray, z: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def _interp2(xs: np.ndarray, ys: np.ndarray, z: np.ndarray, x: np.ndarray,
+             y: np.ndarray) -> np.ndarray:
     i, tx = _segment(xs, x)
     j, ty = _segment(ys, y)
     z00, z01 = z[i, j], z[i, j + 1]

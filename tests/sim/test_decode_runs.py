@@ -19,7 +19,9 @@ def scenario(draw):
     for i in range(n):
         isl = draw(st.integers(20, 1500))
         prefix = draw(st.integers(0, 2))
-        ids = [prefix * 100 + b for b in range(-(-isl // 256))] if prefix else [1000 + i * 10 + b for b in range(-(-isl // 256))]
+        n_ids = -(-isl // 256)
+        base = prefix * 100 if prefix else 1000 + i * 10
+        ids = [base + b for b in range(n_ids)]
         rows.append((draw(st.floats(0, 400)), isl, draw(st.integers(1, 80)), ids))
     rows.sort(key=lambda r: r[0])
     engine = {
