@@ -94,7 +94,7 @@ def bench(kind: str, workload, args) -> dict:
 
     statics = {}
     for n in range(args.min_static, 0 if args.skip_static else args.max_static + 1):
-        statics[n] = r = run(workload, deployment(kind, n, args))
+        statics[str(n)] = r = run(workload, deployment(kind, n, args))
         show(f"static {n}", r)
         if r["goodput"] >= 0.99:
             break
@@ -106,7 +106,7 @@ def bench(kind: str, workload, args) -> dict:
     p = run(workload, dep, planner)
     show("planner", p)
 
-    ok_static = [(r["gpu_hours"], n) for n, r in statics.items() if r["goodput"] >= TARGET_GOODPUT]
+    ok_static = [(r["gpu_hours"], int(n)) for n, r in statics.items() if r["goodput"] >= TARGET_GOODPUT]
     verdict: dict = {"statics": statics, "planner": p}
     if ok_static:
         cheapest_h, cheapest_n = min(ok_static)
