@@ -128,7 +128,7 @@ def main() -> int:
     ap.add_argument("--planner-config", default=str(ROOT / "examples/planner.yaml"))
     ap.add_argument("--hours", type=float, default=2.0, help="diurnal workload length")
     ap.add_argument("--mean-rps", type=float, default=20.0, help="diurnal mean rate (peak = 1.6x)")
-    ap.add_argument("--azure-speedup", type=float, default=4.0, help="arrival speed-up of the Azure trace")
+    ap.add_argument("--azure-speedup", type=float, default=1.0, help="arrival speed-up of the Azure trace")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--startup-s", type=float, default=60.0)
     ap.add_argument("--planner-start", type=int, default=2, help="workers when the planner starts")
