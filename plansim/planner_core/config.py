@@ -21,7 +21,7 @@ import logging
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from plansim.errors import ConfigError
 
@@ -153,10 +153,23 @@ class PlannerConfig(BaseModel):
     # The raw ``retune:`` block; plansim.retune.config.RetuneConfig validates it.
     retune: dict[str, Any] | None = None
 
+    # Whether scheduling.scale_interval_seconds was given (not the GCD default): a changed
+    # interval recomputes a defaulted cadence but keeps an explicit one.
+    _explicit_scale_interval: bool = PrivateAttr(default=False)
+
     # -- before: GCD default for the base cadence ----------------------------------------
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _default_scale_interval(cls, raw: Any) -> Any:
+    def _default_scale_interval(cls, raw: Any, handler: Any) -> Any:
+        scheduling = raw.get("scheduling") if isinstance(raw, dict) else None
+        explicit = isinstance(scheduling, dict) and "scale_interval_seconds" in scheduling
+        config = handler(cls._with_gcd_default(raw))
+        if isinstance(raw, dict) and isinstance(config, PlannerConfig):
+            config._explicit_scale_interval = explicit
+        return config
+
+    @classmethod
+    def _with_gcd_default(cls, raw: Any) -> Any:
         if not isinstance(raw, dict):
             return raw
         scheduling = raw.get("scheduling")
@@ -390,8 +403,11 @@ def with_changes(config: PlannerConfig, changes: dict[str, Any]) -> PlannerConfi
     everything re-validated. Raises ``ConfigError`` naming the field."""
     raw = config.model_dump(exclude_unset=True, by_alias=False)
     raw.pop("scheduling", None)
-    if "scheduling" in config.model_fields_set:
-        raw["scheduling"] = config.scheduling.model_dump(exclude_unset=True)
+    scheduling = config.scheduling.model_dump(exclude_unset=True)
+    if not config._explicit_scale_interval:
+        scheduling.pop("scale_interval_seconds", None)  # recomputed from the new intervals
+    if scheduling:
+        raw["scheduling"] = scheduling
     for key, value in changes.items():
         if key.startswith("scheduling."):
             raw.setdefault("scheduling", {})[key.split(".", 1)[1]] = value

@@ -156,3 +156,11 @@ def test_bad_yaml_names_file_and_line(tmp_path):
         read_planner_config(path)
     assert err.value.source == str(path)
     assert err.value.line is not None
+
+
+def test_with_changes_recomputes_a_defaulted_cadence():
+    c = parse_planner_config(SLA)  # GCD(5, 180) = 5
+    assert with_changes(c, {"load_adjustment_interval_seconds": 7, "throughput_adjustment_interval_seconds": 63}).scale_interval_s == 7.0
+    explicit = parse_planner_config({**SLA, "scheduling": {"scale_interval_seconds": 5}})
+    with pytest.raises(ConfigError):
+        with_changes(explicit, {"load_adjustment_interval_seconds": 7})
