@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from itertools import repeat
+from operator import add
 
 GEN_STRIDE = 1 << 24
 
@@ -99,13 +100,13 @@ class KvCache:
     def acquire(self, keys: list[int]) -> None:
         """Take references on cached blocks (re-activating inactive ones)."""
         registered, inactive, shared = self.registered, self.inactive, self.shared
-        for k in keys:
-            if k in registered:
-                shared[k] = shared.get(k, 0) + 1
-            else:
-                del inactive[k]
-                registered.add(k)
-                self.active += 1
+        again = [k for k in keys if k in registered]
+        if again:
+            shared.update(zip(again, map(add, map(shared.get, again, repeat(0)), repeat(1))))
+        revived = [k for k in keys if k not in registered] if again else keys
+        deque(map(inactive.pop, revived), 0)
+        registered.update(revived)
+        self.active += len(revived)
 
     def allocate(self, n: int) -> None:
         """Allocate ``n`` fresh blocks; the caller checked ``available() >= n``."""

@@ -14,7 +14,9 @@ Parameters can be replaced mid-replay (``set_parameters``); that changes scores 
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import deque
+from itertools import repeat
+from operator import add, sub
 from typing import Any
 
 import numpy as np
@@ -27,7 +29,7 @@ class RankLoad:
 
     def __init__(self) -> None:
         self.prefill_tokens = 0
-        self.blocks: Counter[int] = Counter()
+        self.blocks: dict[int, int] = {}
         self.n_blocks = 0
 
 
@@ -118,7 +120,8 @@ class Router:
             return
         blocks = load.blocks
         present = sum(map(blocks.__contains__, keys))
-        blocks.update(keys)  # Counter.update counts an iterable in C
+        # Reference counts per block, updated with C-level map/zip (keys are unique per request).
+        blocks.update(zip(keys, map(add, map(blocks.get, keys, repeat(0)), repeat(1))))
         load.n_blocks += len(keys) - present + private
         queued = max(isl - overlap * self.block_size, 0)
         load.prefill_tokens += queued
@@ -140,15 +143,11 @@ class Router:
         load, keys, private, queued = entry
         load.prefill_tokens -= queued
         blocks = load.blocks
-        freed = private
-        for k in keys:
-            c = blocks[k]
-            if c == 1:
-                del blocks[k]
-                freed += 1
-            else:
-                blocks[k] = c - 1
-        load.n_blocks -= freed
+        counts = list(map(sub, map(blocks.__getitem__, keys), repeat(1)))
+        blocks.update(zip(keys, counts))
+        gone = [k for k, c in zip(keys, counts) if not c]
+        deque(map(blocks.pop, gone), 0)
+        load.n_blocks -= private + len(gone)
 
 
 def softmax_probabilities(logits: np.ndarray, temperature: float) -> np.ndarray:
