@@ -45,17 +45,19 @@ class Recorder:
         # Visible output tokens per virtual second (index = floor(ms / 1000)).
         self._tok_per_s = np.zeros(1024)
         # Per-interval counters for the time series.
-        self._arrived = 0
-        self._admitted_tokens = 0
-        self._reused_tokens = 0
+        # Per pool, since the last sample: arrivals, admitted input tokens, reused tokens.
+        self._arrived: dict[str, int] = {}
+        self._admitted_tokens: dict[str, int] = {}
+        self._reused_tokens: dict[str, int] = {}
         self._samples: list[dict[str, Any]] = []
 
     # ---------------------------------------------------------------- events
 
     def arrived(self, rid: int, pool: str) -> None:
-        self._arrived += 1
+        self._arrived[pool] = self._arrived.get(pool, 0) + 1
 
-    def admitted(self, rid: int, now: float, reused: int, readmission: bool, prebuilt: bool) -> None:
+    def admitted(self, rid: int, pool: str, now: float, reused: int, readmission: bool,
+                 prebuilt: bool) -> None:
         if self.first_admit[rid] != self.first_admit[rid]:
             self.first_admit[rid] = now
         self.admissions[rid] += 1
@@ -64,8 +66,8 @@ class Recorder:
         if reused > self.reused[rid]:
             self.reused[rid] = reused
         if not prebuilt:
-            self._admitted_tokens += int(self.isl[rid])
-            self._reused_tokens += reused
+            self._admitted_tokens[pool] = self._admitted_tokens.get(pool, 0) + int(self.isl[rid])
+            self._reused_tokens[pool] = self._reused_tokens.get(pool, 0) + reused
 
     def tokens(self, reqs: list[Any], end: float) -> list[int]:
         """One pass's visible tokens; returns the ids whose first token this was."""
@@ -150,6 +152,7 @@ class Recorder:
             ready = [w for w in pool.workers if w.state == "ready"]
             ranks = [r for w in pool.workers if w.state in ("ready", "draining") for r in w.ranks]
             kv = [r.kv_usage() for w in ready for r in w.ranks]
+            admitted = self._admitted_tokens.get(name, 0)
             self._samples.append({
                 "time_s": now / 1000.0, "pool": name,
                 "ready": len(ready), "starting": pool.count("starting"),
@@ -158,13 +161,12 @@ class Recorder:
                 "waiting": sum(len(r.waiting) for r in ranks),
                 "queued_prefill_tokens": sum(r.queued_prefill_tokens() for r in ranks),
                 "kv_usage": float(np.mean(kv)) if kv else 0.0,
-                "prefix_reuse": (self._reused_tokens / self._admitted_tokens
-                                 if self._admitted_tokens else 0.0),
-                "arrivals": self._arrived,
+                "prefix_reuse": (self._reused_tokens.get(name, 0) / admitted if admitted else 0.0),
+                "arrivals": self._arrived.get(name, 0),
             })
-        self._arrived = 0
-        self._admitted_tokens = 0
-        self._reused_tokens = 0
+        self._arrived.clear()
+        self._admitted_tokens.clear()
+        self._reused_tokens.clear()
 
     def timeseries_table(self, pools: dict[str, Any]) -> pd.DataFrame:
         frame = pd.DataFrame(self._samples, columns=[

@@ -255,7 +255,8 @@ class ReplayHost:
     # ---------------------------------------------------------------- engine hooks
 
     def _on_admit(self, rank: Rank, req: Request, now: float, reused: int) -> None:
-        self.rec.admitted(req.rid, now, reused, req.preempted, req.prebuilt)
+        self.rec.admitted(req.rid, self._rank_pool[id(rank)], now, reused, req.preempted,
+                          req.prebuilt)
 
     def _on_tokens(self, rank: Rank, reqs: list[Request], end: float) -> None:
         if rank.role == "prefill":
