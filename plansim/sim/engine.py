@@ -124,10 +124,8 @@ class Rank:
         # The pass in flight: emitting requests, or a decode run's arrays.
         self._emit: list[Request] = []
         self._run: tuple[list[Request], np.ndarray, np.ndarray, float] | None = None
-        self._end_ms = 0.0
         self._scheduled_any = False
         self.last_fpm: ForwardPassMetrics | None = None
-        self.preemptions = 0
 
     # ---------------------------------------------------------------- host interface
 
@@ -151,9 +149,6 @@ class Rank:
     def has_work(self) -> bool:
         return bool(self.running or self.waiting)
 
-    def load(self) -> int:
-        return len(self.running) + len(self.waiting)
-
     def start_pass(self, now: float) -> float:
         """Schedule one pass (or a decode run) starting at ``now``; returns its end time."""
         self.busy = True
@@ -165,7 +160,6 @@ class Rank:
                 # the rank (a replay never hangs).
                 self.hooks.on_reject(self, self.waiting.popleft(), "cannot_be_scheduled")
                 end = self._single_pass(now)
-        self._end_ms = end
         return end
 
     def interrupt(self, t: float) -> float | None:
@@ -183,8 +177,7 @@ class Rank:
         if kept == 0:
             kept = 1  # the first pass is already running at its own start time
         self._run = (reqs, ends[:kept], dts[:kept], start)
-        self._end_ms = float(ends[kept - 1])
-        return self._end_ms
+        return float(ends[kept - 1])
 
     def finish(self, now: float) -> None:
         """Apply the pass (or run) ending at ``now``."""
@@ -382,7 +375,6 @@ class Rank:
         self._release(victim)
         victim.computed = 0
         victim.preempted = True
-        self.preemptions += 1
         self.waiting.appendleft(victim)
 
     def _release(self, req: Request) -> None:
