@@ -116,8 +116,8 @@ class Recorder:
             self.gap_count.append(c)
         n = len(reqs)
         if m > 1:
-            self.gap_value.extend(np.diff(ends).tolist())
-            self.gap_count.extend([n] * (m - 1))
+            self.gap_value.frombytes(np.diff(ends).tobytes())
+            self.gap_count.frombytes(np.full(m - 1, n, dtype=np.int64).tobytes())
         if len(self.gap_value) >= _COMPACT_AT:
             self._compact_gaps()
         first_s, last_s = int(e0 // 1000.0), int(e_last // 1000.0)
