@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import statistics
 import sys
 import tempfile
 import time
@@ -26,6 +27,36 @@ DEFAULT_TRACE = ROOT.parent / "shared" / "traces" / "mooncake_synthetic.dynamo.j
 def echo_task(context, payload):
     """A trivial task: the pool's own cost is all there is."""
     return payload
+
+
+class Recording:
+    """An executor wrapper that keeps every batch's outcome (per-task CPU and wall times)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.max_parallel = inner.max_parallel
+        self.batches = []
+
+    def run(self, tasks, context, timeout_s=None):
+        outcome = self.inner.run(tasks, context, timeout_s)
+        self.batches.append(outcome)
+        return outcome
+
+    def cancel(self) -> None:
+        self.inner.cancel()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def makespan(durations: list[float], workers: int) -> float:
+    """Finish time of tasks handed out in order to the first free of ``workers`` (the pool's
+    dispatch rule), each taking its duration."""
+    free = [0.0] * workers
+    for duration in durations:
+        i = free.index(min(free))
+        free[i] += duration
+    return max(free) if durations else 0.0
 
 
 def make_run(trace: Path, interval_s: float):
@@ -94,13 +125,14 @@ def main() -> int:
         cold = run_sweep(plan, pool)
         cold_s = time.perf_counter() - start
         for _ in range(args.repeat):
+            serial_exec, pool_exec = Recording(InProcessExecutor()), Recording(pool)
             cpu0 = time.process_time()
             start = time.perf_counter()
-            serial = run_sweep(plan, InProcessExecutor())
+            serial = run_sweep(plan, serial_exec)
             serial_runs.append(time.perf_counter() - start)
             cpu_serial += time.process_time() - cpu0
             start = time.perf_counter()
-            warm = run_sweep(plan, pool)
+            warm = run_sweep(plan, pool_exec)
             warm_runs.append(time.perf_counter() - start)
         with tempfile.TemporaryDirectory() as tmp:
             ctx = TaskContext(tmp)
@@ -121,6 +153,18 @@ def main() -> int:
     runs = args.repeat + 1
     print(f"CPU seconds per sweep: serial {cpu_serial / args.repeat:.2f}, pool workers "
           f"{cpu_pool / runs:.2f} (incl. worker start-up and the trivial batches)")
+    # The same sweep on an idle machine, from the CPU time each task used: serial is the sum,
+    # the pool runs each batch's tasks on the first free worker, plus the measured overhead.
+    overhead_s = max(small.stats["overhead_s_mean"], sized.stats["overhead_s_mean"])
+    serial_cpu = sum(r.cpu_s for b in serial_exec.batches for r in b.results)
+    pool_wall = sum(makespan([r.cpu_s + overhead_s for r in b.results], args.workers)
+                    for b in pool_exec.batches)
+    replay_cpu = [r.cpu_s for b in serial_exec.batches for r in b.results
+                  if r.key.startswith("replay")]
+    print(f"task CPU: {len(replay_cpu)} replays, mean {statistics.mean(replay_cpu):.3f} s, "
+          f"max {max(replay_cpu):.3f} s; whole sweep {serial_cpu:.2f} s")
+    print(f"idle-machine estimate from task CPU: serial {serial_cpu:.2f} s, pool x{args.workers} "
+          f"{pool_wall:.2f} s, speedup {serial_cpu / pool_wall:.2f}x")
     print(f"per-task overhead, trivial task     {small.stats['overhead_s_mean'] * 1000:6.2f} ms")
     print(f"per-task overhead, 80-key result    {sized.stats['overhead_s_mean'] * 1000:6.2f} ms")
     print(f"scores identical serial vs pool: {same}")

@@ -38,13 +38,15 @@ class Task:
 @dataclass(frozen=True, slots=True)
 class TaskResult:
     """The outcome of one task. ``ok`` False: ``error`` says why (the task raised, or its worker
-    died); ``value`` is then None. ``wall_s`` is the task's run time inside the worker."""
+    died); ``value`` is then None. ``wall_s`` is the task's run time inside the worker, ``cpu_s``
+    the CPU time it used there (0 when the executor does not measure it)."""
 
     key: str
     ok: bool
     value: Any = None
     error: str | None = None
     wall_s: float = 0.0
+    cpu_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,15 +94,15 @@ def run_serially(tasks: Sequence[Task], context: TaskContext) -> BatchOutcome:
 
     results = []
     for task in tasks:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.thread_time()
         try:
             value = task.fn(context, *task.args)
         except Exception as exc:  # noqa: BLE001 - a failing task fails alone, as in a worker
-            results.append(
-                TaskResult(task.key, False, None, describe_error(exc), time.perf_counter() - start)
-            )
+            ok, value, error = False, None, describe_error(exc)
         else:
-            results.append(TaskResult(task.key, True, value, None, time.perf_counter() - start))
+            ok, error = True, None
+        results.append(TaskResult(task.key, ok, value, error, time.perf_counter() - start,
+                                  time.thread_time() - cpu))
     return BatchOutcome(tuple(results))
 
 

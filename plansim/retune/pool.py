@@ -45,16 +45,17 @@ def _worker_main(conn: Connection) -> None:
         # Libraries that write temporary files (Prophet, cmdstan) put them in the sweep folder.
         tempfile.tempdir = sweep_dir
         os.environ["TMPDIR"] = sweep_dir
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         try:
             value = fn(TaskContext(sweep_dir), *args)
-            reply = (index, True, value, None, time.perf_counter() - start)
+            ok, error = True, None
         except Exception as exc:  # noqa: BLE001 - the task fails, the worker lives on
-            reply = (index, False, None, describe_error(exc), time.perf_counter() - start)
+            ok, value, error = False, None, describe_error(exc)
+        reply = (index, ok, value, error, time.perf_counter() - start, time.process_time() - cpu)
         try:
             conn.send(reply)
         except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result
-            conn.send((index, False, None, describe_error(exc), reply[4]))
+            conn.send((index, False, None, describe_error(exc), reply[4], reply[5]))
 
 
 @dataclass(slots=True)
@@ -200,9 +201,9 @@ class SpawnPool:
         except (EOFError, OSError):
             reply = None
         if reply is not None:
-            _, ok, value, error, wall_s = reply
+            _, ok, value, error, wall_s, cpu_s = reply
             worker.task_index = None
-            return index, TaskResult(tasks[index].key, ok, value, error, wall_s)
+            return index, TaskResult(tasks[index].key, ok, value, error, wall_s, cpu_s)
         if worker.process.is_alive():
             return None
         worker.process.join()
