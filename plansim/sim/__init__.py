@@ -1,24 +1,16 @@
 """sim: the virtual-clock replay of a ``Workload`` against simulated serving engines.
 
-Public API: ``replay(workload, deployment, planner=None) -> ReplayResult``,
+Public API: ``replay(workload, deployment, planner=None, *, progress=None) -> ReplayResult``,
 ``load_deployment``, ``Deployment``, ``EngineArgs``, ``benchmark_fpms``,
 ``worker_capabilities``.
 """
 
+from plansim.sim.bootstrap import benchmark_fpms, worker_capabilities
 from plansim.sim.deployment import Deployment, EngineArgs, load_deployment
+
+# Bound after the submodule import, so ``plansim.sim.replay`` is the function, while
+# ``from plansim.sim.replay import replay`` keeps working.
+from plansim.sim.replay import replay  # noqa: E402
 
 __all__ = ["Deployment", "EngineArgs", "load_deployment", "replay", "benchmark_fpms",
            "worker_capabilities"]
-
-
-def __getattr__(name: str):
-    # Lazy so that importing the config models does not pull in SimPy and the engine.
-    if name == "replay":
-        from plansim.sim.replay import replay
-
-        return replay
-    if name in ("benchmark_fpms", "worker_capabilities"):
-        from plansim.sim import bootstrap
-
-        return getattr(bootstrap, name)
-    raise AttributeError(name)

@@ -181,3 +181,9 @@ def test_fpm_reports_the_latest_pass_of_a_rank():
     # The last pass decoded one sequence of 1002 tokens.
     assert (fpm.num_decode_requests, fpm.sum_decode_kv_tokens) == (1, 1002)
     assert fpm.wall_time_s == pytest.approx(decode_ms(1002) / 1000, abs=1e-9)
+
+
+def test_the_package_exposes_the_replay_function():
+    import plansim.sim
+
+    assert callable(plansim.sim.replay)
