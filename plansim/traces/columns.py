@@ -20,7 +20,7 @@ class TraceColumns:
     arrival_ms: np.ndarray  # float64; NaN where the row has no request_received_ms (windows)
     isl_tokens: np.ndarray  # int64
     osl_tokens: np.ndarray  # int64; -1 where missing (window reader only)
-    request_id: np.ndarray  # object (str); None where the format has no id
+    request_id: np.ndarray  # StringDType; or object (str, None where the format has no id)
     hash_counts: np.ndarray  # int64, raw hashes per row
     raw_hashes: np.ndarray | None  # uint64 raw hashes in row order; None: unshared blocks
     trace_block_size: int

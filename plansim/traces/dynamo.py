@@ -27,7 +27,9 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from plansim.errors import TraceError
+from plansim.traces.buffers import GrowingArray
 from plansim.traces.columns import TraceColumns
+from plansim.traces.request_ids import as_ids
 from plansim.traces.sources import prefetch, text_chunks
 
 SCHEMA = "dynamo.request.trace.v1"
@@ -92,26 +94,6 @@ class _Lists:
     skipped: dict[str, int] = field(default_factory=dict)
 
 
-class _Growing:
-    """A 1-D array that grows in place (realloc): collecting columns never holds two copies."""
-
-    def __init__(self, dtype) -> None:
-        self._buf = np.empty(1 << 16, dtype=dtype)
-        self._n = 0
-
-    def extend(self, values: np.ndarray) -> None:
-        need = self._n + values.size
-        if need > self._buf.size:
-            self._buf.resize(max(need, 2 * self._buf.size), refcheck=False)
-        self._buf[self._n : need] = values
-        self._n = need
-
-    def array(self) -> np.ndarray:
-        self._buf.resize(self._n, refcheck=False)
-        buf, self._buf = self._buf, np.empty(0, dtype=self._buf.dtype)
-        return buf
-
-
 # Batch column -> (TraceColumns field, dtype); event time and agent context only for windows.
 _KEPT = {
     "line": ("line", np.int64),
@@ -158,7 +140,7 @@ def read_dynamo(
     """
     source = str(path)
     kept = _KEPT if strict else {**_KEPT, **_WINDOW_ONLY}
-    columns = {name: _Growing(dtype) for name, (_, dtype) in kept.items()}
+    columns = {name: GrowingArray(dtype) for name, (_, dtype) in kept.items()}
     request_ids: list[np.ndarray] = []
     skipped: dict[str, int] = {}
     block_size = trace_block_size
@@ -193,19 +175,14 @@ def read_dynamo(
             skipped[k] = skipped.get(k, 0) + v
         for name, column in columns.items():
             column.extend(getattr(batch, name))
-        rid = batch.request_id
-        request_ids.append(rid if isinstance(rid, np.ndarray) else np.array(rid, dtype=object))
+        # Compact per block: the block's Python strings are freed with the batch.
+        request_ids.append(as_ids(batch.request_id))
     if not any_row:
         raise TraceError("empty file", source=source)
-    rid = np.empty(sum(r.size for r in request_ids), dtype=object)
-    pos = 0
-    for r in request_ids:
-        rid[pos : pos + r.size] = r
-        pos += r.size
     fields = {kept[name][0]: column.array() for name, column in columns.items()}
     return TraceColumns(
         source=source,
-        request_id=rid,
+        request_id=np.concatenate(request_ids) if request_ids else as_ids([]),
         trace_block_size=int(block_size) if block_size is not None else 0,
         skipped=skipped,
         **fields,

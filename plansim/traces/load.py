@@ -7,7 +7,6 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from plansim.errors import InputError, TraceError
 from plansim.traces.azure import read_azure
@@ -16,6 +15,7 @@ from plansim.traces.detect import FORMATS, detect_format
 from plansim.traces.dynamo import read_dynamo
 from plansim.traces.mooncake import read_mooncake
 from plansim.traces.prefix import prefix_chain_ids, unshared_ids
+from plansim.traces.request_ids import STRING, fill_missing, first_repeat
 from plansim.traces.sources import resolve_paths
 from plansim.traces.workload import Workload
 
@@ -109,23 +109,14 @@ def workload_from_columns(parts: list[TraceColumns], *, has_latencies: bool) -> 
     isl = _cat([c.isl_tokens for c in parts], np.int64)
     osl = _cat([c.osl_tokens for c in parts], np.int64)
     counts = _cat([c.hash_counts for c in parts], np.int64)
-    rid = np.empty(n, dtype=object)
-    pos = 0
-    for c in parts:
-        rid[pos : pos + len(c)] = c.request_id
-        pos += len(c)
-    missing = np.flatnonzero(pd.isna(rid))
-    if missing.size:
-        rid[missing] = [str(k) for k in missing.tolist()]
+    rid = _request_ids(parts, n)
     _check_unique(rid, parts)
 
     if all(c.raw_hashes is None for c in parts):
         ids = unshared_ids(counts)
     else:
-        raw = _cat([c.raw_hashes for c in parts], np.uint64)
-        for c in parts:
-            c.raw_hashes = None  # consumed: prefix_chain_ids writes the ids over this buffer
-        ids = prefix_chain_ids(raw, counts)
+        raw = _take_raw_hashes(parts, counts)
+        ids = prefix_chain_ids(raw, counts)  # writes the ids over raw's buffer
         del raw
 
     ttft = total = None
@@ -177,19 +168,43 @@ def _reorder_csr(
     return new_offsets, new_ids
 
 
+def _request_ids(parts: list[TraceColumns], n: int) -> np.ndarray:
+    """All parts' ids in load order; a row without one gets its 0-based ordinal."""
+    if len(parts) == 1:
+        return fill_missing(parts[0].request_id, 0)
+    rid = np.empty(n, dtype=STRING)
+    pos = 0
+    for c in parts:
+        rid[pos : pos + len(c)] = fill_missing(c.request_id, pos)
+        pos += len(c)
+    return rid
+
+
+def _take_raw_hashes(parts: list[TraceColumns], counts: np.ndarray) -> np.ndarray:
+    """All parts' raw hashes in one buffer, each part's dropped once copied: the load holds
+    the total plus at most one part, never two full copies."""
+    if len(parts) == 1:
+        raw, parts[0].raw_hashes = parts[0].raw_hashes, None
+        return raw
+    total = int(counts.sum())
+    raw = np.empty(total, dtype=np.uint64)
+    pos = 0
+    for c in parts:
+        m = int(c.hash_counts.sum())
+        raw[pos : pos + m] = c.raw_hashes
+        c.raw_hashes = None
+        pos += m
+    return raw
+
+
 def _check_unique(rid: np.ndarray, parts: list[TraceColumns]) -> None:
-    if len(set(rid)) == rid.size:
+    second = first_repeat(rid)
+    if second is None:
         return
-    seen: set[str] = set()
-    second = 0
-    for second, r in enumerate(rid):
-        if r in seen:
-            break
-        seen.add(r)
     first = int(np.flatnonzero(rid == rid[second])[0])
     (src2, line2), (src1, line1) = _locate(second, parts), _locate(first, parts)
     raise TraceError(
-        f"request_id {rid[second]!r} repeats the one at {src1}:{line1}; ids must be unique",
+        f"request_id {str(rid[second])!r} repeats the one at {src1}:{line1}; ids must be unique",
         source=src2,
         line=line2,
         field="request_id",

@@ -120,7 +120,11 @@ class _StreamError(Exception):
 
 
 def _decompressed(fh: BinaryIO, gz: bool, in_bytes: int = 1 << 20) -> Iterator[bytes]:
-    """Yield the file's bytes, inflating every member of a multi-member gzip stream."""
+    """Yield the file's bytes, inflating every member of a multi-member gzip stream.
+
+    Pieces are at most ``in_bytes`` long (inflated output is capped too), so the reader
+    thread only ever allocates pieces of one size.
+    """
     if not gz:
         while data := fh.read(in_bytes):
             yield data
@@ -135,13 +139,18 @@ def _decompressed(fh: BinaryIO, gz: bool, in_bytes: int = 1 << 20) -> Iterator[b
             if fed and not inflater.eof:
                 raise _StreamError("compressed stream ended before the end-of-stream marker")
             return
-        try:
-            out = inflater.decompress(data)
-        except zlib.error as exc:
-            raise _StreamError(str(exc)) from None
         fed = True
-        if out:
-            yield out
+        while True:
+            try:
+                out = inflater.decompress(data, in_bytes)
+            except zlib.error as exc:
+                raise _StreamError(str(exc)) from None
+            if out:
+                yield out
+            data = inflater.unconsumed_tail
+            # A full piece may leave output pending inside zlib even with no input left.
+            if inflater.eof or not (data or len(out) == in_bytes):
+                break
         if inflater.eof:
             pending = inflater.unused_data
             inflater = zlib.decompressobj(wbits=47)
@@ -152,10 +161,12 @@ def text_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[in
     """Yield ``(first_line_number, block)``: consecutive blocks of whole lines (1-based numbers).
 
     Every block but possibly the last ends with a newline. A broken gzip stream raises
-    ``TraceError`` at the line where decompression failed.
+    ``TraceError`` at the line where decompression failed. A block is joined once from the
+    pieces read (no growing buffer, no intermediate copies).
     """
     next_line = 1
-    buf = bytearray()
+    pieces: list[bytes] = []
+    size = 0
     with open_raw(path) as fh:
         gz = fh.read(2) == GZIP_MAGIC
         fh.seek(0)
@@ -167,22 +178,26 @@ def text_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[in
                 raise TraceError(
                     f"truncated or corrupt gzip stream: {exc}",
                     source=str(path),
-                    line=next_line + buf.count(b"\n"),
+                    line=next_line + sum(p.count(b"\n") for p in pieces),
                 ) from None
             except OSError as exc:
                 raise TraceError(f"cannot read: {exc.strerror or exc}", source=str(path)) from None
             if data is None:
-                if buf:
-                    yield next_line, bytes(buf)
+                if pieces:
+                    yield next_line, b"".join(pieces)
                 return
-            buf += data
-            if len(buf) < chunk_bytes:
+            pieces.append(data)
+            size += len(data)
+            if size < chunk_bytes:
                 continue
-            cut = buf.rfind(b"\n") + 1
-            if cut == 0:  # a line longer than a chunk: keep reading
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:  # no line ends in this piece: keep reading
                 continue
-            block = bytes(buf[:cut])
-            del buf[:cut]
+            pieces[-1] = memoryview(data)[:cut]
+            block = b"".join(pieces)
+            rest = data[cut:]
+            pieces = [rest] if rest else []
+            size = len(rest)
             yield next_line, block
             next_line += block.count(b"\n")
 

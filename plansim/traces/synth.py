@@ -47,6 +47,7 @@ import numpy as np
 
 from plansim.errors import InputError
 from plansim.traces.prefix import prefix_chain_ids
+from plansim.traces.request_ids import ordinal_ids
 from plansim.traces.workload import Workload
 
 Schedule = Literal["constant", "steps", "diurnal", "sinusoidal"]
@@ -219,13 +220,11 @@ def synthesize(spec: SynthSpec, seed: int = 0) -> Workload:
     new_offsets = np.zeros(order.size + 1, dtype=np.int64)
     np.cumsum(sorted_counts, out=new_offsets[1:])
     n = order.size
-    rid = np.empty(n, dtype=object)
-    rid[:] = [str(i) for i in range(n)]
     return Workload(
         arrival_ms=arrival_s[order] * 1000.0,
         isl_tokens=isl[order],
         osl_tokens=osl[order],
-        request_id=rid,
+        request_id=ordinal_ids(0, n),
         hash_offsets=new_offsets,
         hash_ids=prefix_chain_ids(raw_sorted.astype(np.uint64), sorted_counts),
         trace_block_size=bs,

@@ -4,11 +4,14 @@ Contract (all arrays have one entry per request, sorted by arrival, stable for t
 
 - ``arrival_ms``: float64, arrival time as recorded in the source (not normalised).
 - ``isl_tokens`` / ``osl_tokens``: int64 input and output lengths in tokens.
-- ``request_id``: numpy array of ``str`` (object dtype), unique.
-- ``hash_offsets`` (int64, n + 1) and ``hash_ids`` (int64): block hashes in CSR form; request i
+- ``request_id``: numpy array of ``str``, unique; indexing gives ``str``. The loaders use numpy's
+  ``StringDType`` (compact: short ids live inside the array); object arrays of ``str`` also work.
+- ``hash_offsets`` (int64, n + 1) and ``hash_ids`` (integer): block hashes in CSR form; request i
   owns ``hash_ids[hash_offsets[i]:hash_offsets[i + 1]]``, one id per ``trace_block_size`` tokens
   (``ceil(isl / trace_block_size)`` ids). Ids are compact prefix-chain ids: the id of block t
-  identifies the whole prefix through block t, so equal ids mean equal prefixes.
+  identifies the whole prefix through block t, so equal ids mean equal prefixes. The loaders
+  store ids as int32 when there are fewer than 2**31 blocks (else int64): widen to int64 before
+  arithmetic that can exceed 2**31 (e.g. ``id * trace_block_size``).
 - ``recorded_ttft_ms`` / ``recorded_total_ms``: float64 with NaN where the source has no value,
   or ``None`` when the format never records them.
 """
