@@ -120,6 +120,9 @@ class Rank:
         self.decode_runs = decode_runs
         self.running: list[Request] = []
         self.waiting: deque[Request] = deque()
+        # Waiting-queue totals, kept as requests enter and leave it (for pass metrics):
+        # [fresh prompts, their tokens, preempted or transferred requests, their KV tokens].
+        self._queued = [0, 0, 0, 0]
         self.busy = False
         # The pass in flight: emitting requests, or a decode run's arrays.
         self._emit: list[Request] = []
@@ -143,7 +146,7 @@ class Rank:
             return False
         if self.max_model_len is not None:
             req.osl = min(req.osl, self.max_model_len - req.isl)
-        self.waiting.append(req)
+        self._wait(req, left=False)
         return True
 
     def has_work(self) -> bool:
@@ -158,7 +161,7 @@ class Rank:
             while not self._emit and not self._scheduled_any and not self.running and self.waiting:
                 # Nothing runs and the head cannot start: it never will, so it must not stall
                 # the rank (a replay never hangs).
-                self.hooks.on_reject(self, self.waiting.popleft(), "cannot_be_scheduled")
+                self.hooks.on_reject(self, self._unwait(), "cannot_be_scheduled")
                 end = self._single_pass(now)
         return end
 
@@ -250,7 +253,7 @@ class Rank:
                         n_match = cached // bs
                     if not self.chunked and req.isl - min(cached, req.isl) > budget:
                         break
-                waiting.popleft()
+                self._unwait()
                 cache.acquire(keys[:n_match])
                 req.held = keys[:n_match]
                 req.n_blocks = n_match
@@ -375,7 +378,7 @@ class Rank:
         self._release(victim)
         victim.computed = 0
         victim.preempted = True
-        self.waiting.appendleft(victim)
+        self._wait(victim, left=True)
 
     def _release(self, req: Request) -> None:
         """Return all of ``req``'s KV blocks; full generated blocks stay cached (inactive)."""
@@ -511,16 +514,33 @@ class Rank:
 
     # ---------------------------------------------------------------- metrics
 
+    def _wait(self, req: Request, *, left: bool) -> None:
+        q = self._queued
+        if req.preempted or req.prebuilt:
+            q[2] += 1
+            q[3] += req.isl + req.generated
+        else:
+            q[0] += 1
+            q[1] += req.isl
+        if left:
+            self.waiting.appendleft(req)
+        else:
+            self.waiting.append(req)
+
+    def _unwait(self) -> Request:
+        req = self.waiting.popleft()
+        q = self._queued
+        if req.preempted or req.prebuilt:
+            q[2] -= 1
+            q[3] -= req.isl + req.generated
+        else:
+            q[0] -= 1
+            q[1] -= req.isl
+        return req
+
     def _fpm(self, wall_s: float, n_prefill: int, prefill_tokens: int, n_decode: int,
              decode_kv: int) -> ForwardPassMetrics:
-        q_prefill = q_prefill_tokens = q_decode = q_decode_kv = 0
-        for r in self.waiting:
-            if r.preempted or r.prebuilt:
-                q_decode += 1
-                q_decode_kv += r.isl + r.generated
-            else:
-                q_prefill += 1
-                q_prefill_tokens += r.isl
+        q_prefill, q_prefill_tokens, q_decode, q_decode_kv = self._queued
         return ForwardPassMetrics(
             worker_id=self.worker_id, dp_rank=self.dp_rank, wall_time_s=wall_s,
             num_prefill_requests=n_prefill, sum_prefill_tokens=prefill_tokens,
@@ -532,4 +552,4 @@ class Rank:
         return self.cache.active / self.cache.num_blocks
 
     def queued_prefill_tokens(self) -> int:
-        return sum(r.isl for r in self.waiting if not r.prebuilt)
+        return self._queued[1]

@@ -187,3 +187,26 @@ def test_the_package_exposes_the_replay_function():
     import plansim.sim
 
     assert callable(plansim.sim.replay)
+
+
+def test_pass_metrics_count_scheduled_and_queued_work():
+    from plansim.sim.deployment import EngineArgs
+    from plansim.sim.engine import EngineHooks, Rank, Request
+    from plansim.sim.timing import PolynomialTiming
+
+    def ignore(*_args):
+        return None
+
+    hooks = EngineHooks(ignore, ignore, ignore, ignore, ignore)
+    rank = Rank(0, 0, EngineArgs(max_num_seqs=1), PolynomialTiming(), hooks)
+    rank.enqueue(Request(0, 1000, 5, []))
+    rank.enqueue(Request(1, 700, 5, []))
+    end = rank.start_pass(0.0)
+    fpm = rank.last_fpm
+    assert (fpm.num_prefill_requests, fpm.sum_prefill_tokens) == (1, 1000)
+    assert (fpm.queued_prefill_requests, fpm.queued_prefill_tokens) == (1, 700)
+    assert fpm.wall_time_s == pytest.approx(prefill_ms(1000) / 1000)
+    rank.finish(end)
+    rank.start_pass(end)
+    assert rank.last_fpm.num_decode_requests == 1
+    assert rank.last_fpm.sum_decode_kv_tokens == 1001
