@@ -198,7 +198,7 @@ def test_pass_metrics_count_scheduled_and_queued_work():
         return None
 
     hooks = EngineHooks(ignore, ignore, ignore, ignore, ignore)
-    rank = Rank(0, 0, EngineArgs(max_num_seqs=1), PolynomialTiming(), hooks)
+    rank = Rank(0, 0, EngineArgs(max_num_seqs=1), PolynomialTiming(), hooks, decode_runs=False)
     rank.enqueue(Request(0, 1000, 5, []))
     rank.enqueue(Request(1, 700, 5, []))
     end = rank.start_pass(0.0)
@@ -210,3 +210,4 @@ def test_pass_metrics_count_scheduled_and_queued_work():
     rank.start_pass(end)
     assert rank.last_fpm.num_decode_requests == 1
     assert rank.last_fpm.sum_decode_kv_tokens == 1001
+    assert rank.last_fpm.queued_prefill_requests == 1  # max_num_seqs 1 keeps the second waiting
