@@ -3,7 +3,8 @@
 Readers fill numpy columns in file order; ``plansim.traces.load`` concatenates files, sorts by
 arrival and remaps hashes into the ``Workload``. Optional Dynamo fields are NaN (floats) or -1
 (output tokens) where a row lacks them. Internal to ``plansim.traces`` and deliberately mutable:
-the loader drops a consumed hash buffer (``raw_hashes = None``) so that memory is freed early.
+``workload_from_columns`` moves each column out (setting the field to ``None``) as it uses it,
+so that memory is freed early; a consumed ``TraceColumns`` is not used again.
 """
 
 from __future__ import annotations

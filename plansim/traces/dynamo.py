@@ -29,7 +29,7 @@ import pyarrow.json as pj
 from plansim.errors import TraceError
 from plansim.traces.buffers import GrowingArray
 from plansim.traces.columns import TraceColumns
-from plansim.traces.request_ids import as_ids
+from plansim.traces.request_ids import IdCollector
 from plansim.traces.sources import prefetch, text_chunks
 
 SCHEMA = "dynamo.request.trace.v1"
@@ -73,7 +73,8 @@ _PARSE_ENVELOPE = pj.ParseOptions(
 )
 _READ = pj.ReadOptions(block_size=1 << 20)
 # The system allocator hands freed parse buffers back at once; pyarrow's default pool keeps
-# them cached per thread, which costs ~80 MB of peak RSS on a 1M-row trace.
+# them cached per thread, which costs ~80 MB of peak RSS on a 1M-row trace. Every call that
+# allocates is given this pool, compute kernels included.
 _POOL = pa.system_memory_pool()
 
 
@@ -111,7 +112,7 @@ _WINDOW_ONLY = {"event_time": ("event_time_ms", np.float64), "agent": ("has_agen
 @dataclass(slots=True)
 class _Batch:
     line: np.ndarray
-    request_id: list
+    request_id: pa.Array | list[str]
     received: np.ndarray
     output_tokens: np.ndarray
     block_size: np.ndarray
@@ -141,7 +142,7 @@ def read_dynamo(
     source = str(path)
     kept = _KEPT if strict else {**_KEPT, **_WINDOW_ONLY}
     columns = {name: GrowingArray(dtype) for name, (_, dtype) in kept.items()}
-    request_ids: list[np.ndarray] = []
+    request_ids = IdCollector()
     skipped: dict[str, int] = {}
     block_size = trace_block_size
     block_size_line: int | None = None
@@ -175,14 +176,13 @@ def read_dynamo(
             skipped[k] = skipped.get(k, 0) + v
         for name, column in columns.items():
             column.extend(getattr(batch, name))
-        # Compact per block: the block's Python strings are freed with the batch.
-        request_ids.append(as_ids(batch.request_id))
+        request_ids.extend(batch.request_id)
     if not any_row:
         raise TraceError("empty file", source=source)
     fields = {kept[name][0]: column.array() for name, column in columns.items()}
     return TraceColumns(
         source=source,
-        request_id=np.concatenate(request_ids) if request_ids else as_ids([]),
+        request_id=request_ids.array(),
         trace_block_size=int(block_size) if block_size is not None else 0,
         skipped=skipped,
         **fields,
@@ -224,7 +224,7 @@ def _arrow_batch(block: bytes, first_line: int, strict: bool) -> _Batch | None:
         return None
     if table.num_rows != n_lines:
         return None
-    table = table.combine_chunks()
+    table = table.combine_chunks(memory_pool=_POOL)
     if envelope:
         row = table.column("event").chunk(0)
         if row.null_count:
@@ -234,20 +234,20 @@ def _arrow_batch(block: bytes, first_line: int, strict: bool) -> _Batch | None:
             [table.column(name).chunk(0) for name, _ in _RECORD], names=[n for n, _ in _RECORD]
         )
     schema = pc.struct_field(row, "schema")
-    if schema.null_count or not pc.all(pc.equal(schema, SCHEMA)).as_py():
+    if schema.null_count or not pc.all(pc.equal(schema, SCHEMA, memory_pool=_POOL)).as_py():
         return None
     event_type = pc.struct_field(row, "event_type")
     if event_type.null_count:
         return None
-    is_end = pc.equal(event_type, REQUEST_END)
+    is_end = pc.equal(event_type, REQUEST_END, memory_pool=_POOL)
     skipped: dict[str, int] = {}
     n_end = pc.sum(is_end).as_py() or 0
     if n_end != len(row):
-        for item in pc.value_counts(event_type.filter(pc.invert(is_end))).to_pylist():
+        for item in pc.value_counts(pc.filter(event_type, pc.invert(is_end), memory_pool=_POOL)).to_pylist():
             if item["values"] not in SKIPPED_EVENT_TYPES:
                 return None
             skipped[item["values"]] = item["counts"]
-        row = row.filter(is_end)
+        row = pc.filter(row, is_end, memory_pool=_POOL)
     index = np.flatnonzero(is_end.to_numpy(zero_copy_only=False))
     req = pc.struct_field(row, "request")
     rp = pc.struct_field(req, "replay")
@@ -266,24 +266,27 @@ def _arrow_batch(block: bytes, first_line: int, strict: bool) -> _Batch | None:
         return None
     batch = _Batch(
         line=first_line + index,
-        request_id=rid.to_numpy(zero_copy_only=False),
+        request_id=rid,
         received=_float_column(received),
-        output_tokens=pc.fill_null(osl, -1).to_numpy(),
+        output_tokens=pc.coalesce(osl, pa.scalar(-1, pa.int64()), memory_pool=_POOL).to_numpy(),
         block_size=bsz.to_numpy(),
         input_length=isl.to_numpy(),
-        counts=pc.list_value_length(hs).to_numpy().astype(np.int64),
+        counts=pc.list_value_length(hs, memory_pool=_POOL).to_numpy().astype(np.int64),
         hashes=flat.to_numpy(),
         ttft=_float_column(pc.struct_field(req, "ttft_ms")),
         total=_float_column(pc.struct_field(req, "total_time_ms")),
         event_time=_float_column(pc.struct_field(row, "event_time_unix_ms")),
-        agent=pc.is_valid(pc.struct_field(row, "agent_context")).to_numpy(zero_copy_only=False),
+        agent=pc.is_valid(pc.struct_field(row, "agent_context"), memory_pool=_POOL).to_numpy(
+            zero_copy_only=False
+        ),
         skipped=skipped,
     )
     return batch if _values_ok(batch, strict) else None
 
 
 def _float_column(arr: pa.Array) -> np.ndarray:
-    return pc.fill_null(arr, float("nan")).to_numpy().astype(np.float64, copy=False)
+    filled = pc.coalesce(arr, pa.scalar(float("nan"), arr.type), memory_pool=_POOL)
+    return filled.to_numpy().astype(np.float64, copy=False)
 
 
 def _values_ok(b: _Batch, strict: bool) -> bool:

@@ -103,26 +103,36 @@ def load_workload(
 
 
 def workload_from_columns(parts: list[TraceColumns], *, has_latencies: bool) -> Workload:
-    """Concatenate per-file columns, check unique ids, sort by arrival, remap hashes."""
+    """Concatenate per-file columns, check unique ids, sort by arrival, remap hashes.
+
+    Consumes ``parts``: each column is moved out of its part (the part's field set to ``None``)
+    as it is used, so that a file's arrays are freed as early as possible.
+    """
     n = sum(len(c) for c in parts)
-    arrival = _cat([c.arrival_ms for c in parts], np.float64)
-    isl = _cat([c.isl_tokens for c in parts], np.int64)
-    osl = _cat([c.osl_tokens for c in parts], np.int64)
-    counts = _cat([c.hash_counts for c in parts], np.int64)
+    skipped: dict[str, int] = {}
+    for c in parts:
+        for k, v in c.skipped.items():
+            skipped[k] = skipped.get(k, 0) + v
+    sources = tuple(c.source for c in parts)
+    block_size = parts[0].trace_block_size
     rid = _request_ids(parts, n)
     _check_unique(rid, parts)
+    for c in parts:  # line numbers serve error messages only, and every check is done
+        c.request_id = c.line = None
 
+    counts = _take(parts, "hash_counts", np.int64)
     if all(c.raw_hashes is None for c in parts):
         ids = unshared_ids(counts)
     else:
-        raw = _take_raw_hashes(parts, counts)
-        ids = prefix_chain_ids(raw, counts)  # writes the ids over raw's buffer
-        del raw
+        ids = prefix_chain_ids(_take(parts, "raw_hashes", np.uint64), counts)  # over its buffer
 
+    arrival = _take(parts, "arrival_ms", np.float64)
+    isl = _take(parts, "isl_tokens", np.int64)
+    osl = _take(parts, "osl_tokens", np.int64)
     ttft = total = None
     if has_latencies:
-        ttft = _cat([c.recorded_ttft_ms for c in parts], np.float64)
-        total = _cat([c.recorded_total_ms for c in parts], np.float64)
+        ttft = _take(parts, "recorded_ttft_ms", np.float64)
+        total = _take(parts, "recorded_total_ms", np.float64)
 
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
@@ -133,10 +143,6 @@ def workload_from_columns(parts: list[TraceColumns], *, has_latencies: bool) -> 
             ttft, total = ttft[order], total[order]
         offsets, ids = _reorder_csr(offsets, ids, order)
 
-    skipped: dict[str, int] = {}
-    for c in parts:
-        for k, v in c.skipped.items():
-            skipped[k] = skipped.get(k, 0) + v
     return Workload(
         arrival_ms=arrival,
         isl_tokens=isl,
@@ -144,10 +150,10 @@ def workload_from_columns(parts: list[TraceColumns], *, has_latencies: bool) -> 
         request_id=rid,
         hash_offsets=offsets,
         hash_ids=ids,
-        trace_block_size=parts[0].trace_block_size,
+        trace_block_size=block_size,
         recorded_ttft_ms=ttft,
         recorded_total_ms=total,
-        sources=tuple(c.source for c in parts),
+        sources=sources,
         skipped=skipped,
     )
 
@@ -180,21 +186,23 @@ def _request_ids(parts: list[TraceColumns], n: int) -> np.ndarray:
     return rid
 
 
-def _take_raw_hashes(parts: list[TraceColumns], counts: np.ndarray) -> np.ndarray:
-    """All parts' raw hashes in one buffer, each part's dropped once copied: the load holds
-    the total plus at most one part, never two full copies."""
-    if len(parts) == 1:
-        raw, parts[0].raw_hashes = parts[0].raw_hashes, None
-        return raw
-    total = int(counts.sum())
-    raw = np.empty(total, dtype=np.uint64)
-    pos = 0
+def _take(parts: list[TraceColumns], name: str, dtype) -> np.ndarray:
+    """Column ``name`` of all parts as one array, moved out of the parts; each part's array is
+    dropped once copied, so that at most one part's copy is held beside the total."""
+    arrays = []
     for c in parts:
-        m = int(c.hash_counts.sum())
-        raw[pos : pos + m] = c.raw_hashes
-        c.raw_hashes = None
-        pos += m
-    return raw
+        arrays.append(getattr(c, name))
+        setattr(c, name, None)
+    if len(arrays) == 1:  # the common single-file case: no copy
+        return arrays[0].astype(dtype, copy=False)
+    out = np.empty(sum(a.size for a in arrays), dtype=dtype)
+    pos = 0
+    for i, a in enumerate(arrays):
+        arrays[i] = None
+        out[pos : pos + a.size] = a
+        pos += a.size
+        del a
+    return out
 
 
 def _check_unique(rid: np.ndarray, parts: list[TraceColumns]) -> None:
@@ -217,12 +225,6 @@ def _locate(row: int, parts: list[TraceColumns]) -> tuple[str, int]:
             return c.source, int(c.line[row])
         row -= len(c)
     raise IndexError(row)
-
-
-def _cat(arrays: list[np.ndarray], dtype) -> np.ndarray:
-    if len(arrays) == 1:  # the common single-file case: no copy
-        return arrays[0].astype(dtype, copy=False)
-    return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.zeros(0, dtype)
 
 
 def _fmt_counts(counts: dict[str, int]) -> str:

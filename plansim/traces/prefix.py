@@ -9,11 +9,13 @@ needs compacting. That is checked, not assumed: if some hash follows two differe
 source whose hashes are per-block content ids), ids are rebuilt level by level from
 (parent prefix id, block hash) pairs.
 
-Compacting hashes the values in 32 partitions (by a multiplicative mix of the value), so each
-hash table stays small enough to be cache- and memory-friendly, and writes the ids over the
-input buffer: loading never holds two full copies of the hashes. Ids are int32 whenever every id
-fits (fewer than 2**31 blocks), which halves the finished workload's largest column; the int32 ids
-are packed into the front of the same buffer, whose tail is then released.
+Compacting works in slices of 65,536 hashes: each slice is reordered in place so that its values
+are grouped by partition (one of 64, by a multiplicative mix of the value), then each partition
+(its pieces from every slice) is factorized on its own, so every hash table stays small, and
+the codes are written over the values and put back in row order. Loading thus never holds two
+full copies of the hashes, only one partition byte per hash besides. Ids are int32 whenever every
+id fits (fewer than 2**31 blocks), which halves the finished workload's largest column: the
+int32 ids are packed into the front of the same buffer, whose back half is then released.
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ import pandas as pd
 
 from plansim.traces.buffers import can_release_tail, release_tail
 
-_PARTITION_SHIFT = np.uint64(59)  # 32 partitions
+_PARTITIONS = 64
+_PARTITION_SHIFT = np.uint64(58)  # the top 6 bits of the mixed value: 64 partitions
 _MIX = np.uint64(0x9E3779B97F4A7C15)
+_GROUP_ROWS = 1 << 16  # hashes per grouped slice (its reordering is recomputed, not stored)
+_BATCH = 1 << 19  # most values factorized at once (bounds the hash table)
 _SLICE = 1 << 20
 _UNSET = -2
 # Most blocks whose ids are stored as int32 (ids are < the block count); a module constant so
@@ -49,9 +54,10 @@ def prefix_chain_ids(raw_hashes: np.ndarray, counts: np.ndarray) -> np.ndarray:
     n = raw.size
     if n == 0:
         return np.zeros(0, dtype=id_dtype(0))
-    n_unique = _compact_in_place(raw)
-    ids = _narrow_in_place(raw, id_dtype(n))
-    del raw
+    part, bounds = _group_by_partition(raw)
+    n_unique = _compact_groups(raw, bounds)
+    ids = _ungroup(raw, part, id_dtype(n))
+    del raw, part
     starts = np.zeros(counts.size, dtype=np.int64)
     np.cumsum(counts[:-1], out=starts[1:])
     starts = starts[counts > 0]
@@ -60,44 +66,81 @@ def prefix_chain_ids(raw_hashes: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return _chain_by_level(ids, counts, n_unique)
 
 
-def _compact_in_place(raw: np.ndarray) -> int:
-    """Replace each value by a dense code (equal values, equal codes); returns the code count."""
-    part = np.empty(raw.size, dtype=np.uint8)
-    for lo in range(0, raw.size, _SLICE):
-        part[lo : lo + _SLICE] = (raw[lo : lo + _SLICE] * _MIX) >> _PARTITION_SHIFT
+def _group_by_partition(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Reorder each slice of ``raw`` in place, stably, by partition. Returns each value's
+    partition (in original order) and ``bounds``: partition ``p`` of slice ``k`` is
+    ``raw[bounds[k, p]:bounds[k, p + 1]]``."""
+    n = raw.size
+    part = np.empty(n, dtype=np.uint8)
+    bounds = np.empty((-(-n // _GROUP_ROWS), _PARTITIONS + 1), dtype=np.int64)
+    for k, lo in enumerate(range(0, n, _GROUP_ROWS)):
+        chunk = raw[lo : lo + _GROUP_ROWS]
+        p = part[lo : lo + chunk.size]
+        np.right_shift(chunk * _MIX, _PARTITION_SHIFT, out=p, casting="unsafe")
+        chunk[:] = chunk[np.argsort(p, kind="stable")]  # radix sort: linear in the slice
+        bounds[k, 0] = lo
+        np.cumsum(np.bincount(p, minlength=_PARTITIONS), out=bounds[k, 1:])
+        bounds[k, 1:] += lo
+    return part, bounds
+
+
+def _compact_groups(raw: np.ndarray, bounds: np.ndarray) -> int:
+    """Replace each grouped value by a dense code (equal values, equal codes), partition by
+    partition; returns the code count.
+
+    A partition is factorized in batches of at most ``_BATCH`` values, each together with the
+    partition's distinct values so far (they keep their codes, being first): a hash table is
+    sized by its input, and a partition can be large when one hash repeats very often (a
+    system prompt's first block), while its distinct values stay few.
+    """
     out = raw.view(np.int64)
     base = 0
-    for p in range(1 << (64 - int(_PARTITION_SHIFT))):
-        pos = _positions(part, p)
-        if pos.size == 0:
-            continue
-        codes, uniques = pd.factorize(raw[pos])
-        codes += base
-        out[pos] = codes
-        base += len(uniques)
+    for p in range(_PARTITIONS):
+        spans = [(int(a), int(b)) for a, b in zip(bounds[:, p], bounds[:, p + 1]) if b > a]
+        seen = np.zeros(0, dtype=np.uint64)
+        i = 0
+        while i < len(spans):
+            batch, size = [], 0
+            while i < len(spans) and (not batch or size + spans[i][1] - spans[i][0] <= _BATCH):
+                batch.append(spans[i])
+                size += spans[i][1] - spans[i][0]
+                i += 1
+            values = np.concatenate([seen] + [raw[a:b] for a, b in batch])
+            codes, seen = pd.factorize(values)
+            del values
+            codes += base
+            pos = len(codes) - size
+            for a, b in batch:
+                out[a:b] = codes[pos : pos + b - a]
+                pos += b - a
+        base += len(seen)
     return base
 
 
-def _positions(part: np.ndarray, p: int) -> np.ndarray:
-    """Indices where ``part == p``, found slice by slice: no full-length boolean temporary."""
-    found = [np.flatnonzero(part[lo : lo + _SLICE] == p) + lo for lo in range(0, part.size, _SLICE)]
-    return np.concatenate(found) if len(found) > 1 else found[0]
+def _ungroup(buf: np.ndarray, part: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """The grouped int64 codes in ``buf`` back in row order, as ``dtype``.
 
-
-def _narrow_in_place(buf: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """``buf``'s int64 codes as ``dtype``. For int32 the codes are packed into the front half of
-    the buffer (slice by slice, front to back, so no code is overwritten before it is read) and
-    the back half is released, when the buffer's memory can be released; otherwise copied."""
+    Each slice's order is recomputed from ``part`` (the same stable sort). int32 codes are
+    packed into the front half of the buffer, slice by slice from the front (a slice's codes are
+    copied before its packed place, which overlaps only it and earlier slices, is written), and
+    the back half is released when the buffer allows; otherwise they are copied out.
+    """
     codes = buf.view(np.int64)
-    if dtype == np.int64:
-        return codes
     n = codes.size
-    if not can_release_tail(buf):
-        return codes.astype(dtype)
-    packed = buf.view(dtype)[:n]
-    for lo in range(0, n, _SLICE):
-        packed[lo : lo + _SLICE] = codes[lo : lo + _SLICE]  # numpy copies where they overlap
-    del codes, packed
+    in_place = dtype != np.int64 and can_release_tail(buf)
+    if dtype == np.int64:
+        target = codes
+    elif in_place:
+        target = buf.view(dtype)[:n]
+    else:
+        target = np.empty(n, dtype=dtype)
+    for lo in range(0, n, _GROUP_ROWS):
+        grouped = codes[lo : lo + _GROUP_ROWS].astype(dtype)  # a copy
+        order = np.argsort(part[lo : lo + grouped.size], kind="stable")
+        target[lo + order] = grouped
+    if not in_place:
+        return target
+    del codes, target
     return release_tail(buf, n * dtype.itemsize).view(dtype)[:n]
 
 

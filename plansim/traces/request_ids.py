@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+
+from plansim.traces.buffers import GrowingArray
 
 STRING = np.dtypes.StringDType()
-# Ids hashed per step by the uniqueness check: bounds the temporary Python strings.
+# Ids converted or hashed per step: bounds the temporary Python strings.
 _HASH_ROWS = 65536
 
 
@@ -24,6 +27,43 @@ def as_ids(values) -> np.ndarray:
 def ordinal_ids(start: int, n: int) -> np.ndarray:
     """The ids ``"start"``, ``"start + 1"``, ... (``n`` of them)."""
     return np.arange(start, start + n, dtype=np.int64).astype(STRING)
+
+
+class IdCollector:
+    """Collects string ids block by block as UTF-8 bytes and end offsets (in growing memory
+    maps), and builds the ``StringDType`` array once at the end: no per-block arrays are left
+    scattered over the heap while a large file is read."""
+
+    def __init__(self) -> None:
+        self._ends = GrowingArray(np.int64)
+        self._bytes = GrowingArray(np.uint8)
+        self._size = 0
+
+    def extend(self, ids: pa.Array | list[str]) -> None:
+        """Append ``ids``: a pyarrow string array without nulls, or a list of ``str``."""
+        arr = ids if isinstance(ids, pa.Array) else pa.array(ids, type=pa.string())
+        if len(arr) == 0:
+            return
+        offsets_buf, data_buf = arr.buffers()[1:3]
+        offsets = np.frombuffer(offsets_buf, dtype=np.int32, count=len(arr) + 1, offset=arr.offset * 4)
+        first, last = int(offsets[0]), int(offsets[-1])
+        if last > first:
+            self._bytes.extend(np.frombuffer(data_buf, dtype=np.uint8)[first:last])
+        self._ends.extend(offsets[1:].astype(np.int64) + (self._size - first))
+        self._size += last - first
+
+    def array(self) -> np.ndarray:
+        """All ids collected, as a ``StringDType`` array (call once)."""
+        ends = self._ends.array()
+        data = self._bytes.array()
+        offsets = np.zeros(ends.size + 1, dtype=np.int64)
+        offsets[1:] = ends
+        del ends
+        strings = pa.LargeStringArray.from_buffers(offsets.size - 1, pa.py_buffer(offsets), pa.py_buffer(data))
+        out = np.empty(len(strings), dtype=STRING)
+        for lo in range(0, len(strings), _HASH_ROWS):
+            out[lo : lo + _HASH_ROWS] = strings.slice(lo, _HASH_ROWS).to_numpy(zero_copy_only=False)
+        return out
 
 
 def fill_missing(values: np.ndarray, start: int) -> np.ndarray:
@@ -47,21 +87,27 @@ def first_repeat(ids: np.ndarray) -> int | None:
     Ids are hashed to 64 bits in steps (no set of a million Python strings); only ids whose
     hashes collide are compared as strings, so the answer is exact.
     """
-    n = ids.size
-    if n < 2:
+    if ids.size < 2:
         return None
-    hashes = np.empty(n, dtype=np.uint64)
-    for lo in range(0, n, _HASH_ROWS):
-        chunk = np.asarray(ids[lo : lo + _HASH_ROWS], dtype=object)
-        hashes[lo : lo + chunk.size] = pd.util.hash_array(chunk, categorize=False)
-    ordered = np.sort(hashes)
+    ordered = _hashes(ids)
+    ordered.sort()
     shared = ordered[1:][ordered[1:] == ordered[:-1]]
+    del ordered
     if shared.size == 0:
         return None
     seen: set[str] = set()
-    for i in np.flatnonzero(np.isin(hashes, shared)).tolist():
+    for i in np.flatnonzero(np.isin(_hashes(ids), shared)).tolist():
         rid = str(ids[i])
         if rid in seen:
             return i
         seen.add(rid)
     return None
+
+
+def _hashes(ids: np.ndarray) -> np.ndarray:
+    """64-bit hashes of ``ids``, computed in steps (bounded temporary Python strings)."""
+    out = np.empty(ids.size, dtype=np.uint64)
+    for lo in range(0, ids.size, _HASH_ROWS):
+        chunk = np.asarray(ids[lo : lo + _HASH_ROWS], dtype=object)
+        out[lo : lo + chunk.size] = pd.util.hash_array(chunk, categorize=False)
+    return out
