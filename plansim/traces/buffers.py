@@ -10,6 +10,8 @@ that are no longer needed back to the system.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import mmap
 
 import numpy as np
@@ -62,6 +64,33 @@ def release_tail(buf: np.ndarray, keep_bytes: int) -> np.ndarray:
         return buf
     buf.resize(-(-keep_bytes // buf.itemsize), refcheck=False)  # realloc returns the tail
     return buf
+
+
+def release_front(buf: np.ndarray, nbytes: int) -> None:
+    """Give the whole pages among the first ``nbytes`` of ``buf`` back to the system when
+    ``buf`` is a ``GrowingArray`` result; they read as zeros afterwards, so the caller must be
+    done with them. Does nothing for other arrays."""
+    mm = _map_of(buf)
+    end = nbytes // _PAGE * _PAGE
+    if mm is not None and end > 0:
+        mm.madvise(mmap.MADV_DONTNEED, 0, end)
+
+
+def return_free_heap() -> None:
+    """Ask the C allocator to hand the free memory of its heaps back to the system.
+
+    After a large load has freed its parse buffers, glibc's malloc keeps their pages resident
+    (in the main heap and in each worker thread's arena) for reuse; ``malloc_trim`` returns
+    them. A no-op where the C library has no ``malloc_trim``.
+    """
+    trim = getattr(_libc(), "malloc_trim", None)
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None)
 
 
 def _map_of(buf: np.ndarray) -> mmap.mmap | None:

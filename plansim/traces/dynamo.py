@@ -96,12 +96,12 @@ class _Lists:
 
 
 # Batch column -> (TraceColumns field, dtype); event time and agent context only for windows.
+# Hash counts follow from the input lengths and are computed at the end.
 _KEPT = {
     "line": ("line", np.int64),
     "received": ("arrival_ms", np.float64),
     "input_length": ("isl_tokens", np.int64),
     "output_tokens": ("osl_tokens", np.int64),
-    "counts": ("hash_counts", np.int64),
     "hashes": ("raw_hashes", np.uint64),
     "ttft": ("recorded_ttft_ms", np.float64),
     "total": ("recorded_total_ms", np.float64),
@@ -147,7 +147,8 @@ def read_dynamo(
     block_size = trace_block_size
     block_size_line: int | None = None
     any_row = False
-    for first_line, block in prefetch(text_chunks(path)):
+    # One block read ahead: enough to overlap inflating with parsing, and few blocks in flight.
+    for first_line, block in prefetch(text_chunks(path), depth=1):
         if not any_row:
             any_row = bool(block.strip())
         batch = _arrow_batch(block, first_line, strict)
@@ -180,6 +181,9 @@ def read_dynamo(
     if not any_row:
         raise TraceError("empty file", source=source)
     fields = {kept[name][0]: column.array() for name, column in columns.items()}
+    # Both paths checked that each row has ceil(input_length / block size) hashes, so the
+    # counts are not collected while reading.
+    fields["hash_counts"] = -(-fields["isl_tokens"] // (block_size or 1))
     return TraceColumns(
         source=source,
         request_id=request_ids.array(),

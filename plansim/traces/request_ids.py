@@ -9,10 +9,9 @@ comparisons, fancy indexing and ``np.asarray(ids, dtype=object)`` work as for an
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
-from plansim.traces.buffers import GrowingArray
+from plansim.traces.buffers import GrowingArray, release_front
 
 STRING = np.dtypes.StringDType()
 # Ids converted or hashed per step: bounds the temporary Python strings.
@@ -30,12 +29,14 @@ def ordinal_ids(start: int, n: int) -> np.ndarray:
 
 
 class IdCollector:
-    """Collects string ids block by block as UTF-8 bytes and end offsets (in growing memory
-    maps), and builds the ``StringDType`` array once at the end: no per-block arrays are left
-    scattered over the heap while a large file is read."""
+    """Collects string ids block by block as UTF-8 bytes and offsets (in growing memory maps)
+    and builds the ``StringDType`` array once at the end, releasing the bytes as they are
+    converted: no per-block arrays are left scattered over the heap while a large file is
+    read, and the conversion holds little more than its result."""
 
     def __init__(self) -> None:
-        self._ends = GrowingArray(np.int64)
+        self._offsets = GrowingArray(np.int64)
+        self._offsets.extend(np.zeros(1, dtype=np.int64))
         self._bytes = GrowingArray(np.uint8)
         self._size = 0
 
@@ -49,20 +50,21 @@ class IdCollector:
         first, last = int(offsets[0]), int(offsets[-1])
         if last > first:
             self._bytes.extend(np.frombuffer(data_buf, dtype=np.uint8)[first:last])
-        self._ends.extend(offsets[1:].astype(np.int64) + (self._size - first))
+        self._offsets.extend(offsets[1:].astype(np.int64) + (self._size - first))
         self._size += last - first
 
     def array(self) -> np.ndarray:
         """All ids collected, as a ``StringDType`` array (call once)."""
-        ends = self._ends.array()
+        offsets = self._offsets.array()
         data = self._bytes.array()
-        offsets = np.zeros(ends.size + 1, dtype=np.int64)
-        offsets[1:] = ends
-        del ends
-        strings = pa.LargeStringArray.from_buffers(offsets.size - 1, pa.py_buffer(offsets), pa.py_buffer(data))
-        out = np.empty(len(strings), dtype=STRING)
-        for lo in range(0, len(strings), _HASH_ROWS):
-            out[lo : lo + _HASH_ROWS] = strings.slice(lo, _HASH_ROWS).to_numpy(zero_copy_only=False)
+        n = offsets.size - 1
+        strings = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data))
+        out = np.empty(n, dtype=STRING)
+        for lo in range(0, n, _HASH_ROWS):
+            hi = min(lo + _HASH_ROWS, n)
+            out[lo:hi] = strings.slice(lo, hi - lo).to_numpy(zero_copy_only=False)
+            release_front(data, int(offsets[hi]))
+            release_front(offsets, hi * offsets.itemsize)
         return out
 
 
@@ -85,7 +87,8 @@ def first_repeat(ids: np.ndarray) -> int | None:
     """Index of the first id equal to an earlier one, or ``None`` when all are unique.
 
     Ids are hashed to 64 bits in steps (no set of a million Python strings); only ids whose
-    hashes collide are compared as strings, so the answer is exact.
+    hashes collide are compared as strings, so the answer is exact (and does not depend on
+    Python's per-process hash seed).
     """
     if ids.size < 2:
         return None
@@ -106,8 +109,8 @@ def first_repeat(ids: np.ndarray) -> int | None:
 
 def _hashes(ids: np.ndarray) -> np.ndarray:
     """64-bit hashes of ``ids``, computed in steps (bounded temporary Python strings)."""
-    out = np.empty(ids.size, dtype=np.uint64)
+    out = np.empty(ids.size, dtype=np.int64)
     for lo in range(0, ids.size, _HASH_ROWS):
-        chunk = np.asarray(ids[lo : lo + _HASH_ROWS], dtype=object)
-        out[lo : lo + chunk.size] = pd.util.hash_array(chunk, categorize=False)
+        chunk = ids[lo : lo + _HASH_ROWS].tolist()
+        out[lo : lo + len(chunk)] = np.fromiter(map(hash, chunk), dtype=np.int64, count=len(chunk))
     return out

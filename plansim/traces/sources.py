@@ -22,9 +22,11 @@ from plansim.errors import TraceError
 
 GZIP_MAGIC = b"\x1f\x8b"
 SHARD_SUFFIXES = (".jsonl", ".jsonl.gz")
-# Uncompressed bytes per block of whole lines (~5k Dynamo rows): big enough for pyarrow's
-# threads, small enough to bound memory.
-CHUNK_BYTES = 4 << 20
+# Uncompressed bytes per block of whole lines (~2.5k Dynamo rows): two of pyarrow's 1 MB parse
+# blocks (one per core), and small, since a few blocks are in flight at a time.
+CHUNK_BYTES = 2 << 20
+# Bytes per piece read or inflated: the reader thread's allocations stay small.
+PIECE_BYTES = 256 << 10
 T = TypeVar("T")
 
 
@@ -119,7 +121,7 @@ class _StreamError(Exception):
     """Decompression failed; carries the reason for the ``TraceError`` built by the caller."""
 
 
-def _decompressed(fh: BinaryIO, gz: bool, in_bytes: int = 1 << 20) -> Iterator[bytes]:
+def _decompressed(fh: BinaryIO, gz: bool, in_bytes: int = PIECE_BYTES) -> Iterator[bytes]:
     """Yield the file's bytes, inflating every member of a multi-member gzip stream.
 
     Pieces are at most ``in_bytes`` long (inflated output is capped too), so the reader
