@@ -9,8 +9,8 @@ needs compacting. That is checked, not assumed: if some hash follows two differe
 source whose hashes are per-block content ids), ids are rebuilt level by level from
 (parent prefix id, block hash) pairs.
 
-Compacting works in slices of 65,536 hashes: each slice is reordered in place so that its values
-are grouped by partition (one of 64, by a multiplicative mix of the value), then each partition
+Compacting works in slices of 262,144 hashes: each slice is reordered in place so that its values
+are grouped by partition (one of 128, by a multiplicative mix of the value), then each partition
 (its pieces from every slice) is factorized on its own, so every hash table stays small, and
 the codes are written over the values and put back in row order. Loading thus never holds two
 full copies of the hashes, only one partition byte per hash besides. Ids are int32 whenever every
@@ -25,11 +25,11 @@ import pandas as pd
 
 from plansim.traces.buffers import can_release_tail, release_tail
 
-_PARTITIONS = 64
-_PARTITION_SHIFT = np.uint64(58)  # the top 6 bits of the mixed value: 64 partitions
+_PARTITIONS = 128
+_PARTITION_SHIFT = np.uint64(57)  # the top 7 bits of the mixed value: 128 partitions
 _MIX = np.uint64(0x9E3779B97F4A7C15)
-_GROUP_ROWS = 1 << 16  # hashes per grouped slice (its reordering is recomputed, not stored)
-_BATCH = 1 << 19  # most values factorized at once (bounds the hash table)
+_GROUP_ROWS = 1 << 18  # hashes per grouped slice (its reordering is recomputed, not stored)
+_BATCH = 1 << 19  # most values factorized at once (bounds the hash table; ~4x a mean partition)
 _SLICE = 1 << 20
 _UNSET = -2
 # Most blocks whose ids are stored as int32 (ids are < the block count); a module constant so
