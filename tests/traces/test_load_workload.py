@@ -40,3 +40,12 @@ def test_recorded_request_ids_are_kept(tmp_path):
     assert w.request_id.tolist() == ["x", "y"]
     assert w.sources == (str(tmp_path / "m.jsonl"),)
     assert np.array_equal(w.hashes(0), w.hashes(1))
+
+
+def test_request_ids_are_compact_strings_and_hash_ids_int32(tmp_path):
+    rows = [dynamo_row("b", 2_000, isl=1_024, hashes=[1, 2]), dynamo_row("a", 1_000, isl=512, hashes=[1])]
+    w = load_workload(write_jsonl(tmp_path / "t.jsonl", rows))
+    assert w.request_id.dtype == np.dtypes.StringDType() and isinstance(w.request_id[0], str)
+    assert w.request_id.tolist() == ["a", "b"] and len(w.request_id) == 2
+    assert w.hash_ids.dtype == np.int32
+    assert w.hashes(0).tolist() == w.hashes(1)[:1].tolist()

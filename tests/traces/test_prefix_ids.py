@@ -6,6 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from plansim.traces import prefix
+from plansim.traces.buffers import GrowingArray
 from plansim.traces.prefix import prefix_chain_ids
 
 
@@ -55,7 +57,11 @@ def test_empty_rows_and_no_hashes():
 @given(st.lists(st.lists(st.integers(0, 3), max_size=6), min_size=1, max_size=25))
 def test_equal_ids_iff_equal_prefixes(rows):
     flat, counts = _csr(rows)
-    ids = _split(prefix_chain_ids(flat, counts), counts)
+    _assert_prefix_ids(rows, _split(prefix_chain_ids(flat, counts), counts))
+
+
+def _assert_prefix_ids(rows: list[list[int]], ids: list[list[int]]) -> None:
+    """Equal ids exactly for equal prefixes, and the ids are 0 .. distinct prefixes - 1."""
     by_prefix: dict[tuple, int] = {}
     for row, row_ids in zip(rows, ids, strict=True):
         for t, i in enumerate(row_ids):
@@ -63,3 +69,51 @@ def test_equal_ids_iff_equal_prefixes(rows):
             assert by_prefix.setdefault(prefix, i) == i
     assert len(set(by_prefix.values())) == len(by_prefix)
     assert set(by_prefix.values()) == set(range(len(by_prefix)))
+
+
+def _random_rows(seed: int, n_rows: int = 400) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    heads = rng.integers(0, 2**64 - 1, size=5, dtype=np.uint64).tolist()
+    rows = []
+    for _ in range(n_rows):
+        shared = heads[: int(rng.integers(0, 6))]
+        fresh = rng.integers(0, 2**64 - 1, size=int(rng.integers(0, 5)), dtype=np.uint64).tolist()
+        rows.append(shared + fresh)
+    return rows
+
+
+def test_ids_are_int32_unless_there_are_too_many_blocks(monkeypatch):
+    flat, counts = _csr(_random_rows(1))
+    small = prefix_chain_ids(flat.copy(), counts)
+    assert small.dtype == np.int32
+    monkeypatch.setattr(prefix, "INT32_ID_LIMIT", flat.size - 1)
+    wide = prefix_chain_ids(flat.copy(), counts)
+    assert wide.dtype == np.int64
+    assert wide.tolist() == small.tolist()
+
+
+def test_slicing_and_batching_do_not_change_the_ids(monkeypatch):
+    # One hash repeated in every row makes one partition far larger than a batch.
+    rows = [[7] + r for r in _random_rows(2)]
+    flat, counts = _csr(rows)
+    expected = prefix_chain_ids(flat.copy(), counts).tolist()
+    monkeypatch.setattr(prefix, "_GROUP_ROWS", 64)
+    monkeypatch.setattr(prefix, "_BATCH", 16)
+    ids = prefix_chain_ids(flat.copy(), counts)
+    _assert_prefix_ids(rows, _split(ids, counts))
+    assert ids.tolist() == expected
+
+
+def test_a_mapped_buffer_is_reused_for_the_ids():
+    flat, counts = _csr(_random_rows(3))
+    expected = prefix_chain_ids(flat.copy(), counts).tolist()
+    col = GrowingArray(np.uint64)
+    col.extend(flat)
+    assert prefix_chain_ids(col.array(), counts).tolist() == expected
+
+
+def test_a_view_of_other_memory_gets_the_same_ids():
+    flat, counts = _csr(_random_rows(4))
+    expected = prefix_chain_ids(flat.copy(), counts).tolist()
+    padded = np.concatenate([np.zeros(1, dtype=np.uint64), flat])
+    assert prefix_chain_ids(padded[1:], counts).tolist() == expected
