@@ -45,6 +45,17 @@ class WindowBar:
         self.clear()
 
 
+def exit_cleanly_on_sigterm() -> None:
+    """Turn SIGTERM into SystemExit, so that the sweep workers are killed and the sweep folder
+    removed on the way out, as on Ctrl-C."""
+    import signal
+
+    def _exit(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _exit)
+
+
 def _num(value: float | None, fmt: str = "{:.4g}") -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "-"
@@ -82,6 +93,7 @@ def sweep(
     from plansim.io import atomic_write_json, write_parquet_atomic
     from plansim.retune.runner import count_windows, load_retune_run, load_run_workload, run_retune
 
+    exit_cleanly_on_sigterm()
     run = load_retune_run(config)
     workload = load_run_workload(run)
     out_dir = out if out is not None else Path("plansim-out") / datetime.now().strftime(
@@ -152,6 +164,7 @@ def window(
     """
     from plansim.retune.runner import load_retune_run, load_run_workload, score_window
 
+    exit_cleanly_on_sigterm()
     run = load_retune_run(config)
     workload = load_run_workload(run)
     report = score_window(run, index, workload=workload, use_timeout=not no_timeout)
