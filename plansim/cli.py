@@ -22,11 +22,10 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from plansim.commands import predict, replay, report, retune, retune_windows, trace
+    from plansim.commands import predict, replay, report, retune, trace
 
     app.add_typer(trace.app, name="trace")
     app.add_typer(replay.app, name="replay")
-    retune.app.command(name="windows")(retune_windows.windows)
     app.add_typer(retune.app, name="retune")
     app.add_typer(predict.app, name="predict")
     app.command(name="report")(report.report)
