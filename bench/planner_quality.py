@@ -32,7 +32,7 @@ import orjson
 import yaml
 
 from plansim.planner_core import PlannerEngine, with_changes
-from plansim.planner_core.files import read_planner_config
+from plansim.planner_io import read_planner_config
 from plansim.sim import worker_capabilities
 from plansim.sim.deployment import Deployment
 from plansim.sim.replay import replay

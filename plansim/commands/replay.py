@@ -253,9 +253,9 @@ def run(
 
         planner_cfg = parse_planner_config(dict(planner_raw), source=planner_source)
         if planner_cfg.retune is None:
-            from plansim.planner_core import PlannerEngine
+            from plansim.sim.bootstrap import planner_for_deployment
 
-            planner = PlannerEngine.from_deployment(planner_cfg, deployment)
+            planner = planner_for_deployment(planner_cfg, deployment)
 
     from plansim.sim.replay import replay
     from plansim.traces import load_workload

@@ -1,4 +1,6 @@
-"""planner_core: the planner as pure decision logic with the clock injected.
+"""planner_core: the planner as pure decision logic with the clock injected; it reads no files
+(``plansim.planner_io`` does) and imports neither ``plansim.sim`` nor ``plansim.retune``
+(``plansim.sim.bootstrap.planner_for_deployment`` composes a planner for a deployment).
 
 Public API::
 
@@ -9,7 +11,6 @@ Public API::
         .advisory
         .apply_planner_changes(changes, predictor_warmup=None)
     check_fits(config, capabilities)
-    files.read_planner_config(path), files.read_profile_fpms(dir), files.read_warmup_observations(config)
     connectors.PlannerConnector, VirtualConnector, VirtualConnectorClient
 """
 

@@ -128,19 +128,6 @@ class PlannerEngine:
         self._ordinal = 0
         self._seen_fpm: dict[tuple[str, int, int], ForwardPassMetrics] = {}
 
-    @classmethod
-    def from_deployment(cls, config: PlannerConfig, deployment: Any, *, retune: Any = None) -> PlannerEngine:
-        """Composition edge for hosts (the replay CLI): the deployment's worker capabilities with
-        their self-benchmark FPMs (``plansim.sim.worker_capabilities``, imported here only), the
-        profiling data in ``profile_results_dir`` when there is no benchmark, and the
-        predictor warm-up buckets of ``load_predictor_warmup_trace``."""
-        from plansim.planner_core.files import read_profile_fpms, read_warmup_observations
-        from plansim.sim import worker_capabilities  # noqa: PLC0415 - the one sim touchpoint
-
-        capabilities = worker_capabilities(deployment)
-        profile = None if capabilities.benchmark_fpms else read_profile_fpms(config.profile_results_dir)
-        return cls(config, capabilities, warmup=read_warmup_observations(config), retune=retune, profile_fpms=profile)
-
     # -- public API ------------------------------------------------------------------------
     @property
     def advisory(self) -> bool:

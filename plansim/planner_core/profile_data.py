@@ -1,6 +1,6 @@
 """Pre-deployment profiling data (reference section 8) converted to bootstrap FPMs.
 
-Pure conversions from arrays; :mod:`plansim.planner_core.files` reads the arrays from disk.
+Pure conversions from arrays; :mod:`plansim.planner_io` reads the arrays from disk.
 
 - Planner profile form (``profile_results_dir``): prefill ``prefill_isl`` (tokens) and
   ``prefill_ttft`` (ms) -> one FPM per sample with one prefill request of ``isl`` tokens and

@@ -150,14 +150,13 @@ def run_retune(
 ) -> Any:
     """Replay the run's trace with the planner and retune in the loop; returns the
     ``ReplayResult`` (``retune_events``: the decision records, a list)."""
-    from plansim.planner_core import PlannerEngine
+    from plansim.sim.bootstrap import planner_for_deployment
     from plansim.sim.replay import replay
 
     workload = load_run_workload(run) if workload is None else workload
     controller = build_controller(run, workload, executor=executor, on_decision=on_decision)
     try:
-        planner = PlannerEngine.from_deployment(run.planner_config, run.deployment,
-                                                retune=controller)
+        planner = planner_for_deployment(run.planner_config, run.deployment, retune=controller)
         result = replay(workload, run.deployment, planner, progress=progress)
     finally:
         controller.close()

@@ -282,9 +282,8 @@ def build_inner_planner(
     capabilities, profiling data when the workers cannot self-benchmark), but with throughput
     scaling its predictors are warmed from the history buckets ending at the window start."""
     from plansim.planner_core import PlannerEngine
-    from plansim.planner_core.files import read_profile_fpms
     from plansim.planner_core.observations import TrafficObservation
-    from plansim.sim import worker_capabilities
+    from plansim.sim.bootstrap import planner_inputs
 
     observations = None
     if interval_s is not None and warmup:
@@ -293,6 +292,5 @@ def build_inner_planner(
                                osl=o if n else None)
             for n, i, o in warmup
         ]
-    capabilities = worker_capabilities(deployment)
-    profile = None if capabilities.benchmark_fpms else read_profile_fpms(config.profile_results_dir)
+    capabilities, profile = planner_inputs(config, deployment)
     return PlannerEngine(config, capabilities, warmup=observations, profile_fpms=profile)

@@ -2,10 +2,10 @@
 
 Public API: ``replay(workload, deployment, planner=None, *, progress=None) -> ReplayResult``,
 ``load_deployment``, ``Deployment``, ``EngineArgs``, ``benchmark_fpms``,
-``worker_capabilities``.
+``worker_capabilities``, ``planner_for_deployment``.
 """
 
-from plansim.sim.bootstrap import benchmark_fpms, worker_capabilities
+from plansim.sim.bootstrap import benchmark_fpms, planner_for_deployment, worker_capabilities
 from plansim.sim.deployment import Deployment, EngineArgs, load_deployment
 
 # Bound after the submodule import, so ``plansim.sim.replay`` is the function, while
@@ -13,4 +13,4 @@ from plansim.sim.deployment import Deployment, EngineArgs, load_deployment
 from plansim.sim.replay import replay  # noqa: E402
 
 __all__ = ["Deployment", "EngineArgs", "load_deployment", "replay", "benchmark_fpms",
-           "worker_capabilities"]
+           "planner_for_deployment", "worker_capabilities"]

@@ -1,6 +1,7 @@
 """What a simulated worker tells the planner before any traffic: its capabilities and a
 self-benchmark of its own timing model (bootstrap source 1 of the seed; reference
-``prepare_planner_replay`` step 5).
+``prepare_planner_replay`` step 5). ``planner_for_deployment`` composes the planner a host
+drives from these, the profiling data and the predictor warm-up trace.
 
 Prefill sweep: batch 1, ISL from 100 to ``max_num_batched_tokens`` in ``granularity`` steps.
 Decode sweep: context lengths {500, 2000, 4000, 8000} x batch sizes from 1 to ``max_num_seqs`` in
@@ -10,19 +11,25 @@ times are the timing model's, divided by the speedup ratios, in seconds.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from plansim.planner_core.config import PlannerConfig
+from plansim.planner_core.engine import PlannerEngine
 from plansim.planner_core.observations import (
     ForwardPassMetrics,
     RoleCapabilities,
     WorkerCapabilities,
 )
+from plansim.planner_io import read_profile_fpms, read_warmup_observations
 from plansim.sim.deployment import Deployment, EngineArgs
 from plansim.sim.timing import make_timing_model
 
 DECODE_CONTEXTS = (500, 2000, 4000, 8000)
 PREFILL_MIN_ISL = 100
 BENCH_WORKER_ID = -1
+ProfileFpms = dict[str, tuple[ForwardPassMetrics, ...]]
 
 
 def _steps(lo: int, hi: int, n: int) -> list[int]:
@@ -102,3 +109,21 @@ def worker_capabilities(deployment: Deployment, granularity: int = 8, *,
         if benchmark else {}
     return WorkerCapabilities(mode="disagg", decode=role_capabilities(d),
                               prefill=role_capabilities(p), benchmark_fpms=fpms)
+
+
+def planner_inputs(config: PlannerConfig, deployment: Deployment) -> tuple[WorkerCapabilities, ProfileFpms | None]:
+    """The deployment's worker capabilities (with their self-benchmark FPMs) and, only when the
+    workers cannot self-benchmark, the profiling data in ``config.profile_results_dir``."""
+    capabilities = worker_capabilities(deployment)
+    profile = None if capabilities.benchmark_fpms else read_profile_fpms(config.profile_results_dir)
+    return capabilities, profile
+
+
+def planner_for_deployment(config: PlannerConfig, deployment: Deployment, *,
+                           retune: Any = None) -> PlannerEngine:
+    """The planner a host drives for ``deployment``: bootstrapped from the workers'
+    self-benchmark (else the profiling data), its predictors warmed from
+    ``load_predictor_warmup_trace``; ``retune`` is the optional retune controller."""
+    capabilities, profile = planner_inputs(config, deployment)
+    return PlannerEngine(config, capabilities, warmup=read_warmup_observations(config),
+                         retune=retune, profile_fpms=profile)

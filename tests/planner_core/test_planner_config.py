@@ -7,7 +7,7 @@ import pytest
 
 from plansim.errors import ConfigError
 from plansim.planner_core.config import gcd_seconds, parse_planner_config, with_changes
-from plansim.planner_core.files import read_planner_config
+from plansim.planner_io import read_planner_config
 
 SLA = {"optimization_target": "sla", "enable_load_scaling": True}
 

@@ -4,6 +4,7 @@ import pytest
 from planner_fakes import capabilities_for, poisson_workload
 
 from plansim.planner_core import PlannerEngine, parse_planner_config
+from plansim.sim.bootstrap import planner_for_deployment
 from plansim.sim.deployment import Deployment
 from plansim.sim.replay import replay
 
@@ -92,8 +93,8 @@ def test_advisory_changes_no_replica_count():
     assert not any(e["applied"] for e in result.scaling_events)
 
 
-def test_from_deployment_bootstraps_from_worker_self_benchmark(tmp_path):
+def test_planner_for_deployment_bootstraps_from_worker_self_benchmark(tmp_path):
     dep = _deployment(2)
-    engine = PlannerEngine.from_deployment(parse_planner_config({**LOAD_ONLY, "profile_results_dir": str(tmp_path)}), dep)
+    engine = planner_for_deployment(parse_planner_config({**LOAD_ONLY, "profile_results_dir": str(tmp_path)}), dep)
     assert engine.state.bootstrap_source == "benchmark"
     assert engine.state.perf_models["decode"].ready

@@ -1,5 +1,5 @@
-"""The file edge of planner_core: reading planner configs, profiling data and the predictor
-warm-up trace. The engine and the decision logic never call this module; hosts and commands do,
+"""The file edge of the planner: reading planner configs, profiling data and the predictor
+warm-up trace. ``plansim.planner_core`` never reads files; hosts and commands call this module
 and pass what it returns into :class:`~plansim.planner_core.engine.PlannerEngine`."""
 
 from __future__ import annotations
