@@ -4,14 +4,12 @@ A reader that appends block after block to a numpy array pays for growth: ``ndar
 zero-fills the capacity it adds (so spare capacity is resident memory) and realloc may copy a
 buffer that malloc placed on its heap, leaving the old copy's pages behind. A ``GrowingArray``
 lives in its own private anonymous memory map instead: growing remaps it (``mremap``, nothing is
-copied or touched), pages become resident only when written, and ``release_tail`` hands pages
-that are no longer needed back to the system.
+copied or touched), pages become resident only when written, and ``release_tail`` /
+``release_front`` hand pages that are no longer needed back to the system.
 """
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import mmap
 
 import numpy as np
@@ -25,18 +23,27 @@ class GrowingArray:
 
     def __init__(self, dtype) -> None:
         self._dtype = np.dtype(dtype)
-        self._map = mmap.mmap(-1, _FIRST_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        self._map = _new_map(_FIRST_BYTES)
         self._n = 0
 
     def extend(self, values: np.ndarray) -> None:
         need = self._n + values.size
         if need * self._dtype.itemsize > len(self._map):
-            # No view of the map may be alive while it is remapped: views are made per call.
-            self._map.resize(max(need * self._dtype.itemsize, 2 * len(self._map)))
+            self._grow(max(need * self._dtype.itemsize, 2 * len(self._map)))
         view = np.frombuffer(self._map, dtype=self._dtype, count=need)
         view[self._n :] = values
         del view
         self._n = need
+
+    def _grow(self, nbytes: int) -> None:
+        # No view of the map may be alive while it is remapped: views are made per call.
+        try:
+            self._map.resize(nbytes)
+        except (OSError, SystemError):  # no mremap on this platform: copy into a larger map
+            bigger = _new_map(nbytes)
+            bigger[: len(self._map)] = self._map
+            self._map.close()
+            self._map = bigger
 
     def array(self) -> np.ndarray:
         """The values appended so far, as a writeable array backed by the map (which lives as
@@ -76,21 +83,8 @@ def release_front(buf: np.ndarray, nbytes: int) -> None:
         mm.madvise(mmap.MADV_DONTNEED, 0, end)
 
 
-def return_free_heap() -> None:
-    """Ask the C allocator to hand the free memory of its heaps back to the system.
-
-    After a large load has freed its parse buffers, glibc's malloc keeps their pages resident
-    (in the main heap and in each worker thread's arena) for reuse; ``malloc_trim`` returns
-    them. A no-op where the C library has no ``malloc_trim``.
-    """
-    trim = getattr(_libc(), "malloc_trim", None)
-    if trim is not None:
-        trim(0)
-
-
-@functools.cache
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None)
+def _new_map(nbytes: int) -> mmap.mmap:
+    return mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
 
 
 def _map_of(buf: np.ndarray) -> mmap.mmap | None:

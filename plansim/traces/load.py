@@ -10,7 +10,6 @@ import numpy as np
 
 from plansim.errors import InputError, TraceError
 from plansim.traces.azure import read_azure
-from plansim.traces.buffers import return_free_heap
 from plansim.traces.columns import TraceColumns
 from plansim.traces.detect import FORMATS, detect_format
 from plansim.traces.dynamo import read_dynamo
@@ -109,7 +108,6 @@ def workload_from_columns(parts: list[TraceColumns], *, has_latencies: bool) -> 
     Consumes ``parts``: each column is moved out of its part (the part's field set to ``None``)
     as it is used, so that a file's arrays are freed as early as possible.
     """
-    return_free_heap()  # the readers' freed parse buffers, before the hashes are compacted
     n = sum(len(c) for c in parts)
     skipped: dict[str, int] = {}
     for c in parts:

@@ -56,3 +56,21 @@ def test_release_front_drops_whole_pages_only():
     release_front(arr, mmap.PAGESIZE + 10)  # one whole page
     assert not arr[: mmap.PAGESIZE].any()
     assert (arr[mmap.PAGESIZE :] == 7).all()
+
+
+class _NoRemap(mmap.mmap):
+    """A map that cannot be resized, as where there is no mremap."""
+
+    def resize(self, nbytes):
+        raise SystemError("mmap: resizing not available--no mremap()")
+
+
+def test_growth_copies_when_the_map_cannot_be_remapped(monkeypatch):
+    monkeypatch.setattr(buffers, "_FIRST_BYTES", mmap.PAGESIZE)
+    monkeypatch.setattr(
+        buffers, "_new_map", lambda n: _NoRemap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    )
+    col = GrowingArray(np.int32)
+    for lo in range(0, 5_000, 1_000):
+        col.extend(np.arange(lo, lo + 1_000, dtype=np.int32))
+    assert col.array().tolist() == list(range(5_000))
