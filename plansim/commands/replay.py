@@ -252,7 +252,11 @@ def run(
         from plansim.planner_core import parse_planner_config
 
         planner_cfg = parse_planner_config(dict(planner_raw), source=planner_source)
-        if planner_cfg.retune is None:
+        if planner_cfg.retune is not None:
+            from plansim.retune.config import planner_retune_config
+
+            planner_retune_config(planner_cfg, source=planner_source)
+        else:
             from plansim.sim.bootstrap import planner_for_deployment
 
             planner = planner_for_deployment(planner_cfg, deployment)

@@ -162,13 +162,14 @@ def window(
 
     The sweep starts from the startup point with the deployment's starting worker counts.
     """
+    from plansim.retune.config import planner_retune_config
     from plansim.retune.runner import load_retune_run, load_run_workload, score_window
 
     exit_cleanly_on_sigterm()
     run = load_retune_run(config)
     workload = load_run_workload(run)
     report = score_window(run, index, workload=workload, use_timeout=not no_timeout)
-    cfg = run.planner_config.retune_config()
+    cfg = planner_retune_config(run.planner_config)
     for line in ranked_table(report, cfg, index):
         typer.echo(line)
 

@@ -82,13 +82,14 @@ def windows(
     from plansim.commands.retune import WindowBar, ranked_table
     from plansim.io import atomic_write_json, write_parquet_atomic
     from plansim.retune.batch import make_executor, score_windows, summarize, window_record
+    from plansim.retune.config import planner_retune_config
 
     if ray_address is not None and backend is not Backend.ray:
         raise InputError("only with --backend ray", field="--ray-address")
     from plansim.retune.runner import load_retune_run
 
     run = load_retune_run(config)
-    cfg = run.planner_config.retune_config()
+    cfg = planner_retune_config(run.planner_config)
     out_dir = out if out is not None else Path("plansim-out") / datetime.now().strftime(
         "retune-windows-%Y%m%d-%H%M%S")
     # The backend first: a missing Ray fails before any trace is read.

@@ -150,7 +150,7 @@ class PlannerConfig(BaseModel):
     report_output_dir: str = "./planner_reports"
 
     plugins: list[PluginSpec] = Field(default_factory=list)
-    # The raw ``retune:`` block; plansim.retune.config.RetuneConfig validates it.
+    # The raw ``retune:`` block; its owner validates it (plansim.retune.config.planner_retune_config).
     retune: dict[str, Any] | None = None
 
     # Whether scheduling.scale_interval_seconds was given (not the GCD default): a changed
@@ -333,13 +333,6 @@ class PlannerConfig(BaseModel):
             params["throughput_adjustment_interval_seconds"] = int(interval)
         return params
 
-    def retune_config(self) -> Any:
-        """The validated ``retune`` block (``plansim.retune.config.RetuneConfig``), or None."""
-        if self.retune is None:
-            return None
-        return _validate_retune(self.retune, self)
-
-
 def gcd_seconds(intervals_s: Any) -> float:
     """Greatest common divisor of intervals at millisecond resolution (7 s, 60 s -> 1 s)."""
     result = 0
@@ -374,12 +367,6 @@ def parse_planner_config(raw: Any, *, source: str | None = None) -> PlannerConfi
                 "planner config: ttft_ms/itl_ms are not used with optimization_target %s",
                 config.optimization_target,
             )
-    if config.retune is not None:
-        try:
-            config.retune_config()
-        except ConfigError as exc:
-            exc.source = exc.source or source
-            raise
     return config
 
 
@@ -445,15 +432,3 @@ def _config_error(exc: ValidationError, source: str | None) -> ConfigError:
         return ConfigError(f"{msg} (got {err.get('input')!r})", source=source, field=loc)
     return ConfigError(msg, source=source)
 
-
-def _validate_retune(block: dict[str, Any], config: PlannerConfig) -> Any:
-    try:
-        from plansim.retune.config import RetuneConfig  # noqa: PLC0415 - optional sibling
-    except ImportError:
-        return block
-    try:
-        return RetuneConfig.model_validate(block)
-    except ValidationError as exc:
-        err = _config_error(exc, None)
-        err.field = "retune" + (f".{err.field}" if err.field else "")
-        raise err from None

@@ -34,7 +34,7 @@ from typing import Any
 from plansim.errors import ConfigError
 from plansim.planner_core.observations import WorkerCounts
 from plansim.retune import domains, record
-from plansim.retune.config import RetuneConfig
+from plansim.retune.config import RetuneConfig, planner_retune_config
 from plansim.retune.domains import Knob, Point
 from plansim.retune.executor import Executor
 from plansim.retune.presweep import PREDICTOR_FIELDS, build_forecaster
@@ -103,11 +103,9 @@ class RetuneController:
         sweep_root: str | None = None,
         on_decision: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
-        cfg = planner_config.retune_config()
+        cfg = planner_retune_config(planner_config)
         if cfg is None:
             raise ConfigError("retune is not set", field="retune")
-        if not isinstance(cfg, RetuneConfig):
-            raise TypeError("planner_config.retune_config() must return a RetuneConfig")
         self.cfg: RetuneConfig = cfg
         self.inputs = inputs
         self.delta_s = float(scale_interval_s or planner_config.scale_interval_s)

@@ -28,6 +28,7 @@ import yaml
 
 from plansim.errors import ConfigError
 from plansim.planner_core.observations import WorkerCounts
+from plansim.retune.config import planner_retune_config
 from plansim.retune.controller import RetuneController, RetuneInputs
 from plansim.retune.executor import Executor
 from plansim.retune.sweep import SweepReport, run_sweep
@@ -88,6 +89,7 @@ def load_retune_run(path: str | Path) -> RetuneRun:
         raise ConfigError("the planner config has no retune block", source=planner_source,
                           field="planner.retune")
     planner_config = parse_planner_config(dict(planner_raw), source=planner_source)
+    planner_retune_config(planner_config, source=planner_source)
     return RetuneRun(
         source=str(source),
         trace_paths=trace_paths,
@@ -206,7 +208,7 @@ def count_windows(run: RetuneRun, workload: Any) -> int:
     """Windows whose sweep launches before the replay's last arrival (a progress estimate)."""
     if not len(workload):
         return 0
-    cfg = run.planner_config.retune_config()
+    cfg = planner_retune_config(run.planner_config)
     span_s = (float(workload.arrival_ms.max()) - float(workload.arrival_ms.min())) / 1000.0
     span_s /= run.deployment.arrival_speedup_ratio
     n = int((span_s - cfg.grace_seconds) // cfg.interval_seconds)

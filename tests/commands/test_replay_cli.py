@@ -101,6 +101,22 @@ def test_bad_planner_config_exits_2_naming_the_key(tmp_path, monkeypatch, capsys
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(("retune_block", "field"), [
+    ("  interval_seconds: 60\n  timeout_seconds: 61\n", "retune.timeout_seconds: "),
+    ("  router:\n    overlap_score_weight: {choices: 3}\n",
+     "retune.router.overlap_score_weight.choices: "),
+])
+def test_bad_retune_block_exits_2_naming_the_retune_field(tmp_path, monkeypatch, capsys,
+                                                          retune_block, field):
+    planner = _write(tmp_path / "planner.yaml", "mode: agg\nenable_load_scaling: false\n"
+                     "enable_throughput_scaling: false\nretune:\n" + retune_block)
+    code, _, err = _run(monkeypatch, capsys, str(MICRO_TRACE), "--planner-config", str(planner),
+                        "--out", str(tmp_path / "out"))
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1
+    assert f"planner.yaml: {field}" in err
+    assert not (tmp_path / "out").exists()
+
 @pytest.mark.parametrize(("config_text", "flags", "key"), [
     ("num_wrokers: 2\n", [], "num_wrokers"),
     ("engine: {block_size: 0}\n", [], "engine.block_size"),

@@ -132,7 +132,7 @@ def test_a_bad_retune_field_is_one_line_naming_it(tmp_path, monkeypatch, capsys)
     code, stdout, err = cli(monkeypatch, capsys, "sweep", str(run), "--out", str(tmp_path / "o"))
     assert code == 2
     assert len(err.strip().splitlines()) == 1
-    assert "timeout_seconds" in err and "run.yaml" in err
+    assert "run.yaml: retune.timeout_seconds: " in err
 
 
 def test_an_unsearchable_router_knob_is_rejected(tmp_path, monkeypatch, capsys):
