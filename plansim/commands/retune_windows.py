@@ -77,8 +77,11 @@ def windows(
         min=0, help="Candidates printed per window, best first (0: all; the files have all).")] = 5,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
-    """Score the candidates of many windows at once, every (window, candidate) replay an
-    independent task; print one ranked table per window and a summary over the windows."""
+    """Score the candidates of many windows at once; print them ranked per window.
+
+    Every (window, candidate) replay is an independent task; a summary over the windows follows
+    the tables.
+    """
     from plansim.commands.retune import WindowBar, ranked_table
     from plansim.io import atomic_write_json, write_parquet_atomic
     from plansim.retune.batch import make_executor, score_windows, summarize, window_record
