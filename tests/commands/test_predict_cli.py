@@ -9,19 +9,6 @@ import orjson
 import pandas as pd
 import pytest
 
-from plansim.cli import main
-
-
-def _run(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr("sys.argv", ["plansim", "predict", "compare", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
 
 def _mooncake(path: Path, counts: list[int]) -> Path:
     """One bucket of 60 s per entry of ``counts``, requests spread inside it."""
@@ -38,12 +25,12 @@ def _mooncake(path: Path, counts: list[int]) -> Path:
 COUNTS = [5, 8, 6, 9, 7, 10, 8, 11, 9, 12]
 
 
-def test_compare_writes_predictions_summary_and_inputs(tmp_path, monkeypatch, capsys):
+def test_compare_writes_predictions_summary_and_inputs(tmp_path, run_cli):
     trace = _mooncake(tmp_path / "t.jsonl", COUNTS)
     out = tmp_path / "out"
-    code, stdout, err = _run(monkeypatch, capsys, str(trace), "--interval", "60",
-                             "--predictors", "constant,kalman", "--grid", "kalman_r=1,100",
-                             "--jobs", "1", "--out", str(out), "--no-report")
+    code, stdout, err = run_cli("predict", "compare", str(trace), "--interval", "60",
+                                "--predictors", "constant,kalman", "--grid", "kalman_r=1,100",
+                                "--jobs", "1", "--out", str(out), "--no-report")
     assert code == 0, err
     assert not list(out.glob(".*.tmp"))
     predictions = pd.read_parquet(out / "predictions.parquet")
@@ -72,10 +59,10 @@ def test_compare_writes_predictions_summary_and_inputs(tmp_path, monkeypatch, ca
         assert label in stdout
 
 
-def _error(monkeypatch, capsys, tmp_path, *args: str) -> str:
+def _error(run_cli, tmp_path, *args: str) -> str:
     trace = _mooncake(tmp_path / "t.jsonl", COUNTS)
-    code, stdout, err = _run(monkeypatch, capsys, str(trace), "--out", str(tmp_path / "o"),
-                             "--no-report", *args)
+    code, stdout, err = run_cli("predict", "compare", str(trace), "--out", str(tmp_path / "o"),
+                                "--no-report", *args)
     assert code == 2, (stdout, err)
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
@@ -84,41 +71,41 @@ def _error(monkeypatch, capsys, tmp_path, *args: str) -> str:
 
 
 @pytest.mark.parametrize("interval", ["0", "-60"])
-def test_non_positive_interval_is_rejected(tmp_path, monkeypatch, capsys, interval):
-    line = _error(monkeypatch, capsys, tmp_path, "--interval", interval)
+def test_non_positive_interval_is_rejected(tmp_path, run_cli, interval):
+    line = _error(run_cli, tmp_path, "--interval", interval)
     assert "--interval" in line
 
 
-def test_unknown_predictor_is_rejected(tmp_path, monkeypatch, capsys):
-    line = _error(monkeypatch, capsys, tmp_path, "--interval", "60",
+def test_unknown_predictor_is_rejected(tmp_path, run_cli):
+    line = _error(run_cli, tmp_path, "--interval", "60",
                   "--predictors", "constant,lstm")
     assert "--predictors" in line and "lstm" in line
 
 
-def test_unknown_parameter_is_rejected(tmp_path, monkeypatch, capsys):
-    line = _error(monkeypatch, capsys, tmp_path, "--interval", "60",
+def test_unknown_parameter_is_rejected(tmp_path, run_cli):
+    line = _error(run_cli, tmp_path, "--interval", "60",
                   "--param", "kalman_q_levle=1")
     assert "kalman_q_levle" in line and "--param" in line
 
 
-def test_bad_parameter_value_is_rejected(tmp_path, monkeypatch, capsys):
-    line = _error(monkeypatch, capsys, tmp_path, "--interval", "60", "--grid", "kalman_r=1,x")
+def test_bad_parameter_value_is_rejected(tmp_path, run_cli):
+    line = _error(run_cli, tmp_path, "--interval", "60", "--grid", "kalman_r=1,x")
     assert "kalman_r" in line
 
 
-def test_malformed_parameter_is_rejected(tmp_path, monkeypatch, capsys):
-    line = _error(monkeypatch, capsys, tmp_path, "--interval", "60", "--param", "kalman_r")
+def test_malformed_parameter_is_rejected(tmp_path, run_cli):
+    line = _error(run_cli, tmp_path, "--interval", "60", "--param", "kalman_r")
     assert "NAME=VALUE" in line
 
 
-def test_trace_shorter_than_warmup_plus_two_is_rejected(tmp_path, monkeypatch, capsys):
+def test_trace_shorter_than_warmup_plus_two_is_rejected(tmp_path, run_cli):
     # 10 one-minute buckets at 60 s; at 180 s there are 4, 3 complete: fewer than 5 + 2.
-    line = _error(monkeypatch, capsys, tmp_path, "--interval", "180",
+    line = _error(run_cli, tmp_path, "--interval", "180",
                   "--predictors", "constant,kalman")
     assert "3 complete buckets" in line and "7" in line
 
 
-def test_missing_trace_is_rejected(tmp_path, monkeypatch, capsys):
-    code, _, err = _run(monkeypatch, capsys, str(tmp_path / "nope.jsonl"), "--interval", "60")
+def test_missing_trace_is_rejected(tmp_path, run_cli):
+    code, _, err = run_cli("predict", "compare", str(tmp_path / "nope.jsonl"), "--interval", "60")
     assert code == 2
     assert len(err.strip().splitlines()) == 1

@@ -8,22 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from plansim.cli import main
-
 REFERENCE = Path(__file__).parents[1] / "sim" / "reference"
 MICRO_TRACE = REFERENCE / "micro" / "M7-round-robin.jsonl"  # 6 requests, 3 workers
 EXAMPLES = Path(__file__).parents[2] / "examples"
-
-
-def _run(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr("sys.argv", ["plansim", "replay", "run", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def _write(path: Path, text: str) -> Path:
@@ -31,14 +18,14 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def test_happy_path_writes_every_output_file(tmp_path, monkeypatch, capsys):
+def test_happy_path_writes_every_output_file(tmp_path, run_cli):
     config = _write(tmp_path / "deploy.yaml",
                     "mode: agg\nnum_workers: 2\nrouter: {mode: round_robin}\n"
                     "sla: {ttft_ms: 1000, itl_ms: 50}\n")
     out = tmp_path / "out"
-    code, stdout, err = _run(monkeypatch, capsys, str(MICRO_TRACE), "--config", str(config),
-                             "--num-workers", "3", "--trace-block-size", "512", "--out", str(out),
-                             "--no-report", "--quiet")
+    code, stdout, err = run_cli("replay", "run", str(MICRO_TRACE), "--config", str(config),
+                                "--num-workers", "3", "--trace-block-size", "512", "--out", str(out),
+                                "--no-report", "--quiet")
     assert code == 0, err
     for name in ("inputs.json", "summary.json", "requests.parquet", "timeseries.parquet",
                  "workers.parquet"):
@@ -62,13 +49,13 @@ def test_happy_path_writes_every_output_file(tmp_path, monkeypatch, capsys):
     assert err == ""  # --quiet: no progress bar
 
 
-def test_same_inputs_write_byte_identical_files(tmp_path, monkeypatch, capsys):
+def test_same_inputs_write_byte_identical_files(tmp_path, run_cli):
     outs = []
     for name in ("a", "b"):
         out = tmp_path / name
-        code, _, err = _run(monkeypatch, capsys, str(MICRO_TRACE), "--num-workers", "3",
-                            "--trace-block-size", "512", "--out", str(out), "--no-report",
-                            "--quiet")
+        code, _, err = run_cli("replay", "run", str(MICRO_TRACE), "--num-workers", "3",
+                               "--trace-block-size", "512", "--out", str(out), "--no-report",
+                               "--quiet")
         assert code == 0, err
         outs.append(out)
     for name in ("summary.json", "requests.parquet", "timeseries.parquet", "workers.parquet"):
@@ -76,15 +63,15 @@ def test_same_inputs_write_byte_identical_files(tmp_path, monkeypatch, capsys):
         assert first == second, name
 
 
-def test_planner_block_adds_ticks_and_scaling_events(tmp_path, monkeypatch, capsys):
+def test_planner_block_adds_ticks_and_scaling_events(tmp_path, run_cli):
     # one request a second for 45 s; the example planner ticks every 10 s of virtual time
     trace = _write(tmp_path / "steady.jsonl", "".join(
         json.dumps({"timestamp": 1000 * i, "input_length": 600, "output_length": 20,
                     "hash_ids": [2 * i, 2 * i + 1]}) + "\n" for i in range(45)))
     config = _write(tmp_path / "deploy.yaml", (EXAMPLES / "deploy-planner.yaml").read_text())
     out = tmp_path / "out"
-    code, _, err = _run(monkeypatch, capsys, str(trace), "--config", str(config),
-                        "--out", str(out), "--no-report", "--quiet")
+    code, _, err = run_cli("replay", "run", str(trace), "--config", str(config),
+                           "--out", str(out), "--no-report", "--quiet")
     assert code == 0, err
     ticks = pd.read_parquet(out / "ticks.parquet")
     assert len(ticks) >= 4  # at 10, 20, 30 and 40 s
@@ -92,10 +79,10 @@ def test_planner_block_adds_ticks_and_scaling_events(tmp_path, monkeypatch, caps
     assert json.loads((out / "inputs.json").read_text())["planner"]["mode"] == "agg"
 
 
-def test_bad_planner_config_exits_2_naming_the_key(tmp_path, monkeypatch, capsys):
+def test_bad_planner_config_exits_2_naming_the_key(tmp_path, run_cli):
     planner = _write(tmp_path / "planner.yaml", "mode: agg\nmin_endpoint: -1\n")
-    code, _, err = _run(monkeypatch, capsys, str(MICRO_TRACE), "--planner-config", str(planner),
-                        "--out", str(tmp_path / "out"))
+    code, _, err = run_cli("replay", "run", str(MICRO_TRACE), "--planner-config", str(planner),
+                           "--out", str(tmp_path / "out"))
     assert code == 2
     assert "min_endpoint" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
@@ -106,12 +93,11 @@ def test_bad_planner_config_exits_2_naming_the_key(tmp_path, monkeypatch, capsys
     ("  router:\n    overlap_score_weight: {choices: 3}\n",
      "retune.router.overlap_score_weight.choices: "),
 ])
-def test_bad_retune_block_exits_2_naming_the_retune_field(tmp_path, monkeypatch, capsys,
-                                                          retune_block, field):
+def test_bad_retune_block_exits_2_naming_the_retune_field(tmp_path, retune_block, field, run_cli):
     planner = _write(tmp_path / "planner.yaml", "mode: agg\nenable_load_scaling: false\n"
                      "enable_throughput_scaling: false\nretune:\n" + retune_block)
-    code, _, err = _run(monkeypatch, capsys, str(MICRO_TRACE), "--planner-config", str(planner),
-                        "--out", str(tmp_path / "out"))
+    code, _, err = run_cli("replay", "run", str(MICRO_TRACE), "--planner-config", str(planner),
+                           "--out", str(tmp_path / "out"))
     assert code == 2
     assert len(err.strip().splitlines()) == 1
     assert f"planner.yaml: {field}" in err
@@ -125,11 +111,10 @@ def test_bad_retune_block_exits_2_naming_the_retune_field(tmp_path, monkeypatch,
     ("", ["--arrival-speedup-ratio", "-1"], "arrival_speedup_ratio"),
     ("", ["--router-mode", "fastest"], "router.mode"),
 ])
-def test_bad_config_exits_2_with_one_line_naming_the_key(tmp_path, monkeypatch, capsys,
-                                                         config_text, flags, key):
+def test_bad_config_exits_2_with_one_line_naming_the_key(tmp_path, config_text, flags, key, run_cli):
     config = _write(tmp_path / "deploy.yaml", config_text)
-    code, stdout, err = _run(monkeypatch, capsys, str(MICRO_TRACE), "--config", str(config),
-                             "--out", str(tmp_path / "out"), *flags)
+    code, stdout, err = run_cli("replay", "run", str(MICRO_TRACE), "--config", str(config),
+                                "--out", str(tmp_path / "out"), *flags)
     assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
@@ -137,9 +122,9 @@ def test_bad_config_exits_2_with_one_line_naming_the_key(tmp_path, monkeypatch, 
     assert not (tmp_path / "out").exists()  # nothing written before validation passed
 
 
-def test_missing_config_file_exits_2_naming_it(tmp_path, monkeypatch, capsys):
+def test_missing_config_file_exits_2_naming_it(tmp_path, run_cli):
     missing = tmp_path / "nope.yaml"
-    code, _, err = _run(monkeypatch, capsys, str(MICRO_TRACE), "--config", str(missing))
+    code, _, err = run_cli("replay", "run", str(MICRO_TRACE), "--config", str(missing))
     assert code == 2
     assert str(missing) in err and len(err.strip().splitlines()) == 1
 

@@ -8,21 +8,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from plansim.cli import main
-
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "traces" / "sample.dynamo.jsonl.gz"
-
-
-def _run(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr("sys.argv", ["plansim", "trace", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 @pytest.mark.parametrize(
@@ -33,29 +20,29 @@ def _run(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
         ("mooncake_synthetic.dynamo.jsonl.gz", ["requests 3,993", "recorded TTFT", "block size    512"]),
     ],
 )
-def test_inspect_every_shared_trace(monkeypatch, capsys, name, needles):
-    code, out, err = _run(monkeypatch, capsys, "inspect", str(SHARED / name))
+def test_inspect_every_shared_trace(name, needles, run_cli):
+    code, out, err = run_cli("trace", "inspect", str(SHARED / name))
     assert code == 0, err
     for needle in needles:
         assert needle in out
     assert "peak 1-minute" in out and "p99" in out
 
 
-def test_inspect_sample_as_json(monkeypatch, capsys):
-    code, out, _ = _run(monkeypatch, capsys, "inspect", str(SAMPLE), "--json")
+def test_inspect_sample_as_json(run_cli):
+    code, out, _ = run_cli("trace", "inspect", str(SAMPLE), "--json")
     d = orjson.loads(out)
     assert code == 0 and d["requests"] > 1_000 and d["span_s"] <= 600
     assert SAMPLE.stat().st_size < 1_000_000
 
 
-def test_bad_trace_is_one_line_naming_file_line_and_field(monkeypatch, capsys, tmp_path):
+def test_bad_trace_is_one_line_naming_file_line_and_field(tmp_path, run_cli):
     row = {"schema": "dynamo.request.trace.v1", "event_type": "request_end",
            "request": {"request_id": "a", "request_received_ms": 1, "output_tokens": 1,
                        "replay": {"trace_block_size": 512, "input_length": 1600,
                                   "input_sequence_hashes": [1, 2, 3]}}}
     p = tmp_path / "trace.jsonl.gz"
     p.write_bytes(gzip.compress(orjson.dumps(row) + b"\n"))
-    code, out, err = _run(monkeypatch, capsys, "inspect", str(p))
+    code, out, err = run_cli("trace", "inspect", str(p))
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and "Traceback" not in err
     assert err.strip() == (f"plansim: {p}:1: replay.input_sequence_hashes has 3 entries, expected 4 "
@@ -73,45 +60,45 @@ def test_bad_trace_is_one_line_naming_file_line_and_field(monkeypatch, capsys, t
         (["synth", "--rate", "1", "--duration", "5", "-o", "x.jsonl.gz", "--step", "oops"], "--step"),
     ],
 )
-def test_user_mistakes_exit_2_with_one_line(monkeypatch, capsys, tmp_path, args, needle):
+def test_user_mistakes_exit_2_with_one_line(monkeypatch, tmp_path, args, needle, run_cli):
     monkeypatch.chdir(tmp_path)
-    code, _, err = _run(monkeypatch, capsys, *args)
+    code, _, err = run_cli("trace", *args)
     assert code == 2
     assert err.count("\n") == 1 and needle in err
 
 
-def test_convert_round_trip_keeps_requests(monkeypatch, capsys, tmp_path):
+def test_convert_round_trip_keeps_requests(tmp_path, run_cli):
     mc = tmp_path / "s.jsonl"
     back = tmp_path / "s.dynamo.jsonl.gz"
-    assert _run(monkeypatch, capsys, "convert", str(SAMPLE), str(mc), "--to", "mooncake")[0] == 0
-    assert _run(monkeypatch, capsys, "convert", str(mc), str(back), "--to", "dynamo")[0] == 0
-    _, a, _ = _run(monkeypatch, capsys, "inspect", str(SAMPLE), "--json")
-    _, b, _ = _run(monkeypatch, capsys, "inspect", str(back), "--json")
+    assert run_cli("trace", "convert", str(SAMPLE), str(mc), "--to", "mooncake")[0] == 0
+    assert run_cli("trace", "convert", str(mc), str(back), "--to", "dynamo")[0] == 0
+    _, a, _ = run_cli("trace", "inspect", str(SAMPLE), "--json")
+    _, b, _ = run_cli("trace", "inspect", str(back), "--json")
     da, db = orjson.loads(a), orjson.loads(b)
     for key in ("requests", "span_s", "isl_tokens", "osl_tokens", "blocks", "prefix_reuse_upper_bound"):
         assert da[key] == db[key]
 
 
-def test_synth_is_seeded_and_follows_options(monkeypatch, capsys, tmp_path):
+def test_synth_is_seeded_and_follows_options(tmp_path, run_cli):
     args = ["synth", "--rate", "4", "--duration", "120", "--schedule", "diurnal",
             "--isl", "fixed", "--isl-mean", "1000", "--osl", "fixed", "--osl-mean", "10", "--seed", "3"]
     a, b = tmp_path / "a.jsonl.gz", tmp_path / "b.jsonl.gz"
-    assert _run(monkeypatch, capsys, *args, "-o", str(a))[0] == 0
-    assert _run(monkeypatch, capsys, *args, "-o", str(b))[0] == 0
+    assert run_cli("trace", *args, "-o", str(a))[0] == 0
+    assert run_cli("trace", *args, "-o", str(b))[0] == 0
     assert a.read_bytes() == b.read_bytes()
-    _, out, _ = _run(monkeypatch, capsys, "inspect", str(a), "--json")
+    _, out, _ = run_cli("trace", "inspect", str(a), "--json")
     d = orjson.loads(out)
     assert d["isl_tokens"]["max"] == 1000 and d["osl_tokens"]["mean"] == 10
     assert abs(d["requests"] - 480) < 5 * 480 ** 0.5
 
 
 @pytest.mark.parametrize("command", ["inspect", "convert", "synth"])
-def test_help_explains_every_option(monkeypatch, capsys, command):
+def test_help_explains_every_option(command, run_cli):
     import typer
 
     from plansim.commands.trace import app
 
-    code, out, _ = _run(monkeypatch, capsys, command, "--help")
+    code, out, _ = run_cli("trace", command, "--help")
     assert code == 0
     params = typer.main.get_command(app).commands[command].params
     assert params

@@ -10,8 +10,6 @@ from pathlib import Path
 import orjson
 import pytest
 
-from plansim.cli import main
-
 ORIGIN_MS = 1_764_000_000_000
 BLOCK = 64
 
@@ -70,17 +68,6 @@ def make_run(tmp_path: Path, extra: str = "") -> Path:
     return path
 
 
-def cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr("sys.argv", ["plansim", "retune", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
 @pytest.fixture
 def private_tmp(tmp_path, monkeypatch):
     """Sweep folders go here, so the test can see that none is left behind."""
@@ -91,12 +78,11 @@ def private_tmp(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_sweep_prints_one_line_per_window_and_writes_the_decisions(tmp_path, monkeypatch, capsys,
-                                                                  private_tmp):
+def test_sweep_prints_one_line_per_window_and_writes_the_decisions(tmp_path, private_tmp, run_cli):
     run = make_run(tmp_path)
     out = tmp_path / "out"
-    code, stdout, err = cli(monkeypatch, capsys, "sweep", str(run), "--out", str(out),
-                            "--no-report", "--quiet")
+    code, stdout, err = run_cli("retune", "sweep", str(run), "--out", str(out),
+                                "--no-report", "--quiet")
     assert code == 0, err
     events = json.loads((out / "retune_events.json").read_text())
     window_lines = [line for line in stdout.splitlines() if line.startswith("window ")]
@@ -116,9 +102,9 @@ def test_sweep_prints_one_line_per_window_and_writes_the_decisions(tmp_path, mon
 
 
 @pytest.mark.slow
-def test_window_prints_the_ranked_candidates(tmp_path, monkeypatch, capsys, private_tmp):
+def test_window_prints_the_ranked_candidates(tmp_path, private_tmp, run_cli):
     run = make_run(tmp_path)
-    code, stdout, err = cli(monkeypatch, capsys, "window", str(run), "--window", "1")
+    code, stdout, err = run_cli("retune", "window", str(run), "--window", "1")
     assert code == 0, err
     rows = [line for line in stdout.splitlines() if line.strip()[:1].isdigit()]
     assert len(rows) == 3  # current (1.0), then 0.0 and 4.0
@@ -127,34 +113,34 @@ def test_window_prints_the_ranked_candidates(tmp_path, monkeypatch, capsys, priv
     assert list(private_tmp.iterdir()) == []
 
 
-def test_a_bad_retune_field_is_one_line_naming_it(tmp_path, monkeypatch, capsys):
+def test_a_bad_retune_field_is_one_line_naming_it(tmp_path, run_cli):
     run = make_run(tmp_path, extra="timeout_seconds: 31")
-    code, stdout, err = cli(monkeypatch, capsys, "sweep", str(run), "--out", str(tmp_path / "o"))
+    code, stdout, err = run_cli("retune", "sweep", str(run), "--out", str(tmp_path / "o"))
     assert code == 2
     assert len(err.strip().splitlines()) == 1
     assert "run.yaml: retune.timeout_seconds: " in err
 
 
-def test_an_unsearchable_router_knob_is_rejected(tmp_path, monkeypatch, capsys):
+def test_an_unsearchable_router_knob_is_rejected(tmp_path, run_cli):
     run = make_run(tmp_path)
     run.write_text(run.read_text().replace("overlap_score_weight: {choices", "host_cache_hit_weight: {choices"))
-    code, _, err = cli(monkeypatch, capsys, "window", str(run), "--window", "0")
+    code, _, err = run_cli("retune", "window", str(run), "--window", "0")
     assert code == 2 and "retune.router.host_cache_hit_weight" in err
 
 
-def test_a_trace_that_is_not_a_dynamo_request_trace_is_rejected(tmp_path, monkeypatch, capsys):
+def test_a_trace_that_is_not_a_dynamo_request_trace_is_rejected(tmp_path, run_cli):
     run = make_run(tmp_path)
     (tmp_path / "trace.jsonl").write_text(
         '{"timestamp": 0, "input_length": 100, "output_length": 10, "hash_ids": [1]}\n')
     run.write_text(run.read_text().replace("trace.jsonl.gz", "trace.jsonl"))
-    code, _, err = cli(monkeypatch, capsys, "window", str(run), "--window", "0")
+    code, _, err = run_cli("retune", "window", str(run), "--window", "0")
     assert code == 2 and "trace.jsonl" in err and "Dynamo request traces" in err
 
 
 @pytest.mark.slow
-def test_the_example_run_file_scores_a_window_of_the_bundled_sample(monkeypatch, capsys):
+def test_the_example_run_file_scores_a_window_of_the_bundled_sample(run_cli):
     example = Path(__file__).parents[2] / "examples" / "retune.yaml"
-    code, stdout, err = cli(monkeypatch, capsys, "window", str(example), "--window", "0")
+    code, stdout, err = run_cli("retune", "window", str(example), "--window", "0")
     assert code == 0, err
     rows = [line for line in stdout.splitlines() if line.strip()[:1].isdigit()]
     assert len(rows) == 8  # 4 weights x 2 temperatures; the startup point is one of them

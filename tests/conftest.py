@@ -1,0 +1,26 @@
+"""Fixtures shared by every test area."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from plansim.cli import main
+
+
+@pytest.fixture
+def run_cli(monkeypatch, capsys) -> Callable[..., tuple[int, str, str]]:
+    """Run ``plansim ARGS...`` in-process; returns (exit status, stdout, stderr)."""
+
+    def run(*args: str) -> tuple[int, str, str]:
+        monkeypatch.setattr("sys.argv", ["plansim", *args])
+        try:
+            main()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return run
