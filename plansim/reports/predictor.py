@@ -196,46 +196,18 @@ def _forecast_chart(
     )
     if total > len(shown):
         how += f" The {len(shown)} best of {total} predictors are drawn."
-    fig = make_subplots(
-        rows=len(series),
-        cols=1,
-        shared_xaxes=True,
-        vertical_spacing=0.06,
-        subplot_titles=[plain(_SERIES_LABELS.get(s, s)) for s in series],
-    )
+    fig = _series_subplots(series)
     for row, name in enumerate(series, start=1):
         part = frame[frame["series"] == name]
         actual = part.drop_duplicates("bucket").sort_values("bucket")
         t, ys = bin_series(floats(actual, "_x"), {"y": floats(actual, "actual")})
-        fig.add_trace(
-            go.Scatter(
-                x=_axis_x(t, unit),
-                y=ys["y"],
-                mode="lines",
-                name="actual",
-                legendgroup="actual",
-                showlegend=row == 1,
-                line={"color": ACTUAL_COLOUR, "width": 2.5},
-            ),
-            row=row,
-            col=1,
-        )
+        _add_line(fig, row, _axis_x(t, unit), ys["y"], "actual",
+                  {"color": ACTUAL_COLOUR, "width": 2.5})
         for predictor in shown:
             one = part[part["predictor"] == predictor].sort_values("bucket")
             t, ys = bin_series(floats(one, "_x"), {"y": floats(one, "forecast")})
-            fig.add_trace(
-                go.Scatter(
-                    x=_axis_x(t, unit),
-                    y=ys["y"],
-                    mode="lines",
-                    name=plain(predictor),
-                    legendgroup=plain(predictor),
-                    showlegend=row == 1,
-                    line={"color": colours[predictor], "width": 1.3},
-                ),
-                row=row,
-                col=1,
-            )
+            _add_line(fig, row, _axis_x(t, unit), ys["y"], plain(predictor),
+                      {"color": colours[predictor], "width": 1.3})
         fig.update_yaxes(
             title_text=plain(_SERIES_LABELS.get(name, name)), rangemode="tozero", row=row, col=1
         )
@@ -261,13 +233,7 @@ def _error_chart(
         f"{ERROR_SMOOTHING_BUCKETS} buckets: 0.1 is about a 10% miss. Spikes show where a "
         "predictor was caught out by a change in traffic."
     )
-    fig = make_subplots(
-        rows=len(series),
-        cols=1,
-        shared_xaxes=True,
-        vertical_spacing=0.06,
-        subplot_titles=[plain(_SERIES_LABELS.get(s, s)) for s in series],
-    )
+    fig = _series_subplots(series)
     for row, name in enumerate(series, start=1):
         part = frame[frame["series"] == name]
         for predictor in shown:
@@ -280,19 +246,8 @@ def _error_chart(
                 pd.Series(err).rolling(ERROR_SMOOTHING_BUCKETS, min_periods=1).mean().to_numpy()
             )
             t, ys = bin_series(floats(one, "_x"), {"y": smooth})
-            fig.add_trace(
-                go.Scatter(
-                    x=_axis_x(t, unit),
-                    y=ys["y"],
-                    mode="lines",
-                    name=plain(predictor),
-                    legendgroup=plain(predictor),
-                    showlegend=row == 1,
-                    line={"color": colours[predictor]},
-                ),
-                row=row,
-                col=1,
-            )
+            _add_line(fig, row, _axis_x(t, unit), ys["y"], plain(predictor),
+                      {"color": colours[predictor]})
         fig.update_yaxes(title_text="log1p error", rangemode="tozero", row=row, col=1)
     fig.update_xaxes(title_text=_x_title(unit), row=len(series), col=1)
     page.chart(
@@ -300,4 +255,25 @@ def _error_chart(
         "Forecast error over time",
         how,
         base_layout(fig, height=220 * len(series) + 160, legend_below=True),
+    )
+
+
+def _series_subplots(series: list[str]) -> go.Figure:
+    """One row per series, sharing the time axis."""
+    return make_subplots(
+        rows=len(series),
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.06,
+        subplot_titles=[plain(_SERIES_LABELS.get(s, s)) for s in series],
+    )
+
+
+def _add_line(fig: go.Figure, row: int, x: Any, y: Any, name: str, line: dict[str, Any]) -> None:
+    """A line in subplot ``row``; its legend entry is shown once (on the first row)."""
+    fig.add_trace(
+        go.Scatter(x=x, y=y, mode="lines", name=name, legendgroup=name, showlegend=row == 1,
+                   line=line),
+        row=row,
+        col=1,
     )
