@@ -298,9 +298,7 @@ def _scores_chart(page: Page, windows: list[_Window], maximize: bool) -> None:
         )
     fig.update_xaxes(title_text="Window (index)", dtick=1 if len(windows) <= 30 else None)
     fig.update_yaxes(title_text="Score (objective units)")
-    layout = base_layout(fig, height=440)
-    layout.update_layout(hovermode="closest")
-    page.chart("retune_scores", title, how, layout)
+    _closest_chart(page, "retune_scores", title, how, fig, height=440)
 
 
 def _outcome_chart(page: Page, windows: list[_Window]) -> None:
@@ -347,9 +345,7 @@ def _outcome_chart(page: Page, windows: list[_Window]) -> None:
         categoryorder="array",
         categoryarray=[plain(o) for o in reversed(present)],
     )
-    layout = base_layout(fig, height=300)
-    layout.update_layout(hovermode="closest")
-    page.chart("retune_outcomes", title, how, layout)
+    _closest_chart(page, "retune_outcomes", title, how, fig, height=300)
 
 
 def _parameters_chart(page: Page, windows: list[_Window]) -> None:
@@ -456,9 +452,8 @@ def _presweep_chart(page: Page, windows: list[_Window]) -> None:
         )
     fig.update_xaxes(title_text="Window (index)")
     fig.update_yaxes(title_text="Pre-sweep loss (log1p error, weighted)", rangemode="tozero")
-    layout = base_layout(fig, height=400, legend_below=len(series) > 4)
-    layout.update_layout(hovermode="closest")
-    page.chart("retune_presweep", title, how, layout)
+    _closest_chart(page, "retune_presweep", title, how, fig, height=400,
+                   legend_below=len(series) > 4)
 
 
 def _candidate_label(cand: Any) -> str:
@@ -509,3 +504,11 @@ def _decision_table(page: Page, windows: list[_Window]) -> None:
 
 def _cell(value: float | None) -> Any:
     return "n/a" if value is None else value
+
+
+def _closest_chart(page: Page, chart_id: str, title: str, how: str, fig: go.Figure,
+                   height: int, legend_below: bool = False) -> None:
+    """Add ``fig`` with the report layout, hover picking the closest point."""
+    styled = base_layout(fig, height=height, legend_below=legend_below)
+    styled.update_layout(hovermode="closest")
+    page.chart(chart_id, title, how, styled)
