@@ -31,17 +31,13 @@ def _set_overrides(targets: dict[str, int] | None, reason: str) -> tuple[Overrid
     return tuple(Override(role, OverrideType.SET, value, reason) for role, value in sorted(targets.items()))
 
 
-class BuiltinLoadPredict:
-    """Owns the request-count, ISL and OSL predictors; emits the same-tick predictions."""
+class _EveryThroughputInterval:
+    """A built-in plugin that runs, and looks back, once per throughput adjustment interval."""
 
-    plugin_id = "builtin_load_predict"
-    stage = Stage.PREDICT
-    priority = 0
     needs = frozenset({"traffic"})
 
     def __init__(self, state: PlannerScalingState) -> None:
         self.state = state
-        self.forecaster = self.build_forecaster()
 
     @property
     def execution_interval_seconds(self) -> float:
@@ -50,6 +46,18 @@ class BuiltinLoadPredict:
     @property
     def observation_window_seconds(self) -> float:
         return self.state.config.throughput_adjustment_interval_seconds
+
+
+class BuiltinLoadPredict(_EveryThroughputInterval):
+    """Owns the request-count, ISL and OSL predictors; emits the same-tick predictions."""
+
+    plugin_id = "builtin_load_predict"
+    stage = Stage.PREDICT
+    priority = 0
+
+    def __init__(self, state: PlannerScalingState) -> None:
+        super().__init__(state)
+        self.forecaster = self.build_forecaster()
 
     def build_forecaster(self) -> TrafficForecaster:
         config = self.state.config
@@ -93,26 +101,17 @@ class BuiltinLoadPredict:
         return StageResult(predictions=predictions)
 
 
-class BuiltinThroughputPropose:
+class BuiltinThroughputPropose(_EveryThroughputInterval):
     """Predicted demand -> replica counts (or, with load scaling on, the lower bounds)."""
 
     plugin_id = "builtin_throughput_propose"
     stage = Stage.PROPOSE
     priority = 20
-    needs = frozenset({"traffic"})
 
     def __init__(self, state: PlannerScalingState) -> None:
-        self.state = state
+        super().__init__(state)
         self._refreshed_at: float | None = None
         self._last_targets: dict[str, int] | None = None
-
-    @property
-    def execution_interval_seconds(self) -> float:
-        return self.state.config.throughput_adjustment_interval_seconds
-
-    @property
-    def observation_window_seconds(self) -> float:
-        return self.state.config.throughput_adjustment_interval_seconds
 
     def refresh(self, ctx: PipelineContext) -> dict[str, int] | None:
         """Run the throughput step once per tick (the load proposer may call it first)."""
