@@ -28,6 +28,16 @@ from plansim.errors import ConfigError
 log = logging.getLogger("plansim.planner")
 
 PREDICTOR_NAMES = ("constant", "arima", "kalman", "prophet")
+# The fields that choose and parameterise the load predictor: changing any of them replaces it.
+PREDICTOR_FIELDS = (
+    "load_predictor",
+    "load_predictor_log1p",
+    "prophet_window_size",
+    "kalman_q_level",
+    "kalman_q_trend",
+    "kalman_r",
+    "kalman_min_points",
+)
 ROLES = ("prefill", "decode")
 
 # Keys a live Dynamo planner reads that have no offline meaning: accepted, ignored, warned once.

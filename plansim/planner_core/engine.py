@@ -31,7 +31,7 @@ from typing import Any
 from plansim.errors import ConfigError
 from plansim.planner_core.budget import proportional_clamp_pair, proportional_clamp_single
 from plansim.planner_core.builtins import BuiltinLoadPredict, BuiltinLoadPropose, BuiltinThroughputPropose
-from plansim.planner_core.config import PlannerConfig, with_changes
+from plansim.planner_core.config import PREDICTOR_FIELDS, PlannerConfig, with_changes
 from plansim.planner_core.diagnostics import TickDiagnostics
 from plansim.planner_core.observations import (
     ForwardPassMetrics,
@@ -55,17 +55,6 @@ from plansim.planner_core.state import PlannerScalingState
 
 # A decision nobody completes stops blocking new ones after this long (seconds).
 DEFAULT_SCALING_TIMEOUT_S = 1800.0
-PREDICTOR_FIELDS = frozenset(
-    {
-        "load_predictor",
-        "load_predictor_log1p",
-        "prophet_window_size",
-        "kalman_q_level",
-        "kalman_q_trend",
-        "kalman_r",
-        "kalman_min_points",
-    }
-)
 
 
 def check_fits(config: PlannerConfig, capabilities: WorkerCapabilities) -> None:
@@ -231,7 +220,7 @@ class PlannerEngine:
                 self._predict = BuiltinLoadPredict(self.state)
                 if predictor_warmup is not None:
                     self._predict.warm(predictor_warmup)
-            elif PREDICTOR_FIELDS & changes.keys():
+            elif not changes.keys().isdisjoint(PREDICTOR_FIELDS):
                 self._predict.replace_predictor(predictor_warmup)
         if self._scheduler is not None:
             # a plugin the change enables fires on the next tick

@@ -32,12 +32,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from plansim.errors import ConfigError
+from plansim.planner_core.config import PREDICTOR_FIELDS
 from plansim.planner_core.observations import WorkerCounts
 from plansim.retune import domains, record
 from plansim.retune.config import RetuneConfig, planner_retune_config
 from plansim.retune.domains import Knob, Point
 from plansim.retune.executor import Executor
-from plansim.retune.presweep import PREDICTOR_FIELDS, build_forecaster
+from plansim.retune.presweep import build_forecaster
 from plansim.retune.sweep import VALIDATION_FAILED, SweepPlan, SweepReport, run_sweep
 from plansim.retune.tasks import ReplaySpec, WindowSpec
 
@@ -131,6 +132,7 @@ class RetuneController:
             domains.PLANNER, cfg.planner, integer_fields=_integer_fields(planner_config)
         )
         self._check_planner_knobs(planner_knobs)
+        # The predictor is never a grid dimension: its fields are searched by the pre-sweep.
         self.grid_knobs = router_knobs + [k for k in planner_knobs if k.name not in PREDICTOR_FIELDS]
         self.predictor_knobs = [k for k in planner_knobs if k.name in PREDICTOR_FIELDS]
         self.predictor_candidates = self._predictor_candidates()

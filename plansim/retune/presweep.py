@@ -21,18 +21,6 @@ from typing import Any
 from plansim.planner_core.predictors import TrafficForecaster, make_predictor, presweep_loss
 from plansim.retune.executor import TaskContext
 
-# PlannerConfig fields that choose and parameterise the load predictor. The predictor is never a
-# grid dimension: these fields are searched by the pre-sweep instead.
-PREDICTOR_FIELDS = (
-    "load_predictor",
-    "load_predictor_log1p",
-    "prophet_window_size",
-    "kalman_q_level",
-    "kalman_q_trend",
-    "kalman_r",
-    "kalman_min_points",
-)
-
 Bucket = tuple[float, float, float]  # (num_req, avg_isl, avg_osl)
 
 

@@ -24,11 +24,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from plansim.planner_core.config import PREDICTOR_FIELDS
 from plansim.retune import scoring
 from plansim.retune.domains import Point
 from plansim.retune.executor import BatchOutcome, Executor, Task, TaskContext
 from plansim.retune.presweep import (
-    PREDICTOR_FIELDS,
     PresweepResult,
     pick_winner,
     prepare_predictor_task,
