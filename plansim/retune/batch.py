@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from plansim.errors import InputError
-from plansim.planner_core.observations import WorkerCounts
 from plansim.retune import scoring
 from plansim.retune.executor import BatchOutcome, Executor, Task, TaskContext
+from plansim.retune.record import window_bounds
 from plansim.retune.sweep import SweepPlan, SweepReport, run_sweep
 
 # How often the waiting thread wakes up so that Ctrl-C is seen promptly (s).
@@ -38,7 +38,7 @@ def window_plans(run: Any, workload: Any, windows: Iterable[int]) -> list[SweepP
     """The sweep plans of ``windows`` of a retune run (``retune.runner.RetuneRun``): each from
     the startup point, with the deployment's starting worker counts and the config's
     ``timeout_seconds``, as ``retune.runner.score_window`` sweeps one window."""
-    from plansim.retune.runner import build_controller
+    from plansim.retune.runner import build_controller, starting_counts
 
     controller = build_controller(run, workload)
     try:
@@ -47,15 +47,6 @@ def window_plans(run: Any, workload: Any, windows: Iterable[int]) -> list[SweepP
         return [controller.build_plan(k, counts) for k in windows]
     finally:
         controller.close()
-
-
-def starting_counts(deployment: Any) -> WorkerCounts:
-    """The deployment's starting workers, all ready (no outer replay has scaled anything)."""
-    if deployment.mode == "agg":
-        return WorkerCounts(ready_prefill=0, ready_decode=deployment.num_workers)
-    return WorkerCounts(
-        ready_prefill=deployment.num_prefill_workers, ready_decode=deployment.num_decode_workers
-    )
 
 
 def make_executor(backend: str, max_parallel: int, ray_address: str | None = None) -> Executor:
@@ -211,16 +202,9 @@ def ranked_table(result: WindowResult) -> list[dict[str, Any]]:
 def window_record(result: WindowResult) -> dict[str, Any]:
     """The JSON of one window: bounds, outcome, reader counts, scores and the ranked table."""
     report = result.report
-    bounds = result.plan.window.to_json()
     return {
         "window": result.index,
-        # The bounds under the decision record's names (retune_events.json).
-        "window_start_s": bounds["start_s"],
-        "window_end_s": bounds["end_s"],
-        "cutoff_s": bounds["cutoff_s"],
-        "window_start_trace_ms": bounds["start_trace_ms"],
-        "window_end_trace_ms": bounds["end_trace_ms"],
-        "cutoff_trace_ms": bounds["cutoff_trace_ms"],
+        **window_bounds(result.plan.window),  # named as in retune_events.json
         "objective": result.plan.objective,
         "outcome": report.outcome,
         "reason": report.reason,

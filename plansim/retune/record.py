@@ -43,18 +43,12 @@ def decision_record(
 ) -> dict[str, Any]:
     """Build the record; ``planner_changes`` only for an applied decision."""
     assert outcome in OUTCOMES, outcome
-    bounds = window.to_json()
     ranked = _best(report)
     would_change = {"router": dict(router_changes), "planner": dict(planner_changes)}
     applied = outcome == "applied"
     return {
         "window": window.index,
-        "window_start_s": bounds["start_s"],
-        "window_end_s": bounds["end_s"],
-        "cutoff_s": bounds["cutoff_s"],
-        "window_start_trace_ms": bounds["start_trace_ms"],
-        "window_end_trace_ms": bounds["end_trace_ms"],
-        "cutoff_trace_ms": bounds["cutoff_trace_ms"],
+        **window_bounds(window),
         "launch_s": launch_s,
         "ready_s": ready_s,
         "decision_s": decision_s,
@@ -79,6 +73,19 @@ def decision_record(
         "predictor_prepared": report.prepared_predictor,
         "predictor_warmup": predictor_warmup,
         "sweep_wall_s": report.wall_s,
+    }
+
+
+def window_bounds(window: WindowSpec) -> dict[str, Any]:
+    """A window's bounds under the decision record's names (replay seconds, trace ms)."""
+    bounds = window.to_json()
+    return {
+        "window_start_s": bounds["start_s"],
+        "window_end_s": bounds["end_s"],
+        "cutoff_s": bounds["cutoff_s"],
+        "window_start_trace_ms": bounds["start_trace_ms"],
+        "window_end_trace_ms": bounds["end_trace_ms"],
+        "cutoff_trace_ms": bounds["cutoff_trace_ms"],
     }
 
 

@@ -170,6 +170,15 @@ def run_retune(
     return result
 
 
+def starting_counts(deployment: Any) -> WorkerCounts:
+    """The deployment's starting workers, all ready (no outer replay has scaled anything)."""
+    if deployment.mode == "agg":
+        return WorkerCounts(ready_prefill=0, ready_decode=deployment.num_workers)
+    return WorkerCounts(
+        ready_prefill=deployment.num_prefill_workers, ready_decode=deployment.num_decode_workers
+    )
+
+
 def score_window(
     run: RetuneRun,
     k: int,
@@ -184,13 +193,7 @@ def score_window(
     workload = load_run_workload(run) if workload is None else workload
     controller = build_controller(run, workload)
     controller.initial_tick(0.0)
-    dep = run.deployment
-    if dep.mode == "agg":
-        counts = WorkerCounts(ready_prefill=0, ready_decode=dep.num_workers)
-    else:
-        counts = WorkerCounts(ready_prefill=dep.num_prefill_workers,
-                              ready_decode=dep.num_decode_workers)
-    plan = controller.build_plan(k, counts)
+    plan = controller.build_plan(k, starting_counts(run.deployment))
     if not use_timeout:
         from dataclasses import replace
 
