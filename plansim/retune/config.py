@@ -112,10 +112,6 @@ class RetuneConfig(BaseModel):
     def maximize(self) -> bool:
         return self.objective not in ("TTFT", "E2ELatency")
 
-    @property
-    def uses_sla(self) -> bool:
-        return self.objective in ("Goodput", "GoodputPerGPU")
-
     def scoring_sla(self, planner_ttft_ms: float | None, planner_itl_ms: float | None) -> RetuneSla:
         """The SLA used for goodput: ``sla`` if set, else the planner's TTFT/ITL targets."""
         if self.sla is not None:

@@ -48,7 +48,6 @@ log = logging.getLogger("plansim.retune")
 EMPTY_WINDOW = "empty window"
 NO_COUNTS = "no recorded counts"
 WARMUP_TOO_SHORT = "warm-up too short for a swapped predictor"
-CURRENT_FAILED = "current point failed"
 VALIDATION_FAILED = "validation failed"
 READ_FAILED = "window read failed"
 

@@ -48,15 +48,9 @@ def test_predict_reports_the_three_series():
     assert (f.num_req, f.isl, f.osl, f.failed) == (4.0, 100.0, 10.0, ())
 
 
-def test_warm_from_a_bucket_table():
-    import pandas as pd
-
-    table = pd.DataFrame(
-        {"interval_start": [0.0, 60.0, 120.0], "request_count": [3, 0, 5],
-         "avg_isl": [100.0, 0.0, 300.0], "avg_osl": [10.0, 0.0, 30.0]}
-    )
+def test_warm_from_bucket_windows():
     t = _constant()
-    t.warm_from_buckets(table)
+    t.warm([(3, 100.0, 10.0), (0, 0.0, 0.0), (5, 300.0, 30.0)])
     assert t.num_req.values == (3.0, 0.0, 5.0)
     assert t.isl.values == (100.0, 100.0, 300.0)  # the idle bucket repeats the last ISL
     f = t.predict()

@@ -13,9 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
-import numpy as np
 
 from plansim.planner_core.predictors.base import LoadPredictor
 
@@ -83,12 +81,6 @@ class TrafficForecaster:
         for predictor in self.predictors.values():
             predictor.reset_idle_skip()
         self._seen_traffic = False
-
-    def warm_from_buckets(self, table: Any) -> None:
-        """Warm start from a bucket table (``plansim.traces.buckets``: ``request_count``,
-        ``avg_isl``, ``avg_osl`` columns)."""
-        counts, isl, osl = (np.asarray(table[c], dtype=float) for c in BUCKET_COLUMNS)
-        self.warm(zip(counts, isl, osl, strict=True))
 
     def predict(self) -> TrafficForecast:
         """One-step forecasts of the three series."""
