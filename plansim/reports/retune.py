@@ -14,12 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from plansim.reports.page import Page, plain
 from plansim.reports.style import base_layout, palette_map
+from plansim.reports.tables import finite_number
 
 MINIMIZED_OBJECTIVES = frozenset({"TTFT", "E2ELatency"})
 OUTCOME_COLOURS = {
@@ -42,16 +42,6 @@ def _get(record: Mapping[str, Any], *keys: str) -> Any:
         if value is not None:
             return value
     return None
-
-
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if np.isfinite(out) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,17 +74,17 @@ def _normalise(
 ) -> _Window:
     window = rec.get("window")
     index = (
-        _num(_get(rec, "window_index", "index", "window.index"))
+        finite_number(_get(rec, "window_index", "index", "window.index"))
         if isinstance(window, Mapping)
-        else _num(window)
+        else finite_number(window)
     )
     if index is None:
-        index = _num(_get(rec, "window_index", "index"))
+        index = finite_number(_get(rec, "window_index", "index"))
     candidates = rec.get("candidates") if isinstance(rec.get("candidates"), list) else []
     scores, statuses, labels, points, current = [], [], [], [], None
     for j, cand in enumerate(candidates):
         cand = cand if isinstance(cand, Mapping) else {}
-        scores.append(_num(cand.get("score")))
+        scores.append(finite_number(cand.get("score")))
         statuses.append(
             str(cand.get("status", "ok" if cand.get("score") is not None else "failed"))
         )
@@ -105,9 +95,9 @@ def _normalise(
         if cand.get("is_current") or cand.get("current"):
             current = j
     if current is None:
-        current_index = _num(_get(rec, "current_index"))
+        current_index = finite_number(_get(rec, "current_index"))
         current = int(current_index) if current_index is not None else None
-    best_index = _num(_get(rec, "best_index", "winner_index"))
+    best_index = finite_number(_get(rec, "best_index", "winner_index"))
     best_point = _flatten(rec["best"]) if isinstance(rec.get("best"), Mapping) else None
     if best_index is not None:
         best: int | None = int(best_index)
@@ -124,9 +114,9 @@ def _normalise(
     presweep = rec.get("predictor_presweep")
     return _Window(
         index=int(index) if index is not None else k,
-        start_s=_num(_get(rec, "window_start_s", "start_s", "window.start_s")),
-        end_s=_num(_get(rec, "window_end_s", "end_s", "window.end_s")),
-        decision_s=_num(
+        start_s=finite_number(_get(rec, "window_start_s", "start_s", "window.start_s")),
+        end_s=finite_number(_get(rec, "window_end_s", "end_s", "window.end_s")),
+        decision_s=finite_number(
             _get(rec, "decision_s", "decided_at_s", "decision_at_s", "decision_tick_s")
         ),
         outcome=str(rec.get("outcome", "unknown")),
@@ -137,13 +127,13 @@ def _normalise(
         points=tuple(points),
         current=current,
         best=best,
-        current_score=_num(_get(rec, "current_score")),
-        best_score=_num(_get(rec, "best_score")),
-        improvement_pct=_num(_get(rec, "improvement_percentage", "improvement_pct")),
-        threshold_pct=_num(_get(rec, "min_improvement_percentage")) or default_threshold,
+        current_score=finite_number(_get(rec, "current_score")),
+        best_score=finite_number(_get(rec, "best_score")),
+        improvement_pct=finite_number(_get(rec, "improvement_percentage", "improvement_pct")),
+        threshold_pct=finite_number(_get(rec, "min_improvement_percentage")) or default_threshold,
         changes=changes,
         presweep=presweep if isinstance(presweep, Mapping) else None,
-        wall_s=_num(_get(rec, "sweep_wall_s", "sweep_wall_time_s", "wall_time_s")),
+        wall_s=finite_number(_get(rec, "sweep_wall_s", "sweep_wall_time_s", "wall_time_s")),
     )
 
 
@@ -380,7 +370,7 @@ def _parameters_chart(page: Page, windows: list[_Window]) -> None:
                 continue
             value = w.points[w.current][key]
             x.append(w.index)
-            y.append(value if _num(value) is not None else plain(value))
+            y.append(value if finite_number(value) is not None else plain(value))
         fig.add_trace(
             go.Scatter(
                 x=x,
@@ -417,7 +407,7 @@ def _presweep_chart(page: Page, windows: list[_Window]) -> None:
         winner = pre.get("winner")
         for j, (cand, loss) in enumerate(zip(cands, losses, strict=False)):
             label = _candidate_label(cand)
-            value = _num(loss)
+            value = finite_number(loss)
             if value is None:
                 continue
             series.setdefault(label, []).append((w.index, value))

@@ -42,14 +42,15 @@ def missing(frame: pd.DataFrame | None, table: str, *columns: str) -> str:
     return f"Not shown: {table} has no column {', '.join(absent)}."
 
 
-def _number(value: Any) -> float | None:
+def finite_number(value: Any) -> float | None:
+    """``value`` as a finite float; None for booleans, non-numbers, NaN and infinities."""
     if isinstance(value, bool) or value is None:
         return None
     try:
         out = float(value)
     except (TypeError, ValueError):
         return None
-    return out if np.isfinite(out) and out > 0 else None
+    return out if np.isfinite(out) else None
 
 
 def find_sla(
@@ -73,8 +74,8 @@ def find_sla(
         if not isinstance(place, Mapping):
             continue
         for key in ("ttft_ms", "itl_ms", "e2e_ms"):
-            value = _number(place.get(key))
-            if key not in found and value is not None:
+            value = finite_number(place.get(key))
+            if key not in found and value is not None and value > 0:
                 found[key] = value
     return found
 
