@@ -5,16 +5,11 @@ long table, the summary and the inputs."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
-import typer
 import yaml
-
-import plansim.cli
-from plansim.commands.retune_windows import windows
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "traces" / "sample.dynamo.jsonl.gz"
 
@@ -40,20 +35,12 @@ def run_file(tmp_path: Path) -> Path:
     return path
 
 
-def test_windows_prints_tables_in_order_and_writes_the_folder(monkeypatch, capsys, run_file,
-                                                              tmp_path):
-    app = typer.Typer()
-    retune = typer.Typer()
-    retune.command("windows")(windows)
-    app.add_typer(retune, name="retune")
-    monkeypatch.setattr(plansim.cli, "app", app)
+def test_windows_prints_tables_in_order_and_writes_the_folder(run_file, tmp_path, run_cli):
     out = tmp_path / "out"
-    monkeypatch.setattr(sys, "argv", ["plansim", "retune", "windows", str(run_file),
-                                      "--from", "1", "--to", "2", "--out", str(out), "-q"])
-    with pytest.raises(SystemExit) as exited:
-        plansim.cli.main()
-    assert exited.value.code in (0, None)
-    printed = capsys.readouterr().out.splitlines()
+    code, stdout, err = run_cli("retune", "windows", str(run_file), "--from", "1", "--to", "2",
+                                "--out", str(out), "-q")
+    assert code == 0, err
+    printed = stdout.splitlines()
     headers = [line for line in printed if line.startswith("window ")]
     assert [h.split(":")[0] for h in headers] == ["window 1", "window 2"]
     assert any(line.startswith("summary: 2 windows") for line in printed)
