@@ -76,15 +76,6 @@ def fail(context: TaskContext, marker_dir: str) -> None:
     raise ValueError("bad candidate")
 
 
-@pytest.fixture(scope="module")
-def executor():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    with RayExecutor(max_parallel=2) as ex:
-        yield ex
-    ray.shutdown()
-
-
 @pytest.fixture
 def context(tmp_path: Path) -> TaskContext:
     return TaskContext(str(tmp_path))
@@ -121,19 +112,19 @@ def _pids(pid_dir: Path) -> list[int]:
     return [int(p.read_text()) for p in pid_dir.glob("*.pid")]
 
 
-def test_local_instance_is_bound_to_loopback(executor: RayExecutor) -> None:
+def test_local_instance_is_bound_to_loopback(ray_executor: RayExecutor) -> None:
     assert ray.nodes()[0]["NodeManagerAddress"] == "127.0.0.1"
-    assert executor.max_parallel == 2
+    assert ray_executor.max_parallel == 2
 
 
-def test_workers_run_at_the_spawn_pools_niceness(executor, context) -> None:
-    outcome = executor.run([Task("a", niceness), Task("b", niceness)], context)
+def test_workers_run_at_the_spawn_pools_niceness(ray_executor, context) -> None:
+    outcome = ray_executor.run([Task("a", niceness), Task("b", niceness)], context)
     assert [r.value for r in outcome.results] == [10, 10]
 
 
-def test_values_match_the_spawn_pool_and_serial_run(executor, context) -> None:
+def test_values_match_the_spawn_pool_and_serial_run(ray_executor, context) -> None:
     tasks = [Task(f"t{seed}", draw, (seed, 5)) for seed in range(6)]
-    by_ray = executor.run(tasks, context)
+    by_ray = ray_executor.run(tasks, context)
     with SpawnPool(2) as pool:
         by_pool = pool.run(tasks, context)
     serial = run_serially(tasks, context)
@@ -143,50 +134,50 @@ def test_values_match_the_spawn_pool_and_serial_run(executor, context) -> None:
     assert [r.value for r in by_ray.results] == [r.value for r in serial.results]
 
 
-def test_shared_argument_is_put_once_per_batch(executor, context) -> None:
+def test_shared_argument_is_put_once_per_batch(ray_executor, context) -> None:
     windows = [np.arange(10.0), np.arange(100.0)]
     values = []
     for data in windows:
-        before = executor.objects_put
-        outcome = executor.run(
+        before = ray_executor.objects_put
+        outcome = ray_executor.run(
             [Task(f"c{c}", weighted_sum, (data, float(c))) for c in range(3)], context
         )
-        assert executor.objects_put - before == 1
+        assert ray_executor.objects_put - before == 1
         values.append([r.value for r in outcome.results])
     assert values == [[0.0, 45.0, 90.0], [0.0, 4950.0, 9900.0]]
 
 
-def test_sweep_file_is_put_once_per_batch(executor, context) -> None:
+def test_sweep_file_is_put_once_per_batch(ray_executor, context) -> None:
     path = write_window(context, "window-0.npz", b"0123456789")
-    before = executor.objects_put
-    outcome = executor.run([Task(f"c{i}", read_window, (path, i)) for i in range(3)], context)
-    assert executor.objects_put - before == 1
+    before = ray_executor.objects_put
+    outcome = ray_executor.run([Task(f"c{i}", read_window, (path, i)) for i in range(3)], context)
+    assert ray_executor.objects_put - before == 1
     assert [r.value for r in outcome.results] == [(True, b"0123456789"), (True, b"123456789"),
                                                   (True, b"23456789")]
 
 
-def test_files_written_on_another_node_come_back(executor, tmp_path, monkeypatch) -> None:
+def test_files_written_on_another_node_come_back(ray_executor, tmp_path, monkeypatch) -> None:
     # Pretend every worker runs on another node: tasks get private folders, files travel.
-    monkeypatch.setattr(executor, "_driver_node", "another-node")
+    monkeypatch.setattr(ray_executor, "_driver_node", "another-node")
     driver_dir = tmp_path / "driver"
     driver_dir.mkdir()
     context = TaskContext(str(driver_dir))
-    written = executor.run([Task("read", write_window, ("window-3.npz", b"abc"))], context)
+    written = ray_executor.run([Task("read", write_window, ("window-3.npz", b"abc"))], context)
     remote_path = written.results[0].value
     assert not remote_path.startswith(str(driver_dir))
     assert (driver_dir / "window-3.npz").read_bytes() == b"abc"
-    replays = executor.run(
+    replays = ray_executor.run(
         [Task(f"c{i}", read_window, (remote_path, i)) for i in range(2)], context
     )
     # Each replay ran in its own private folder, on the shipped copy of the window.
     assert [r.value for r in replays.results] == [(True, b"abc"), (True, b"bc")]
 
 
-def test_task_whose_worker_dies_is_retried_once(executor, context, tmp_path) -> None:
+def test_task_whose_worker_dies_is_retried_once(ray_executor, context, tmp_path) -> None:
     once, twice = tmp_path / "once", tmp_path / "twice"
     once.mkdir()
     twice.mkdir()
-    outcome = executor.run(
+    outcome = ray_executor.run(
         [Task("recovers", die_first_time, (str(once), 7)), Task("dies", always_die, (str(twice),))],
         context,
     )
@@ -197,8 +188,8 @@ def test_task_whose_worker_dies_is_retried_once(executor, context, tmp_path) -> 
     assert len(list(twice.glob("attempt-*"))) == 2
 
 
-def test_raising_task_fails_alone_without_retry(executor, context, tmp_path) -> None:
-    outcome = executor.run(
+def test_raising_task_fails_alone_without_retry(ray_executor, context, tmp_path) -> None:
+    outcome = ray_executor.run(
         [Task("bad", fail, (str(tmp_path),)), Task("good", draw, (1, 2))], context
     )
     bad, good = outcome.results
@@ -207,7 +198,7 @@ def test_raising_task_fails_alone_without_retry(executor, context, tmp_path) -> 
     assert len(list(tmp_path.glob("attempt-*"))) == 1
 
 
-def test_timeout_cancels_only_that_runs_outstanding_tasks(executor, context, tmp_path) -> None:
+def test_timeout_cancels_only_that_runs_outstanding_tasks(ray_executor, context, tmp_path) -> None:
     slow_dir = tmp_path / "slow"
     slow_dir.mkdir()
     slow = [Task(f"s{i}", pid_then_sleep, (str(slow_dir), f"s{i}", 60.0)) for i in range(3)]
@@ -215,11 +206,11 @@ def test_timeout_cancels_only_that_runs_outstanding_tasks(executor, context, tmp
     outcomes = {}
     # Two windows swept at once, as `plansim retune windows` does: only the slow one times out.
     slow_thread = threading.Thread(
-        target=lambda: outcomes.__setitem__("slow", executor.run(slow, context, timeout_s=5.0))
+        target=lambda: outcomes.__setitem__("slow", ray_executor.run(slow, context, timeout_s=5.0))
     )
     started = time.monotonic()
     slow_thread.start()
-    outcomes["quick"] = executor.run(quick, context, timeout_s=60.0)
+    outcomes["quick"] = ray_executor.run(quick, context, timeout_s=60.0)
     slow_thread.join()
     assert time.monotonic() - started < 30
     assert outcomes["slow"].timed_out and outcomes["slow"].results == ()
@@ -230,26 +221,26 @@ def test_timeout_cancels_only_that_runs_outstanding_tasks(executor, context, tmp
     assert _wait_all_dead(_pids(slow_dir)) == []
 
 
-def test_cancel_from_another_thread_leaves_no_task_running(executor, context, tmp_path) -> None:
+def test_cancel_from_another_thread_leaves_no_task_running(ray_executor, context, tmp_path) -> None:
     tasks = [Task(f"s{i}", pid_then_sleep, (str(tmp_path), f"s{i}", 60.0)) for i in range(4)]
-    timer = threading.Thread(target=_when_started, args=(tmp_path, 2, executor.cancel))
+    timer = threading.Thread(target=_when_started, args=(tmp_path, 2, ray_executor.cancel))
     timer.start()
-    outcome = executor.run(tasks, context)
+    outcome = ray_executor.run(tasks, context)
     timer.join()
     assert outcome.cancelled and outcome.results == ()
     assert _pids(tmp_path) and _wait_all_dead(_pids(tmp_path)) == []
 
 
-def test_ctrl_c_cancels_everything_and_reraises(executor, context, tmp_path) -> None:
+def test_ctrl_c_cancels_everything_and_reraises(ray_executor, context, tmp_path) -> None:
     tasks = [Task(f"s{i}", pid_then_sleep, (str(tmp_path), f"s{i}", 60.0)) for i in range(4)]
     timer = threading.Thread(target=_when_started, args=(tmp_path, 2, _thread.interrupt_main))
     timer.start()
     with pytest.raises(KeyboardInterrupt):
-        executor.run(tasks, context)
+        ray_executor.run(tasks, context)
     timer.join()
     assert _pids(tmp_path) and _wait_all_dead(_pids(tmp_path)) == []
     # The executor is usable afterwards.
-    assert executor.run([Task("after", draw, (3, 1))], context).results[0].ok
+    assert ray_executor.run([Task("after", draw, (3, 1))], context).results[0].ok
 
 
 def test_missing_ray_is_one_install_line(monkeypatch) -> None:

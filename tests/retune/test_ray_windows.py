@@ -4,7 +4,6 @@ window sweeps of the bundled sample agree record for record."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,23 +15,11 @@ from plansim.planner_core.observations import WorkerCounts
 from plansim.retune.batch import score_windows, window_record, windows_in_flight
 from plansim.retune.executor import Task, TaskContext
 from plansim.retune.pool import SpawnPool
-from plansim.retune.ray_executor import RayExecutor, import_ray
 from plansim.retune.tasks import CandidateConfig, ReplaySpec, replay_candidate_task, save_window
 from plansim.sim.deployment import build_deployment
 from plansim.traces.workload import Workload
 
-ray = import_ray(local=True)
-
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def executor():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    with RayExecutor(max_parallel=2) as ex:
-        yield ex
-    ray.shutdown()
 
 
 def small_window(n: int = 60, block: int = 64) -> Workload:
@@ -57,7 +44,7 @@ def small_window(n: int = 60, block: int = 64) -> Workload:
     )
 
 
-def test_candidate_replays_on_ray_equal_the_spawn_pool(executor, tmp_path) -> None:
+def test_candidate_replays_on_ray_equal_the_spawn_pool(ray_executor, tmp_path) -> None:
     window_path = str(tmp_path / "window-0.npz")
     save_window(window_path, small_window())
     # A softmax router (temperature 0.7) draws random numbers: common random numbers must make
@@ -75,10 +62,10 @@ def test_candidate_replays_on_ray_equal_the_spawn_pool(executor, tmp_path) -> No
         for i, w in enumerate((0.0, 1.0, 3.0))
     ]
     context = TaskContext(str(tmp_path))
-    before = executor.objects_put
-    on_ray = executor.run(tasks, context)
+    before = ray_executor.objects_put
+    on_ray = ray_executor.run(tasks, context)
     # The spec and the window file were each shipped once for the three replays.
-    assert executor.objects_put - before == 2
+    assert ray_executor.objects_put - before == 2
     with SpawnPool(2) as pool:
         on_pool = pool.run(tasks, context)
     assert all(r.ok for r in on_ray.results)
@@ -113,13 +100,13 @@ def sample_run_file(tmp_path: Path) -> Path:
     return path
 
 
-def test_windows_on_ray_equal_the_spawn_pool_on_the_sample(executor, tmp_path) -> None:
+def test_windows_on_ray_equal_the_spawn_pool_on_the_sample(ray_executor, tmp_path) -> None:
     _, plans = load_window_plans(sample_run_file(tmp_path), first=0, last=1)
     with SpawnPool(2) as pool:
         by_pool = score_windows(plans, pool)
     # Both windows at once on Ray (two lanes), one after the other on the pool.
-    assert windows_in_flight(executor, plans) == 2
-    by_ray = score_windows(plans, executor)
+    assert windows_in_flight(ray_executor, plans) == 2
+    by_ray = score_windows(plans, ray_executor)
 
     def records(results):
         out = []
