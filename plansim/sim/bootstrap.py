@@ -111,7 +111,8 @@ def worker_capabilities(deployment: Deployment, granularity: int = 8, *,
                               prefill=role_capabilities(p), benchmark_fpms=fpms)
 
 
-def planner_inputs(config: PlannerConfig, deployment: Deployment) -> tuple[WorkerCapabilities, ProfileFpms | None]:
+def planner_inputs(config: PlannerConfig,
+                   deployment: Deployment) -> tuple[WorkerCapabilities, ProfileFpms | None]:
     """The deployment's worker capabilities (with their self-benchmark FPMs) and, only when the
     workers cannot self-benchmark, the profiling data in ``config.profile_results_dir``."""
     capabilities = worker_capabilities(deployment)

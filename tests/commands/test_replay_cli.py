@@ -111,7 +111,8 @@ def test_bad_retune_block_exits_2_naming_the_retune_field(tmp_path, retune_block
     ("", ["--arrival-speedup-ratio", "-1"], "arrival_speedup_ratio"),
     ("", ["--router-mode", "fastest"], "router.mode"),
 ])
-def test_bad_config_exits_2_with_one_line_naming_the_key(tmp_path, config_text, flags, key, run_cli):
+def test_bad_config_exits_2_with_one_line_naming_the_key(tmp_path, config_text, flags, key,
+                                                         run_cli):
     config = _write(tmp_path / "deploy.yaml", config_text)
     code, stdout, err = run_cli("replay", "run", str(MICRO_TRACE), "--config", str(config),
                                 "--out", str(tmp_path / "out"), *flags)
