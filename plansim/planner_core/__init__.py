@@ -1,6 +1,8 @@
 """planner_core: the planner as pure decision logic with the clock injected; it reads no files
 (``plansim.planner_io`` does) and imports neither ``plansim.sim`` nor ``plansim.retune``
-(``plansim.sim.bootstrap.planner_for_deployment`` composes a planner for a deployment).
+(``plansim.sim.bootstrap.planner_for_deployment`` composes a planner for a deployment). How a
+host applies its decisions (connectors, with their files and wall-clock waits) is in
+``plansim.connectors``.
 
 Public API::
 
@@ -11,7 +13,6 @@ Public API::
         .advisory
         .apply_planner_changes(changes, predictor_warmup=None)
     check_fits(config, capabilities)
-    connectors.PlannerConnector, VirtualConnector, VirtualConnectorClient
 """
 
 from plansim.planner_core.config import PlannerConfig, parse_planner_config, with_changes

@@ -12,7 +12,7 @@ from plansim.planner_core.observations import ScalingDecision, WorkerCounts
 
 
 class SimConnector:
-    """Implements ``plansim.planner_core.connectors.PlannerConnector`` over a ``ReplayHost``."""
+    """Implements ``plansim.connectors.PlannerConnector`` over a ``ReplayHost``."""
 
     def __init__(self, host: Any) -> None:
         self.host = host

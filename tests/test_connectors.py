@@ -5,7 +5,7 @@ import sys
 import textwrap
 import threading
 
-from plansim.planner_core.connectors import (
+from plansim.connectors import (
     InMemoryDecisionStore,
     JsonFileDecisionStore,
     VirtualConnector,
@@ -68,7 +68,7 @@ def test_json_file_client_in_another_process(tmp_path):
     planner = VirtualConnector(JsonFileDecisionStore(path))
     planner.set_component_replicas(ScalingDecision(3, 5), now_s=0.0)
     script = textwrap.dedent(f"""
-        from plansim.planner_core.connectors import JsonFileDecisionStore, VirtualConnectorClient
+        from plansim.connectors import JsonFileDecisionStore, VirtualConnectorClient
         client = VirtualConnectorClient(JsonFileDecisionStore({str(path)!r}), poll_interval_s=0.01)
         d = client.wait(timeout_s=20)
         print(d.num_prefill, d.num_decode, d.decision_id)
