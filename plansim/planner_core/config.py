@@ -160,7 +160,7 @@ class PlannerConfig(BaseModel):
     report_output_dir: str = "./planner_reports"
 
     plugins: list[PluginSpec] = Field(default_factory=list)
-    # The raw ``retune:`` block; its owner validates it (plansim.retune.config.planner_retune_config).
+    # The raw ``retune:`` block; plansim.retune.config.planner_retune_config validates it.
     retune: dict[str, Any] | None = None
 
     # Whether scheduling.scale_interval_seconds was given (not the GCD default): a changed
@@ -343,6 +343,7 @@ class PlannerConfig(BaseModel):
             params["throughput_adjustment_interval_seconds"] = int(interval)
         return params
 
+
 def gcd_seconds(intervals_s: Any) -> float:
     """Greatest common divisor of intervals at millisecond resolution (7 s, 60 s -> 1 s)."""
     result = 0
@@ -441,4 +442,3 @@ def _config_error(exc: ValidationError, source: str | None) -> ConfigError:
         loc = {v: k for k, v in ALIASES.items()}.get(loc, loc)
         return ConfigError(f"{msg} (got {err.get('input')!r})", source=source, field=loc)
     return ConfigError(msg, source=source)
-
