@@ -53,7 +53,7 @@ class Recorder:
 
     # ---------------------------------------------------------------- events
 
-    def arrived(self, rid: int, pool: str) -> None:
+    def arrived(self, pool: str) -> None:
         self._arrived[pool] = self._arrived.get(pool, 0) + 1
 
     def admitted(self, rid: int, pool: str, now: float, reused: int, readmission: bool,
@@ -94,7 +94,7 @@ class Recorder:
         self._count_tokens(end, len(reqs))
         return first
 
-    def run(self, reqs: list[Any], ends: np.ndarray, dts: np.ndarray) -> None:
+    def run(self, reqs: list[Any], ends: np.ndarray) -> None:
         """A decode run: every request emits one token at each of ``ends``."""
         m = ends.shape[0]
         e0 = float(ends[0])
@@ -138,7 +138,7 @@ class Recorder:
             bigger[: self._tok_per_s.shape[0]] = self._tok_per_s
             self._tok_per_s = bigger
 
-    def completed(self, rid: int, end: float) -> None:
+    def completed(self, rid: int) -> None:
         self.status[rid] = "completed"
 
     def rejected(self, rid: int, reason: str) -> None:

@@ -195,7 +195,7 @@ class ReplayHost:
             self.rec.keys[rid] = keys
         isl = int(self.isl[rid])
         router = self.routers[pool_name]
-        i, overlap = router.choose(rid, isl, keys, ranks, pool.ready_loads)
+        i, overlap = router.choose(isl, keys, ranks, pool.ready_loads)
         rank = ranks[i]
         router.sent(rid, isl, keys, overlap, pool.ready_loads[i])
         if pool_name == "decode":
@@ -208,7 +208,7 @@ class ReplayHost:
             else:
                 self.rec.decode_worker[rid] = rank.worker_id
         if pool_name != "decode":
-            self.rec.arrived(rid, pool_name)
+            self.rec.arrived(pool_name)
         if rank.enqueue(req):
             self._kick(rank)
 
@@ -268,7 +268,7 @@ class ReplayHost:
                 router.prefill_done(rid)
 
     def _on_run(self, rank: Rank, reqs: list[Request], ends: np.ndarray, dts: np.ndarray) -> None:
-        self.rec.run(reqs, ends, dts)
+        self.rec.run(reqs, ends)
 
     def _on_complete(self, rank: Rank, req: Request, end: float) -> None:
         pool_name = self._rank_pool[id(rank)]
@@ -281,7 +281,7 @@ class ReplayHost:
             rid = req.rid
             self._call_at(end - self.env.now + delay, lambda: self._dispatch(rid, "decode"))
             return
-        self.rec.completed(req.rid, end)
+        self.rec.completed(req.rid)
         self.rec.keys[req.rid] = None
         self._outstanding -= 1
         if self.planner_host is not None:

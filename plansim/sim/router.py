@@ -67,9 +67,10 @@ class Router:
         return {"overlap_score_weight": self.overlap_score_weight,
                 "router_temperature": self.temperature}
 
-    def choose(self, rid: int, isl: int, keys: list[int], candidates: list[Any],
+    def choose(self, isl: int, keys: list[int], candidates: list[Any],
                loads: list[RankLoad]) -> tuple[int, int]:
-        """Pick a candidate for request ``rid``; returns (index, overlap blocks on it)."""
+        """Pick a candidate for a request of ``isl`` tokens whose prompt blocks are ``keys``;
+        returns (index, overlap blocks on it)."""
         n = len(candidates)
         if self.mode == "round_robin":
             i = self._next % n

@@ -59,12 +59,12 @@ def test_kv_router_cost_is_weighted_prefill_blocks_plus_decode_blocks():
     idle = RankLoad()
     keys = list(range(8))  # a 512-token request: 8 blocks
     # busy rank with 6 cached blocks: (640 + 512 - 384)/64 + 3 + 8 = 23; idle: 8 + 8 = 16
-    i, _ = router.choose(0, 512, keys, [FakeRank(6), FakeRank(0)], [busy, idle])
+    i, _ = router.choose(512, keys, [FakeRank(6), FakeRank(0)], [busy, idle])
     assert i == 1
     # Weight 3 on prefill: busy 3*12 + 11 = 47 vs idle 3*8 + 8 = 32; still idle. Weight 0:
     # busy 11 vs idle 8.
     router.set_parameters({"overlap_score_weight": 0.0})
-    assert router.choose(0, 512, keys, [FakeRank(6), FakeRank(0)], [busy, idle])[0] == 1
+    assert router.choose(512, keys, [FakeRank(6), FakeRank(0)], [busy, idle])[0] == 1
 
 
 def test_softmax_probabilities_follow_the_normalised_negated_logits():
