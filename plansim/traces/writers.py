@@ -11,33 +11,16 @@ from __future__ import annotations
 import gzip
 import math
 import os
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
 import orjson
 
+from plansim.io import atomic_open
 from plansim.traces.dynamo import SCHEMA
 from plansim.traces.workload import Workload
 
 _ROWS_PER_MEMBER = 10_000  # one gzip member per flush, as the Dynamo writer does
-
-
-@contextmanager
-def _atomic(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            yield fh
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _num(x: float) -> int | float:
@@ -73,7 +56,7 @@ def write_dynamo(
     offsets = workload.hash_offsets.tolist()
     ids = workload.hash_ids
     bs = int(workload.trace_block_size)
-    with _atomic(path) as raw:
+    with atomic_open(path) as raw:
         for lo in range(0, n, _ROWS_PER_MEMBER):
             out = []
             for i in range(lo, min(lo + _ROWS_PER_MEMBER, n)):
@@ -120,7 +103,7 @@ def write_mooncake(workload: Workload, path: str | os.PathLike[str]) -> Path:
     isl = workload.isl_tokens.tolist()
     osl = workload.osl_tokens.tolist()
     offsets = workload.hash_offsets.tolist()
-    with _atomic(path) as fh:
+    with atomic_open(path) as fh:
         for lo in range(0, n, _ROWS_PER_MEMBER):
             rows = [
                 orjson.dumps(
