@@ -48,17 +48,16 @@ from __future__ import annotations
 import math
 import os
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from plansim.commands.output import new_out_dir, write_reports
 from plansim.errors import ConfigError, InputError
 
 app = typer.Typer(help="Compare the planner's load predictors on a trace.", no_args_is_help=True)
 
-OUT_ROOT = Path("plansim-out")
 DEFAULT_PREDICTORS = "constant,arima,kalman,prophet"
 
 
@@ -100,16 +99,6 @@ def _candidates(predictors: str, params: list[str], grid: list[str]) -> list[Any
             raise InputError(exc.message, field="--predictors") from None
         option = "--grid" if exc.field in axes else "--param"
         raise InputError(exc.message, field=f"{option} {exc.field}") from None
-
-
-def _new_out_dir() -> Path:
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    candidate = OUT_ROOT / f"predict-{stamp}"
-    suffix = 2
-    while candidate.exists():
-        candidate = OUT_ROOT / f"predict-{stamp}-{suffix}"
-        suffix += 1
-    return candidate
 
 
 def _finite_or_none(value: Any) -> Any:
@@ -190,7 +179,7 @@ def compare(
     result = run_backtest(table, specs, warmup_buckets, interval_s=interval, jobs=jobs)
     total_wall_s = time.perf_counter() - started
 
-    out_dir = out if out is not None else _new_out_dir()
+    out_dir = out if out is not None else new_out_dir("predict")
     out_dir.mkdir(parents=True, exist_ok=True)
     predictions = result.predictions.drop(columns="fit_time_s")
     starts = table["interval_start"].to_numpy(dtype=float)
@@ -231,14 +220,4 @@ def compare(
     typer.echo(f"wall time     {total_wall_s:.2f} s on {jobs} process(es)")
     typer.echo(f"output        {out_dir}")
     if not no_report:
-        _render_reports(out_dir)
-
-
-def _render_reports(out_dir: Path) -> None:
-    try:
-        from plansim.reports import render_dir
-    except ImportError:
-        typer.echo("report        skipped: plansim.reports.render_dir is not available", err=True)
-        return
-    for path in render_dir(out_dir):
-        typer.echo(f"report        {path}")
+        write_reports(out_dir)

@@ -11,19 +11,18 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from plansim.commands.output import new_out_dir, write_reports
 from plansim.errors import ConfigError
 from plansim.io import atomic_write_json, write_parquet_atomic
 
 app = typer.Typer(help="Replay request traces against a simulated deployment.",
                   no_args_is_help=True)
 
-OUT_ROOT = Path("plansim-out")
 # Host-speed figures: shown on the terminal, kept out of summary.json so that the same inputs
 # and seed write byte-identical files.
 WALL_CLOCK_KEYS = ("wall_time_ms", "processed_tokens_per_s", "processed_output_tokens_per_s")
@@ -60,16 +59,6 @@ def _overrides(**flags: Any) -> dict[str, Any]:
         # Engine-args files given on the command line are relative to the working directory.
         out[dotted[name]] = str(value.resolve()) if isinstance(value, Path) else value
     return out
-
-
-def _new_out_dir() -> Path:
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    candidate = OUT_ROOT / f"replay-{stamp}"
-    suffix = 2
-    while candidate.exists():
-        candidate = OUT_ROOT / f"replay-{stamp}-{suffix}"
-        suffix += 1
-    return candidate
 
 
 class ProgressBar:
@@ -265,7 +254,7 @@ def run(
     from plansim.traces import load_workload
 
     workload = load_workload(traces, format=trace_format, trace_block_size=trace_block_size)
-    out_dir = out if out is not None else _new_out_dir()
+    out_dir = out if out is not None else new_out_dir("replay")
 
     bar = ProgressBar() if (not quiet and sys.stderr.isatty()) else None
     try:
@@ -297,15 +286,5 @@ def run(
     n_rejected = int((result.requests["status"] == "rejected").sum())
     _print_summary(result.summary, n_rejected, out_dir)
     if not no_report:
-        _render_reports(out_dir)
+        write_reports(out_dir)
 
-
-def _render_reports(out_dir: Path) -> None:
-    try:
-        from plansim.reports import render_dir
-    except ImportError:
-        typer.echo("report        skipped: plansim.reports.render_dir is not available",
-                   err=True)
-        return
-    for path in render_dir(out_dir):
-        typer.echo(f"report        {path}")

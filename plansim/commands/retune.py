@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import math
 import sys
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from plansim.commands.output import new_out_dir, write_reports
 
 app = typer.Typer(help="Retune router and planner parameters over traffic windows.",
                   no_args_is_help=True)
@@ -96,8 +96,7 @@ def sweep(
     exit_cleanly_on_sigterm()
     run = load_retune_run(config)
     workload = load_run_workload(run)
-    out_dir = out if out is not None else Path("plansim-out") / datetime.now().strftime(
-        "retune-%Y%m%d-%H%M%S")
+    out_dir = out if out is not None else new_out_dir("retune")
     bar = WindowBar(count_windows(run, workload)) if (not quiet and sys.stderr.isatty()) else None
 
     def on_decision(event: dict[str, Any]) -> None:
@@ -144,10 +143,7 @@ def sweep(
     typer.echo(f"decisions     {len(events)} ({tally})")
     typer.echo(f"output        {out_dir}")
     if not no_report:
-        from plansim.reports import render_dir
-
-        for path in render_dir(out_dir):
-            typer.echo(f"report        {path}")
+        write_reports(out_dir)
 
 
 @app.command("window")

@@ -12,13 +12,13 @@ Printing lives here; the work is in ``plansim.retune.batch``.
 from __future__ import annotations
 
 import sys
-from datetime import datetime
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from plansim.commands.output import new_out_dir
 from plansim.errors import InputError
 
 
@@ -93,8 +93,7 @@ def windows(
 
     run = load_retune_run(config)
     cfg = planner_retune_config(run.planner_config)
-    out_dir = out if out is not None else Path("plansim-out") / datetime.now().strftime(
-        "retune-windows-%Y%m%d-%H%M%S")
+    out_dir = out if out is not None else new_out_dir("retune-windows")
     # The backend first: a missing Ray fails before any trace is read.
     executor = make_executor(backend.value, cfg.max_parallel, ray_address)
     bar = None
