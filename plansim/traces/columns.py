@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from plansim.errors import TraceError
+
 
 @dataclass(slots=True)
 class TraceColumns:
@@ -96,3 +98,16 @@ def concat_columns(parts: list[TraceColumns]) -> TraceColumns:
         has_agent_context=cat("has_agent_context"),
         skipped=skipped,
     )
+
+
+def check_block_size(parts: list[TraceColumns], cols: TraceColumns) -> None:
+    """One trace block size across shards: ``cols`` must match the first shard read."""
+    first = parts[0].trace_block_size if parts else 0
+    if first and cols.trace_block_size and cols.trace_block_size != first:
+        raise TraceError(
+            f"replay.trace_block_size {cols.trace_block_size} differs from {first} in "
+            f"{parts[0].source}; one block size per trace",
+            source=cols.source,
+            line=int(cols.line[0]),
+            field="replay.trace_block_size",
+        )

@@ -10,7 +10,7 @@ import numpy as np
 
 from plansim.errors import InputError, TraceError
 from plansim.traces.azure import read_azure
-from plansim.traces.columns import TraceColumns
+from plansim.traces.columns import TraceColumns, check_block_size
 from plansim.traces.detect import FORMATS, detect_format
 from plansim.traces.dynamo import read_dynamo
 from plansim.traces.mooncake import read_mooncake
@@ -67,14 +67,7 @@ def read_columns(
             cols = read_mooncake(p, trace_block_size=trace_block_size)
         else:
             cols = read_azure(p, trace_block_size=trace_block_size)
-        if parts and cols.trace_block_size != parts[0].trace_block_size:
-            raise TraceError(
-                f"replay.trace_block_size {cols.trace_block_size} differs from "
-                f"{parts[0].trace_block_size} in {parts[0].source}; one block size per trace",
-                source=cols.source,
-                line=int(cols.line[0]),
-                field="replay.trace_block_size",
-            )
+        check_block_size(parts, cols)
         parts.append(cols)
     if sum(len(c) for c in parts) == 0:
         skipped: dict[str, int] = {}

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from plansim.errors import TraceError
-from plansim.traces.columns import TraceColumns, concat_columns, take_rows
+from plansim.traces.columns import TraceColumns, check_block_size, concat_columns, take_rows
 from plansim.traces.detect import detect_format
 from plansim.traces.dynamo import read_dynamo
 from plansim.traces.load import workload_from_columns
@@ -141,16 +141,7 @@ def _read_rows(paths: PathsArg, trace_block_size: int | None) -> _Rows:
                 source=str(p),
             )
         cols = read_dynamo(p, trace_block_size=trace_block_size, strict=False)
-        if parts and cols.trace_block_size and parts[0].trace_block_size and (
-            cols.trace_block_size != parts[0].trace_block_size
-        ):
-            raise TraceError(
-                f"replay.trace_block_size {cols.trace_block_size} differs from "
-                f"{parts[0].trace_block_size} in {parts[0].source}; one block size per trace",
-                source=cols.source,
-                line=int(cols.line[0]),
-                field="replay.trace_block_size",
-            )
+        check_block_size(parts, cols)
         parts.append(cols)
     sizes = [c.trace_block_size for c in parts if c.trace_block_size]
     cols = concat_columns(parts)
