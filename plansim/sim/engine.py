@@ -407,13 +407,15 @@ class Rank:
         for req in emit:
             req.generated += 1
         self.hooks.on_tokens(self, emit, end)
-        done = [r for r in emit if r.generated >= r.osl or self.role == "prefill"]
-        if done:
-            running = self.running
-            for req in done:
-                running.remove(req)
-                self._release(req)
-                self.hooks.on_complete(self, req, end)
+        self._finish([r for r in emit if r.generated >= r.osl or self.role == "prefill"], end)
+
+    def _finish(self, done: list[Any], end: float) -> None:
+        """Requests that emitted their last token at ``end`` leave the batch and free their KV."""
+        running = self.running
+        for req in done:
+            running.remove(req)
+            self._release(req)
+            self.hooks.on_complete(self, req, end)
 
     # ---------------------------------------------------------------- decode runs
 
@@ -504,13 +506,7 @@ class Rank:
         self.hooks.on_run(self, reqs, ends, dts)
         for req in reqs:
             req.generated += m
-        done = [r for r in reqs if r.generated >= r.osl]
-        if done:
-            running = self.running
-            for req in done:
-                running.remove(req)
-                self._release(req)
-                self.hooks.on_complete(self, req, end)
+        self._finish([r for r in reqs if r.generated >= r.osl], end)
 
     # ---------------------------------------------------------------- metrics
 
