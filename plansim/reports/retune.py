@@ -440,7 +440,8 @@ def _presweep_chart(page: Page, windows: list[_Window]) -> None:
                 hovertemplate="winner %{text}: %{y:.4f}<extra></extra>",
             )
         )
-    fig.update_xaxes(title_text="Window (index)")
+    indices = {w for pts in series.values() for w, _ in pts}
+    fig.update_xaxes(title_text="Window (index)", dtick=1 if len(indices) <= 30 else None)
     fig.update_yaxes(title_text="Pre-sweep loss (log1p error, weighted)", rangemode="tozero")
     _closest_chart(page, "retune_presweep", title, how, fig, height=400,
                    legend_below=len(series) > 4)
