@@ -66,7 +66,7 @@ def run_case(case: ReferenceCase) -> bool:
     """Replay one case, print its table; True when every graded key is within tolerance."""
     print(f"== {case.name} ({_describe(case)})")
     try:
-        from plansim.sim.replay import replay
+        from plansim.sim.host import replay
 
         workload = case_workload(case)
         deployment = case_deployment(case)

@@ -35,7 +35,7 @@ from plansim.planner_core import PlannerEngine, with_changes
 from plansim.planner_io import read_planner_config
 from plansim.sim import worker_capabilities
 from plansim.sim.deployment import Deployment
-from plansim.sim.replay import replay
+from plansim.sim.host import replay
 from plansim.traces import load_workload
 from plansim.traces.synth import LengthSpec, SynthSpec, synthesize
 

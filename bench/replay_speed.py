@@ -24,7 +24,7 @@ from pathlib import Path
 
 from plansim.sim.cases import case_deployment, case_workload, load_cases
 from plansim.sim.deployment import build_deployment
-from plansim.sim.replay import replay
+from plansim.sim.host import replay
 from plansim.traces.synth import SynthSpec, synthesize
 from plansim.traces.workload import Workload
 

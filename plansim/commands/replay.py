@@ -250,7 +250,7 @@ def run(
 
             planner = planner_for_deployment(planner_cfg, deployment)
 
-    from plansim.sim.replay import replay
+    from plansim.sim.host import replay
     from plansim.traces import load_workload
 
     workload = load_workload(traces, format=trace_format, trace_block_size=trace_block_size)

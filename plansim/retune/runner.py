@@ -153,7 +153,7 @@ def run_retune(
     """Replay the run's trace with the planner and retune in the loop; returns the
     ``ReplayResult`` (``retune_events``: the decision records, a list)."""
     from plansim.sim.bootstrap import planner_for_deployment
-    from plansim.sim.replay import replay
+    from plansim.sim.host import replay
 
     workload = load_run_workload(run) if workload is None else workload
     controller = build_controller(run, workload, executor=executor, on_decision=on_decision)

@@ -260,7 +260,7 @@ def replay_candidate_task(
 ) -> dict[str, Any]:
     """Replay the window for one candidate configuration; returns the replay summary."""
     del context
-    from plansim.sim.replay import replay
+    from plansim.sim.host import replay
 
     workload = load_window(window_path)
     deployment = candidate_deployment(spec, config)

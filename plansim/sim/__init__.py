@@ -7,10 +7,7 @@ Public API: ``replay(workload, deployment, planner=None, *, progress=None) -> Re
 
 from plansim.sim.bootstrap import benchmark_fpms, planner_for_deployment, worker_capabilities
 from plansim.sim.deployment import Deployment, EngineArgs, load_deployment
-
-# Bound after the submodule import, so ``plansim.sim.replay`` is the function, while
-# ``from plansim.sim.replay import replay`` keeps working.
-from plansim.sim.replay import replay  # noqa: E402
+from plansim.sim.host import replay
 
 __all__ = ["Deployment", "EngineArgs", "load_deployment", "replay", "benchmark_fpms",
            "planner_for_deployment", "worker_capabilities"]

@@ -6,7 +6,7 @@ from planner_fakes import capabilities_for, poisson_workload
 from plansim.planner_core import PlannerEngine, parse_planner_config
 from plansim.sim.bootstrap import planner_for_deployment
 from plansim.sim.deployment import Deployment
-from plansim.sim.replay import replay
+from plansim.sim.host import replay
 
 STARTUP_S = 30.0
 LOAD_ONLY = {"mode": "agg", "optimization_target": "sla", "enable_load_scaling": True, "enable_throughput_scaling": False,

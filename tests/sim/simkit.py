@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from plansim.sim.deployment import build_deployment
-from plansim.sim.replay import ReplayHost, replay
+from plansim.sim.host import ReplayHost, replay
 from plansim.traces.workload import Workload
 
 TOTAL_KV = 16384 * 64  # default num_gpu_blocks x block_size

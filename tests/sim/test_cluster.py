@@ -7,7 +7,7 @@ import pytest
 
 from plansim.planner_core.observations import PlannerEffects, ScalingDecision, ScheduledTick
 from plansim.sim.deployment import build_deployment
-from plansim.sim.replay import ReplayHost
+from plansim.sim.host import ReplayHost
 from simkit import workload
 
 

@@ -172,7 +172,7 @@ def test_fpm_reports_the_latest_pass_of_a_rank():
     from simkit import workload
 
     from plansim.sim.deployment import build_deployment
-    from plansim.sim.replay import ReplayHost
+    from plansim.sim.host import ReplayHost
 
     host = ReplayHost(workload([(0.0, 1000, 3, [1, 2])]), build_deployment({}))
     host.run()

@@ -41,7 +41,7 @@ COUNT_COLUMNS = {
 
 
 def _replay(case: ReferenceCase):
-    from plansim.sim.replay import replay
+    from plansim.sim.host import replay
 
     return replay(case_workload(case), case_deployment(case))
 
