@@ -112,18 +112,18 @@ class PlannerHost:
     def on_complete(self, rid: int) -> None:
         rec = self.host.rec
         w = self.window
+        isl = float(rec.isl[rid])
+        k = rec.n_tokens[rid]
         w.n_shape += 1
-        w.isl += float(rec.isl[rid])
-        w.osl += float(rec.n_tokens[rid])
+        w.isl += isl
+        w.osl += float(k)
         ttft = rec.first_token[rid] - rec.arrival[rid]
-        if ttft == ttft:
+        if not math.isnan(ttft):  # NaN: the request completed without a first token
             w.n_ttft += 1
             w.ttft += ttft
-        k = rec.n_tokens[rid]
         if k > 1:
             w.n_itl += 1
             w.itl += (rec.last_token[rid] - rec.first_token[rid]) / (k - 1)
-        isl = float(rec.isl[rid])
         if isl > 0:
             w.n_hit += 1
             w.hit += rec.reused[rid] / isl
