@@ -157,9 +157,10 @@ def summarize(
     _put(out, "output_token_throughput_per_user", per_user, suffix="")
 
     if sla is not None and _sla_is_set(sla):
-        good = _good_mask(sla, ttft, e2e, done["output_length"].to_numpy(dtype=np.int64))
+        n_out = done["output_length"].to_numpy(dtype=np.int64)
+        good = _good_mask(sla, ttft, e2e, n_out)
         good_requests = int(good.sum())
-        good_tokens = int(done["output_length"].to_numpy(dtype=np.int64)[good].sum())
+        good_tokens = int(n_out[good].sum())
         out["goodput_completed_requests"] = good_requests
         out["goodput_request_throughput_rps"] = good_requests / duration_s
         out["goodput_output_throughput_tok_s"] = good_tokens / duration_s
