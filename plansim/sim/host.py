@@ -77,11 +77,9 @@ class ReplayHost:
         router_params = deployment.router.model_dump()
         for name, count in deployment.pool_sizes().items():
             args = deployment.pool_args(name)
-            if name == "prefill":
-                args = args.model_copy(update={"worker_type": "prefill", "is_prefill": None,
-                                               "is_decode": None})
-            elif name == "decode":
-                args = args.model_copy(update={"worker_type": "decode", "is_prefill": None,
+            if name in ("prefill", "decode"):
+                # A disaggregated pool's role is its name, whatever flags its engine args carry.
+                args = args.model_copy(update={"worker_type": name, "is_prefill": None,
                                                "is_decode": None})
             pool = Pool(name, args, make_timing_model(args.effective_timing), hooks,
                         self._next_worker_id, decode_runs=decode_runs)
