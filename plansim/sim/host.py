@@ -97,7 +97,6 @@ class ReplayHost:
         self._pending: dict[str, list[int]] = {name: [] for name in self.pools}
         self._outstanding = n
         self._last_arrival = float(arrivals[-1]) if n else 0.0
-        self.done_ms = 0.0
         self.planner_host = PlannerHost(self, planner) if planner is not None else None
         for pool in self.pools.values():
             for w in pool.workers:
