@@ -195,16 +195,15 @@ class ReplayHost:
         i, overlap = router.choose(isl, keys, ranks, pool.ready_loads)
         rank = ranks[i]
         router.sent(rid, isl, keys, overlap, pool.ready_loads[i])
-        if pool_name == "decode":
-            req = Request(rid, isl, int(self.osl[rid]), keys, prebuilt=True)
-            self.rec.decode_worker[rid] = rank.worker_id
+        # A request reaching the decode pool has been counted on arrival at the prefill pool and
+        # brings its prompt KV with it.
+        handed_off = pool_name == "decode"
+        req = Request(rid, isl, int(self.osl[rid]), keys, prebuilt=handed_off)
+        if pool_name == "prefill":
+            self.rec.prefill_worker[rid] = rank.worker_id
         else:
-            req = Request(rid, isl, int(self.osl[rid]), keys)
-            if pool_name == "prefill":
-                self.rec.prefill_worker[rid] = rank.worker_id
-            else:
-                self.rec.decode_worker[rid] = rank.worker_id
-        if pool_name != "decode":
+            self.rec.decode_worker[rid] = rank.worker_id
+        if not handed_off:
             self.rec.arrived(pool_name)
         if rank.enqueue(req):
             self._kick(rank)
