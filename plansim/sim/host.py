@@ -271,11 +271,12 @@ class ReplayHost:
         self.routers[pool_name].finished(req.rid)
         if pool_name == "prefill":
             args = self.pools["prefill"].args
-            delay = 0.0
+            handoff_ms = 0.0
             if args.kv_bytes_per_token and args.kv_transfer_bandwidth:
-                delay = req.isl * args.kv_bytes_per_token / (args.kv_transfer_bandwidth * 1e9) * 1000.0
+                # kv_transfer_bandwidth is in GB/s.
+                handoff_ms = req.isl * args.kv_bytes_per_token / (args.kv_transfer_bandwidth * 1e9) * 1000.0
             rid = req.rid
-            self._call_at(end - self.env.now + delay, lambda: self._dispatch(rid, "decode"))
+            self._call_at(end - self.env.now + handoff_ms, lambda: self._dispatch(rid, "decode"))
             return
         self.rec.completed(req.rid)
         self.rec.keys[req.rid] = None
