@@ -26,7 +26,7 @@ from plansim.reports.planner import write_planner_report, write_planner_reports
 from plansim.reports.predictor import ranking_rows, render_predictor
 from plansim.reports.replay import render_replay
 from plansim.reports.retune import render_retune
-from plansim.reports.tables import find_sla, find_value
+from plansim.reports.tables import find_sla, find_value, finite_number
 
 # The retune config's default (issue 5); reports read tables only, so the value is repeated here.
 DEFAULT_MIN_IMPROVEMENT_PERCENTAGE = 2.0
@@ -168,10 +168,6 @@ def _threshold(value: Any) -> float:
 
 
 def _positive(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if out > 0 else None
+    """``value`` as a finite positive float, else None."""
+    out = finite_number(value)
+    return out if out is not None and out > 0 else None
