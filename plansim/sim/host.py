@@ -171,9 +171,8 @@ class ReplayHost:
         n_full = isl // bs
         if n_full == 0:
             return []
-        wl = self.workload
-        h = wl.hash_ids[wl.hash_offsets[rid]: wl.hash_offsets[rid + 1]]
-        tbs = wl.trace_block_size
+        h = self.workload.hashes(rid)
+        tbs = self.workload.trace_block_size
         ends = np.arange(bs - 1, n_full * bs, bs, dtype=np.int64)
         idx = ends // tbs
         ends = ends[idx < h.shape[0]]
