@@ -28,6 +28,7 @@ from plansim.sim.planner_host import PlannerHost
 from plansim.sim.recorder import Recorder
 from plansim.sim.result import ReplayResult
 from plansim.sim.router import Router
+from plansim.sim.summary import replay_duration_ms, summarize
 from plansim.sim.timing import make_timing_model
 
 SAMPLE_INTERVAL_MS = 1000.0
@@ -316,10 +317,8 @@ class ReplayHost:
     # ---------------------------------------------------------------- result
 
     def result(self, wall_ms: float) -> ReplayResult:
-        from plansim.sim.summary import summarize
-
         requests = self.rec.requests_table(self.workload.request_id)
-        done_ms = self.rec.duration_ms()
+        done_ms = replay_duration_ms(requests)
         d = self.deployment
         if self.disagg:
             pws = self.pools["prefill"].worker_seconds(done_ms)

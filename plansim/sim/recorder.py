@@ -17,7 +17,6 @@ _COMPACT_AT = 1 << 20
 
 class Recorder:
     def __init__(self, n: int, arrival_ms: np.ndarray, isl: np.ndarray) -> None:
-        self.n = n
         self.arrival = arrival_ms
         self.isl = isl
         self.keys: list[list[int] | None] = [None] * n
@@ -202,10 +201,6 @@ class Recorder:
         """Weighted token-gap samples: (values in ms, to the microsecond; counts)."""
         self._compact_gaps()
         return self._gap_us / 1000.0, self._gap_us_count.copy()
-
-    def duration_ms(self) -> float:
-        done = [self.last_token[i] for i in range(self.n) if self.status[i] == "completed"]
-        return max(done) if done else 0.0
 
     def requests_table(self, request_id: np.ndarray) -> pd.DataFrame:
         arrival = self.arrival

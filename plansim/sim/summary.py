@@ -82,6 +82,13 @@ def weighted_stats(values: np.ndarray, counts: np.ndarray | None = None) -> dict
     return stats
 
 
+def replay_duration_ms(requests: pd.DataFrame) -> float:
+    """The latest last-token time (virtual ms) over completed requests; 0.0 when there is none."""
+    done = requests["status"] == "completed"
+    last_ms = requests["last_token_ms"].to_numpy(dtype=np.float64)[done.to_numpy()]
+    return float(np.nanmax(last_ms)) if np.isfinite(last_ms).any() else 0.0
+
+
 def _put(out: dict[str, Any], prefix: str, stats: dict[str, float], suffix: str = "_ms") -> None:
     for name in STAT_NAMES:
         out[f"{name}_{prefix}{suffix}"] = stats[name]
@@ -115,7 +122,7 @@ def summarize(
     output_tokens = int(done["output_length"].sum())
     reused_tokens = int(done["reused_input_tokens"].sum())
     last_ms = done["last_token_ms"].to_numpy(dtype=np.float64)
-    duration_ms = float(np.nanmax(last_ms)) if n_done and np.isfinite(last_ms).any() else 0.0
+    duration_ms = replay_duration_ms(requests)
     duration_s = max(duration_ms / 1000.0, 1e-9)
 
     out: dict[str, Any] = {
