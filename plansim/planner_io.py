@@ -23,20 +23,30 @@ PROFILE_LAYOUT = {
 
 
 def read_planner_config(path: str | Path) -> PlannerConfig:
-    """Load a planner config from a ``.json``/``.yaml``/``.yml`` file (other suffixes: JSON
-    first, then YAML). A file holding ``{planner: {...}}`` uses that block."""
+    """Load and validate the planner config in ``path`` (see :func:`read_planner_mapping`)."""
+    return parse_planner_config(read_planner_mapping(path), source=str(path))
+
+
+def read_planner_mapping(path: str | Path) -> dict[str, Any]:
+    """The raw planner mapping in a ``.json``/``.yaml``/``.yml`` file (other suffixes: JSON
+    first, then YAML). A file with a ``planner:`` mapping (e.g. a whole deployment file) gives
+    that block. Raises ``ConfigError`` naming the file (and line, for a syntax error)."""
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read planner config: {exc.strerror}", source=source) from None
     raw = parse_config_text(text, source, Path(path).suffix.lower())
-    if isinstance(raw, dict) and set(raw) == {"planner"}:
-        raw = raw["planner"]
-    return parse_planner_config(raw, source=source)
+    if not isinstance(raw, dict):
+        raise ConfigError("expected a mapping at the top level", source=source)
+    if isinstance(raw.get("planner"), dict):
+        return raw["planner"]
+    return raw
 
 
 def parse_config_text(text: str, source: str, suffix: str = "") -> Any:
+    """The data in config ``text``: JSON for ``suffix`` ``.json``, YAML for ``.yaml``/``.yml``,
+    otherwise JSON if it parses, else YAML. Syntax errors raise ``ConfigError`` for ``source``."""
     if suffix == ".json":
         return _json(text, source)
     if suffix in (".yaml", ".yml"):

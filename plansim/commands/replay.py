@@ -17,7 +17,6 @@ from typing import Annotated, Any
 import typer
 
 from plansim.commands.output import new_out_dir, write_reports
-from plansim.errors import ConfigError
 from plansim.io import atomic_write_json, write_parquet_atomic
 
 app = typer.Typer(help="Replay request traces against a simulated deployment.",
@@ -98,23 +97,6 @@ def _duration(ms: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.1f} min"
     return f"{seconds / 3600:.2f} h"
-
-
-def _read_planner_config(path: Path) -> dict[str, Any]:
-    """A planner config file's mapping (a whole deployment file gives its ``planner:`` block)."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read file: {exc.strerror}", source=str(path)) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"not valid YAML/JSON: {exc}", source=str(path)) from None
-    if not isinstance(data, dict):
-        raise ConfigError("expected a mapping at the top level", source=str(path))
-    if isinstance(data.get("planner"), dict):
-        return data["planner"]
-    return data
 
 
 def _replay_with_retune(traces: list[Path], trace_format: str, trace_block_size: int | None,
@@ -233,7 +215,9 @@ def run(
     planner_raw: Mapping[str, Any] | None = None
     planner_source = ""
     if planner_config is not None:
-        planner_raw, planner_source = _read_planner_config(planner_config), str(planner_config)
+        from plansim.planner_io import read_planner_mapping
+
+        planner_raw, planner_source = read_planner_mapping(planner_config), str(planner_config)
     elif deployment.planner is not None:
         planner_raw, planner_source = deployment.planner, str(config or "deployment")
     planner_cfg = planner = None
