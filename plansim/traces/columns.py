@@ -78,10 +78,6 @@ def concat_columns(parts: list[TraceColumns]) -> TraceColumns:
         arrays = [getattr(p, name) for p in parts]
         return None if any(a is None for a in arrays) else np.concatenate(arrays)
 
-    skipped: dict[str, int] = {}
-    for p in parts:
-        for k, v in p.skipped.items():
-            skipped[k] = skipped.get(k, 0) + v
     return TraceColumns(
         source=parts[0].source,
         line=cat("line"),
@@ -96,8 +92,17 @@ def concat_columns(parts: list[TraceColumns]) -> TraceColumns:
         recorded_total_ms=cat("recorded_total_ms"),
         event_time_ms=cat("event_time_ms"),
         has_agent_context=cat("has_agent_context"),
-        skipped=skipped,
+        skipped=merge_skipped(parts),
     )
+
+
+def merge_skipped(parts: list[TraceColumns]) -> dict[str, int]:
+    """Skipped-row counts by reason, summed over ``parts``."""
+    skipped: dict[str, int] = {}
+    for p in parts:
+        for reason, count in p.skipped.items():
+            skipped[reason] = skipped.get(reason, 0) + count
+    return skipped
 
 
 def check_block_size(parts: list[TraceColumns], cols: TraceColumns) -> None:

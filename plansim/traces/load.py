@@ -10,7 +10,7 @@ import numpy as np
 
 from plansim.errors import InputError, TraceError
 from plansim.traces.azure import read_azure
-from plansim.traces.columns import TraceColumns, check_block_size
+from plansim.traces.columns import TraceColumns, check_block_size, merge_skipped
 from plansim.traces.detect import FORMATS, detect_format
 from plansim.traces.dynamo import read_dynamo
 from plansim.traces.mooncake import read_mooncake
@@ -70,12 +70,9 @@ def read_columns(
         check_block_size(parts, cols)
         parts.append(cols)
     if sum(len(c) for c in parts) == 0:
-        skipped: dict[str, int] = {}
-        for c in parts:
-            for k, v in c.skipped.items():
-                skipped[k] = skipped.get(k, 0) + v
         raise TraceError(
-            f"no request_end rows (skipped: {_fmt_counts(skipped)})", source=parts[0].source
+            f"no request_end rows (skipped: {_fmt_counts(merge_skipped(parts))})",
+            source=parts[0].source,
         )
     return fmt, parts
 
@@ -102,10 +99,7 @@ def workload_from_columns(parts: list[TraceColumns], *, has_latencies: bool) -> 
     as it is used, so that a file's arrays are freed as early as possible.
     """
     n = sum(len(c) for c in parts)
-    skipped: dict[str, int] = {}
-    for c in parts:
-        for k, v in c.skipped.items():
-            skipped[k] = skipped.get(k, 0) + v
+    skipped = merge_skipped(parts)
     sources = tuple(c.source for c in parts)
     block_size = parts[0].trace_block_size
     rid = _request_ids(parts, n)
