@@ -153,7 +153,8 @@ class Rank:
         return bool(self.running or self.waiting)
 
     def start_pass(self, now: float) -> float:
-        """Schedule one pass (or a decode run) starting at ``now``; returns its end time."""
+        """Schedule one pass (or a decode run) starting at ``now``; returns its end time (both
+        virtual ms)."""
         self.busy = True
         end = self._try_run(now)
         if end is None:
@@ -166,8 +167,8 @@ class Rank:
         return end
 
     def interrupt(self, t: float) -> float | None:
-        """An arrival at ``t`` during a decode run: keep the passes that started before ``t``.
-        Returns the new end time, or None when the run is unchanged."""
+        """An arrival at ``t`` (virtual ms) during a decode run: keep the passes that started
+        before ``t``. Returns the new end time (ms), or None when the run is unchanged."""
         run = self._run
         if run is None:
             return None
@@ -183,7 +184,7 @@ class Rank:
         return float(ends[kept - 1])
 
     def finish(self, now: float) -> None:
-        """Apply the pass (or run) ending at ``now``."""
+        """Apply the pass (or run) ending at ``now`` (virtual ms)."""
         self.busy = False
         if self._run is not None:
             self._finish_run()
@@ -191,7 +192,8 @@ class Rank:
             self._finish_pass(now)
 
     def fpm_at(self, t: float) -> ForwardPassMetrics | None:
-        """Latest completed pass at time ``t`` (synthesised for a decode run in flight)."""
+        """Latest completed pass at virtual time ``t`` (ms), synthesised for a decode run in
+        flight; its ``wall_time_s`` is in seconds, as the planner expects."""
         run = self._run
         if run is not None and self.busy:
             reqs, ends, dts, start = run
