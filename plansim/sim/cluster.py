@@ -8,6 +8,7 @@ new, finishes what it has, and is gone once idle. Worker-seconds integrate the p
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -97,10 +98,11 @@ class Pool:
         return sum(1 for w in self.workers if w.state in (READY, STARTING))
 
     def worker_seconds(self, end_ms: float) -> float:
+        """Seconds each worker was provisioned (from provisioning until removal, or ``end_ms``
+        if still there; virtual ms in), summed over the pool's workers."""
         total = 0.0
         for w in self.workers:
-            stop = w.removed_ms if w.removed_ms == w.removed_ms else end_ms
-            stop = min(stop, end_ms)
+            stop = end_ms if math.isnan(w.removed_ms) else min(w.removed_ms, end_ms)
             if stop > w.provisioned_ms:
                 total += stop - w.provisioned_ms
         return total / 1000.0
