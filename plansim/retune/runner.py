@@ -24,10 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from plansim.errors import ConfigError
 from plansim.planner_core.observations import WorkerCounts
+from plansim.planner_io import parse_config_text
 from plansim.retune.config import planner_retune_config
 from plansim.retune.controller import RetuneController, RetuneInputs
 from plansim.retune.executor import Executor
@@ -228,13 +227,7 @@ def _read_mapping(path: Path, *, what: str) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read {what}: {exc.strerror}", source=str(path)) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        raise ConfigError(f"not valid YAML/JSON: {getattr(exc, 'problem', exc)}",
-                          source=str(path), line=line) from None
+    data = parse_config_text(text, str(path), path.suffix.lower())
     if not isinstance(data, dict):
         raise ConfigError(f"a {what} must be a mapping", source=str(path))
     return data
