@@ -203,15 +203,13 @@ def write_planner_reports(
         return []
     ordered = ticks.sort_values("at_s", kind="stable")
     periods = planner_report_periods(floats(ordered, "at_s"), report_interval_hours * 3600.0)
+    time_s = floats(timeseries, "time_s") if has(timeseries, "time_s") else None
     written: list[Path] = []
     for k, (start, stop) in enumerate(periods, start=1):
         part = ordered.iloc[start:stop]
         lo, hi = float(part["at_s"].iloc[0]), float(part["at_s"].iloc[-1])
         events = [e for e in scaling_events or [] if lo <= float(e.get("at_s", np.nan)) <= hi]
-        span = None
-        if has(timeseries, "time_s"):
-            time_s = floats(timeseries, "time_s")
-            span = timeseries[(time_s >= lo) & (time_s <= hi)]
+        span = None if time_s is None else timeseries[(time_s >= lo) & (time_s <= hi)]
         base = Path(out_dir) / f"{prefix}_{k:03d}"
         written += write_planner_report(part, base, scaling_events=events, sla=sla, timeseries=span)
     return written
