@@ -27,9 +27,8 @@ from typing import Any, Protocol
 import orjson
 
 from plansim.io import atomic_write_json
+from plansim.planner_core.engine import DEFAULT_SCALING_TIMEOUT_S
 from plansim.planner_core.observations import ScalingDecision, WorkerCounts
-
-DEFAULT_TIMEOUT_S = 1800.0
 
 
 class PlannerConnector(Protocol):
@@ -141,7 +140,7 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 class VirtualConnector:
     """Planner side of the handshake. Clock-free: callers pass ``now_s``."""
 
-    def __init__(self, store: DecisionStore | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(self, store: DecisionStore | None = None, *, timeout_s: float = DEFAULT_SCALING_TIMEOUT_S) -> None:
         self.store = store if store is not None else InMemoryDecisionStore()
         self.timeout_s = timeout_s
         last = self.store.read_decision()
