@@ -79,8 +79,9 @@ def render_replay(
     _header(page, inputs, requests)
     _summary_tables(page, summary)
     _traffic_chart(page, requests, timeseries, unit)
-    _latency_cdfs(page, requests, sla)
-    _latency_over_time(page, requests, sla, unit)
+    done = _completed(requests) if requests is not None else None
+    _latency_cdfs(page, requests, done, sla)
+    _latency_over_time(page, requests, done, sla, unit)
     _pool_load(page, timeseries, unit)
     _workers_chart(page, timeseries, scaling_events or [], unit)
     _prefix_reuse(page, requests, timeseries, summary, unit)
@@ -218,12 +219,15 @@ _LATENCIES = (
 
 
 def _completed(requests: pd.DataFrame) -> pd.DataFrame:
+    """The completed rows (all rows of a table without ``status``); the latency charts share it."""
     if "status" in requests.columns:
         return requests[requests["status"].astype(str) == "completed"]
     return requests
 
 
-def _latency_cdfs(page: Page, requests: pd.DataFrame | None, sla: dict[str, float]) -> None:
+def _latency_cdfs(
+    page: Page, requests: pd.DataFrame | None, done: pd.DataFrame | None, sla: dict[str, float]
+) -> None:
     title = "Latency distributions (CDF) with SLA targets"
     how = (
         "Each curve gives the share of completed requests (y) at or below a latency (x, log "
@@ -233,7 +237,6 @@ def _latency_cdfs(page: Page, requests: pd.DataFrame | None, sla: dict[str, floa
     if not has(requests, "ttft_ms"):
         page.note(title, missing(requests, "requests.parquet", "ttft_ms"))
         return
-    done = _completed(requests)
     if first_column(done, ("ttft_ms",)) is None:
         page.note(title, NO_COMPLETED)
         return
@@ -285,13 +288,16 @@ def _latency_cdfs(page: Page, requests: pd.DataFrame | None, sla: dict[str, floa
 
 
 def _latency_over_time(
-    page: Page, requests: pd.DataFrame | None, sla: dict[str, float], unit: TimeUnit
+    page: Page,
+    requests: pd.DataFrame | None,
+    done: pd.DataFrame | None,
+    sla: dict[str, float],
+    unit: TimeUnit,
 ) -> None:
     title = "TTFT and ITL percentiles over time"
     if not has(requests, "arrival_ms", "ttft_ms"):
         page.note(title, missing(requests, "requests.parquet", "arrival_ms", "ttft_ms"))
         return
-    done = _completed(requests)
     if first_column(done, ("ttft_ms",)) is None:
         page.note(title, NO_COMPLETED)
         return
