@@ -172,6 +172,8 @@ def window(
 
 def ranked_table(report: Any, cfg: Any, index: int) -> list[str]:
     """The window's candidates, best first (failed ones last), with the decision below."""
+    from plansim.retune.batch import candidate_order
+
     maximize = cfg.maximize
     lines = [f"window {index}: {report.window_requests} requests, {report.replays} replays, "
              f"objective {cfg.objective} ({'higher' if maximize else 'lower'} is better), "
@@ -181,20 +183,13 @@ def ranked_table(report: Any, cfg: Any, index: int) -> list[str]:
         if counts:
             lines.append(f"reader: {counts}")
     if report.presweep is not None:
-        for cand, loss, err in zip(report.presweep.candidates, report.presweep.losses,
-                                   report.presweep.errors):
-            mark = "*" if report.presweep.candidates.index(cand) == report.presweep.winner else " "
+        for i, (cand, loss, err) in enumerate(zip(report.presweep.candidates,
+                                                  report.presweep.losses, report.presweep.errors)):
+            mark = "*" if i == report.presweep.winner else " "
             lines.append(f"  presweep {mark} {cand['load_predictor']:<10} loss "
                          f"{_num(loss)} {err or ''}".rstrip())
-    sign = -1.0 if maximize else 1.0
-    order = sorted(
-        range(len(report.candidates)),
-        key=lambda i: (report.candidates[i].score is None,
-                       sign * (report.candidates[i].score or 0.0),
-                       not report.candidates[i].is_current, i),
-    )
     lines.append(f"{'rank':>4}  {'score':>10}  {'status':<8}  candidate")
-    for rank, i in enumerate(order, start=1):
+    for rank, i in enumerate(candidate_order(report, maximize), start=1):
         cand = report.candidates[i]
         tag = " (current)" if cand.is_current else ""
         error = f"  {cand.error}" if cand.error else ""

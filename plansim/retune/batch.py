@@ -164,20 +164,25 @@ def windows_in_flight(executor: Executor, plans: Sequence[SweepPlan]) -> int:
 # -- tables and summary ---------------------------------------------------------------------
 
 
+def candidate_order(report: SweepReport, maximize: bool) -> list[int]:
+    """Indices of ``report.candidates``: the scored ones best first (``scoring.rank``: ties to
+    the current point, then canonical order), then the failed ones in canonical order."""
+    scored = [
+        scoring.Scored(i, c.score, c.is_current, False) for i, c in enumerate(report.candidates)
+    ]
+    order = [s.index for s in scoring.rank(scored, maximize)]
+    return order + [i for i, c in enumerate(report.candidates) if c.score is None]
+
+
 def ranked_table(result: WindowResult) -> list[dict[str, Any]]:
     """The window's candidates best first (the sweep's ranking: ties to the current point, then
     canonical order), then the failed ones in canonical order. ``vs_current_pct``: the gain over
     the current point's score in percent (positive = better), None when that score is 0."""
     report = result.report
     maximize = result.plan.objective not in scoring.MINIMIZED
-    scored = [
-        scoring.Scored(i, c.score, c.is_current, False) for i, c in enumerate(report.candidates)
-    ]
-    order = [s.index for s in scoring.rank(scored, maximize)]
-    order += [i for i, c in enumerate(report.candidates) if c.score is None]
     current = report.current_score
     rows = []
-    for rank_number, i in enumerate(order, start=1):
+    for rank_number, i in enumerate(candidate_order(report, maximize), start=1):
         cand = report.candidates[i]
         ok = cand.score is not None
         rows.append(
