@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from plansim.errors import ConfigError
-from plansim.retune import domains
+from plansim.retune import domains, scoring
 
 Objective = Literal[
     "GoodputPerGPU", "Goodput", "Throughput", "ThroughputPerGPU", "ThroughputPerUser", "TTFT",
@@ -110,7 +110,7 @@ class RetuneConfig(BaseModel):
 
     @property
     def maximize(self) -> bool:
-        return self.objective not in ("TTFT", "E2ELatency")
+        return self.objective not in scoring.MINIMIZED
 
     def scoring_sla(self, planner_ttft_ms: float | None, planner_itl_ms: float | None) -> RetuneSla:
         """The SLA used for goodput: ``sla`` if set, else the planner's TTFT/ITL targets."""
