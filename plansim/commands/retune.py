@@ -56,7 +56,8 @@ def exit_cleanly_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, _exit)
 
 
-def _num(value: float | None, fmt: str = "{:.4g}") -> str:
+def format_number(value: float | None, fmt: str = "{:.4g}") -> str:
+    """``value`` in ``fmt``, or "-" when it is missing or not finite."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "-"
     return fmt.format(value)
@@ -73,9 +74,9 @@ def window_line(event: dict[str, Any]) -> str:
         outcome = f"{outcome} ({event['reason']})"
     bounds = f"[{event['window_start_s']:g}, {event['window_end_s']:g}) s"
     return (
-        f"window {event['window']:>3}  {bounds:<16}  {outcome:<16}  current {_num(event.get('current_score')):>9}"
-        f"  best {_num(event.get('best_score')):>9}"
-        f"  {_num(pct, '{:+.1f}%'):>7}  {what_changed(event)}"
+        f"window {event['window']:>3}  {bounds:<16}  {outcome:<16}  current {format_number(event.get('current_score')):>9}"
+        f"  best {format_number(event.get('best_score')):>9}"
+        f"  {format_number(pct, '{:+.1f}%'):>7}  {what_changed(event)}"
     )
 
 
@@ -187,20 +188,20 @@ def ranked_table(report: Any, cfg: Any, index: int) -> list[str]:
                                                   report.presweep.losses, report.presweep.errors)):
             mark = "*" if i == report.presweep.winner else " "
             lines.append(f"  presweep {mark} {cand['load_predictor']:<10} loss "
-                         f"{_num(loss)} {err or ''}".rstrip())
+                         f"{format_number(loss)} {err or ''}".rstrip())
     lines.append(f"{'rank':>4}  {'score':>10}  {'status':<8}  candidate")
     for rank, i in enumerate(candidate_order(report, maximize), start=1):
         cand = report.candidates[i]
         tag = " (current)" if cand.is_current else ""
         error = f"  {cand.error}" if cand.error else ""
-        lines.append(f"{rank:>4}  {_num(cand.score):>10}  {cand.status:<8}  "
+        lines.append(f"{rank:>4}  {format_number(cand.score):>10}  {cand.status:<8}  "
                      f"{cand.point.label()}{tag}{error}")
     verdict = report.outcome if report.outcome != "apply" else (
         "advisory" if cfg.advisory else "apply")
     reason = f" ({report.reason})" if report.reason else ""
-    lines.append(f"decision: {verdict}{reason}; current {_num(report.current_score)}, best "
-                 f"{_num(report.best_score)}, improvement "
-                 f"{_num(report.improvement_percentage, '{:+.1f}%')} "
+    lines.append(f"decision: {verdict}{reason}; current {format_number(report.current_score)}, best "
+                 f"{format_number(report.best_score)}, improvement "
+                 f"{format_number(report.improvement_percentage, '{:+.1f}%')} "
                  f"(threshold {cfg.min_improvement_percentage:g}%)")
     return lines
 

@@ -182,6 +182,8 @@ def candidates_frame(records: list[dict[str, Any]]) -> Any:
 
 def summary_lines(summary: dict[str, Any]) -> list[str]:
     """The summary over windows: outcomes, then per candidate its wins and score distribution."""
+    from plansim.commands.retune import format_number
+
     outcomes = ", ".join(f"{n} {k}" for k, n in summary["outcomes"].items()) or "none"
     lines = [
         f"summary: {summary['windows']} windows ({outcomes}); objective {summary['objective']}",
@@ -192,13 +194,9 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     for cand in ordered:
         dist = cand["score"]
         share = "-" if cand["win_share"] is None else f"{cand['win_share'] * 100:.0f}%"
-        cells = " ".join(f"{_num(dist[k]):>10}" for k in ("mean", "p25", "median", "p75", "min",
-                                                          "max"))
+        cells = " ".join(f"{format_number(dist[k]):>10}"
+                         for k in ("mean", "p25", "median", "p75", "min", "max"))
         tag = " (current)" if cand["is_current"] else ""
         lines.append(f"{cand['wins']:>5} {share:>6} {cand['failed']:>6} {cells}  "
                      f"{cand['label']}{tag}")
     return lines
-
-
-def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4g}"
