@@ -85,15 +85,16 @@ class Router:
         logits = np.empty(n)
         overlaps = [0] * n
         for c, (rank, load) in enumerate(zip(candidates, loads)):
-            overlap = rank.cache.overlap(keys) if not self.decode_pool else 0
-            overlaps[c] = overlap
-            shared = 0
+            # Decode routing is load-only: no cache overlap, no shared active blocks.
+            overlap = shared = 0
             if not self.decode_pool:
+                overlap = rank.cache.overlap(keys)
                 active = load.blocks
                 for k in keys:
                     if k not in active:
                         break
                     shared += 1
+            overlaps[c] = overlap
             decode_blocks = load.n_blocks + n_keys - shared + private
             prefill_blocks = (load.prefill_tokens + isl - overlap * bs) / bs
             logits[c] = weight * prefill_blocks + decode_blocks
