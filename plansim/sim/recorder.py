@@ -5,6 +5,7 @@ aggregated or decode worker); a disaggregated prefill worker's token is internal
 
 from __future__ import annotations
 
+import math
 from array import array
 from typing import Any
 
@@ -43,8 +44,8 @@ class Recorder:
         self._gap_us_count = np.zeros(0, dtype=np.int64)
         # Visible output tokens per virtual second (index = floor(ms / 1000)).
         self._tok_per_s = np.zeros(1024)
-        # Per-interval counters for the time series.
-        # Per pool, since the last sample: arrivals, admitted input tokens, reused tokens.
+        # Time-series counters per pool, since the last sample: arrivals, admitted input
+        # tokens, reused tokens.
         self._arrived: dict[str, int] = {}
         self._admitted_tokens: dict[str, int] = {}
         self._reused_tokens: dict[str, int] = {}
@@ -57,7 +58,7 @@ class Recorder:
 
     def admitted(self, rid: int, pool: str, now: float, reused: int, readmission: bool,
                  prebuilt: bool) -> None:
-        if self.first_admit[rid] != self.first_admit[rid]:
+        if math.isnan(self.first_admit[rid]):  # first admission of this request
             self.first_admit[rid] = now
         self.admissions[rid] += 1
         if readmission:
