@@ -17,6 +17,9 @@ _COMPACT_AT = 1 << 20
 
 
 class Recorder:
+    """Per-request lists indexed by request ordinal ``rid``; every time is virtual ms from the
+    first arrival (NaN until it happens)."""
+
     def __init__(self, n: int, arrival_ms: np.ndarray, isl: np.ndarray) -> None:
         self.arrival = arrival_ms
         self.isl = isl
@@ -148,6 +151,7 @@ class Recorder:
     # ---------------------------------------------------------------- time series
 
     def sample(self, now: float, pools: dict[str, Any]) -> None:
+        """One time-series row per pool at virtual time ``now`` (ms; stored as ``time_s``)."""
         for name, pool in pools.items():
             ready = [w for w in pool.workers if w.state == "ready"]
             ranks = [r for w in pool.workers if w.state in ("ready", "draining") for r in w.ranks]
