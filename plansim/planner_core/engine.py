@@ -40,6 +40,7 @@ from plansim.planner_core.observations import (
     ScheduledTick,
     TickInput,
     WorkerCapabilities,
+    WorkerCounts,
 )
 from plansim.planner_core.pipeline import (
     Observations,
@@ -145,6 +146,10 @@ class PlannerEngine:
         return PlannerEffects(scale_to=None, next_tick=self._schedule(now_s + self.config.scale_interval_s))
 
     def tick(self, inp: TickInput) -> PlannerEffects:
+        """Run one tick at ``inp.now_s`` (seconds): observe, run the due plugins, project the
+        targets. ``scale_to`` holds only the roles whose target changed (None when nothing
+        changed, the pipeline short-circuited, or in retune-only mode); ``next_tick`` says when
+        and what to observe next. ``RuntimeError`` before :meth:`initial_tick`."""
         if self._scheduler is None:
             raise RuntimeError("PlannerEngine.tick called before initial_tick")
         now = inp.now_s
@@ -277,7 +282,7 @@ class PlannerEngine:
             self._last_tune_s = inp.now_s
             self._feed_perf_models(inp.fpm)
 
-    def _expected_for_roles(self, counts) -> tuple[int, int] | None:
+    def _expected_for_roles(self, counts: WorkerCounts) -> tuple[int, int] | None:
         if self._expected is None:
             return None
         exp_p, exp_d = self._expected
