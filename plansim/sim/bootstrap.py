@@ -38,18 +38,25 @@ def _steps(lo: int, hi: int, n: int) -> list[int]:
     return sorted({int(round(x)) for x in np.linspace(lo, hi, max(n, 2))})
 
 
+def _bench_fpm(wall_ms: float, *, n_prefill: int = 0, prefill_tokens: int = 0,
+               n_decode: int = 0, decode_kv_tokens: int = 0) -> ForwardPassMetrics:
+    """One self-benchmark pass of ``wall_ms`` (stored in seconds) with empty queues."""
+    return ForwardPassMetrics(
+        worker_id=BENCH_WORKER_ID, dp_rank=0, wall_time_s=wall_ms / 1000.0,
+        num_prefill_requests=n_prefill, sum_prefill_tokens=prefill_tokens,
+        num_decode_requests=n_decode, sum_decode_kv_tokens=decode_kv_tokens,
+        queued_prefill_requests=0, queued_prefill_tokens=0,
+        queued_decode_requests=0, queued_decode_kv_tokens=0)
+
+
 def prefill_fpms(args: EngineArgs, granularity: int = 8) -> tuple[ForwardPassMetrics, ...]:
     """Batch-1 prefill passes over ISL."""
     timing = make_timing_model(args.effective_timing)
     out = []
     for isl in _steps(PREFILL_MIN_ISL, args.max_num_batched_tokens, granularity):
         ms = timing.prefill_ms(isl, 1, float(isl), 0.0)
-        wall = ms / args.speedup_ratio if args.speedup_ratio > 0 else 0.0
-        out.append(ForwardPassMetrics(
-            worker_id=BENCH_WORKER_ID, dp_rank=0, wall_time_s=wall / 1000.0,
-            num_prefill_requests=1, sum_prefill_tokens=isl, num_decode_requests=0,
-            sum_decode_kv_tokens=0, queued_prefill_requests=0, queued_prefill_tokens=0,
-            queued_decode_requests=0, queued_decode_kv_tokens=0))
+        wall_ms = ms / args.speedup_ratio if args.speedup_ratio > 0 else 0.0
+        out.append(_bench_fpm(wall_ms, n_prefill=1, prefill_tokens=isl))
     return tuple(out)
 
 
@@ -65,12 +72,8 @@ def decode_fpms(args: EngineArgs, granularity: int = 8) -> tuple[ForwardPassMetr
             if kv > capacity:
                 break
             ms = timing.decode_ms(batch, kv, float(ctx), capacity)
-            wall = ms / divisor if divisor > 0 else 0.0
-            out.append(ForwardPassMetrics(
-                worker_id=BENCH_WORKER_ID, dp_rank=0, wall_time_s=wall / 1000.0,
-                num_prefill_requests=0, sum_prefill_tokens=0, num_decode_requests=batch,
-                sum_decode_kv_tokens=kv, queued_prefill_requests=0, queued_prefill_tokens=0,
-                queued_decode_requests=0, queued_decode_kv_tokens=0))
+            wall_ms = ms / divisor if divisor > 0 else 0.0
+            out.append(_bench_fpm(wall_ms, n_decode=batch, decode_kv_tokens=kv))
     return tuple(out)
 
 
