@@ -22,15 +22,10 @@ from typing import Any
 from plansim.errors import ConfigError
 from plansim.sim.deployment import Deployment, _resolve_paths_in_engine, build_deployment
 
-# Keys of a case that describe the deployment, and where they go in a deployment mapping.
-_SCALAR_KEYS = {
-    "mode": "mode",
-    "num_workers": "num_workers",
-    "num_prefill_workers": "num_prefill_workers",
-    "num_decode_workers": "num_decode_workers",
-    "arrival_speedup_ratio": "arrival_speedup_ratio",
-    "seed": "seed",
-}
+# Keys of a case that describe the deployment: scalars keep their name in the deployment
+# mapping; engine args and SLA keys are renamed.
+_SCALAR_KEYS = ("mode", "num_workers", "num_prefill_workers", "num_decode_workers",
+                "arrival_speedup_ratio", "seed")
 _ENGINE_KEYS = {
     "engine_args": "engine",
     "prefill_engine_args": "prefill_engine",
@@ -88,9 +83,9 @@ def _case(raw: Any, index: int, source: Path) -> ReferenceCase:
         raise ConfigError("unknown key", source=str(source), field=f"{where}.{unknown[0]}")
     base = source.parent
     deployment: dict[str, Any] = {}
-    for key, target in _SCALAR_KEYS.items():
+    for key in _SCALAR_KEYS:
         if key in raw:
-            deployment[target] = raw[key]
+            deployment[key] = raw[key]
     for key, target in _ENGINE_KEYS.items():
         if key in raw:
             deployment[target] = _resolve_paths_in_engine(raw[key] or {}, base)
