@@ -353,8 +353,8 @@ def load_deployment(
     for key in ("engine", "prefill_engine", "decode_engine"):
         value = raw.get(key)
         if isinstance(value, (str, Path)):
-            raw[key] = _read_mapping(_resolve(base, value))
-            raw[key] = _resolve_paths_in_engine(raw[key], _resolve(base, value).parent)
+            engine_path = _resolve(base, value)
+            raw[key] = _resolve_paths_in_engine(_read_mapping(engine_path), engine_path.parent)
         elif isinstance(value, Mapping):
             raw[key] = _resolve_paths_in_engine(value, base)
     return build_deployment(raw, source=str(source) if source else None)
