@@ -440,10 +440,9 @@ def _set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
     node = raw
     for part in parts[:-1]:
         child = node.get(part)
-        if not isinstance(child, dict):
-            child = {} if child is None else child
-            if not isinstance(child, dict):
-                raise ConfigError(f"cannot set {key}: {part} is not a mapping", field=key)
-            node[part] = child
+        if child is None:
+            child = node[part] = {}
+        elif not isinstance(child, dict):
+            raise ConfigError(f"cannot set {key}: {part} is not a mapping", field=key)
         node = child
     node[parts[-1]] = value
