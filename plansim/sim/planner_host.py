@@ -32,6 +32,7 @@ from plansim.planner_core.observations import (
     TrafficObservation,
     WorkerCounts,
 )
+from plansim.sim.cluster import DRAINING, READY, STARTING
 from plansim.sim.connector import SimConnector
 
 
@@ -138,13 +139,14 @@ class PlannerHost:
         def c(pool: Any, state: str) -> int:
             return pool.count(state) if pool is not None else 0
 
+        starting_p, starting_d = c(p, STARTING), c(d, STARTING)
         # A scale-up is in progress while its workers are starting; a scale-down completes at
         # once (draining workers no longer count as serving).
-        return WorkerCounts(ready_prefill=c(p, "ready"), ready_decode=c(d, "ready"),
-                            starting_prefill=c(p, "starting"), starting_decode=c(d, "starting"),
-                            draining_prefill=c(p, "draining"), draining_decode=c(d, "draining"),
-                            prefill_in_progress=c(p, "starting") > 0,
-                            decode_in_progress=c(d, "starting") > 0)
+        return WorkerCounts(ready_prefill=c(p, READY), ready_decode=c(d, READY),
+                            starting_prefill=starting_p, starting_decode=starting_d,
+                            draining_prefill=c(p, DRAINING), draining_decode=c(d, DRAINING),
+                            prefill_in_progress=starting_p > 0,
+                            decode_in_progress=starting_d > 0)
 
     def _fpm(self) -> dict[str, tuple]:
         now = self.host.env.now
@@ -153,7 +155,7 @@ class PlannerHost:
             role = "prefill" if name == "prefill" else "decode"
             snaps = []
             for w in pool.workers:
-                if w.state != "ready":
+                if w.state != READY:
                     continue
                 for r in w.ranks:
                     f = r.fpm_at(now)
