@@ -371,6 +371,7 @@ def _title_block(
         rows.append(("advisory recommendations", len(advisory)))
     page.key_values("Planner run", rows)
     transitions = []
+    labels = _role_labels(ticks, cols)
     for role in ("prefill", "decode"):
         column = cols[f"ready_{role}"]
         if column is None:
@@ -379,9 +380,8 @@ def _title_block(
         known = np.isfinite(ready)
         counts, times = ready[known], at_s[known]
         changed = np.flatnonzero(counts[1:] != counts[:-1]) + 1
-        label = _role_labels(ticks, cols)[role]
         transitions += [
-            (float(times[i]), label, int(counts[i - 1]), int(counts[i])) for i in changed
+            (float(times[i]), labels[role], int(counts[i - 1]), int(counts[i])) for i in changed
         ]
     transitions.sort(key=lambda r: r[0])
     if transitions:
