@@ -398,10 +398,9 @@ def _title_block(
 def _role_labels(ticks: pd.DataFrame, cols: dict[str, str | None]) -> dict[str, str]:
     """Role names to show: an aggregated deployment reports its workers as decode and never has
     a prefill worker, so its decode role is shown as "agg"."""
-    prefill = [cols.get(k) for k in ("ready_prefill",)] + ["expected_prefill"]
     has_prefill = any(
         c is not None and c in ticks.columns and np.nansum(np.abs(floats(ticks, c))) > 0
-        for c in prefill
+        for c in (cols.get("ready_prefill"), "expected_prefill")
     )
     return {"prefill": "prefill", "decode": "decode" if has_prefill else "agg"}
 
