@@ -22,11 +22,6 @@ from plansim.io import atomic_write_json, write_parquet_atomic
 app = typer.Typer(help="Replay request traces against a simulated deployment.",
                   no_args_is_help=True)
 
-# Host-speed figures: shown on the terminal, kept out of summary.json so that the same inputs
-# and seed write byte-identical files.
-WALL_CLOCK_KEYS = ("wall_time_ms", "processed_tokens_per_s", "processed_output_tokens_per_s")
-
-
 @app.callback()
 def _group() -> None:
     """Replay request traces against a simulated deployment."""
@@ -255,8 +250,12 @@ def run(
     inputs = {**_inputs(ctx.params, traces, workload, deployment, planner_raw, trace_format,
                         trace_block_size), **result.inputs}
     atomic_write_json(out_dir / "inputs.json", inputs)
+    # Host-speed figures: shown on the terminal, kept out of summary.json so that the same
+    # inputs and seed write byte-identical files.
+    from plansim.retune.tasks import HOST_DEPENDENT_KEYS
+
     atomic_write_json(out_dir / "summary.json",
-                      {k: v for k, v in result.summary.items() if k not in WALL_CLOCK_KEYS})
+                      {k: v for k, v in result.summary.items() if k not in HOST_DEPENDENT_KEYS})
     write_parquet_atomic(out_dir / "requests.parquet", result.requests)
     write_parquet_atomic(out_dir / "timeseries.parquet", result.timeseries)
     write_parquet_atomic(out_dir / "workers.parquet", result.workers)
