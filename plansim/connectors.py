@@ -53,6 +53,9 @@ class PlannerConnector(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class VirtualDecision:
+    """One published decision: replica targets (``None``: that role is left as it is), its id
+    (one more than the previous decision's) and when it was made (planner time, seconds)."""
+
     num_prefill: int | None
     num_decode: int | None
     decision_id: int
@@ -60,6 +63,9 @@ class VirtualDecision:
 
 
 class DecisionStore(Protocol):
+    """Where the planner publishes its last decision and the client its last completed id
+    (0 before any); each side writes only its own field."""
+
     def write_decision(self, decision: VirtualDecision) -> None: ...
 
     def read_decision(self) -> VirtualDecision | None: ...

@@ -111,6 +111,9 @@ class Capacity:
 
 @dataclass(frozen=True, slots=True)
 class EngineLimits:
+    """One engine's batch limits: tokens per forward pass, sequences per batch, KV-cache
+    tokens. A limit the worker does not report (missing or 0) takes its default."""
+
     max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
     max_kv_tokens: int = DEFAULT_MAX_KV_TOKENS
