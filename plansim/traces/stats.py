@@ -46,13 +46,14 @@ def describe(workload: Workload) -> dict[str, Any]:
     """Counts, time span, rates, length distributions, block size and the prefix-reuse bound."""
     n = len(workload)
     a = workload.arrival_ms
-    span_s = float(a.max() - a.min()) / 1000.0 if n else 0.0
+    first_ms, last_ms = (float(a.min()), float(a.max())) if n else (None, None)
+    span_s = (last_ms - first_ms) / 1000.0 if n else 0.0
     out: dict[str, Any] = {
         "requests": n,
         "skipped": dict(sorted(workload.skipped.items())),
         "rows_read": n + sum(workload.skipped.values()),
-        "first_arrival_ms": float(a.min()) if n else None,
-        "last_arrival_ms": float(a.max()) if n else None,
+        "first_arrival_ms": first_ms,
+        "last_arrival_ms": last_ms,
         "span_s": span_s,
         "mean_rate_rps": n / span_s if span_s > 0 else None,
         "peak_1min_rate_rps": peak_rate_rps(a),
