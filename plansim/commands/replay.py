@@ -252,10 +252,9 @@ def run(
     atomic_write_json(out_dir / "inputs.json", inputs)
     # Host-speed figures: shown on the terminal, kept out of summary.json so that the same
     # inputs and seed write byte-identical files.
-    from plansim.retune.tasks import HOST_DEPENDENT_KEYS
+    from plansim.sim.summary import without_host_keys
 
-    atomic_write_json(out_dir / "summary.json",
-                      {k: v for k, v in result.summary.items() if k not in HOST_DEPENDENT_KEYS})
+    atomic_write_json(out_dir / "summary.json", without_host_keys(result.summary))
     write_parquet_atomic(out_dir / "requests.parquet", result.requests)
     write_parquet_atomic(out_dir / "timeseries.parquet", result.timeseries)
     write_parquet_atomic(out_dir / "workers.parquet", result.workers)

@@ -127,7 +127,9 @@ def sweep(
         **result.inputs,
     }
     atomic_write_json(out_dir / "inputs.json", inputs)
-    atomic_write_json(out_dir / "summary.json", result.summary)
+    from plansim.sim.summary import without_host_keys
+
+    atomic_write_json(out_dir / "summary.json", without_host_keys(result.summary))
     write_parquet_atomic(out_dir / "requests.parquet", result.requests)
     write_parquet_atomic(out_dir / "timeseries.parquet", result.timeseries)
     write_parquet_atomic(out_dir / "workers.parquet", result.workers)

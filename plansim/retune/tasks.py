@@ -26,11 +26,9 @@ import numpy as np
 
 from plansim.retune.domains import Point
 from plansim.retune.executor import TaskContext
+from plansim.sim.summary import without_host_keys
 
 Bucket = tuple[float, float, float]  # (num_req, avg_isl, avg_osl)
-HOST_DEPENDENT_KEYS = frozenset(
-    {"wall_time_ms", "processed_tokens_per_s", "processed_output_tokens_per_s"}
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +129,8 @@ def aligned_buckets(
     arrival_ms, isl, osl = arrival_ms[keep], isl[keep], osl[keep]
     if arrival_ms.size == 0:
         return ()
-    back = np.floor((end_ms - arrival_ms) / interval_ms).astype(np.int64)  # 0 = last bucket
+    # 0 = last bucket; ceil - 1 keeps an arrival on a bucket edge in the later bucket.
+    back = (np.ceil((end_ms - arrival_ms) / interval_ms) - 1).astype(np.int64)
     n = int(back.max()) + 1
     slot = n - 1 - back
     count = np.bincount(slot, minlength=n).astype(float)
@@ -272,7 +271,7 @@ def replay_candidate_task(
         )
     summary = replay(workload, deployment, planner).summary
     # Wall-clock figures depend on the host, not on the candidate: a result must not.
-    return {k: v for k, v in summary.items() if k not in HOST_DEPENDENT_KEYS}
+    return without_host_keys(summary)
 
 
 def build_inner_planner(

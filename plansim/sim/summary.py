@@ -55,6 +55,18 @@ class SlaThresholds:
     e2e_ms: float | None = None
 
 
+# Keys that measure the host (wall clock), not the simulation: left out wherever a result must
+# be byte-identical for the same inputs and seed (summary.json, retune candidate scores).
+HOST_DEPENDENT_KEYS = frozenset(
+    {"wall_time_ms", "processed_tokens_per_s", "processed_output_tokens_per_s"}
+)
+
+
+def without_host_keys(summary: dict[str, Any]) -> dict[str, Any]:
+    """``summary`` without the wall-clock figures."""
+    return {k: v for k, v in summary.items() if k not in HOST_DEPENDENT_KEYS}
+
+
 def weighted_stats(values: np.ndarray, counts: np.ndarray | None = None) -> dict[str, float]:
     """mean/min/max/median/p75/p90/p95/p99/std of samples ``values`` repeated ``counts`` times,
     without expanding them. Non-finite values and non-positive counts are ignored."""

@@ -144,3 +144,12 @@ def test_buckets_end_at_the_given_time_and_keep_empty_buckets():
     assert aligned_buckets(arrival, isl, osl, 100.0, 10.0) == (
         (2.0, 20.0, 2.0), (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (2.0, 150.0, 6.0))
     assert aligned_buckets(arrival, isl, osl, 50.0, 10.0) == ()
+
+
+def test_an_arrival_on_a_bucket_edge_belongs_to_the_later_bucket():
+    # Buckets are half-open [end-(i+1)I, end-iI): 90 opens [90,100); 89.5 is in [80,90).
+    arrival = np.array([89.5, 90.0, 99.9])
+    isl = np.array([10, 20, 40])
+    osl = np.array([1, 2, 4])
+    assert aligned_buckets(arrival, isl, osl, 100.0, 10.0) == (
+        (1.0, 10.0, 1.0), (2.0, 30.0, 3.0))
