@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import typer
+
+from plansim.io import atomic_write_json, write_parquet_atomic
 
 OUT_ROOT = Path("plansim-out")
 
@@ -27,3 +30,22 @@ def write_reports(out_dir: Path) -> None:
 
     for path in render_dir(out_dir):
         typer.echo(f"report        {path}")
+
+
+def write_replay_outputs(out_dir: Path, result: Any, inputs: dict[str, Any]) -> None:
+    """The tables of a ``ReplayResult``: ``inputs.json``, ``summary.json`` (without host-speed
+    figures, so the same inputs and seed write byte-identical files), the request, time-series
+    and worker tables, and, when a planner ran, its ticks, scaling events and retune records."""
+    from plansim.sim.summary import without_host_keys
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out_dir / "inputs.json", inputs)
+    atomic_write_json(out_dir / "summary.json", without_host_keys(result.summary))
+    write_parquet_atomic(out_dir / "requests.parquet", result.requests)
+    write_parquet_atomic(out_dir / "timeseries.parquet", result.timeseries)
+    write_parquet_atomic(out_dir / "workers.parquet", result.workers)
+    if result.ticks is not None:
+        write_parquet_atomic(out_dir / "ticks.parquet", result.ticks)
+        atomic_write_json(out_dir / "scaling_events.json", result.scaling_events)
+    if result.retune_events is not None:
+        atomic_write_json(out_dir / "retune_events.json", result.retune_events)

@@ -16,8 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from plansim.commands.output import new_out_dir, write_reports
-from plansim.io import atomic_write_json, write_parquet_atomic
+from plansim.commands.output import new_out_dir, write_replay_outputs, write_reports
 
 app = typer.Typer(help="Replay request traces against a simulated deployment.",
                   no_args_is_help=True)
@@ -246,24 +245,9 @@ def run(
         if bar is not None:
             bar.close()
 
-    out_dir.mkdir(parents=True, exist_ok=True)
     inputs = {**_inputs(ctx.params, traces, workload, deployment, planner_raw, trace_format,
                         trace_block_size), **result.inputs}
-    atomic_write_json(out_dir / "inputs.json", inputs)
-    # Host-speed figures: shown on the terminal, kept out of summary.json so that the same
-    # inputs and seed write byte-identical files.
-    from plansim.sim.summary import without_host_keys
-
-    atomic_write_json(out_dir / "summary.json", without_host_keys(result.summary))
-    write_parquet_atomic(out_dir / "requests.parquet", result.requests)
-    write_parquet_atomic(out_dir / "timeseries.parquet", result.timeseries)
-    write_parquet_atomic(out_dir / "workers.parquet", result.workers)
-    if result.ticks is not None:
-        write_parquet_atomic(out_dir / "ticks.parquet", result.ticks)
-    if planner_cfg is not None:
-        atomic_write_json(out_dir / "scaling_events.json", result.scaling_events)
-    if result.retune_events is not None:
-        atomic_write_json(out_dir / "retune_events.json", result.retune_events)
+    write_replay_outputs(out_dir, result, inputs)
 
     n_rejected = int((result.requests["status"] == "rejected").sum())
     _print_summary(result.summary, n_rejected, out_dir)

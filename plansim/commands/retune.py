@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from plansim.commands.output import new_out_dir, write_reports
+from plansim.commands.output import new_out_dir, write_replay_outputs, write_reports
 
 app = typer.Typer(help="Retune router and planner parameters over traffic windows.",
                   no_args_is_help=True)
@@ -91,7 +91,6 @@ def sweep(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Replay the trace with retune on: one sweep per window, one line per decision."""
-    from plansim.io import atomic_write_json, write_parquet_atomic
     from plansim.retune.runner import count_windows, load_retune_run, load_run_workload, run_retune
 
     exit_cleanly_on_sigterm()
@@ -113,7 +112,6 @@ def sweep(
         if bar is not None:
             bar.close()
 
-    out_dir.mkdir(parents=True, exist_ok=True)
     inputs = {
         "command": "plansim retune sweep",
         "config": str(config),
@@ -126,18 +124,8 @@ def sweep(
         "seed": run.deployment.seed,
         **result.inputs,
     }
-    atomic_write_json(out_dir / "inputs.json", inputs)
-    from plansim.sim.summary import without_host_keys
-
-    atomic_write_json(out_dir / "summary.json", without_host_keys(result.summary))
-    write_parquet_atomic(out_dir / "requests.parquet", result.requests)
-    write_parquet_atomic(out_dir / "timeseries.parquet", result.timeseries)
-    write_parquet_atomic(out_dir / "workers.parquet", result.workers)
-    if result.ticks is not None:
-        write_parquet_atomic(out_dir / "ticks.parquet", result.ticks)
-    atomic_write_json(out_dir / "scaling_events.json", result.scaling_events)
+    write_replay_outputs(out_dir, result, inputs)
     events = result.retune_events or []
-    atomic_write_json(out_dir / "retune_events.json", events)
 
     counts: dict[str, int] = {}
     for event in events:
