@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
 
@@ -17,36 +16,14 @@ from plansim.retune.executor import Task, TaskContext
 from plansim.retune.pool import SpawnPool
 from plansim.retune.tasks import CandidateConfig, ReplaySpec, replay_candidate_task, save_window
 from plansim.sim.deployment import build_deployment
-from plansim.traces.workload import Workload
+from retune_workloads import grouped_workload
 
 pytestmark = pytest.mark.slow
 
 
-def small_window(n: int = 60, block: int = 64) -> Workload:
-    """n requests, 5 per second, in 4 prefix groups sharing their first two blocks."""
-    rng = np.random.default_rng(11)
-    isl = rng.integers(150, 500, n)
-    ids, offsets = [], [0]
-    for i, length in enumerate(isl):
-        blocks = -(-int(length) // block)
-        group = i % 4
-        chain = [100 * group + 1, 100 * group + 2] + [5_000 + 50 * i + b for b in range(blocks)]
-        ids.extend(chain[:blocks])
-        offsets.append(len(ids))
-    return Workload(
-        arrival_ms=1_700_000_000_000.0 + np.arange(n) * 200.0,
-        isl_tokens=isl.astype(np.int64),
-        osl_tokens=rng.integers(10, 50, n).astype(np.int64),
-        request_id=np.array([f"r{i}" for i in range(n)], dtype=object),
-        hash_offsets=np.array(offsets, dtype=np.int64),
-        hash_ids=np.array(ids, dtype=np.int64),
-        trace_block_size=block,
-    )
-
-
 def test_candidate_replays_on_ray_equal_the_spawn_pool(ray_executor, tmp_path) -> None:
     window_path = str(tmp_path / "window-0.npz")
-    save_window(window_path, small_window())
+    save_window(window_path, grouped_workload(60))
     # A softmax router (temperature 0.7) draws random numbers: common random numbers must make
     # the draws the same on either backend.
     deployment = build_deployment({

@@ -20,29 +20,7 @@ from plansim.retune.tasks import (
     save_window,
 )
 from plansim.sim.deployment import build_deployment
-from plansim.traces.workload import Workload
-
-
-def tiny_workload(n: int = 48, block: int = 64) -> Workload:
-    """n requests, 4 per second, in 6 prefix groups (shared first two blocks)."""
-    rng = np.random.default_rng(7)
-    isl = rng.integers(200, 600, n)
-    ids, offsets = [], [0]
-    for i, length in enumerate(isl):
-        blocks = -(-int(length) // block)
-        group = i % 6
-        chain = [1000 * group + 1, 1000 * group + 2] + [10_000 + 100 * i + b for b in range(blocks - 2)]
-        ids.extend(chain[:blocks])
-        offsets.append(len(ids))
-    return Workload(
-        arrival_ms=1_700_000_000_000.0 + np.arange(n) * 250.0,
-        isl_tokens=isl.astype(np.int64),
-        osl_tokens=rng.integers(10, 60, n).astype(np.int64),
-        request_id=np.array([f"req-{i}" for i in range(n)], dtype=object),
-        hash_offsets=np.array(offsets, dtype=np.int64),
-        hash_ids=np.array(ids, dtype=np.int64),
-        trace_block_size=block,
-    )
+from retune_workloads import grouped_workload
 
 
 def spec_for(num_workers: int, temperature: float = 0.0, **kw) -> ReplaySpec:
@@ -58,14 +36,14 @@ def spec_for(num_workers: int, temperature: float = 0.0, **kw) -> ReplaySpec:
 @pytest.fixture
 def window_file(tmp_path):
     path = str(tmp_path / "window-0.npz")
-    save_window(path, tiny_workload())
+    save_window(path, grouped_workload())
     return path
 
 
 def test_the_window_file_replays_with_ordinal_request_ids(window_file):
     workload = load_window(window_file)
     assert list(workload.request_id[:3]) == ["0", "1", "2"]
-    original = tiny_workload()
+    original = grouped_workload()
     assert np.array_equal(workload.hash_ids, original.hash_ids)
     assert workload.trace_block_size == 64
 
