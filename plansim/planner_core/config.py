@@ -256,28 +256,18 @@ class PlannerConfig(BaseModel):
 
     def _check_load_thresholds(self) -> None:
         if self.mode in ("disagg", "prefill"):
-            up, down = self.prefill_scale_up_queue_tokens, self.prefill_scale_down_queue_tokens
-            if up is None or down is None:
-                raise ValueError(
-                    "prefill_scale_up_queue_tokens: optimization_target load needs "
-                    "prefill_scale_up_queue_tokens and prefill_scale_down_queue_tokens"
-                )
-            if not up > down:
-                raise ValueError(
-                    "prefill_scale_up_queue_tokens: must be greater than "
-                    "prefill_scale_down_queue_tokens"
-                )
+            self._check_threshold_pair("prefill_scale_up_queue_tokens",
+                                       "prefill_scale_down_queue_tokens")
         if self.mode in ("disagg", "decode", "agg"):
-            up_r, down_r = self.decode_scale_up_kv_rate, self.decode_scale_down_kv_rate
-            if up_r is None or down_r is None:
-                raise ValueError(
-                    "decode_scale_up_kv_rate: optimization_target load needs "
-                    "decode_scale_up_kv_rate and decode_scale_down_kv_rate"
-                )
-            if not up_r > down_r:
-                raise ValueError(
-                    "decode_scale_up_kv_rate: must be greater than decode_scale_down_kv_rate"
-                )
+            self._check_threshold_pair("decode_scale_up_kv_rate", "decode_scale_down_kv_rate")
+
+    def _check_threshold_pair(self, up_name: str, down_name: str) -> None:
+        """Easy mode needs both thresholds of a role, the scale-up one above the scale-down one."""
+        up, down = getattr(self, up_name), getattr(self, down_name)
+        if up is None or down is None:
+            raise ValueError(f"{up_name}: optimization_target load needs {up_name} and {down_name}")
+        if not up > down:
+            raise ValueError(f"{up_name}: must be greater than {down_name}")
 
     # -- derived views -------------------------------------------------------------------
     @property
