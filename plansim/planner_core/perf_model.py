@@ -29,6 +29,10 @@ DEFAULT_MAX_NUM_SEQS = 512
 DEFAULT_MAX_KV_TOKENS = 2_000_000
 MAX_KV_HIT_RATE = 0.95
 MAX_CANDIDATE_BATCHES = 128
+# A latency within this relative distance of its SLA bound meets it: the fitted pass times carry
+# rounding error (TTFT at the bound computes to 50.00000000000003 ms against 50 ms), and the
+# capacity search must not flip on the 14th decimal.
+SLA_REL_TOLERANCE = 1e-9
 
 
 class FpmSampleStore:
@@ -143,6 +147,12 @@ def effective_isl(isl: float, kv_hit_rate: float | None) -> int:
     h = min(max(h, 0.0), MAX_KV_HIT_RATE)
     # round first: 1000 * (1 - 0.95) is 50.00000000000004 in binary floating point
     return max(1, math.ceil(round(isl * (1.0 - h), 9)))
+
+
+def within_sla(latency_ms: float, sla_ms: float | None) -> bool:
+    """True when there is no bound, or ``latency_ms`` meets ``sla_ms`` up to
+    ``SLA_REL_TOLERANCE`` (both in ms)."""
+    return sla_ms is None or latency_ms <= sla_ms * (1.0 + SLA_REL_TOLERANCE)
 
 
 def clean_accept_length(accept: float | None) -> float:
@@ -324,13 +334,13 @@ class EnginePerfModel:
             bound = 1 if isl_eff > lim.max_batched_tokens else min(lim.max_num_seqs, lim.max_batched_tokens // isl_eff)
             for b in candidate_batches(max(1, bound)):
                 ttft = self.chunked_prefill_s(b * isl_eff)
-                eligible = bool(ttft_sla_ms is None or ttft * 1000 <= ttft_sla_ms)
+                eligible = within_sla(ttft * 1000, ttft_sla_ms)
                 candidates.append(Capacity(b / ttft, b, ttft * 1000, None, eligible))
         elif role == "decode":
             bound = min(lim.max_num_seqs, lim.max_kv_tokens // ctx)
             for b in candidate_batches(max(1, bound)):
                 itl = self.wall_s(0, b * ctx) / accept
-                eligible = bool(itl_sla_ms is None or itl * 1000 <= itl_sla_ms)
+                eligible = within_sla(itl * 1000, itl_sla_ms)
                 candidates.append(Capacity(b / (osl_i * itl), b, None, itl * 1000, eligible))
         else:
             candidates = self._agg_candidates(isl_eff, osl_i, ctx, accept, ttft_sla_ms, itl_sla_ms)
@@ -359,8 +369,6 @@ class EnginePerfModel:
                 continue  # prefill demand per iteration must fit beside the decode batch
             itl = self.wall_s(min(mbt, per_iter_prefill), b * ctx) / accept
             ttft = self.chunked_prefill_s(per_iter_prefill + isl_eff, b * ctx)
-            eligible = (ttft_sla_ms is None or ttft * 1000 <= ttft_sla_ms) and (
-                itl_sla_ms is None or itl * 1000 <= itl_sla_ms
-            )
+            eligible = within_sla(ttft * 1000, ttft_sla_ms) and within_sla(itl * 1000, itl_sla_ms)
             out.append(Capacity(b / (osl * itl), b, ttft * 1000, itl * 1000, eligible))
         return out

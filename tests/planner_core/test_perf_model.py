@@ -11,6 +11,7 @@ from plansim.planner_core.perf_model import (
     FpmSampleStore,
     candidate_batches,
     effective_isl,
+    within_sla,
 )
 
 
@@ -123,6 +124,20 @@ def test_prefill_capacity_under_sla():
     assert cap.batch == 4 and cap.eligible
     assert cap.rps == pytest.approx(80.0)
     assert cap.ttft_ms == pytest.approx(50.0)
+
+
+def test_sla_bound_met_up_to_the_stated_relative_tolerance():
+    # 1e-9 relative: 50 ms * (1 + 1e-9) = 50.00000005 ms still meets a 50 ms bound
+    assert within_sla(50.00000000000003, 50.0)
+    assert within_sla(50.00000004, 50.0)
+    assert not within_sla(50.0000001, 50.0)
+    assert within_sla(1e9, None)
+
+
+def test_prefill_capacity_just_over_the_sla_is_not_eligible():
+    # ttft(4) = 50 ms; an SLA of 49.999 ms leaves b = 3 (ttft 40 ms): 3 / 0.04 = 75 req/s
+    cap = _prefill_model().find_engine_capacity(1000, 200, ttft_sla_ms=49.999)
+    assert cap.batch == 3 and cap.rps == pytest.approx(75.0)
 
 
 def test_prefill_capacity_without_eligible_point_takes_highest_rps():
