@@ -116,7 +116,6 @@ class PlannerEngine:
         self._expected: tuple[int, int] | None = None
         self._expected_since_s = 0.0
         self._ordinal = 0
-        self._seen_fpm: dict[tuple[str, int, int], ForwardPassMetrics] = {}
 
     # -- public API ------------------------------------------------------------------------
     @property
@@ -293,13 +292,9 @@ class PlannerEngine:
         return exp_p, exp_d
 
     def _feed_perf_models(self, fpm: dict[str, tuple[ForwardPassMetrics, ...]]) -> None:
-        """Train on each rank's latest pass once (a host may repeat an unchanged snapshot)."""
+        """Train on every observation: each is one rank's per-pass means since its previous one."""
         for role, model in self.state.perf_models.items():
             for f in fpm.get(role, ()):
-                key = (role, f.worker_id, f.dp_rank)
-                if self._seen_fpm.get(key) == f:
-                    continue
-                self._seen_fpm[key] = f
                 model.observe(f)
 
     def _baseline(self) -> dict[str, int]:

@@ -12,24 +12,86 @@ from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
-class ForwardPassMetrics:
-    """One engine pass (forward pass) of one worker rank, as the engine reports it.
+class PassTotals:
+    """Sums over a set of forward passes of one worker rank: how many, their total wall time
+    (seconds), and the requests and tokens they scheduled."""
 
-    ``wall_time_s`` is the pass duration in seconds; 0 marks an idle heartbeat.
-    Scheduled = in this pass; queued = waiting when the pass was scheduled.
+    passes: int = 0
+    wall_s: float = 0.0
+    prefill_requests: int = 0
+    prefill_tokens: int = 0
+    decode_requests: int = 0
+    decode_kv_tokens: int = 0
+
+    def __add__(self, other: PassTotals) -> PassTotals:
+        return PassTotals(
+            self.passes + other.passes, self.wall_s + other.wall_s,
+            self.prefill_requests + other.prefill_requests,
+            self.prefill_tokens + other.prefill_tokens,
+            self.decode_requests + other.decode_requests,
+            self.decode_kv_tokens + other.decode_kv_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardPassMetrics:
+    """Forward-pass metrics of one worker rank, as the engine reports them to the planner.
+
+    The scheduled fields (``wall_time_s`` in seconds, request and token counts) are per-pass
+    means over the ``num_passes`` passes the rank completed since the previous observation: the
+    seed's per-worker time-averaged metrics. Each pass counts once, so a long chunked-prefill
+    pass weighs as much as a short decode pass, as in the engine's own iteration log; a single
+    pass is a window of one. ``num_passes`` 0 with ``wall_time_s`` 0 is an idle heartbeat.
+
+    Queued fields are the waiting queue at the observation. ``inflight_prefill_tokens``: prompt
+    tokens still to compute of running requests whose prefill is under way (chunked prefill).
+    ``mixed`` / ``decode_only``: the window's totals split into passes that scheduled prompt
+    tokens and passes that did not (``None`` for a synthetic pass, such as a benchmark sample).
     """
 
     worker_id: int
     dp_rank: int
     wall_time_s: float
-    num_prefill_requests: int
-    sum_prefill_tokens: int
-    num_decode_requests: int
-    sum_decode_kv_tokens: int
+    num_prefill_requests: float
+    sum_prefill_tokens: float
+    num_decode_requests: float
+    sum_decode_kv_tokens: float
     queued_prefill_requests: int
     queued_prefill_tokens: int
     queued_decode_requests: int
     queued_decode_kv_tokens: int
+    num_passes: int = 1
+    inflight_prefill_tokens: int = 0
+    mixed: PassTotals | None = None
+    decode_only: PassTotals | None = None
+
+    @classmethod
+    def from_window(
+        cls,
+        worker_id: int,
+        dp_rank: int,
+        mixed: PassTotals,
+        decode_only: PassTotals,
+        *,
+        queued: tuple[int, int, int, int] = (0, 0, 0, 0),
+        inflight_prefill_tokens: int = 0,
+    ) -> ForwardPassMetrics:
+        """The per-pass means of a window of passes; ``queued`` is (prefill requests, prefill
+        tokens, decode requests, decode KV tokens) waiting at the observation."""
+        total = mixed + decode_only
+        n = total.passes
+        scale = 1.0 / n if n else 0.0
+        return cls(
+            worker_id=worker_id, dp_rank=dp_rank, wall_time_s=total.wall_s * scale,
+            num_prefill_requests=total.prefill_requests * scale,
+            sum_prefill_tokens=total.prefill_tokens * scale,
+            num_decode_requests=total.decode_requests * scale,
+            sum_decode_kv_tokens=total.decode_kv_tokens * scale,
+            queued_prefill_requests=queued[0], queued_prefill_tokens=queued[1],
+            queued_decode_requests=queued[2], queued_decode_kv_tokens=queued[3],
+            num_passes=n, inflight_prefill_tokens=inflight_prefill_tokens,
+            mixed=mixed, decode_only=decode_only,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +145,8 @@ class ScheduledTick:
 @dataclass(frozen=True, slots=True)
 class TickInput:
     """Everything the planner observes at one tick. ``fpm`` maps role (``"prefill"``/``"decode"``)
-    to the latest pass of each ready worker rank."""
+    to one :class:`ForwardPassMetrics` per ready worker rank: its passes since the previous FPM
+    observation."""
 
     now_s: float
     worker_counts: WorkerCounts

@@ -84,22 +84,20 @@ class FpmSampleStore:
 
 
 class _MovingAverage:
-    """Mean of the last ``window`` values; with ``skip_leading_zeros`` zeros are dropped until the
-    first non-zero value."""
+    """Unweighted mean of the last ``window`` values; zeros are dropped until the first non-zero
+    value (the idle stretch before traffic is not part of the mix)."""
 
-    def __init__(self, window: int, *, skip_leading_zeros: bool = True) -> None:
-        self._values: deque[tuple[float, float]] = deque(maxlen=window)
-        self._skip = skip_leading_zeros
+    def __init__(self, window: int) -> None:
+        self._values: deque[float] = deque(maxlen=window)
 
-    def add(self, value: float, weight: float = 1.0) -> None:
-        if self._skip and not self._values and value == 0:
+    def add(self, value: float) -> None:
+        if not self._values and value == 0:
             return
-        self._values.append((float(value), float(weight)))
+        self._values.append(max(0.0, float(value)))
 
     @property
     def value(self) -> float | None:
-        total = sum(w for _, w in self._values)
-        return sum(v * w for v, w in self._values) / total if total > 0 else None
+        return sum(self._values) / len(self._values) if self._values else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,21 +177,19 @@ class EnginePerfModel:
         self.store = FpmSampleStore(2 if kind == "agg" else 1, bucket_count, max_samples)
         self._coef: np.ndarray | None = None  # [intercept, slopes...]
         self._dirty = True
-        self.avg_isl = _MovingAverage(max_samples)  # prefill tokens per prefill request
-        self.avg_num_prefill = _MovingAverage(max_samples)
+        # Moving averages over observations, each observation counting once (reference 1.6.1
+        # ``PlannerEnginePerfModel._observe_for_next_request`` and ``_AggLoadAverages``).
+        self.avg_isl = _MovingAverage(max_samples)  # prefill tokens per prefill request, 0 without
         self.avg_decode_len = _MovingAverage(max_samples)  # decode KV per decode request
-        self.avg_num_decode = _MovingAverage(max_samples)
-        # Scheduled prefill tokens per busy pass (agg's prefill/decode mix). Zeros are real
-        # decode-only passes here, so they count from the start: skipping them would make the
-        # first prefill pass after a decode-only stretch look like the average.
-        self.avg_prefill_tokens = _MovingAverage(max_samples, skip_leading_zeros=False)
+        self.avg_prefill_tokens = _MovingAverage(max_samples)  # agg: prefill tokens per pass
         self.max_observed_kv = 0
 
     # -- training --------------------------------------------------------------------------
     def observe(self, fpm: ForwardPassMetrics, *, update_averages: bool = True) -> None:
-        """Add one pass. Idle heartbeats (wall time 0) update the averages only. Synthetic
-        bootstrap passes (``update_averages=False``) train the fit but not the live traffic-mix
-        averages (average ISL, decode length, prefill per pass)."""
+        """Add one observation (a worker's per-pass means over its window, or one pass). Idle
+        heartbeats (wall time 0) update the averages only. Synthetic bootstrap passes
+        (``update_averages=False``) train the fit but not the live traffic-mix averages
+        (average ISL, decode length, prefill per pass)."""
         if update_averages:
             self._update_averages(fpm)
         if fpm.wall_time_s > 0 and math.isfinite(fpm.wall_time_s):
@@ -201,16 +197,11 @@ class EnginePerfModel:
             self._dirty = True
 
     def _update_averages(self, fpm: ForwardPassMetrics) -> None:
-        if fpm.num_prefill_requests > 0:
-            self.avg_isl.add(fpm.sum_prefill_tokens / fpm.num_prefill_requests)
-        self.avg_num_prefill.add(fpm.num_prefill_requests)
+        n_prefill = fpm.num_prefill_requests
+        self.avg_isl.add(fpm.sum_prefill_tokens / n_prefill if n_prefill > 0 else 0.0)
         if fpm.num_decode_requests > 0:
             self.avg_decode_len.add(fpm.sum_decode_kv_tokens / fpm.num_decode_requests)
-        self.avg_num_decode.add(fpm.num_decode_requests)
-        if fpm.wall_time_s > 0:
-            # A host that samples "the latest pass" every tick sees long (prefill) passes more
-            # often than they occur; weighting by 1 / pass time undoes that length bias.
-            self.avg_prefill_tokens.add(fpm.sum_prefill_tokens, 1.0 / fpm.wall_time_s)
+        self.avg_prefill_tokens.add(fpm.sum_prefill_tokens)
         self.max_observed_kv = max(self.max_observed_kv, fpm.sum_decode_kv_tokens)
 
     def _features(self, prefill_tokens: float, decode_kv: float) -> tuple[float, ...]:
@@ -295,12 +286,15 @@ class EnginePerfModel:
         include_queued_prefill: bool = False,
     ) -> float | None:
         """Pass time with the scheduled + queued decode KV (times ``decode_scale``) plus one more
-        request of average decode length; agg adds the average scheduled prefill per pass."""
+        request of average decode length; agg adds the observation's scheduled prefill per pass,
+        or the average prefill per pass when it scheduled none."""
         kv = fpm.sum_decode_kv_tokens + fpm.queued_decode_kv_tokens
         if include_queued_prefill:
             kv += fpm.queued_prefill_tokens
         kv = kv * decode_scale + (self.avg_decode_len.value or 0.0)
-        prefill = (self.avg_prefill_tokens.value or 0.0) if self.kind == "agg" else 0.0
+        prefill = 0.0
+        if self.kind == "agg":
+            prefill = fpm.sum_prefill_tokens or (self.avg_prefill_tokens.value or 0.0)
         return self.wall_s(prefill, kv)
 
     # -- capacity search (reference 3.2) ----------------------------------------------------

@@ -39,6 +39,7 @@ import numpy as np
 
 from plansim.planner_core.observations import ForwardPassMetrics
 from plansim.sim.kv import KvCache, gen_key
+from plansim.sim.pass_window import PassWindow
 from plansim.sim.timing import TimingModel
 
 _NS = 1e6  # ns per ms
@@ -129,6 +130,10 @@ class Rank:
         self._run: tuple[list[Request], np.ndarray, np.ndarray, float] | None = None
         self._scheduled_any = False
         self.last_fpm: ForwardPassMetrics | None = None
+        # Completed passes since the planner host last took them; a decode run's first
+        # ``_run_taken`` passes are already in it.
+        self.passes = PassWindow()
+        self._run_taken = 0
 
     # ---------------------------------------------------------------- host interface
 
@@ -189,20 +194,40 @@ class Rank:
         if self._run is not None:
             self._finish_run()
         else:
+            f = self.last_fpm
+            self.passes.add_pass(f.wall_time_s, f.num_prefill_requests, f.sum_prefill_tokens,
+                                 f.num_decode_requests, f.sum_decode_kv_tokens)
             self._finish_pass(now)
 
-    def fpm_at(self, t: float) -> ForwardPassMetrics | None:
-        """Latest completed pass at virtual time ``t`` (ms), synthesised for a decode run in
-        flight; its ``wall_time_s`` is in seconds, as the planner expects."""
+    def take_fpm(self, t: float) -> ForwardPassMetrics:
+        """The rank's per-pass means over the passes completed since the previous call, with
+        the waiting queue and the unfinished prompt tokens of running requests at virtual time
+        ``t`` (ms); starts a new window. A decode run in flight contributes the passes that
+        ended by ``t``."""
         run = self._run
         if run is not None and self.busy:
-            reqs, ends, dts, start = run
-            j = int(np.searchsorted(ends, t, side="right")) - 1
-            if j >= 0:
-                n = len(reqs)
-                kv = sum(r.isl + r.generated for r in reqs) + j * n
-                return self._fpm(float(dts[j]) / 1000.0, 0, 0, n, kv)
-        return self.last_fpm
+            done = int(np.searchsorted(run[1], t, side="right"))
+            self._add_run_passes(done)
+        mixed, decode_only = self.passes.take()
+        inflight = sum(r.isl - r.computed for r in self.running
+                       if not r.prebuilt and r.computed < r.isl)
+        return ForwardPassMetrics.from_window(
+            self.worker_id, self.dp_rank, mixed, decode_only, queued=tuple(self._queued),
+            inflight_prefill_tokens=inflight)
+
+    def _add_run_passes(self, upto: int) -> None:
+        """Add the decode run's passes ``_run_taken .. upto - 1`` to the pass window."""
+        reqs, ends, dts, _ = self._run
+        lo = self._run_taken
+        if upto <= lo:
+            return
+        n = len(reqs)
+        k = upto - lo
+        # Pass j's KV is every request's length at the run start plus j tokens each.
+        kv0 = sum(r.isl + r.generated for r in reqs)
+        kv = k * kv0 + n * (lo + upto - 1) * k // 2
+        self.passes.add_decode_passes(k, float(dts[lo:upto].sum()) / 1000.0, n * k, kv)
+        self._run_taken = upto
 
     # ---------------------------------------------------------------- single pass
 
@@ -467,6 +492,7 @@ class Rank:
             dts = np.round(raw / self.decode_div * _NS) / _NS
         ends = np.cumsum(np.concatenate(([now], dts)))[1:]
         self._run = (list(running), ends, dts, now)
+        self._run_taken = 0
         self._emit = []
         return float(ends[-1])
 
@@ -486,6 +512,7 @@ class Rank:
         return int(need_at[avail])
 
     def _finish_run(self) -> None:
+        self._add_run_passes(self._run[1].shape[0])
         reqs, ends, dts, start = self._run
         self._run = None
         m = ends.shape[0]

@@ -6,7 +6,8 @@ The host calls ``planner.initial_tick(0.0)``, then ``planner.tick(TickInput)`` a
 - ``traffic``: requests offered (arrived) since the last traffic read and averages over the
   requests completed in it (ISL, OSL, TTFT, ITL, KV hit rate), windows merged across ticks with
   count-weighted means until a tick that ``need_traffic_metrics`` reads them;
-- ``fpm``: the latest forward pass of each ready worker rank, per role (when ``need_worker_fpm``);
+- ``fpm``: per role, each ready worker rank's per-pass means over the passes it completed since
+  the previous FPM read (when ``need_worker_fpm``; the read resets the rank's pass window);
 - ``worker_counts``: ready, starting and draining workers per role (agg reports as decode).
 
 Effects: ``scale_to`` targets are applied through ``SimConnector`` (new workers ready after the
@@ -157,10 +158,7 @@ class PlannerHost:
             for w in pool.workers:
                 if w.state != READY:
                     continue
-                for r in w.ranks:
-                    f = r.fpm_at(now)
-                    if f is not None:
-                        snaps.append(f)
+                snaps.extend(r.take_fpm(now) for r in w.ranks)
             out[role] = tuple(snaps)
         return out
 

@@ -180,10 +180,13 @@ def test_capacity_none_when_not_ready():
     assert model.find_engine_capacity(1000, 100, itl_sla_ms=50) is None
 
 
-def test_per_pass_prefill_average_undoes_length_bias():
-    # Sampled passes: one 100 ms pass with 3000 prefill tokens, one 10 ms decode-only pass.
-    # Weighted by 1 / pass time: 3000 * 10 / (10 + 100) = 272.7 tokens per pass.
+def test_prefill_per_pass_average_counts_each_observation_once():
+    # Two observations: 3000 prefill tokens per pass, then a decode-only one. Unweighted, as
+    # the reference adds them: (3000 + 0) / 2, whatever their pass times.
     model = EnginePerfModel("agg", EngineLimits())
     model.observe(fpm(wall_time_s=0.1, n_prefill=1, prefill_tokens=3000, n_decode=4, decode_kv=4000))
     model.observe(fpm(wall_time_s=0.01, n_decode=5, decode_kv=5000))
-    assert model.avg_prefill_tokens.value == pytest.approx(3000 * 10 / 110)
+    assert model.avg_prefill_tokens.value == pytest.approx(1500)
+    # ISL per prefill request: 3000, then 0 for the observation without prefill.
+    assert model.avg_isl.value == pytest.approx(1500)
+    assert model.avg_decode_len.value == pytest.approx(1000)

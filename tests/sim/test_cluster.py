@@ -57,7 +57,7 @@ def test_new_workers_become_ready_after_startup_time_and_removed_ones_drain_newe
     assert result.summary["decode_worker_seconds"] == pytest.approx(duration_s + 2.0)
 
 
-def test_tick_input_carries_counts_traffic_and_latest_passes():
+def test_tick_input_carries_counts_traffic_and_each_ready_workers_passes_since_start():
     planner = FakePlanner()
     _host(planner)
     (tick,) = planner.inputs
@@ -66,8 +66,14 @@ def test_tick_input_carries_counts_traffic_and_latest_passes():
     assert not tick.worker_counts.decode_in_progress  # the new workers are ready by 1 s
     assert tick.traffic.num_req == 1.0 and tick.traffic.duration_s == 1.0
     assert tick.traffic.isl == 1000.0 and tick.traffic.osl == 5.0
-    (fpm,) = tick.fpm["decode"]  # only worker 0 has run a pass
-    assert fpm.worker_id == 0
+    by_worker = {f.worker_id: f for f in tick.fpm["decode"]}
+    assert sorted(by_worker) == [0, 1, 2]
+    # Worker 0 served the one request: its prefill pass, then 4 decode passes over 1001..1004.
+    served = by_worker[0]
+    assert (served.mixed.passes, served.mixed.prefill_tokens) == (1, 1000)
+    assert (served.decode_only.passes, served.decode_only.decode_kv_tokens) == (4, 4010)
+    # The two new workers never ran a pass: idle heartbeats.
+    assert all(by_worker[w].num_passes == 0 and by_worker[w].wall_time_s == 0 for w in (1, 2))
 
 
 def test_advisory_planner_changes_nothing_and_records_recommendations():

@@ -168,7 +168,7 @@ def test_an_arrival_during_a_pass_joins_the_next_pass():
     assert req(r, 1).first_token_ms == pytest.approx(expected, **APPROX)
 
 
-def test_fpm_reports_the_latest_pass_of_a_rank():
+def test_last_fpm_is_the_latest_pass_of_a_rank():
     from simkit import workload
 
     from plansim.sim.deployment import build_deployment
@@ -211,3 +211,81 @@ def test_pass_metrics_count_scheduled_and_queued_work():
     assert rank.last_fpm.num_decode_requests == 1
     assert rank.last_fpm.sum_decode_kv_tokens == 1001
     assert rank.last_fpm.queued_prefill_requests == 1  # max_num_seqs 1 keeps the second waiting
+
+
+def _lone_rank(decode_runs):
+    from plansim.sim.deployment import EngineArgs
+    from plansim.sim.engine import EngineHooks, Rank
+    from plansim.sim.timing import PolynomialTiming
+
+    def ignore(*_args):
+        return None
+
+    hooks = EngineHooks(ignore, ignore, ignore, ignore, ignore)
+    return Rank(0, 0, EngineArgs(), PolynomialTiming(), hooks, decode_runs=decode_runs)
+
+
+def test_take_fpm_averages_every_pass_since_the_previous_take_each_counting_once():
+    from plansim.sim.engine import Request
+
+    rank = _lone_rank(decode_runs=False)
+    rank.enqueue(Request(0, 1000, 3, []))
+    t = 0.0
+    while rank.has_work():
+        t = rank.start_pass(t)
+        rank.finish(t)
+    fpm = rank.take_fpm(t)
+    # Passes: a 1000-token prefill, then decodes over 1001 and 1002 KV tokens.
+    p, d1, d2 = prefill_ms(1000) / 1000, decode_ms(1001) / 1000, decode_ms(1002) / 1000
+    assert fpm.num_passes == 3
+    assert fpm.wall_time_s == pytest.approx((p + d1 + d2) / 3)
+    assert fpm.sum_prefill_tokens == pytest.approx(1000 / 3)
+    assert fpm.num_prefill_requests == pytest.approx(1 / 3)
+    assert fpm.sum_decode_kv_tokens == pytest.approx(2003 / 3)
+    assert fpm.num_decode_requests == pytest.approx(2 / 3)
+    assert (fpm.mixed.passes, fpm.mixed.prefill_tokens) == (1, 1000)
+    assert fpm.mixed.wall_s == pytest.approx(p)
+    assert (fpm.decode_only.passes, fpm.decode_only.decode_kv_tokens) == (2, 2003)
+    # The take started a new window: nothing ran since, an idle heartbeat.
+    idle = rank.take_fpm(t)
+    assert (idle.num_passes, idle.wall_time_s, idle.sum_decode_kv_tokens) == (0, 0.0, 0.0)
+
+
+def test_a_decode_run_in_flight_reports_the_passes_ended_by_the_observation():
+    from plansim.sim.engine import Request
+
+    rank = _lone_rank(decode_runs=True)
+    rank.enqueue(Request(0, 1000, 6, []))
+    t = rank.start_pass(0.0)  # the prefill pass
+    rank.finish(t)
+    end = rank.start_pass(t)  # one run of 5 decode passes over 1001..1005 KV tokens
+    d = [decode_ms(kv) for kv in range(1001, 1006)]
+    assert end == pytest.approx(t + sum(d), **APPROX)
+    mid = rank.take_fpm(t + d[0] + d[1] + d[2] / 2)  # two passes done, the third in flight
+    assert (mid.mixed.passes, mid.decode_only.passes) == (1, 2)
+    assert mid.decode_only.decode_kv_tokens == 1001 + 1002
+    assert mid.decode_only.wall_s == pytest.approx((d[0] + d[1]) / 1000)
+    rank.finish(end)
+    rest = rank.take_fpm(end)
+    assert (rest.mixed.passes, rest.decode_only.passes) == (0, 3)
+    assert rest.decode_only.decode_kv_tokens == 1003 + 1004 + 1005
+    assert rest.sum_decode_kv_tokens == pytest.approx(1004)
+
+
+def test_take_fpm_counts_the_unfinished_prompt_tokens_of_a_chunked_prefill():
+    from plansim.sim.deployment import EngineArgs
+    from plansim.sim.engine import EngineHooks, Rank, Request
+    from plansim.sim.timing import PolynomialTiming
+
+    def ignore(*_args):
+        return None
+
+    rank = Rank(0, 0, EngineArgs(max_num_batched_tokens=4096), PolynomialTiming(),
+                EngineHooks(ignore, ignore, ignore, ignore, ignore))
+    rank.enqueue(Request(0, 10000, 5, []))
+    rank.enqueue(Request(1, 700, 5, []))
+    t = rank.start_pass(0.0)  # first 4096-token chunk of the 10000-token prompt
+    rank.finish(t)
+    fpm = rank.take_fpm(t)
+    assert fpm.inflight_prefill_tokens == 10000 - 4096
+    assert (fpm.queued_prefill_requests, fpm.queued_prefill_tokens) == (1, 700)
