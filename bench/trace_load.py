@@ -26,7 +26,7 @@ import orjson
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "_data"
-SHARED_TRACES = Path("/work/shared/traces")
+SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"  # ../shared beside the clone
 BLOCK = 512
 
 

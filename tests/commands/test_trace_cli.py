@@ -8,20 +8,20 @@ from pathlib import Path
 import orjson
 import pytest
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
+TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "traces" / "sample.dynamo.jsonl.gz"
 
 
 @pytest.mark.parametrize(
     ("name", "needles"),
     [
-        ("AzureLLMInferenceTrace_code.csv", ["requests 8,819", "3,435.9 s", "mean 2.567 req/s"]),
-        ("mooncake_synthetic_trace.jsonl", ["requests 3,993", "1,022.0 s", "<= 64.0%"]),
+        ("AzureLLMInferenceTrace_code.csv.gz", ["requests 8,819", "3,435.9 s", "mean 2.567 req/s"]),
+        ("mooncake_synthetic_trace.jsonl.gz", ["requests 3,993", "1,022.0 s", "<= 64.0%"]),
         ("mooncake_synthetic.dynamo.jsonl.gz", ["requests 3,993", "recorded TTFT", "block size    512"]),
     ],
 )
-def test_inspect_every_shared_trace(name, needles, run_cli):
-    code, out, err = run_cli("trace", "inspect", str(SHARED / name))
+def test_inspect_every_carried_public_trace(name, needles, run_cli):
+    code, out, err = run_cli("trace", "inspect", str(TRACES / name))
     assert code == 0, err
     for needle in needles:
         assert needle in out
@@ -53,7 +53,7 @@ def test_bad_trace_is_one_line_naming_file_line_and_field(tmp_path, run_cli):
     ("args", "needle"),
     [
         (["inspect", "/nonexistent/trace.jsonl"], "no such file"),
-        (["inspect", str(SHARED / "SOURCES.md")], "unknown trace format"),
+        (["inspect", str(TRACES / "SOURCES.md")], "unknown trace format"),
         (["inspect", str(SAMPLE), "--format", "csv"], "--format"),
         (["convert", str(SAMPLE), "x.jsonl", "--to", "parquet"], "--to"),
         (["synth", "--rate", "1", "--duration", "-5", "-o", "x.jsonl.gz"], "--duration"),

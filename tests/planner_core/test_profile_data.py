@@ -9,7 +9,7 @@ from plansim.planner_core.config import parse_planner_config
 from plansim.planner_io import read_profile_fpms, read_warmup_observations
 from plansim.planner_core.profile_data import decode_fpms_from_usage, fpms_from_arrays, prefill_fpms
 
-SAMPLE_NPZ = Path("/work/shared/reference/profiles/sample_h200.npz")
+SAMPLE_NPZ = Path(__file__).resolve().parents[1] / "sim" / "reference" / "profiles" / "sample_h200.npz"
 
 
 def test_prefill_sample_becomes_one_request_pass():

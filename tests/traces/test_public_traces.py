@@ -1,4 +1,5 @@
-"""The real traces in ../shared/traces load with the figures their SOURCES.md states."""
+"""The public traces carried in tests/data/traces (gzip copies of the shared traces) load with the
+figures their SOURCES.md states."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ import pytest
 from plansim.traces import load_workload
 from plansim.traces.stats import describe
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
+TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
 
 
 def test_azure_code_trace():
-    d = describe(load_workload(SHARED / "AzureLLMInferenceTrace_code.csv"))
+    d = describe(load_workload(TRACES / "AzureLLMInferenceTrace_code.csv.gz"))
     # SOURCES.md: 8,819 rows, ~57 min, 2.57 req/s; ContextTokens mean 2,048, median 1,469,
     # max 7,437; GeneratedTokens mean 28, median 13, max 1,899.
     assert d["requests"] == 8_819
@@ -26,9 +27,9 @@ def test_azure_code_trace():
     assert d["prefix_reuse_upper_bound"] == 0.0
 
 
-@pytest.mark.parametrize("name", ["mooncake_synthetic_trace.jsonl", "mooncake_synthetic.dynamo.jsonl.gz"])
+@pytest.mark.parametrize("name", ["mooncake_synthetic_trace.jsonl.gz", "mooncake_synthetic.dynamo.jsonl.gz"])
 def test_mooncake_synthetic_trace_in_both_formats(name):
-    d = describe(load_workload(SHARED / name))
+    d = describe(load_workload(TRACES / name))
     # SOURCES.md: 3,993 rows, ~17 min, 3.91 req/s, input mean 15,325, median 11,587, max
     # 191,378; output mean 149, median 69, max 893; 64% of block references repeat.
     assert d["requests"] == 3_993
@@ -43,7 +44,7 @@ def test_mooncake_synthetic_trace_in_both_formats(name):
 
 
 def test_both_mooncake_copies_share_the_same_prefix_structure():
-    a = load_workload(SHARED / "mooncake_synthetic_trace.jsonl")
-    b = load_workload(SHARED / "mooncake_synthetic.dynamo.jsonl.gz")
+    a = load_workload(TRACES / "mooncake_synthetic_trace.jsonl.gz")
+    b = load_workload(TRACES / "mooncake_synthetic.dynamo.jsonl.gz")
     assert (b.arrival_ms - 1_764_000_000_000).tolist() == a.arrival_ms.tolist()
     assert a.hash_ids.tolist() == b.hash_ids.tolist()
