@@ -86,7 +86,7 @@ class ReplayHost:
                         self._next_worker_id, decode_runs=decode_runs)
             self.pools[name] = pool
             self.routers[name] = Router(deployment.router.mode, router_params, args.block_size,
-                                        self.rng, decode_pool=(name == "decode"))
+                                        self.rng, pool=name)
             for _ in range(count):
                 pool.mark_ready(pool.provision(0.0), 0.0)
         self.block_size = deployment.pool_args("decode" if self.disagg else "agg").block_size

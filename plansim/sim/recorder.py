@@ -66,9 +66,11 @@ class Recorder:
         self.admissions[rid] += 1
         if readmission:
             self.readmissions[rid] += 1
-        if reused > self.reused[rid]:
-            self.reused[rid] = reused
         if not prebuilt:
+            # Reuse is what a prompt admission found cached; a transferred prompt's decode
+            # admission computes nothing, as the reference reports it.
+            if reused > self.reused[rid]:
+                self.reused[rid] = reused
             self._admitted_tokens[pool] = self._admitted_tokens.get(pool, 0) + int(self.isl[rid])
             self._reused_tokens[pool] = self._reused_tokens.get(pool, 0) + reused
 

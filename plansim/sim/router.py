@@ -3,8 +3,10 @@
 KV router (reference ``selector.rs``): for each candidate rank,
 ``logit = overlap_score_weight * potential_prefill_blocks + potential_decode_blocks`` where
 ``potential_prefill_blocks = (prefill tokens queued on the rank + isl - overlap_blocks *
-block_size) / block_size`` and ``potential_decode_blocks`` counts the blocks of the requests the
-router has sent there and not seen finish, plus this request's blocks not already among them.
+block_size) / block_size`` and ``potential_decode_blocks`` counts the full blocks of the requests
+the router has sent there and not seen finish, plus this request's full blocks not already among
+them (a partial last block is not counted). A disaggregated prefill pool's cost is the prefill
+term alone; a decode pool's is the decode term alone, counted without block identities.
 The prefix overlap is read from the rank's current cache contents. Lower is better; at
 temperature 0 the minimum wins with ties broken by the seeded generator, otherwise the rank is
 sampled from a softmax over the negated, range-normalised logits at ``router_temperature``.
@@ -37,11 +39,14 @@ class Router:
     """One pool's router. ``choose`` returns an index into the candidate list."""
 
     def __init__(self, mode: str, params: dict[str, Any], block_size: int,
-                 rng: np.random.Generator, *, decode_pool: bool = False) -> None:
+                 rng: np.random.Generator, *, pool: str = "agg") -> None:
+        """``pool``: ``agg``, ``prefill`` or ``decode`` (the cost terms differ, see the module
+        docstring)."""
         self.mode = mode
         self.block_size = block_size
         self.rng = rng
-        self.decode_pool = decode_pool
+        self.decode_pool = pool == "decode"
+        self.prefill_pool = pool == "prefill"
         self.overlap_score_weight = float(params.get("overlap_score_weight", 1.0))
         self.temperature = float(params.get("router_temperature", 0.0))
         self._next = 0
@@ -80,22 +85,23 @@ class Router:
             return int(self.rng.integers(n)), 0
         bs = self.block_size
         weight = 0.0 if self.decode_pool else self.overlap_score_weight
-        private = 1 if isl % bs else 0
         n_keys = len(keys)
         logits = np.empty(n)
         overlaps = [0] * n
         for c, (rank, load) in enumerate(zip(candidates, loads)):
             # Decode routing is load-only: no cache overlap, no shared active blocks.
-            overlap = shared = 0
+            overlap = decode_blocks = 0
             if not self.decode_pool:
                 overlap = rank.cache.overlap(keys)
+            if not self.prefill_pool:
+                shared = 0
                 active = load.blocks
                 for k in keys:
                     if k not in active:
                         break
                     shared += 1
+                decode_blocks = load.n_blocks + n_keys - shared
             overlaps[c] = overlap
-            decode_blocks = load.n_blocks + n_keys - shared + private
             prefill_blocks = (load.prefill_tokens + isl - overlap * bs) / bs
             logits[c] = weight * prefill_blocks + decode_blocks
         i = self._pick(logits)
@@ -114,42 +120,45 @@ class Router:
         """Record that request ``rid`` went to the rank with ``load``."""
         if self.mode != "kv_router":
             return
-        private = 1 if isl % self.block_size else 0
         if self.decode_pool:
             # Decode routing is load-only: block counts, no block identities.
-            load.n_blocks += len(keys) + private
-            self._sent[rid] = (load, (), len(keys) + private, 0)
+            load.n_blocks += len(keys)
+            self._sent[rid] = (load, (), len(keys), 0)
+            return
+        queued = max(isl - overlap * self.block_size, 0)
+        load.prefill_tokens += queued
+        if self.prefill_pool:
+            # A prefill pool's cost has no active-block term: nothing to track but tokens.
+            self._sent[rid] = (load, (), 0, queued)
             return
         blocks = load.blocks
         present = sum(map(blocks.__contains__, keys))
         # Reference counts per block, updated with C-level map/zip (keys are unique per request).
         blocks.update(zip(keys, map(add, map(blocks.get, keys, repeat(0)), repeat(1))))
-        load.n_blocks += len(keys) - present + private
-        queued = max(isl - overlap * self.block_size, 0)
-        load.prefill_tokens += queued
-        self._sent[rid] = (load, keys, private, queued)
+        load.n_blocks += len(keys) - present
+        self._sent[rid] = (load, keys, 0, queued)
 
     def prefill_done(self, rid: int) -> None:
         """The request's prompt is computed: its tokens leave the rank's prefill queue."""
         entry = self._sent.get(rid)
         if entry is not None and entry[3]:
-            load, keys, private, queued = entry
+            load, keys, extra_blocks, queued = entry
             load.prefill_tokens -= queued
-            self._sent[rid] = (load, keys, private, 0)
+            self._sent[rid] = (load, keys, extra_blocks, 0)
 
     def finished(self, rid: int) -> None:
         """The request left the rank (completed, rejected or handed off)."""
         entry = self._sent.pop(rid, None)
         if entry is None:
             return
-        load, keys, private, queued = entry
+        load, keys, extra_blocks, queued = entry
         load.prefill_tokens -= queued
         blocks = load.blocks
         counts = list(map(sub, map(blocks.__getitem__, keys), repeat(1)))
         blocks.update(zip(keys, counts))
         gone = [k for k, c in zip(keys, counts) if not c]
         deque(map(blocks.pop, gone), 0)
-        load.n_blocks -= private + len(gone)
+        load.n_blocks -= extra_blocks + len(gone)
 
 
 def softmax_probabilities(logits: np.ndarray, temperature: float) -> np.ndarray:

@@ -35,3 +35,13 @@ def test_worker_seconds_count_both_pools():
     assert r.summary["prefill_worker_seconds"] == pytest.approx(duration_s)
     assert r.summary["decode_worker_seconds"] == pytest.approx(duration_s)
     assert r.summary["gpu_hours"] == pytest.approx(2 * duration_s / 3600)
+
+
+def test_reuse_is_what_the_prefill_admission_found_not_the_decode_cache():
+    # Round robin sends B to the second prefill worker (nothing cached there); the one decode
+    # worker still holds A's prompt blocks when B's transferred prompt arrives.
+    rows = [(0.0, 2048, 2, [1, 2, 3, 4]), (1000.0, 2048, 2, [1, 2, 3, 5])]
+    r = run(rows, mode="disagg", num_prefill_workers=2, num_decode_workers=1)
+    assert req(r, 1).prefill_worker != req(r, 0).prefill_worker
+    assert req(r, 1).reused_input_tokens == 0
+    assert r.summary["prefix_cache_reused_ratio"] == 0.0

@@ -67,6 +67,53 @@ def test_kv_router_cost_is_weighted_prefill_blocks_plus_decode_blocks():
     assert router.choose(512, keys, [FakeRank(6), FakeRank(0)], [busy, idle])[0] == 1
 
 
+class _CachedRank:
+    """A routing candidate whose cache holds ``cached`` leading blocks of any request."""
+
+    def __init__(self, cached: int) -> None:
+        self.cache = self
+        self.cached = cached
+
+    def overlap(self, keys):
+        return self.cached
+
+
+def test_active_blocks_count_full_blocks_only():
+    # 600 tokens at block size 64: 9 full blocks and a partial one the reference does not hash.
+    router = Router("kv_router", {}, 64, np.random.default_rng(0))
+    load = RankLoad()
+    router.sent(0, 600, list(range(9)), 0, load)
+    assert load.n_blocks == 9
+    assert load.prefill_tokens == 600
+    router.finished(0)
+    assert (load.n_blocks, load.prefill_tokens, load.blocks) == (0, 0, {})
+
+
+def test_prefill_pool_cost_is_the_prefill_term_alone():
+    # Rank 0: 128 queued prefill tokens and 40 active blocks; rank 1: 256 queued, none active.
+    # Agg cost: (128+512)/64 + 40 + 8 = 58 vs (256+512)/64 + 8 = 20 -> rank 1.
+    # Prefill pool: 10 vs 12 -> rank 0 (active blocks do not count there).
+    heavy, light = RankLoad(), RankLoad()
+    heavy.prefill_tokens, heavy.n_blocks = 128, 40
+    light.prefill_tokens = 256
+    keys = list(range(8))
+    ranks = [_CachedRank(0), _CachedRank(0)]
+    agg = Router("kv_router", {}, 64, np.random.default_rng(0))
+    prefill = Router("kv_router", {}, 64, np.random.default_rng(0), pool="prefill")
+    assert agg.choose(512, keys, ranks, [heavy, light])[0] == 1
+    assert prefill.choose(512, keys, ranks, [heavy, light])[0] == 0
+
+
+def test_decode_pool_cost_is_active_full_blocks_without_overlap():
+    # Rank 0 holds the whole prefix in cache but has 5 active blocks; rank 1 is empty.
+    router = Router("kv_router", {}, 64, np.random.default_rng(0), pool="decode")
+    busy = RankLoad()
+    router.sent(7, 330, list(range(5)), 0, busy)  # 5 full blocks of 330 tokens
+    assert busy.n_blocks == 5 and busy.prefill_tokens == 0
+    assert router.choose(512, list(range(8)), [_CachedRank(8), _CachedRank(0)],
+                         [busy, RankLoad()])[0] == 1
+
+
 def test_softmax_probabilities_follow_the_normalised_negated_logits():
     p = softmax_probabilities(np.array([0.0, 1.0]), temperature=1.0)
     assert p[0] == pytest.approx(1 / (1 + math.exp(-1)))
