@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from plansim.errors import ConfigError
 from plansim.retune import domains, scoring
+from plansim.schema import DEFAULT_MIN_IMPROVEMENT_PERCENTAGE
 
 Objective = Literal[
     "GoodputPerGPU", "Goodput", "Throughput", "ThroughputPerGPU", "ThroughputPerUser", "TTFT",
@@ -57,7 +58,7 @@ class RetuneConfig(BaseModel):
     grace_seconds: float = Field(default=60.0, ge=0)
     objective: Objective = "GoodputPerGPU"
     sla: RetuneSla | None = None
-    min_improvement_percentage: float = Field(default=2.0, ge=0)
+    min_improvement_percentage: float = Field(default=DEFAULT_MIN_IMPROVEMENT_PERCENTAGE, ge=0)
     max_candidates: int = Field(default=32, ge=1)
     max_parallel: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1)
     timeout_seconds: float | None = Field(default=None, gt=0)

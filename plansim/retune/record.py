@@ -21,8 +21,9 @@ from typing import Any
 
 from plansim.retune.sweep import SweepReport
 from plansim.retune.tasks import WindowSpec
+from plansim.schema import RETUNE_OUTCOMES
 
-OUTCOMES = ("applied", "advisory", "no_improvement", "failed", "timeout")
+OUTCOMES = RETUNE_OUTCOMES
 
 
 def decision_record(

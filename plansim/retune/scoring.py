@@ -18,7 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-MINIMIZED = frozenset({"TTFT", "E2ELatency"})
+from plansim.schema import MINIMIZED_OBJECTIVES
+
+MINIMIZED = MINIMIZED_OBJECTIVES
 GOODPUT = frozenset({"Goodput", "GoodputPerGPU"})
 PER_GPU = frozenset({"GoodputPerGPU", "ThroughputPerGPU"})
 

@@ -41,6 +41,7 @@ from plansim.retune.tasks import (
     read_window_task,
     replay_candidate_task,
 )
+from plansim.schema import DEFAULT_MIN_IMPROVEMENT_PERCENTAGE
 
 log = logging.getLogger("plansim.retune")
 
@@ -64,7 +65,7 @@ class SweepPlan:
     current_predictor: Mapping[str, Any] = field(default_factory=dict)
     predictor_candidates: tuple[Mapping[str, Any], ...] = ()
     objective: str = "GoodputPerGPU"
-    min_improvement_percentage: float = 2.0
+    min_improvement_percentage: float = DEFAULT_MIN_IMPROVEMENT_PERCENTAGE
     timeout_s: float | None = None
 
 

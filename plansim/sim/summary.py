@@ -35,6 +35,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from plansim.schema import SUMMARY_STATS
+
 PERCENTILES: tuple[tuple[str, float], ...] = (
     ("median", 50.0),
     ("p75", 75.0),
@@ -42,7 +44,7 @@ PERCENTILES: tuple[tuple[str, float], ...] = (
     ("p95", 95.0),
     ("p99", 99.0),
 )
-STAT_NAMES: tuple[str, ...] = ("mean", "min", "max", "median", "p75", "p90", "p95", "p99", "std")
+STAT_NAMES: tuple[str, ...] = SUMMARY_STATS
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,24 +52,15 @@ from plansim.errors import InputError
 from plansim.planner_core.predictors.factory import PredictorSpec
 from plansim.planner_core.predictors.loss import presweep_window_losses
 from plansim.planner_core.predictors.traffic import BUCKET_COLUMNS, TrafficForecaster
+from plansim.schema import (
+    BACKTEST_PREDICTION_COLUMNS,
+    BACKTEST_SUMMARY_COLUMNS,
+    UNDER_FORECAST_RATIO,
+)
 
 SERIES = BUCKET_COLUMNS  # series labels in the rows are the bucket-table column names
-PREDICTION_COLUMNS = ("bucket", "predictor", "series", "forecast", "actual", "fit_time_s", "failed")
-SUMMARY_COLUMNS = (
-    "rank",
-    "predictor",
-    "name",
-    "params",
-    "loss",
-    "mape_request_count_pct",
-    "rmse_request_count",
-    "under_forecast_share",
-    "fit_time_mean_s",
-    "fit_time_max_s",
-    "failed_forecasts",
-    "wall_time_s",
-)
-UNDER_FORECAST_RATIO = 0.8
+PREDICTION_COLUMNS = BACKTEST_PREDICTION_COLUMNS
+SUMMARY_COLUMNS = BACKTEST_SUMMARY_COLUMNS
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,10 +14,12 @@ from typing import Any
 
 import numpy as np
 
-WEIGHT_INPUT_TOKENS = 0.4
-WEIGHT_OUTPUT_TOKENS = 0.4
-WEIGHT_AVG_ISL = 0.1
-WEIGHT_AVG_OSL = 0.1
+from plansim.schema import PRESWEEP_WEIGHTS
+
+WEIGHT_INPUT_TOKENS = PRESWEEP_WEIGHTS["input_tokens"]
+WEIGHT_OUTPUT_TOKENS = PRESWEEP_WEIGHTS["output_tokens"]
+WEIGHT_AVG_ISL = PRESWEEP_WEIGHTS["avg_isl"]
+WEIGHT_AVG_OSL = PRESWEEP_WEIGHTS["avg_osl"]
 
 
 def log_error(forecast: Any, actual: Any) -> np.ndarray:

@@ -14,11 +14,10 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-
 from plansim.planner_core.predictors.base import LoadPredictor
+from plansim.schema import BACKTEST_SERIES
 
-
-BUCKET_COLUMNS = ("request_count", "avg_isl", "avg_osl")
+BUCKET_COLUMNS = BACKTEST_SERIES
 
 
 @dataclass(frozen=True, slots=True)
