@@ -24,12 +24,14 @@ def new_out_dir(kind: str) -> Path:
     return candidate
 
 
-def write_reports(out_dir: Path) -> None:
-    """Render the folder's HTML reports and list them."""
+def write_reports(out_dir: Path, *, self_contained: bool = False) -> None:
+    """Render the folder's HTML reports and list them (``self_contained``: each embeds
+    plotly.js instead of sharing the folder's ``plotly.min.js``)."""
     from plansim.reports import render_dir
 
-    for path in render_dir(out_dir):
-        typer.echo(f"report        {path}")
+    for path in render_dir(out_dir, self_contained=self_contained):
+        if path.suffix == ".html":
+            typer.echo(f"report        {path}")
 
 
 def write_replay_outputs(out_dir: Path, result: Any, inputs: dict[str, Any]) -> None:

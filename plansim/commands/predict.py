@@ -54,6 +54,7 @@ from typing import Annotated, Any
 import typer
 
 from plansim.commands.output import new_out_dir, write_reports
+from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.errors import ConfigError, InputError
 
 app = typer.Typer(help="Compare the planner's load predictors on a trace.", no_args_is_help=True)
@@ -143,6 +144,8 @@ def compare(
         help="Output folder (default: a new plansim-out/predict-<time>).")] = None,
     no_report: Annotated[bool, typer.Option(
         "--no-report", help="Skip predictor_report.html.")] = False,
+    self_contained: Annotated[bool, typer.Option(
+        "--self-contained", help=SELF_CONTAINED_HELP)] = False,
     trace_format: Annotated[str, typer.Option(
         "--format", help="Trace format: auto, dynamo, mooncake or azure.")] = "auto",
 ) -> None:
@@ -220,4 +223,4 @@ def compare(
     typer.echo(f"wall time     {total_wall_s:.2f} s on {jobs} process(es)")
     typer.echo(f"output        {out_dir}")
     if not no_report:
-        write_reports(out_dir)
+        write_reports(out_dir, self_contained=self_contained)

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from plansim.commands.output import new_out_dir, write_replay_outputs, write_reports
+from plansim.commands.report import SELF_CONTAINED_HELP
 
 app = typer.Typer(help="Replay request traces against a simulated deployment.",
                   no_args_is_help=True)
@@ -191,6 +192,8 @@ def run(
     out: Annotated[Path | None, typer.Option(
         help="Output folder (default: a new plansim-out/replay-<time>).")] = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip report.html.")] = False,
+    self_contained: Annotated[bool, typer.Option(
+        "--self-contained", help=SELF_CONTAINED_HELP)] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Replay TRACE... against the deployment and write summary, tables and report."""
@@ -252,5 +255,5 @@ def run(
     n_rejected = int((result.requests["status"] == "rejected").sum())
     _print_summary(result.summary, n_rejected, out_dir)
     if not no_report:
-        write_reports(out_dir)
+        write_reports(out_dir, self_contained=self_contained)
 

@@ -10,8 +10,16 @@ import typer
 from plansim.commands.output import write_reports
 
 
+SELF_CONTAINED_HELP = (
+    "Embed plotly.js in every report (one ~5 MB file to mail) instead of sharing the folder's "
+    "plotly.min.js."
+)
+
+
 def report(
     out_dir: Annotated[Path, typer.Argument(help="An output folder written by plansim.")],
+    self_contained: Annotated[bool, typer.Option(
+        "--self-contained", help=SELF_CONTAINED_HELP)] = False,
 ) -> None:
     """Re-render the HTML reports of an output folder from its tables, without re-running."""
-    write_reports(out_dir)
+    write_reports(out_dir, self_contained=self_contained)

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 from plansim.commands.output import new_out_dir, write_replay_outputs, write_reports
+from plansim.commands.report import SELF_CONTAINED_HELP
 
 app = typer.Typer(help="Retune router and planner parameters over traffic windows.",
                   no_args_is_help=True)
@@ -88,6 +89,8 @@ def sweep(
     out: Annotated[Path | None, typer.Option(
         help="Output folder (default: a new plansim-out/retune-<time>).")] = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip the HTML reports.")] = False,
+    self_contained: Annotated[bool, typer.Option(
+        "--self-contained", help=SELF_CONTAINED_HELP)] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Replay the trace with retune on: one sweep per window, one line per decision."""
@@ -134,7 +137,7 @@ def sweep(
     typer.echo(f"decisions     {len(events)} ({tally})")
     typer.echo(f"output        {out_dir}")
     if not no_report:
-        write_reports(out_dir)
+        write_reports(out_dir, self_contained=self_contained)
 
 
 @app.command("window")

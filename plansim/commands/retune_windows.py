@@ -173,8 +173,9 @@ def candidates_frame(records: list[dict[str, Any]]) -> Any:
     """One row per (window, candidate) of the window records, in window then rank order."""
     import pandas as pd
 
-    columns = ["window", "rank", "label", "is_current", "status", "score", "vs_current_pct",
-               "error"]
+    from plansim.schema import WINDOW_CANDIDATE_COLUMNS
+
+    columns = list(WINDOW_CANDIDATE_COLUMNS)
     rows = [{"window": record["window"], **{k: row[k] for k in columns[1:]}}
             for record in records for row in record["ranked"]]
     return pd.DataFrame(rows, columns=columns)

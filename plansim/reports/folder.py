@@ -7,6 +7,10 @@
 - ``retune_report.html``: ``retune_events.json``;
 - ``predictor_report.html``: ``predictions.parquet``.
 
+plotly.js is written once, as ``plotly.min.js`` at the top of the folder, and every report
+loads it from there (reports keep working when the folder is copied whole); with
+``self_contained=True`` each report embeds it instead and opens as a single file.
+
 Every file is written atomically. A table that cannot be read is a user mistake (``InputError``
 naming the file), as is a folder with nothing to render.
 """
@@ -26,16 +30,27 @@ from plansim.reports.planner import write_planner_report, write_planner_reports
 from plansim.reports.predictor import ranking_rows, render_predictor
 from plansim.reports.replay import render_replay
 from plansim.reports.retune import render_retune
-from plansim.reports.tables import find_sla, find_value, finite_number
+from plansim.reports.assets import plotly_src, write_plotly_js
+from plansim.reports.tables import find_sla, find_value, finite_number, planner_targets
+from plansim.schema import (
+    DEFAULT_MIN_IMPROVEMENT_PERCENTAGE,
+    INPUTS_JSON,
+    PREDICTIONS_TABLE,
+    REQUESTS_TABLE,
+    RETUNE_EVENTS_JSON,
+    SCALING_EVENTS_JSON,
+    SUMMARY_JSON,
+    TICKS_TABLE,
+    TIMESERIES_TABLE,
+    WORKERS_TABLE,
+)
 
-# The retune config's default (issue 5); reports read tables only, so the value is repeated here.
-DEFAULT_MIN_IMPROVEMENT_PERCENTAGE = 2.0
 RENDERABLE = (
-    "requests.parquet",
-    "timeseries.parquet",
-    "ticks.parquet",
-    "retune_events.json",
-    "predictions.parquet",
+    REQUESTS_TABLE,
+    TIMESERIES_TABLE,
+    TICKS_TABLE,
+    RETUNE_EVENTS_JSON,
+    PREDICTIONS_TABLE,
 )
 
 
@@ -60,8 +75,9 @@ def _read_parquet(path: Path) -> pd.DataFrame | None:
         raise InputError(f"not a readable Parquet table: {first_line}", source=str(path)) from None
 
 
-def render_dir(out_dir: str | Path) -> list[Path]:
-    """Write the reports that the tables in ``out_dir`` support; returns the paths written."""
+def render_dir(out_dir: str | Path, *, self_contained: bool = False) -> list[Path]:
+    """Write the reports that the tables in ``out_dir`` support; returns the paths written
+    (``plotly.min.js`` first, unless ``self_contained``)."""
     folder = Path(out_dir)
     if not folder.is_dir():
         raise InputError("not a folder", source=str(folder))
@@ -70,10 +86,10 @@ def render_dir(out_dir: str | Path) -> list[Path]:
             "nothing to render: no " + ", ".join(RENDERABLE[:-1]) + " or " + RENDERABLE[-1],
             source=str(folder),
         )
-    inputs = _read_json(folder / "inputs.json")
+    inputs = _read_json(folder / INPUTS_JSON)
     inputs = inputs if isinstance(inputs, dict) else {}
-    summary = _read_json(folder / "summary.json")
-    scaling_events = _read_json(folder / "scaling_events.json")
+    summary = _read_json(folder / SUMMARY_JSON)
+    scaling_events = _read_json(folder / SCALING_EVENTS_JSON)
     scaling_events = (
         [e for e in scaling_events if isinstance(e, Mapping)]
         if isinstance(scaling_events, list)
@@ -81,13 +97,18 @@ def render_dir(out_dir: str | Path) -> list[Path]:
     )
     # Every table is read (and checked) before any report is written, so a damaged table
     # leaves the folder's reports as they were.
-    requests = _read_parquet(folder / "requests.parquet")
-    timeseries = _read_parquet(folder / "timeseries.parquet")
-    workers = _read_parquet(folder / "workers.parquet")
-    ticks = _read_parquet(folder / "ticks.parquet")
-    events = _read_events(folder / "retune_events.json")
-    predictions = _read_parquet(folder / "predictions.parquet")
+    requests = _read_parquet(folder / REQUESTS_TABLE)
+    timeseries = _read_parquet(folder / TIMESERIES_TABLE)
+    workers = _read_parquet(folder / WORKERS_TABLE)
+    ticks = _read_parquet(folder / TICKS_TABLE)
+    events = _read_events(folder / RETUNE_EVENTS_JSON)
+    predictions = _read_parquet(folder / PREDICTIONS_TABLE)
     written: list[Path] = []
+    if not self_contained:
+        written.append(write_plotly_js(folder))
+
+    def src(page: Path) -> str | None:
+        return None if self_contained else plotly_src(page, folder)
 
     if requests is not None or timeseries is not None:
         html = render_replay(
@@ -97,17 +118,21 @@ def render_dir(out_dir: str | Path) -> list[Path]:
             summary if isinstance(summary, dict) else {},
             inputs,
             scaling_events,
+            plotly_src=src(folder / "report.html"),
         )
         written.append(atomic_write_text(folder / "report.html", html))
 
     if ticks is not None and len(ticks) and "at_s" in ticks.columns:
-        sla = find_sla(inputs)
+        sla = planner_targets(inputs) or find_sla(inputs)
         written += write_planner_report(
             ticks,
             folder / "planner_report",
             scaling_events=scaling_events,
             sla=sla,
             timeseries=timeseries,
+            summary=summary if isinstance(summary, dict) else None,
+            inputs=inputs,
+            plotly_src=src(folder / "planner_report.html"),
         )
         interval_h = _positive(find_value(inputs, "report_interval_hours"))
         if interval_h is not None:
@@ -118,6 +143,7 @@ def render_dir(out_dir: str | Path) -> list[Path]:
                 scaling_events=scaling_events,
                 sla=sla,
                 timeseries=timeseries,
+                plotly_src=src(folder / "planner_reports" / "planner_report.html"),
             )
 
     if events is not None:
@@ -128,6 +154,7 @@ def render_dir(out_dir: str | Path) -> list[Path]:
             objective=retune.get("objective"),
             min_improvement_percentage=_threshold(retune.get("min_improvement_percentage")),
             inputs=inputs,
+            plotly_src=src(folder / "retune_report.html"),
         )
         written.append(atomic_write_text(folder / "retune_report.html", html))
 
@@ -138,7 +165,11 @@ def render_dir(out_dir: str | Path) -> list[Path]:
             or find_value(inputs, "interval")
         )
         html = render_predictor(
-            predictions, ranking_rows(summary), interval_s=interval, inputs=inputs
+            predictions,
+            ranking_rows(summary),
+            interval_s=interval,
+            inputs=inputs,
+            plotly_src=src(folder / "predictor_report.html"),
         )
         written.append(atomic_write_text(folder / "predictor_report.html", html))
     return written

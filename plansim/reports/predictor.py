@@ -11,6 +11,7 @@ from the predictions (mean |log1p(forecast) - log1p(actual)| per series).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,10 +19,13 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from plansim.reports.page import Page, plain
+from plansim.reports.format import NO_SAMPLES, number, percent, plain_value
+from plansim.reports.page import Card, Page, plain
+from plansim.reports.panels import Drawn, Panel, PanelOutput, draw_panels
 from plansim.reports.sampling import TimeUnit, bin_series, time_unit
 from plansim.reports.style import ACTUAL_COLOUR, base_layout, palette_map
-from plansim.reports.tables import floats, has
+from plansim.reports.tables import finite_number, floats, has
+from plansim.schema import BACKTEST_SUMMARY_COLUMNS, PRESWEEP_LOSS_SENTENCE, UNDER_FORECAST_RATIO
 
 MAX_PREDICTORS = 8  # predictors drawn per chart (the best ranked); the table lists all
 ERROR_SMOOTHING_BUCKETS = 10
@@ -33,18 +37,27 @@ _SERIES_LABELS = {
     "avg_osl": "Average OSL (tokens)",
     "osl": "Average OSL (tokens)",
 }
-_SUMMARY_ORDER = (
-    "rank",
-    "predictor",
-    "loss",
-    "mape_request_count_pct",
-    "rmse_request_count",
-    "under_forecast_share",
-    "fit_time_mean_s",
-    "fit_time_max_s",
-    "failed_forecasts",
-    "wall_time_s",
+_COUNT_SERIES = ("request_count", "num_req")
+_AVERAGE_SERIES = ("avg_isl", "isl", "avg_osl", "osl")
+MAPE_SENTENCE = (
+    "Request-count MAPE: the mean of |forecast - actual| / actual over the buckets with "
+    "requests, in percent; it scores the request count alone, while the pre-sweep loss also "
+    "weighs token volumes and lengths."
 )
+# Loss-table columns: (summary key, header, how the value is shown).
+_TABLE_COLUMNS = (
+    ("rank", "rank", "int"),
+    ("predictor", "predictor", "text"),
+    ("loss", "pre-sweep loss", "num"),
+    ("mape_request_count_pct", "request-count MAPE", "pct"),
+    ("rmse_request_count", "request-count RMSE (requests)", "num"),
+    ("under_forecast_share", f"under-forecast buckets (< {UNDER_FORECAST_RATIO:.0%})", "share"),
+    ("fit_time_mean_s", "fit time mean (ms)", "ms"),
+    ("fit_time_max_s", "fit time max (ms)", "ms"),
+    ("failed_forecasts", "failed forecasts", "int"),
+    ("wall_time_s", "wall time (s)", "num"),
+)
+assert {k for k, _, _ in _TABLE_COLUMNS} <= set(BACKTEST_SUMMARY_COLUMNS)
 
 
 def ranking_rows(summary: Any) -> list[dict[str, Any]]:
@@ -63,43 +76,74 @@ def ranking_rows(summary: Any) -> list[dict[str, Any]]:
     return [dict(r) for r in rows if isinstance(r, Mapping)] if isinstance(rows, list) else []
 
 
+@dataclass(frozen=True, slots=True)
+class PredictorData:
+    """What the predictor panels draw from: the prediction rows (``_x`` in seconds or bucket
+    positions; averages of empty buckets set to NaN), the ranked table, the predictors drawn
+    (the best ``MAX_PREDICTORS``), their colours, the series and the time unit."""
+
+    frame: pd.DataFrame
+    table: list[dict[str, Any]]
+    order: list[str]
+    shown: list[str]
+    colours: dict[str, str]
+    series: list[str]
+    unit: TimeUnit | None
+
+
 def render_predictor(
     predictions: pd.DataFrame,
     ranking: Sequence[Mapping[str, Any]] | None = None,
     *,
     interval_s: float | None = None,
     inputs: Mapping[str, Any] | None = None,
+    plotly_src: str | None = None,
 ) -> str:
     """The predictor comparison report (HTML str). ``interval_s`` (bucket length) turns bucket
-    positions into time on the axes."""
+    positions into time on the axes; ``plotly_src`` as in ``Page.render``."""
     page = Page(
         "plansim predictor report",
         "Each predictor forecasts every bucket one step ahead, then observes it. "
-        "Lower loss is better.",
+        "Lower errors are better.",
     )
-    rows: list[tuple[str, Any]] = []
-    for key in ("command", "traces", "trace_files", "interval_s", "warmup_buckets", "predictors"):
-        if inputs and key in inputs:
-            rows.append((key, inputs[key]))
-    if interval_s and not any(k == "interval_s" for k, _ in rows):
-        rows.append(("interval_s", interval_s))
-    if rows:
-        page.key_values("Comparison inputs", rows)
     if not has(predictions, "bucket", "predictor", "series", "forecast", "actual"):
+        page.headline([Card("best_loss", "Best predictor", NO_SAMPLES, "no predictions")])
         page.note(
             "Forecasts vs actual",
             "Not shown: predictions.parquet lacks bucket, predictor, series, forecast or actual.",
         )
-        return page.render()
+        return page.render(plotly_src)
+    data = predictor_data(predictions, ranking, interval_s)
+    page.headline(predictor_cards(data.table, data.frame, interval_s), PRESWEEP_LOSS_SENTENCE)
+    _loss_table(page, data.table)
+    page.part("Charts")
+    draw_panels(page, PANELS, data)
+    page.part("Details")
+    _mape_table(page, data.table)
+    rows: list[tuple[str, Any]] = []
+    for key in ("command", "traces", "trace_files", "interval_s", "warmup_buckets"):
+        if inputs and key in inputs:
+            rows.append((key.replace("_", " "), plain_value(inputs[key])))
+    if interval_s and not any(k == "interval s" for k, _ in rows):
+        rows.append(("interval s", interval_s))
+    if rows:
+        page.key_values("Comparison inputs", rows)
+    return page.render(plotly_src)
+
+
+def predictor_data(
+    predictions: pd.DataFrame,
+    ranking: Sequence[Mapping[str, Any]] | None,
+    interval_s: float | None,
+) -> PredictorData:
     frame = predictions.assign(
         predictor=predictions["predictor"].astype(str), series=predictions["series"].astype(str)
     )
+    frame = _empty_buckets_as_gaps(frame)
     table = [dict(r) for r in ranking or []] or _computed_ranking(frame)
     order = [str(r.get("predictor")) for r in table if r.get("predictor") is not None]
     order += sorted(set(frame["predictor"]) - set(order))
     shown = order[:MAX_PREDICTORS]
-    colours = palette_map(shown)
-    series = list(dict.fromkeys(frame["series"]))
     # x: the bucket start in seconds (time_s column, else bucket x interval), else the position.
     if "time_s" in frame.columns and frame["time_s"].notna().all():
         frame = frame.assign(_x=floats(frame, "time_s"))
@@ -108,12 +152,99 @@ def render_predictor(
     else:
         frame = frame.assign(_x=floats(frame, "bucket"))
     timed = "time_s" in frame.columns or bool(interval_s)
-    unit = time_unit(float(frame["_x"].max())) if timed else None
-    _loss_table(page, table)
-    _loss_chart(page, table, colours)
-    _forecast_chart(page, frame, series, shown, colours, unit, len(order))
-    _error_chart(page, frame, series, shown, colours, unit)
-    return page.render()
+    return PredictorData(
+        frame=frame,
+        table=table,
+        order=order,
+        shown=shown,
+        colours=palette_map(shown),
+        series=list(dict.fromkeys(frame["series"])),
+        unit=time_unit(float(frame["_x"].max())) if timed else None,
+    )
+
+
+def _empty_buckets_as_gaps(frame: pd.DataFrame) -> pd.DataFrame:
+    """An average length of a bucket without requests is undefined (the table says 0): its
+    actual value becomes NaN, so it is drawn as a gap and scores no error."""
+    counts = frame[frame["series"].isin(_COUNT_SERIES)]
+    if counts.empty:
+        return frame
+    empty = set(counts.loc[floats(counts, "actual") == 0, "bucket"].tolist())
+    if not empty:
+        return frame
+    mask = frame["series"].isin(_AVERAGE_SERIES) & frame["bucket"].isin(empty)
+    return frame.assign(actual=frame["actual"].astype(float).mask(mask))
+
+
+def predictor_cards(
+    table: list[dict[str, Any]], frame: pd.DataFrame, interval_s: float | None
+) -> list[Card]:
+    """The ranking explained: the winner by the pre-sweep loss (what retune uses), the winner by
+    request-count error, and whether they agree; the buckets scored."""
+    by_loss = [r for r in table if finite_number(r.get("loss")) is not None]
+    by_mape = sorted(
+        (r for r in table if finite_number(r.get("mape_request_count_pct")) is not None),
+        key=lambda r: float(r["mape_request_count_pct"]),
+    )
+    cards = []
+    if by_loss:
+        best = by_loss[0]
+        cards.append(
+            Card(
+                "best_loss",
+                "Best by pre-sweep loss",
+                str(best["predictor"]),
+                f"loss {number(float(best['loss']))}; what retune's pre-sweep would pick",
+            )
+        )
+    if by_mape:
+        best = by_mape[0]
+        agree = bool(by_loss) and str(by_loss[0]["predictor"]) == str(best["predictor"])
+        cards.append(
+            Card(
+                "best_mape",
+                "Best by request-count error",
+                str(best["predictor"]),
+                f"MAPE {number(float(best['mape_request_count_pct']), 1)}%; "
+                + ("the same winner" if agree else "a different winner: see both rankings"),
+                "good" if agree else "neutral",
+            )
+        )
+        if not agree and by_loss:
+            top = by_loss[0]
+            top_mape = finite_number(top.get("mape_request_count_pct"))
+            cards.append(
+                Card(
+                    "ranking",
+                    "Why they differ",
+                    f"{top['predictor']}: MAPE "
+                    + (f"{number(top_mape, 1)}%" if top_mape is not None else NO_SAMPLES),
+                    "the loss also weighs input/output token volumes and lengths (log scale), "
+                    "so it can prefer a predictor whose request counts miss more",
+                )
+            )
+    under = [
+        (str(r["predictor"]), float(r["under_forecast_share"]))
+        for r in table
+        if finite_number(r.get("under_forecast_share")) is not None
+    ]
+    if under and by_loss:
+        share = dict(under).get(str(by_loss[0]["predictor"]))
+        if share is not None:
+            cards.append(
+                Card(
+                    "under_forecast",
+                    "Under-forecast risk",
+                    percent(share),
+                    f"of buckets {by_loss[0]['predictor']} forecast below "
+                    f"{UNDER_FORECAST_RATIO:.0%} of the actual count",
+                    "bad" if share > 0.1 else "good",
+                )
+            )
+    buckets = frame["bucket"].nunique()
+    width = f" of {number(interval_s)} s" if interval_s else ""
+    cards.append(Card("buckets", "Buckets scored", f"{buckets:,}", f"one-step forecasts{width}"))
+    return cards
 
 
 def _computed_ranking(frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -144,30 +275,82 @@ def _x_title(unit: TimeUnit | None) -> str:
     return unit.axis_title("Bucket start") if unit else "Bucket (index)"
 
 
+def _cell(value: Any, kind: str) -> Any:
+    number_value = finite_number(value)
+    if kind == "text" or (number_value is None and kind != "int"):
+        return plain_value(value) if value is not None else NO_SAMPLES
+    if kind == "int":
+        return int(number_value) if number_value is not None else NO_SAMPLES
+    if kind == "pct":
+        return f"{number(number_value, 1)}%"
+    if kind == "share":
+        return percent(number_value)
+    if kind == "ms":
+        return number(number_value * 1000.0, 2)
+    return number(number_value, 4)
+
+
 def _loss_table(page: Page, table: list[dict[str, Any]]) -> None:
-    columns = [c for c in _SUMMARY_ORDER if any(c in r for r in table)]
-    columns += [c for r in table for c in r if c not in columns and c not in ("name", "params")]
-    columns = list(dict.fromkeys(columns))
+    known = [(k, h, kind) for k, h, kind in _TABLE_COLUMNS if any(k in r for r in table)]
+    extra = [
+        c for r in table for c in r
+        if c not in {k for k, _, _ in _TABLE_COLUMNS} and c not in ("name", "params")
+    ]
+    extra = list(dict.fromkeys(extra))
     page.table(
-        "Loss table (best first)",
-        columns,
-        [[r.get(c, "") for c in columns] for r in table],
-        "loss: retune pre-sweep loss (0.4 x input-token + 0.4 x output-token + 0.1 x ISL + 0.1 x "
-        "OSL error, log1p scale); MAPE and RMSE on the request count; under_forecast_share: "
-        "buckets forecast below 80% of the actual count (risk of under-provisioning); fit times in "
-        "seconds per forecast.",
+        "Ranking by pre-sweep loss (best first)",
+        [h for _, h, _ in known] + [c.replace("_", " ") for c in extra],
+        [
+            [_cell(r.get(k), kind) for k, _, kind in known] + [_cell(r.get(c), "num") for c in extra]
+            for r in table
+        ],
+        PRESWEEP_LOSS_SENTENCE
+        + " "
+        + MAPE_SENTENCE
+        + " RMSE: root mean squared request-count error. Under-forecast buckets: share of "
+        f"buckets forecast below {UNDER_FORECAST_RATIO:.0%} of the actual count (the risk of "
+        "under-provisioning). Fit times per forecast; failed forecasts fell back to the last "
+        "value.",
+        numeric=[kind != "text" for _, _, kind in known] + [True] * len(extra),
     )
 
 
-def _loss_chart(page: Page, table: list[dict[str, Any]], colours: dict[str, str]) -> None:
-    rows = [r for r in table if isinstance(r.get("loss"), (int, float)) and np.isfinite(r["loss"])]
+def _mape_table(page: Page, table: list[dict[str, Any]]) -> None:
+    rows = sorted(
+        (r for r in table if finite_number(r.get("mape_request_count_pct")) is not None),
+        key=lambda r: float(r["mape_request_count_pct"]),
+    )
     if not rows:
         return
+    page.table(
+        "Ranking by request-count error (best first)",
+        ["rank", "predictor", "request-count MAPE", "request-count RMSE (requests)",
+         "pre-sweep loss", "rank by loss"],
+        [
+            [
+                k,
+                plain_value(r.get("predictor")),
+                _cell(r.get("mape_request_count_pct"), "pct"),
+                _cell(r.get("rmse_request_count"), "num"),
+                _cell(r.get("loss"), "num"),
+                _cell(r.get("rank"), "int"),
+            ]
+            for k, r in enumerate(rows, start=1)
+        ],
+        MAPE_SENTENCE + " Use this ranking when the request rate is what you size for.",
+        numeric=[True, False, True, True, True, True],
+    )
+
+
+def _loss_chart(d: PredictorData) -> PanelOutput:
+    rows = [r for r in d.table if finite_number(r.get("loss")) is not None]
+    if not rows:
+        return "Not shown: the ranking has no finite pre-sweep loss."
     fig = go.Figure(
         go.Bar(
             x=[plain(r["predictor"]) for r in rows],
             y=[float(r["loss"]) for r in rows],
-            marker={"color": [colours.get(str(r["predictor"]), "#8c8c8c") for r in rows]},
+            marker={"color": [d.colours.get(str(r["predictor"]), "#8c8c8c") for r in rows]},
             hovertemplate="%{x}: loss %{y:.4f}<extra></extra>",
         )
     )
@@ -175,87 +358,60 @@ def _loss_chart(page: Page, table: list[dict[str, Any]], colours: dict[str, str]
     fig.update_yaxes(title_text="Pre-sweep loss (lower is better)", rangemode="tozero")
     layout = base_layout(fig, height=340)
     layout.update_layout(hovermode="closest", showlegend=False)
-    page.chart(
-        "predictor_loss", "Loss per predictor", "One bar per predictor; lower is better.", layout
-    )
+    return layout
 
 
-def _forecast_chart(
-    page: Page,
-    frame: pd.DataFrame,
-    series: list[str],
-    shown: list[str],
-    colours: dict[str, str],
-    unit: TimeUnit | None,
-    total: int,
-) -> None:
-    how = (
-        "Black: what the traffic was; coloured: each predictor's one-step-ahead forecast of the "
-        "same bucket. A forecast that trails the actual by one bucket is no better than 'same as "
-        "last'."
-    )
-    if total > len(shown):
-        how += f" The {len(shown)} best of {total} predictors are drawn."
-    fig = _series_subplots(series)
-    for row, name in enumerate(series, start=1):
+_FORECAST_HOW = (
+    "Black: what the traffic was; coloured: each predictor's one-step-ahead forecast of the "
+    "same bucket. A forecast that trails the actual by one bucket is no better than 'same as "
+    "last'. Average lengths of a bucket without requests are gaps."
+)
+
+
+def _forecast_chart(d: PredictorData) -> PanelOutput:
+    how = _FORECAST_HOW
+    if len(d.order) > len(d.shown):
+        how += f" The {len(d.shown)} best of {len(d.order)} predictors are drawn."
+    frame, unit = d.frame, d.unit
+    fig = _series_subplots(d.series)
+    for row, name in enumerate(d.series, start=1):
         part = frame[frame["series"] == name]
         actual = part.drop_duplicates("bucket").sort_values("bucket")
         t, ys = bin_series(floats(actual, "_x"), {"y": floats(actual, "actual")})
         _add_line(fig, row, _axis_x(t, unit), ys["y"], "actual",
                   {"color": ACTUAL_COLOUR, "width": 2.5})
-        for predictor in shown:
+        for predictor in d.shown:
             one = part[part["predictor"] == predictor].sort_values("bucket")
             t, ys = bin_series(floats(one, "_x"), {"y": floats(one, "forecast")})
             _add_line(fig, row, _axis_x(t, unit), ys["y"], plain(predictor),
-                      {"color": colours[predictor], "width": 1.3})
+                      {"color": d.colours[predictor], "width": 1.3})
         fig.update_yaxes(
             title_text=plain(_SERIES_LABELS.get(name, name)), rangemode="tozero", row=row, col=1
         )
-    fig.update_xaxes(title_text=_x_title(unit), row=len(series), col=1)
-    page.chart(
-        "predictor_forecasts",
-        "Forecast vs actual per series",
-        how,
-        base_layout(fig, height=260 * len(series) + 160, legend_below=True),
-    )
+    fig.update_xaxes(title_text=_x_title(unit), row=len(d.series), col=1)
+    return Drawn(base_layout(fig, height=260 * len(d.series) + 160, legend_below=True), how)
 
 
-def _error_chart(
-    page: Page,
-    frame: pd.DataFrame,
-    series: list[str],
-    shown: list[str],
-    colours: dict[str, str],
-    unit: TimeUnit | None,
-) -> None:
-    how = (
-        "Absolute error on a log1p scale, |log1p(forecast) - log1p(actual)|, smoothed over "
-        f"{ERROR_SMOOTHING_BUCKETS} buckets: 0.1 is about a 10% miss. Spikes show where a "
-        "predictor was caught out by a change in traffic."
-    )
-    fig = _series_subplots(series)
-    for row, name in enumerate(series, start=1):
+def _error_chart(d: PredictorData) -> PanelOutput:
+    frame, unit = d.frame, d.unit
+    fig = _series_subplots(d.series)
+    for row, name in enumerate(d.series, start=1):
         part = frame[frame["series"] == name]
-        for predictor in shown:
+        for predictor in d.shown:
             one = part[part["predictor"] == predictor].sort_values("bucket")
             err = np.abs(
                 np.log1p(np.maximum(floats(one, "forecast"), 0))
                 - np.log1p(np.maximum(floats(one, "actual"), 0))
             )
-            smooth = (
-                pd.Series(err).rolling(ERROR_SMOOTHING_BUCKETS, min_periods=1).mean().to_numpy()
-            )
+            smooth = pd.Series(err).rolling(ERROR_SMOOTHING_BUCKETS, min_periods=1).mean()
+            # an empty bucket's average has no error: a gap
+            smooth = np.where(np.isnan(err), np.nan, smooth.to_numpy())
             t, ys = bin_series(floats(one, "_x"), {"y": smooth})
             _add_line(fig, row, _axis_x(t, unit), ys["y"], plain(predictor),
-                      {"color": colours[predictor]})
+                      {"color": d.colours[predictor]})
         fig.update_yaxes(title_text="log1p error", rangemode="tozero", row=row, col=1)
-    fig.update_xaxes(title_text=_x_title(unit), row=len(series), col=1)
-    page.chart(
-        "predictor_errors",
-        "Forecast error over time",
-        how,
-        base_layout(fig, height=220 * len(series) + 160, legend_below=True),
-    )
+    fig.update_xaxes(title_text=_x_title(unit), row=len(d.series), col=1)
+    return base_layout(fig, height=220 * len(d.series) + 160, legend_below=True)
 
 
 def _series_subplots(series: list[str]) -> go.Figure:
@@ -277,3 +433,30 @@ def _add_line(fig: go.Figure, row: int, x: Any, y: Any, name: str, line: dict[st
         row=row,
         col=1,
     )
+
+
+PANELS: tuple[Panel, ...] = (
+    Panel(
+        "predictor_loss",
+        "Pre-sweep loss per predictor",
+        "One bar per predictor, best first; lower is better. " + PRESWEEP_LOSS_SENTENCE,
+        ("summary.predictors.loss",),
+        _loss_chart,
+    ),
+    Panel(
+        "predictor_forecasts",
+        "Forecast vs actual per series",
+        _FORECAST_HOW,
+        ("predictions.forecast", "predictions.actual"),
+        _forecast_chart,
+    ),
+    Panel(
+        "predictor_errors",
+        "Forecast error over time",
+        "Absolute error on a log1p scale, |log1p(forecast) - log1p(actual)|, smoothed over "
+        f"{ERROR_SMOOTHING_BUCKETS} buckets: 0.1 is about a 10% miss. Spikes show where a "
+        "predictor was caught out by a change in traffic.",
+        ("predictions.forecast", "predictions.actual"),
+        _error_chart,
+    ),
+)

@@ -1,4 +1,7 @@
-"""The replay report (``report.html``): what ran, the summary, and how the run behaved over time.
+"""The replay report (``report.html``): the headline cards (goodput against its SLA, GPU-hours,
+p90 latencies against their bounds, workers), the charts (``PANELS``, one ``Panel`` record per
+chart), then the details: the summary grouped with labels and units, requests by outcome, the
+slowest requests and the run's inputs.
 
 Input tables follow the schemas of ``plansim.sim.result``; every chart needs only some columns
 and is replaced by a note when they are absent. Long runs stay small on screen: rates and
@@ -8,8 +11,8 @@ at most ``sampling.MAX_POINTS`` points.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,7 +20,10 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from plansim.reports.format import column_label, key_value, with_unit
+from plansim.reports.headline import goodput_sla, replay_cards
 from plansim.reports.page import Page, plain
+from plansim.reports.panels import Drawn, Panel, PanelOutput, draw_panels
 from plansim.reports.sampling import (
     MAX_POINTS,
     TimeUnit,
@@ -28,6 +34,7 @@ from plansim.reports.sampling import (
     quantile_cdf,
     thin_events,
     time_unit,
+    with_gaps,
 )
 from plansim.reports.style import (
     ACTUAL_COLOUR,
@@ -38,24 +45,57 @@ from plansim.reports.style import (
     pool_colour,
 )
 from plansim.reports.tables import find_sla, first_column, floats, has, missing
-
-_HEADER_ORDER = (
-    "command",
-    "traces",
-    "trace_files",
-    "requests",
-    "request_count",
-    "num_requests",
-    "deployment",
-    "planner",
-    "sla",
-    "seed",
+from plansim.schema import (
+    SUMMARY_DISTRIBUTIONS,
+    SUMMARY_GROUPS,
+    SUMMARY_KEY_BY_NAME,
+    SUMMARY_KEYS,
+    SUMMARY_STATS,
+    sla_text,
 )
+
 _REQUEST_COUNT_KEYS = ("requests", "request_count", "num_requests")
 NO_COMPLETED = "Not shown: no request completed with a first token."
-_STAT_ORDER = ("mean", "min", "median", "p75", "p90", "p95", "p99", "max", "std")
-_STAT_KEY = re.compile(r"^(mean|min|max|median|p75|p90|p95|p99|std)_(.+)$")
 _POOL_ORDER = ("agg", "prefill", "decode")
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayData:
+    """What the replay panels draw from: the run's tables (any may be None), its summary and
+    inputs, the SLA lines (``sla``), the completed requests (``done``) and the time axis unit."""
+
+    requests: pd.DataFrame | None
+    timeseries: pd.DataFrame | None
+    workers: pd.DataFrame | None
+    summary: dict[str, Any]
+    inputs: dict[str, Any]
+    events: Sequence[Mapping[str, Any]]
+    sla: dict[str, float]
+    done: pd.DataFrame | None
+    unit: TimeUnit
+
+
+def replay_data(
+    requests: pd.DataFrame | None,
+    timeseries: pd.DataFrame | None = None,
+    workers: pd.DataFrame | None = None,
+    summary: Mapping[str, Any] | None = None,
+    inputs: Mapping[str, Any] | None = None,
+    scaling_events: Sequence[Mapping[str, Any]] | None = None,
+) -> ReplayData:
+    summary = dict(summary or {})
+    inputs = dict(inputs or {})
+    return ReplayData(
+        requests=requests,
+        timeseries=timeseries,
+        workers=workers,
+        summary=summary,
+        inputs=inputs,
+        events=list(scaling_events or []),
+        sla=find_sla(inputs, summary),
+        done=_completed(requests) if requests is not None else None,
+        unit=time_unit(_span_s(requests, timeseries)),
+    )
 
 
 def render_replay(
@@ -65,29 +105,25 @@ def render_replay(
     summary: Mapping[str, Any] | None = None,
     inputs: Mapping[str, Any] | None = None,
     scaling_events: Sequence[Mapping[str, Any]] | None = None,
+    *,
+    plotly_src: str | None = None,
 ) -> str:
-    """The replay report as one self-contained HTML document (str)."""
-    summary = dict(summary or {})
-    inputs = dict(inputs or {})
-    sla = find_sla(inputs, summary)
-    unit = time_unit(_span_s(requests, timeseries))
+    """The replay report as one HTML document (str): the headline cards, the ``PANELS`` and
+    the details. ``plotly_src`` as in ``Page.render`` (None embeds plotly.js)."""
+    data = replay_data(requests, timeseries, workers, summary, inputs, scaling_events)
     page = Page(
         "plansim replay report",
         "A replay of a request trace on simulated engines. "
         "Times are virtual, from the first arrival.",
     )
-    _header(page, inputs, requests)
-    _summary_tables(page, summary)
-    _traffic_chart(page, requests, timeseries, unit)
-    done = _completed(requests) if requests is not None else None
-    _latency_cdfs(page, requests, done, sla)
-    _latency_over_time(page, requests, done, sla, unit)
-    _pool_load(page, timeseries, unit)
-    _workers_chart(page, timeseries, scaling_events or [], unit)
-    _prefix_reuse(page, requests, timeseries, summary, unit)
-    _load_balance(page, workers)
+    page.headline(replay_cards(data.summary, goodput_sla(data.inputs), timeseries))
+    page.part("Charts")
+    draw_panels(page, PANELS, data)
+    page.part("Details")
+    summary_details(page, data.summary)
     _request_tables(page, requests)
-    return page.render()
+    inputs_details(page, data.inputs, requests)
+    return page.render(plotly_src)
 
 
 def _span_s(requests: pd.DataFrame | None, timeseries: pd.DataFrame | None) -> float:
@@ -100,70 +136,112 @@ def _span_s(requests: pd.DataFrame | None, timeseries: pd.DataFrame | None) -> f
     return max(spans)
 
 
-# ---------------------------------------------------------------- header and summary
+# ---------------------------------------------------------------- details
 
 
-def _header(page: Page, inputs: dict[str, Any], requests: pd.DataFrame | None) -> None:
-    # Unset values (None, empty blocks) say nothing; one request count is enough.
+# Deployment keys a mode does not use (the validated deployment records them all).
+_UNUSED_POOL_KEYS = {
+    "agg": ("num_prefill_workers", "num_decode_workers", "prefill_engine", "decode_engine"),
+    "disagg": ("num_workers",),
+}
+
+
+def inputs_details(
+    page: Page, inputs: Mapping[str, Any], requests: pd.DataFrame | None = None
+) -> None:
+    """The run's inputs as nested tables (the command, the traces, the deployment, ...)."""
+    # Top-level keys without a value say nothing; one request count is enough.
     shown = {k: v for k, v in inputs.items() if v is not None and v != {} and v != []}
     counts = [k for k in _REQUEST_COUNT_KEYS if k in shown]
     for duplicate in counts[1:]:
         del shown[duplicate]
-    keys = [k for k in _HEADER_ORDER if k in shown] + sorted(
-        (k for k in shown if k not in _HEADER_ORDER), key=str
-    )
-    rows: list[tuple[str, Any]] = [(k, shown[k]) for k in keys]
+    deployment = shown.get("deployment")
+    if isinstance(deployment, Mapping) and deployment.get("mode") in _UNUSED_POOL_KEYS:
+        unused = _UNUSED_POOL_KEYS[deployment["mode"]]
+        shown["deployment"] = {k: v for k, v in deployment.items() if k not in unused}
     if requests is not None and not counts:
-        rows.insert(0, ("requests", len(requests)))
-    if rows:
-        page.key_values("Run inputs", rows)
-    else:
+        shown = {"requests": len(requests), **shown}
+    if not shown:
         page.note("Run inputs", "Not shown: inputs.json is absent or empty.")
+        return
+    page.nested(
+        "Run inputs",
+        shown,
+        "What ran, as recorded in inputs.json: values carry the unit their key names; keys "
+        "that were not set are listed under each block.",
+    )
 
 
-def _summary_tables(page: Page, summary: dict[str, Any]) -> None:
+def _absent_pool(key: str, summary: Mapping[str, Any]) -> bool:
+    """A prefill key of a deployment without prefill workers (an aggregated one)."""
+    return key.startswith("prefill_") and not summary.get("prefill_gpus_per_worker")
+
+
+def summary_details(page: Page, summary: Mapping[str, Any]) -> None:
+    """summary.json: the known keys grouped with labels and units, the latency distributions
+    as one table, and any other key under "Other"."""
     if not summary:
         page.note("Summary", "Not shown: summary.json is absent or empty.")
         return
+    groups: dict[str, list[tuple[str, str]]] = {g: [] for g in SUMMARY_GROUPS}
+    for known in SUMMARY_KEYS:
+        value = summary.get(known.key)
+        if known.key not in summary or _absent_pool(known.key, summary):
+            continue
+        groups[known.group].append((known.label, with_unit(value, known.unit)))
     stats: dict[str, dict[str, Any]] = {}
-    scalars: list[tuple[str, Any]] = []
+    other: list[tuple[str, str]] = []
     for key, value in summary.items():
-        match = _STAT_KEY.match(str(key))
-        if match and isinstance(value, (int, float)) and not isinstance(value, bool):
-            stats.setdefault(match.group(2), {})[match.group(1)] = value
+        if str(key) in SUMMARY_KEY_BY_NAME:
+            continue
+        metric = next(
+            (
+                m
+                for m in SUMMARY_DISTRIBUTIONS
+                for s in SUMMARY_STATS
+                if str(key) == f"{s}_{m}"
+            ),
+            None,
+        )
+        if metric is not None and isinstance(value, (int, float)):
+            stat = str(key)[: -len(metric) - 1]
+            stats.setdefault(metric, {})[stat] = value
         elif not isinstance(value, (dict, list)):
-            scalars.append((str(key), value))
-    page.key_values("Summary", scalars)
+            other.append((str(key), key_value(str(key), value)))
+    titled = [(SUMMARY_GROUPS[g], rows) for g, rows in groups.items()]
+    if other:
+        titled.append(("Other", other))
+    page.grouped(
+        "Summary",
+        titled,
+        "The replay's summary.json; goodput counts the requests that met the SLA.",
+    )
     if stats:
         page.table(
-            "Latency and per-user throughput distributions",
-            ["metric", *_STAT_ORDER],
+            "Latency and per-request throughput distributions",
+            ["metric", "unit", *SUMMARY_STATS],
             [
-                [name, *(row.get(s, float("nan")) for s in _STAT_ORDER)]
-                for name, row in stats.items()
+                [
+                    SUMMARY_DISTRIBUTIONS[m][0],
+                    SUMMARY_DISTRIBUTIONS[m][1],
+                    *(row.get(s, float("nan")) for s in SUMMARY_STATS),
+                ]
+                for m, row in stats.items()
             ],
-            "One row per metric of completed requests; the unit is in the metric name "
-            "(_ms: milliseconds; output_token_throughput_per_user: tokens/s per request).",
+            "Over completed requests (ITL: over every token gap; TPOT: each request's mean gap, "
+            "which is what the SLA's ITL bound checks). n/a: no samples.",
         )
 
 
 # ---------------------------------------------------------------- traffic
 
 
-def _traffic_chart(
-    page: Page, requests: pd.DataFrame | None, timeseries: pd.DataFrame | None, unit: TimeUnit
-) -> None:
-    title = "Request rate and output tokens/s over time"
-    how = (
-        "Top: requests arriving per second; bottom: output tokens generated per second, both "
-        "averaged over the bin width in the axis title. Peaks in the top panel that the bottom "
-        "panel does not follow mean the deployment fell behind."
-    )
+def _traffic_chart(d: ReplayData) -> PanelOutput:
+    requests, timeseries, unit = d.requests, d.timeseries, d.unit
     has_rate = has(requests, "arrival_ms")
     has_tok = has(timeseries, "time_s", "output_tok_s")
     if not has_rate and not has_tok:
-        page.note(title, missing(requests, "requests.parquet", "arrival_ms"))
-        return
+        return missing(requests, "requests.parquet", "arrival_ms")
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
     if has_rate:
         arrival_s = floats(requests, "arrival_ms") / 1000.0
@@ -205,7 +283,7 @@ def _traffic_chart(
         )
         fig.update_yaxes(title_text="Output tokens/s", row=2, col=1)
     fig.update_xaxes(title_text=unit.axis_title(), row=2, col=1)
-    page.chart("traffic", title, how, base_layout(fig, height=520, legend_below=True))
+    return base_layout(fig, height=520, legend_below=True)
 
 
 # ---------------------------------------------------------------- latency
@@ -225,21 +303,12 @@ def _completed(requests: pd.DataFrame) -> pd.DataFrame:
     return requests
 
 
-def _latency_cdfs(
-    page: Page, requests: pd.DataFrame | None, done: pd.DataFrame | None, sla: dict[str, float]
-) -> None:
-    title = "Latency distributions (CDF) with SLA targets"
-    how = (
-        "Each curve gives the share of completed requests (y) at or below a latency (x, log "
-        "scale). The red dashed line is the SLA target; where a curve crosses it is the share "
-        "of requests that met it (also in the legend)."
-    )
+def _latency_cdfs(d: ReplayData) -> PanelOutput:
+    requests, done, sla = d.requests, d.done, d.sla
     if not has(requests, "ttft_ms"):
-        page.note(title, missing(requests, "requests.parquet", "ttft_ms"))
-        return
+        return missing(requests, "requests.parquet", "ttft_ms")
     if first_column(done, ("ttft_ms",)) is None:
-        page.note(title, NO_COMPLETED)
-        return
+        return NO_COMPLETED
     fig = make_subplots(
         rows=1,
         cols=3,
@@ -284,36 +353,30 @@ def _latency_cdfs(
     layout = base_layout(fig, height=460, legend_below=True)
     # room above the panel titles for Plotly's toolbar
     layout.update_layout(hovermode="closest", margin={"t": 70})
-    page.chart("latency_cdf", title, how, layout)
+    return layout
 
 
-def _latency_over_time(
-    page: Page,
-    requests: pd.DataFrame | None,
-    done: pd.DataFrame | None,
-    sla: dict[str, float],
-    unit: TimeUnit,
-) -> None:
-    title = "TTFT and ITL percentiles over time"
+def _latency_over_time(d: ReplayData) -> PanelOutput:
+    requests, done, sla, unit = d.requests, d.done, d.sla, d.unit
     if not has(requests, "arrival_ms", "ttft_ms"):
-        page.note(title, missing(requests, "requests.parquet", "arrival_ms", "ttft_ms"))
-        return
+        return missing(requests, "requests.parquet", "arrival_ms", "ttft_ms")
     if first_column(done, ("ttft_ms",)) is None:
-        page.note(title, NO_COMPLETED)
-        return
+        return NO_COMPLETED
     arrival_s = floats(done, "arrival_ms") / 1000.0
     span = float(np.nanmax(arrival_s))
     width = bin_width_s(span, minimum_s=60.0)
     how = (
         f"Requests grouped by arrival into {width:g}-second bins; each line is one percentile "
-        "of the bin's completed requests. A rising p99 with a flat p50 means a tail problem "
-        "(queueing), both rising means the deployment is saturated."
+        "of the bin's completed requests (a bin without any is a gap). A rising p99 with a flat "
+        "p50 means a tail problem (queueing), both rising means the deployment is saturated."
     )
     panels = [(name, first_column(done, cols), key) for name, cols, key, _ in _LATENCIES[:2]]
     panels = [p for p in panels if p[1] is not None]
     fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=True, vertical_spacing=0.08)
     for row, (name, column, sla_key) in enumerate(panels, start=1):
-        starts, q = binned_percentiles(arrival_s, floats(done, column), width, (50.0, 90.0, 99.0))
+        starts, q = with_gaps(
+            *binned_percentiles(arrival_s, floats(done, column), width, (50.0, 90.0, 99.0)), width
+        )
         for pct, values in q.items():
             fig.add_trace(
                 go.Scatter(
@@ -340,7 +403,7 @@ def _latency_over_time(
             )
         fig.update_yaxes(title_text=f"{name} (ms)", row=row, col=1)
     fig.update_xaxes(title_text=unit.axis_title("Arrival time"), row=len(panels), col=1)
-    page.chart("latency_percentiles", title, how, base_layout(fig, height=560, legend_below=True))
+    return Drawn(base_layout(fig, height=560, legend_below=True), how)
 
 
 # ---------------------------------------------------------------- pools and workers
@@ -351,13 +414,8 @@ def _pools(timeseries: pd.DataFrame) -> list[str]:
     return sorted(found, key=lambda p: (_POOL_ORDER.index(p) if p in _POOL_ORDER else 9, p))
 
 
-def _pool_load(page: Page, timeseries: pd.DataFrame | None, unit: TimeUnit) -> None:
-    title = "Running and waiting requests and KV cache usage per pool"
-    how = (
-        "Per pool, summed over its workers (KV usage: mean over ready workers). Waiting requests "
-        "that stay above zero, or KV usage near 100%, mean the pool is the bottleneck. Long runs "
-        "show the maximum of each time bin so spikes stay visible."
-    )
+def _pool_load(d: ReplayData) -> PanelOutput:
+    timeseries, unit = d.timeseries, d.unit
     panels = [
         (c, label)
         for c, label in (
@@ -368,13 +426,9 @@ def _pool_load(page: Page, timeseries: pd.DataFrame | None, unit: TimeUnit) -> N
         if has(timeseries, "time_s", "pool", c)
     ]
     if not panels:
-        page.note(
-            title,
-            missing(
-                timeseries, "timeseries.parquet", "time_s", "pool", "running", "waiting", "kv_usage"
-            ),
+        return missing(
+            timeseries, "timeseries.parquet", "time_s", "pool", "running", "waiting", "kv_usage"
         )
-        return
     fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=True, vertical_spacing=0.06)
     for pool in _pools(timeseries):
         part = timeseries[timeseries["pool"].astype(str) == pool]
@@ -397,24 +451,14 @@ def _pool_load(page: Page, timeseries: pd.DataFrame | None, unit: TimeUnit) -> N
     for row, (_, label) in enumerate(panels, start=1):
         fig.update_yaxes(title_text=label, row=row, col=1)
     fig.update_xaxes(title_text=unit.axis_title(), row=len(panels), col=1)
-    page.chart(
-        "pool_load", title, how, base_layout(fig, height=220 * len(panels) + 120, legend_below=True)
-    )
+    return base_layout(fig, height=220 * len(panels) + 120, legend_below=True)
 
 
-def _workers_chart(
-    page: Page, timeseries: pd.DataFrame | None, events: Sequence[Mapping[str, Any]], unit: TimeUnit
-) -> None:
-    title = "Workers over time, with scaling events"
-    how = (
-        "Lines: ready (solid), starting (dotted) and draining (dashed) workers per pool. "
-        "Triangles mark scaling decisions at their target count (up or down); hollow triangles "
-        "are advisory recommendations that were not applied."
-    )
+def _workers_chart(d: ReplayData) -> PanelOutput:
+    timeseries, events, unit = d.timeseries, d.events, d.unit
     states = [s for s in ("ready", "starting", "draining") if has(timeseries, "time_s", "pool", s)]
     if not states:
-        page.note(title, missing(timeseries, "timeseries.parquet", "time_s", "pool", "ready"))
-        return
+        return missing(timeseries, "timeseries.parquet", "time_s", "pool", "ready")
     fig = go.Figure()
     for pool in _pools(timeseries):
         part = timeseries[timeseries["pool"].astype(str) == pool]
@@ -433,7 +477,7 @@ def _workers_chart(
     _add_scaling_markers(fig, events, unit)
     fig.update_xaxes(title_text=unit.axis_title())
     fig.update_yaxes(title_text="Workers", rangemode="tozero")
-    page.chart("workers", title, how, base_layout(fig, height=440, legend_below=True))
+    return base_layout(fig, height=440, legend_below=True)
 
 
 def _add_scaling_markers(
@@ -486,21 +530,16 @@ def _add_scaling_markers(
             )
 
 
-def _prefix_reuse(
-    page: Page,
-    requests: pd.DataFrame | None,
-    timeseries: pd.DataFrame | None,
-    summary: dict[str, Any],
-    unit: TimeUnit,
-) -> None:
-    title = "Prefix-cache reuse over time"
+def _prefix_reuse(d: ReplayData) -> PanelOutput:
+    requests, timeseries, summary, unit = d.requests, d.timeseries, d.summary, d.unit
     by_request = has(requests, "reused_input_tokens", "input_length") and first_column(
         requests, ("first_admit_ms", "arrival_ms")
     )
     if by_request:
         how = (
             "Share of input tokens found in the prefix cache, over the requests admitted in each "
-            "time bin (token-weighted). The dotted line is the whole run's reuse from the summary."
+            "time bin (token-weighted; a bin where nothing was admitted is a gap). The dotted "
+            "line is the whole run's reuse from the summary."
         )
     else:
         how = (
@@ -508,10 +547,7 @@ def _prefix_reuse(
             "time bin on long runs). The dotted line is the whole run's reuse from the summary."
         )
     if not by_request and not has(timeseries, "time_s", "pool", "prefix_reuse"):
-        page.note(
-            title, missing(timeseries, "timeseries.parquet", "time_s", "pool", "prefix_reuse")
-        )
-        return
+        return missing(timeseries, "timeseries.parquet", "time_s", "pool", "prefix_reuse")
     fig = go.Figure()
     if by_request:
         t, reuse, width = _reuse_by_admission(requests)
@@ -547,12 +583,12 @@ def _prefix_reuse(
         )
     fig.update_xaxes(title_text=unit.axis_title("Admission time"))
     fig.update_yaxes(title_text="Input tokens reused (%)", range=[0, 102])
-    page.chart("prefix_reuse", title, how, base_layout(fig, height=380))
+    return Drawn(base_layout(fig, height=380), how)
 
 
 def _reuse_by_admission(requests: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, float]:
-    """(bin start s, reused / input tokens of the requests admitted in the bin, bin width s),
-    over bins with input tokens."""
+    """(bin start s, reused / input tokens of the requests admitted in the bin, bin width s);
+    NaN (a gap) in a bin without input tokens."""
     column = first_column(requests, ("first_admit_ms", "arrival_ms"))
     admit_s = floats(requests, column) / 1000.0
     keep = np.isfinite(admit_s)
@@ -560,21 +596,21 @@ def _reuse_by_admission(requests: pd.DataFrame) -> tuple[np.ndarray, np.ndarray,
     bins = np.floor(admit_s[keep] / width).astype(np.int64)
     reused = np.bincount(bins, weights=np.nan_to_num(floats(requests, "reused_input_tokens")[keep]))
     total = np.bincount(bins, weights=np.nan_to_num(floats(requests, "input_length")[keep]))
-    busy = np.flatnonzero(total > 0)
-    return busy * width, reused[busy] / total[busy], width
+    share = np.divide(reused, total, out=np.full(len(total), np.nan), where=total > 0)
+    return np.arange(len(total)) * width, share, width
 
 
-def _load_balance(page: Page, workers: pd.DataFrame | None) -> None:
-    title = "Per-worker load balance"
-    how = (
-        "One bar per worker (pool:id), coloured by pool: requests served, then input and output "
-        "tokens processed. "
-        "Even bars within a pool mean the router spread load well; workers provisioned late by "
-        "the planner naturally serve less."
-    )
+_BALANCE_HOW = (
+    "One bar per worker (pool:id), coloured by pool: requests served, then input and output "
+    "tokens processed. Even bars within a pool mean the router spread load well; workers "
+    "provisioned late by the planner naturally serve less."
+)
+
+
+def _load_balance(d: ReplayData) -> PanelOutput:
+    workers, how = d.workers, _BALANCE_HOW
     if not has(workers, "worker_id", "requests"):
-        page.note(title, missing(workers, "workers.parquet", "worker_id", "requests"))
-        return
+        return missing(workers, "workers.parquet", "worker_id", "requests")
     frame = workers.copy()
     frame["pool"] = frame["pool"].astype(str) if "pool" in frame else "workers"
     frame = frame.sort_values(["pool", "worker_id"], kind="stable")
@@ -601,7 +637,7 @@ def _load_balance(page: Page, workers: pd.DataFrame | None) -> None:
     fig.update_xaxes(title_text="Worker (pool:id)", type="category", row=len(panels), col=1)
     layout = base_layout(fig, height=200 * len(panels) + 120)
     layout.update_layout(hovermode="closest", showlegend=False)
-    page.chart("worker_balance", title, how, layout)
+    return Drawn(layout, how)
 
 
 # ---------------------------------------------------------------- tables
@@ -611,7 +647,11 @@ def _request_tables(page: Page, requests: pd.DataFrame | None) -> None:
     if requests is None or len(requests) == 0:
         return
     if "status" in requests.columns:
-        reason = requests["reason"].astype(str) if "reason" in requests.columns else ""
+        reason = (
+            requests["reason"].astype("string").fillna("").astype(str)
+            if "reason" in requests.columns
+            else ""
+        )
         counts = (
             pd.DataFrame({"status": requests["status"].astype(str), "reason": reason})
             .value_counts(sort=False)
@@ -635,7 +675,7 @@ def _request_tables(page: Page, requests: pd.DataFrame | None) -> None:
     ]
     page.table(
         "Slowest requests (end-to-end)",
-        [*shown, column],
+        [column_label(c) for c in [*shown, column]],
         [[_cell_value(row[c]) for c in [*shown, column]] for _, row in slowest.iterrows()],
         "The ten completed requests with the longest end-to-end latency, with their shape, "
         "to look up in the trace.",
@@ -648,3 +688,64 @@ def _cell_value(value: Any) -> Any:
     if isinstance(value, (np.floating,)):
         return float(value)
     return value
+
+
+PANELS: tuple[Panel, ...] = (
+    Panel(
+        "traffic",
+        "Request rate and output tokens/s over time",
+        "Top: requests arriving per second; bottom: output tokens generated per second, both "
+        "averaged over the bin width in the axis title. Peaks in the top panel that the bottom "
+        "panel does not follow mean the deployment fell behind.",
+        ("requests.arrival_ms", "timeseries.output_tok_s"),
+        _traffic_chart,
+    ),
+    Panel(
+        "latency_cdf",
+        "Latency distributions (CDF) with SLA targets",
+        "Each curve gives the share of completed requests (y) at or below a latency (x, log "
+        "scale). The red dashed line is the SLA target; where a curve crosses it is the share "
+        "of requests that met it (also in the legend).",
+        ("requests.ttft_ms", "requests.tpot_ms", "requests.e2e_latency_ms"),
+        _latency_cdfs,
+    ),
+    Panel(
+        "latency_percentiles",
+        "TTFT and ITL percentiles over time",
+        "Percentiles of the completed requests per arrival-time bin.",
+        ("requests.arrival_ms", "requests.ttft_ms", "requests.tpot_ms"),
+        _latency_over_time,
+    ),
+    Panel(
+        "pool_load",
+        "Running and waiting requests and KV cache usage per pool",
+        "Per pool, summed over its workers (KV usage: mean over ready workers). Waiting requests "
+        "that stay above zero, or KV usage near 100%, mean the pool is the bottleneck. Long runs "
+        "show the maximum of each time bin so spikes stay visible.",
+        ("timeseries.running", "timeseries.waiting", "timeseries.kv_usage"),
+        _pool_load,
+    ),
+    Panel(
+        "workers",
+        "Workers over time, with scaling events",
+        "Lines: ready (solid), starting (dotted) and draining (dashed) workers per pool. "
+        "Triangles mark scaling decisions at their target count (up or down); hollow triangles "
+        "are advisory recommendations that were not applied.",
+        ("timeseries.ready", "timeseries.starting", "timeseries.draining", "scaling_events"),
+        _workers_chart,
+    ),
+    Panel(
+        "prefix_reuse",
+        "Prefix-cache reuse over time",
+        "Share of input tokens found in the prefix cache.",
+        ("requests.reused_input_tokens", "requests.input_length", "timeseries.prefix_reuse"),
+        _prefix_reuse,
+    ),
+    Panel(
+        "worker_balance",
+        "Per-worker load balance",
+        _BALANCE_HOW,
+        ("workers.requests", "workers.input_tokens", "workers.output_tokens"),
+        _load_balance,
+    ),
+)

@@ -1,4 +1,6 @@
-"""The retune report (``retune_report.html``): one decision record per window, as charts.
+"""The retune report (``retune_report.html``): headline cards (decisions by outcome, the best
+gain), the charts (``PANELS``, one ``Panel`` record per chart), then the decision table and the
+run's inputs.
 
 A decision record (``retune_events.json``, one dict per window) is read tolerantly: the window
 index and bounds, launch and decision times, ``outcome`` and ``reason``, ``candidates`` (each
@@ -17,11 +19,18 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from plansim.reports.page import Page, plain
+from plansim.reports.format import number, plain_value
+from plansim.reports.page import Card, Page, plain
+from plansim.reports.panels import Drawn, Panel, PanelOutput, draw_panels
 from plansim.reports.style import base_layout, palette_map
 from plansim.reports.tables import finite_number
+from plansim.schema import (
+    PRESWEEP_LOSS_SENTENCE,
+    RETUNE_OUTCOMES,
+    is_minimized,
+    objective_unit,
+)
 
-MINIMIZED_OBJECTIVES = frozenset({"TTFT", "E2ELatency"})
 OUTCOME_COLOURS = {
     "applied": "#2ca02c",
     "advisory": "#1f77b4",
@@ -29,7 +38,7 @@ OUTCOME_COLOURS = {
     "failed": "#d62728",
     "timeout": "#ff7f0e",
 }
-OUTCOME_ORDER = ("applied", "advisory", "no_improvement", "failed", "timeout")
+OUTCOME_ORDER = RETUNE_OUTCOMES
 MAX_PARAMETER_PANELS = 8
 
 
@@ -90,7 +99,9 @@ def _normalise(
         )
         point = _flatten(cand.get("point")) if isinstance(cand.get("point"), Mapping) else {}
         points.append(point)
-        label = cand.get("label") or ", ".join(f"{key}={value}" for key, value in point.items())
+        label = cand.get("label") or ", ".join(
+            f"{key}={plain_value(value)}" for key, value in point.items()
+        )
         labels.append(str(label or f"candidate {j}"))
         if cand.get("is_current") or cand.get("current"):
             current = j
@@ -157,61 +168,111 @@ def _best(scores: Sequence[float | None], maximize: bool) -> int | None:
     return min(ok)[1] if ok else None
 
 
+@dataclass(frozen=True, slots=True)
+class RetuneData:
+    """What the retune panels draw from: the normalised windows (by index), the objective and
+    whether a higher score is better."""
+
+    windows: list[_Window]
+    objective: str | None
+    maximize: bool
+
+
 def render_retune(
     events: Sequence[Mapping[str, Any]],
     *,
     objective: str | None = None,
     min_improvement_percentage: float | None = None,
     inputs: Mapping[str, Any] | None = None,
+    plotly_src: str | None = None,
 ) -> str:
     """The retune report (HTML str) for the decision records ``events``. ``objective`` decides
-    whether a higher score is better (TTFT and E2ELatency are minimised)."""
+    whether a higher score is better (TTFT and E2ELatency are minimised); ``plotly_src`` as in
+    ``Page.render``."""
     objective = objective or next((str(e["objective"]) for e in events if e.get("objective")), None)
-    maximize = objective not in MINIMIZED_OBJECTIVES
+    maximize = not is_minimized(objective)
     windows = sorted(
         (_normalise(k, rec, maximize, min_improvement_percentage) for k, rec in enumerate(events)),
         key=lambda w: w.index,
     )
+    data = RetuneData(windows, objective, maximize)
     page = Page(
         "plansim retune report",
-        "One row of decisions per retune window: which candidates were scored, what was decided, "
+        "One decision per retune window: which candidates were scored, what was decided, "
         "and which router and planner parameters were in force.",
     )
-    counts = {o: sum(w.outcome == o for w in windows) for o in sorted({w.outcome for w in windows})}
-    rows: list[tuple[str, Any]] = [("windows", len(windows))]
-    rows += [(f"outcome {o}", n) for o, n in counts.items()]
-    rows.append(
-        (
-            "objective",
-            f"{objective or 'not recorded'} ({'higher' if maximize else 'lower'} is better)",
-        )
-    )
-    for key in ("command", "traces", "trace_files", "config"):
-        if inputs and key in inputs:
-            rows.append((key, inputs[key]))
-    page.key_values("Retune run", rows)
+    page.headline(retune_cards(data, min_improvement_percentage), _score_sentence(objective, maximize))
     if not windows:
         page.note("Candidate scores per window", "Not shown: retune_events.json holds no decision.")
-        return page.render()
-    _scores_chart(page, windows, maximize)
-    _outcome_chart(page, windows)
-    _parameters_chart(page, windows)
-    _presweep_chart(page, windows)
-    _decision_table(page, windows)
-    return page.render()
+    else:
+        page.part("Charts")
+        draw_panels(page, PANELS, data)
+        page.part("Details")
+        _decision_table(page, windows)
+    rows = [(key, inputs[key]) for key in ("command", "config", "traces", "trace_files")
+            if inputs and key in inputs]
+    if rows:
+        page.key_values("Retune run", rows)
+    return page.render(plotly_src)
 
 
-def _scores_chart(page: Page, windows: list[_Window], maximize: bool) -> None:
-    title = "Candidate scores per window"
+def retune_cards(data: RetuneData, threshold_pct: float | None = None) -> list[Card]:
+    """Decisions by outcome, the best gain over the current point, and the objective."""
+    windows = data.windows
+    counts = {o: sum(w.outcome == o for w in windows) for o in OUTCOME_ORDER}
+    counts.update({w.outcome: sum(v.outcome == w.outcome for v in windows) for w in windows})
+    tally = ", ".join(f"{n} {o.replace('_', ' ')}" for o, n in counts.items() if n)
+    cards = [Card("decisions", "Decisions", f"{len(windows):,}", tally or "no window decided")]
+    applied = counts.get("applied", 0) + counts.get("advisory", 0)
+    cards.append(
+        Card(
+            "applied",
+            "Applied" if not counts.get("advisory") else "Applied or advised",
+            f"{applied:,}",
+            f"of {len(windows):,} windows beat the current point by more than the threshold"
+            + (f" ({threshold_pct:g}%)" if threshold_pct is not None else ""),
+            "good" if applied else "neutral",
+        )
+    )
+    gains = [w for w in windows if w.improvement_pct is not None]
+    if gains:
+        best = max(gains, key=lambda w: w.improvement_pct)
+        what = plain_value(dict(best.changes)) if best.changes else "no change"
+        cards.append(
+            Card(
+                "best_gain",
+                "Best gain",
+                f"{best.improvement_pct:+.1f}%",
+                f"window {best.index}: {what} ({best.outcome.replace('_', ' ')})",
+            )
+        )
+    else:
+        cards.append(Card("best_gain", "Best gain", "n/a", "no window has a scored current point"))
+    unit = objective_unit(data.objective)
+    scored = [w.best_score for w in windows if w.best_score is not None]
+    cards.append(
+        Card(
+            "objective",
+            "Objective",
+            data.objective or "not recorded",
+            (unit + "; " if unit else "")
+            + f"{'higher' if data.maximize else 'lower'} is better"
+            + (f"; best scores {number(min(scored))} to {number(max(scored))}" if scored else ""),
+        )
+    )
+    return cards
+
+
+def _scores_chart(d: RetuneData) -> PanelOutput:
+    windows, maximize = d.windows, d.maximize
     how = (
         "Each column is one window; grey dots are candidates (failed ones are left out), the blue "
         "ring is the current point, the gold star the best candidate. The shaded band runs from "
-        "the current score to the threshold a candidate must pass to be applied "
-        f"({'higher' if maximize else 'lower'} scores are better)."
+        "the current score to the threshold a candidate must pass to be applied. "
+        + _score_sentence(d.objective, maximize)
     )
     if not any(s is not None for w in windows for s in w.scores):
-        page.note(title, "Not shown: no window has a scored candidate.")
-        return
+        return "Not shown: no window has a scored candidate."
     fig = go.Figure()
     band_x: list[float | None] = []
     band_y: list[float | None] = []
@@ -287,16 +348,13 @@ def _scores_chart(page: Page, windows: list[_Window], maximize: bool) -> None:
             )
         )
     fig.update_xaxes(title_text="Window (index)", dtick=1 if len(windows) <= 30 else None)
-    fig.update_yaxes(title_text="Score (objective units)")
-    _closest_chart(page, "retune_scores", title, how, fig, height=440)
+    unit = objective_unit(d.objective)
+    fig.update_yaxes(title_text=f"Score ({unit})" if unit else "Score (objective units)")
+    return Drawn(_closest(fig, height=440), how)
 
 
-def _outcome_chart(page: Page, windows: list[_Window]) -> None:
-    title = "Decision outcomes on a timeline"
-    how = (
-        "One marker per window at the time its decision landed (window end when not recorded), on "
-        "the row of its outcome; hover for the reason and the improvement over the current point."
-    )
+def _outcome_chart(d: RetuneData) -> PanelOutput:
+    windows = d.windows
     fig = go.Figure()
     present = [o for o in OUTCOME_ORDER if any(w.outcome == o for w in windows)]
     present += sorted({w.outcome for w in windows} - set(present))
@@ -335,22 +393,23 @@ def _outcome_chart(page: Page, windows: list[_Window]) -> None:
         categoryorder="array",
         categoryarray=[plain(o) for o in reversed(present)],
     )
-    _closest_chart(page, "retune_outcomes", title, how, fig, height=300)
+    return _closest(fig, height=300)
 
 
-def _parameters_chart(page: Page, windows: list[_Window]) -> None:
-    title = "Router parameters and planner fields in force"
-    how = (
-        "One panel per searched parameter: its value at the current point of each window, i.e. "
-        "what was in force while the window ran. Changes between windows are applied decisions."
-    )
+_PARAMETERS_HOW = (
+    "One panel per searched parameter: its value at the current point of each window, i.e. "
+    "what was in force while the window ran. Changes between windows are applied decisions."
+)
+
+
+def _parameters_chart(d: RetuneData) -> PanelOutput:
+    windows, how = d.windows, _PARAMETERS_HOW
     keys: list[str] = []
     for w in windows:
         if w.current is not None and w.current < len(w.points):
             keys += [k for k in w.points[w.current] if k not in keys]
     if not keys:
-        page.note(title, "Not shown: the decision records name no current point.")
-        return
+        return "Not shown: the decision records name no current point."
     shown = keys[:MAX_PARAMETER_PANELS]
     if len(keys) > len(shown):
         how += f" The first {len(shown)} of {len(keys)} parameters are shown."
@@ -386,16 +445,11 @@ def _parameters_chart(page: Page, windows: list[_Window]) -> None:
     fig.update_xaxes(dtick=1 if len(windows) <= 30 else None)
     fig.update_xaxes(title_text="Window (index)", row=len(shown), col=1)
     layout = base_layout(fig, height=170 * len(shown) + 120)
-    page.chart("retune_parameters", title, how, layout)
+    return Drawn(layout, how)
 
 
-def _presweep_chart(page: Page, windows: list[_Window]) -> None:
-    title = "Load-predictor pre-sweep losses per window"
-    how = (
-        "Loss of each predictor candidate on the window (0.4 x input-token error + 0.4 x "
-        "output-token error + 0.1 x ISL error + 0.1 x OSL error, errors on a log1p scale; lower "
-        "is better). A star marks the window's winner."
-    )
+def _presweep_chart(d: RetuneData) -> PanelOutput:
+    windows = d.windows
     series: dict[str, list[tuple[int, float]]] = {}
     winners: list[tuple[int, float, str]] = []
     for w in windows:
@@ -414,8 +468,7 @@ def _presweep_chart(page: Page, windows: list[_Window]) -> None:
             if winner == j or (isinstance(winner, str) and winner == label):
                 winners.append((w.index, value, label))
     if not series:
-        page.note(title, "Not shown: no decision record has a predictor pre-sweep.")
-        return
+        return "Not shown: no decision record has a predictor pre-sweep."
     fig = go.Figure()
     colours = palette_map(series)
     for label, pts in series.items():
@@ -443,13 +496,12 @@ def _presweep_chart(page: Page, windows: list[_Window]) -> None:
     indices = {w for pts in series.values() for w, _ in pts}
     fig.update_xaxes(title_text="Window (index)", dtick=1 if len(indices) <= 30 else None)
     fig.update_yaxes(title_text="Pre-sweep loss (log1p error, weighted)", rangemode="tozero")
-    _closest_chart(page, "retune_presweep", title, how, fig, height=400,
-                   legend_below=len(series) > 4)
+    return _closest(fig, height=400, legend_below=len(series) > 4)
 
 
 def _candidate_label(cand: Any) -> str:
     if isinstance(cand, Mapping):
-        return ", ".join(f"{k}={v}" for k, v in cand.items()) or "(current)"
+        return ", ".join(f"{k}={plain_value(v)}" for k, v in cand.items()) or "(current)"
     return str(cand)
 
 
@@ -470,7 +522,7 @@ def _decision_table(page: Page, windows: list[_Window]) -> None:
             "best score",
             "improvement %",
             "threshold %",
-            "changes applied",
+            "changes (applied or advised)",
             "sweep wall (s)",
         ],
         [
@@ -483,13 +535,13 @@ def _decision_table(page: Page, windows: list[_Window]) -> None:
                 _cell(w.best_score),
                 _cell(w.improvement_pct),
                 _cell(w.threshold_pct),
-                dict(w.changes) or "",
+                plain_value(dict(w.changes)) if w.changes else "",
                 _cell(w.wall_s),
             ]
             for w in windows
         ],
-        "Improvement is the best candidate's gain over the current point; a decision applies only "
-        "above the threshold.",
+        "Scores are in the objective's units. Improvement is the best candidate's gain over the "
+        "current point; a decision applies only above the threshold.",
     )
 
 
@@ -497,9 +549,53 @@ def _cell(value: float | None) -> Any:
     return "n/a" if value is None else value
 
 
-def _closest_chart(page: Page, chart_id: str, title: str, how: str, fig: go.Figure,
-                   height: int, legend_below: bool = False) -> None:
-    """Add ``fig`` with the report layout, hover picking the closest point."""
+def _closest(fig: go.Figure, height: int, legend_below: bool = False) -> go.Figure:
+    """``fig`` with the report layout, hover picking the closest point."""
     styled = base_layout(fig, height=height, legend_below=legend_below)
     styled.update_layout(hovermode="closest")
-    page.chart(chart_id, title, how, styled)
+    return styled
+
+
+def _score_sentence(objective: str | None, maximize: bool) -> str:
+    """What a score is, in one sentence."""
+    unit = objective_unit(objective)
+    what = f"{objective}, in {unit}" if unit else (objective or "the objective (not recorded)")
+    return (
+        f"A score is the candidate's replay of the window scored on {what} "
+        f"({'higher' if maximize else 'lower'} is better)."
+    )
+
+
+PANELS: tuple[Panel, ...] = (
+    Panel(
+        "retune_scores",
+        "Candidate scores per window",
+        "Candidates, the current point and the best candidate per window.",
+        ("retune_events.candidates", "retune_events.current_score", "retune_events.best_score"),
+        _scores_chart,
+    ),
+    Panel(
+        "retune_outcomes",
+        "Decision outcomes on a timeline",
+        "One marker per window at the time its decision landed (window end when not recorded), "
+        "on the row of its outcome; hover for the reason and the improvement over the current "
+        "point.",
+        ("retune_events.outcome", "retune_events.decision_s", "retune_events.reason"),
+        _outcome_chart,
+    ),
+    Panel(
+        "retune_parameters",
+        "Router parameters and planner fields in force",
+        _PARAMETERS_HOW,
+        ("retune_events.candidates",),
+        _parameters_chart,
+    ),
+    Panel(
+        "retune_presweep",
+        "Load-predictor pre-sweep losses per window",
+        "Loss of each predictor candidate on the window; a star marks the window's winner. "
+        + PRESWEEP_LOSS_SENTENCE,
+        ("retune_events.predictor_presweep",),
+        _presweep_chart,
+    ),
+)

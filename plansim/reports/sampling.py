@@ -114,6 +114,24 @@ def fraction_at_most(values: np.ndarray, limit: float) -> float:
     return float(np.mean(v <= limit)) if v.size else float("nan")
 
 
+def with_gaps(
+    starts: np.ndarray, values: dict[float, np.ndarray], width_s: float
+) -> tuple[np.ndarray, dict[float, np.ndarray]]:
+    """Per-bin series (``starts`` of the non-empty bins, as ``binned_percentiles`` returns) on
+    every bin from the first to the last, NaN in the empty ones, so that a chart draws an empty
+    bin as a gap rather than a line across it."""
+    if len(starts) == 0:
+        return starts, values
+    index = np.rint((starts - starts[0]) / width_s).astype(np.int64)
+    full = starts[0] + np.arange(int(index[-1]) + 1) * width_s
+    out = {}
+    for key, series in values.items():
+        filled = np.full(len(full), np.nan)
+        filled[index] = series
+        out[key] = filled
+    return full, out
+
+
 def binned_percentiles(
     t_s: np.ndarray, values: np.ndarray, width_s: float, percentiles: tuple[float, ...]
 ) -> tuple[np.ndarray, dict[float, np.ndarray]]:

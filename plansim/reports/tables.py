@@ -80,6 +80,27 @@ def find_sla(
     return found
 
 
+def planner_targets(inputs: Mapping[str, Any] | None) -> dict[str, float]:
+    """The planner's TTFT/ITL targets in ms (``ttft_ms``, ``itl_ms``; only those set) from a
+    run's ``inputs.json``: its ``planner`` block, or the deployment's."""
+    inputs = inputs or {}
+    blocks = [inputs.get("planner")]
+    for key in ("deployment", "config"):
+        block = inputs.get(key)
+        if isinstance(block, Mapping):
+            blocks.append(block.get("planner"))
+    for block in blocks:
+        if isinstance(block, Mapping):
+            found = {}
+            for key in ("ttft_ms", "itl_ms"):
+                value = finite_number(block.get(key))
+                if value is not None and value > 0:
+                    found[key] = value
+            if found:
+                return found
+    return {}
+
+
 def find_value(inputs: Mapping[str, Any] | None, key: str) -> Any:
     """``key`` at the top of ``inputs`` or inside its deployment/config/planner blocks."""
     inputs = inputs or {}

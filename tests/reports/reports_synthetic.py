@@ -295,16 +295,22 @@ def predictions_table(
 def predictor_summary(predictors: tuple[str, ...] = ("constant", "kalman")) -> dict[str, Any]:
     return {
         "interval_s": 60.0,
+        # ranked by loss; the request-count MAPE falls down the list, so the two rankings
+        # disagree (the last is best by MAPE)
         "predictors": [
             {
+                "rank": k + 1,
                 "predictor": p,
+                "name": p,
+                "params": {},
                 "loss": 0.1 + 0.05 * k,
-                "mape_num_req": 8.0 + k,
-                "rmse_num_req": 20.0 + k,
+                "mape_request_count_pct": 8.0 - k,
+                "rmse_request_count": 20.0 + k,
                 "under_forecast_share": 0.1,
                 "fit_time_mean_s": 0.001,
                 "fit_time_max_s": 0.01,
-                "failed": 0,
+                "failed_forecasts": 0,
+                "wall_time_s": 0.5,
             }
             for k, p in enumerate(predictors)
         ],

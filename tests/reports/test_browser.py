@@ -28,7 +28,7 @@ EXPECTED = {
         "prefix_reuse",
         "worker_balance",
     ],
-    "planner_report.html": [name for _, _, name in PANELS],
+    "planner_report.html": [panel.name for panel in PANELS],
     "retune_report.html": [
         "retune_scores",
         "retune_outcomes",

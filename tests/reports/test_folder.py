@@ -9,11 +9,33 @@ from reports_synthetic import write_predict_folder, write_replay_folder
 from plansim.errors import InputError
 from plansim.io import atomic_write_bytes, atomic_write_json
 from plansim.reports import render_dir
+from plansim.reports.page import plotly_js
 
 
 def test_a_replay_folder_gets_the_replay_report_only(tmp_path):
     write_replay_folder(tmp_path)
-    assert [p.name for p in render_dir(tmp_path)] == ["report.html"]
+    assert [p.name for p in render_dir(tmp_path)] == ["plotly.min.js", "report.html"]
+
+
+def test_plotly_js_is_written_once_and_every_report_loads_it_by_a_relative_path(tmp_path):
+    write_replay_folder(tmp_path, planner=True, retune=True)
+    written = render_dir(tmp_path)
+    assert [p.name for p in written].count("plotly.min.js") == 1
+    assert (tmp_path / "plotly.min.js").read_text() == plotly_js()
+    for page in (p for p in written if p.suffix == ".html"):
+        html = page.read_text()
+        src = "../plotly.min.js" if page.parent.name == "planner_reports" else "plotly.min.js"
+        assert f'<script src="{src}"' in html
+        assert plotly_js()[:500] not in html
+        assert len(html.encode()) < 1_000_000
+
+
+def test_self_contained_reports_embed_plotly_js_and_write_no_asset(tmp_path):
+    write_replay_folder(tmp_path, planner=True)
+    written = render_dir(tmp_path, self_contained=True)
+    assert "plotly.min.js" not in [p.name for p in written]
+    html = (tmp_path / "report.html").read_text()
+    assert html.count(plotly_js()[:500]) == 1 and "<script src" not in html
 
 
 def test_planner_and_retune_tables_add_their_reports(tmp_path):
@@ -21,6 +43,7 @@ def test_planner_and_retune_tables_add_their_reports(tmp_path):
     written = {str(p.relative_to(tmp_path)) for p in render_dir(tmp_path)}
     # ticks span 0..7170 s: with report_interval_hours 1, two periodic reports
     assert written == {
+        "plotly.min.js",
         "report.html",
         "planner_report.html",
         "planner_report.log.jsonl.gz",
@@ -34,7 +57,7 @@ def test_planner_and_retune_tables_add_their_reports(tmp_path):
 
 def test_a_predictor_folder_gets_the_predictor_report(tmp_path):
     write_predict_folder(tmp_path)
-    assert [p.name for p in render_dir(tmp_path)] == ["predictor_report.html"]
+    assert [p.name for p in render_dir(tmp_path)] == ["plotly.min.js", "predictor_report.html"]
 
 
 def test_rendering_twice_gives_identical_files(tmp_path):

@@ -75,16 +75,16 @@ def test_the_grid_has_the_reference_panels_and_sla_lines():
     assert headings == list(TITLES)
     figs = figures(html)
     for name in ("planner_observed_ttft", "planner_estimated_ttft"):
-        assert list(values(trace(figs[name], "TTFT SLA 500 ms")["y"])) == [500.0, 500.0]
+        assert list(values(trace(figs[name], "TTFT target 500 ms")["y"])) == [500.0, 500.0]
     for name in ("planner_observed_itl", "planner_estimated_itl"):
-        assert list(values(trace(figs[name], "ITL SLA 40 ms")["y"])) == [40.0, 40.0]
+        assert list(values(trace(figs[name], "ITL target 40 ms")["y"])) == [40.0, 40.0]
 
 
 def test_sla_targets_come_from_the_tick_columns_when_not_given():
     ticks = syn.ticks_table().assign(ttft_sla_ms=700.0, itl_sla_ms=25.0)
     figs = figures(render_planner(ticks))
-    trace(figs["planner_observed_ttft"], "TTFT SLA 700 ms")
-    trace(figs["planner_observed_itl"], "ITL SLA 25 ms")
+    trace(figs["planner_observed_ttft"], "TTFT target 700 ms")
+    trace(figs["planner_observed_itl"], "ITL target 25 ms")
 
 
 def test_values_on_some_ticks_only_are_joined():

@@ -18,7 +18,8 @@ def test_every_chart_and_the_loss_table():
         syn.predictions_table(), ranking_rows(syn.predictor_summary()), interval_s=60.0
     )
     assert chart_names(html) == ["predictor_loss", "predictor_forecasts", "predictor_errors"]
-    assert "Loss table (best first)" in html
+    assert "Ranking by pre-sweep loss (best first)" in html
+    assert "Ranking by request-count error (best first)" in html
 
 
 def test_bucket_positions_become_time_with_an_interval():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 import reports_synthetic as syn
@@ -166,8 +167,10 @@ def test_prefix_reuse_is_token_weighted_per_admission_bin():
     )
     fig = figures(_full(requests=requests, timeseries=None))["prefix_reuse"]
     reuse = trace(fig, "reuse (1 s bins)")
-    assert list(values(reuse["x"])) == [0.0, 20.0]
-    assert list(values(reuse["y"])) == [12.5, 50.0]
+    assert list(values(reuse["x"])) == [float(s) for s in range(21)]
+    y = np.asarray(values(reuse["y"]), dtype=float)
+    assert (y[0], y[20]) == (12.5, 50.0)
+    assert np.isnan(y[1:20]).all()  # nothing admitted in seconds 1-19: a gap, not 0%
 
 
 def test_header_leaves_out_unset_inputs_and_repeated_request_counts():
@@ -178,10 +181,10 @@ def test_header_leaves_out_unset_inputs_and_repeated_request_counts():
         "planner": None,
         "skipped": {},
     }
-    header = _full(inputs=inputs).split("<h2>Summary</h2>")[0]
-    assert header.count("<th>requests</th>") == 1
-    assert "<th>num_requests</th>" not in header and "<th>request_count</th>" not in header
-    assert "<th>planner</th>" not in header and "<th>skipped</th>" not in header
+    details = _full(inputs=inputs).split("<h2>Run inputs</h2>")[1]
+    assert details.count("<code>requests</code>") == 1
+    assert "<code>num_requests</code>" not in details
+    assert "planner" not in details and "skipped" not in details
 
 
 def test_no_completed_request_gives_notes_for_the_latency_charts():

@@ -20,6 +20,15 @@ def test_report_rerenders_an_output_folder(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["report", str(tmp_path / "report.html")]
     assert (tmp_path / "report.html").stat().st_size > 0
+    assert (tmp_path / "plotly.min.js").is_file()
+
+
+def test_self_contained_flag_embeds_plotly_js(tmp_path):
+    write_replay_folder(tmp_path)
+    done = _plansim("report", str(tmp_path), "--self-contained")
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "plotly.min.js").exists()
+    assert (tmp_path / "report.html").stat().st_size > 3_000_000  # plotly.js is ~4.8 MB
 
 
 def test_nothing_to_render_is_one_line_and_status_2(tmp_path):
