@@ -205,7 +205,7 @@ def predictor_cards(
                 "best_mape",
                 "Best by request-count error",
                 str(best["predictor"]),
-                f"MAPE {number(float(best['mape_request_count_pct']), 1)}%; "
+                f"MAPE {float(best['mape_request_count_pct']):.1f}%; "
                 + ("the same winner" if agree else "a different winner: see both rankings"),
                 "good" if agree else "neutral",
             )
@@ -218,7 +218,7 @@ def predictor_cards(
                     "ranking",
                     "Why they differ",
                     f"{top['predictor']}: MAPE "
-                    + (f"{number(top_mape, 1)}%" if top_mape is not None else NO_SAMPLES),
+                    + (f"{top_mape:.1f}%" if top_mape is not None else NO_SAMPLES),
                     "the loss also weighs input/output token volumes and lengths (log scale), "
                     "so it can prefer a predictor whose request counts miss more",
                 )
@@ -282,7 +282,7 @@ def _cell(value: Any, kind: str) -> Any:
     if kind == "int":
         return int(number_value) if number_value is not None else NO_SAMPLES
     if kind == "pct":
-        return f"{number(number_value, 1)}%"
+        return f"{number_value:.1f}%"
     if kind == "share":
         return percent(number_value)
     if kind == "ms":

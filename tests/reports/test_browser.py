@@ -1,12 +1,16 @@
-"""End to end in a real browser: every report of an output folder opens in headless Chromium,
-draws every expected chart with data, logs no JavaScript error, and shows input text as text.
+"""End to end in a real browser: every report of an output folder opens in headless Chromium
+(loading the folder's shared plotly.min.js), shows its headline cards, draws every expected
+chart with data, logs no JavaScript error, shows no Python repr, and shows input text as text.
 
 Needs Debian's ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them when missing).
-Screenshots are saved in the test's temporary folder.
+Full-page screenshots are saved in the test's temporary folder, or in
+``$PLANSIM_SCREENSHOTS`` when set.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 import pytest
@@ -37,6 +41,21 @@ EXPECTED = {
     ],
     "predictor_report.html": ["predictor_loss", "predictor_forecasts", "predictor_errors"],
 }
+
+CARDS = {
+    "report.html": ["goodput", "gpu_hours", "p90_ttft", "p90_itl", "peak_workers", "mean_workers"],
+    "planner_report.html": ["goodput", "gpu_hours", "p90_ttft", "p90_itl", "scaling_events"],
+    "retune_report.html": ["decisions", "applied", "best_gain", "objective"],
+    "predictor_report.html": ["best_loss", "best_mape", "buckets"],
+}
+# What Python prints for None, booleans and dicts; none of it may reach a reader.
+PYTHON_REPR = re.compile(r"\bNone\b|\bTrue\b|\bFalse\b|\{'|\[\]|\{\}|nan\b")
+_CARDS = """
+return Array.from(document.querySelectorAll('[data-card]')).map(function (card) {
+  return {name: card.dataset.card, value: card.querySelector('.value').textContent,
+          visible: card.getBoundingClientRect().top < window.innerHeight};
+});
+"""
 
 _RENDERED = (
     "var s = window.__plansim;"
@@ -92,7 +111,16 @@ def test_report_renders_every_chart_without_errors(
     assert [c["name"] for c in charts] == EXPECTED[report]
     for chart in charts:
         assert chart["svg"] and chart["traces"] > 0 and chart["points"] > 0, chart
-    shot = tmp_path / report.replace(".html", ".png")
+    cards = browser.run(_CARDS)
+    names = [c["name"] for c in cards]
+    assert set(CARDS[report]) <= set(names), names
+    # the headline is the first thing a reader sees
+    assert all(c["visible"] and c["value"].strip() for c in cards), cards
+    text = browser.run("return document.body.innerText;")
+    assert PYTHON_REPR.findall(text) == []
+    folder = Path(os.environ.get("PLANSIM_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    shot = folder / report.replace(".html", ".png")
     browser.screenshot(shot)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

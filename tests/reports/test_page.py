@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 from reports_figures import chart_names, figures
 
-from plansim.reports.page import Page, plain
+from plansim.reports.page import Card, Page, plain
 
 XSS = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -55,3 +55,36 @@ def test_plotly_js_is_embedded_once_and_nothing_is_fetched():
 
 def test_chart_names_are_listed_in_order():
     assert chart_names(_page_with_input_text()) == ["one", "two"]
+
+
+def test_headline_cards_come_first_with_their_names():
+    page = Page("t")
+    page.chart("one", "chart", "how", go.Figure(go.Scatter(x=[1], y=[1])))
+    page.headline([Card("goodput", "Goodput", "57.1%", f"met {XSS}", "bad")])
+    html = page.render()
+    assert 'data-card="goodput"' in html and 'class="card bad"' in html
+    assert ESCAPED in html and XSS not in html
+
+
+def test_a_shared_plotly_js_is_loaded_by_its_relative_path():
+    html = _page_with_input_text_src("../plotly.min.js")
+    assert '<script src="../plotly.min.js"' in html
+    assert get_plotlyjs()[:500] not in html
+    # a page opened without the file says how to fix it instead of staying blank
+    assert "plotly.js did not load" in html and 'id="plotly-missing"' in html
+
+
+def _page_with_input_text_src(src: str) -> str:
+    page = Page("t")
+    page.chart("one", "chart", "how", go.Figure(go.Scatter(x=[1], y=[1])))
+    return page.render(src)
+
+
+def test_nested_inputs_show_units_and_list_unset_keys_once():
+    page = Page("t")
+    page.nested("Run inputs", {"seed": 7, "deployment": {"sla": {"ttft_ms": 500.0, "e2e_ms": None},
+                                                         "enable": True}})
+    html = page.render()
+    assert "500 ms" in html and "<td>yes</td>" in html
+    assert "not set: sla.e2e_ms" in html
+    assert "None" not in html.split("<main>")[1] and "True" not in html.split("<main>")[1]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -83,3 +84,33 @@ def test_bucket_start_times_are_used_when_given():
     frame = syn.predictions_table(n_buckets=3).assign(time_s=lambda f: 100.0 + 30.0 * f["bucket"])
     fig = figures(render_predictor(frame))["predictor_forecasts"]
     assert list(values(trace(fig, "actual")["x"])) == [100.0, 130.0, 160.0]
+
+
+def test_both_rankings_are_offered_and_their_disagreement_explained():
+    # constant: loss 0.10, MAPE 8%; kalman: loss 0.15, MAPE 7% (reports_synthetic)
+    html = render_predictor(
+        syn.predictions_table(), ranking_rows(syn.predictor_summary()), interval_s=60.0
+    )
+    cards = dict(re.findall(r'data-card="(\w+)"><div class="label">.*?<div class="value">(.*?)<', html))
+    assert cards["best_loss"] == "constant"
+    assert cards["best_mape"] == "kalman"
+    assert cards["ranking"] == "constant: MAPE 8.0%"
+    by_mape = html.split("Ranking by request-count error")[1]
+    assert by_mape.index("<td>kalman</td>") < by_mape.index("<td>constant</td>")
+
+
+def test_an_empty_bucket_draws_its_average_lengths_as_gaps():
+    frame = pd.DataFrame(
+        {
+            "bucket": [0, 1, 2] * 2,
+            "predictor": ["a"] * 6,
+            "series": ["request_count"] * 3 + ["avg_isl"] * 3,
+            "forecast": [5.0, 5.0, 5.0, 100.0, 100.0, 100.0],
+            "actual": [5.0, 0.0, 5.0, 100.0, 0.0, 100.0],  # bucket 1 is empty
+        }
+    )
+    fig = figures(render_predictor(frame, interval_s=60.0))["predictor_forecasts"]
+    actual = [t for t in fig["data"] if t["name"] == "actual"]
+    counts, isl = (list(values(t["y"])) for t in actual)
+    assert counts == [5.0, 0.0, 5.0]  # no request is a real zero
+    assert isl[0] == 100.0 and isl[2] == 100.0 and math.isnan(isl[1])

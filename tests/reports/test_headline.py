@@ -1,0 +1,104 @@
+"""Headline cards: the figures a run answers, with the SLA goodput used and n/a for no samples."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from plansim.reports.headline import goodput_sla, replay_cards, scaling_cards
+
+
+def _summary(**over):
+    base = {
+        "num_requests": 200,
+        "completed_requests": 200,
+        "goodput_completed_requests": 150,
+        "gpu_hours": 2.0,
+        "duration_ms": 3_600_000.0,
+        "median_ttft_ms": 100.0,
+        "p90_ttft_ms": 600.0,
+        "p99_ttft_ms": 900.0,
+        "median_tpot_ms": 10.0,
+        "p90_tpot_ms": 15.0,
+        "p99_tpot_ms": 30.0,
+        "decode_worker_seconds": 7200.0,
+        "prefill_worker_seconds": 0.0,
+    }
+    return {**base, **over}
+
+
+def _cards(summary, sla=None, timeseries=None):
+    return {c.name: c for c in replay_cards(summary, sla or {}, timeseries)}
+
+
+def test_goodput_is_the_share_of_all_requests_and_names_its_sla():
+    card = _cards(_summary(), {"ttft_ms": 500.0, "itl_ms": 20.0})["goodput"]
+    assert card.value == "75.0%"  # 150 of 200
+    assert card.detail == "150 of 200 requests met TTFT ≤ 500 ms and ITL ≤ 20 ms"
+
+
+def test_latency_cards_are_judged_against_their_bounds():
+    cards = _cards(_summary(), {"ttft_ms": 500.0, "itl_ms": 20.0})
+    assert (cards["p90_ttft"].value, cards["p90_ttft"].tone) == ("600 ms", "bad")
+    assert cards["p90_ttft"].detail.startswith("above the 500 ms bound")
+    assert (cards["p90_itl"].value, cards["p90_itl"].tone) == ("15 ms", "good")
+
+
+def test_no_completed_request_shows_na_not_a_number():
+    summary = _summary(completed_requests=0, goodput_completed_requests=0, p90_tpot_ms=33.75)
+    cards = _cards(summary, {"ttft_ms": 500.0})
+    assert cards["p90_itl"].value == "n/a" and cards["p90_ttft"].value == "n/a"
+    assert cards["not_completed"].value == "200" and cards["not_completed"].tone == "bad"
+
+
+def test_without_an_sla_goodput_is_not_scored():
+    summary = {k: v for k, v in _summary().items() if k != "goodput_completed_requests"}
+    assert _cards(summary)["goodput"].value == "not scored"
+
+
+def test_gpu_hours_state_the_average_gpus():
+    # 2 GPU-hours over 1 hour: 2 GPUs on average
+    assert _cards(_summary())["gpu_hours"].detail == "2 GPUs on average over 60 min"
+
+
+def test_peak_and_time_weighted_mean_workers_per_pool():
+    # 4 samples 1 s apart; prefill 1,1,2,2 and decode 3,3,3,1 (ready + starting + draining)
+    ts = pd.DataFrame(
+        {
+            "time_s": [0.0, 1.0, 2.0, 3.0] * 2,
+            "pool": ["prefill"] * 4 + ["decode"] * 4,
+            "ready": [1, 1, 1, 2, 3, 3, 2, 1],
+            "starting": [0, 0, 1, 0, 0, 0, 0, 0],
+            "draining": [0, 0, 0, 0, 0, 0, 1, 0],
+        }
+    )
+    cards = _cards(_summary(), timeseries=ts)
+    assert cards["peak_workers"].value == "5"  # t = 2: 2 + 3
+    assert cards["mean_workers"].value == "4"  # (4 + 4 + 5 + 3) / 4
+    assert "decode 2.5" in cards["mean_workers"].detail  # (3 + 3 + 3 + 1) / 4
+
+
+def test_goodput_sla_ignores_the_planner_targets():
+    inputs = {"planner": {"ttft_ms": 500, "itl_ms": 27}, "deployment": {"sla": {"itl_ms": 20.0}}}
+    assert goodput_sla(inputs) == {"itl_ms": 20.0}
+    assert goodput_sla({"planner": {"itl_ms": 27}}) == {}
+
+
+def test_scaling_cards_count_applied_events_and_the_gap_to_a_reference():
+    events = [
+        {"applied": True, "from_count": 2, "to_count": 3},
+        {"applied": True, "from_count": 3, "to_count": 2},
+        {"applied": True, "from_count": 2, "to_count": 1},
+        {"applied": False, "from_count": 1, "to_count": 4},
+    ]
+    cards = {c.name: c for c in scaling_cards(events, {"gpu_hours": 1.25}, {"hindsight": 1.0})}
+    assert cards["scaling_events"].value == "3"
+    assert cards["scaling_events"].detail == "1 up, 2 down; 1 advisory (not applied)"
+    assert cards["gpu_hours_gap"].value == "+25.0%"
+
+
+def test_a_card_tone_is_checked():
+    from plansim.reports.page import Card
+
+    with pytest.raises(ValueError):
+        Card("x", "X", "1", tone="red")

@@ -1,0 +1,46 @@
+"""Report panels as records: a report draws its tuple of panels in order, and one new entry is
+all a new chart needs."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import pytest
+import reports_synthetic as syn
+from reports_figures import chart_names
+
+from plansim.reports import planner, predictor, replay, retune
+from plansim.reports.page import Page
+from plansim.reports.panels import Drawn, Panel, draw_panels
+
+
+def _figure(_data):
+    return go.Figure(go.Scatter(x=[0, 1], y=[1, 2]))
+
+
+def test_a_panel_is_drawn_as_a_chart_a_guided_chart_or_a_note():
+    panels = (
+        Panel("first", "First", "static guide", ("t.a",), _figure),
+        Panel("second", "Second", "unused", ("t.b",), lambda d: Drawn(_figure(d), f"guide {d}")),
+        Panel("third", "Third", "g", ("t.c",), lambda d: "Not shown: t has no column c."),
+    )
+    page = Page("t")
+    draw_panels(page, panels, 42)
+    html = page.render("plotly.min.js")
+    assert chart_names(html) == ["first", "second"]
+    assert "static guide" in html and "guide 42" in html and "unused" not in html
+    assert "Not shown: t has no column c." in html
+
+
+@pytest.mark.parametrize("module", [replay, planner, retune, predictor])
+def test_panel_names_are_unique_identifiers(module):
+    names = [p.name for p in module.PANELS]
+    assert len(set(names)) == len(names)
+    assert all(n.replace("_", "").isalpha() and n.islower() for n in names)
+    assert all(p.columns for p in module.PANELS)
+
+
+def test_adding_an_entry_adds_a_chart_to_the_report(monkeypatch):
+    extra = Panel("replay_extra", "Extra", "one more", ("requests.arrival_ms",), _figure)
+    monkeypatch.setattr(replay, "PANELS", (*replay.PANELS, extra))
+    html = replay.render_replay(syn.requests_table(n=50), syn.timeseries_table(600))
+    assert chart_names(html)[-1] == "replay_extra"
