@@ -1,10 +1,11 @@
 """What is being simulated: engines, pools, router, SLA. Validated user input (pydantic).
 
-``EngineArgs`` takes the reference mocker's JSON key names and defaults, so a Dynamo
-``--extra-engine-args`` file loads unchanged (flat, or wrapped as ``{"engine": {...}}``). Keys the
-reference knows but that do not change simulated timing here (ports, AIC memory fractions, KVBM
-tiers, ...) are accepted and listed in ``EngineArgs.ignored_keys``; a key nobody knows fails with
-its name.
+``EngineArgs`` takes the reference mocker's key names and defaults, so a Dynamo engine config
+loads unchanged: the canonical 1.6.1 form or the older flat ``--extra-engine-args`` spellings
+(``plansim.sim.engine_config`` lists every accepted key). Keys the reference knows but that do
+not change the simulation here (ports, memory fractions, KVBM tiers, ...) are accepted, listed in
+``EngineArgs.no_effect_keys`` and named in one warning when the deployment is built; a key nobody
+knows fails with its name.
 
 ``load_deployment(path, overrides)`` reads a YAML/JSON deployment file, applies dotted-key
 overrides (``{"router.mode": "kv_router", "engine.num_gpu_blocks": 2048}``) and validates it.
@@ -28,61 +29,12 @@ from pydantic import (
     model_validator,
 )
 
+import logging
+
 from plansim.errors import ConfigError
+from plansim.sim import engine_config
 
-# Reference keys (MockEngineArgs and its older/newer spellings) that have no effect on the
-# simulated timing of a vLLM-style engine here. Accepted so reference files load unchanged.
-_IGNORED_ENGINE_KEYS = frozenset(
-    {
-        "watermark",
-        "aic_backend",
-        "aic_system",
-        "aic_backend_version",
-        "aic_model_path",
-        "aic_moe_tp_size",
-        "aic_moe_ep_size",
-        "aic_attention_dp_size",
-        "aic_gemm_dtype",
-        "aic_moe_dtype",
-        "aic_fmha_dtype",
-        "aic_kv_cache_dtype",
-        "aic_comm_dtype",
-        "aic_nextn",
-        "aic_nextn_accept_rates",
-        "aic_mtp_seed",
-        "gpu_memory_utilization",
-        "mem_fraction_static",
-        "free_gpu_memory_fraction",
-        "enable_local_indexer",
-        "bootstrap_port",
-        "handoff_session_timeout_ms",
-        "kv_cache_bytes_per_token",
-        "kv_transfer_timing_mode",
-        "reasoning",
-        "response_replay_trace_path",
-        "zmq_kv_events_port",
-        "zmq_replay_port",
-        "router_queue_policy",
-        "sglang",
-        "trtllm",
-        "has_perf_model",
-        "num_g2_blocks",
-        "num_g3_blocks",
-        "enable_g4_storage",
-        "bandwidth_g1_to_g2_gbps",
-        "bandwidth_g2_to_g3_gbps",
-        "bandwidth_g2_to_g4_gbps",
-        "bandwidth_g3_to_g4_gbps",
-        "offload_batch_size",
-        "model_name",
-        "model_path",
-    }
-)
-
-# Newer reference versions renamed the ``aic_`` prefix to ``ais_``.
-_RENAMED_PREFIXES = (("ais_", "aic_"),)
-_KEY_ALIASES = {"kv_transfer_bytes_per_token": "kv_bytes_per_token"}
-
+log = logging.getLogger(__name__)
 
 class TimingModelSpec(BaseModel):
     """The reference's ``timing_model`` object.
@@ -156,9 +108,9 @@ class EngineArgs(BaseModel):
     kv_transfer_bandwidth: float | None = Field(default=None, ge=0)
     planner_profile_data: str | None = None
     timing_model: TimingModelSpec | None = None
-    aic_tp_size: int | None = Field(default=None, ge=1)
     tensor_parallel_size: int | None = Field(default=None, ge=1)
-    ignored_keys: tuple[str, ...] = ()
+    # Canonical names of the given keys that have no effect here (``engine_config.KEYS``).
+    no_effect_keys: tuple[str, ...] = ()
 
     @field_validator("engine_type", mode="before")
     @classmethod
@@ -175,25 +127,10 @@ class EngineArgs(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _normalise_keys(cls, data: Any) -> Any:
-        if not isinstance(data, Mapping):
-            return data
-        data = dict(data)
-        if isinstance(data.get("engine"), Mapping):
-            # The reference's wrapped form; sibling keys (overrides) win over the wrapped ones.
-            data = {**data.pop("engine"), **data}
-        out: dict[str, Any] = {}
-        ignored: list[str] = list(data.pop("ignored_keys", ()) or ())
-        for key, value in data.items():
-            name = _KEY_ALIASES.get(key, key)
-            for new, old in _RENAMED_PREFIXES:
-                if name.startswith(new):
-                    name = old + name[len(new) :]
-            if name in _IGNORED_ENGINE_KEYS:
-                ignored.append(key)
-                continue
-            out[name] = value
-        out["ignored_keys"] = tuple(sorted(set(ignored)))
-        return out
+        if not isinstance(data, Mapping) or "no_effect_keys" in data:
+            return data  # not user input, or already normalised (model_copy, round trips)
+        normalised = engine_config.normalise(data)
+        return {**normalised.fields, "no_effect_keys": normalised.no_effect}
 
     @model_validator(mode="after")
     def _role_flags(self) -> EngineArgs:
@@ -213,7 +150,7 @@ class EngineArgs(BaseModel):
     @property
     def gpus_per_worker(self) -> int:
         """Tensor parallel size x data parallel ranks."""
-        tp = self.tensor_parallel_size or self.aic_tp_size or 1
+        tp = self.tensor_parallel_size or 1
         return tp * self.dp_size
 
     @property
@@ -232,21 +169,68 @@ class EngineArgs(BaseModel):
         return TimingModelSpec()
 
 
+# The reference router's ``KvRouterConfig`` keys that have no effect here, with what they do
+# there (for the start-up warning).
+NO_EFFECT_ROUTER_KEYS = {
+    "router_track_active_blocks": "active-block load tracking switch",
+    "router_track_output_blocks": "output-block load tracking",
+    "router_assume_kv_reuse": "active-block identity tracking",
+    "router_track_prefill_tokens": "prefill-token load tracking switch",
+    "router_prefill_load_model": "prefill load decay model",
+    "router_queue_threshold": "router queue admission threshold",
+    "router_queue_policy": "router queue order",
+    "overlap_score_credit": "device prefix overlap credit",
+    "overlap_score_credit_decay": "overlap credit decay with prefill load",
+    "prefill_load_scale": "prefill cost scale",
+    "decode_active_request_weight": "decode cost per active request",
+    "host_cache_hit_weight": "host-tier cache hit credit",
+    "disk_cache_hit_weight": "disk-tier cache hit credit",
+    "use_kv_events": "cache view from live KV events",
+    "router_replica_sync": "state sync between router replicas",
+    "router_ttl_secs": "approximate-index block TTL",
+    "router_approximate_cache_policy": "approximate-index retention",
+    "router_event_threads": "KV indexer threads",
+    "use_remote_indexer": "remote KV indexer",
+    "serve_indexer": "serves the router's indexer",
+    "enable_session_prefix_index": "per-session prefix lineage",
+    "shared_cache_multiplier": "external shared-cache credit",
+    "shared_cache_type": "external shared KV cache",
+    "router_predicted_ttl_secs": "predict-on-route index TTL",
+    "conditional_disagg_enabled": "conditional-disagg bypass",
+    "conditional_disagg_policy": "conditional-disagg policy",
+    "conditional_disagg_eff_isl_threshold": "conditional-disagg ISL bound",
+    "conditional_disagg_eff_isl_ratio_threshold": "conditional-disagg ISL ratio bound",
+    "conditional_disagg_prefill_busy_threshold": "conditional-disagg prefill busy bound",
+    "conditional_disagg_decode_busy_threshold": "conditional-disagg decode busy bound",
+    "router_policy_config": "policy-class queue YAML",
+    "router_prefill_policy": "prefill worker-selection override",
+    "router_decode_policy": "decode worker-selection override",
+    "router_tracking_hash": "tracking hash algorithm",
+    "router_tracking_key_file": "keyed tracking hash key",
+    "router_tracking_key_id": "keyed tracking hash key epoch",
+}
+
+
 class RouterConfig(BaseModel):
     """How requests are routed to workers. KV-router keys follow the reference's
-    ``KvRouterConfig``; keys without simulated effect are accepted."""
+    ``KvRouterConfig``; its keys without simulated effect are accepted and listed in
+    ``no_effect_keys``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     mode: Literal["round_robin", "random", "kv_router"] = "round_robin"
     overlap_score_weight: float = Field(default=1.0, ge=0)
     router_temperature: float = Field(default=0.0, ge=0)
-    router_track_active_blocks: bool = True
-    router_assume_kv_reuse: bool = True
-    router_queue_policy: Literal["fcfs", "wspt"] = "fcfs"
-    router_queue_threshold: float | None = None
-    router_track_prefill_tokens: bool = True
-    router_prefill_load_model: str | None = None
+    no_effect_keys: tuple[str, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split_no_effect(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping) or "no_effect_keys" in data:
+            return data
+        given = sorted(k for k in data if k in NO_EFFECT_ROUTER_KEYS)
+        kept = {k: v for k, v in data.items() if k not in NO_EFFECT_ROUTER_KEYS}
+        return {**kept, "no_effect_keys": tuple(given)}
 
     @field_validator("mode", mode="before")
     @classmethod
@@ -315,6 +299,12 @@ class Deployment(BaseModel):
     def decode_args(self) -> EngineArgs:
         return self.decode_engine or self.engine
 
+    def no_effect_keys(self) -> tuple[str, ...]:
+        """Every given key, dotted from the deployment's top, that has no effect here."""
+        keys = [f"{name}.{key}" for name in ("engine", "prefill_engine", "decode_engine")
+                if (args := getattr(self, name)) is not None for key in args.no_effect_keys]
+        return (*keys, *(f"router.{key}" for key in self.router.no_effect_keys))
+
     def pool_args(self, pool: str) -> EngineArgs:
         """Engine args of pool ``agg``, ``prefill`` or ``decode``."""
         if pool == "prefill":
@@ -367,7 +357,21 @@ def build_deployment(raw: Mapping[str, Any], *, source: str | None = None) -> De
         args = getattr(deployment, name)
         if args is not None:
             check_timing_files(args, field=name, source=source)
+    no_effect = deployment.no_effect_keys()
+    if no_effect:
+        log.warning("%skeys with no effect in plansim (accepted for compatibility): %s",
+                    f"{source}: " if source else "", "; ".join(
+                        f"{key} ({_no_effect_reason(key)})" for key in no_effect))
     return deployment
+
+
+def _no_effect_reason(dotted: str) -> str:
+    """What a no-effect key (``engine.emit_kv_events``, ``router.use_kv_events``) does in the
+    reference."""
+    section, _, name = dotted.partition(".")
+    if section == "router":
+        return NO_EFFECT_ROUTER_KEYS[name]
+    return engine_config.key(name).why
 
 
 def check_timing_files(args: EngineArgs, *, field: str, source: str | None = None) -> None:
@@ -385,8 +389,13 @@ def _validate(model: type[BaseModel], raw: dict[str, Any], *, source: str | None
         return model.model_validate(raw)
     except ValidationError as exc:
         err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
+        parts = [str(p) for p in err["loc"] if not str(p).startswith("function-")]
         msg = err["msg"]
+        key_error = (err.get("ctx") or {}).get("error")
+        if isinstance(key_error, engine_config.EngineKeyError):
+            parts.append(key_error.path)
+            msg = key_error.reason
+        loc = ".".join(parts)
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
         elif msg.startswith("Value error, "):

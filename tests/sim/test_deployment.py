@@ -29,7 +29,7 @@ def test_dynamo_extra_engine_args_file_loads_unchanged(tmp_path):
     e = load_engine_args(path)
     assert (e.num_gpu_blocks, e.block_size, e.kv_bytes_per_token) == (2048, 32, 1024)
     assert e.gpus_per_worker == 8
-    assert "watermark" in e.ignored_keys and "zmq_kv_events_port" in e.ignored_keys
+    assert "watermark" in e.no_effect_keys and "dynamo.zmq_kv_events_port" in e.no_effect_keys
 
 
 def test_wrapped_engine_form_and_overrides(tmp_path):

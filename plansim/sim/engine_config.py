@@ -1,0 +1,296 @@
+"""Dynamo engine-config compatibility: every key the engine loader accepts, in every spelling,
+and what it becomes in plansim.
+
+Two forms load, and may be mixed (a flat key beside ``engine:`` wins over the wrapped one):
+
+- the canonical Dynamo 1.6.1 form, which the reference mocker's config normaliser writes:
+  ``{"engine": {"backend": ..., "sglang": {...}, "trtllm": {...}, "native_host_offload": {...},
+  ...}, "dp_size": ..., "tensor_parallel_size": ..., "startup_time": ..., "dynamo": {...}}``;
+- the older flat ``MockEngineArgs`` JSON and the mocker's command-line flags spelled as keys
+  (``engine_type``, ``is_prefill_worker``, ``data_parallel_size``, ``sglang_schedule_policy``,
+  ``num_host_blocks``, ``host_offload_d2h_bandwidth_gbps``, the ``ais_`` spellings of ``aic_``
+  keys, ...).
+
+``KEYS`` lists every accepted key once, under its canonical name (nested members dotted:
+``sglang.max_prefill_tokens``), with its older spellings and the ``EngineArgs`` field it sets, or
+``None`` when the key has no effect in plansim. No key is silently ignored: ``normalise`` returns
+the no-effect keys it met, and ``plansim.sim.deployment`` names them in one warning at start-up.
+A key that is not listed fails with its name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+NO_EFFECT = None
+
+
+@dataclass(frozen=True, slots=True)
+class EngineKey:
+    """One accepted key. ``name``: canonical (dotted for a member of a nested block);
+    ``field``: the ``EngineArgs`` field it sets (dotted for a nested model's field), ``None`` when
+    it has no effect here; ``aliases``: older flat spellings; ``convert``: value mapping applied
+    on the way in; ``why``: what the key does in the reference, for the no-effect warning."""
+
+    name: str
+    field: str | None
+    aliases: tuple[str, ...] = ()
+    convert: Callable[[Any], Any] | None = None
+    why: str = ""
+
+
+def _worker_type_from_mode(value: Any) -> Any:
+    return {"agg": "aggregated"}.get(value, value) if isinstance(value, str) else value
+
+
+def _accept_rates(value: Any) -> Any:
+    """``"0.8,0.5"`` (the reference's spelling) or a list -> a tuple of floats."""
+    if isinstance(value, str):
+        try:
+            return tuple(float(p) for p in value.split(",") if p.strip())
+        except ValueError:
+            raise ValueError(f"expected comma-separated numbers, got {value!r}") from None
+    return value
+
+
+def _schedule_policy(value: Any) -> Any:
+    # The older mocker accepted SGLang's ``fcfs`` for ``fifo``.
+    return "fifo" if value == "fcfs" else value
+
+
+def _k(name: str, field: str | None = "", *aliases: str, convert: Callable[[Any], Any] | None = None,
+       why: str = "") -> EngineKey:
+    return EngineKey(name, name if field == "" else field, aliases, convert, why)
+
+
+# Canonical 1.6.1 keys first (engine block, then top level, then the dynamo block), then the
+# keys only older versions know.
+KEYS: tuple[EngineKey, ...] = (
+    _k("backend", "engine_type", "engine_type"),
+    _k("num_gpu_blocks", "num_gpu_blocks", "num_gpu_blocks_override"),
+    _k("block_size"),
+    _k("max_model_len"),
+    _k("max_num_seqs"),
+    _k("max_num_batched_tokens"),
+    _k("prefill_schedule_interval", NO_EFFECT,
+       why="vLLM prefill admission cadence; the reference's default 1 is what plansim simulates"),
+    _k("prefill_decode_interval", NO_EFFECT,
+       why="SGLang prefill/decode cadence; the reference's default 0 is what plansim simulates"),
+    _k("enable_prefix_caching"),
+    _k("enable_chunked_prefill"),
+    _k("speedup_ratio"),
+    _k("decode_speedup_ratio"),
+    _k("aic_nextn", NO_EFFECT, "ais_nextn", why="MTP draft tokens per decode pass"),
+    _k("aic_nextn_accept_rates", NO_EFFECT, "ais_nextn_accept_rates", convert=_accept_rates,
+       why="MTP draft acceptance rates"),
+    _k("aic_mtp_seed", NO_EFFECT, "ais_mtp_seed", why="MTP sampling seed"),
+    _k("worker_type", "worker_type", "disaggregation_mode", convert=_worker_type_from_mode),
+    _k("preemption_mode"),
+    _k("emit_kv_events", NO_EFFECT, why="publishes KV events to a live router"),
+    _k("emit_kv_token_ids", NO_EFFECT, why="adds token ids to published KV events"),
+    _k("kv_transfer_bytes_per_token", "kv_bytes_per_token", "kv_bytes_per_token"),
+    _k("kv_cache_bytes_per_token", NO_EFFECT, why="host KV offload block size"),
+    _k("kv_cache_groups", NO_EFFECT, why="hybrid-attention KV cache groups"),
+    _k("kv_cache_capacity_bytes", NO_EFFECT, why="KV capacity of hybrid-attention cache groups"),
+    _k("native_host_offload.scope", NO_EFFECT, why="host offload sharing scope"),
+    _k("native_host_offload.num_host_blocks", NO_EFFECT, "num_host_blocks",
+       why="host KV offload capacity"),
+    _k("native_host_offload.d2h_bandwidth_gbps", NO_EFFECT, "host_offload_d2h_bandwidth_gbps",
+       why="host KV offload bandwidth"),
+    _k("native_host_offload.h2d_bandwidth_gbps", NO_EFFECT, "host_offload_h2d_bandwidth_gbps",
+       why="host KV onboard bandwidth"),
+    _k("native_host_offload.shared_d2h_bandwidth_gbps", NO_EFFECT,
+       why="host offload bandwidth shared across ranks"),
+    _k("native_host_offload.shared_h2d_bandwidth_gbps", NO_EFFECT,
+       why="host onboard bandwidth shared across ranks"),
+    _k("native_host_offload.latency_to_first_byte_ms", NO_EFFECT,
+       why="host transfer start latency"),
+    _k("native_host_offload.kv_layout_id", NO_EFFECT, why="KV layout identity"),
+    _k("state_cache", NO_EFFECT, why="recurrent-state cache of hybrid models"),
+    _k("prefix_match_unit", NO_EFFECT, why="state-cache prefix match granularity"),
+    _k("g3_offload", NO_EFFECT, why="shared G3 KV offload tier"),
+    _k("kv_transfer_bandwidth"),
+    _k("kv_transfer_timing_mode", NO_EFFECT,
+       why="which prompt tokens a disaggregated handoff transfers"),
+    _k("timing_model"),
+    _k("sglang.schedule_policy", NO_EFFECT, "sglang_schedule_policy", convert=_schedule_policy,
+       why="SGLang waiting-queue order"),
+    _k("sglang.page_size", "block_size", "sglang_page_size"),
+    _k("sglang.max_prefill_tokens", NO_EFFECT, "sglang_max_prefill_tokens",
+       why="SGLang prefill token budget"),
+    _k("sglang.chunked_prefill_size", NO_EFFECT, "sglang_chunked_prefill_size",
+       why="SGLang prefill chunk size"),
+    _k("sglang.clip_max_new_tokens", NO_EFFECT, "sglang_clip_max_new_tokens",
+       why="SGLang admission output reservation"),
+    _k("sglang.schedule_conservativeness", NO_EFFECT, "sglang_schedule_conservativeness",
+       why="SGLang admission conservativeness"),
+    _k("trtllm.capacity_scheduler_policy", NO_EFFECT, "trtllm_capacity_scheduler_policy",
+       why="TensorRT-LLM capacity scheduler"),
+    # Top level of the canonical form.
+    _k("dp_size", "dp_size", "data_parallel_size"),
+    _k("tensor_parallel_size", "tensor_parallel_size", "aic_tp_size", "ais_tp_size"),
+    _k("startup_time"),
+    _k("num_gpu_blocks_is_explicit", NO_EFFECT, why="marks num_gpu_blocks as user-set"),
+    _k("gpu_memory_utilization", NO_EFFECT, why="vLLM KV capacity estimation"),
+    _k("mem_fraction_static", NO_EFFECT, why="SGLang KV capacity estimation"),
+    _k("free_gpu_memory_fraction", NO_EFFECT, why="TensorRT-LLM KV capacity estimation"),
+    _k("cuda_graph_reserved_bytes", NO_EFFECT, why="KV capacity estimation"),
+    _k("dynamo.enable_local_indexer", NO_EFFECT, "enable_local_indexer",
+       why="worker-local KV indexer of a live worker"),
+    _k("dynamo.bootstrap_port", NO_EFFECT, "bootstrap_port", "bootstrap_ports",
+       why="live disaggregated rendezvous port"),
+    _k("dynamo.handoff_session_timeout_ms", NO_EFFECT, "handoff_session_timeout_ms",
+       why="live disaggregated handoff timeout"),
+    _k("dynamo.reasoning", NO_EFFECT, "reasoning", why="reasoning-token output of a live worker"),
+    _k("dynamo.response_replay_trace_path", NO_EFFECT, "response_replay_trace_path",
+       why="output-token replay of a live worker"),
+    _k("dynamo.zmq_kv_events_port", NO_EFFECT, "zmq_kv_events_port", "zmq_kv_events_ports",
+       why="live KV event publishing"),
+    _k("dynamo.zmq_replay_port", NO_EFFECT, "zmq_replay_port", "zmq_replay_ports",
+       why="live KV event replay"),
+    _k("dynamo.router_queue_policy", NO_EFFECT, "router_queue_policy",
+       why="queue policy a live worker advertises (the router's own key is modelled)"),
+    # Only older versions.
+    _k("is_prefill", "is_prefill", "is_prefill_worker"),
+    _k("is_decode", "is_decode", "is_decode_worker"),
+    _k("planner_profile_data"),
+    _k("watermark", NO_EFFECT, why="vLLM KV watermark"),
+    _k("model_name", NO_EFFECT, why="served model name"),
+    _k("model_path", NO_EFFECT, why="tokenizer path"),
+    _k("has_perf_model", NO_EFFECT, why="older marker of a loaded profile"),
+    _k("ais_perf_model", NO_EFFECT, "aic_perf_model",
+       why="AIS timing from the flat ais_* identity; use timing_model"),
+    _k("ais_perf_config", NO_EFFECT, "aic_perf_config",
+       why="canonical AIS estimator identity; use timing_model"),
+    _k("aic_backend", NO_EFFECT, "ais_backend", why="AIS estimator identity"),
+    _k("aic_system", NO_EFFECT, "ais_system", why="AIS estimator identity"),
+    _k("aic_backend_version", NO_EFFECT, "ais_backend_version", why="AIS estimator identity"),
+    _k("aic_model_path", NO_EFFECT, "ais_model_path", why="AIS estimator identity"),
+    _k("aic_moe_tp_size", NO_EFFECT, "ais_moe_tp_size", why="AIS estimator identity"),
+    _k("aic_moe_ep_size", NO_EFFECT, "ais_moe_ep_size", why="AIS estimator identity"),
+    _k("aic_attention_dp_size", NO_EFFECT, "ais_attention_dp_size", why="AIS estimator identity"),
+    _k("aic_gemm_dtype", NO_EFFECT, "ais_gemm_dtype", why="AIS estimator identity"),
+    _k("aic_moe_dtype", NO_EFFECT, "ais_moe_dtype", why="AIS estimator identity"),
+    _k("aic_fmha_dtype", NO_EFFECT, "ais_fmha_dtype", why="AIS estimator identity"),
+    _k("aic_kv_cache_dtype", NO_EFFECT, "ais_kv_cache_dtype", why="AIS estimator identity"),
+    _k("aic_comm_dtype", NO_EFFECT, "ais_comm_dtype", why="AIS estimator identity"),
+    _k("kv_cache_dtype", NO_EFFECT, why="derives kv_bytes_per_token from a model config"),
+    _k("num_g2_blocks", NO_EFFECT, why="KVBM host tier"),
+    _k("num_g3_blocks", NO_EFFECT, why="KVBM disk tier"),
+    _k("enable_g4_storage", NO_EFFECT, why="KVBM object-storage tier"),
+    _k("offload_batch_size", NO_EFFECT, why="KVBM offload batching"),
+    _k("bandwidth_g1_to_g2_gbps", NO_EFFECT, why="KVBM tier bandwidth"),
+    _k("bandwidth_g2_to_g1_gbps", NO_EFFECT, why="KVBM tier bandwidth"),
+    _k("bandwidth_g2_to_g3_gbps", NO_EFFECT, why="KVBM tier bandwidth"),
+    _k("bandwidth_g3_to_g2_gbps", NO_EFFECT, why="KVBM tier bandwidth"),
+    _k("bandwidth_g2_to_g4_gbps", NO_EFFECT, why="KVBM tier bandwidth"),
+    _k("bandwidth_g4_to_g2_gbps", NO_EFFECT, why="KVBM tier bandwidth"),
+    _k("bandwidth_g3_to_g4_gbps", NO_EFFECT, why="KVBM tier bandwidth"),
+    _k("sglang_generate", NO_EFFECT, why="serves SGLang's native /generate endpoint"),
+)
+
+_BY_NAME = {k.name: k for k in KEYS}
+_BY_SPELLING: dict[str, EngineKey] = {}
+for _key in KEYS:
+    for _spelling in (_key.name, *_key.aliases):
+        _BY_SPELLING[_spelling] = _key
+# Nested blocks (``sglang: {...}``): their members are the keys (``sglang.max_prefill_tokens``).
+BLOCKS = frozenset(name.partition(".")[0] for name in _BY_NAME if "." in name)
+
+
+def accepted_spellings() -> tuple[str, ...]:
+    """Every key spelling the loader accepts (a block member dotted: ``sglang.page_size``)."""
+    return tuple(_BY_SPELLING)
+
+
+def key(spelling: str) -> EngineKey:
+    """The accepted key a spelling names (``KeyError`` for an unknown one)."""
+    return _BY_SPELLING[spelling]
+
+
+@dataclass(frozen=True, slots=True)
+class NormalisedEngine:
+    """``fields``: ``EngineArgs`` field values (nested models as mappings); ``no_effect``: the
+    canonical names of the given keys that have no effect here, sorted."""
+
+    fields: dict[str, Any]
+    no_effect: tuple[str, ...]
+
+
+class EngineKeyError(ValueError):
+    """A bad engine key: ``path`` names it as the user wrote it (dotted), ``reason`` says why."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+def normalise(raw: Mapping[str, Any]) -> NormalisedEngine:
+    """Map an engine config in any accepted form to ``EngineArgs`` fields; raises
+    ``EngineKeyError`` for an unknown key, two spellings that disagree or a bad value. Keys beside a wrapped
+    ``engine`` block override it (that is how dotted overrides reach a wrapped file)."""
+    data = dict(raw)
+    fields: dict[str, Any] = {}
+    no_effect: set[str] = set()
+    wrapped = data.pop("engine") if isinstance(data.get("engine"), Mapping) else None
+    if wrapped is not None:
+        _normalise_level(wrapped, "engine.", fields, no_effect)
+    _normalise_level(data, "", fields, no_effect)
+    return NormalisedEngine(fields, tuple(sorted(no_effect)))
+
+
+def _normalise_level(data: Mapping[str, Any], prefix: str, fields: dict[str, Any],
+                     no_effect: set[str]) -> None:
+    """Normalise one level's keys into ``fields`` (overwriting what an outer level set); two
+    spellings of one field at this level must agree."""
+    given: dict[str, str] = {}  # field -> the key of this level that set it
+
+    def put(key: EngineKey, where: str, value: Any) -> None:
+        if key.convert is not None:
+            try:
+                value = key.convert(value)
+            except ValueError as exc:
+                raise EngineKeyError(where, str(exc)) from None
+        if key.field is None:
+            no_effect.add(key.name)
+            return
+        if key.field in given and _get(fields, key.field) != value:
+            raise EngineKeyError(where, f"disagrees with {given[key.field]}")
+        given[key.field] = where
+        _set(fields, key.field, value)
+
+    for spelling, value in data.items():
+        where = prefix + spelling
+        if spelling not in BLOCKS:
+            key = _BY_SPELLING.get(spelling)
+            if key is None:
+                raise EngineKeyError(where, "unknown key")
+            put(key, where, value)
+            continue
+        if value is None:
+            continue
+        if not isinstance(value, Mapping):
+            raise EngineKeyError(where, "expected a mapping")
+        for member, member_value in value.items():
+            member_key = _BY_NAME.get(f"{spelling}.{member}")
+            if member_key is None:
+                raise EngineKeyError(f"{where}.{member}", "unknown key")
+            put(member_key, f"{where}.{member}", member_value)
+
+
+def _get(fields: Mapping[str, Any], dotted: str) -> Any:
+    node: Any = fields
+    for part in dotted.split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return node
+
+
+def _set(fields: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    node = fields
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = value
