@@ -106,7 +106,13 @@ def _replay_with_retune(traces: list[Path], trace_format: str, trace_block_size:
     return run_retune(run, workload=workload, progress=progress)
 
 
-def _print_summary(s: Mapping[str, Any], n_rejected: int, out_dir: Path) -> None:
+def _print_summary(s: Mapping[str, Any], n_rejected: int, out_dir: Path,
+                   sla: Mapping[str, Any]) -> None:
+    """The terminal summary. A latency without samples (no completed request; for ITL, no
+    request with two tokens) is ``n/a``, not the zero the summary records; goodput names the
+    SLA it was scored against and is a share of all requests."""
+    from plansim.schema import sla_text
+
     echo = typer.echo
     echo(f"requests      {s['num_requests']} ({s['completed_requests']} completed, "
          f"{n_rejected} rejected, "
@@ -117,15 +123,20 @@ def _print_summary(s: Mapping[str, Any], n_rejected: int, out_dir: Path) -> None
          f"{s['output_throughput_tok_s']:.1f} output tok/s, "
          f"{s['total_throughput_tok_s']:.1f} total tok/s")
     echo(f"{'latency (ms)':<14}{'p50':>10}{'p90':>10}{'p99':>10}{'mean':>10}")
+    gaps = s["total_output_tokens"] - s["completed_requests"]
     for label, key in (("TTFT", "ttft"), ("ITL", "itl"), ("E2E", "e2e_latency")):
+        sampled = s["completed_requests"] > 0 and (key != "itl" or gaps > 0)
         echo(f"  {label:<12}" + "".join(
-            f"{s[f'{stat}_{key}_ms']:>10.2f}" for stat in ("median", "p90", "p99", "mean")))
+            f"{s[f'{stat}_{key}_ms']:>10.2f}" if sampled else f"{'n/a':>10}"
+            for stat in ("median", "p90", "p99", "mean")))
     if "goodput_completed_requests" in s:
         good = s["goodput_completed_requests"]
-        share = good / s["completed_requests"] if s["completed_requests"] else 0.0
-        echo(f"goodput       {good} requests ({share:.1%}), "
-             f"{s['goodput_request_throughput_rps']:.3f} req/s, "
+        share = good / s["num_requests"] if s["num_requests"] else 0.0
+        echo(f"goodput       {good} of {s['num_requests']} requests ({share:.1%}) met "
+             f"{sla_text(dict(sla))}; {s['goodput_request_throughput_rps']:.3f} req/s, "
              f"{s['goodput_output_throughput_tok_s']:.1f} output tok/s")
+    else:
+        echo("goodput       not scored (no SLA: set sla.ttft_ms, sla.itl_ms or sla.e2e_ms)")
     echo(f"GPU-hours     {s['gpu_hours']:.4f}")
     echo(f"prefix reuse  {s['prefix_cache_reused_ratio']:.1%}")
     echo(f"output        {out_dir}")
@@ -253,7 +264,7 @@ def run(
     write_replay_outputs(out_dir, result, inputs)
 
     n_rejected = int((result.requests["status"] == "rejected").sum())
-    _print_summary(result.summary, n_rejected, out_dir)
+    _print_summary(result.summary, n_rejected, out_dir, deployment.sla.model_dump())
     if not no_report:
         write_reports(out_dir, self_contained=self_contained)
 
