@@ -64,6 +64,25 @@ def format_number(value: float | None, fmt: str = "{:.4g}") -> str:
     return fmt.format(value)
 
 
+def score_legend(cfg: Any, planner_config: Any) -> str:
+    """What a retune score is: the objective, its unit, which way is better and, for the
+    Goodput objectives, the SLA a token must meet to count."""
+    from plansim.retune import scoring
+    from plansim.schema import objective_unit, sla_text
+
+    text = (f"scores: {cfg.objective} in {objective_unit(cfg.objective)} "
+            f"({'higher' if cfg.maximize else 'lower'} is better)")
+    if cfg.objective in scoring.GOODPUT:
+        sla = scoring_sla(cfg, planner_config)
+        text += f"; goodput counts requests that met {sla_text(sla)}"
+    return text
+
+
+def scoring_sla(cfg: Any, planner_config: Any) -> dict[str, Any]:
+    """The SLA retune scores goodput against: ``retune.sla``, else the planner's targets."""
+    return cfg.scoring_sla(planner_config.ttft_ms, planner_config.itl_ms).model_dump()
+
+
 def window_line(event: dict[str, Any]) -> str:
     """One line per window: index, bounds, outcome, current and best score, improvement and
     what changed (or would change, in advisory mode)."""
@@ -96,10 +115,13 @@ def sweep(
     """Replay the trace with retune on: one sweep per window, one line per decision."""
     from plansim.retune.runner import count_windows, load_retune_run, load_run_workload, run_retune
 
+    from plansim.retune.config import planner_retune_config
+
     exit_cleanly_on_sigterm()
     run = load_retune_run(config)
     workload = load_run_workload(run)
     out_dir = out if out is not None else new_out_dir("retune")
+    typer.echo(score_legend(planner_retune_config(run.planner_config), run.planner_config))
     bar = WindowBar(count_windows(run, workload)) if (not quiet and sys.stderr.isatty()) else None
 
     def on_decision(event: dict[str, Any]) -> None:
@@ -147,35 +169,55 @@ def window(
                                        help="Window index k: planner time [kT, (k+1)T).")],
     no_timeout: Annotated[bool, typer.Option(
         "--no-timeout", help="Ignore retune.timeout_seconds.")] = False,
+    out: Annotated[Path | None, typer.Option(
+        help="Output folder (default: a new plansim-out/retune-window-<time>).",
+        show_default=False)] = None,
+    no_report: Annotated[bool, typer.Option("--no-report", help="Skip the HTML report.")] = False,
+    self_contained: Annotated[bool, typer.Option(
+        "--self-contained", help=SELF_CONTAINED_HELP)] = False,
 ) -> None:
     """Score one window's candidates without the outer replay; print them ranked.
 
-    The sweep starts from the startup point with the deployment's starting worker counts.
+    The sweep starts from the startup point with the deployment's starting worker counts. The
+    output folder is that of ``retune windows`` for one window, with its report.
     """
+    from dataclasses import replace
+
+    from plansim.commands.retune_windows import plans_of_run, write_window_outputs
+    from plansim.retune.batch import make_executor, score_windows
     from plansim.retune.config import planner_retune_config
-    from plansim.retune.runner import load_retune_run, load_run_workload, score_window
+    from plansim.retune.runner import load_retune_run
 
     exit_cleanly_on_sigterm()
     run = load_retune_run(config)
-    workload = load_run_workload(run)
-    report = score_window(run, index, workload=workload, use_timeout=not no_timeout)
     cfg = planner_retune_config(run.planner_config)
-    for line in ranked_table(report, cfg, index):
+    out_dir = out if out is not None else new_out_dir("retune-window")
+    plans = plans_of_run(run, first=index, last=index)
+    if no_timeout:
+        plans = [replace(plan, timeout_s=None) for plan in plans]
+    executor = make_executor("spawn", cfg.max_parallel)
+    try:
+        results = score_windows(plans, executor)
+    finally:
+        executor.close()
+    typer.echo(score_legend(cfg, run.planner_config))
+    for line in ranked_table(results[0].report, cfg, index):
         typer.echo(line)
+    write_window_outputs(out_dir, run, cfg, plans, results, command="plansim retune window",
+                         config=config, extra={"no_timeout": no_timeout})
+    typer.echo(f"output        {out_dir}")
+    if not no_report:
+        write_reports(out_dir, self_contained=self_contained)
 
 
 def ranked_table(report: Any, cfg: Any, index: int) -> list[str]:
-    """The window's candidates, best first (failed ones last), with the decision below."""
+    """The window's candidates, best first (failed ones last), with the decision below (the
+    scores' unit is ``score_legend``'s, printed once above the tables)."""
     from plansim.retune.batch import candidate_order
 
     maximize = cfg.maximize
     lines = [f"window {index}: {report.window_requests} requests, {report.replays} replays, "
-             f"objective {cfg.objective} ({'higher' if maximize else 'lower'} is better), "
              f"sweep {report.wall_s:.1f} s"]
-    if report.reader_counts:
-        counts = ", ".join(f"{k}={v}" for k, v in sorted(report.reader_counts.items()) if v)
-        if counts:
-            lines.append(f"reader: {counts}")
     if report.presweep is not None:
         for i, (cand, loss, err) in enumerate(zip(report.presweep.candidates,
                                                   report.presweep.losses, report.presweep.errors)):

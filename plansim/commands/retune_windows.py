@@ -4,13 +4,15 @@
 [--ray-address A] [--out DIR]`` sweeps windows K..K2 (default: every window of the trace) from
 the startup point, prints each window's ranked table (in window order) and an overall summary,
 and writes ``windows/<k>.json`` (the window's record and ranked table), ``windows.parquet`` (one
-row per window and candidate), ``summary.json`` and ``inputs.json`` into the output folder.
+row per window and candidate), ``summary.json``, ``inputs.json`` and the report
+``retune_windows_report.html`` into the output folder.
 
 Printing lives here; the work is in ``plansim.retune.batch``.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 from enum import Enum
 from pathlib import Path
@@ -18,8 +20,11 @@ from typing import Annotated, Any
 
 import typer
 
-from plansim.commands.output import new_out_dir
+from plansim.commands.output import new_out_dir, write_reports
+from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.errors import InputError
+
+log = logging.getLogger("plansim.retune")
 
 
 class Backend(str, Enum):
@@ -75,6 +80,9 @@ def windows(
         show_default=False)] = None,
     top: Annotated[int, typer.Option(
         min=0, help="Candidates printed per window, best first (0: all; the files have all).")] = 5,
+    no_report: Annotated[bool, typer.Option("--no-report", help="Skip the HTML report.")] = False,
+    self_contained: Annotated[bool, typer.Option(
+        "--self-contained", help=SELF_CONTAINED_HELP)] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Score the candidates of many windows at once; print them ranked per window.
@@ -82,9 +90,8 @@ def windows(
     Every (window, candidate) replay is an independent task; a summary over the windows follows
     the tables.
     """
-    from plansim.commands.retune import WindowBar, ranked_table
-    from plansim.io import atomic_write_json, write_parquet_atomic
-    from plansim.retune.batch import make_executor, score_windows, summarize, window_record
+    from plansim.commands.retune import WindowBar, ranked_table, score_legend
+    from plansim.retune.batch import make_executor, score_windows
     from plansim.retune.config import planner_retune_config
 
     if ray_address is not None and backend is not Backend.ray:
@@ -99,6 +106,7 @@ def windows(
     bar = None
     try:
         plans = plans_of_run(run, first=first, last=last)
+        typer.echo(score_legend(cfg, run.planner_config))
         bar = WindowBar(len(plans)) if (not quiet and sys.stderr.isatty()) else None
         printer = _InOrder([plan.window.index for plan in plans], bar, cfg, top, ranked_table)
         results = score_windows(plans, executor, on_window=printer.add)
@@ -107,30 +115,67 @@ def windows(
         if bar is not None:
             bar.close()
 
-    summary = summarize(results)
+    summary = write_window_outputs(
+        out_dir, run, cfg, plans, results, command="plansim retune windows", config=config,
+        extra={"backend": backend.value, "ray_address": ray_address,
+               "max_parallel": executor.max_parallel},
+    )
     for line in summary_lines(summary):
         typer.echo(line)
+    typer.echo(f"output        {out_dir}")
+    if not no_report:
+        write_reports(out_dir, self_contained=self_contained)
+
+
+def write_window_outputs(
+    out_dir: Path,
+    run: Any,
+    cfg: Any,
+    plans: list[Any],
+    results: list[Any],
+    *,
+    command: str,
+    config: Path,
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    """The folder of scored windows: ``windows/<k>.json``, ``windows.parquet``,
+    ``summary.json`` (with the reader's counts summed over the windows, also logged at INFO)
+    and ``inputs.json`` (with ``extra``). Returns the summary."""
+    from plansim.commands.retune import scoring_sla
+    from plansim.io import atomic_write_json, write_parquet_atomic
+    from plansim.retune.batch import summarize, window_record
+    from plansim.schema import INPUTS_JSON, SUMMARY_JSON, WINDOW_RECORDS_DIR, WINDOWS_TABLE
+
+    summary = summarize(results)
     records = [window_record(result) for result in results]
+    reader: dict[str, int] = {}
     for record in records:
-        atomic_write_json(out_dir / "windows" / f"{record['window']}.json", record)
-    write_parquet_atomic(out_dir / "windows.parquet", candidates_frame(records))
-    atomic_write_json(out_dir / "summary.json", summary)
-    atomic_write_json(out_dir / "inputs.json", {
-        "command": "plansim retune windows",
+        for key, n in record["reader_counts"].items():
+            reader[key] = reader.get(key, 0) + int(n)
+    summary["reader_counts"] = reader
+    if any(reader.values()):
+        counts = ", ".join(f"{k.replace('_', ' ')} {n:,}" for k, n in reader.items() if n)
+        log.info("reader over %d window(s): %s", len(records), counts)
+    for record in records:
+        atomic_write_json(out_dir / WINDOW_RECORDS_DIR / f"{record['window']}.json", record)
+    write_parquet_atomic(out_dir / WINDOWS_TABLE, candidates_frame(records))
+    atomic_write_json(out_dir / SUMMARY_JSON, summary)
+    atomic_write_json(out_dir / INPUTS_JSON, {
+        "command": command,
         "config": str(config),
         "traces": list(run.trace_paths),
         "requests": sum(record["window_requests"] for record in records),
         "windows": [plans[0].window.index, plans[-1].window.index] if plans else [],
-        "backend": backend.value,
-        "ray_address": ray_address,
-        "max_parallel": executor.max_parallel,
+        **extra,
         "deployment": run.deployment.model_dump(mode="json"),
         "planner": run.planner_raw,
         "sla": run.deployment.sla.model_dump(mode="json"),
         "objective": cfg.objective,
+        "scoring_sla": scoring_sla(cfg, run.planner_config),
+        "min_improvement_percentage": cfg.min_improvement_percentage,
         "seed": cfg.seed,
     })
-    typer.echo(f"output        {out_dir}")
+    return summary
 
 
 class _InOrder:

@@ -5,7 +5,8 @@
   ``report_interval_hours`` in the planner inputs, also one ``planner_reports/planner_report_NNN``
   pair per period;
 - ``retune_report.html``: ``retune_events.json``;
-- ``predictor_report.html``: ``predictions.parquet``.
+- ``predictor_report.html``: ``predictions.parquet``;
+- ``retune_windows_report.html``: ``windows.parquet`` or ``windows/<k>.json`` records.
 
 plotly.js is written once, as ``plotly.min.js`` at the top of the folder, and every report
 loads it from there (reports keep working when the folder is copied whole); with
@@ -30,6 +31,7 @@ from plansim.reports.planner import write_planner_report, write_planner_reports
 from plansim.reports.predictor import ranking_rows, render_predictor
 from plansim.reports.replay import render_replay
 from plansim.reports.retune import render_retune
+from plansim.reports.windows import render_windows
 from plansim.reports.assets import plotly_src, write_plotly_js
 from plansim.reports.tables import find_sla, find_value, finite_number, planner_targets
 from plansim.schema import (
@@ -42,6 +44,8 @@ from plansim.schema import (
     SUMMARY_JSON,
     TICKS_TABLE,
     TIMESERIES_TABLE,
+    WINDOW_RECORDS_DIR,
+    WINDOWS_TABLE,
     WORKERS_TABLE,
 )
 
@@ -51,6 +55,7 @@ RENDERABLE = (
     TICKS_TABLE,
     RETUNE_EVENTS_JSON,
     PREDICTIONS_TABLE,
+    WINDOWS_TABLE,
 )
 
 
@@ -81,7 +86,9 @@ def render_dir(out_dir: str | Path, *, self_contained: bool = False) -> list[Pat
     folder = Path(out_dir)
     if not folder.is_dir():
         raise InputError("not a folder", source=str(folder))
-    if not any((folder / name).is_file() for name in RENDERABLE):
+    if not any((folder / name).is_file() for name in RENDERABLE) and not _has_window_records(
+        folder / WINDOW_RECORDS_DIR
+    ):
         raise InputError(
             "nothing to render: no " + ", ".join(RENDERABLE[:-1]) + " or " + RENDERABLE[-1],
             source=str(folder),
@@ -103,6 +110,7 @@ def render_dir(out_dir: str | Path, *, self_contained: bool = False) -> list[Pat
     ticks = _read_parquet(folder / TICKS_TABLE)
     events = _read_events(folder / RETUNE_EVENTS_JSON)
     predictions = _read_parquet(folder / PREDICTIONS_TABLE)
+    window_records = _read_window_records(folder / WINDOW_RECORDS_DIR)
     written: list[Path] = []
     if not self_contained:
         written.append(write_plotly_js(folder))
@@ -172,7 +180,33 @@ def render_dir(out_dir: str | Path, *, self_contained: bool = False) -> list[Pat
             plotly_src=src(folder / "predictor_report.html"),
         )
         written.append(atomic_write_text(folder / "predictor_report.html", html))
+
+    if window_records is not None:
+        html = render_windows(
+            window_records,
+            summary if isinstance(summary, Mapping) else {},
+            inputs,
+            plotly_src=src(folder / "retune_windows_report.html"),
+        )
+        written.append(atomic_write_text(folder / "retune_windows_report.html", html))
     return written
+
+
+def _has_window_records(folder: Path) -> bool:
+    return folder.is_dir() and any(folder.glob("*.json"))
+
+
+def _read_window_records(folder: Path) -> list[Mapping[str, Any]] | None:
+    """The ``windows/<k>.json`` records of a retune windows run, by window; None without."""
+    if not _has_window_records(folder):
+        return None
+    records = []
+    for path in sorted(folder.glob("*.json")):
+        record = _read_json(path)
+        if not isinstance(record, Mapping) or "window" not in record:
+            raise InputError("expected a window record (a dict with a window)", source=str(path))
+        records.append(record)
+    return records
 
 
 def _read_events(path: Path) -> list[Mapping[str, Any]] | None:

@@ -49,6 +49,7 @@ border-top:4px solid #9aa3b5;border-radius:8px;padding:10px 14px}
 .card .label{font-size:.78rem;color:#4a5366;font-weight:600;text-transform:uppercase;
 letter-spacing:.03em}
 .card .value{font-size:1.55rem;font-weight:650;margin:2px 0;font-variant-numeric:tabular-nums}
+.card .value.long{font-size:1.05rem;overflow-wrap:anywhere}
 .card .detail{font-size:.8rem;color:#4a5366}
 .tablewrap{max-height:520px;overflow:auto;max-width:100%}
 table{border-collapse:collapse;font-size:.85rem;margin:6px 0}
@@ -159,10 +160,11 @@ class Page:
             detail = (
                 f'<div class="detail">{html.escape(card.detail)}</div>' if card.detail else ""
             )
+            size = " long" if len(card.value) > 16 else ""
             parts.append(
                 f'<div class="card {card.tone}" data-card="{html.escape(card.name)}">'
                 f'<div class="label">{html.escape(card.label)}</div>'
-                f'<div class="value">{html.escape(card.value)}</div>{detail}</div>'
+                f'<div class="value{size}">{html.escape(card.value)}</div>{detail}</div>'
             )
         extra = f'<p class="muted">{html.escape(note)}</p>' if note else ""
         self._blocks.append(

@@ -346,3 +346,77 @@ def write_predict_folder(
 ) -> None:
     atomic_write_json(folder / "summary.json", predictor_summary(predictors))
     write_parquet_atomic(folder / "predictions.parquet", predictions_table(predictors=predictors))
+
+
+def window_records(n: int = 3) -> list[dict[str, Any]]:
+    """``retune windows`` records: candidates a (current), b and c; b wins windows 0 and 2 by
+    10%, a wins window 1 (b scores 5% below it); c is always 20% below."""
+    records = []
+    for k in range(n):
+        current = 100.0 + 10.0 * k
+        b = current * (1.10 if k % 2 == 0 else 0.95)
+        rows = [("a", True, current), ("b", False, b), ("c", False, current * 0.8)]
+        rows.sort(key=lambda r: (-r[2], not r[1]))
+        records.append(
+            {
+                "window": k,
+                "window_start_s": 900.0 * k,
+                "window_end_s": 900.0 * (k + 1),
+                "objective": "GoodputPerGPU",
+                "outcome": "apply" if k % 2 == 0 else "no_improvement",
+                "reason": None,
+                "reader_counts": {"requests": 100, "censored": 0},
+                "window_requests": 100,
+                "current_score": current,
+                "best_score": max(current, b),
+                "improvement_percentage": (max(current, b) / current - 1) * 100,
+                "ranked": [
+                    {
+                        "rank": rank,
+                        "label": label,
+                        "point": {"router": {"w": label}},
+                        "is_current": is_current,
+                        "status": "ok",
+                        "score": score,
+                        "vs_current_pct": (score / current - 1) * 100,
+                        "error": None,
+                    }
+                    for rank, (label, is_current, score) in enumerate(rows, start=1)
+                ],
+            }
+        )
+    return records
+
+
+def write_windows_folder(folder: Path, n: int = 3, label: str = "b") -> None:
+    from plansim.io import atomic_write_json
+
+    records = window_records(n)
+    for record in records:
+        for row in record["ranked"]:
+            if row["label"] == "b":
+                row["label"] = label
+        atomic_write_json(folder / "windows" / f"{record['window']}.json", record)
+    wins = {"a": n // 2, label: n - n // 2, "c": 0}
+    atomic_write_json(
+        folder / "summary.json",
+        {
+            "windows": n,
+            "ranked_windows": n,
+            "objective": "GoodputPerGPU",
+            "outcomes": {"apply": n - n // 2, "no_improvement": n // 2},
+            "candidates": [
+                {"label": name, "is_current": name == "a", "wins": wins[name], "failed": 0,
+                 "win_share": wins[name] / n,
+                 "score": {"n": n, "mean": 100.0, "min": 80.0, "p25": 90.0, "median": 100.0,
+                           "p75": 110.0, "max": 130.0}}
+                for name in ("a", label, "c")
+            ],
+            "reader_counts": {"requests": 100 * n, "censored": 0},
+        },
+    )
+    atomic_write_json(
+        folder / "inputs.json",
+        {"command": "plansim retune windows", "windows": [0, n - 1],
+         "scoring_sla": {"ttft_ms": 500.0, "itl_ms": 20.0, "e2e_ms": None}},
+    )

@@ -91,7 +91,9 @@ def test_both_rankings_are_offered_and_their_disagreement_explained():
     html = render_predictor(
         syn.predictions_table(), ranking_rows(syn.predictor_summary()), interval_s=60.0
     )
-    cards = dict(re.findall(r'data-card="(\w+)"><div class="label">.*?<div class="value">(.*?)<', html))
+    cards = dict(
+        re.findall(r'data-card="(\w+)"><div class="label">.*?<div class="value[^"]*">(.*?)<', html)
+    )
     assert cards["best_loss"] == "constant"
     assert cards["best_mape"] == "kalman"
     assert cards["ranking"] == "constant: MAPE 8.0%"

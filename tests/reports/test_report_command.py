@@ -37,3 +37,12 @@ def test_nothing_to_render_is_one_line_and_status_2(tmp_path):
     assert done.stderr.count("\n") == 1
     assert done.stderr.startswith(f"plansim: {tmp_path}: nothing to render")
     assert "Traceback" not in done.stderr
+
+
+def test_report_rerenders_a_retune_windows_folder(tmp_path):
+    from reports_synthetic import write_windows_folder
+
+    write_windows_folder(tmp_path)
+    done = _plansim("report", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["report", str(tmp_path / "retune_windows_report.html")]

@@ -57,3 +57,9 @@ def test_windows_prints_tables_in_order_and_writes_the_folder(run_file, tmp_path
     assert sum(c["wins"] for c in summary["candidates"]) == summary["ranked_windows"]
     inputs = json.loads((out / "inputs.json").read_text())
     assert inputs["command"] == "plansim retune windows" and inputs["windows"] == [1, 2]
+    assert inputs["scoring_sla"]["itl_ms"] == 50  # the planner's default target: none set
+    assert summary["reader_counts"]["requests"] == sum(
+        json.loads((out / "windows" / f"{k}.json").read_text())["window_requests"] for k in (1, 2)
+    )
+    assert "reader:" not in stdout
+    assert (out / "retune_windows_report.html").is_file()

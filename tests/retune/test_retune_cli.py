@@ -104,13 +104,23 @@ def test_sweep_prints_one_line_per_window_and_writes_the_decisions(tmp_path, pri
 @pytest.mark.slow
 def test_window_prints_the_ranked_candidates(tmp_path, private_tmp, run_cli):
     run = make_run(tmp_path)
-    code, stdout, err = run_cli("retune", "window", str(run), "--window", "1")
+    out = tmp_path / "out"
+    code, stdout, err = run_cli("retune", "window", str(run), "--window", "1", "--out", str(out))
     assert code == 0, err
     rows = [line for line in stdout.splitlines() if line.strip()[:1].isdigit()]
     assert len(rows) == 3  # current (1.0), then 0.0 and 4.0
     assert sum("(current)" in row for row in rows) == 1
     assert "decision:" in stdout
+    assert "reader:" not in stdout  # the reader's counts are in summary.json and the log
+    assert stdout.startswith("scores: GoodputPerGPU in SLA-good output tok/s per GPU")
     assert list(private_tmp.iterdir()) == []
+    # the folder of `retune windows` for one window, with its report
+    assert sorted(p.name for p in (out / "windows").iterdir()) == ["1.json"]
+    for name in ("windows.parquet", "summary.json", "inputs.json", "retune_windows_report.html",
+                 "plotly.min.js"):
+        assert (out / name).is_file(), name
+    inputs = json.loads((out / "inputs.json").read_text())
+    assert inputs["command"] == "plansim retune window" and inputs["windows"] == [1, 1]
 
 
 def test_a_bad_retune_field_is_one_line_naming_it(tmp_path, run_cli):
@@ -124,7 +134,8 @@ def test_a_bad_retune_field_is_one_line_naming_it(tmp_path, run_cli):
 def test_an_unsearchable_router_knob_is_rejected(tmp_path, run_cli):
     run = make_run(tmp_path)
     run.write_text(run.read_text().replace("overlap_score_weight: {choices", "host_cache_hit_weight: {choices"))
-    code, _, err = run_cli("retune", "window", str(run), "--window", "0")
+    code, _, err = run_cli("retune", "window", str(run), "--window", "0",
+                           "--out", str(tmp_path / "o"))
     assert code == 2 and "retune.router.host_cache_hit_weight" in err
 
 
@@ -133,14 +144,16 @@ def test_a_trace_that_is_not_a_dynamo_request_trace_is_rejected(tmp_path, run_cl
     (tmp_path / "trace.jsonl").write_text(
         '{"timestamp": 0, "input_length": 100, "output_length": 10, "hash_ids": [1]}\n')
     run.write_text(run.read_text().replace("trace.jsonl.gz", "trace.jsonl"))
-    code, _, err = run_cli("retune", "window", str(run), "--window", "0")
+    code, _, err = run_cli("retune", "window", str(run), "--window", "0",
+                           "--out", str(tmp_path / "o"))
     assert code == 2 and "trace.jsonl" in err and "Dynamo request traces" in err
 
 
 @pytest.mark.slow
-def test_the_example_run_file_scores_a_window_of_the_bundled_sample(run_cli):
+def test_the_example_run_file_scores_a_window_of_the_bundled_sample(tmp_path, run_cli):
     example = Path(__file__).parents[2] / "examples" / "retune.yaml"
-    code, stdout, err = run_cli("retune", "window", str(example), "--window", "0")
+    code, stdout, err = run_cli("retune", "window", str(example), "--window", "0",
+                                "--out", str(tmp_path / "out"), "--no-report")
     assert code == 0, err
     rows = [line for line in stdout.splitlines() if line.strip()[:1].isdigit()]
     assert len(rows) == 8  # 4 weights x 2 temperatures; the startup point is one of them
