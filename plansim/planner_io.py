@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 import orjson
-import yaml
 
+from plansim.configfile import read_config
 from plansim.errors import ConfigError
 from plansim.planner_core.config import PlannerConfig, parse_planner_config
 from plansim.planner_core.observations import ForwardPassMetrics, TrafficObservation
@@ -28,49 +28,13 @@ def read_planner_config(path: str | Path) -> PlannerConfig:
 
 
 def read_planner_mapping(path: str | Path) -> dict[str, Any]:
-    """The raw planner mapping in a ``.json``/``.yaml``/``.yml`` file (other suffixes: JSON
-    first, then YAML). A file with a ``planner:`` mapping (e.g. a whole deployment file) gives
-    that block. Raises ``ConfigError`` naming the file (and line, for a syntax error)."""
-    source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read planner config: {exc.strerror}", source=source) from None
-    raw = parse_config_text(text, source, Path(path).suffix.lower())
-    if not isinstance(raw, dict):
-        raise ConfigError("expected a mapping at the top level", source=source)
+    """The raw planner mapping in a YAML/JSON file (``plansim.configfile.read_config``). A file
+    with a ``planner:`` mapping (e.g. a whole deployment file) gives that block. Raises
+    ``ConfigError`` naming the file (and line, for a syntax error)."""
+    raw = read_config(path, what="planner config")
     if isinstance(raw.get("planner"), dict):
         return raw["planner"]
     return raw
-
-
-def parse_config_text(text: str, source: str, suffix: str = "") -> Any:
-    """The data in config ``text``: JSON for ``suffix`` ``.json``, YAML for ``.yaml``/``.yml``,
-    otherwise JSON if it parses, else YAML. Syntax errors raise ``ConfigError`` for ``source``."""
-    if suffix == ".json":
-        return _json(text, source)
-    if suffix in (".yaml", ".yml"):
-        return _yaml(text, source)
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return _yaml(text, source)
-
-
-def _json(text: str, source: str) -> Any:
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise ConfigError(f"invalid JSON: {exc}", source=source, line=getattr(exc, "lineno", None)) from None
-
-
-def _yaml(text: str, source: str) -> Any:
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        raise ConfigError(f"invalid YAML: {getattr(exc, 'problem', exc)}", source=source, line=line) from None
 
 
 def read_profile_fpms(profile_results_dir: str | Path) -> dict[str, tuple[ForwardPassMetrics, ...]]:

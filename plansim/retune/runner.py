@@ -26,7 +26,7 @@ from typing import Any
 
 from plansim.errors import ConfigError
 from plansim.planner_core.observations import WorkerCounts
-from plansim.planner_io import parse_config_text
+from plansim.configfile import read_config
 from plansim.retune.config import planner_retune_config
 from plansim.retune.controller import RetuneController, RetuneInputs
 from plansim.retune.executor import Executor
@@ -54,7 +54,7 @@ def load_retune_run(path: str | Path) -> RetuneRun:
     from plansim.sim.deployment import build_deployment, load_deployment
 
     source = Path(path)
-    raw = _read_mapping(source, what="retune run file")
+    raw = read_config(source, what="retune run file")
     unknown = sorted(set(raw) - RUN_KEYS)
     if unknown:
         raise ConfigError(f"unknown key (known: {', '.join(sorted(RUN_KEYS))})",
@@ -80,7 +80,7 @@ def load_retune_run(path: str | Path) -> RetuneRun:
     planner_source = str(source)
     if isinstance(planner_raw, str):
         planner_path = _resolve(base, planner_raw)
-        planner_raw, planner_source = _read_mapping(planner_path, what="planner config"), str(planner_path)
+        planner_raw, planner_source = read_config(planner_path, what="planner config"), str(planner_path)
     if not isinstance(planner_raw, Mapping):
         raise ConfigError("a planner config with a retune block is required",
                           source=str(source), field="planner")
@@ -220,14 +220,3 @@ def count_windows(run: RetuneRun, workload: Any) -> int:
 def _resolve(base: Path, value: str) -> Path:
     path = Path(value).expanduser()
     return path if path.is_absolute() else base / path
-
-
-def _read_mapping(path: Path, *, what: str) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read {what}: {exc.strerror}", source=str(path)) from None
-    data = parse_config_text(text, str(path), path.suffix.lower())
-    if not isinstance(data, dict):
-        raise ConfigError(f"a {what} must be a mapping", source=str(path))
-    return data

@@ -1,0 +1,127 @@
+"""Reading config files: the one reader of every YAML or JSON file a user hands plansim
+(deployments, engine args, planner configs, retune run files).
+
+``read_config(path, what)`` returns the top-level mapping. Every problem is a ``ConfigError``
+naming the file (and the line where one is known): unreadable file, bytes that are not UTF-8, a
+syntax error, a key given twice in one mapping (YAML and JSON parsers would silently keep the
+last one), a top level that is not a mapping. A UTF-8 byte-order mark is accepted.
+
+Values are not checked here: the pydantic models behind each file do that (``plansim.validation``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from plansim.errors import ConfigError
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def read_config(path: str | Path, *, what: str = "config file") -> dict[str, Any]:
+    """The mapping in the YAML/JSON file ``path`` (an empty file is ``{}``); see the module
+    docstring. ``what`` names the file's role in the "cannot read" message."""
+    source = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what}: {exc.strerror}", source=source) from None
+    parsed = parse_config_bytes(data, source, Path(path).suffix.lower())
+    if parsed is None:
+        return {}
+    if not isinstance(parsed, dict):
+        raise ConfigError(f"a {what} must be a mapping at the top level, not a "
+                          f"{_kind(parsed)}", source=source)
+    return parsed
+
+
+def parse_config_bytes(data: bytes, source: str, suffix: str = "") -> Any:
+    """The data in a config file's bytes: JSON for ``suffix`` ``.json``, YAML for ``.yaml`` and
+    ``.yml``, otherwise JSON if it parses, else YAML."""
+    text = _decode(data, source)
+    if suffix == ".json":
+        return _json(text, source)
+    if suffix in (".yaml", ".yml"):
+        return _yaml(text, source)
+    try:
+        return json.loads(text, object_pairs_hook=_unique_pairs(source))
+    except json.JSONDecodeError:
+        return _yaml(text, source)
+
+
+def _decode(data: bytes, source: str) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ConfigError(f"not UTF-8 text: byte 0x{data[exc.start]:02x} at column {column}",
+                          source=source, line=line) from None
+
+
+def _json(text: str, source: str) -> Any:
+    try:
+        return json.loads(text, object_pairs_hook=_unique_pairs(source))
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"invalid JSON: {exc.msg} at column {exc.colno}", source=source,
+                          line=exc.lineno) from None
+
+
+def _unique_pairs(source: str):
+    def build(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise ConfigError("given twice in one object", source=source, field=key)
+            out[key] = value
+        return out
+
+    return build
+
+
+def _yaml(text: str, source: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"invalid YAML: {problem}", source=source, line=line) from None
+    except _DuplicateKey as exc:
+        raise ConfigError(f"given twice in one mapping (first on line {exc.first_line})",
+                          source=source, line=exc.line, field=str(exc.key)) from None
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: Any, line: int, first_line: int) -> None:
+        super().__init__(key)
+        self.key, self.line, self.first_line = key, line, first_line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key given twice in one mapping is an error (merge
+    keys, ``<<: *anchor``, may still be overridden: that is what they are for)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == _MERGE_TAG:
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                if key in seen:
+                    raise _DuplicateKey(key, line, seen[key])
+                seen[key] = line
+            except TypeError:  # an unhashable key: the base loader reports it
+                continue
+        return super().construct_mapping(node, deep=deep)
+
+
+def _kind(value: Any) -> str:
+    return {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(
+        type(value), type(value).__name__)
