@@ -27,8 +27,9 @@ def _group() -> None:
     """Replay request traces against a simulated deployment."""
 
 
-def _overrides(**flags: Any) -> dict[str, Any]:
-    """CLI flags as dotted deployment keys; flags not given are left to the config file."""
+def _overrides(**flags: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """CLI flags as dotted deployment keys (flags not given are left to the config file), and
+    each key's option name, so that an error names the option."""
     dotted = {
         "mode": "mode",
         "num_workers": "num_workers",
@@ -48,11 +49,10 @@ def _overrides(**flags: Any) -> dict[str, Any]:
     }
     out: dict[str, Any] = {}
     for name, value in flags.items():
-        if value is None:
-            continue
-        # Engine-args files given on the command line are relative to the working directory.
-        out[dotted[name]] = str(value.resolve()) if isinstance(value, Path) else value
-    return out
+        if value is not None:
+            # Engine-args files given on the command line are relative to the working directory.
+            out[dotted[name]] = str(value.resolve()) if isinstance(value, Path) else value
+    return out, {key: "--" + name.replace("_", "-") for name, key in dotted.items()}
 
 
 class ProgressBar:
@@ -210,7 +210,7 @@ def run(
     """Replay TRACE... against the deployment and write summary, tables and report."""
     from plansim.sim.deployment import load_deployment
 
-    overrides = _overrides(
+    overrides, flags = _overrides(
         mode=mode, num_workers=num_workers, num_prefill_workers=num_prefill_workers,
         num_decode_workers=num_decode_workers, router_mode=router_mode,
         overlap_score_weight=overlap_score_weight, router_temperature=router_temperature,
@@ -219,7 +219,7 @@ def run(
         extra_engine_args=extra_engine_args, prefill_engine_args=prefill_engine_args,
         decode_engine_args=decode_engine_args)
     # Validate everything (deployment, planner) before reading possibly large traces.
-    deployment = load_deployment(config, overrides)
+    deployment = load_deployment(config, overrides, flags=flags)
     planner_raw: Mapping[str, Any] | None = None
     planner_source = ""
     if planner_config is not None:

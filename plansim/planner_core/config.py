@@ -21,9 +21,11 @@ import logging
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from plansim.errors import ConfigError
+from plansim.limits import MAX_SPAN_S
+from plansim.validation import StrictModel, config_error
 
 log = logging.getLogger("plansim.planner")
 
@@ -88,39 +90,42 @@ DEFAULT_ITL_MS = 50.0
 _TRUE_STRINGS = {"1", "true", "yes", "on"}
 
 
-class PluginSpec(BaseModel):
+class PluginSpec(StrictModel):
     """A user plugin: ``import_path`` names a class or object as ``"package.module:attr"``;
     a class is instantiated with ``params`` as keyword arguments."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(frozen=False)
 
     import_path: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
     params: dict[str, Any] = Field(default_factory=dict)
 
 
-class SchedulingConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class SchedulingConfig(StrictModel):
+    model_config = ConfigDict(frozen=False)
 
-    scale_interval_seconds: float = Field(5.0, gt=0)
+    scale_interval_seconds: float = Field(5.0, gt=0, le=MAX_SPAN_S)
     # Live-only pipeline deadline and gRPC plugin transport: accepted, ignored offline.
     tick_max_duration_seconds: float = Field(30.0, gt=0)
     external_plugins: list[Any] = Field(default_factory=list)
     gateway: Any = None
 
 
-class PlannerConfig(BaseModel):
-    """Planner settings. Times in seconds unless the name says ``_ms``."""
+class PlannerConfig(StrictModel):
+    """Planner settings. Times in seconds unless the name says ``_ms``; intervals at most
+    ``limits.MAX_SPAN_S`` (no trace is longer)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=False)
+    model_config = ConfigDict(frozen=False, populate_by_name=True, validate_assignment=False)
 
     mode: Literal["disagg", "prefill", "decode", "agg"] = "disagg"
     optimization_target: Literal["throughput", "latency", "load", "sla"] = "throughput"
     enable_throughput_scaling: bool = True
     enable_load_scaling: bool = False
     throughput_adjustment_interval_seconds: float = Field(
-        180.0, gt=0, alias="throughput_adjustment_interval"
+        180.0, gt=0, le=MAX_SPAN_S, alias="throughput_adjustment_interval"
     )
-    load_adjustment_interval_seconds: float = Field(5.0, gt=0, alias="load_adjustment_interval")
+    load_adjustment_interval_seconds: float = Field(
+        5.0, gt=0, le=MAX_SPAN_S, alias="load_adjustment_interval"
+    )
     scheduling: SchedulingConfig = Field(default_factory=SchedulingConfig)
 
     ttft_ms: float = Field(DEFAULT_TTFT_MS, alias="ttft")
@@ -194,8 +199,8 @@ class PlannerConfig(BaseModel):
             intervals.append(_raw_field(raw, "throughput_adjustment_interval_seconds", 180.0))
         try:
             interval_s = gcd_seconds(float(x) for x in intervals)
-        except (TypeError, ValueError):
-            return raw  # a non-numeric interval: the field validator reports it
+        except (TypeError, ValueError, OverflowError):
+            return raw  # a non-numeric or absurd interval: the field validator reports it
         if interval_s <= 0:
             return raw
         out = dict(raw)
@@ -420,15 +425,4 @@ def _truthy(value: Any) -> bool:
 
 
 def _config_error(exc: ValidationError, source: str | None) -> ConfigError:
-    err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err.get("loc", ()) if p != "__root__")
-    msg = err.get("msg", "invalid value")
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, ") :]
-    field, sep, rest = msg.partition(": ")
-    if sep and " " not in field and (field in PlannerConfig.model_fields or "." in field):
-        return ConfigError(rest, source=source, field=field)
-    if loc:
-        loc = {v: k for k, v in ALIASES.items()}.get(loc, loc)
-        return ConfigError(f"{msg} (got {err.get('input')!r})", source=source, field=loc)
-    return ConfigError(msg, source=source)
+    return config_error(exc, source=source, aliases={v: k for k, v in ALIASES.items()})

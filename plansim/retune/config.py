@@ -15,11 +15,13 @@ import os
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from plansim.errors import ConfigError
+from plansim.limits import MAX_SEED
 from plansim.retune import domains, scoring
 from plansim.schema import DEFAULT_MIN_IMPROVEMENT_PERCENTAGE
+from plansim.validation import StrictModel, config_error
 
 Objective = Literal[
     "GoodputPerGPU", "Goodput", "Throughput", "ThroughputPerGPU", "ThroughputPerUser", "TTFT",
@@ -31,10 +33,8 @@ Objective = Literal[
 UNSEARCHABLE_ROUTER_KNOBS = ("host_cache_hit_weight", "disk_cache_hit_weight")
 
 
-class RetuneSla(BaseModel):
+class RetuneSla(StrictModel):
     """The scoring SLA of the Goodput objectives, per request, in milliseconds."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     ttft_ms: float | None = Field(default=None, gt=0)
     itl_ms: float | None = Field(default=None, gt=0)
@@ -49,10 +49,8 @@ class RetuneSla(BaseModel):
         return self
 
 
-class RetuneConfig(BaseModel):
+class RetuneConfig(StrictModel):
     """The ``retune:`` block; see the module docstring for defaults."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     interval_seconds: float = Field(default=900.0, gt=0)
     grace_seconds: float = Field(default=60.0, ge=0)
@@ -64,7 +62,7 @@ class RetuneConfig(BaseModel):
     timeout_seconds: float | None = Field(default=None, gt=0)
     decision_latency_seconds: float | Literal["measured"] = 0.0
     advisory: bool = False
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     router: dict[str, Any] = Field(default_factory=dict)
     planner: dict[str, Any] = Field(default_factory=dict)
 
@@ -147,7 +145,7 @@ def load_retune_config(data: Any, *, source: str | None = None, prefix: str = "r
     try:
         config = RetuneConfig.model_validate(dict(data))
     except ValidationError as exc:
-        raise config_error_from(exc, source=source, prefix=prefix) from None
+        raise config_error(exc, source=source, prefix=prefix) from None
     for group in (domains.ROUTER, domains.PLANNER):
         raw = getattr(config, group)
         for name in raw:
@@ -164,24 +162,3 @@ def planner_retune_config(planner_config: Any, *, source: str | None = None) -> 
     if planner_config.retune is None:
         return None
     return load_retune_config(planner_config.retune, source=source, prefix="retune")
-
-
-_UNION_TAGS = {"float", "int", "str", "bool", "none", "__root__"}
-
-
-def config_error_from(exc: ValidationError, *, source: str | None, prefix: str) -> ConfigError:
-    """The first pydantic error as one ConfigError line naming its field path."""
-    err = exc.errors()[0]
-    # Union members add their type to the location ("decision_latency_seconds.float"): drop it.
-    parts = [str(p) for p in err.get("loc", ()) if str(p) not in _UNION_TAGS and "[" not in str(p)]
-    loc = ".".join(parts)
-    field = f"{prefix}.{loc}" if loc else prefix
-    message = err.get("msg", "invalid value").removeprefix("Value error, ")
-    # Validators name their field first, "field: message" (the planner config's convention).
-    head, sep, rest = message.partition(": ")
-    if sep and " " not in head:
-        message = rest
-        if not field.endswith(f".{head}"):
-            top = head.split(".", 1)[0]
-            field = f"{prefix}.{head}" if top in RetuneConfig.model_fields else f"{field}.{head}"
-    return ConfigError(message, source=source, field=field)

@@ -14,29 +14,23 @@ Every mistake raises ``ConfigError`` naming the key, before any replay starts.
 
 from __future__ import annotations
 
-import json
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-import logging
-
+from plansim.configfile import read_config
 from plansim.errors import ConfigError
+from plansim.limits import MAX_POOL_WORKERS, MAX_SEED
 from plansim.sim import engine_config
+from plansim.validation import StrictModel, config_error
 
 log = logging.getLogger(__name__)
 
-class TimingModelSpec(BaseModel):
+
+class TimingModelSpec(StrictModel):
     """The reference's ``timing_model`` object.
 
     ``type``: ``polynomial`` (or ``default``): the reference's default formulas;
@@ -47,8 +41,6 @@ class TimingModelSpec(BaseModel):
     ``prefill_ms(new_tokens, batch_size, mean_isl, mean_prefix)`` and
     ``decode_ms(batch_size, active_kv_tokens, mean_context, total_kv_tokens)``.
     """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     type: Literal["default", "polynomial", "fixed", "npz", "external", "python"] = "polynomial"
     provider: str | None = None
@@ -83,10 +75,8 @@ class TimingModelSpec(BaseModel):
         return None
 
 
-class EngineArgs(BaseModel):
+class EngineArgs(StrictModel):
     """One engine (worker) in the reference mocker's JSON key names and defaults."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     engine_type: Literal["vllm"] = "vllm"
     num_gpu_blocks: int = Field(default=16384, ge=1)
@@ -211,12 +201,10 @@ NO_EFFECT_ROUTER_KEYS = {
 }
 
 
-class RouterConfig(BaseModel):
+class RouterConfig(StrictModel):
     """How requests are routed to workers. KV-router keys follow the reference's
     ``KvRouterConfig``; its keys without simulated effect are accepted and listed in
     ``no_effect_keys``."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     mode: Literal["round_robin", "random", "kv_router"] = "round_robin"
     overlap_score_weight: float = Field(default=1.0, ge=0)
@@ -242,10 +230,8 @@ class RouterConfig(BaseModel):
         return value
 
 
-class SlaConfig(BaseModel):
+class SlaConfig(StrictModel):
     """Goodput thresholds; a request is good when every threshold that is set holds."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     ttft_ms: float | None = Field(default=None, gt=0)
     itl_ms: float | None = Field(default=None, gt=0)
@@ -256,33 +242,44 @@ class SlaConfig(BaseModel):
         return any(v is not None for v in (self.ttft_ms, self.itl_ms, self.e2e_ms))
 
 
-class Deployment(BaseModel):
+# The keys that describe each mode's pools; a key of the other mode contradicts the mode.
+POOL_KEYS = {
+    "agg": ("num_workers",),
+    "disagg": ("num_prefill_workers", "num_decode_workers", "prefill_engine", "decode_engine"),
+}
+POOL_SIZE_KEYS = {"agg": ("num_workers",), "disagg": ("num_prefill_workers", "num_decode_workers")}
+_MODE_ALIASES = {"aggregated": "agg", "disaggregated": "disagg"}
+
+
+class Deployment(StrictModel):
     """A simulated deployment. ``agg``: ``num_workers`` x ``engine``. ``disagg``:
     ``num_prefill_workers`` x ``prefill_engine`` and ``num_decode_workers`` x ``decode_engine``
     (each defaults to ``engine``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     mode: Literal["agg", "disagg"] = "agg"
-    num_workers: int = Field(default=1, ge=1)
-    num_prefill_workers: int = Field(default=1, ge=1)
-    num_decode_workers: int = Field(default=1, ge=1)
+    num_workers: int = Field(default=1, ge=1, le=MAX_POOL_WORKERS)
+    num_prefill_workers: int = Field(default=1, ge=1, le=MAX_POOL_WORKERS)
+    num_decode_workers: int = Field(default=1, ge=1, le=MAX_POOL_WORKERS)
     engine: EngineArgs = Field(default_factory=EngineArgs)
     prefill_engine: EngineArgs | None = None
     decode_engine: EngineArgs | None = None
     router: RouterConfig = Field(default_factory=RouterConfig)
     arrival_speedup_ratio: float = Field(default=1.0, gt=0)
     sla: SlaConfig = Field(default_factory=SlaConfig)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     planner: dict[str, Any] | None = None
 
     @field_validator("mode", mode="before")
     @classmethod
     def _alias_agg(cls, value: Any) -> Any:
-        return {"aggregated": "agg", "disaggregated": "disagg"}.get(value, value)
+        return _MODE_ALIASES.get(value, value) if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _pools(self) -> Deployment:
+        other = "disagg" if self.mode == "agg" else "agg"
+        for key in POOL_KEYS[other]:
+            if key in self.model_fields_set:
+                raise ValueError(f"{key}: only with mode {other} (the mode is {self.mode})")
         if self.mode == "disagg":
             p, d = self.prefill_args, self.decode_args
             if p.block_size != d.block_size:
@@ -324,30 +321,76 @@ def load_engine_args(path: str | Path) -> EngineArgs:
     """Read a Dynamo ``--extra-engine-args`` JSON (or YAML) file unchanged; relative NPZ paths
     resolve against the file's folder."""
     source = Path(path)
-    raw = _read_mapping(source)
+    raw = read_config(source, what="engine-args file")
     return _validate(EngineArgs, _resolve_paths_in_engine(raw, source.parent), source=str(source))
 
 
 def load_deployment(
-    path: str | Path | None = None, overrides: Mapping[str, Any] | None = None
+    path: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    flags: Mapping[str, str] | None = None,
 ) -> Deployment:
     """Read, override and validate a deployment file (YAML or JSON), or the defaults when
-    ``path`` is None. ``overrides`` maps dotted keys to values and wins over the file.
-    ``engine``/``prefill_engine``/``decode_engine`` may be a path to an engine-args JSON file.
-    Relative file paths resolve against the deployment file's folder."""
+    ``path`` is None. ``overrides`` maps dotted keys to values and wins over the file; ``flags``
+    names the command-line option behind an override (``{"num_workers": "--num-workers"}``), so
+    that an error in it names the option, not the file.
+    ``engine``/``prefill_engine``/``decode_engine`` may be a path to an engine-args file, which
+    is validated on its own (its errors name it). Relative file paths resolve against the
+    deployment file's folder.
+
+    A ``mode`` override that switches the file's mode drops the file's pool keys of the other
+    mode with a warning; when those keys sized the pools and nothing sizes the new mode's pools,
+    it is an error (plansim never guesses how to split workers).
+    """
+    overrides = dict(overrides or {})
+    flags = dict(flags or {})
     source = Path(path) if path is not None else None
-    raw: dict[str, Any] = _read_mapping(source) if source is not None else {}
+    raw: dict[str, Any] = read_config(source, what="deployment file") if source is not None else {}
+    name = str(source) if source is not None else "the defaults"
+    _switch_mode(raw, overrides, name, flags)
     base = source.parent if source is not None else Path.cwd()
-    for key, value in (overrides or {}).items():
-        _set_dotted(raw, key, value)
+    for key, value in overrides.items():
+        _set_dotted(raw, key, value, flags.get(key))
     for key in ("engine", "prefill_engine", "decode_engine"):
         value = raw.get(key)
         if isinstance(value, (str, Path)):
             engine_path = _resolve(base, value)
-            raw[key] = _resolve_paths_in_engine(_read_mapping(engine_path), engine_path.parent)
+            raw[key] = _resolve_paths_in_engine(
+                read_config(engine_path, what="engine-args file"), engine_path.parent)
+            _validate(EngineArgs, raw[key], source=str(engine_path))
         elif isinstance(value, Mapping):
             raw[key] = _resolve_paths_in_engine(value, base)
-    return build_deployment(raw, source=str(source) if source else None)
+    try:
+        return build_deployment(raw, source=str(source) if source else None)
+    except ConfigError as exc:
+        if exc.field in overrides and exc.field in flags:
+            raise ConfigError(exc.message, field=flags[exc.field]) from None
+        raise
+
+
+def _switch_mode(raw: dict[str, Any], overrides: Mapping[str, Any], name: str,
+                 flags: Mapping[str, str]) -> None:
+    """Drop (loudly) the file's pool keys that a ``mode`` override makes meaningless; see
+    ``load_deployment``."""
+    new = _MODE_ALIASES.get(overrides.get("mode"), overrides.get("mode"))
+    old = _MODE_ALIASES.get(raw.get("mode", "agg"), raw.get("mode", "agg"))
+    if new not in POOL_KEYS or old not in POOL_KEYS or new == old:
+        return
+    stale = [key for key in POOL_KEYS[old] if key in raw]
+    sized = [key for key in stale if key in POOL_SIZE_KEYS[old]]
+    if sized and not any(key in overrides or key in raw for key in POOL_SIZE_KEYS[new]):
+        wanted = " and ".join(flags.get(key, key) for key in POOL_SIZE_KEYS[new])
+        mode_flag = flags.get("mode", "mode")
+        raise ConfigError(
+            f"{name} sizes the {old} pools ({', '.join(f'{k} {raw[k]}' for k in sized)}), "
+            f"which mean nothing in {new} mode; give the {new} pool sizes with {wanted}",
+            field=mode_flag)
+    if stale:
+        log.warning("%s: %s: no effect with %s %s", name, ", ".join(stale),
+                    flags.get("mode", "mode"), new)
+        for key in stale:
+            del raw[key]
 
 
 def build_deployment(raw: Mapping[str, Any], *, source: str | None = None) -> Deployment:
@@ -388,36 +431,7 @@ def _validate(model: type[BaseModel], raw: dict[str, Any], *, source: str | None
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        parts = [str(p) for p in err["loc"] if not str(p).startswith("function-")]
-        msg = err["msg"]
-        key_error = (err.get("ctx") or {}).get("error")
-        if isinstance(key_error, engine_config.EngineKeyError):
-            parts.append(key_error.path)
-            msg = key_error.reason
-        loc = ".".join(parts)
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key"
-        elif msg.startswith("Value error, "):
-            msg = msg[len("Value error, ") :]
-        raise ConfigError(f"{loc}: {msg}" if loc else msg, source=source, field=loc or None) from None
-
-
-def _read_mapping(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read file: {exc.strerror}", source=str(path)) from None
-    try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}",
-                          source=str(path)) from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError("expected a mapping at the top level", source=str(path))
-    return data
+        raise config_error(exc, source=source) from None
 
 
 def _resolve(base: Path, value: str | Path) -> Path:
@@ -444,7 +458,7 @@ def _resolve_paths_in_engine(raw: Mapping[str, Any], base: Path) -> dict[str, An
     return out
 
 
-def _set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
+def _set_dotted(raw: dict[str, Any], key: str, value: Any, flag: str | None = None) -> None:
     parts = key.split(".")
     node = raw
     for part in parts[:-1]:
@@ -452,6 +466,6 @@ def _set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
         if child is None:
             child = node[part] = {}
         elif not isinstance(child, dict):
-            raise ConfigError(f"cannot set {key}: {part} is not a mapping", field=key)
+            raise ConfigError(f"cannot set {key}: {part} is not a mapping", field=flag or key)
         node = child
     node[parts[-1]] = value

@@ -107,9 +107,9 @@ def test_bad_retune_block_exits_2_naming_the_retune_field(tmp_path, retune_block
     ("num_wrokers: 2\n", [], "num_wrokers"),
     ("engine: {block_size: 0}\n", [], "engine.block_size"),
     ("router: {mode: fastest}\n", [], "router.mode"),
-    ("", ["--num-workers", "0"], "num_workers"),
-    ("", ["--arrival-speedup-ratio", "-1"], "arrival_speedup_ratio"),
-    ("", ["--router-mode", "fastest"], "router.mode"),
+    ("", ["--num-workers", "0"], "--num-workers"),
+    ("", ["--arrival-speedup-ratio", "-1"], "--arrival-speedup-ratio"),
+    ("", ["--router-mode", "fastest"], "--router-mode"),
 ])
 def test_bad_config_exits_2_with_one_line_naming_the_key(tmp_path, config_text, flags, key,
                                                          run_cli):

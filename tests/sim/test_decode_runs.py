@@ -51,9 +51,11 @@ ONE_SHORT = ([(0.0, 20, 1, [100]), (0.0, 20, 1, [1020]), (0.0, 20, 1, [1030]),
 @example(ONE_SHORT)
 def test_decode_runs_match_pass_by_pass(case):
     rows, engine, workers, mode, disagg = case
-    kwargs = dict(engine=engine, num_workers=workers, router={"mode": mode}, seed=3)
+    kwargs = dict(engine=engine, router={"mode": mode}, seed=3)
     if disagg:
         kwargs.update(mode="disagg", num_prefill_workers=workers, num_decode_workers=workers)
+    else:
+        kwargs.update(num_workers=workers)
     fast = run(rows, **kwargs)
     slow = run(rows, decode_runs=False, **kwargs)
     a, b = fast.requests, slow.requests

@@ -74,3 +74,82 @@ def test_unreadable_file_names_the_file(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_deployment(tmp_path / "nope.yaml")
     assert "nope.yaml" in str(err.value)
+
+
+def _yaml(tmp_path, text):
+    path = tmp_path / "deploy.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("mode: agg\nnum_prefill_workers: 3\n",
+     "num_prefill_workers: only with mode disagg (the mode is agg)"),
+    ("num_decode_workers: 3\n", "num_decode_workers: only with mode disagg (the mode is agg)"),
+    ("mode: disagg\nnum_workers: 4\n", "num_workers: only with mode agg (the mode is disagg)"),
+])
+def test_pool_keys_of_the_other_mode_contradict_the_file(tmp_path, text, message):
+    path = _yaml(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_deployment(path)
+    assert str(err.value) == f"{path}: {message}"
+
+
+def test_a_flag_for_the_other_mode_names_the_flag(tmp_path):
+    with pytest.raises(ConfigError) as err:
+        load_deployment(None, {"mode": "agg", "num_prefill_workers": 2},
+                        flags={"num_prefill_workers": "--num-prefill-workers", "mode": "--mode"})
+    assert str(err.value) == "--num-prefill-workers: only with mode disagg (the mode is agg)"
+
+
+def test_switching_to_disagg_needs_the_pool_sizes_when_the_file_sized_the_agg_pool(tmp_path):
+    path = _yaml(tmp_path, "num_workers: 4\n")
+    flags = {"mode": "--mode", "num_prefill_workers": "--num-prefill-workers",
+             "num_decode_workers": "--num-decode-workers"}
+    with pytest.raises(ConfigError) as err:
+        load_deployment(path, {"mode": "disagg"}, flags=flags)
+    assert str(err.value) == (
+        f"--mode: {path} sizes the agg pools (num_workers 4), which mean nothing in disagg mode; "
+        "give the disagg pool sizes with --num-prefill-workers and --num-decode-workers")
+
+
+def test_switching_mode_drops_the_files_other_pool_keys_with_a_warning(tmp_path, caplog):
+    path = _yaml(tmp_path, "num_workers: 4\n")
+    d = load_deployment(path, {"mode": "disagg", "num_prefill_workers": 2,
+                               "num_decode_workers": 3}, flags={"mode": "--mode"})
+    assert d.pool_sizes() == {"prefill": 2, "decode": 3}
+    assert f"{path}: num_workers: no effect with --mode disagg" in caplog.text
+
+
+def test_flag_errors_name_the_flag_not_the_file(tmp_path):
+    path = _yaml(tmp_path, "num_workers: 2\n")
+    with pytest.raises(ConfigError) as err:
+        load_deployment(path, {"num_workers": 0}, flags={"num_workers": "--num-workers"})
+    assert str(err.value) == "--num-workers: input should be greater than or equal to 1, got 0"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("num_workers: true\n", "num_workers: expected a number, got true"),
+    ("engine: {speedup_ratio: .inf}\n", "engine.speedup_ratio: input should be a finite number, "
+                                        "got inf"),
+    ("sla: {ttft_ms: .nan}\n", "sla.ttft_ms: input should be a finite number, got NaN"),
+    ("num_workers: 100000000\n", "num_workers: input should be less than or equal to 4096, "
+                                 "got 100000000"),
+    ("seed: 99999999999999999999999\n", "seed: input should be less than or equal to "
+                                        "9223372036854775807, got 99999999999999999999999"),
+    ("seed: -1\n", "seed: input should be greater than or equal to 0, got -1"),
+])
+def test_values_a_replay_cannot_use_are_refused(tmp_path, text, message):
+    path = _yaml(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_deployment(path)
+    assert str(err.value) == f"{path}: {message}"
+
+
+def test_engine_args_file_errors_name_that_file(tmp_path):
+    args = tmp_path / "args.json"
+    args.write_text('{"num_gpu_blocks": 0}')
+    with pytest.raises(ConfigError) as err:
+        load_deployment(None, {"engine": str(args)}, flags={"engine": "--extra-engine-args"})
+    assert str(err.value) == (f"{args}: num_gpu_blocks: input should be greater than or equal "
+                              "to 1, got 0")

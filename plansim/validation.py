@@ -1,0 +1,154 @@
+"""The validation layer: how every user value (config file or flag) is checked and reported.
+
+- ``StrictModel``: the base of every pydantic model of user input. Unknown keys are errors,
+  numbers must be finite (``.inf`` and ``.nan`` are refused), and a boolean is never taken as a
+  number (pydantic alone would read ``num_workers: true`` as 1).
+- ``config_error(exc, ...)``: a pydantic ``ValidationError`` as one ``ConfigError`` naming the
+  dotted field and what was given (``NaN``, ``inf``, ``true``), never "Input should be greater
+  than 0" for a NaN.
+- ``check_number(value, flag, ...)``: the same rules for a command-line number that has no
+  model behind it (``--interval``, ``--rate``, ``--epoch-ms``).
+
+Validators of these models follow one convention: a ``ValueError`` whose message starts with a
+field path and ": " (``"timeout_seconds: exceeds interval_seconds"``), or that carries ``path``
+and ``reason`` attributes, is reported at that field.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from plansim.errors import ConfigError, InputError
+
+# pydantic's location parts that name a union member or a validator, not a field.
+_LOCATION_TAGS = frozenset({"float", "int", "str", "bool", "none", "__root__"})
+_FIELD_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
+
+
+def describe_value(value: Any) -> str:
+    """A user value as the user would write it: NaN, inf, true, null, 'text', a list."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return f"{value:g}"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return type(value).__name__
+
+
+def _accepts_number(annotation: Any) -> bool:
+    """Whether a field's type takes numbers but not booleans (int, float, or a union of them)."""
+    if annotation in (int, float):
+        return True
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(annotation)
+        return any(_accepts_number(a) for a in args) and bool not in args
+    if origin is typing.Annotated:
+        return _accepts_number(typing.get_args(annotation)[0])
+    return False
+
+
+class StrictModel(BaseModel):
+    """Base of the models of user input; see the module docstring."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_booleans_as_numbers(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        for name, info in cls.model_fields.items():
+            for key in (name, info.alias):
+                value = data.get(key) if key is not None else None
+                if isinstance(value, bool) and _accepts_number(info.annotation):
+                    raise ValueError(f"{key}: expected a number, got {describe_value(value)}")
+        return data
+
+
+def config_error(
+    exc: ValidationError,
+    *,
+    source: str | None = None,
+    prefix: str | None = None,
+    aliases: Mapping[str, str] | None = None,
+) -> ConfigError:
+    """The first error of ``exc`` as one ``ConfigError``: ``prefix.field.path: message, got X``.
+
+    ``aliases`` maps a field's alias to its name, so the message uses the name.
+    """
+    err = exc.errors()[0]
+    parts = [str(p) for p in err.get("loc", ()) if _is_field_part(p)]
+    message = err.get("msg", "invalid value").removeprefix("Value error, ")
+    head, sep, rest = message.partition(": ")
+    cause = (err.get("ctx") or {}).get("error")
+    if err.get("type") == "extra_forbidden":
+        message = "unknown key"
+    elif hasattr(cause, "path") and hasattr(cause, "reason"):
+        # A validator's error that names its key as the user wrote it (engine_config's).
+        parts.append(str(cause.path))
+        message = str(cause.reason)
+    elif sep and _FIELD_PATH.match(head):
+        # A validator's "field: message": the field is relative to where the error arose.
+        if ".".join(parts[-len(head.split(".")):]) != head:
+            parts += head.split(".")
+        message = rest
+    elif "input" in err and not isinstance(err["input"], Mapping):
+        message = f"{_lower_first(message)}, got {describe_value(err['input'])}"
+    if aliases:
+        parts = [aliases.get(p, p) for p in parts]
+    field = ".".join(([prefix] if prefix else []) + parts) or None
+    return ConfigError(message, source=source, field=field)
+
+
+def _is_field_part(part: Any) -> bool:
+    text = str(part)
+    return text not in _LOCATION_TAGS and "[" not in text and not text.startswith("function-")
+
+
+def _lower_first(message: str) -> str:
+    return message[:1].lower() + message[1:] if message.startswith("Input") else message
+
+
+def check_number(
+    value: float,
+    flag: str,
+    *,
+    gt: float | None = None,
+    ge: float | None = None,
+    le: float | None = None,
+    unit: str = "",
+) -> float:
+    """``value`` of command-line option ``flag`` if it is finite and within the bounds, else an
+    ``InputError`` naming the flag and what was given."""
+    unit = f" {unit}" if unit else ""
+    shown = describe_value(float(value))
+    if not math.isfinite(value):
+        raise InputError(f"must be a finite number{unit}, got {shown}", field=flag)
+    if gt is not None and not value > gt:
+        raise InputError(f"must be greater than {gt:g}{unit}, got {shown}", field=flag)
+    if ge is not None and not value >= ge:
+        raise InputError(f"must be at least {ge:g}{unit}, got {shown}", field=flag)
+    if le is not None and not value <= le:
+        raise InputError(f"must be at most {le:g}{unit}, got {shown}", field=flag)
+    return value
