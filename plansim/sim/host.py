@@ -21,6 +21,7 @@ import pandas as pd
 import simpy
 from simpy.core import NORMAL, URGENT
 
+from plansim.limits import check_span, describe_span
 from plansim.sim.cluster import DRAINING, STARTING, Pool, Worker
 from plansim.sim.deployment import Deployment
 from plansim.sim.engine import EngineHooks, Rank, Request
@@ -48,6 +49,18 @@ def replay(workload: Any, deployment: Deployment, planner: Any = None, *,
     return host.result(wall_ms=(time.perf_counter() - wall_start) * 1000.0)
 
 
+def _check_replay_span(last_arrival_ms: float, speedup: float) -> None:
+    """Refuse a virtual span over ``limits.MAX_SPAN_S`` before anything is sized by it."""
+    what = "the replay"
+    if speedup != 1.0:
+        what += (f" (the trace's {describe_span(last_arrival_ms * speedup / 1000.0)} / "
+                 f"arrival_speedup_ratio {speedup:g})")
+    if speedup < 1.0:
+        check_span(last_arrival_ms / 1000.0, what=what, hint="raise arrival_speedup_ratio",
+                   field="arrival_speedup_ratio")
+    check_span(last_arrival_ms / 1000.0, what=what)
+
+
 class ReplayHost:
     """One replay: cluster, routers, recorder, planner host, on one SimPy environment."""
 
@@ -64,6 +77,7 @@ class ReplayHost:
         arrivals = np.asarray(workload.arrival_ms, dtype=np.float64)
         if n:
             arrivals = (arrivals - arrivals.min()) / deployment.arrival_speedup_ratio
+            _check_replay_span(float(arrivals.max()), deployment.arrival_speedup_ratio)
         self.arrival_ms = arrivals
         self.isl = np.asarray(workload.isl_tokens, dtype=np.int64)
         self.osl = np.maximum(np.asarray(workload.osl_tokens, dtype=np.int64), 1)

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from plansim.errors import InputError, TraceError
+from plansim.limits import MAX_ARRIVAL_MS, check_span
 from plansim.traces.azure import read_azure
 from plansim.traces.columns import TraceColumns, check_block_size, merge_skipped
 from plansim.traces.detect import FORMATS, detect_format
@@ -102,6 +103,7 @@ def workload_from_columns(parts: list[TraceColumns], *, has_latencies: bool) -> 
     skipped = merge_skipped(parts)
     sources = tuple(c.source for c in parts)
     block_size = parts[0].trace_block_size
+    _check_arrivals(parts)
     rid = _request_ids(parts, n)
     _check_unique(rid, parts)
     for c in parts:  # line numbers serve error messages only, and every check is done
@@ -190,6 +192,27 @@ def _take(parts: list[TraceColumns], name: str, dtype) -> np.ndarray:
         pos += a.size
         del a
     return out
+
+
+def _check_arrivals(parts: list[TraceColumns]) -> None:
+    """Refuse an arrival past ``MAX_ARRIVAL_MS`` or a span over ``MAX_SPAN_S`` before anything is
+    sized by the span, naming the row that makes it (usually a timestamp in the wrong unit)."""
+    filled = [c for c in parts if len(c)]
+    if not filled:
+        return
+    for c in filled:
+        late = np.flatnonzero(c.arrival_ms >= MAX_ARRIVAL_MS)
+        if late.size:
+            raise TraceError(
+                f"arrival {c.arrival_ms[late[0]]:g} ms is past the year 2286 "
+                f"({MAX_ARRIVAL_MS:g} ms as a Unix time); check the timestamps' unit (ms)",
+                source=c.source, line=int(c.line[late[0]]))
+    first = min(float(c.arrival_ms.min()) for c in filled)
+    last_part = max(filled, key=lambda c: float(c.arrival_ms.max()))
+    row = int(np.argmax(last_part.arrival_ms))
+    check_span((float(last_part.arrival_ms[row]) - first) / 1000.0,
+               what="the trace (first arrival to this row)", source=last_part.source,
+               line=int(last_part.line[row]), error=TraceError)
 
 
 def _check_unique(rid: np.ndarray, parts: list[TraceColumns]) -> None:

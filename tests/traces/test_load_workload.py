@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from trace_files import dynamo_row, mooncake_row, write_jsonl
 
+from plansim.errors import TraceError
 from plansim.traces import load, load_workload
 
 
@@ -49,3 +51,26 @@ def test_request_ids_are_compact_strings_and_hash_ids_int32(tmp_path):
     assert w.request_id.tolist() == ["a", "b"] and len(w.request_id) == 2
     assert w.hash_ids.dtype == np.int32
     assert w.hashes(0).tolist() == w.hashes(1)[:1].tolist()
+
+
+def _mooncake(tmp_path, stamps):
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(
+        f'{{"timestamp": {t}, "input_length": 10, "output_length": 1, "hash_ids": [{i}]}}\n'
+        for i, t in enumerate(stamps)))
+    return path
+
+
+def test_span_over_the_limit_names_the_row_that_makes_it(tmp_path):
+    # 1e12 ms after the first arrival: 1e9 s = 31.7 years (a seconds/ms slip)
+    path = _mooncake(tmp_path, [0, 5, 1_000_000_000_000, 7])
+    with pytest.raises(TraceError) as err:
+        load_workload(path)
+    assert str(err.value) == (f"{path}:3: the trace (first arrival to this row) spans 31.7 years; "
+                              "plansim handles at most 31.0 days (check the timestamps' unit: ms)")
+
+
+def test_arrival_past_what_a_float_clock_resolves_is_refused(tmp_path):
+    path = _mooncake(tmp_path, [1e308])
+    with pytest.raises(TraceError, match=r"t.jsonl:1: arrival 1e\+308 ms is past the year 2286"):
+        load_workload(path)
