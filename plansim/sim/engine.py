@@ -19,7 +19,8 @@ Pass rules (reference mocker, vLLM core):
 5. Every scheduled request whose computed tokens reach its known length emits one token.
    Decode time from those that scheduled no prompt tokens (batch, KV tokens = sum of their
    lengths, mean context), divided by ``speedup_ratio * decode_speedup_ratio``; 0 on prefill
-   workers (their one token is part of the prefill pass).
+   workers (their one token is part of the prefill pass). In a pass that also prefills, a
+   timing model with ``mixed_decode_ms`` gives the decode share instead.
 6. Pass end = start + prefill + decode, each rounded to whole nanoseconds as the reference's
    durations are. Tokens are stamped at the pass end.
 
@@ -116,6 +117,8 @@ class Rank:
         self.prefill_div = args.speedup_ratio
         self.decode_div = args.speedup_ratio * args.decode_speedup_ratio
         self.timing = timing
+        # Timing models that know a mixed pass shares one weights pass (see sim.timing).
+        self._mixed_decode = getattr(timing, "mixed_decode_ms", None)
         self.cache = KvCache(args.num_gpu_blocks, args.block_size, args.enable_prefix_caching)
         self.hooks = hooks
         self.decode_runs = decode_runs
@@ -324,6 +327,7 @@ class Rank:
                     n_dec += 1
                     kv_dec += req.isl + req.generated
         prefill_ms = 0.0
+        new_tokens = 0
         if count:
             mean_isl = total_isl // count
             mean_prefix = total_prefix // count
@@ -333,8 +337,12 @@ class Rank:
                                 / self.prefill_div)
         decode_ms = 0.0
         if n_dec and self.role != "prefill" and self.decode_div > 0:
-            decode_ms = _q(self.timing.decode_ms(n_dec, kv_dec, kv_dec // n_dec,
-                                                 self.total_kv_tokens) / self.decode_div)
+            if count and self._mixed_decode is not None:
+                raw = self._mixed_decode(n_dec, kv_dec, kv_dec // n_dec, self.total_kv_tokens,
+                                         new_tokens)
+            else:
+                raw = self.timing.decode_ms(n_dec, kv_dec, kv_dec // n_dec, self.total_kv_tokens)
+            decode_ms = _q(raw / self.decode_div)
         end = now + prefill_ms + decode_ms
         self._scheduled_any = bool(scheduled)
         self._emit = emit
