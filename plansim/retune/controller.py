@@ -35,6 +35,7 @@ from plansim.errors import ConfigError
 from plansim.planner_core.config import PREDICTOR_FIELDS
 from plansim.planner_core.observations import WorkerCounts
 from plansim.retune import domains, record
+from plansim.roles import Mode
 from plansim.retune.config import RetuneConfig, planner_retune_config
 from plansim.retune.domains import Knob, Point
 from plansim.retune.executor import Executor
@@ -506,9 +507,10 @@ def _spawn_pool(max_parallel: int) -> Executor:
 
 
 def _router_pools(deployment: Any) -> tuple[str, ...]:
-    """Worker types whose router parameters the host patches: ``decode`` stands for the one
-    pool in agg mode (as in ``WorkerCounts``), prefill and decode in disagg."""
-    return ("decode",) if deployment.mode == "agg" else ("prefill", "decode")
+    """Worker types whose router parameters the host patches: the planner roles of the
+    deployment's pools (``decode`` stands for the one pool in agg mode, as in
+    ``WorkerCounts``)."""
+    return tuple(role.value for role in Mode(deployment.mode).planner_roles)
 
 
 def _integer_fields(planner_config: Any) -> list[str]:

@@ -27,6 +27,7 @@ from typing import Any
 from plansim.errors import ConfigError
 from plansim.planner_core.observations import WorkerCounts
 from plansim.configfile import read_config
+from plansim.roles import Role
 from plansim.retune.config import planner_retune_config
 from plansim.retune.controller import RetuneController, RetuneInputs
 from plansim.retune.executor import Executor
@@ -171,11 +172,8 @@ def run_retune(
 
 def starting_counts(deployment: Any) -> WorkerCounts:
     """The deployment's starting workers, all ready (no outer replay has scaled anything)."""
-    if deployment.mode == "agg":
-        return WorkerCounts(ready_prefill=0, ready_decode=deployment.num_workers)
-    return WorkerCounts(
-        ready_prefill=deployment.num_prefill_workers, ready_decode=deployment.num_decode_workers
-    )
+    sizes = deployment.planner_role_sizes()
+    return WorkerCounts(ready_prefill=sizes.get(Role.PREFILL, 0), ready_decode=sizes[Role.DECODE])
 
 
 def score_window(

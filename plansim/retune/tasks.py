@@ -26,6 +26,7 @@ import numpy as np
 
 from plansim.retune.domains import Point
 from plansim.retune.executor import TaskContext
+from plansim.roles import Mode, Role
 from plansim.sim.summary import without_host_keys
 
 Bucket = tuple[float, float, float]  # (num_req, avg_isl, avg_osl)
@@ -209,9 +210,8 @@ class ReplaySpec:
         counts = self.ready_counts
         if counts is None:
             return False
-        if self.deployment.mode == "agg":
-            return counts.ready_decode > 0
-        return counts.ready_prefill > 0 and counts.ready_decode > 0
+        ready = _ready_by_role(counts)
+        return all(ready[role] > 0 for role in Mode(self.deployment.mode).planner_roles)
 
     def resolve(self, point: Point) -> CandidateConfig:
         """The configuration a point replays with."""
@@ -223,7 +223,7 @@ class ReplaySpec:
 def candidate_deployment(spec: ReplaySpec, config: CandidateConfig) -> Any:
     """The outer deployment with the candidate's router parameters, the canonical seed, the
     scoring SLA and the worker counts recorded at the window start."""
-    from plansim.sim.deployment import SlaConfig
+    from plansim.sim.deployment import POOL_COUNT_FIELDS, SlaConfig
 
     dep = spec.deployment
     counts = spec.ready_counts
@@ -232,12 +232,15 @@ def candidate_deployment(spec: ReplaySpec, config: CandidateConfig) -> Any:
         update["router"] = dep.router.model_copy(update=dict(config.router))
     if spec.sla is not None:
         update["sla"] = SlaConfig(**dict(spec.sla))
-    if dep.mode == "agg":
-        update["num_workers"] = counts.ready_decode
-    else:
-        update["num_prefill_workers"] = counts.ready_prefill
-        update["num_decode_workers"] = counts.ready_decode
+    ready = _ready_by_role(counts)
+    for pool in Mode(dep.mode).pools:
+        update[POOL_COUNT_FIELDS[pool]] = ready[pool.planner_role]
     return dep.model_copy(update=update)
+
+
+def _ready_by_role(counts: Any) -> dict[Role, int]:
+    """Ready workers of ``WorkerCounts`` per planner role."""
+    return {Role.PREFILL: counts.ready_prefill, Role.DECODE: counts.ready_decode}
 
 
 def inner_planner_config(spec: ReplaySpec, config: CandidateConfig) -> Any:

@@ -23,6 +23,7 @@ from plansim.planner_core.observations import (
     WorkerCapabilities,
 )
 from plansim.planner_io import read_profile_fpms, read_warmup_observations
+from plansim.roles import Mode, Role
 from plansim.sim.deployment import Deployment, EngineArgs
 from plansim.sim.timing import make_timing_model
 
@@ -80,12 +81,16 @@ def decode_fpms(args: EngineArgs, granularity: int = 8) -> tuple[ForwardPassMetr
 def benchmark_fpms(engine_args: EngineArgs, granularity: int = 8) -> tuple[ForwardPassMetrics, ...]:
     """A worker's self-benchmark for its role: prefill sweep (prefill workers), decode sweep
     (decode workers), or both concatenated (aggregated workers)."""
-    role = engine_args.role
-    if role == "prefill":
-        return prefill_fpms(engine_args, granularity)
-    if role == "decode":
-        return decode_fpms(engine_args, granularity)
-    return prefill_fpms(engine_args, granularity) + decode_fpms(engine_args, granularity)
+    return _role_fpms(engine_args.role, engine_args, granularity)
+
+
+def _role_fpms(role: Role, args: EngineArgs, granularity: int) -> tuple[ForwardPassMetrics, ...]:
+    fpms: tuple[ForwardPassMetrics, ...] = ()
+    if role.prefills:
+        fpms += prefill_fpms(args, granularity)
+    if role.decodes:
+        fpms += decode_fpms(args, granularity)
+    return fpms
 
 
 def role_capabilities(args: EngineArgs) -> RoleCapabilities:
@@ -101,17 +106,18 @@ def role_capabilities(args: EngineArgs) -> RoleCapabilities:
 
 def worker_capabilities(deployment: Deployment, granularity: int = 8, *,
                         benchmark: bool = True) -> WorkerCapabilities:
-    """Capabilities per role of a deployment, with the workers' self-benchmark FPMs."""
-    if deployment.mode == "agg":
-        args = deployment.engine
-        fpms = {"decode": prefill_fpms(args, granularity) + decode_fpms(args, granularity)} \
-            if benchmark else {}
-        return WorkerCapabilities(mode="agg", decode=role_capabilities(args), benchmark_fpms=fpms)
-    p, d = deployment.prefill_args, deployment.decode_args
-    fpms = {"prefill": prefill_fpms(p, granularity), "decode": decode_fpms(d, granularity)} \
-        if benchmark else {}
-    return WorkerCapabilities(mode="disagg", decode=role_capabilities(d),
-                              prefill=role_capabilities(p), benchmark_fpms=fpms)
+    """Capabilities per planner role of a deployment (an aggregated pool is decode), with the
+    workers' self-benchmark FPMs (an aggregated worker benchmarks both sweeps)."""
+    mode = Mode(deployment.mode)
+    caps: dict[Role, RoleCapabilities] = {}
+    fpms: dict[str, tuple[ForwardPassMetrics, ...]] = {}
+    for pool in mode.pools:
+        args = deployment.pool_args(pool)
+        caps[pool.planner_role] = role_capabilities(args)
+        if benchmark:
+            fpms[pool.planner_role.value] = _role_fpms(pool, args, granularity)
+    return WorkerCapabilities(mode=mode.value, decode=caps[Role.DECODE],
+                              prefill=caps.get(Role.PREFILL), benchmark_fpms=fpms)
 
 
 def planner_inputs(config: PlannerConfig,

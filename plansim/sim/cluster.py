@@ -12,7 +12,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from plansim.sim.engine import EngineHooks, Rank
+from plansim.roles import Role, rank_role
+from plansim.sim.engine import Rank
+from plansim.sim.engine_protocol import EngineHooks, PrefixView
 from plansim.sim.router import RankLoad
 from plansim.sim.timing import TimingModel
 
@@ -25,7 +27,7 @@ class Worker:
     __slots__ = ("worker_id", "pool", "ranks", "loads", "state", "provisioned_ms", "ready_ms",
                  "removed_ms")
 
-    def __init__(self, worker_id: int, pool: str, ranks: list[Rank], provisioned_ms: float) -> None:
+    def __init__(self, worker_id: int, pool: Role, ranks: list[Rank], provisioned_ms: float) -> None:
         self.worker_id = worker_id
         self.pool = pool
         self.ranks = ranks
@@ -40,24 +42,29 @@ class Worker:
 
 
 class Pool:
-    """Workers of one role (``agg``, ``prefill`` or ``decode``) with the same engine args."""
+    """Workers of one role (``agg``, ``prefill`` or ``decode``) with the same engine args; the
+    pool's name is its role."""
 
-    def __init__(self, name: str, args: Any, timing: TimingModel, hooks: EngineHooks,
+    def __init__(self, name: Role, args: Any, timing: TimingModel, hooks: EngineHooks,
                  new_worker_id: Callable[[], int], *, decode_runs: bool = True) -> None:
         self.name = name
+        self.rank_role = rank_role(name, args.role)
         self.args = args
         self.timing = timing
         self.hooks = hooks
         self._new_worker_id = new_worker_id
         self.decode_runs = decode_runs
         self.workers: list[Worker] = []
-        # Routing candidates, rebuilt when membership changes.
+        # Routing candidates, rebuilt when membership changes: the ranks, the router's view of
+        # their prefix caches and its load records of them, index for index.
         self.ready_ranks: list[Rank] = []
+        self.ready_views: list[PrefixView] = []
         self.ready_loads: list[RankLoad] = []
 
     def provision(self, now_ms: float) -> Worker:
         wid = self._new_worker_id()
-        ranks = [Rank(wid, r, self.args, self.timing, self.hooks, decode_runs=self.decode_runs)
+        ranks = [Rank(wid, r, self.args, self.timing, self.hooks, role=self.rank_role,
+                      decode_runs=self.decode_runs)
                  for r in range(self.args.dp_size)]
         worker = Worker(wid, self.name, ranks, now_ms)
         self.workers.append(worker)
@@ -115,4 +122,5 @@ class Pool:
                 ranks.extend(w.ranks)
                 loads.extend(w.loads)
         self.ready_ranks = ranks
+        self.ready_views = [r.prefix_view for r in ranks]
         self.ready_loads = loads

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from plansim.planner_core.observations import ScalingDecision, WorkerCounts
+from plansim.roles import PLANNER_ROLES, Role, planner_mode_deployment
 
 
 class SimConnector:
@@ -20,7 +21,7 @@ class SimConnector:
     # ---------------------------------------------------------------- PlannerConnector
 
     def validate_deployment(self, mode: str) -> None:
-        if mode != self.host.deployment.mode:
+        if planner_mode_deployment(mode) != self.host.mode:
             raise ValueError(f"planner mode {mode!r} does not match the deployment's "
                              f"{self.host.deployment.mode!r}")
 
@@ -31,10 +32,10 @@ class SimConnector:
         return None
 
     def get_gpu_counts(self) -> tuple[int, int]:
-        d = self.host.deployment
-        if d.mode == "agg":
-            return 0, d.engine.gpus_per_worker
-        return d.prefill_args.gpus_per_worker, d.decode_args.gpus_per_worker
+        mode, d = self.host.mode, self.host.deployment
+        prefill, decode = (mode.pool_for(role) for role in PLANNER_ROLES)
+        return (d.pool_args(prefill).gpus_per_worker if prefill else 0,
+                d.pool_args(decode).gpus_per_worker)
 
     def get_worker_info(self) -> dict[str, Any]:
         return {name: {"ready": pool.count("ready"), "starting": pool.count("starting"),
@@ -51,27 +52,22 @@ class SimConnector:
 
     # ---------------------------------------------------------------- host side
 
-    def targets(self, decision: ScalingDecision) -> dict[str, int | None]:
-        """Targets per pool name."""
-        if self.host.deployment.mode == "agg":
-            return {"agg": decision.num_decode}
-        return {"prefill": decision.num_prefill, "decode": decision.num_decode}
+    def targets(self, decision: ScalingDecision) -> dict[Role, int | None]:
+        """Targets per pool."""
+        wanted = {Role.PREFILL: decision.num_prefill, Role.DECODE: decision.num_decode}
+        return {pool: wanted[pool.planner_role] for pool in self.host.mode.pools}
 
-    def current(self, component: str) -> int:
+    def current(self, component: Role) -> int:
         """Serving workers (ready + starting) of a pool."""
         return self.host.pools[component].active_count()
 
-    def apply(self, component: str, target: int) -> None:
+    def apply(self, component: Role, target: int) -> None:
         """Scale a pool; a pool keeps at least one worker so queued requests can finish."""
         self.host.scale_pool(component, max(int(target), 1))
 
     def set_router_parameters(self, worker_type: str, params: dict[str, Any]) -> dict[str, Any]:
         """Apply router parameters of worker type ``prefill``/``decode`` (agg uses ``decode``);
         returns what changed."""
-        pool = worker_type
-        if self.host.deployment.mode == "agg":
-            if worker_type != "decode":
-                return {}
-            pool = "agg"
-        router = self.host.routers.get(pool)
+        pool = self.host.mode.pool_for(worker_type)
+        router = self.host.routers.get(pool) if pool is not None else None
         return router.set_parameters(params) if router is not None else {}

@@ -21,13 +21,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from plansim.aic import sdk as aic_sdk
-from plansim.aic.memory import MEMORY_FRACTION_KEYS
-from plansim.aic.spec import AicSpec, parse_aic_spec
 from plansim.configfile import read_config
 from plansim.errors import ConfigError
 from plansim.limits import MAX_POOL_WORKERS, MAX_SEED
+from plansim.roles import Mode, Role
 from plansim.sim import engine_config
+from plansim.sim.schedulers import SCHEDULERS
 from plansim.validation import StrictModel, config_error
 
 log = logging.getLogger(__name__)
@@ -42,31 +41,16 @@ class TimingModelSpec(StrictModel):
     ``external`` with ``provider: dynamo_profile`` and ``config.path``: the same NPZ profile;
     ``python``: ``callable`` is ``"module:attr"`` naming a factory or object with
     ``prefill_ms(new_tokens, batch_size, mean_isl, mean_prefix)`` and
-    ``decode_ms(batch_size, active_kv_tokens, mean_context, total_kv_tokens)``;
-    ``aic``: AIConfigurator's estimates for a model on a GPU (extra ``plansim[aic]``); the other
-    keys are :class:`~plansim.aic.spec.AicSpec`'s and are kept in ``aic``.
+    ``decode_ms(batch_size, active_kv_tokens, mean_context, total_kv_tokens)``.
     """
 
-    type: Literal["default", "polynomial", "fixed", "npz", "external", "python", "aic"] = "polynomial"
+    type: Literal["default", "polynomial", "fixed", "npz", "external", "python"] = "polynomial"
     provider: str | None = None
     config: dict[str, Any] | None = None
     path: str | None = None
     prefill_ms: float | None = Field(default=None, ge=0)
     decode_ms: float | None = Field(default=None, ge=0)
     callable: str | None = None
-    aic: AicSpec | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _aic_fields(cls, data: Any) -> Any:
-        """``{type: aic, system: ..., ...}``: the keys after ``type`` are the AIC spec's."""
-        if not (isinstance(data, Mapping) and data.get("type") == "aic"):
-            return data
-        if aic_sdk.sdk_version() is None:
-            raise ValueError(aic_sdk.MISSING_SDK)
-        if "aic" in data:
-            return data
-        return {"type": "aic", "aic": parse_aic_spec({k: v for k, v in data.items() if k != "type"})}
 
     @model_validator(mode="after")
     def _complete(self) -> TimingModelSpec:
@@ -81,8 +65,6 @@ class TimingModelSpec(StrictModel):
                 raise ValueError("an external dynamo_profile timing model needs config.path")
         if self.type == "python" and not self.callable:
             raise ValueError("a python timing model needs callable: 'module:attr'")
-        if (self.type == "aic") != (self.aic is not None):
-            raise ValueError("aic settings belong to a timing model of type aic")
         return self
 
     @property
@@ -98,7 +80,8 @@ class TimingModelSpec(StrictModel):
 class EngineArgs(StrictModel):
     """One engine (worker) in the reference mocker's JSON key names and defaults."""
 
-    engine_type: Literal["vllm"] = "vllm"
+    # A backend of the engine registry (``plansim.sim.schedulers.SCHEDULERS``).
+    engine_type: str = "vllm"
     num_gpu_blocks: int = Field(default=16384, ge=1)
     block_size: int = Field(default=64, ge=1)
     max_model_len: int | None = Field(default=None, ge=1)
@@ -119,19 +102,16 @@ class EngineArgs(StrictModel):
     planner_profile_data: str | None = None
     timing_model: TimingModelSpec | None = None
     tensor_parallel_size: int | None = Field(default=None, ge=1)
-    # Memory fractions that size the KV cache from an aic timing model (one per backend).
-    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
-    mem_fraction_static: float | None = Field(default=None, gt=0, le=1)
-    free_gpu_memory_fraction: float | None = Field(default=None, gt=0, le=1)
     # Canonical names of the given keys that have no effect here (``engine_config.KEYS``).
     no_effect_keys: tuple[str, ...] = ()
 
     @field_validator("engine_type", mode="before")
     @classmethod
-    def _lower_engine_type(cls, value: Any) -> Any:
-        if isinstance(value, str) and value.lower() in ("sglang", "trtllm"):
-            raise ValueError(f"engine_type {value!r} is not simulated; only 'vllm' is")
-        return value.lower() if isinstance(value, str) else value
+    def _known_engine_type(cls, value: Any) -> Any:
+        name = value.lower() if isinstance(value, str) else value
+        if name not in SCHEDULERS:
+            raise ValueError(SCHEDULERS.unknown(value))
+        return name
 
     @field_validator("preemption_mode", "worker_type", mode="before")
     @classmethod
@@ -146,27 +126,6 @@ class EngineArgs(StrictModel):
         normalised = engine_config.normalise(data)
         return {**normalised.fields, "no_effect_keys": normalised.no_effect}
 
-    @model_validator(mode="wrap")
-    @classmethod
-    def _sized_by_model(cls, data: Any, handler: Any) -> EngineArgs:
-        """With an aic timing model, fill the keys the model decides (KV blocks, handoff bytes,
-        TP and DP; :mod:`plansim.aic.engine_fields`); memory fractions without effect join
-        ``no_effect_keys``."""
-        args = handler(data)
-        spec = args.timing_model.aic if args.timing_model is not None else None
-        if spec is not None:
-            from plansim.aic.engine_fields import derived_engine_fields
-
-            updates = derived_engine_fields(args, spec)
-        else:
-            unused = {k for k, _ in MEMORY_FRACTION_KEYS.values() if getattr(args, k) is not None}
-            updates = {"no_effect_keys": tuple(sorted(set(args.no_effect_keys) | unused))} \
-                if unused - set(args.no_effect_keys) else {}
-        if not updates:
-            return args
-        return handler({**args.model_dump(exclude_unset=True),
-                        "no_effect_keys": args.no_effect_keys, **updates})
-
     @model_validator(mode="after")
     def _role_flags(self) -> EngineArgs:
         if self.is_prefill and self.is_decode:
@@ -174,13 +133,14 @@ class EngineArgs(StrictModel):
         return self
 
     @property
-    def role(self) -> str:
-        """``aggregated``, ``prefill`` or ``decode`` (``is_prefill``/``is_decode`` win)."""
+    def role(self) -> Role:
+        """``Role.AGG`` (``worker_type: aggregated``), ``PREFILL`` or ``DECODE``
+        (``is_prefill``/``is_decode`` win over ``worker_type``)."""
         if self.is_prefill:
-            return "prefill"
+            return Role.PREFILL
         if self.is_decode:
-            return "decode"
-        return self.worker_type
+            return Role.DECODE
+        return Role(self.worker_type)
 
     @property
     def gpus_per_worker(self) -> int:
@@ -289,11 +249,15 @@ class SlaConfig(StrictModel):
 
 # The keys that describe each mode's pools; a key of the other mode contradicts the mode.
 POOL_KEYS = {
-    "agg": ("num_workers",),
-    "disagg": ("num_prefill_workers", "num_decode_workers", "prefill_engine", "decode_engine"),
+    Mode.AGG: ("num_workers",),
+    Mode.DISAGG: ("num_prefill_workers", "num_decode_workers", "prefill_engine", "decode_engine"),
 }
-POOL_SIZE_KEYS = {"agg": ("num_workers",), "disagg": ("num_prefill_workers", "num_decode_workers")}
-_MODE_ALIASES = {"aggregated": "agg", "disaggregated": "disagg"}
+POOL_SIZE_KEYS = {Mode.AGG: ("num_workers",),
+                  Mode.DISAGG: ("num_prefill_workers", "num_decode_workers")}
+_MODE_ALIASES = {"aggregated": Mode.AGG, "disaggregated": Mode.DISAGG}
+# The field holding each pool's initial worker count.
+POOL_COUNT_FIELDS: dict[Role, str] = {Role.AGG: "num_workers", Role.PREFILL: "num_prefill_workers",
+                                      Role.DECODE: "num_decode_workers"}
 
 
 class Deployment(StrictModel):
@@ -301,7 +265,7 @@ class Deployment(StrictModel):
     ``num_prefill_workers`` x ``prefill_engine`` and ``num_decode_workers`` x ``decode_engine``
     (each defaults to ``engine``)."""
 
-    mode: Literal["agg", "disagg"] = "agg"
+    mode: Mode = Mode.AGG
     num_workers: int = Field(default=1, ge=1, le=MAX_POOL_WORKERS)
     num_prefill_workers: int = Field(default=1, ge=1, le=MAX_POOL_WORKERS)
     num_decode_workers: int = Field(default=1, ge=1, le=MAX_POOL_WORKERS)
@@ -321,11 +285,11 @@ class Deployment(StrictModel):
 
     @model_validator(mode="after")
     def _pools(self) -> Deployment:
-        other = "disagg" if self.mode == "agg" else "agg"
+        other = Mode.DISAGG if self.mode == Mode.AGG else Mode.AGG
         for key in POOL_KEYS[other]:
             if key in self.model_fields_set:
                 raise ValueError(f"{key}: only with mode {other} (the mode is {self.mode})")
-        if self.mode == "disagg":
+        if self.mode == Mode.DISAGG:
             p, d = self.prefill_args, self.decode_args
             if p.block_size != d.block_size:
                 raise ValueError("prefill_engine and decode_engine need the same block_size")
@@ -347,19 +311,18 @@ class Deployment(StrictModel):
                 if (args := getattr(self, name)) is not None for key in args.no_effect_keys]
         return (*keys, *(f"router.{key}" for key in self.router.no_effect_keys))
 
-    def pool_args(self, pool: str) -> EngineArgs:
+    def pool_args(self, pool: Role | str) -> EngineArgs:
         """Engine args of pool ``agg``, ``prefill`` or ``decode``."""
-        if pool == "prefill":
-            return self.prefill_args
-        if pool == "decode":
-            return self.decode_args
-        return self.engine
+        return {Role.AGG: self.engine, Role.PREFILL: self.prefill_args,
+                Role.DECODE: self.decode_args}[Role(pool)]
 
-    def pool_sizes(self) -> dict[str, int]:
-        """Initial workers per pool."""
-        if self.mode == "agg":
-            return {"agg": self.num_workers}
-        return {"prefill": self.num_prefill_workers, "decode": self.num_decode_workers}
+    def pool_sizes(self) -> dict[Role, int]:
+        """Initial workers per pool, in ``Mode.pools`` order."""
+        return {pool: getattr(self, POOL_COUNT_FIELDS[pool]) for pool in Mode(self.mode).pools}
+
+    def planner_role_sizes(self) -> dict[Role, int]:
+        """Initial workers per planner role (an aggregated pool is decode)."""
+        return {pool.planner_role: n for pool, n in self.pool_sizes().items()}
 
 
 def load_engine_args(path: str | Path) -> EngineArgs:
@@ -419,7 +382,7 @@ def _switch_mode(raw: dict[str, Any], overrides: Mapping[str, Any], name: str,
     """Drop (loudly) the file's pool keys that a ``mode`` override makes meaningless; see
     ``load_deployment``."""
     new = _MODE_ALIASES.get(overrides.get("mode"), overrides.get("mode"))
-    old = _MODE_ALIASES.get(raw.get("mode", "agg"), raw.get("mode", "agg"))
+    old = _MODE_ALIASES.get(raw.get("mode", Mode.AGG), raw.get("mode", Mode.AGG))
     if new not in POOL_KEYS or old not in POOL_KEYS or new == old:
         return
     stale = [key for key in POOL_KEYS[old] if key in raw]

@@ -22,9 +22,11 @@ import simpy
 from simpy.core import NORMAL, URGENT
 
 from plansim.limits import check_span, describe_span
+from plansim.roles import Mode, Role
 from plansim.sim.cluster import DRAINING, STARTING, Pool, Worker
 from plansim.sim.deployment import Deployment
-from plansim.sim.engine import EngineHooks, Rank, Request
+from plansim.sim.engine import Request
+from plansim.sim.engine_protocol import EngineHooks, EngineRank
 from plansim.sim.planner_host import PlannerHost
 from plansim.sim.recorder import Recorder
 from plansim.sim.result import ReplayResult
@@ -82,20 +84,16 @@ class ReplayHost:
         self.isl = np.asarray(workload.isl_tokens, dtype=np.int64)
         self.osl = np.maximum(np.asarray(workload.osl_tokens, dtype=np.int64), 1)
         self.rec = Recorder(n, arrivals, self.isl)
-        self.disagg = deployment.mode == "disagg"
+        self.mode = Mode(deployment.mode)
         self.rng = np.random.default_rng(deployment.seed)
         hooks = EngineHooks(self._on_admit, self._on_tokens, self._on_complete, self._on_reject,
                             self._on_run)
         self._worker_ids = 0
-        self.pools: dict[str, Pool] = {}
-        self.routers: dict[str, Router] = {}
+        self.pools: dict[Role, Pool] = {}
+        self.routers: dict[Role, Router] = {}
         router_params = deployment.router.model_dump()
         for name, count in deployment.pool_sizes().items():
             args = deployment.pool_args(name)
-            if name in ("prefill", "decode"):
-                # A disaggregated pool's role is its name, whatever flags its engine args carry.
-                args = args.model_copy(update={"worker_type": name, "is_prefill": None,
-                                               "is_decode": None})
             pool = Pool(name, args, make_timing_model(args.effective_timing), hooks,
                         self._next_worker_id, decode_runs=decode_runs)
             self.pools[name] = pool
@@ -103,13 +101,13 @@ class ReplayHost:
                                         self.rng, pool=name)
             for _ in range(count):
                 pool.mark_ready(pool.provision(0.0), 0.0)
-        self.block_size = deployment.pool_args("decode" if self.disagg else "agg").block_size
-        self.entry_pool = "prefill" if self.disagg else "agg"
+        self.block_size = deployment.pool_args(self.mode.visible_pool).block_size
+        self.entry_pool = self.mode.entry_pool
         self._gen: dict[int, int] = {}          # id(rank) -> finish-event generation
         self._start_pending: set[int] = set()
-        self._rank_pool: dict[int, str] = {}
+        self._rank_pool: dict[int, Role] = {}
         self._rank_worker: dict[int, Worker] = {}
-        self._pending: dict[str, list[int]] = {name: [] for name in self.pools}
+        self._pending: dict[Role, list[int]] = {name: [] for name in self.pools}
         self._outstanding = n
         self._last_arrival = float(arrivals[-1]) if n else 0.0
         self.planner_host = PlannerHost(self, planner) if planner is not None else None
@@ -194,7 +192,7 @@ class ReplayHost:
         idx = idx[: ends.shape[0]]
         return (h[idx].astype(np.int64) * tbs + ends % tbs).tolist()
 
-    def _dispatch(self, rid: int, pool_name: str) -> None:
+    def _dispatch(self, rid: int, pool_name: Role) -> None:
         pool = self.pools[pool_name]
         ranks = pool.ready_ranks
         if not ranks:
@@ -206,14 +204,14 @@ class ReplayHost:
             self.rec.keys[rid] = keys
         isl = int(self.isl[rid])
         router = self.routers[pool_name]
-        i, overlap = router.choose(isl, keys, ranks, pool.ready_loads)
+        i, overlap = router.choose(isl, keys, pool.ready_views, pool.ready_loads)
         rank = ranks[i]
         router.sent(rid, isl, keys, overlap, pool.ready_loads[i])
         # A request reaching the decode pool has been counted on arrival at the prefill pool and
         # brings its prompt KV with it.
-        handed_off = pool_name == "decode"
+        handed_off = pool_name.receives_handoff
         req = Request(rid, isl, int(self.osl[rid]), keys, prebuilt=handed_off)
-        if pool_name == "prefill":
+        if pool_name.hands_off:
             self.rec.prefill_worker[rid] = rank.worker_id
         else:
             self.rec.decode_worker[rid] = rank.worker_id
@@ -222,7 +220,7 @@ class ReplayHost:
         if rank.enqueue(req):
             self._kick(rank)
 
-    def _flush_pending(self, pool_name: str) -> None:
+    def _flush_pending(self, pool_name: Role) -> None:
         pending = self._pending[pool_name]
         self._pending[pool_name] = []
         for rid in pending:
@@ -230,7 +228,7 @@ class ReplayHost:
 
     # ---------------------------------------------------------------- rank events
 
-    def _kick(self, rank: Rank) -> None:
+    def _kick(self, rank: EngineRank) -> None:
         key = id(rank)
         if rank.busy:
             new_end = rank.interrupt(self.env.now)
@@ -244,7 +242,7 @@ class ReplayHost:
         self._start_pending.add(key)
         self._call_at(0.0, lambda: self._start(rank))
 
-    def _start(self, rank: Rank) -> None:
+    def _start(self, rank: EngineRank) -> None:
         self._start_pending.discard(id(rank))
         if rank.busy or not rank.has_work():
             return
@@ -253,7 +251,7 @@ class ReplayHost:
         gen = self._gen[id(rank)]
         self._call_at(end - now, lambda: self._finish(rank, gen), URGENT)
 
-    def _finish(self, rank: Rank, gen: int) -> None:
+    def _finish(self, rank: EngineRank, gen: int) -> None:
         if gen != self._gen[id(rank)] or not rank.busy:
             return
         rank.finish(self.env.now)
@@ -264,33 +262,35 @@ class ReplayHost:
 
     # ---------------------------------------------------------------- engine hooks
 
-    def _on_admit(self, rank: Rank, req: Request, now: float, reused: int) -> None:
+    def _on_admit(self, rank: EngineRank, req: Request, now: float, reused: int) -> None:
         self.rec.admitted(req.rid, self._rank_pool[id(rank)], now, reused, req.preempted,
                           req.prebuilt)
 
-    def _on_tokens(self, rank: Rank, reqs: list[Request], end: float) -> None:
-        if rank.role == "prefill":
-            return
+    def _on_tokens(self, rank: EngineRank, reqs: list[Request], end: float) -> None:
+        if not rank.role.decodes:
+            return  # a prefill worker's token is internal
         first = self.rec.tokens(reqs, end)
         if first:
             router = self.routers[self._rank_pool[id(rank)]]
             for rid in first:
                 router.prefill_done(rid)
 
-    def _on_run(self, rank: Rank, reqs: list[Request], ends: np.ndarray, dts: np.ndarray) -> None:
+    def _on_run(self, rank: EngineRank, reqs: list[Request], ends: np.ndarray,
+                dts: np.ndarray) -> None:
         self.rec.run(reqs, ends)
 
-    def _on_complete(self, rank: Rank, req: Request, end: float) -> None:
+    def _on_complete(self, rank: EngineRank, req: Request, end: float) -> None:
         pool_name = self._rank_pool[id(rank)]
         self.routers[pool_name].finished(req.rid)
-        if pool_name == "prefill":
-            args = self.pools["prefill"].args
+        if pool_name.hands_off:
+            args = self.pools[pool_name].args
             handoff_ms = 0.0
             if args.kv_bytes_per_token and args.kv_transfer_bandwidth:
                 # kv_transfer_bandwidth is in GB/s.
                 handoff_ms = req.isl * args.kv_bytes_per_token / (args.kv_transfer_bandwidth * 1e9) * 1000.0
             rid = req.rid
-            self._call_at(end - self.env.now + handoff_ms, lambda: self._dispatch(rid, "decode"))
+            self._call_at(end - self.env.now + handoff_ms,
+                          lambda: self._dispatch(rid, Role.DECODE))
             return
         self.rec.completed(req.rid)
         self.rec.keys[req.rid] = None
@@ -298,14 +298,14 @@ class ReplayHost:
         if self.planner_host is not None:
             self.planner_host.on_complete(req.rid)
 
-    def _on_reject(self, rank: Rank, req: Request, reason: str) -> None:
+    def _on_reject(self, rank: EngineRank, req: Request, reason: str) -> None:
         self.routers[self._rank_pool[id(rank)]].finished(req.rid)
         self.rec.rejected(req.rid, reason)
         self._outstanding -= 1
 
     # ---------------------------------------------------------------- scaling (planner host)
 
-    def scale_pool(self, pool_name: str, target: int) -> tuple[int, int]:
+    def scale_pool(self, pool_name: Role, target: int) -> tuple[int, int]:
         """Set the pool's serving count (ready + starting) to ``target``; returns (from, to)."""
         pool = self.pools[pool_name]
         now = self.env.now
@@ -334,13 +334,14 @@ class ReplayHost:
         requests = self.rec.requests_table(self.workload.request_id)
         done_ms = replay_duration_ms(requests)
         d = self.deployment
-        if self.disagg:
-            pws = self.pools["prefill"].worker_seconds(done_ms)
-            dws = self.pools["decode"].worker_seconds(done_ms)
-            pgpw, dgpw = d.prefill_args.gpus_per_worker, d.decode_args.gpus_per_worker
-        else:
-            pws, dws = 0.0, self.pools["agg"].worker_seconds(done_ms)
-            pgpw, dgpw = 0, d.engine.gpus_per_worker
+        # Worker-seconds and GPUs per worker by planner role (an aggregated pool is decode).
+        seconds = {Role.PREFILL: 0.0, Role.DECODE: 0.0}
+        gpus = {Role.PREFILL: 0, Role.DECODE: 0}
+        for name, pool in self.pools.items():
+            seconds[name.planner_role] = pool.worker_seconds(done_ms)
+            gpus[name.planner_role] = d.pool_args(name).gpus_per_worker
+        pws, dws = seconds[Role.PREFILL], seconds[Role.DECODE]
+        pgpw, dgpw = gpus[Role.PREFILL], gpus[Role.DECODE]
         gaps, counts = self.rec.itl_samples()
         summary = summarize(requests, gaps, counts, prefill_worker_seconds=pws,
                             decode_worker_seconds=dws, prefill_gpus_per_worker=pgpw,
@@ -354,7 +355,7 @@ class ReplayHost:
         return ReplayResult(
             summary=summary,
             requests=requests,
-            timeseries=self.rec.timeseries_table(self.pools),
+            timeseries=self.rec.timeseries_table(self.mode.visible_pool),
             workers=workers,
             ticks=ticks,
             scaling_events=scaling or [],
@@ -364,7 +365,7 @@ class ReplayHost:
     def _workers_table(self, requests: pd.DataFrame) -> pd.DataFrame:
         rows = []
         for pool in self.pools.values():
-            col = "prefill_worker" if pool.name == "prefill" else "decode_worker"
+            col = "prefill_worker" if pool.name.hands_off else "decode_worker"
             served = requests[requests[col] >= 0]
             by_worker = served.groupby(col)
             n_req = by_worker.size()
@@ -374,10 +375,10 @@ class ReplayHost:
             for w in pool.workers:
                 wid = w.worker_id
                 rows.append({
-                    "worker_id": wid, "pool": pool.name, "ready_at_ms": w.ready_ms,
+                    "worker_id": wid, "pool": pool.name.value, "ready_at_ms": w.ready_ms,
                     "removed_at_ms": w.removed_ms, "requests": int(n_req.get(wid, 0)),
                     "input_tokens": int(inp.get(wid, 0)),
-                    "output_tokens": int(out.get(wid, 0)) if pool.name != "prefill" else 0,
+                    "output_tokens": int(out.get(wid, 0)) if pool.name.decodes else 0,
                     "reused_input_tokens": int(reused.get(wid, 0)),
                 })
         return pd.DataFrame(rows, columns=["worker_id", "pool", "ready_at_ms", "removed_at_ms",

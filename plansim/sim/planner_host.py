@@ -33,6 +33,7 @@ from plansim.planner_core.observations import (
     TrafficObservation,
     WorkerCounts,
 )
+from plansim.roles import Role
 from plansim.sim.cluster import DRAINING, READY, STARTING
 from plansim.sim.connector import SimConnector
 
@@ -132,10 +133,9 @@ class PlannerHost:
 
     def worker_counts(self) -> WorkerCounts:
         pools = self.host.pools
-        if "agg" in pools:
-            d, p = pools["agg"], None
-        else:
-            d, p = pools["decode"], pools["prefill"]
+        mode = self.host.mode
+        p = pools.get(mode.pool_for(Role.PREFILL))
+        d = pools.get(mode.pool_for(Role.DECODE))
 
         def c(pool: Any, state: str) -> int:
             return pool.count(state) if pool is not None else 0
@@ -153,13 +153,12 @@ class PlannerHost:
         now = self.host.env.now
         out: dict[str, tuple] = {}
         for name, pool in self.host.pools.items():
-            role = "prefill" if name == "prefill" else "decode"
             snaps = []
             for w in pool.workers:
                 if w.state != READY:
                     continue
                 snaps.extend(r.take_fpm(now) for r in w.ranks)
-            out[role] = tuple(snaps)
+            out[name.planner_role.value] = tuple(snaps)
         return out
 
     # ---------------------------------------------------------------- effects
@@ -182,7 +181,7 @@ class PlannerHost:
                 if not self.advisory:
                     self.connector.apply(component, target)
                 self.scaling_events.append({
-                    "at_s": now_s, "component": component, "from_count": before,
+                    "at_s": now_s, "component": component.value, "from_count": before,
                     "to_count": int(target),
                     "reason": "scale_up" if target > before else "scale_down",
                     "applied": not self.advisory})

@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from plansim.roles import Role
+from plansim.sim.cluster import DRAINING, READY, STARTING
 
 NAN = float("nan")
 _COMPACT_AT = 1 << 20
@@ -152,20 +156,24 @@ class Recorder:
 
     # ---------------------------------------------------------------- time series
 
-    def sample(self, now: float, pools: dict[str, Any]) -> None:
-        """One time-series row per pool at virtual time ``now`` (ms; stored as ``time_s``)."""
+    def sample(self, now: float, pools: Mapping[Role, Any]) -> None:
+        """One time-series row per pool at virtual time ``now`` (ms; stored as ``time_s``):
+        workers by state, and the ``occupancy`` of the ranks still serving (ready or draining;
+        KV usage over ready ones)."""
         for name, pool in pools.items():
-            ready = [w for w in pool.workers if w.state == "ready"]
-            ranks = [r for w in pool.workers if w.state in ("ready", "draining") for r in w.ranks]
-            kv = [r.kv_usage() for w in ready for r in w.ranks]
+            ready = [w for w in pool.workers if w.state == READY]
+            by_state = [(w.state, r.occupancy()) for w in pool.workers
+                        if w.state in (READY, DRAINING) for r in w.ranks]
+            serving = [o for _, o in by_state]
+            kv = [o.kv_usage for state, o in by_state if state == READY]
             admitted = self._admitted_tokens.get(name, 0)
             self._samples.append({
-                "time_s": now / 1000.0, "pool": name,
-                "ready": len(ready), "starting": pool.count("starting"),
-                "draining": pool.count("draining"),
-                "running": sum(len(r.running) for r in ranks),
-                "waiting": sum(len(r.waiting) for r in ranks),
-                "queued_prefill_tokens": sum(r.queued_prefill_tokens() for r in ranks),
+                "time_s": now / 1000.0, "pool": name.value,
+                "ready": len(ready), "starting": pool.count(STARTING),
+                "draining": pool.count(DRAINING),
+                "running": sum(o.running for o in serving),
+                "waiting": sum(o.waiting for o in serving),
+                "queued_prefill_tokens": sum(o.queued_prefill_tokens for o in serving),
                 "kv_usage": float(np.mean(kv)) if kv else 0.0,
                 "prefix_reuse": (self._reused_tokens.get(name, 0) / admitted if admitted else 0.0),
                 "arrivals": self._arrived.get(name, 0),
@@ -174,15 +182,16 @@ class Recorder:
         self._admitted_tokens.clear()
         self._reused_tokens.clear()
 
-    def timeseries_table(self, pools: dict[str, Any]) -> pd.DataFrame:
+    def timeseries_table(self, visible_pool: Role) -> pd.DataFrame:
+        """The samples as a table; ``output_tok_s`` on ``visible_pool``'s rows (the pool whose
+        tokens the user sees)."""
         frame = pd.DataFrame(self._samples, columns=[
             "time_s", "pool", "ready", "starting", "draining", "running", "waiting",
             "queued_prefill_tokens", "kv_usage", "prefix_reuse", "arrivals"])
         frame["output_tok_s"] = 0.0
         if len(frame):
             # The sample at second s reports the tokens emitted during second s - 1.
-            visible_pool = "decode" if "decode" in pools else "agg"
-            mask = (frame["pool"] == visible_pool).to_numpy()
+            mask = (frame["pool"] == visible_pool.value).to_numpy()
             sec = np.floor(frame["time_s"].to_numpy()[mask]).astype(np.int64) - 1
             counts = self._tok_per_s
             inside = (sec >= 0) & (sec < counts.shape[0])

@@ -23,6 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from plansim.roles import Role
+from plansim.sim.engine_protocol import PrefixView
+
 
 class RankLoad:
     """What the router tracks for one rank: queued prefill tokens and active blocks."""
@@ -39,14 +42,15 @@ class Router:
     """One pool's router. ``choose`` returns an index into the candidate list."""
 
     def __init__(self, mode: str, params: dict[str, Any], block_size: int,
-                 rng: np.random.Generator, *, pool: str = "agg") -> None:
-        """``pool``: ``agg``, ``prefill`` or ``decode`` (the cost terms differ, see the module
-        docstring)."""
+                 rng: np.random.Generator, *, pool: Role | str = Role.AGG) -> None:
+        """``pool``: the pool's role, ``agg``, ``prefill`` or ``decode`` (the cost terms differ,
+        see the module docstring)."""
         self.mode = mode
         self.block_size = block_size
         self.rng = rng
-        self.decode_pool = pool == "decode"
-        self.prefill_pool = pool == "prefill"
+        role = Role(pool)
+        self.decode_pool = role.receives_handoff
+        self.prefill_pool = role.hands_off
         self.overlap_score_weight = float(params.get("overlap_score_weight", 1.0))
         self.temperature = float(params.get("router_temperature", 0.0))
         self._next = 0
@@ -72,11 +76,12 @@ class Router:
         return {"overlap_score_weight": self.overlap_score_weight,
                 "router_temperature": self.temperature}
 
-    def choose(self, isl: int, keys: list[int], candidates: list[Any],
+    def choose(self, isl: int, keys: list[int], views: list[PrefixView],
                loads: list[RankLoad]) -> tuple[int, int]:
-        """Pick a candidate for a request of ``isl`` tokens whose prompt blocks are ``keys``;
+        """Pick a candidate rank for a request of ``isl`` tokens whose prompt blocks are
+        ``keys``, from the candidates' prefix-cache views and load records (index for index);
         returns (index, overlap blocks on it)."""
-        n = len(candidates)
+        n = len(views)
         if self.mode == "round_robin":
             i = self._next % n
             self._next += 1
@@ -88,11 +93,11 @@ class Router:
         n_keys = len(keys)
         logits = np.empty(n)
         overlaps = [0] * n
-        for c, (rank, load) in enumerate(zip(candidates, loads)):
+        for c, (view, load) in enumerate(zip(views, loads)):
             # Decode routing is load-only: no cache overlap, no shared active blocks.
             overlap = decode_blocks = 0
             if not self.decode_pool:
-                overlap = rank.cache.overlap(keys)
+                overlap = view.overlap(keys)
             if not self.prefill_pool:
                 shared = 0
                 active = load.blocks

@@ -1,0 +1,94 @@
+"""What the rest of the replay may use of an engine rank, and what a rank reports back.
+
+``EngineRank`` is the whole surface the replay host, the recorder, the router and the planner
+host see; nothing else of a rank is theirs to touch (its batch, queue and KV pool belong to the
+rank and its scheduler policy, ``plansim.sim.schedulers``). A rank reports through the
+``EngineHooks`` the host gives it. Times are virtual milliseconds.
+
+Host protocol: ``enqueue`` a request (False: it was rejected through ``on_reject``); when the
+rank is not ``busy`` and ``has_work``, ``start_pass(now)`` returns the pass's end time and the
+host calls ``finish(end)`` then; an arrival that reaches a busy rank calls ``interrupt(now)``,
+which may shorten a decode run in flight (the new end time, or None when unchanged).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from plansim.planner_core.observations import ForwardPassMetrics
+    from plansim.roles import Role
+    from plansim.sim.engine import Request
+
+
+@dataclass(frozen=True, slots=True)
+class RankOccupancy:
+    """A rank's state at one instant, for the time series: requests running and waiting,
+    prompt tokens of fresh requests waiting, and the fraction of KV blocks active (0..1)."""
+
+    running: int
+    waiting: int
+    queued_prefill_tokens: int
+    kv_usage: float
+
+
+class PrefixView(Protocol):
+    """What a router may know of a rank's cache: how many leading blocks of a prompt it holds."""
+
+    def overlap(self, keys: list[int]) -> int:
+        """Leading blocks of ``keys`` (prompt block keys, ``plansim.sim.kv``) cached on the
+        rank, active or not."""
+        ...
+
+
+@runtime_checkable
+class EngineRank(Protocol):
+    """One data-parallel rank of one worker, as the host, recorder, router and planner host
+    see it."""
+
+    worker_id: int
+    dp_rank: int
+    role: Role
+    # True from ``start_pass`` until ``finish``.
+    busy: bool
+    # The router's view of this rank's prefix cache.
+    prefix_view: PrefixView
+
+    def enqueue(self, req: Request) -> bool: ...
+
+    def has_work(self) -> bool: ...
+
+    def start_pass(self, now_ms: float) -> float: ...
+
+    def interrupt(self, now_ms: float) -> float | None: ...
+
+    def finish(self, now_ms: float) -> None: ...
+
+    def take_fpm(self, t_ms: float) -> ForwardPassMetrics:
+        """Per-pass means over the passes completed since the previous call, with the queue at
+        ``t_ms``; starts a new window (for the planner host)."""
+        ...
+
+    def occupancy(self) -> RankOccupancy:
+        """Now, for the recorder's time series."""
+        ...
+
+
+class EngineHooks:
+    """What a rank reports to the host; the host supplies the callables. ``rank`` is the
+    reporting ``EngineRank``, times are virtual ms."""
+
+    __slots__ = ("on_admit", "on_tokens", "on_complete", "on_reject", "on_run")
+
+    def __init__(self, on_admit: Callable[[EngineRank, Request, float, int], None],
+                 on_tokens: Callable[[EngineRank, Sequence[Request], float], None],
+                 on_complete: Callable[[EngineRank, Request, float], None],
+                 on_reject: Callable[[EngineRank, Request, str], None],
+                 on_run: Callable[..., None]) -> None:
+        self.on_admit = on_admit          # (rank, req, now_ms, reused_tokens)
+        self.on_tokens = on_tokens        # (rank, reqs, end_ms): one pass's tokens
+        self.on_complete = on_complete    # (rank, req, end_ms)
+        self.on_reject = on_reject        # (rank, req, reason)
+        self.on_run = on_run              # (rank, reqs, ends_ms, dts_ms): a finished decode run

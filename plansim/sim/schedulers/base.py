@@ -1,0 +1,95 @@
+"""The scheduler-policy seam of an engine rank.
+
+A rank (``plansim.sim.engine.Rank``) owns the mechanics: the running batch and the waiting
+queue, the KV block pool, granting tokens (allocating and registering their blocks), admission
+bookkeeping, pass timing, token emission, decode runs, queue totals and pass metrics. A
+``SchedulerPolicy`` owns the rules a backend differs in: which requests get tokens in a pass and
+how many (ordering and the token budget), which waiting requests are admitted, which running
+request is preempted when KV runs short, and which requests are refused at the door.
+
+The policy composes each pass through the ``PassBuilder`` surface of the rank and nothing else.
+One policy instance serves one rank (it may keep per-rank state).
+
+Adding a backend: one module with a policy class (constructor ``(args: EngineArgs)``) and one
+line in ``plansim.sim.schedulers.SCHEDULERS``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from plansim.sim.engine import Request
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixMatch:
+    """What admitting a waiting request would reuse, from the rank's cache now.
+
+    ``n_match`` leading blocks are cached and would be acquired (``keys[:n_match]``), of which
+    ``n_active`` are held by running requests; ``cached_tokens`` of the prompt would not be
+    recomputed; ``blocks_needed`` more blocks would hold the request's whole known sequence
+    (``n_active`` counts as present, inactive cached blocks must be re-acquired)."""
+
+    keys: list[int]
+    n_match: int
+    n_active: int
+    blocks_needed: int
+    cached_tokens: int
+
+
+class PassBuilder(Protocol):
+    """The rank as its policy sees it while composing a pass."""
+
+    block_size: int
+    # In batch order; the policy may reorder ``waiting`` (not ``running``) between passes.
+    running: list[Request]
+    waiting: deque[Request]
+    # Tokens granted so far in this pass (a preempted request's grant is given back).
+    pass_tokens: int
+    # A request's work granted earlier in this pass was undone by a preemption.
+    pass_undone: bool
+    # Preemptions (and KV rejections) since the rank started; compare before and after a grant.
+    preemptions: int
+
+    def kv_available(self) -> int:
+        """Blocks that can be allocated now (free plus evictable)."""
+        ...
+
+    def prefix_match(self, req: Request) -> PrefixMatch: ...
+
+    def admit(self, req: Request, match: PrefixMatch, now_ms: float) -> None:
+        """Move a waiting request into the batch, acquiring its matched prefix."""
+        ...
+
+    def grant(self, req: Request, tokens: int) -> bool:
+        """Give a running request its next ``tokens`` this pass, allocating their KV and
+        preempting ``victim`` requests while it is short. False when ``req`` itself left the
+        batch (preempted, or rejected because it can never fit)."""
+        ...
+
+
+class SchedulerPolicy(Protocol):
+    """A backend's scheduling rules; see the module docstring."""
+
+    def refusal(self, req: Request) -> str | None:
+        """Why a request reaching the rank can never run there (None: accept it). May clip
+        ``req.osl`` to what the backend would generate."""
+        ...
+
+    def compose(self, rank: PassBuilder, now_ms: float) -> None:
+        """Grant this pass's tokens: running requests and admissions, in the backend's order."""
+        ...
+
+    def victim(self, running: Sequence[Request], needy: Request) -> int:
+        """Index into ``running`` of the request to preempt while ``needy`` is short of KV."""
+        ...
+
+    def steady_decode(self, rank: PassBuilder) -> bool:
+        """True when, with every running request decoding, each following pass would give
+        each of them one token and admit nothing until one completes or KV runs short: the
+        rank may then time those passes in one step (a decode run)."""
+        ...
