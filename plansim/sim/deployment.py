@@ -21,6 +21,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+from plansim.aic import sdk as aic_sdk
+from plansim.aic.memory import MEMORY_FRACTION_KEYS
+from plansim.aic.spec import AicSpec, parse_aic_spec
 from plansim.configfile import read_config
 from plansim.errors import ConfigError
 from plansim.limits import MAX_POOL_WORKERS, MAX_SEED
@@ -41,16 +44,31 @@ class TimingModelSpec(StrictModel):
     ``external`` with ``provider: dynamo_profile`` and ``config.path``: the same NPZ profile;
     ``python``: ``callable`` is ``"module:attr"`` naming a factory or object with
     ``prefill_ms(new_tokens, batch_size, mean_isl, mean_prefix)`` and
-    ``decode_ms(batch_size, active_kv_tokens, mean_context, total_kv_tokens)``.
+    ``decode_ms(batch_size, active_kv_tokens, mean_context, total_kv_tokens)``;
+    ``aic``: AIConfigurator's estimates for a model on a GPU (extra ``plansim[aic]``); the other
+    keys are :class:`~plansim.aic.spec.AicSpec`'s and are kept in ``aic``.
     """
 
-    type: Literal["default", "polynomial", "fixed", "npz", "external", "python"] = "polynomial"
+    type: Literal["default", "polynomial", "fixed", "npz", "external", "python", "aic"] = "polynomial"
     provider: str | None = None
     config: dict[str, Any] | None = None
     path: str | None = None
     prefill_ms: float | None = Field(default=None, ge=0)
     decode_ms: float | None = Field(default=None, ge=0)
     callable: str | None = None
+    aic: AicSpec | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _aic_fields(cls, data: Any) -> Any:
+        """``{type: aic, system: ..., ...}``: the keys after ``type`` are the AIC spec's."""
+        if not (isinstance(data, Mapping) and data.get("type") == "aic"):
+            return data
+        if aic_sdk.sdk_version() is None:
+            raise ValueError(aic_sdk.MISSING_SDK)
+        if "aic" in data:
+            return data
+        return {"type": "aic", "aic": parse_aic_spec({k: v for k, v in data.items() if k != "type"})}
 
     @model_validator(mode="after")
     def _complete(self) -> TimingModelSpec:
@@ -65,6 +83,8 @@ class TimingModelSpec(StrictModel):
                 raise ValueError("an external dynamo_profile timing model needs config.path")
         if self.type == "python" and not self.callable:
             raise ValueError("a python timing model needs callable: 'module:attr'")
+        if (self.type == "aic") != (self.aic is not None):
+            raise ValueError("aic settings belong to a timing model of type aic")
         return self
 
     @property
@@ -102,6 +122,10 @@ class EngineArgs(StrictModel):
     planner_profile_data: str | None = None
     timing_model: TimingModelSpec | None = None
     tensor_parallel_size: int | None = Field(default=None, ge=1)
+    # Memory fractions that size the KV cache from an aic timing model (one per backend).
+    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
+    mem_fraction_static: float | None = Field(default=None, gt=0, le=1)
+    free_gpu_memory_fraction: float | None = Field(default=None, gt=0, le=1)
     # Canonical names of the given keys that have no effect here (``engine_config.KEYS``).
     no_effect_keys: tuple[str, ...] = ()
 
@@ -125,6 +149,27 @@ class EngineArgs(StrictModel):
             return data  # not user input, or already normalised (model_copy, round trips)
         normalised = engine_config.normalise(data)
         return {**normalised.fields, "no_effect_keys": normalised.no_effect}
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _sized_by_model(cls, data: Any, handler: Any) -> EngineArgs:
+        """With an aic timing model, fill the keys the model decides (KV blocks, handoff bytes,
+        TP and DP; :mod:`plansim.aic.engine_fields`); memory fractions without effect join
+        ``no_effect_keys``."""
+        args = handler(data)
+        spec = args.timing_model.aic if args.timing_model is not None else None
+        if spec is not None:
+            from plansim.aic.engine_fields import derived_engine_fields
+
+            updates = derived_engine_fields(args, spec)
+        else:
+            unused = {k for k, _ in MEMORY_FRACTION_KEYS.values() if getattr(args, k) is not None}
+            updates = {"no_effect_keys": tuple(sorted(set(args.no_effect_keys) | unused))} \
+                if unused - set(args.no_effect_keys) else {}
+        if not updates:
+            return args
+        return handler({**args.model_dump(exclude_unset=True),
+                        "no_effect_keys": args.no_effect_keys, **updates})
 
     @model_validator(mode="after")
     def _role_flags(self) -> EngineArgs:

@@ -19,7 +19,8 @@ decides who gets tokens in a pass, who is admitted and who is preempted; the ran
 4. Every granted request whose computed tokens reach its known length emits one token. Decode
    time from those granted no prompt tokens (batch, KV tokens = sum of their lengths, mean
    context), divided by ``speedup_ratio * decode_speedup_ratio``; 0 on prefill workers (their
-   one token is part of the prefill pass).
+   one token is part of the prefill pass). In a pass that also prefills, a timing model with
+   ``mixed_decode_ms`` gives the decode share instead.
 5. Pass end = start + prefill + decode, each rounded to whole nanoseconds as the reference's
    durations are. Tokens are stamped at the pass end.
 
@@ -131,6 +132,8 @@ class Rank:
         self.prefill_div = args.speedup_ratio
         self.decode_div = args.speedup_ratio * args.decode_speedup_ratio
         self.timing = timing
+        # Timing models that know a mixed pass shares one weights pass (see sim.timing).
+        self._mixed_decode = getattr(timing, "mixed_decode_ms", None)
         self.cache = KvCache(args.num_gpu_blocks, args.block_size, args.enable_prefix_caching)
         self.prefix_view = self.cache
         self.hooks = hooks
@@ -367,6 +370,7 @@ class Rank:
                     n_dec += 1
                     kv_dec += length
         prefill_ms = 0.0
+        new_tokens = 0
         if count:
             mean_isl = total_isl // count
             mean_prefix = total_prefix // count
@@ -376,8 +380,12 @@ class Rank:
                                 / self.prefill_div)
         decode_ms = 0.0
         if n_dec and self._decode_timed and self.decode_div > 0:
-            decode_ms = _q(self.timing.decode_ms(n_dec, kv_dec, kv_dec // n_dec,
-                                                 self.total_kv_tokens) / self.decode_div)
+            if count and self._mixed_decode is not None:
+                raw = self._mixed_decode(n_dec, kv_dec, kv_dec // n_dec, self.total_kv_tokens,
+                                         new_tokens)
+            else:
+                raw = self.timing.decode_ms(n_dec, kv_dec, kv_dec // n_dec, self.total_kv_tokens)
+            decode_ms = _q(raw / self.decode_div)
         end = now + prefill_ms + decode_ms
         self._emit = emit
         self._run = None

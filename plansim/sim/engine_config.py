@@ -60,6 +60,10 @@ def _schedule_policy(value: Any) -> Any:
     return "fifo" if value == "fcfs" else value
 
 
+# Memory fractions are modelled only where they matter (plansim.aic.engine_fields).
+_AIC_SIZED = "memory fraction, sizes num_gpu_blocks with an aic timing model when it is unset"
+
+
 def _k(name: str, field: str | None = "", *aliases: str, convert: Callable[[Any], Any] | None = None,
        why: str = "") -> EngineKey:
     return EngineKey(name, name if field == "" else field, aliases, convert, why)
@@ -133,9 +137,9 @@ KEYS: tuple[EngineKey, ...] = (
     _k("tensor_parallel_size", "tensor_parallel_size", "aic_tp_size", "ais_tp_size"),
     _k("startup_time"),
     _k("num_gpu_blocks_is_explicit", NO_EFFECT, why="marks num_gpu_blocks as user-set"),
-    _k("gpu_memory_utilization", NO_EFFECT, why="vLLM KV capacity estimation"),
-    _k("mem_fraction_static", NO_EFFECT, why="SGLang KV capacity estimation"),
-    _k("free_gpu_memory_fraction", NO_EFFECT, why="TensorRT-LLM KV capacity estimation"),
+    _k("gpu_memory_utilization", why=f"vLLM {_AIC_SIZED}"),
+    _k("mem_fraction_static", why=f"SGLang {_AIC_SIZED}"),
+    _k("free_gpu_memory_fraction", why=f"TensorRT-LLM {_AIC_SIZED}"),
     _k("cuda_graph_reserved_bytes", NO_EFFECT, why="KV capacity estimation"),
     _k("dynamo.enable_local_indexer", NO_EFFECT, "enable_local_indexer",
        why="worker-local KV indexer of a live worker"),

@@ -13,6 +13,11 @@ uses to time a run of decode-only passes in one call.
   extrapolate linearly beyond the grid.
 - ``FixedTiming``: constant per-pass times.
 - ``CallableTiming``: wraps a user object with ``prefill_ms`` and ``decode_ms`` methods.
+- ``aic``: AIConfigurator's estimates (:mod:`plansim.aic.timing`).
+
+A model may also offer ``mixed_decode_ms(batch_size, active_kv_tokens, mean_context,
+total_kv_tokens, prefill_tokens)``: the time decode requests add to a pass that also prefills
+``prefill_tokens`` tokens. Without it a mixed pass costs ``prefill_ms + decode_ms``.
 """
 
 from __future__ import annotations
@@ -118,6 +123,9 @@ class CallableTiming:
 
     def __init__(self, impl: Any) -> None:
         self.impl = impl
+        mixed = getattr(impl, "mixed_decode_ms", None)
+        if mixed is not None:
+            self.mixed_decode_ms = lambda *args: max(0.0, float(mixed(*args)))
 
     def prefill_ms(self, new_tokens: int, batch_size: int, mean_isl: float,
                    mean_prefix: float) -> float:
@@ -151,6 +159,10 @@ def make_timing_model(spec: Any) -> TimingModel:
         return load_npz_profile(spec.npz_path)
     if kind == "python":
         return CallableTiming(_import_callable(spec.callable))
+    if kind == "aic":
+        from plansim.aic.timing import AicTiming
+
+        return AicTiming.for_spec(spec.aic)
     raise ConfigError(f"unknown timing model type {kind!r}", field="timing_model.type")
 
 

@@ -290,3 +290,16 @@ def test_take_fpm_counts_the_unfinished_prompt_tokens_of_a_chunked_prefill():
     fpm = rank.take_fpm(t)
     assert fpm.inflight_prefill_tokens == 10000 - 4096
     assert (fpm.queued_prefill_requests, fpm.queued_prefill_tokens) == (1, 700)
+
+
+def test_a_timing_model_with_mixed_decode_ms_times_the_decode_share_of_mixed_passes():
+    # Budget 8192: pass 1 = A 3000 + B 5192 (prefill only); pass 2 = B's last 808 + A's decode
+    # (mixed: A adds 0.05 x 3001 - 0.01 x 808); pass 3 = both decoding (decode_ms).
+    timing = {"type": "python", "callable": "simkit_timing:LinearSharedWeights"}
+    rows = [(0.0, 3000, 3, list(range(1, 7))), (0.0, 6000, 3, list(range(7, 19)))]
+    r = run(rows, engine={"timing_model": timing})
+    p1 = q(0.1 * 8192)
+    p2 = q(0.1 * 808) + q(0.05 * 3001 - 0.01 * 808)
+    assert req(r, 1).first_token_ms == pytest.approx(p1 + p2, **APPROX)
+    assert req(r, 0).ttst_ms == pytest.approx(p2, **APPROX)
+    assert req(r, 0).last_token_ms == pytest.approx(p1 + p2 + q(0.05 * (3002 + 6001)), **APPROX)

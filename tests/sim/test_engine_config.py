@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from plansim.aic.memory import MEMORY_FRACTION_KEYS
 from plansim.errors import ConfigError
 from plansim.sim import engine_config
 from plansim.sim.deployment import EngineArgs, build_deployment
@@ -51,7 +52,7 @@ SAMPLES = {
     "dp_size": 2, "data_parallel_size": 2,
     "tensor_parallel_size": 4, "aic_tp_size": 4, "ais_tp_size": 4,
     "startup_time": 30.0, "num_gpu_blocks_is_explicit": True,
-    "gpu_memory_utilization": 0.9, "mem_fraction_static": 0.9, "free_gpu_memory_fraction": 0.9,
+    "gpu_memory_utilization": 0.8, "mem_fraction_static": 0.8, "free_gpu_memory_fraction": 0.8,
     "cuda_graph_reserved_bytes": 1,
     "dynamo.enable_local_indexer": True, "enable_local_indexer": True,
     "dynamo.bootstrap_port": 1, "bootstrap_port": 1, "bootstrap_ports": "1",
@@ -95,11 +96,18 @@ def test_every_accepted_key_has_a_sample():
     assert set(SAMPLES) == set(engine_config.accepted_spellings())
 
 
+# Keys modelled only beside an aic timing model (tests/aic/test_engine_fields.py: without one
+# they are named in the warning).
+AIC_SIZED = {key: {"timing_model": {"type": "aic", "model": "Qwen/Qwen3-32B", "system": "h200_sxm",
+                                    "backend": backend}} for backend, (key, _) in MEMORY_FRACTION_KEYS.items()}
+
+
 @pytest.mark.parametrize("spelling", sorted(SAMPLES))
 def test_every_accepted_key_is_modelled_or_named_in_the_warning(spelling, caplog):
     key = engine_config.key(spelling)
+    engine = {**AIC_SIZED.get(spelling, {}), **_nested(spelling, SAMPLES[spelling])}
     with caplog.at_level(logging.WARNING, logger="plansim.sim.deployment"):
-        deployment = build_deployment({"engine": _nested(spelling, SAMPLES[spelling])})
+        deployment = build_deployment({"engine": engine})
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     if key.field is None:
         assert len(warnings) == 1
