@@ -2,7 +2,9 @@
 
 Readers fill numpy columns in file order; ``plansim.traces.load`` concatenates files, sorts by
 arrival and remaps hashes into the ``Workload``. Optional Dynamo fields are NaN (floats) or -1
-(output tokens) where a row lacks them. Internal to ``plansim.traces`` and deliberately mutable:
+(output tokens) where a row lacks them. ``arrival_ms`` is NaN for a closed-loop row released
+by its dependencies alone; ``links`` holds the format's closed-loop fields (sessions,
+dependencies), which the format's graph builder reads. Internal to ``plansim.traces`` and deliberately mutable:
 ``workload_from_columns`` moves each column out (setting the field to ``None``) as it uses it,
 so that memory is freed early; a consumed ``TraceColumns`` is not used again.
 """
@@ -10,10 +12,12 @@ so that memory is freed early; a consumed ``TraceColumns`` is not used again.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from plansim.errors import TraceError
+from plansim.traces.csr import csr_take
 
 
 @dataclass(slots=True)
@@ -31,6 +35,7 @@ class TraceColumns:
     recorded_total_ms: np.ndarray | None = None
     event_time_ms: np.ndarray | None = None
     has_agent_context: np.ndarray | None = None  # bool
+    links: Any = None  # the format's closed-loop fields (file order); None for open-loop rows
     skipped: dict[str, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
@@ -38,15 +43,15 @@ class TraceColumns:
 
 
 def take_rows(cols: TraceColumns, rows: np.ndarray) -> TraceColumns:
-    """The rows ``rows`` (indices, in the given order) of ``cols``, hashes included."""
+    """The rows ``rows`` (indices, in the given order) of ``cols``, hashes included; open-loop
+    columns only (``links`` is not carried over)."""
     rows = np.asarray(rows, dtype=np.int64)
     counts = cols.hash_counts[rows]
     raw = None
     if cols.raw_hashes is not None:
         starts = np.zeros(cols.hash_counts.size + 1, dtype=np.int64)
         np.cumsum(cols.hash_counts, out=starts[1:])
-        within = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-        raw = cols.raw_hashes[np.repeat(starts[rows], counts) + within]
+        raw = cols.raw_hashes[csr_take(starts, rows)[1]]
 
     def pick(arr: np.ndarray | None) -> np.ndarray | None:
         return None if arr is None else arr[rows]
@@ -70,7 +75,8 @@ def take_rows(cols: TraceColumns, rows: np.ndarray) -> TraceColumns:
 
 
 def concat_columns(parts: list[TraceColumns]) -> TraceColumns:
-    """All rows of ``parts`` in order, as one ``TraceColumns`` (source: the first part's)."""
+    """All rows of ``parts`` in order, as one ``TraceColumns`` (source: the first part's);
+    open-loop columns only (``links`` is not carried over)."""
     if len(parts) == 1:
         return parts[0]
 

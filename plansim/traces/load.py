@@ -3,30 +3,45 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
 
 from plansim.errors import InputError, TraceError
 from plansim.limits import MAX_ARRIVAL_MS, check_span
+from plansim.traces.agentic_mooncake import agentic_graph, read_agentic_mooncake
 from plansim.traces.azure import read_azure
 from plansim.traces.columns import TraceColumns, check_block_size, merge_skipped
+from plansim.traces.csr import csr_take
 from plansim.traces.detect import FORMATS, detect_format
 from plansim.traces.dynamo import read_dynamo
+from plansim.traces.dynamo_agents import dynamo_graph
+from plansim.traces.graph import RequestGraph, estimated_arrival_ms
 from plansim.traces.mooncake import read_mooncake
+from plansim.traces.mooncake_sessions import mooncake_graph
 from plansim.traces.prefix import prefix_chain_ids, unshared_ids
 from plansim.traces.request_ids import STRING, fill_missing, first_repeat
 from plansim.traces.sources import resolve_paths
 from plansim.traces.workload import Workload
 
 PathsArg = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
+# A format's graph builder: (file-order parts, request ids, row -> (file, line)) -> graph.
+Linker = Callable[[list[TraceColumns], np.ndarray, Callable[[int], tuple[str, int]]],
+                  RequestGraph | None]
+READERS: dict[str, Callable[..., TraceColumns]] = {
+    "dynamo": read_dynamo, "mooncake": read_mooncake, "azure": read_azure,
+    "agentic_mooncake": read_agentic_mooncake,
+}
+LINKERS: dict[str, Linker] = {
+    "mooncake": mooncake_graph, "dynamo": dynamo_graph, "agentic_mooncake": agentic_graph,
+}
 # Rows per gather step when reordering hashes by arrival: bounds the index array's memory.
 _REORDER_ROWS = 65536
 
 
 def check_options(format: str, trace_block_size: int | None) -> None:
-    if format != "auto" and format not in FORMATS:
+    if format.replace("-", "_") != "auto" and format.replace("-", "_") not in FORMATS:
         raise InputError(
             f"unknown format {format!r}; choose auto, {', '.join(FORMATS)}", field="--format"
         )
@@ -42,7 +57,7 @@ def check_options(format: str, trace_block_size: int | None) -> None:
 def resolve_formats(files: list[Path], format: str) -> str:
     """The one format of all ``files`` (detected when ``format`` is ``auto``)."""
     if format != "auto":
-        return format
+        return format.replace("-", "_")
     found = [(detect_format(p), p) for p in files]
     first_fmt, first_path = found[0]
     for fmt, p in found[1:]:
@@ -62,12 +77,7 @@ def read_columns(
     fmt = resolve_formats(files, format)
     parts: list[TraceColumns] = []
     for p in files:
-        if fmt == "dynamo":
-            cols = read_dynamo(p, trace_block_size=trace_block_size)
-        elif fmt == "mooncake":
-            cols = read_mooncake(p, trace_block_size=trace_block_size)
-        else:
-            cols = read_azure(p, trace_block_size=trace_block_size)
+        cols = READERS[fmt](p, trace_block_size=trace_block_size)
         check_block_size(parts, cols)
         parts.append(cols)
     if sum(len(c) for c in parts) == 0:
@@ -84,17 +94,21 @@ def load_workload(
     """Read trace file(s) into a ``Workload`` sorted by arrival (stable).
 
     ``paths``: a file, glob or folder, or several. ``format``: ``auto`` (detect by content),
-    ``dynamo``, ``mooncake`` or ``azure``. ``trace_block_size``: tokens per hash block; Mooncake
-    and Azure default to 512, Dynamo takes it from the trace and rejects a different value.
+    ``dynamo``, ``mooncake``, ``agentic_mooncake`` or ``azure``. ``trace_block_size``: tokens
+    per hash block; Mooncake and Azure default to 512, Dynamo and agentic Mooncake take it from
+    the trace and reject a different value. Closed-loop traces (Mooncake sessions, Dynamo
+    ``agent_context``, agentic Mooncake) load with their ``graph``.
     Raises ``TraceError`` / ``InputError`` for any bad input. Rows without an id (Mooncake,
     Azure) get their 0-based ordinal in load order as id.
     """
     fmt, parts = read_columns(paths, format, trace_block_size)
-    return workload_from_columns(parts, has_latencies=fmt == "dynamo")
+    return workload_from_columns(parts, has_latencies=fmt == "dynamo", linker=LINKERS.get(fmt))
 
 
-def workload_from_columns(parts: list[TraceColumns], *, has_latencies: bool) -> Workload:
-    """Concatenate per-file columns, check unique ids, sort by arrival, remap hashes.
+def workload_from_columns(parts: list[TraceColumns], *, has_latencies: bool,
+                          linker: Linker | None = None) -> Workload:
+    """Concatenate per-file columns, check unique ids, build the closed-loop graph (with
+    ``linker``, the format's graph builder), sort by arrival, remap hashes.
 
     Consumes ``parts``: each column is moved out of its part (the part's field set to ``None``)
     as it is used, so that a file's arrays are freed as early as possible.
@@ -106,8 +120,17 @@ def workload_from_columns(parts: list[TraceColumns], *, has_latencies: bool) -> 
     _check_arrivals(parts)
     rid = _request_ids(parts, n)
     _check_unique(rid, parts)
+    graph = linker(parts, rid, lambda row: _locate(row, parts)) if linker is not None else None
+    estimate = None
+    if graph is not None:
+        estimate = estimated_arrival_ms(graph)
+        last = int(np.argmax(estimate))
+        src, line = _locate(last, parts)
+        check_span((float(estimate[last]) - graph.origin_ms) / 1000.0,
+                   what="the trace (first release to this row's, delays added up)",
+                   source=src, line=line, error=TraceError)
     for c in parts:  # line numbers serve error messages only, and every check is done
-        c.request_id = c.line = None
+        c.request_id = c.line = c.links = None
 
     counts = _take(parts, "hash_counts", np.int64)
     if all(c.raw_hashes is None for c in parts):
@@ -125,12 +148,16 @@ def workload_from_columns(parts: list[TraceColumns], *, has_latencies: bool) -> 
 
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
+    if estimate is not None:
+        arrival = np.where(np.isnan(arrival), estimate, arrival)
     if n > 1 and np.any(arrival[1:] < arrival[:-1]):
         order = np.argsort(arrival, kind="stable")
         arrival, isl, osl, rid = arrival[order], isl[order], osl[order], rid[order]
         if ttft is not None:
             ttft, total = ttft[order], total[order]
         offsets, ids = _reorder_csr(offsets, ids, order)
+        if graph is not None:
+            graph = graph.reordered(order)
 
     return Workload(
         arrival_ms=arrival,
@@ -144,6 +171,7 @@ def workload_from_columns(parts: list[TraceColumns], *, has_latencies: bool) -> 
         recorded_total_ms=total,
         sources=sources,
         skipped=skipped,
+        graph=graph,
     )
 
 
@@ -156,9 +184,7 @@ def _reorder_csr(
     new_ids = np.empty_like(ids)
     for lo in range(0, order.size, _REORDER_ROWS):
         rows = order[lo : lo + _REORDER_ROWS]
-        c = counts[lo : lo + _REORDER_ROWS]
-        within = np.arange(int(c.sum()), dtype=np.int64) - np.repeat(np.cumsum(c) - c, c)
-        src = np.repeat(offsets[rows], c) + within
+        src = csr_take(offsets, rows)[1]
         new_ids[new_offsets[lo] : new_offsets[lo + rows.size]] = ids[src]
     return new_offsets, new_ids
 
@@ -197,7 +223,8 @@ def _take(parts: list[TraceColumns], name: str, dtype) -> np.ndarray:
 def _check_arrivals(parts: list[TraceColumns]) -> None:
     """Refuse an arrival past ``MAX_ARRIVAL_MS`` or a span over ``MAX_SPAN_S`` before anything is
     sized by the span, naming the row that makes it (usually a timestamp in the wrong unit)."""
-    filled = [c for c in parts if len(c)]
+    # NaN: a closed-loop row released by its dependencies (checked on its estimate later).
+    filled = [c for c in parts if np.any(~np.isnan(c.arrival_ms))]
     if not filled:
         return
     for c in filled:
@@ -207,9 +234,9 @@ def _check_arrivals(parts: list[TraceColumns]) -> None:
                 f"arrival {c.arrival_ms[late[0]]:g} ms is past the year 2286 "
                 f"({MAX_ARRIVAL_MS:g} ms as a Unix time); check the timestamps' unit (ms)",
                 source=c.source, line=int(c.line[late[0]]))
-    first = min(float(c.arrival_ms.min()) for c in filled)
-    last_part = max(filled, key=lambda c: float(c.arrival_ms.max()))
-    row = int(np.argmax(last_part.arrival_ms))
+    first = min(float(np.nanmin(c.arrival_ms)) for c in filled)
+    last_part = max(filled, key=lambda c: float(np.nanmax(c.arrival_ms)))
+    row = int(np.nanargmax(last_part.arrival_ms))
     check_span((float(last_part.arrival_ms[row]) - first) / 1000.0,
                what="the trace (first arrival to this row)", source=last_part.source,
                line=int(last_part.line[row]), error=TraceError)

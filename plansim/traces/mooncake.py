@@ -5,7 +5,12 @@
 As in the reference replay, a missing ``input_length`` defaults to
 ``len(hash_ids) * trace_block_size`` and a larger one is capped at that value; hash ids beyond
 ``ceil(input_length / trace_block_size)`` are dropped, since no token of the prompt falls in them.
-``session_id`` / ``delay`` rows are read as independent open-loop arrivals at their timestamp.
+
+Session form (closed loop): rows with a ``session_id`` (a string) are the turns of that session
+in file order. The first turn has a ``timestamp`` and no ``delay``; a later turn has a ``delay``
+(alias ``delay_ms``; ms after the previous turn of its session completes) and may omit the
+timestamp. The reader collects the columns; ``plansim.traces.mooncake_sessions`` turns them into
+the dependency graph and checks the session rules.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import orjson
 
 from plansim.errors import TraceError
 from plansim.traces.columns import TraceColumns
+from plansim.traces.mooncake_sessions import MooncakeLinks
 from plansim.traces.sources import line_batches
 
 DEFAULT_BLOCK_SIZE = 512
@@ -25,6 +31,8 @@ _U64_MAX = (1 << 64) - 1
 _TIMESTAMP = ("timestamp", "created_time")
 _INPUT = ("input_length", "input_tokens")
 _OUTPUT = ("output_length", "output_tokens")
+_DELAY = ("delay", "delay_ms")
+_NAN = float("nan")
 
 
 def _alias(rec: dict, names: tuple[str, str]):
@@ -41,6 +49,8 @@ def read_mooncake(path: Path, *, trace_block_size: int | None = None) -> TraceCo
     isl_all: list[int] = []
     osl_all: list[int] = []
     rid_all: list = []
+    session_all: list = []
+    delay_all: list[float] = []
     cnt_all: list[int] = []
     hash_parts: list[np.ndarray] = []
     for first_line, lines in line_batches(path):
@@ -54,9 +64,11 @@ def read_mooncake(path: Path, *, trace_block_size: int | None = None) -> TraceCo
                 rec = orjson.loads(ln)
             except orjson.JSONDecodeError as exc:
                 raise TraceError(f"not JSON: {exc.msg} at column {exc.colno}", source=source, line=line) from None
-            ts, isl, osl, hs, rid = _row(rec, source, line)
+            ts, isl, osl, hs, rid, session, delay = _row(rec, source, line)
             idx.append(i)
             ts_all.append(ts)
+            session_all.append(session)
+            delay_all.append(delay)
             isl_all.append(isl)
             osl_all.append(osl)
             rid_all.append(rid)
@@ -80,6 +92,11 @@ def read_mooncake(path: Path, *, trace_block_size: int | None = None) -> TraceCo
         counts = keep
     rid = np.empty(len(rid_all), dtype=object)
     rid[:] = rid_all
+    links = None
+    if any(s is not None for s in session_all):
+        sessions = np.empty(len(session_all), dtype=object)
+        sessions[:] = session_all
+        links = MooncakeLinks(session=sessions, delay_ms=np.array(delay_all, dtype=np.float64))
     return TraceColumns(
         source=source,
         line=np.concatenate(lines_out),
@@ -90,6 +107,7 @@ def read_mooncake(path: Path, *, trace_block_size: int | None = None) -> TraceCo
         hash_counts=counts,
         raw_hashes=raw,
         trace_block_size=bs,
+        links=links,
     )
 
 
@@ -99,10 +117,17 @@ def _row(rec: object, source: str, line: int):
 
     if not isinstance(rec, dict):
         raise fail(f"expected a JSON object, got {type(rec).__name__}")
+    session = rec.get("session_id")
+    if session is not None and type(session) is not str:
+        raise fail(f"session_id must be a string, got {session!r}", "session_id")
+    delay = _delay(rec, fail)
+    if delay is not None and session is None:
+        raise fail("delay needs a session_id: it is the think time after the previous turn "
+                   "of the same session", _delay_name(rec))
     ts = _alias(rec, _TIMESTAMP)
-    if ts is None:
+    if ts is None and session is None:
         raise fail("timestamp is missing", "timestamp")
-    if type(ts) not in (int, float) or not math.isfinite(ts) or ts < 0:
+    if ts is not None and (type(ts) not in (int, float) or not math.isfinite(ts) or ts < 0):
         raise fail(f"timestamp must be a non-negative number of ms, got {ts!r}", "timestamp")
     isl = _alias(rec, _INPUT)
     if isl is not None and not (type(isl) is int and isl >= 0):
@@ -123,4 +148,21 @@ def _row(rec: object, source: str, line: int):
         rid = str(rid) if type(rid) is int else None
         if rid is None:
             raise fail("request_id must be a string", "request_id")
-    return ts, isl, osl, hs, rid
+    return (_NAN if ts is None else ts), isl, osl, hs, rid, session, (_NAN if delay is None else delay)
+
+
+def _delay_name(rec: dict) -> str:
+    return "delay" if rec.get("delay") is not None else "delay_ms"
+
+
+def _delay(rec: dict, fail) -> float | None:
+    """The row's ``delay`` (or ``delay_ms``) in ms, ``None`` when absent."""
+    given = [name for name in _DELAY if rec.get(name) is not None]
+    if len(given) == 2:
+        raise fail("give delay or delay_ms, not both", "delay_ms")
+    if not given:
+        return None
+    v = rec[given[0]]
+    if type(v) not in (int, float) or not math.isfinite(v) or v < 0:
+        raise fail(f"{given[0]} must be a non-negative number of ms, got {v!r}", given[0])
+    return float(v)

@@ -14,13 +14,19 @@ Contract (all arrays have one entry per request, sorted by arrival, stable for t
   arithmetic that can exceed 2**31 (e.g. ``id * trace_block_size``).
 - ``recorded_ttft_ms`` / ``recorded_total_ms``: float64 with NaN where the source has no value,
   or ``None`` when the format never records them.
+- ``graph``: the closed-loop structure (sessions, dependencies, release bounds; see
+  ``plansim.traces.graph``) in the same row order, or ``None`` for an open-loop trace. For a
+  request released by its dependencies, ``arrival_ms`` is its recorded arrival where the trace
+  has one, else its release if every request took no time (the open-loop estimate).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
+
+from plansim.traces.graph import RequestGraph
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +42,7 @@ class Workload:
     recorded_total_ms: np.ndarray | None = None
     sources: tuple[str, ...] = ()
     skipped: dict[str, int] = field(default_factory=dict)
+    graph: RequestGraph | None = None
 
     def __len__(self) -> int:
         return int(self.arrival_ms.shape[0])
@@ -43,3 +50,8 @@ class Workload:
     def hashes(self, i: int) -> np.ndarray:
         """Prefix-chain block ids of request ``i``."""
         return self.hash_ids[self.hash_offsets[i] : self.hash_offsets[i + 1]]
+
+    def open_loop(self) -> Workload:
+        """This workload without its closed-loop structure: every request arrives at
+        ``arrival_ms``."""
+        return replace(self, graph=None)

@@ -85,3 +85,26 @@ def mooncake_row(ts: float, isl: int | None, osl: int, hash_ids: list[int], **ex
     if isl is not None:
         row["input_length"] = isl
     return row
+
+
+def turn(session: str | None, osl: int = 3, hash_ids: list[int] | None = None, **fields) -> dict:
+    """A Mooncake session-form row: ``fields`` holds timestamp / delay / request_id."""
+    row = {"output_length": osl, "hash_ids": hash_ids or [1], **fields}
+    if session is not None:
+        row["session_id"] = session
+    return row
+
+
+AGENTIC_HEADER = {"schema": "dynamo.agentic_mooncake", "version": 2, "block_size": 512,
+                  "hash_id_scope": "local", "source": {"format": "test", "digest": "x"}}
+
+
+def agentic_row(rid: str, session: str, not_before_ms: float, deps=(), **extra) -> dict:
+    """An agentic Mooncake request row; ``deps`` are (request_id, trigger, delay_ms)."""
+    row = {"request_id": rid, "play_id": "p", "session_id": session, "model": "m",
+           "input_length": 100, "output_length": 2, "hash_ids": [len(rid)],
+           "not_before_ms": not_before_ms, **extra}
+    if deps:
+        row["dependencies"] = [{"request_id": d, "trigger": t, "delay_ms": ms, "relation": "sequence"}
+                               for d, t, ms in deps]
+    return row
