@@ -2,9 +2,14 @@
 ``{"timestamp", "event"}`` envelope; plain or multi-member gzip JSONL).
 
 Only ``request_end`` rows become requests; ``tool_*``, ``request_payload`` and ``router_selection``
-rows are skipped and counted by event type. Any other event type is an error. ``agent_context``
-does not change how a request is read: every request replays open-loop at its recorded arrival
-(session dependencies are not modelled).
+rows are skipped and counted by event type (a ``request_payload`` or ``tool_start`` row is
+skipped whatever else it holds, as the reference does). Any other event type is an error.
+
+Closed loop (``load_workload``): the ``agent_context`` of each request (``session_id``,
+``parent_session_id``), its ``model`` and recorded end, and the request links of ``tool_end`` /
+``tool_error`` rows are collected into ``DynamoLinks``; ``plansim.traces.dynamo_agents`` turns
+them into the dependency graph. The retune window reader (``strict=False``) collects none of
+it: windows replay open-loop, ``agent_context`` stripped.
 
 Speed: a background thread inflates the file into blocks of whole lines; each block is parsed
 by pyarrow's JSON reader against the typed fields replay needs (a value of the wrong JSON type
@@ -29,6 +34,7 @@ import pyarrow.json as pj
 from plansim.errors import TraceError
 from plansim.traces.buffers import GrowingArray
 from plansim.traces.columns import TraceColumns
+from plansim.traces.dynamo_agents import DynamoLinks, ToolLink, end_ms, tool_link
 from plansim.traces.request_ids import IdCollector
 from plansim.traces.sources import prefetch, text_chunks
 
@@ -37,6 +43,9 @@ REQUEST_END = "request_end"
 SKIPPED_EVENT_TYPES = frozenset(
     {"tool_start", "tool_end", "tool_error", "request_payload", "router_selection"}
 )
+# Skipped before any other check: their content is not ours to validate.
+_SKIPPED_UNREAD = frozenset({"tool_start", "request_payload"})
+_TOOL_END = frozenset({"tool_end", "tool_error"})
 _U64_MAX = (1 << 64) - 1
 _I64_MAX = (1 << 63) - 1
 
@@ -52,6 +61,7 @@ _REPLAY = pa.struct(
 _REQUEST = pa.struct(
     [
         ("request_id", pa.string()),
+        ("model", pa.string()),
         ("request_received_ms", pa.float64()),
         ("output_tokens", pa.int64()),
         ("ttft_ms", pa.float64()),
@@ -63,7 +73,8 @@ _RECORD = [
     ("schema", pa.string()),
     ("event_type", pa.string()),
     ("event_time_unix_ms", pa.float64()),
-    ("agent_context", pa.struct([("session_id", pa.string())])),
+    ("agent_context", pa.struct([("session_id", pa.string()),
+                                 ("parent_session_id", pa.string())])),
     ("request", _REQUEST),
 ]
 # One schema per row form: a bare record, or the writer's {"timestamp", "event"} envelope.
@@ -92,6 +103,10 @@ class _Lists:
     total: list = field(default_factory=list)
     event_time: list = field(default_factory=list)
     agent: list = field(default_factory=list)
+    session: list = field(default_factory=list)
+    parent: list = field(default_factory=list)
+    model: list = field(default_factory=list)
+    tools: list = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)
 
 
@@ -124,6 +139,11 @@ class _Batch:
     event_time: np.ndarray
     agent: np.ndarray
     skipped: dict[str, int]
+    # Closed-loop fields (strict reads only): None when no row of the block has agent_context.
+    session: np.ndarray | None = None
+    parent: np.ndarray | None = None
+    model: np.ndarray | None = None
+    tools: list[ToolLink] = field(default_factory=list)
 
 
 def read_dynamo(
@@ -147,11 +167,12 @@ def read_dynamo(
     block_size = trace_block_size
     block_size_line: int | None = None
     any_row = False
+    agents = _AgentParts() if strict else None
     # One block read ahead: enough to overlap inflating with parsing, and few blocks in flight.
     for first_line, block in prefetch(text_chunks(path), depth=1):
         if not any_row:
             any_row = bool(block.strip())
-        batch = _arrow_batch(block, first_line, strict)
+        batch = _arrow_batch(block, source, first_line, strict)
         if batch is None:
             batch = _checked_batch(block, source, first_line, strict, block_size)
         if batch.block_size.size:
@@ -178,6 +199,8 @@ def read_dynamo(
         for name, column in columns.items():
             column.extend(getattr(batch, name))
         request_ids.extend(batch.request_id)
+        if agents is not None:
+            agents.add(batch)
     if not any_row:
         raise TraceError("empty file", source=source)
     fields = {kept[name][0]: column.array() for name, column in columns.items()}
@@ -189,8 +212,44 @@ def read_dynamo(
         request_id=request_ids.array(),
         trace_block_size=int(block_size) if block_size is not None else 0,
         skipped=skipped,
+        links=agents.links() if agents is not None else None,
         **fields,
     )
+
+
+class _AgentParts:
+    """Agent columns block by block: kept only for blocks with agent rows (and their end
+    times), so a context-free trace pays for nothing but the check."""
+
+    def __init__(self) -> None:
+        self.blocks: list[tuple[int, int, _Batch | None]] = []  # (row offset, rows, batch)
+        self.rows = 0
+        self.any = False
+        self.tools: list[ToolLink] = []
+
+    def add(self, b: _Batch) -> None:
+        n = int(b.line.size)
+        keep = b.session is not None
+        self.any |= keep
+        self.blocks.append((self.rows, n, b if keep else None))
+        self.rows += n
+        self.tools.extend(b.tools)
+
+    def links(self) -> DynamoLinks | None:
+        if not self.any and not self.tools:
+            return None
+        session = np.full(self.rows, None, dtype=object)
+        parent = np.full(self.rows, None, dtype=object)
+        model = np.full(self.rows, None, dtype=object)
+        end = np.full(self.rows, np.nan)
+        for lo, n, b in self.blocks:
+            if b is None:
+                continue
+            session[lo : lo + n] = b.session
+            parent[lo : lo + n] = b.parent
+            model[lo : lo + n] = b.model
+            end[lo : lo + n] = end_ms(b.received, b.total, b.event_time)
+        return DynamoLinks(session, parent, model, end, self.tools)
 
 
 def _checked_batch(
@@ -204,7 +263,7 @@ def _checked_batch(
     return _lists_to_batch(_slow_extract(records, source, first_line, strict, block_size), first_line)
 
 
-def _arrow_batch(block: bytes, first_line: int, strict: bool) -> _Batch | None:
+def _arrow_batch(block: bytes, source: str, first_line: int, strict: bool) -> _Batch | None:
     """Parse a block of well-formed rows with pyarrow; ``None`` when anything is unusual."""
     n_lines = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
     # pyarrow skips blank lines and splits "}{": then rows no longer map to lines.
@@ -252,6 +311,15 @@ def _arrow_batch(block: bytes, first_line: int, strict: bool) -> _Batch | None:
                 return None
             skipped[item["values"]] = item["counts"]
         row = pc.filter(row, is_end, memory_pool=_POOL)
+    tools: list[ToolLink] = []
+    if strict and any(t in skipped for t in _TOOL_END):
+        tool_rows = np.flatnonzero(pc.is_in(event_type, pa.array(sorted(_TOOL_END))).to_numpy(
+            zero_copy_only=False))
+        lines = block.split(b"\n")
+        for i in tool_rows.tolist():
+            link = tool_link(_event(orjson.loads(lines[i])), source, first_line + i)
+            if link is not None:
+                tools.append(link)
     index = np.flatnonzero(is_end.to_numpy(zero_copy_only=False))
     req = pc.struct_field(row, "request")
     rp = pc.struct_field(req, "replay")
@@ -284,7 +352,16 @@ def _arrow_batch(block: bytes, first_line: int, strict: bool) -> _Batch | None:
             zero_copy_only=False
         ),
         skipped=skipped,
+        tools=tools,
     )
+    if strict and batch.agent.any():
+        ctx = pc.struct_field(row, "agent_context")
+        session = pc.struct_field(ctx, "session_id")
+        if session.null_count != ctx.null_count:
+            return None  # an agent_context without session_id: the per-row path names it
+        batch.session = session.to_numpy(zero_copy_only=False)
+        batch.parent = pc.struct_field(ctx, "parent_session_id").to_numpy(zero_copy_only=False)
+        batch.model = pc.struct_field(req, "model").to_numpy(zero_copy_only=False)
     return batch if _values_ok(batch, strict) else None
 
 
@@ -340,7 +417,17 @@ def _lists_to_batch(lists: _Lists, first_line: int) -> _Batch:
         event_time=floats(lists.event_time),
         agent=np.array(lists.agent, dtype=bool),
         skipped=lists.skipped,
+        session=_objects(lists.session) if any(v is not None for v in lists.session) else None,
+        parent=_objects(lists.parent),
+        model=_objects(lists.model),
+        tools=lists.tools,
     )
+
+
+def _objects(values: list) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
 
 
 def _slow_extract(
@@ -353,6 +440,10 @@ def _slow_extract(
         row = _validate_row(rec, source, first_line + i, strict, block_size)
         if isinstance(row, str):
             out.skipped[row] = out.skipped.get(row, 0) + 1
+            if strict and row in _TOOL_END:
+                link = tool_link(_event(rec), source, first_line + i)
+                if link is not None:
+                    out.tools.append(link)
             continue
         req, rp, rec_top, ev = row
         out.index.append(i)
@@ -367,9 +458,41 @@ def _slow_extract(
         out.total.append(req.get("total_time_ms"))
         out.event_time.append(ev.get("event_time_unix_ms"))
         out.agent.append("agent_context" in ev)
+        if strict:
+            session, parent, model = _agent_fields(ev, req, source, first_line + i)
+            out.session.append(session)
+            out.parent.append(parent)
+            out.model.append(model)
         if block_size is None:
             block_size = rp["trace_block_size"]
     return out
+
+
+def _event(rec: dict) -> dict:
+    return rec["event"] if isinstance(rec.get("event"), dict) else rec
+
+
+def _agent_fields(ev: dict, req: dict, source: str, line: int):
+    """(session_id, parent_session_id, model) of a request row; ``None`` where absent."""
+
+    def fail(message: str, fld: str) -> TraceError:
+        return TraceError(message, source=source, line=line, field=fld)
+
+    model = req.get("model")
+    if model is not None and type(model) is not str:
+        raise fail(f"model must be a string, got {model!r}", "request.model")
+    ctx = ev.get("agent_context")
+    if ctx is None:
+        return None, None, model
+    if not isinstance(ctx, dict):
+        raise fail("agent_context must be an object", "agent_context")
+    session, parent = ctx.get("session_id"), ctx.get("parent_session_id")
+    if type(session) is not str:
+        raise fail("agent_context.session_id is missing or not a string", "agent_context.session_id")
+    if parent is not None and type(parent) is not str:
+        raise fail(f"parent_session_id must be a string, got {parent!r}",
+                   "agent_context.parent_session_id")
+    return session, parent, model
 
 
 def _is_uint(v: object, limit: int = _I64_MAX) -> bool:
@@ -393,6 +516,9 @@ def _validate_row(rec: object, source: str, line: int, strict: bool, block_size:
         ev = rec["event"]
         if not isinstance(ev, dict):
             raise fail("event must be an object", "event")
+    et = ev.get("event_type", rec.get("event_type"))
+    if isinstance(et, str) and et in _SKIPPED_UNREAD:
+        return et
     if "schema" not in ev:
         raise fail("schema is missing (not a dynamo.request.trace.v1 row)", "schema")
     if ev["schema"] != SCHEMA:
