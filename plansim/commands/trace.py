@@ -22,7 +22,8 @@ app = typer.Typer(help="Inspect, convert and synthesize request traces.", no_arg
 
 FORMAT_HELP = (
     "Input format: auto (detect from the content), dynamo (dynamo.request.trace.v1 JSONL, plain "
-    "or gzip), mooncake (Mooncake JSONL) or azure (Azure LLM inference CSV)."
+    "or gzip), mooncake (Mooncake JSONL, sessions included), agentic_mooncake "
+    "(dynamo.agentic_mooncake) or azure (Azure LLM inference CSV)."
 )
 BLOCK_HELP = (
     "Tokens per hash block. Mooncake and Azure traces default to 512; Dynamo traces carry their "
@@ -86,6 +87,15 @@ def inspect(
         f"block size    {d['trace_block_size']} tokens, {d['blocks']:,} blocks",
         f"prefix reuse  <= {100 * d['prefix_reuse_upper_bound']:.1f}% of blocks (infinite cache)",
     ]
+    if "sessions" in d:
+        triggers = ", ".join(f"{k} {v:,}" for k, v in d["edges_by_trigger"].items()) or "none"
+        lines += [
+            f"sessions      {d['sessions']:,}  ({d['requests_outside_sessions']:,} requests "
+            "outside sessions)",
+            f"turns/session {_fmt_dist(d['turns_per_session'])}",
+            f"dependencies  {d['dependency_edges']:,} edges ({triggers}); "
+            f"{d['requests_waiting_on_dependencies']:,} requests wait on one (closed loop)",
+        ]
     if "recorded_ttft_ms" in d:
         lines.append(f"recorded TTFT {_fmt_dist(d['recorded_ttft_ms'])} ms")
     if "recorded_total_ms" in d:
@@ -97,7 +107,7 @@ def inspect(
 def convert(
     src: Annotated[str, typer.Argument(help="Input trace: a file, glob or folder of shards.")],
     out: Annotated[Path, typer.Argument(help="Output file (overwritten atomically).")],
-    to: Annotated[str, typer.Option("--to", help="Output format: dynamo (gzip request_end rows) or mooncake (JSONL).")],
+    to: Annotated[str, typer.Option("--to", help="Output format: dynamo (gzip request_end rows), mooncake (JSONL; sessions as session_id + delay) or agentic_mooncake (dependencies).")],
     format: FormatOpt = "auto",
     trace_block_size: BlockOpt = None,
     epoch_ms: Annotated[float | None, typer.Option(
@@ -108,21 +118,38 @@ def convert(
     """Rewrite a trace as a Dynamo request trace or Mooncake JSONL.
 
     Dynamo output keeps recorded latencies; Mooncake timestamps become ms after the first arrival.
+    A closed-loop trace keeps its sessions (mooncake) or its whole dependency graph
+    (agentic_mooncake).
     """
     from plansim.traces import load_workload
-    from plansim.traces.writers import write_dynamo, write_mooncake
 
-    if to not in ("dynamo", "mooncake"):
-        raise InputError(f"unknown output format {to!r}; choose dynamo or mooncake", field="--to")
+    _check_to(to)
     workload = load_workload(src, format=format, trace_block_size=trace_block_size)
-    if to == "dynamo":
-        write_dynamo(workload, out, epoch_ms=_epoch(workload, epoch_ms))
-    else:
-        write_mooncake(workload, out)
+    _write(workload, out, to, _epoch(workload, epoch_ms))
     note = ""
     if to == "mooncake" and workload.trace_block_size != 512:
         note = f"; read it back with --trace-block-size {workload.trace_block_size}"
     typer.echo(f"wrote {len(workload):,} requests to {out} ({to}){note}")
+
+
+_OUTPUT_FORMATS = ("dynamo", "mooncake", "agentic_mooncake")
+
+
+def _check_to(to: str) -> None:
+    if to not in _OUTPUT_FORMATS:
+        raise InputError(f"unknown output format {to!r}; choose {', '.join(_OUTPUT_FORMATS)}",
+                         field="--to")
+
+
+def _write(workload, out: Path, to: str, epoch_ms: float) -> None:
+    from plansim.traces.writers import write_agentic_mooncake, write_dynamo, write_mooncake
+
+    if to == "dynamo":
+        write_dynamo(workload, out, epoch_ms=epoch_ms)
+    elif to == "mooncake":
+        write_mooncake(workload, out)
+    else:
+        write_agentic_mooncake(workload, out)
 
 
 def _epoch(workload, epoch_ms: float | None) -> float:
@@ -205,7 +232,9 @@ def synth(
     prefix_groups: Annotated[int, typer.Option(help="Number of shared-prefix groups (0: no shared prefixes).")] = 0,
     shared_prefix_ratio: Annotated[float, typer.Option(help="Share of each prompt that is its group's prefix (0..1).")] = 0.0,
     turns: Annotated[int, typer.Option(help="Turns per session; each turn repeats the previous prompt and output.")] = 1,
-    inter_turn_delay: Annotated[float, typer.Option(help="Seconds between the turns of a session.")] = 30.0,
+    inter_turn_delay: Annotated[float, typer.Option(help="Seconds between the turns of a session (from the previous turn's arrival; with --closed-loop, from its end).")] = 30.0,
+    closed_loop: Annotated[bool, typer.Option(
+        "--closed-loop", help="Write sessions in the closed-loop form: a later turn follows the previous turn's end by --inter-turn-delay (mooncake: session_id + delay).")] = False,
     seed: Annotated[int, typer.Option(help="Random seed; the same options and seed give the same trace.")] = 0,
 ) -> None:
     """Write a seeded synthetic trace.
@@ -215,10 +244,11 @@ def synth(
     """
     from plansim.traces import load_workload
     from plansim.traces.synth import SynthSpec, synthesize
-    from plansim.traces.writers import write_dynamo, write_mooncake
 
-    if to not in ("dynamo", "mooncake"):
-        raise InputError(f"unknown output format {to!r}; choose dynamo or mooncake", field="--to")
+    _check_to(to)
+    if closed_loop and to == "dynamo":
+        raise InputError("--closed-loop writes sessions with think times: use --to mooncake "
+                         "or agentic_mooncake", field="--to")
     sample = load_workload(lengths_from) if lengths_from else None
     spec = SynthSpec(
         duration_s=duration,
@@ -237,14 +267,12 @@ def synth(
         shared_prefix_ratio=shared_prefix_ratio,
         turns_per_session=turns,
         inter_turn_delay_s=inter_turn_delay,
+        closed_loop=closed_loop,
     )
     try:
         workload = synthesize(spec, seed=seed)
     except InputError as exc:
         option = _SPEC_OPTIONS.get(exc.field or "", f"--{(exc.field or '').replace('_', '-')}")
         raise InputError(exc.message, field=option) from None
-    if to == "dynamo":
-        write_dynamo(workload, output, epoch_ms=1_764_000_000_000.0)
-    else:
-        write_mooncake(workload, output)
+    _write(workload, output, to, 1_764_000_000_000.0)
     typer.echo(f"wrote {len(workload):,} requests over {duration:g} s to {output} ({to}, seed {seed})")

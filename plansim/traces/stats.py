@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from plansim.traces.graph import TRIGGER_NAMES, RequestGraph
 from plansim.traces.workload import Workload
 
 PERCENTILES = (50, 90, 99)
@@ -66,4 +67,24 @@ def describe(workload: Workload) -> dict[str, Any]:
     for name, arr in (("recorded_ttft_ms", workload.recorded_ttft_ms), ("recorded_total_ms", workload.recorded_total_ms)):
         if arr is not None and np.any(~np.isnan(arr)):
             out[name] = length_stats(arr)
+    if workload.graph is not None:
+        out.update(closed_loop_stats(workload.graph))
     return out
+
+
+def closed_loop_stats(graph: RequestGraph) -> dict[str, Any]:
+    """Sessions, turns per session, dependency edges (by trigger) and how many requests wait
+    for a dependency (the rest are released at their own time)."""
+    in_session = graph.session[graph.session >= 0]
+    turns = np.bincount(in_session, minlength=graph.num_sessions)
+    waiting = int(np.count_nonzero(np.diff(graph.dep_offsets)))
+    return {
+        "sessions": graph.num_sessions,
+        "turns_per_session": length_stats(turns) if turns.size else {},
+        "dependency_edges": graph.num_edges,
+        "edges_by_trigger": {name: int(np.count_nonzero(graph.dep_trigger == code))
+                             for code, name in TRIGGER_NAMES.items()
+                             if np.any(graph.dep_trigger == code)},
+        "requests_waiting_on_dependencies": waiting,
+        "requests_outside_sessions": int(np.count_nonzero(graph.session < 0)),
+    }

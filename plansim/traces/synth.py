@@ -28,7 +28,10 @@ Sessions: with ``turns_per_session > 1``, ``rate_rps`` is the request rate and s
 ``rate_rps / turns_per_session``; turn n+1 arrives ``inter_turn_delay_s`` after turn n and its
 prompt is turn n's prompt, turn n's output and a new input drawn from ``isl``, so it repeats all
 complete blocks of turn n's prompt (rolling hashes: equal leading ids). Turns that would arrive
-after ``duration_s`` are dropped. Hash ids are compact prefix-chain ids, as from a trace.
+after ``duration_s`` are dropped. Hash ids are compact prefix-chain ids, as from a trace. With
+``closed_loop``, turn n+1 is instead released ``inter_turn_delay_s`` after turn n *finishes*
+(the Mooncake session form: the workload carries a ``graph``; ``arrival_ms`` stays the open-loop
+estimate above, which decides which turns are kept).
 
 ``max_requests`` keeps the first N arrivals, for an exact request count: e.g. 200,000 requests
 at 100 rps is ``SynthSpec(rate_rps=100, duration_s=2_100, max_requests=200_000)`` (the duration
@@ -46,6 +49,7 @@ from typing import Literal
 import numpy as np
 
 from plansim.errors import InputError
+from plansim.traces.graph import TERMINAL, Edges, RequestGraph, build_graph
 from plansim.traces.prefix import prefix_chain_ids
 from plansim.traces.request_ids import ordinal_ids
 from plansim.traces.workload import Workload
@@ -131,6 +135,7 @@ class SynthSpec:
     shared_prefix_ratio: float = 0.0
     turns_per_session: int = 1
     inter_turn_delay_s: float = 30.0
+    closed_loop: bool = False  # later turns follow the previous turn's end (session form)
     max_requests: int | None = None  # keep only the first N arrivals (an exact request count)
 
     def check(self) -> None:
@@ -220,7 +225,12 @@ def synthesize(spec: SynthSpec, seed: int = 0) -> Workload:
     new_offsets = np.zeros(order.size + 1, dtype=np.int64)
     np.cumsum(sorted_counts, out=new_offsets[1:])
     n = order.size
+    graph = None
+    if spec.closed_loop and turns > 1:
+        graph = session_graph(session[order], arrival_s[order] * 1000.0,
+                              spec.inter_turn_delay_s * 1000.0)
     return Workload(
+        graph=graph,
         arrival_ms=arrival_s[order] * 1000.0,
         isl_tokens=isl[order],
         osl_tokens=osl[order],
@@ -230,6 +240,26 @@ def synthesize(spec: SynthSpec, seed: int = 0) -> Workload:
         trace_block_size=bs,
         sources=(f"synth:seed={seed}",),
     )
+
+
+def session_graph(session: np.ndarray, arrival_ms: np.ndarray, delay_ms: float) -> RequestGraph:
+    """Mooncake-session graph of rows in arrival order: each turn follows the previous turn of
+    its session (``session``: ordinal per row) ``delay_ms`` after it finishes."""
+    n = session.size
+    codes, first_seen = np.unique(session, return_index=True)
+    rank = np.empty(codes.size, dtype=np.int64)
+    rank[np.argsort(first_seen, kind="stable")] = np.arange(codes.size)
+    ordinal = rank[np.searchsorted(codes, session)]
+    rows = np.argsort(ordinal, kind="stable")
+    later = np.flatnonzero(np.r_[False, ordinal[rows[1:]] == ordinal[rows[:-1]]])
+    target, source = rows[later], rows[later - 1]
+    not_before = arrival_ms.astype(np.float64).copy()
+    not_before[target] = np.nan
+    edges = Edges(target, source, np.full(target.size, float(delay_ms)),
+                  np.full(target.size, TERMINAL, dtype=np.int8))
+    ids = np.array([f"s{k}" for k in range(codes.size)], dtype=object)
+    return build_graph(n, not_before, edges, ordinal, ids, request_id=np.arange(n),
+                       locate=lambda row: ("synth", row + 1))
 
 
 def _arrivals(spec: SynthSpec, rng: np.random.Generator, scale: float) -> np.ndarray:

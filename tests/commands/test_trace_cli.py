@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 from pathlib import Path
 
 import orjson
@@ -105,3 +106,22 @@ def test_help_explains_every_option(command, run_cli):
     for param in params:
         assert getattr(param, "help", None), f"{command}: {param.name} has no help"
         assert param.opts[0].lstrip("-").split("-")[0] in out.lower() or param.name.upper() in out
+
+
+def test_synth_closed_loop_writes_sessions_that_inspect_counts(tmp_path, run_cli):
+    out = tmp_path / "s.jsonl"
+    code, _, err = run_cli("trace", "synth", "--rate", "2", "--duration", "60", "--turns", "3",
+                           "--inter-turn-delay", "5", "--closed-loop", "--to", "mooncake",
+                           "-o", str(out))
+    assert code == 0, err
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    later = [r for r in rows if "delay" in r]
+    assert later and all(r["delay"] == 5000 and "timestamp" not in r for r in later)
+    code, text, _ = run_cli("trace", "inspect", str(out), "--json")
+    d = json.loads(text)
+    sessions = len({r["session_id"] for r in rows})
+    assert d["sessions"] == sessions and d["dependency_edges"] == len(later)
+    assert d["turns_per_session"]["max"] == 3.0
+    code, _, err = run_cli("trace", "synth", "--rate", "2", "--duration", "60", "--turns", "3",
+                           "--closed-loop", "-o", str(tmp_path / "d.jsonl.gz"))
+    assert code == 2 and "--to" in err

@@ -123,3 +123,21 @@ def test_max_requests_keeps_the_first_arrivals():
     assert cut.arrival_ms.tolist() == full.arrival_ms[:1_000].tolist()
     assert cut.hash_offsets[-1] == cut.hash_ids.size
     assert cut.hash_ids.max() + 1 == len(np.unique(cut.hash_ids))
+
+
+def test_closed_loop_sessions_follow_the_previous_turns_end():
+    spec = SynthSpec(duration_s=1000, rate_rps=0.02, turns_per_session=3, inter_turn_delay_s=10,
+                     closed_loop=True)
+    w = synthesize(spec, seed=8)
+    g = w.graph
+    assert g.num_sessions == int(np.count_nonzero(g.turn_index == 0))
+    later = np.flatnonzero(g.turn_index > 0)
+    assert np.array_equal(np.flatnonzero(np.diff(g.dep_offsets)), later)
+    src = g.dep_source[g.dep_offsets[later]]
+    assert np.array_equal(g.session[src], g.session[later])
+    assert np.array_equal(g.turn_index[src] + 1, g.turn_index[later])
+    assert np.all(g.dep_delay_ms == 10_000.0)
+    # Same rows as the open-loop form: the closed-loop flag adds the graph only.
+    open_w = synthesize(SynthSpec(duration_s=1000, rate_rps=0.02, turns_per_session=3,
+                                  inter_turn_delay_s=10), seed=8)
+    assert open_w.graph is None and np.array_equal(open_w.arrival_ms, w.arrival_ms)

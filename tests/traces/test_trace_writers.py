@@ -89,3 +89,45 @@ def test_a_written_simulated_workload_can_be_cut_into_windows(tmp_path):
     late = in_window & (received + 2_000 > 1_021_000)
     assert len(win.workload) == int((in_window & ~late).sum())
     assert win.counts["censored"] == int(late.sum()) > 0
+
+
+def _graph_edges(w):
+    g = w.graph
+    ids = w.request_id.tolist()
+    return sorted((ids[g.dep_source[e]], ids[i], int(g.dep_trigger[e]), float(g.dep_delay_ms[e]))
+                  for i in range(len(w)) for e in range(g.dep_offsets[i], g.dep_offsets[i + 1]))
+
+
+def test_mooncake_session_form_round_trips(tmp_path):
+    spec = SynthSpec(duration_s=300, rate_rps=0.3, turns_per_session=3, inter_turn_delay_s=7,
+                     closed_loop=True)
+    w = synthesize(spec, seed=3)
+    back = load_workload(write_mooncake(w, tmp_path / "s.jsonl"))
+    rows = [orjson.loads(x) for x in (tmp_path / "s.jsonl").read_bytes().splitlines()]
+    assert all(("delay" in r) == ("timestamp" not in r) for r in rows)
+    assert _graph_edges(back) == _graph_edges(w)
+    assert np.allclose(back.arrival_ms - back.arrival_ms[0], w.arrival_ms - w.arrival_ms[0])
+
+
+def test_agentic_mooncake_round_trips_any_graph(tmp_path):
+    from plansim.traces.writers import write_agentic_mooncake
+
+    rows = [dynamo_row("src", 0, total_ms=100.0), dynamo_row("k1", 150, total_ms=100.0),
+            dynamo_row("cons", 500, total_ms=100.0)]
+    for r, ctx in zip(rows, [{"session_id": "p"}, {"session_id": "k", "parent_session_id": "p"},
+                             {"session_id": "p"}], strict=True):
+        r["agent_context"] = ctx
+    w = load_workload(write_jsonl(tmp_path / "t.jsonl", rows))
+    back = load_workload(write_agentic_mooncake(w, tmp_path / "a.jsonl"))
+    assert _graph_edges(back) == _graph_edges(w)
+    assert back.graph.session_ids.tolist() == w.graph.session_ids.tolist()
+
+
+def test_closed_loop_workload_is_refused_where_the_format_cannot_hold_it(tmp_path):
+    import pytest
+
+    from plansim.errors import InputError
+
+    spec = SynthSpec(duration_s=300, rate_rps=0.3, turns_per_session=2, closed_loop=True)
+    with pytest.raises(InputError):
+        write_dynamo(synthesize(spec, seed=1), tmp_path / "d.jsonl.gz")
