@@ -119,6 +119,20 @@ def _print_table(summary: Any) -> None:
         )
 
 
+def ranking_note(summary: Any) -> str:
+    """Says what the ranking uses and, when the request-count error ranks another candidate
+    first, which."""
+    note = ("ranked by the retune pre-sweep loss (token volumes and lengths, log scale); "
+            "MAPE and RMSE: request-count error")
+    mape = summary[summary["mape_request_count_pct"].notna()]
+    if len(mape) and len(summary):
+        best = mape.loc[mape["mape_request_count_pct"].idxmin()]
+        if best["predictor"] != summary.iloc[0]["predictor"]:
+            note += (f"; by request-count MAPE {best['predictor']} is first "
+                     f"({best['mape_request_count_pct']:.1f}%)")
+    return note
+
+
 @app.command("compare")
 def compare(
     traces: Annotated[list[Path], typer.Argument(
@@ -220,6 +234,7 @@ def compare(
                f"{interval:g} s (the last, cut by the trace end, is left out), "
                f"{warmup_buckets} warm-up, {len(table) - warmup_buckets} scored")
     _print_table(result.summary)
+    typer.echo(ranking_note(result.summary))
     typer.echo(f"wall time     {total_wall_s:.2f} s on {jobs} process(es)")
     typer.echo(f"output        {out_dir}")
     if not no_report:

@@ -121,7 +121,8 @@ def sweep(
     run = load_retune_run(config)
     workload = load_run_workload(run)
     out_dir = out if out is not None else new_out_dir("retune")
-    typer.echo(score_legend(planner_retune_config(run.planner_config), run.planner_config))
+    cfg = planner_retune_config(run.planner_config)
+    typer.echo(score_legend(cfg, run.planner_config))
     bar = WindowBar(count_windows(run, workload)) if (not quiet and sys.stderr.isatty()) else None
 
     def on_decision(event: dict[str, Any]) -> None:
@@ -147,6 +148,7 @@ def sweep(
         "planner": run.planner_raw,
         "sla": run.deployment.sla.model_dump(mode="json"),
         "seed": run.deployment.seed,
+        "scoring_sla": scoring_sla(cfg, run.planner_config),
         **result.inputs,
     }
     write_replay_outputs(out_dir, result, inputs)

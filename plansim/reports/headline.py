@@ -139,14 +139,15 @@ def _workers(summary: Mapping[str, Any], timeseries: pd.DataFrame | None) -> lis
     )
     per_time = frame.groupby("time_s", sort=True)["_n"].sum()
     per_pool = frame.pivot_table(index="time_s", columns="_pool", values="_n", aggfunc="sum")
+    order = ("agg", "prefill", "decode")
+    pools = sorted(per_pool.columns, key=lambda p: (order.index(p) if p in order else 9, p))
     weights = _durations(per_time.index.to_numpy(dtype=np.float64))
     peak = int(per_time.max())
     mean = float(np.average(per_time.to_numpy(), weights=weights)) if weights.sum() else np.nan
-    pools = list(per_pool.columns)
     if len(pools) > 1:
         peak_detail = ", ".join(f"{p} {int(per_pool[p].max())}" for p in pools)
         mean_detail = ", ".join(
-            f"{p} {number(float(np.average(per_pool[p].fillna(0), weights=weights)))}"
+            f"{p} {number(float(np.average(per_pool[p].fillna(0), weights=weights)), 2)}"
             for p in pools
         )
     else:

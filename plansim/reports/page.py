@@ -43,7 +43,7 @@ p.note{color:#8a5a00;background:#fff8e6;border-left:3px solid #e0a800;padding:6p
 font-size:.9rem}
 p.muted{color:#6b7385;font-size:.8rem;margin:4px 0 0}
 .cards{display:flex;flex-wrap:wrap;gap:12px;margin:12px 0 4px}
-.card{box-sizing:border-box;flex:1 1 160px;max-width:320px;background:#fff;border:1px solid #e1e4ea;
+.card{box-sizing:border-box;flex:1 1 150px;max-width:300px;background:#fff;border:1px solid #e1e4ea;
 border-top:4px solid #9aa3b5;border-radius:8px;padding:10px 14px}
 .card.good{border-top-color:#2ca02c}.card.bad{border-top-color:#d62728}
 .card .label{font-size:.78rem;color:#4a5366;font-weight:600;text-transform:uppercase;
@@ -54,10 +54,12 @@ letter-spacing:.03em}
 .tablewrap{max-height:520px;overflow:auto;max-width:100%}
 table{border-collapse:collapse;font-size:.85rem;margin:6px 0}
 th,td{border-bottom:1px solid #e6e8ee;padding:3px 10px;text-align:left;vertical-align:top;
-overflow-wrap:anywhere}
+overflow-wrap:break-word}
 thead th{background:#f1f3f7;font-weight:600;position:sticky;top:0;z-index:1}
 tbody th{font-weight:600;background:#f8f9fb;white-space:nowrap}
-td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
+td.num{white-space:nowrap}
+thead th{max-width:11em}
 .blocks{display:flex;flex-wrap:wrap;gap:14px;align-items:flex-start}
 .blocks>section{margin:0;flex:1 1 380px;max-width:100%}
 tr.sub th{padding-left:24px}tr.sub2 th{padding-left:40px}tr.sub3 th{padding-left:56px}

@@ -49,13 +49,13 @@ _TABLE_COLUMNS = (
     ("rank", "rank", "int"),
     ("predictor", "predictor", "text"),
     ("loss", "pre-sweep loss", "num"),
-    ("mape_request_count_pct", "request-count MAPE", "pct"),
-    ("rmse_request_count", "request-count RMSE (requests)", "num"),
-    ("under_forecast_share", f"under-forecast buckets (< {UNDER_FORECAST_RATIO:.0%})", "share"),
-    ("fit_time_mean_s", "fit time mean (ms)", "ms"),
-    ("fit_time_max_s", "fit time max (ms)", "ms"),
-    ("failed_forecasts", "failed forecasts", "int"),
-    ("wall_time_s", "wall time (s)", "num"),
+    ("mape_request_count_pct", "count MAPE", "pct"),
+    ("rmse_request_count", "count RMSE (requests)", "num"),
+    ("under_forecast_share", "under-forecast buckets", "share"),
+    ("fit_time_mean_s", "fit mean (ms)", "ms"),
+    ("fit_time_max_s", "fit max (ms)", "ms"),
+    ("failed_forecasts", "failed", "int"),
+    ("wall_time_s", "wall (s)", "num"),
 )
 assert {k for k, _, _ in _TABLE_COLUMNS} <= set(BACKTEST_SUMMARY_COLUMNS)
 
@@ -304,10 +304,9 @@ def _loss_table(page: Page, table: list[dict[str, Any]]) -> None:
             [_cell(r.get(k), kind) for k, _, kind in known] + [_cell(r.get(c), "num") for c in extra]
             for r in table
         ],
-        PRESWEEP_LOSS_SENTENCE
-        + " "
-        + MAPE_SENTENCE
-        + " RMSE: root mean squared request-count error. Under-forecast buckets: share of "
+        "Pre-sweep loss as above. Count MAPE: the mean of |forecast - actual| / actual of the "
+        "request count over the buckets with requests. Count RMSE: root mean squared "
+        "request-count error. Under-forecast buckets: share of "
         f"buckets forecast below {UNDER_FORECAST_RATIO:.0%} of the actual count (the risk of "
         "under-provisioning). Fit times per forecast; failed forecasts fell back to the last "
         "value.",
@@ -324,8 +323,8 @@ def _mape_table(page: Page, table: list[dict[str, Any]]) -> None:
         return
     page.table(
         "Ranking by request-count error (best first)",
-        ["rank", "predictor", "request-count MAPE", "request-count RMSE (requests)",
-         "pre-sweep loss", "rank by loss"],
+        ["rank", "predictor", "count MAPE", "count RMSE (requests)", "pre-sweep loss",
+         "rank by loss"],
         [
             [
                 k,
@@ -439,7 +438,7 @@ PANELS: tuple[Panel, ...] = (
     Panel(
         "predictor_loss",
         "Pre-sweep loss per predictor",
-        "One bar per predictor, best first; lower is better. " + PRESWEEP_LOSS_SENTENCE,
+        "One bar per predictor, best first; lower is better (the loss is explained at the top).",
         ("summary.predictors.loss",),
         _loss_chart,
     ),

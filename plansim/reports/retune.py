@@ -29,6 +29,7 @@ from plansim.schema import (
     RETUNE_OUTCOMES,
     is_minimized,
     objective_unit,
+    sla_text,
 )
 
 OUTCOME_COLOURS = {
@@ -201,7 +202,11 @@ def render_retune(
         "One decision per retune window: which candidates were scored, what was decided, "
         "and which router and planner parameters were in force.",
     )
-    page.headline(retune_cards(data, min_improvement_percentage), _score_sentence(objective, maximize))
+    sentence = _score_sentence(objective, maximize)
+    sla = (inputs or {}).get("scoring_sla")
+    if isinstance(sla, Mapping) and sla_text(dict(sla)):
+        sentence += f" Goodput counts the requests that met {sla_text(dict(sla))}."
+    page.headline(retune_cards(data, min_improvement_percentage), sentence)
     if not windows:
         page.note("Candidate scores per window", "Not shown: retune_events.json holds no decision.")
     else:

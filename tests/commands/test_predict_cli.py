@@ -109,3 +109,15 @@ def test_missing_trace_is_rejected(tmp_path, run_cli):
     code, _, err = run_cli("predict", "compare", str(tmp_path / "nope.jsonl"), "--interval", "60")
     assert code == 2
     assert len(err.strip().splitlines()) == 1
+
+
+def test_the_ranking_note_names_the_request_count_winner_when_it_differs():
+    import pandas as pd
+
+    from plansim.commands.predict import ranking_note
+
+    summary = pd.DataFrame({"predictor": ["kalman", "arima"], "loss": [2.3, 2.7],
+                            "mape_request_count_pct": [178.6, 119.7]})
+    assert ranking_note(summary).endswith("; by request-count MAPE arima is first (119.7%)")
+    agree = summary.assign(mape_request_count_pct=[100.0, 119.7])
+    assert "is first" not in ranking_note(agree)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from reports_browser import Browser, find_chromium
-from reports_synthetic import XSS, write_predict_folder, write_replay_folder
+from reports_synthetic import XSS, write_predict_folder, write_replay_folder, write_windows_folder
 
 from plansim.reports import render_dir
 from plansim.reports.planner import PANELS
@@ -40,6 +40,7 @@ EXPECTED = {
         "retune_presweep",
     ],
     "predictor_report.html": ["predictor_loss", "predictor_forecasts", "predictor_errors"],
+    "retune_windows_report.html": ["windows_scores", "windows_wins", "windows_spread"],
 }
 
 CARDS = {
@@ -47,6 +48,7 @@ CARDS = {
     "planner_report.html": ["goodput", "gpu_hours", "p90_ttft", "p90_itl", "scaling_events"],
     "retune_report.html": ["decisions", "applied", "best_gain", "objective"],
     "predictor_report.html": ["best_loss", "best_mape", "buckets"],
+    "retune_windows_report.html": ["windows", "winner", "current", "best_gain"],
 }
 # What Python prints for None, booleans and dicts; none of it may reach a reader.
 PYTHON_REPR = re.compile(r"\bNone\b|\bTrue\b|\bFalse\b|\{'|\[\]|\{\}|nan\b")
@@ -80,8 +82,11 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     write_replay_folder(replay, planner=True, retune=True, model=XSS, trace=XSS, request_id=XSS)
     predict = tmp_path_factory.mktemp("predict")
     write_predict_folder(predict, predictors=("constant", "kalman", XSS))
-    written = render_dir(replay) + render_dir(predict)
-    return {p.name: p for p in written if p.suffix == ".html" and p.parent in (replay, predict)}
+    windows = tmp_path_factory.mktemp("windows")
+    write_windows_folder(windows, label=XSS)
+    folders = (replay, predict, windows)
+    written = render_dir(replay) + render_dir(predict) + render_dir(windows)
+    return {p.name: p for p in written if p.suffix == ".html" and p.parent in folders}
 
 
 @pytest.fixture(scope="module")
