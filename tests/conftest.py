@@ -24,3 +24,14 @@ def run_cli(monkeypatch, capsys) -> Callable[..., tuple[int, str, str]]:
         return code, captured.out, captured.err
 
     return run
+
+
+@pytest.fixture(scope="session", autouse=True)
+def aic_cache_dir(tmp_path_factory):
+    """AIConfigurator tables and memory estimates go to a folder of this session, never to the
+    user's cache; the real SDK builds each table once per session."""
+    path = tmp_path_factory.mktemp("aic-cache")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("PLANSIM_CACHE_DIR", str(path))
+    yield path
+    mp.undo()

@@ -21,14 +21,13 @@ Estimates are cached on disk next to the timing tables, keyed by every input.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 from dataclasses import asdict, dataclass
 
 from plansim.aic import sdk
 from plansim.aic.spec import AicSpec
-from plansim.aic.table import cache_dir
+from plansim.aic.table import cache_dir, input_key
+from plansim.io import atomic_write_json
 
 # The memory-fraction key each backend reads, and its default (the reference mocker's).
 MEMORY_FRACTION_KEYS = {
@@ -61,8 +60,7 @@ def kv_capacity(spec: AicSpec, *, block_size: int, max_num_batched_tokens: int,
     inputs = {"format": MEMORY_FORMAT, "sdk": sdk.sdk_version(), "spec": spec.identity(),
               "block_size": block_size, "max_num_batched_tokens": max_num_batched_tokens,
               "max_num_seqs": max_num_seqs, "memory_fraction": memory_fraction}
-    key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
-    path = cache_dir() / f"memory-{key}.json"
+    path = cache_dir() / f"memory-{input_key(inputs)}.json"
     try:
         return KvCapacity(**json.loads(path.read_text(encoding="utf-8"))["capacity"])
     except (OSError, ValueError, KeyError, TypeError):
@@ -87,18 +85,10 @@ def kv_capacity(spec: AicSpec, *, block_size: int, max_num_batched_tokens: int,
     if capacity.num_gpu_blocks < 1:
         raise ValueError(f"{spec.label} leaves room for {tokens} KV tokens per GPU, less than one "
                          f"block of {block_size}")
-    _write_json(path, {"inputs": inputs, "capacity": asdict(capacity)})
+    try:
+        atomic_write_json(path, {"inputs": inputs, "capacity": asdict(capacity)})
+    except OSError:
+        pass  # an unwritable cache only costs the next run the estimate
     return capacity
 
 
-def _write_json(path: os.PathLike, payload: dict) -> None:
-    from pathlib import Path
-
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(payload, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, target)
-    except OSError:
-        pass

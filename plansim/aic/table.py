@@ -50,6 +50,7 @@ import numpy as np
 
 from plansim.aic import sdk
 from plansim.aic.spec import AicSpec
+from plansim.io import atomic_open
 
 TABLE_FORMAT = 1  # bump when the grid or the table's meaning changes
 MAX_BATCH = 1024
@@ -113,10 +114,13 @@ def grid_bounds(spec: AicSpec) -> GridBounds:
 
 def table_key(spec: AicSpec, bounds: GridBounds) -> str:
     """Hash of every input the table depends on (spec, bounds, format, SDK version)."""
-    blob = json.dumps({"format": TABLE_FORMAT, "sdk": sdk.sdk_version(), "spec": spec.identity(),
-                       "bounds": [bounds.max_batch, bounds.max_pass_tokens, bounds.max_context]},
-                      sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return input_key({"format": TABLE_FORMAT, "sdk": sdk.sdk_version(), "spec": spec.identity(),
+                      "bounds": [bounds.max_batch, bounds.max_pass_tokens, bounds.max_context]})
+
+
+def input_key(inputs: dict) -> str:
+    """A short stable hash of JSON-able ``inputs`` (cache file names)."""
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def cache_dir() -> Path:
@@ -223,11 +227,8 @@ def _read(path: Path, key: str) -> AicTable | None:
 
 
 def _write(path: Path, table: AicTable) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as f:
+        with atomic_open(path) as f:
             np.savez(f, key=np.array(table.key), **{name: getattr(table, name) for name in _FIELDS})
-        os.replace(tmp, path)
     except OSError:
-        tmp.unlink(missing_ok=True)  # an unwritable cache only costs the next run the build time
+        pass  # an unwritable cache only costs the next run the build time
