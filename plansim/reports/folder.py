@@ -27,12 +27,12 @@ import pandas as pd
 
 from plansim.errors import InputError
 from plansim.io import atomic_write_text
+from plansim.reports.assets import plotly_src, write_plotly_js
 from plansim.reports.planner import write_planner_report, write_planner_reports
 from plansim.reports.predictor import ranking_rows, render_predictor
 from plansim.reports.replay import render_replay
 from plansim.reports.retune import render_retune
 from plansim.reports.windows import render_windows
-from plansim.reports.assets import plotly_src, write_plotly_js
 from plansim.reports.tables import find_sla, find_value, finite_number, planner_targets
 from plansim.schema import (
     DEFAULT_MIN_IMPROVEMENT_PERCENTAGE,

@@ -361,7 +361,7 @@ def _nested_rows(block: Mapping[str, Any], depth: int, rows: list[str]) -> list[
     unset: list[str] = []
     level = "" if depth == 0 else ("sub" if depth == 1 else f"sub{min(depth, 3)}")
     css = f' class="{level}"' if level else ""
-    group = f' class="group {level}"'.replace(" \"", "\"")
+    group = f' class="{f"group {level}".strip()}"'
     for key, value in block.items():
         name = html.escape(str(key))
         if value is None:

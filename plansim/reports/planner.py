@@ -30,7 +30,7 @@ import plotly.graph_objects as go
 
 from plansim.io import atomic_write_bytes, atomic_write_text
 from plansim.reports.format import number
-from plansim.reports.headline import goodput_sla, replay_cards, scaling_cards
+from plansim.reports.headline import goodput_sla, replay_cards, scaling_cards, static_reference
 from plansim.reports.page import Page, plain
 from plansim.reports.panels import Panel, PanelOutput, panel_cells
 from plansim.reports.sampling import MAX_POINTS, TimeUnit, bin_series, thin_events, time_unit
@@ -272,7 +272,8 @@ def render_planner(
     targets (default: the ticks' ``ttft_sla_ms``/``itl_sla_ms``); ``timeseries`` (optional)
     stands in for per-engine load when ticks have no engine list. With the replay's
     ``summary`` and ``inputs`` the page opens with the replay's headline cards, plus the
-    scaling events and the GPU-hour gap to each of ``references`` (label -> GPU-hours)."""
+    scaling events and the GPU-hour gap to each of ``references`` (label -> GPU-hours; default:
+    the deployment's starting counts held static, ``headline.static_reference``)."""
     data = planner_data(ticks, scaling_events=scaling_events, sla=sla, timeseries=timeseries)
     page = Page(
         "plansim planner diagnostics",
@@ -280,6 +281,8 @@ def render_planner(
         "from the start of the replay.",
     )
     cards = replay_cards(summary, goodput_sla(inputs), timeseries) if summary else []
+    if references is None:
+        references = static_reference(inputs, summary)
     cards += scaling_cards(data.events, summary, references)
     page.headline(cards, _targets_note(data.sla, goodput_sla(inputs)))
     page.part("Charts")

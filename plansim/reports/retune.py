@@ -525,8 +525,8 @@ def _decision_table(page: Page, windows: list[_Window]) -> None:
             "reason",
             "current score",
             "best score",
-            "improvement %",
-            "threshold %",
+            "improvement",
+            "threshold",
             "changes (applied or advised)",
             "sweep wall (s)",
         ],
@@ -538,8 +538,8 @@ def _decision_table(page: Page, windows: list[_Window]) -> None:
                 w.reason,
                 _cell(w.current_score),
                 _cell(w.best_score),
-                _cell(w.improvement_pct),
-                _cell(w.threshold_pct),
+                "n/a" if w.improvement_pct is None else f"{w.improvement_pct:+.1f}%",
+                "n/a" if w.threshold_pct is None else f"{w.threshold_pct:g}%",
                 plain_value(dict(w.changes)) if w.changes else "",
                 _cell(w.wall_s),
             ]
@@ -547,6 +547,7 @@ def _decision_table(page: Page, windows: list[_Window]) -> None:
         ],
         "Scores are in the objective's units. Improvement is the best candidate's gain over the "
         "current point; a decision applies only above the threshold.",
+        numeric=[True, False, False, False, True, True, True, True, False, True],
     )
 
 

@@ -71,34 +71,39 @@ def find_sla(
         places.append(summary.get("sla"))
     found: dict[str, float] = {}
     for place in places:
-        if not isinstance(place, Mapping):
-            continue
-        for key in ("ttft_ms", "itl_ms", "e2e_ms"):
-            value = finite_number(place.get(key))
-            if key not in found and value is not None and value > 0:
-                found[key] = value
+        found = {**bounds(place), **found}
     return found
+
+
+def bounds(block: Any, keys: Sequence[str] = ("ttft_ms", "itl_ms", "e2e_ms")) -> dict[str, float]:
+    """The positive finite latency bounds among ``keys`` of a config block (ms); {} for a
+    block that is not a mapping."""
+    if not isinstance(block, Mapping):
+        return {}
+    found = {}
+    for key in keys:
+        value = finite_number(block.get(key))
+        if value is not None and value > 0:
+            found[key] = value
+    return found
+
+
+def first_bounds(blocks: Sequence[Any], keys: Sequence[str] = ("ttft_ms", "itl_ms", "e2e_ms")
+                 ) -> dict[str, float]:
+    """The bounds of the first of ``blocks`` that sets any."""
+    return next((found for block in blocks if (found := bounds(block, keys))), {})
 
 
 def planner_targets(inputs: Mapping[str, Any] | None) -> dict[str, float]:
     """The planner's TTFT/ITL targets in ms (``ttft_ms``, ``itl_ms``; only those set) from a
     run's ``inputs.json``: its ``planner`` block, or the deployment's."""
     inputs = inputs or {}
-    blocks = [inputs.get("planner")]
-    for key in ("deployment", "config"):
-        block = inputs.get(key)
-        if isinstance(block, Mapping):
-            blocks.append(block.get("planner"))
-    for block in blocks:
-        if isinstance(block, Mapping):
-            found = {}
-            for key in ("ttft_ms", "itl_ms"):
-                value = finite_number(block.get(key))
-                if value is not None and value > 0:
-                    found[key] = value
-            if found:
-                return found
-    return {}
+    blocks = [inputs.get("planner")] + [
+        block.get("planner")
+        for block in (inputs.get("deployment"), inputs.get("config"))
+        if isinstance(block, Mapping)
+    ]
+    return first_bounds(blocks, ("ttft_ms", "itl_ms"))
 
 
 def find_value(inputs: Mapping[str, Any] | None, key: str) -> Any:

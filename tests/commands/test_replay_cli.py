@@ -151,27 +151,27 @@ def test_progress_bar_shows_virtual_time_as_a_fraction_of_the_last_arrival(capsy
     assert err.endswith("\r")  # the line is cleared for the summary table
 
 
-def test_the_summary_names_the_goodput_sla(tmp_path, run_cli):
-    config = _write(tmp_path / "deploy.yaml",
-                    "mode: agg\nnum_workers: 3\nrouter: {mode: round_robin}\n"
-                    "sla: {ttft_ms: 1000, itl_ms: 50}\n")
+def _summary_of(tmp_path, run_cli, deployment: str) -> str:
+    """The terminal summary of the micro trace replayed on ``deployment`` (YAML text)."""
+    config = _write(tmp_path / "deploy.yaml", deployment)
     code, stdout, err = run_cli("replay", "run", str(MICRO_TRACE), "--config", str(config),
                                 "--trace-block-size", "512", "--out", str(tmp_path / "out"),
                                 "--no-report", "--quiet")
     assert code == 0, err
+    return stdout
+
+
+def test_the_summary_names_the_goodput_sla(tmp_path, run_cli):
+    stdout = _summary_of(tmp_path, run_cli, "mode: agg\nnum_workers: 3\n"
+                         "router: {mode: round_robin}\nsla: {ttft_ms: 1000, itl_ms: 50}\n")
     goodput = next(line for line in stdout.splitlines() if line.startswith("goodput"))
     assert "6 of 6 requests (100.0%) met TTFT ≤ 1000 ms and ITL ≤ 50 ms" in goodput
 
 
 def test_latencies_without_samples_are_na(tmp_path, run_cli):
     # one KV block of one token: no request of the trace ever fits, all are rejected
-    config = _write(tmp_path / "deploy.yaml",
-                    "mode: agg\nnum_workers: 1\nengine: {block_size: 1, num_gpu_blocks: 1}\n"
-                    "sla: {ttft_ms: 1000}\n")
-    code, stdout, err = run_cli("replay", "run", str(MICRO_TRACE), "--config", str(config),
-                                "--trace-block-size", "512", "--out", str(tmp_path / "out"),
-                                "--no-report", "--quiet")
-    assert code == 0, err
+    stdout = _summary_of(tmp_path, run_cli, "mode: agg\nnum_workers: 1\n"
+                         "engine: {block_size: 1, num_gpu_blocks: 1}\nsla: {ttft_ms: 1000}\n")
     assert "(0 completed, 6 rejected" in stdout
     for label in ("TTFT", "ITL", "E2E"):
         row = next(line.split() for line in stdout.splitlines() if line.strip().startswith(label))

@@ -102,3 +102,14 @@ def test_a_card_tone_is_checked():
 
     with pytest.raises(ValueError):
         Card("x", "X", "1", tone="red")
+
+
+def test_the_static_reference_holds_the_starting_counts_for_the_whole_run():
+    from plansim.reports.headline import static_reference
+
+    summary = {"duration_ms": 1_800_000.0, "decode_gpus_per_worker": 2, "prefill_gpus_per_worker": 1}
+    agg = {"deployment": {"mode": "agg", "num_workers": 4}}
+    assert static_reference(agg, summary) == {"static 4 workers": 4.0}  # 4 x 2 GPUs x 0.5 h
+    disagg = {"deployment": {"mode": "disagg", "num_prefill_workers": 2, "num_decode_workers": 3}}
+    assert static_reference(disagg, summary) == {"static 2+3 workers": 4.0}  # (2 + 6) x 0.5 h
+    assert static_reference({}, summary) == {}
