@@ -3,8 +3,8 @@
 Fields are AIConfigurator's own: ``system`` (e.g. ``h200_sxm``), ``backend`` (``vllm``,
 ``sglang``, ``trtllm``), ``backend_version`` (``current``, ``previous``, ``next`` or a version
 one of them names), ``model`` (a HuggingFace id), ``tp_size``, ``attention_dp_size``,
-``moe_tp_size`` / ``moe_ep_size`` (MoE models; when both are unset the experts are split by
-tensor parallelism, ``moe_tp_size = tp_size * attention_dp_size``) and the quantization modes
+``moe_tp_size`` / ``moe_ep_size`` (MoE models; unset ones fill ``tp_size x attention_dp_size``,
+both unset: experts split by tensor parallelism) and the quantization modes
 ``gemm_quant_mode``, ``kvcache_quant_mode``, ``fmha_quant_mode``, ``moe_quant_mode``,
 ``comm_quant_mode`` (unset: the checkpoint's own precision).
 
@@ -118,34 +118,28 @@ class AicSpec(StrictModel):
                              f"{', '.join(enum.__members__)}")
         return value
 
-    @model_validator(mode="before")
-    @classmethod
-    def _moe_split(cls, data: Any) -> Any:
-        """Fill the MoE split from ``tp_size * attention_dp_size`` (AIConfigurator requires
-        ``moe_tp_size * moe_ep_size`` to equal it)."""
-        if not isinstance(data, dict):
-            return data
-        data = dict(data)
-        try:
-            width = int(data.get("tp_size", 1)) * int(data.get("attention_dp_size", 1))
-            moe_tp, moe_ep = data.get("moe_tp_size"), data.get("moe_ep_size")
-            if moe_tp is None and moe_ep is None:
-                data["moe_tp_size"], data["moe_ep_size"] = width, 1
-            elif moe_tp is None and int(moe_ep) > 0 and width % int(moe_ep) == 0:
-                data["moe_tp_size"] = width // int(moe_ep)
-            elif moe_ep is None and int(moe_tp) > 0 and width % int(moe_tp) == 0:
-                data["moe_ep_size"] = width // int(moe_tp)
-        except (TypeError, ValueError):
-            pass  # the field validators name the bad value
-        return data
-
     @model_validator(mode="after")
     def _parallel_shape(self) -> AicSpec:
+        moe_tp, moe_ep = self.moe_split
         width = self.tp_size * self.attention_dp_size
-        if (self.moe_tp_size or 0) * (self.moe_ep_size or 0) != width:
+        if moe_tp * moe_ep != width:
             raise ValueError(f"moe_tp_size x moe_ep_size must equal tp_size x attention_dp_size "
                              f"= {width}, got {self.moe_tp_size} x {self.moe_ep_size}")
         return self
+
+    @property
+    def moe_split(self) -> tuple[int, int]:
+        """(``moe_tp_size``, ``moe_ep_size``) in force: what is unset fills ``tp_size x
+        attention_dp_size`` (both unset: experts split by tensor parallelism)."""
+        width = self.tp_size * self.attention_dp_size
+        tp, ep = self.moe_tp_size, self.moe_ep_size
+        if tp is None and ep is None:
+            return width, 1
+        if tp is None:
+            return (width // ep if width % ep == 0 else 0), ep
+        if ep is None:
+            return tp, (width // tp if width % tp == 0 else 0)
+        return tp, ep
 
     @property
     def resolved_version(self) -> str:
@@ -162,6 +156,7 @@ class AicSpec(StrictModel):
         """Every input that changes AIConfigurator's answers, with the version resolved."""
         out = self.model_dump(exclude={"type"})
         out["backend_version"] = self.resolved_version
+        out["moe_tp_size"], out["moe_ep_size"] = self.moe_split
         return out
 
 

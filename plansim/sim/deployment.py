@@ -19,7 +19,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from plansim.aic import sdk as aic_sdk
 from plansim.aic.memory import MEMORY_FRACTION_KEYS
@@ -69,6 +76,15 @@ class TimingModelSpec(StrictModel):
         if "aic" in data:
             return data
         return {"type": "aic", "aic": parse_aic_spec({k: v for k, v in data.items() if k != "type"})}
+
+    @model_serializer(mode="wrap")
+    def _aic_beside_type(self, handler: Any) -> Any:
+        """An aic model dumps as it is written, its keys beside ``type`` (so a dotted override
+        like ``engine.timing_model.system`` applies to a dump)."""
+        data = handler(self)
+        if self.aic is None or not isinstance(data, dict):
+            return data
+        return {**data.get("aic", {}), "type": "aic"}
 
     @model_validator(mode="after")
     def _complete(self) -> TimingModelSpec:
@@ -128,6 +144,9 @@ class EngineArgs(StrictModel):
     free_gpu_memory_fraction: float | None = Field(default=None, gt=0, le=1)
     # Canonical names of the given keys that have no effect here (``engine_config.KEYS``).
     no_effect_keys: tuple[str, ...] = ()
+    # Keys the aic timing model decided (``num_gpu_blocks``, ...). Dumps leave them out, so a dump
+    # validated again (with overrides, another system or TP) decides them afresh.
+    derived_keys: tuple[str, ...] = ()
 
     @field_validator("engine_type", mode="before")
     @classmethod
@@ -156,6 +175,9 @@ class EngineArgs(StrictModel):
         """With an aic timing model, fill the keys the model decides (KV blocks, handoff bytes,
         TP and DP; :mod:`plansim.aic.engine_fields`); memory fractions without effect join
         ``no_effect_keys``."""
+        if isinstance(data, Mapping) and data.get("derived_keys"):
+            drop = {*data["derived_keys"], "derived_keys"}
+            data = {k: v for k, v in data.items() if k not in drop}
         args = handler(data)
         spec = args.timing_model.aic if args.timing_model is not None else None
         if spec is not None:
@@ -168,8 +190,17 @@ class EngineArgs(StrictModel):
                 if unused - set(args.no_effect_keys) else {}
         if not updates:
             return args
+        derived = tuple(sorted(k for k in updates if k != "no_effect_keys"))
         return handler({**args.model_dump(exclude_unset=True),
-                        "no_effect_keys": args.no_effect_keys, **updates})
+                        "no_effect_keys": args.no_effect_keys, **updates, "derived_keys": derived})
+
+    @model_serializer(mode="wrap")
+    def _without_derived(self, handler: Any) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in (*self.derived_keys, "derived_keys"):
+                data.pop(key, None)
+        return data
 
     @model_validator(mode="after")
     def _role_flags(self) -> EngineArgs:

@@ -79,3 +79,25 @@ def test_without_the_extra_an_aic_model_is_one_line_naming_it(monkeypatch, run_c
     assert err == (f"plansim: {config}: engine.timing_model: the aic timing model needs "
                    "AIConfigurator, which is not installed: pip install 'plansim[aic]'\n")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_dump_validates_back_to_the_same_engine():
+    args = EngineArgs.model_validate({"timing_model": QWEN_TP2, "max_num_seqs": 64})
+    assert "num_gpu_blocks" not in args.model_dump()
+    assert args.model_dump()["timing_model"] == {**args.timing_model.aic.model_dump(), "type": "aic"}
+    assert EngineArgs.model_validate(args.model_dump()) == args
+
+
+def test_a_dump_with_another_system_or_tp_decides_the_model_keys_afresh():
+    dump = EngineArgs.model_validate({"timing_model": QWEN_TP2}).model_dump()
+    dump["timing_model"] = {**dump["timing_model"], "tp_size": 1}
+    args = EngineArgs.model_validate(dump)
+    assert (args.tensor_parallel_size, args.gpus_per_worker) == (1, 1)
+    spec = parse_aic_spec({"model": "Qwen/Qwen3-32B", "system": "h200_sxm"})
+    assert args.num_gpu_blocks == kv_capacity(spec, block_size=64, max_num_batched_tokens=8192,
+                                              max_num_seqs=256, memory_fraction=0.9).num_gpu_blocks
+
+
+def test_a_dump_with_explicit_blocks_keeps_them():
+    dump = EngineArgs.model_validate({"timing_model": QWEN_TP2}).model_dump()
+    assert EngineArgs.model_validate({**dump, "num_gpu_blocks": 77}).num_gpu_blocks == 77

@@ -69,10 +69,10 @@ def test_tp_must_divide_the_published_attention_heads():
 
 def test_moe_split_defaults_to_tensor_parallel_experts_and_must_cover_the_width():
     spec = parse_aic_spec({"model": "Qwen/Qwen3-30B-A3B", "system": "h200_sxm", "tp_size": 4})
-    assert (spec.moe_tp_size, spec.moe_ep_size) == (4, 1)
+    assert spec.moe_split == (4, 1)
     spec = parse_aic_spec({"model": "Qwen/Qwen3-30B-A3B", "system": "h200_sxm", "tp_size": 4,
                            "moe_ep_size": 4})
-    assert (spec.moe_tp_size, spec.moe_ep_size) == (1, 4)
+    assert spec.moe_split == (1, 4)
     with pytest.raises(ValueError, match="must equal tp_size x attention_dp_size = 4"):
         parse_aic_spec({"model": "Qwen/Qwen3-30B-A3B", "system": "h200_sxm", "tp_size": 4,
                         "moe_tp_size": 2, "moe_ep_size": 4})
