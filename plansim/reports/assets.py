@@ -8,8 +8,7 @@ from pathlib import Path
 
 from plansim.io import atomic_write_text
 from plansim.reports.page import plotly_js
-
-PLOTLY_JS = "plotly.min.js"
+from plansim.schema import PLOTLY_JS
 
 
 def write_plotly_js(folder: str | Path) -> Path:

@@ -37,14 +37,20 @@ from plansim.reports.tables import find_sla, find_value, finite_number, planner_
 from plansim.schema import (
     DEFAULT_MIN_IMPROVEMENT_PERCENTAGE,
     INPUTS_JSON,
+    PLANNER_PERIOD_REPORTS_DIR,
+    PLANNER_REPORT,
     PREDICTIONS_TABLE,
+    PREDICTOR_REPORT,
+    REPLAY_REPORT,
     REQUESTS_TABLE,
     RETUNE_EVENTS_JSON,
+    RETUNE_REPORT,
     SCALING_EVENTS_JSON,
     SUMMARY_JSON,
     TICKS_TABLE,
     TIMESERIES_TABLE,
     WINDOW_RECORDS_DIR,
+    WINDOWS_REPORT,
     WINDOWS_TABLE,
     WORKERS_TABLE,
 )
@@ -126,32 +132,32 @@ def render_dir(out_dir: str | Path, *, self_contained: bool = False) -> list[Pat
             summary if isinstance(summary, dict) else {},
             inputs,
             scaling_events,
-            plotly_src=src(folder / "report.html"),
+            plotly_src=src(folder / REPLAY_REPORT),
         )
-        written.append(atomic_write_text(folder / "report.html", html))
+        written.append(atomic_write_text(folder / REPLAY_REPORT, html))
 
     if ticks is not None and len(ticks) and "at_s" in ticks.columns:
         sla = planner_targets(inputs) or find_sla(inputs)
         written += write_planner_report(
             ticks,
-            folder / "planner_report",
+            folder / PLANNER_REPORT,
             scaling_events=scaling_events,
             sla=sla,
             timeseries=timeseries,
             summary=summary if isinstance(summary, dict) else None,
             inputs=inputs,
-            plotly_src=src(folder / "planner_report.html"),
+            plotly_src=src(folder / f"{PLANNER_REPORT}.html"),
         )
         interval_h = _positive(find_value(inputs, "report_interval_hours"))
         if interval_h is not None:
             written += write_planner_reports(
                 ticks,
-                folder / "planner_reports",
+                folder / PLANNER_PERIOD_REPORTS_DIR,
                 interval_h,
                 scaling_events=scaling_events,
                 sla=sla,
                 timeseries=timeseries,
-                plotly_src=src(folder / "planner_reports" / "planner_report.html"),
+                plotly_src=src(folder / PLANNER_PERIOD_REPORTS_DIR / f"{PLANNER_REPORT}.html"),
             )
 
     if events is not None:
@@ -162,9 +168,9 @@ def render_dir(out_dir: str | Path, *, self_contained: bool = False) -> list[Pat
             objective=retune.get("objective"),
             min_improvement_percentage=_threshold(retune.get("min_improvement_percentage")),
             inputs=inputs,
-            plotly_src=src(folder / "retune_report.html"),
+            plotly_src=src(folder / RETUNE_REPORT),
         )
-        written.append(atomic_write_text(folder / "retune_report.html", html))
+        written.append(atomic_write_text(folder / RETUNE_REPORT, html))
 
     if predictions is not None:
         interval = _positive(
@@ -177,18 +183,18 @@ def render_dir(out_dir: str | Path, *, self_contained: bool = False) -> list[Pat
             ranking_rows(summary),
             interval_s=interval,
             inputs=inputs,
-            plotly_src=src(folder / "predictor_report.html"),
+            plotly_src=src(folder / PREDICTOR_REPORT),
         )
-        written.append(atomic_write_text(folder / "predictor_report.html", html))
+        written.append(atomic_write_text(folder / PREDICTOR_REPORT, html))
 
     if window_records is not None:
         html = render_windows(
             window_records,
             summary if isinstance(summary, Mapping) else {},
             inputs,
-            plotly_src=src(folder / "retune_windows_report.html"),
+            plotly_src=src(folder / WINDOWS_REPORT),
         )
-        written.append(atomic_write_text(folder / "retune_windows_report.html", html))
+        written.append(atomic_write_text(folder / WINDOWS_REPORT, html))
     return written
 
 
