@@ -63,9 +63,11 @@ class Pool:
 
     def provision(self, now_ms: float) -> Worker:
         wid = self._new_worker_id()
+        dp = self.args.dp_size
+        first = len(self.workers) * dp
         ranks = [Rank(wid, r, self.args, self.timing, self.hooks, role=self.rank_role,
-                      decode_runs=self.decode_runs)
-                 for r in range(self.args.dp_size)]
+                      decode_runs=self.decode_runs, stream=first + r)
+                 for r in range(dp)]
         worker = Worker(wid, self.name, ranks, now_ms)
         self.workers.append(worker)
         return worker

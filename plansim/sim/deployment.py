@@ -37,6 +37,7 @@ from plansim.limits import MAX_POOL_WORKERS, MAX_SEED
 from plansim.roles import Mode, Role
 from plansim.sim import engine_config
 from plansim.sim.schedulers import SCHEDULERS
+from plansim.sim.speculative import accept_rates
 from plansim.validation import StrictModel, config_error
 
 log = logging.getLogger(__name__)
@@ -113,6 +114,22 @@ class TimingModelSpec(StrictModel):
         return None
 
 
+class SglangArgs(StrictModel):
+    """The reference's ``engine.sglang`` block (used with ``backend: sglang``)."""
+
+    schedule_policy: Literal["fifo", "lpm"] = "fifo"
+    max_prefill_tokens: int = Field(default=16384, ge=1)
+    chunked_prefill_size: int = Field(default=8192, ge=1)
+    clip_max_new_tokens: int = Field(default=4096, ge=1)
+    schedule_conservativeness: float = Field(default=1.0, ge=0, le=1)
+
+
+class TrtllmArgs(StrictModel):
+    """The reference's ``engine.trtllm`` block (used with ``backend: trtllm``)."""
+
+    capacity_scheduler_policy: Literal["guaranteed_no_evict"] = "guaranteed_no_evict"
+
+
 class EngineArgs(StrictModel):
     """One engine (worker) in the reference mocker's JSON key names and defaults."""
 
@@ -142,6 +159,15 @@ class EngineArgs(StrictModel):
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
     mem_fraction_static: float | None = Field(default=None, gt=0, le=1)
     free_gpu_memory_fraction: float | None = Field(default=None, gt=0, le=1)
+    sglang: SglangArgs = Field(default_factory=SglangArgs)
+    trtllm: TrtllmArgs = Field(default_factory=TrtllmArgs)
+    # SGLang: decode passes that follow a prefill pass before the next prefill (0: none).
+    prefill_decode_interval: int = Field(default=0, ge=0)
+    # Speculative (MTP) decoding: draft tokens per pass, their conditional acceptance rates,
+    # and the base seed of each rank's acceptance stream (``plansim.sim.speculative``).
+    aic_nextn: int | None = Field(default=None, ge=1, le=5)
+    aic_nextn_accept_rates: tuple[float, ...] | None = None
+    aic_mtp_seed: int = Field(default=42, ge=0)
     # Canonical names of the given keys that have no effect here (``engine_config.KEYS``).
     no_effect_keys: tuple[str, ...] = ()
     # Keys the aic timing model decided (``num_gpu_blocks``, ...). Dumps leave them out, so a dump
@@ -167,7 +193,23 @@ class EngineArgs(StrictModel):
         if not isinstance(data, Mapping) or "no_effect_keys" in data:
             return data  # not user input, or already normalised (model_copy, round trips)
         normalised = engine_config.normalise(data)
-        return {**normalised.fields, "no_effect_keys": normalised.no_effect}
+        fields = normalised.fields
+        no_effect = set(normalised.no_effect)
+        backend = fields.get("engine_type", "vllm")
+        backend = backend.lower() if isinstance(backend, str) else backend
+        if backend in SCHEDULERS:
+            if "block_size" not in fields:
+                # Each backend has its own default page size (vLLM 64, SGLang 1, TRT-LLM 32).
+                fields["block_size"] = SCHEDULERS.get(backend).default_block_size
+            # The reference's normaliser writes every backend's block; another backend's
+            # settings count only if the user changed them.
+            for block, model in (("sglang", SglangArgs), ("trtllm", TrtllmArgs)):
+                given = fields.get(block)
+                if block != backend and isinstance(given, Mapping):
+                    no_effect.update(f"{block}.{k}" for k, v in given.items()
+                                     if k in model.model_fields
+                                     and v != model.model_fields[k].default)
+        return {**fields, "no_effect_keys": tuple(sorted(no_effect))}
 
     @model_validator(mode="wrap")
     @classmethod
@@ -201,6 +243,18 @@ class EngineArgs(StrictModel):
             for key in (*self.derived_keys, "derived_keys"):
                 data.pop(key, None)
         return data
+
+    @model_validator(mode="after")
+    def _backend_knobs(self) -> EngineArgs:
+        if self.prefill_decode_interval and self.engine_type != "sglang":
+            raise ValueError("prefill_decode_interval: supported only for backend sglang")
+        return self
+
+    @model_validator(mode="after")
+    def _speculative(self) -> EngineArgs:
+        if self.aic_nextn is not None:
+            accept_rates(self.aic_nextn, self.aic_nextn_accept_rates)
+        return self
 
     @model_validator(mode="after")
     def _role_flags(self) -> EngineArgs:
@@ -498,6 +552,9 @@ def _no_effect_reason(dotted: str) -> str:
     section, _, name = dotted.partition(".")
     if section == "router":
         return NO_EFFECT_ROUTER_KEYS[name]
+    block = name.partition(".")[0]
+    if block in ("sglang", "trtllm"):
+        return f"used only with backend {block}"
     return engine_config.key(name).why
 
 

@@ -24,6 +24,13 @@ decides who gets tokens in a pass, who is admitted and who is preempted; the ran
 5. Pass end = start + prefill + decode, each rounded to whole nanoseconds as the reference's
    durations are. Tokens are stamped at the pass end.
 
+Speculative decoding (``aic_nextn``): a pass emits ``1 + accepted drafts`` tokens per request
+(``plansim.sim.speculative``, drawn in batch order from the rank's stream; a prompt's own pass
+draws only if the policy ``verifies_prefill``, and then is timed as a decode too); the KV for
+the drafts is reserved when the tokens are granted and the rejected drafts' blocks go back at
+the pass end. With drafts, a cached prefix is reused minus its last block (the draft head needs
+its hidden states). Speculative ranks time every pass one by one.
+
 Decode runs: when every running request is decoding, the policy says nothing would be admitted
 (``steady_decode``), and KV suffices, the passes up to the first completion are timed with numpy
 in one step. An arrival during the run truncates it after the pass in flight (``interrupt``),
@@ -44,6 +51,7 @@ from plansim.sim.engine_protocol import EngineHooks, RankOccupancy
 from plansim.sim.kv import KvCache, gen_key
 from plansim.sim.pass_window import PassWindow
 from plansim.sim.schedulers import PrefixMatch, SchedulerPolicy, make_scheduler
+from plansim.sim.speculative import DraftSampler, accept_rates
 from plansim.sim.timing import TimingModel
 
 _NS = 1e6  # ns per ms
@@ -119,7 +127,9 @@ class Rank:
 
     def __init__(self, worker_id: int, dp_rank: int, args: Any, timing: TimingModel,
                  hooks: EngineHooks, *, policy: SchedulerPolicy | None = None,
-                 role: Role | None = None, decode_runs: bool = True) -> None:
+                 role: Role | None = None, decode_runs: bool = True, stream: int = 0) -> None:
+        """``stream``: the rank's index in its pool (``worker x dp_size + dp_rank``), which
+        offsets its speculative-decoding seed."""
         role = args.role if role is None else role
         self.worker_id = worker_id
         self.dp_rank = dp_rank
@@ -139,6 +149,14 @@ class Rank:
         self.hooks = hooks
         self.policy = make_scheduler(args) if policy is None else policy
         self.decode_runs = decode_runs
+        # Speculative decoding: a verification pass emits 1 + accepted drafts per request.
+        self.sampler: DraftSampler | None = None
+        if args.aic_nextn and role.decodes:
+            self.sampler = DraftSampler(accept_rates(args.aic_nextn, args.aic_nextn_accept_rates),
+                                        args.aic_mtp_seed + stream)
+        self._bursts: list[int] = []
+        self._speculative = bool(args.aic_nextn)
+        self.max_burst = 1 + (args.aic_nextn or 0)
         self.running: list[Request] = []
         self.waiting: deque[Request] = deque()
         self.queued = QueueTotals()
@@ -274,6 +292,10 @@ class Rank:
                 # At least the last token is computed, to emit the next one.
                 cached = ((L - 1) // bs) * bs
                 n_match = cached // bs
+            if self._speculative and n_match and self.policy.verifies_prefill:
+                # The draft head needs the last cached block's hidden states: recompute it.
+                n_match -= 1
+                cached = n_match * bs
         return PrefixMatch(keys, n_match, n_active, -(-L // bs) - n_active, cached)
 
     def admit(self, req: Request, match: PrefixMatch, now: float) -> None:
@@ -301,7 +323,16 @@ class Rank:
         bs = self.block_size
         cache = self.cache
         before = req.computed
-        need = -(-(before + n) // bs) - req.n_blocks
+        reach = before + n
+        if self.sampler is not None and reach == req.isl + req.generated:
+            # A verification pass writes KV for its drafts too: reserve room for the tokens it
+            # may emit.
+            lookahead = req.osl - req.generated
+            if lookahead > self.max_burst:
+                lookahead = self.max_burst
+            if lookahead > 1:
+                reach += lookahead - 1
+        need = -(-reach // bs) - req.n_blocks
         if need > cache.available():
             running = self.running
             victim_of = self.policy.victim
@@ -346,6 +377,9 @@ class Rank:
         # Prefill and decode batches of this pass.
         pass_no = self.pass_no
         prefill_timed = self._prefill_timed
+        sampler = self.sampler
+        verifies = sampler is not None and self.policy.verifies_prefill
+        draws: list[bool] = []
         count = total_isl = total_prefix = 0
         emit: list[Request] = []
         n_dec = kv_dec = 0
@@ -366,7 +400,12 @@ class Rank:
             length = isl + req.generated
             if computed >= length:
                 emit.append(req)
-                if prompt == 0 or not prefill_timed:
+                if sampler is not None:
+                    # A prompt's own pass verifies drafts only where the backend does so.
+                    draws.append(verifies or prompt == 0 or not prefill_timed)
+                # With speculative decoding a request finishing its prompt also runs the
+                # verification step in this pass.
+                if prompt == 0 or not prefill_timed or verifies:
                     n_dec += 1
                     kv_dec += length
         prefill_ms = 0.0
@@ -387,6 +426,8 @@ class Rank:
                 raw = self.timing.decode_ms(n_dec, kv_dec, kv_dec // n_dec, self.total_kv_tokens)
             decode_ms = _q(raw / self.decode_div)
         end = now + prefill_ms + decode_ms
+        if sampler is not None:
+            self._bursts = self._draw_bursts(emit, draws)
         self._emit = emit
         self._run = None
         self.last_fpm = self._fpm((end - now) / 1000.0, count, sum_prefill_tokens, n_dec, kv_dec)
@@ -428,14 +469,55 @@ class Rank:
         req.held = []
         req.n_blocks = 0
 
+    def _draw_bursts(self, emit: list[Request], draws: list[bool]) -> list[int]:
+        """Tokens each emitting request emits this pass: ``1 + accepted drafts`` (drawn, in
+        batch order, for the requests whose pass verifies drafts; 1 for the others), clipped to
+        its output left and to the KV reserved for it."""
+        sampler = self.sampler
+        bs = self.block_size
+        bursts = []
+        for req, draw in zip(emit, draws):
+            k = sampler.tokens() if draw else 1
+            left = req.osl - req.generated
+            if k > left:
+                k = left
+            # Only drafts whose KV was reserved can be kept (``grant`` reserves the burst).
+            while k > 1 and -(-(req.computed + k - 1) // bs) > req.n_blocks:
+                k -= 1
+            bursts.append(k)
+        return bursts
+
     def _finish_pass(self, end: float) -> None:
         emit = self._emit
         self._emit = []
         if not emit:
             return
+        if self.sampler is not None:
+            self._finish_burst(emit, end)
+            return
         for req in emit:
             req.generated += 1
         self.hooks.on_tokens(self, emit, end)
+        if self._hands_off:
+            self._finish(emit, end)
+        else:
+            self._finish([r for r in emit if r.generated >= r.osl], end)
+
+    def _finish_burst(self, emit: list[Request], end: float) -> None:
+        """A speculative pass's tokens: each request's accepted drafts are computed KV too."""
+        bs = self.block_size
+        cache = self.cache
+        bursts = self._bursts
+        for req, k in zip(emit, bursts):
+            req.generated += k
+            req.computed += k - 1
+            # The blocks reserved for rejected drafts go back (the KV of the last emitted token
+            # is computed by the next pass).
+            spare = req.n_blocks - -(-req.computed // bs)
+            if spare > 0:
+                cache.release((), spare, ())
+                req.n_blocks -= spare
+        self.hooks.on_tokens(self, emit, end, bursts)
         if self._hands_off:
             self._finish(emit, end)
         else:
@@ -454,7 +536,7 @@ class Rank:
 
     def _try_run(self, now: float) -> float | None:
         """Start a run of at least two decode-only passes if nothing can change during it."""
-        if self._hands_off or not self.decode_runs:
+        if self._hands_off or not self.decode_runs or self.sampler is not None:
             return None
         running = self.running
         n = len(running)

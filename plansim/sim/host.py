@@ -266,10 +266,11 @@ class ReplayHost:
         self.rec.admitted(req.rid, self._rank_pool[id(rank)], now, reused, req.preempted,
                           req.prebuilt)
 
-    def _on_tokens(self, rank: EngineRank, reqs: list[Request], end: float) -> None:
+    def _on_tokens(self, rank: EngineRank, reqs: list[Request], end: float,
+                   counts: list[int] | None = None) -> None:
         if not rank.role.decodes:
             return  # a prefill worker's token is internal
-        first = self.rec.tokens(reqs, end)
+        first = self.rec.tokens(reqs, end, counts)
         if first:
             router = self.routers[self._rank_pool[id(rank)]]
             for rid in first:

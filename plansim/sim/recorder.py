@@ -78,8 +78,12 @@ class Recorder:
             self._admitted_tokens[pool] = self._admitted_tokens.get(pool, 0) + int(self.isl[rid])
             self._reused_tokens[pool] = self._reused_tokens.get(pool, 0) + reused
 
-    def tokens(self, reqs: list[Any], end: float) -> list[int]:
-        """One pass's visible tokens; returns the ids whose first token this was."""
+    def tokens(self, reqs: list[Any], end: float, counts: list[int] | None = None) -> list[int]:
+        """One pass's visible tokens, one per request or ``counts[i]`` for ``reqs[i]`` (a
+        speculative pass; tokens emitted together are 0 ms apart); returns the ids whose first
+        token this was."""
+        if counts is not None:
+            return self._burst_tokens(reqs, end, counts)
         first = []
         n_tokens = self.n_tokens
         last = self.last_token
@@ -101,6 +105,31 @@ class Recorder:
             self.gap_value.append(end - t)
             self.gap_count.append(c)
         self._count_tokens(end, len(reqs))
+        return first
+
+    def _burst_tokens(self, reqs: list[Any], end: float, counts: list[int]) -> list[int]:
+        first = []
+        n_tokens = self.n_tokens
+        last = self.last_token
+        zero_gaps = 0
+        for req, c in zip(reqs, counts):
+            rid = req.rid
+            k0 = n_tokens[rid]
+            n_tokens[rid] = k0 + c
+            if k0 == 0:
+                self.first_token[rid] = end
+                first.append(rid)
+            else:
+                self.gap_value.append(end - last[rid])
+                self.gap_count.append(1)
+            if k0 < 2 <= k0 + c:
+                self.second_token[rid] = end
+            zero_gaps += c - 1
+            last[rid] = end
+        if zero_gaps:
+            self.gap_value.append(0.0)
+            self.gap_count.append(zero_gaps)
+        self._count_tokens(end, sum(counts))
         return first
 
     def run(self, reqs: list[Any], ends: np.ndarray) -> None:

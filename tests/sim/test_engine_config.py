@@ -18,7 +18,7 @@ NPZ = str(Path(__file__).resolve().parent / "reference" / "profiles" / "sample_h
 # One valid value, other than the default, for every spelling the loader accepts. Adding a key to
 # ``engine_config.KEYS`` without a sample here fails the enumeration test below.
 SAMPLES = {
-    "backend": "vllm", "engine_type": "vllm",
+    "backend": "sglang", "engine_type": "trtllm",
     "num_gpu_blocks": 2048, "num_gpu_blocks_override": 2048,
     "block_size": 32, "sglang.page_size": 32, "sglang_page_size": 32,
     "max_model_len": 4096, "max_num_seqs": 8, "max_num_batched_tokens": 1024,
@@ -79,10 +79,25 @@ SAMPLES = {
 }
 
 
+def _backend(spelling: str) -> str | None:
+    """The backend a backend-specific key (``sglang.page_size``, ``trtllm_...``) needs."""
+    if spelling == "prefill_decode_interval":
+        return "sglang"
+    for backend in ("sglang", "trtllm"):
+        if spelling.startswith((f"{backend}.", f"{backend}_")) and spelling != "sglang_generate":
+            return backend
+    return None
+
+
 def _nested(spelling: str, value):
-    """The engine mapping that gives ``spelling`` (a dotted block member is written nested)."""
+    """The engine mapping that gives ``spelling`` (a dotted block member is written nested),
+    with the backend it belongs to."""
     block, dot, member = spelling.partition(".")
-    return {block: {member: value}} if dot else {spelling: value}
+    engine = {block: {member: value}} if dot else {spelling: value}
+    backend = _backend(spelling)
+    if backend is not None:
+        engine["backend"] = backend
+    return engine
 
 
 def _field(args: EngineArgs, dotted: str):
@@ -121,7 +136,7 @@ def test_every_accepted_key_is_modelled_or_named_in_the_warning(spelling, caplog
         if key.field == "worker_type":
             given = "decode"  # disaggregation_mode's "decode" is worker_type "decode"
         assert value == given
-        if spelling not in ("backend", "engine_type"):  # vllm is the only backend so far
+        if key.name != "trtllm.capacity_scheduler_policy":  # its one value is the default
             assert _field(deployment.engine, key.field) != _field(EngineArgs(), key.field)
 
 

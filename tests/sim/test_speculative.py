@@ -59,3 +59,44 @@ def test_accept_rates_are_padded_cut_and_defaulted():
             accept_rates(1, bad)
     with pytest.raises(ValueError):
         accept_rates(6, None)
+
+
+# ---------------------------------------------------------------- engine passes
+
+from simkit import decode_ms, prefill_ms, req, run  # noqa: E402
+
+
+def test_a_verification_pass_emits_accepted_drafts_and_costs_one_decode():
+    # Rate 1: every pass emits 2 tokens. The prompt's own pass also verifies, so it is timed
+    # as the prefill plus a decode at the prompt's length.
+    r = run([(0.0, 1000, 4, [1, 2])], engine={"aic_nextn": 1, "aic_nextn_accept_rates": "1.0"})
+    first = prefill_ms(1000) + decode_ms(1000)
+    assert req(r, 0).ttft_ms == pytest.approx(first, abs=1e-6)
+    assert req(r, 0).ttst_ms == 0.0
+    assert req(r, 0).e2e_latency_ms == pytest.approx(first + decode_ms(1002), abs=1e-6)
+    # Token gaps 0, D(1002), 0 (kept to the microsecond).
+    assert r.summary["mean_itl_ms"] == pytest.approx(decode_ms(1002) / 3, abs=1e-3)
+
+
+def test_seeded_draws_decide_the_tokens_of_each_pass():
+    # Seed 42 at rate 0.5 emits 1, 1, 1, 2 tokens in the first four passes.
+    r = run([(0.0, 1000, 5, [1, 2])], engine={"aic_nextn": 1, "aic_nextn_accept_rates": "0.5"})
+    e2e = prefill_ms(1000) + sum(decode_ms(k) for k in (1000, 1001, 1002, 1003))
+    assert req(r, 0).e2e_latency_ms == pytest.approx(e2e, abs=1e-6)
+
+
+def test_sglang_prefill_pass_emits_one_token_without_drawing():
+    r = run([(0.0, 1000, 3, [1, 2])],
+            engine={"backend": "sglang", "block_size": 64, "aic_nextn": 1,
+                    "aic_nextn_accept_rates": "1.0"})
+    assert req(r, 0).ttft_ms == pytest.approx(prefill_ms(1000), abs=1e-6)
+    assert req(r, 0).e2e_latency_ms == pytest.approx(prefill_ms(1000) + decode_ms(1001), abs=1e-6)
+
+
+def test_a_cached_prefix_loses_its_last_block_to_the_draft_head():
+    # B repeats A's 2048-token prompt + 52: 32 cached blocks, one recomputed with MTP.
+    rows = [(0.0, 2048, 2, [1, 2, 3, 4]), (1000.0, 2100, 2, [1, 2, 3, 4, 5])]
+    plain = run(rows)
+    mtp = run(rows, engine={"aic_nextn": 1})
+    assert req(plain, 1).reused_input_tokens == 2048
+    assert req(mtp, 1).reused_input_tokens == 2048 - 64

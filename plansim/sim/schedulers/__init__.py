@@ -12,6 +12,8 @@ from plansim.sim.schedulers.base import PassBuilder, PrefixMatch, SchedulerPolic
 
 SCHEDULERS: Registry[type] = Registry("engine backend", {
     "vllm": "plansim.sim.schedulers.vllm:VllmScheduler",
+    "sglang": "plansim.sim.schedulers.sglang:SglangScheduler",
+    "trtllm": "plansim.sim.schedulers.trtllm:TrtllmScheduler",
 })
 
 

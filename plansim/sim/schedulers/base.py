@@ -75,6 +75,12 @@ class PassBuilder(Protocol):
 class SchedulerPolicy(Protocol):
     """A backend's scheduling rules; see the module docstring."""
 
+    # The backend's default KV block (page) size in tokens, used when the config sets none.
+    default_block_size: int
+    # With speculative decoding: whether a request's prompt-completing pass also verifies
+    # drafts (emits 1 + accepted drafts and is timed as a decode too).
+    verifies_prefill: bool
+
     def refusal(self, req: Request) -> str | None:
         """Why a request reaching the rank can never run there (None: accept it). May clip
         ``req.osl`` to what the backend would generate."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from plansim.sim.schedulers.base import PassBuilder
+from plansim.sim.schedulers.base import PassBuilder, PrefixMatch
 
 if TYPE_CHECKING:
     from plansim.sim.engine import Request
@@ -29,6 +29,10 @@ class VllmScheduler:
     """vLLM ordering, admission and preemption; see the module docstring."""
 
     __slots__ = ("budget", "max_num_seqs", "chunked", "lifo", "max_model_len")
+    # With speculative decoding, a request finishing its prompt also runs verification (its
+    # first pass emits 1 + accepted drafts and is timed as a decode too).
+    verifies_prefill = True
+    default_block_size = 64
 
     def __init__(self, args: Any) -> None:
         self.budget = args.max_num_batched_tokens
@@ -82,7 +86,7 @@ class VllmScheduler:
                 break
             req = waiting[0]
             match = rank.prefix_match(req)
-            if match.blocks_needed > rank.kv_available():
+            if not self.admits(rank, req, match):
                 break
             prompt_left = req.isl - min(match.cached_tokens, req.isl)
             if not chunked and not req.prebuilt and prompt_left > budget:
@@ -97,6 +101,11 @@ class VllmScheduler:
             if not grant(req, n) or rank.preemptions != preemptions:
                 break
 
+    def admits(self, rank: PassBuilder, req: Request, match: PrefixMatch) -> bool:
+        """KV admits the waiting head: its whole known sequence fits (active cached blocks
+        count as present)."""
+        return match.blocks_needed <= rank.kv_available()
+
     def steady_decode(self, rank: PassBuilder) -> bool:
         running = rank.running
         if len(running) > self.budget:
@@ -104,5 +113,6 @@ class VllmScheduler:
         waiting = rank.waiting
         if waiting and len(running) < self.max_num_seqs:
             # The head would be admitted at the next pass.
-            return rank.prefix_match(waiting[0]).blocks_needed > rank.kv_available()
+            head = waiting[0]
+            return not self.admits(rank, head, rank.prefix_match(head))
         return True
