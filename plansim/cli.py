@@ -1,16 +1,28 @@
 """The ``plansim`` command: composition only. Each command group lives in ``plansim.commands``.
 
-A user mistake (``InputError``) becomes one line on stderr and exit status 2, never a traceback.
+Every command runs with SIGTERM/SIGHUP unwinding it like Ctrl-C and with one scratch folder for
+all temporary files of it and its workers, removed when it ends (``plansim.lifecycle``). Every
+way a command can end that is not success is one line on stderr, never a traceback:
+
+- a user mistake (``InputError``, a bad flag): exit status 2;
+- an operating-system error at the edges (a full disk, a file that vanished): exit status 1;
+- Ctrl-C: "interrupted", exit status 130; SIGTERM / SIGHUP: "terminated", 128 + the signal.
+
+Anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from typing import NoReturn
 
 import typer
+from typer.exceptions import Abort, Exit, TyperException
 
 from plansim.errors import InputError
+from plansim.lifecycle import Terminated, handle_termination, scratch_folder
 
 app = typer.Typer(
     name="plansim",
@@ -36,21 +48,41 @@ _register()
 
 
 def main() -> None:
-    """Console entry point. A user mistake, whether a bad value (``InputError``) or a bad flag
-    (click's usage errors), is one line on stderr and exit status 2."""
+    """Console entry point; see the module docstring for how a command ends."""
+    command = typer.main.get_command(app)
     try:
-        result = app(standalone_mode=False)
+        with (handle_termination(), scratch_folder(),
+              command.make_context("plansim", sys.argv[1:]) as ctx):
+            result = command.invoke(ctx)
+    except Exit as exc:  # --help, or a group called without a command
+        raise SystemExit(exc.exit_code) from None
     except InputError as exc:
         _fail(str(exc), 2)
-    except typer.Abort:
+    except Terminated as exc:
+        _fail(f"terminated ({signal.Signals(exc.signum).name})", 128 + exc.signum)
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
+    except Abort:
         _fail("aborted", 130)
-    except typer.exceptions.TyperException as exc:  # click's usage errors, as typer vendors them
+    except TyperException as exc:  # click's usage errors, as typer vendors them
         message = exc.format_message()
         if not message:  # a group called without a command: show its help
-            exc.show()
+            exc.show()  # type: ignore[attr-defined]
             raise SystemExit(exc.exit_code) from None
         _fail(" ".join(message.split()), exc.exit_code)
+    except BrokenPipeError:  # stdout closed early (`plansim ... | head`): nothing to say
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - so the exit flush cannot fail
+        raise SystemExit(1) from None
+    except OSError as exc:
+        _fail(describe_os_error(exc), 1)
     raise SystemExit(result if isinstance(result, int) else 0)
+
+
+def describe_os_error(exc: OSError) -> str:
+    """``path: reason`` for an operating-system error (``No space left on device``)."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    path = exc.filename if exc.filename is not None else None
+    return f"{path}: {reason}" if path is not None else reason
 
 
 def _fail(message: str, status: int) -> NoReturn:

@@ -6,6 +6,10 @@ is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+from typing import Any
+
 
 class InputError(Exception):
     """A user mistake, located as precisely as we can: ``source:line: field: message``."""
@@ -38,3 +42,26 @@ class TraceError(InputError):
 
 class ConfigError(InputError):
     """A deployment, planner or retune config value that is invalid: names the key."""
+
+
+def describe_value(value: Any) -> str:
+    """A user value as the user would write it: NaN, inf, true, null, 'text', a list."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return f"{value:g}"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return type(value).__name__

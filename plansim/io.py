@@ -23,6 +23,11 @@ def atomic_open(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
         with os.fdopen(fd, "wb") as fh:
             yield fh
         _publish(tmp, target)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if exc.filename is None:  # a write error (a full disk) names no file: name the target
+            raise OSError(exc.errno, exc.strerror, str(target)) from exc
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

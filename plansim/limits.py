@@ -2,15 +2,18 @@
 typo (a timestamp in the wrong unit, ``--interval 0.000001``, ``num_workers: 100000000``) is one
 line naming the limit instead of minutes of work or an allocation that exhausts memory.
 
+``check_number(value, flag, ...)`` applies the same finite-and-bounded rule to a command-line
+number that no config model validates (``--interval``, ``--epoch-ms``).
+
 Each bound is far above what a real deployment or trace needs; the messages say which input
 made the size and what the limit is. Pure: no I/O.
 """
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
-from plansim.errors import InputError
+from plansim.errors import InputError, describe_value
 
 # A trace's arrivals (after ``arrival_speedup_ratio``) span at most this: replays, time series
 # and buckets are sized by the span. 31 days covers the longest public traces (one week).
@@ -24,6 +27,8 @@ MAX_POOL_WORKERS = 4096
 MAX_BUCKETS = 1_000_000
 # Requests a synthetic trace may have (rate x duration, and the sessions' turns).
 MAX_SYNTH_REQUESTS = 20_000_000
+# Tokens in one synthetic prompt or output (the longest public traces stay under 200,000).
+MAX_REQUEST_TOKENS = 10_000_000
 # Seeds are stored as int64 and fed to numpy's generators.
 MAX_SEED = 2**63 - 1
 
@@ -51,6 +56,30 @@ def check_count(count: float, limit: int, *, what: str, field: str | None = None
                 hint: str = "") -> None:
     """Refuse ``count`` (a number of intervals, requests, ...) over ``limit``."""
     if not count <= limit:
-        shown = f"{count:,.0f}" if np.isfinite(count) and count < 1e15 else f"{count:.3g}"
+        shown = f"{count:,.0f}" if math.isfinite(count) and count < 1e15 else f"{count:.3g}"
         hint = f" ({hint})" if hint else ""
         raise InputError(f"{what} would be {shown}; at most {limit:,}{hint}", field=field)
+
+
+def check_number(
+    value: float,
+    flag: str,
+    *,
+    gt: float | None = None,
+    ge: float | None = None,
+    le: float | None = None,
+    unit: str = "",
+) -> float:
+    """``value`` of command-line option ``flag`` if it is finite and within the bounds, else an
+    ``InputError`` naming the flag and what was given."""
+    unit = f" {unit}" if unit else ""
+    shown = describe_value(float(value))
+    if not math.isfinite(value):
+        raise InputError(f"must be a finite number, got {shown}", field=flag)
+    if gt is not None and not value > gt:
+        raise InputError(f"must be greater than {gt:g}{unit}, got {shown}", field=flag)
+    if ge is not None and not value >= ge:
+        raise InputError(f"must be at least {ge:g}{unit}, got {shown}", field=flag)
+    if le is not None and not value <= le:
+        raise InputError(f"must be at most {le:g}{unit}, got {shown}", field=flag)
+    return value

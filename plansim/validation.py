@@ -6,8 +6,6 @@
 - ``config_error(exc, ...)``: a pydantic ``ValidationError`` as one ``ConfigError`` naming the
   dotted field and what was given (``NaN``, ``inf``, ``true``), never "Input should be greater
   than 0" for a NaN.
-- ``check_number(value, flag, ...)``: the same rules for a command-line number that has no
-  model behind it (``--interval``, ``--rate``, ``--epoch-ms``).
 
 Validators of these models follow one convention: a ``ValueError`` whose message starts with a
 field path and ": " (``"timeout_seconds: exceeds interval_seconds"``), or that carries ``path``
@@ -16,7 +14,6 @@ and ``reason`` attributes, is reported at that field.
 
 from __future__ import annotations
 
-import math
 import re
 import types
 import typing
@@ -25,34 +22,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from plansim.errors import ConfigError, InputError
+from plansim.errors import ConfigError, describe_value
 
 # pydantic's location parts that name a union member or a validator, not a field.
 _LOCATION_TAGS = frozenset({"float", "int", "str", "bool", "none", "__root__"})
 _FIELD_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
-
-
-def describe_value(value: Any) -> str:
-    """A user value as the user would write it: NaN, inf, true, null, 'text', a list."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "NaN"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return f"{value:g}"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str):
-        return repr(value)
-    if isinstance(value, Mapping):
-        return "a mapping"
-    if isinstance(value, (list, tuple)):
-        return "a list"
-    return type(value).__name__
 
 
 def _accepts_number(annotation: Any) -> bool:
@@ -128,27 +102,3 @@ def _is_field_part(part: Any) -> bool:
 
 def _lower_first(message: str) -> str:
     return message[:1].lower() + message[1:] if message.startswith("Input") else message
-
-
-def check_number(
-    value: float,
-    flag: str,
-    *,
-    gt: float | None = None,
-    ge: float | None = None,
-    le: float | None = None,
-    unit: str = "",
-) -> float:
-    """``value`` of command-line option ``flag`` if it is finite and within the bounds, else an
-    ``InputError`` naming the flag and what was given."""
-    unit = f" {unit}" if unit else ""
-    shown = describe_value(float(value))
-    if not math.isfinite(value):
-        raise InputError(f"must be a finite number{unit}, got {shown}", field=flag)
-    if gt is not None and not value > gt:
-        raise InputError(f"must be greater than {gt:g}{unit}, got {shown}", field=flag)
-    if ge is not None and not value >= ge:
-        raise InputError(f"must be at least {ge:g}{unit}, got {shown}", field=flag)
-    if le is not None and not value <= le:
-        raise InputError(f"must be at most {le:g}{unit}, got {shown}", field=flag)
-    return value

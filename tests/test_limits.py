@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from plansim.errors import InputError
-from plansim.limits import MAX_SPAN_S, check_count, check_span, describe_span
+from plansim.limits import MAX_SPAN_S, check_count, check_number, check_span, describe_span
 
 
 def test_describe_span_picks_a_readable_unit():
@@ -32,3 +34,13 @@ def test_count_over_the_limit_names_the_count_the_limit_and_the_option():
                               "1,000,000 (raise --interval)")
     with pytest.raises(InputError, match=r"would be inf; at most"):
         check_count(float("inf"), 10, what="requests")
+
+
+def test_check_number_names_the_flag_and_says_nan():
+    assert check_number(2.0, "--rate", gt=0) == 2.0
+    with pytest.raises(InputError, match=r"^--rate: must be a finite number, got NaN$"):
+        check_number(math.nan, "--rate", gt=0)
+    with pytest.raises(InputError, match=r"^--rate: must be greater than 0 requests/s, got -1$"):
+        check_number(-1.0, "--rate", gt=0, unit="requests/s")
+    with pytest.raises(InputError, match=r"^--rate: must be at most 10, got 11$"):
+        check_number(11.0, "--rate", le=10)

@@ -7,8 +7,7 @@ import math
 import pytest
 from pydantic import Field, ValidationError
 
-from plansim.errors import InputError
-from plansim.validation import StrictModel, check_number, config_error, describe_value
+from plansim.validation import StrictModel, config_error
 
 
 class _Pool(StrictModel):
@@ -53,18 +52,3 @@ def test_prefix_and_aliases_rename_the_field():
         _Pool.model_validate({"workers": 0})
     error = config_error(err.value, prefix="retune", aliases={"workers": "num_workers"})
     assert str(error) == "retune.num_workers: input should be greater than or equal to 1, got 0"
-
-
-def test_describe_value_writes_values_as_a_user_would():
-    assert [describe_value(v) for v in (None, True, 2, 0.5, "x", [1], {"a": 1})] == [
-        "null", "true", "2", "0.5", "'x'", "a list", "a mapping"]
-
-
-def test_check_number_names_the_flag():
-    assert check_number(2.0, "--rate", gt=0) == 2.0
-    with pytest.raises(InputError, match=r"^--rate: must be a finite number, got NaN$"):
-        check_number(math.nan, "--rate", gt=0)
-    with pytest.raises(InputError, match=r"^--rate: must be greater than 0 requests/s, got -1$"):
-        check_number(-1.0, "--rate", gt=0, unit="requests/s")
-    with pytest.raises(InputError, match=r"^--rate: must be at most 10, got 11$"):
-        check_number(11.0, "--rate", le=10)

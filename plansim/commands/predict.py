@@ -53,9 +53,10 @@ from typing import Annotated, Any
 
 import typer
 
-from plansim.commands.output import new_out_dir, write_reports
+from plansim.commands.output import ForceOption, OutputFolder, write_reports
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.errors import ConfigError, InputError
+from plansim.limits import MAX_SPAN_S, check_number
 
 app = typer.Typer(help="Compare the planner's load predictors on a trace.", no_args_is_help=True)
 
@@ -162,15 +163,15 @@ def compare(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
     trace_format: Annotated[str, typer.Option(
         "--format", help="Trace format: auto, dynamo, mooncake or azure.")] = "auto",
+    force: ForceOption = False,
 ) -> None:
     """Backtest the planner's load predictors one step ahead on TRACE... and rank them."""
     from plansim.io import atomic_write_json, write_parquet_atomic
     from plansim.planner_core.predictors.backtest import SERIES, run_backtest, without_last_bucket
 
     # Validate every option before reading possibly large traces.
-    if not interval > 0 or interval == float("inf"):
-        raise InputError(f"must be a positive number of seconds, got {interval:g}",
-                         field="--interval")
+    check_number(interval, "--interval", gt=0, le=MAX_SPAN_S, unit="s")
+    folder = OutputFolder.claim(out, "predict", "plansim predict compare", force=force)
     specs = _candidates(predictors, param or [], grid or [])
     if warmup_buckets is None:
         warmup_buckets = max(spec.build().minimum_data_points for spec in specs)
@@ -185,7 +186,10 @@ def compare(
     from plansim.traces.buckets import buckets as bucket_workload
 
     workload = load_workload(traces, format=trace_format)
-    table = without_last_bucket(bucket_workload(workload, interval))
+    try:
+        table = without_last_bucket(bucket_workload(workload, interval))
+    except InputError as exc:
+        raise InputError(exc.message, field="--interval") from None
     if len(table) < warmup_buckets + 2:
         raise InputError(
             f"the traces span {len(table)} complete buckets of {interval:g} s; need at least "
@@ -196,46 +200,45 @@ def compare(
     result = run_backtest(table, specs, warmup_buckets, interval_s=interval, jobs=jobs)
     total_wall_s = time.perf_counter() - started
 
-    out_dir = out if out is not None else new_out_dir("predict")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    predictions = result.predictions.drop(columns="fit_time_s")
-    starts = table["interval_start"].to_numpy(dtype=float)
-    predictions.insert(1, "time_s", starts[predictions["bucket"].to_numpy()])
-    write_parquet_atomic(out_dir / "predictions.parquet", predictions)
-    ranked = [{k: _finite_or_none(v) for k, v in row.items()}
-              for row in result.summary.to_dict(orient="records")]
-    atomic_write_json(out_dir / "summary.json", {
-        "kind": "predictor_comparison",
-        "interval_s": float(interval),
-        "warmup_buckets": warmup_buckets,
-        "buckets": len(table),
-        "scored_buckets": len(table) - warmup_buckets,
-        "requests": len(workload),
-        "series": list(SERIES),
-        "best": ranked[0]["predictor"],
-        "predictors": ranked,
-        "jobs": jobs,
-        "total_wall_time_s": total_wall_s,
-    })
-    atomic_write_json(out_dir / "inputs.json", {
-        "command": "plansim predict compare",
-        "traces": [str(p) for p in traces],
-        "trace_format": trace_format,
-        "requests": len(workload),
-        "skipped": dict(workload.skipped),
-        "interval_s": float(interval),
-        "warmup_buckets": warmup_buckets,
-        "jobs": jobs,
-        "candidates": [{"predictor": s.label, "name": s.name, "params": dict(s.params)}
-                       for s in specs],
-    })
+    with folder.writing() as out_dir:
+        predictions = result.predictions.drop(columns="fit_time_s")
+        starts = table["interval_start"].to_numpy(dtype=float)
+        predictions.insert(1, "time_s", starts[predictions["bucket"].to_numpy()])
+        write_parquet_atomic(out_dir / "predictions.parquet", predictions)
+        ranked = [{k: _finite_or_none(v) for k, v in row.items()}
+                  for row in result.summary.to_dict(orient="records")]
+        atomic_write_json(out_dir / "summary.json", {
+            "kind": "predictor_comparison",
+            "interval_s": float(interval),
+            "warmup_buckets": warmup_buckets,
+            "buckets": len(table),
+            "scored_buckets": len(table) - warmup_buckets,
+            "requests": len(workload),
+            "series": list(SERIES),
+            "best": ranked[0]["predictor"],
+            "predictors": ranked,
+            "jobs": jobs,
+            "total_wall_time_s": total_wall_s,
+        })
+        atomic_write_json(out_dir / "inputs.json", {
+            "command": "plansim predict compare",
+            "traces": [str(p) for p in traces],
+            "trace_format": trace_format,
+            "requests": len(workload),
+            "skipped": dict(workload.skipped),
+            "interval_s": float(interval),
+            "warmup_buckets": warmup_buckets,
+            "jobs": jobs,
+            "candidates": [{"predictor": s.label, "name": s.name, "params": dict(s.params)}
+                           for s in specs],
+        })
 
-    typer.echo(f"traces        {len(workload)} requests, {len(table)} complete buckets of "
-               f"{interval:g} s (the last, cut by the trace end, is left out), "
-               f"{warmup_buckets} warm-up, {len(table) - warmup_buckets} scored")
-    _print_table(result.summary)
-    typer.echo(ranking_note(result.summary))
-    typer.echo(f"wall time     {total_wall_s:.2f} s on {jobs} process(es)")
-    typer.echo(f"output        {out_dir}")
-    if not no_report:
-        write_reports(out_dir, self_contained=self_contained)
+        typer.echo(f"traces        {len(workload)} requests, {len(table)} complete buckets of "
+                   f"{interval:g} s (the last, cut by the trace end, is left out), "
+                   f"{warmup_buckets} warm-up, {len(table) - warmup_buckets} scored")
+        _print_table(result.summary)
+        typer.echo(ranking_note(result.summary))
+        typer.echo(f"wall time     {total_wall_s:.2f} s on {jobs} process(es)")
+        typer.echo(f"output        {out_dir}")
+        if not no_report:
+            write_reports(out_dir, self_contained=self_contained)

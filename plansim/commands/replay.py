@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from plansim.commands.output import new_out_dir, write_replay_outputs, write_reports
+from plansim.commands.output import ForceOption, OutputFolder, write_replay_outputs, write_reports
 from plansim.commands.report import SELF_CONTAINED_HELP
 
 app = typer.Typer(help="Replay request traces against a simulated deployment.",
@@ -148,7 +148,7 @@ def _inputs(options: Mapping[str, Any], traces: list[Path], workload: Any, deplo
     """What ran: the command and the options given, the traces, the validated deployment."""
     given = {name: str(value) if isinstance(value, Path) else value
              for name, value in options.items()
-             if name != "traces" and value is not None and value is not False}
+             if name not in ("traces", "force") and value is not None and value is not False}
     return {
         "command": "plansim replay run",
         "options": given,
@@ -206,9 +206,12 @@ def run(
     self_contained: Annotated[bool, typer.Option(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    force: ForceOption = False,
 ) -> None:
     """Replay TRACE... against the deployment and write summary, tables and report."""
     from plansim.sim.deployment import load_deployment
+
+    folder = OutputFolder.claim(out, "replay", "plansim replay run", force=force)
 
     overrides, flags = _overrides(
         mode=mode, num_workers=num_workers, num_prefill_workers=num_prefill_workers,
@@ -246,7 +249,6 @@ def run(
     from plansim.traces import load_workload
 
     workload = load_workload(traces, format=trace_format, trace_block_size=trace_block_size)
-    out_dir = out if out is not None else new_out_dir("replay")
 
     bar = ProgressBar() if (not quiet and sys.stderr.isatty()) else None
     try:
@@ -261,10 +263,10 @@ def run(
 
     inputs = {**_inputs(ctx.params, traces, workload, deployment, planner_raw, trace_format,
                         trace_block_size), **result.inputs}
-    write_replay_outputs(out_dir, result, inputs)
-
-    n_rejected = int((result.requests["status"] == "rejected").sum())
-    _print_summary(result.summary, n_rejected, out_dir, deployment.sla.model_dump())
-    if not no_report:
-        write_reports(out_dir, self_contained=self_contained)
+    with folder.writing() as out_dir:
+        write_replay_outputs(out_dir, result, inputs)
+        n_rejected = int((result.requests["status"] == "rejected").sum())
+        _print_summary(result.summary, n_rejected, out_dir, deployment.sla.model_dump())
+        if not no_report:
+            write_reports(out_dir, self_contained=self_contained)
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from plansim.commands.output import write_reports
+from plansim.commands.output import OutputFolder, write_reports
 
 
 SELF_CONTAINED_HELP = (
@@ -22,4 +22,5 @@ def report(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
 ) -> None:
     """Re-render the HTML reports of an output folder from its tables, without re-running."""
-    write_reports(out_dir, self_contained=self_contained)
+    with OutputFolder.reopen(out_dir):
+        write_reports(out_dir, self_contained=self_contained)

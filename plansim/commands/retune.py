@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from plansim.commands.output import new_out_dir, write_replay_outputs, write_reports
+from plansim.commands.output import ForceOption, OutputFolder, write_replay_outputs, write_reports
 from plansim.commands.report import SELF_CONTAINED_HELP
 
 app = typer.Typer(help="Retune router and planner parameters over traffic windows.",
@@ -44,17 +44,6 @@ class WindowBar:
 
     def close(self) -> None:
         self.clear()
-
-
-def exit_cleanly_on_sigterm() -> None:
-    """Turn SIGTERM into SystemExit, so that the sweep workers are killed and the sweep folder
-    removed on the way out, as on Ctrl-C."""
-    import signal
-
-    def _exit(signum: int, frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, _exit)
 
 
 def format_number(value: float | None, fmt: str = "{:.4g}") -> str:
@@ -111,16 +100,15 @@ def sweep(
     self_contained: Annotated[bool, typer.Option(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    force: ForceOption = False,
 ) -> None:
     """Replay the trace with retune on: one sweep per window, one line per decision."""
+    from plansim.retune.config import planner_retune_config
     from plansim.retune.runner import count_windows, load_retune_run, load_run_workload, run_retune
 
-    from plansim.retune.config import planner_retune_config
-
-    exit_cleanly_on_sigterm()
+    folder = OutputFolder.claim(out, "retune", "plansim retune sweep", force=force)
     run = load_retune_run(config)
     workload = load_run_workload(run)
-    out_dir = out if out is not None else new_out_dir("retune")
     cfg = planner_retune_config(run.planner_config)
     typer.echo(score_legend(cfg, run.planner_config))
     bar = WindowBar(count_windows(run, workload)) if (not quiet and sys.stderr.isatty()) else None
@@ -151,17 +139,17 @@ def sweep(
         "scoring_sla": scoring_sla(cfg, run.planner_config),
         **result.inputs,
     }
-    write_replay_outputs(out_dir, result, inputs)
     events = result.retune_events or []
-
     counts: dict[str, int] = {}
     for event in events:
         counts[event["outcome"]] = counts.get(event["outcome"], 0) + 1
     tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no window completed"
-    typer.echo(f"decisions     {len(events)} ({tally})")
-    typer.echo(f"output        {out_dir}")
-    if not no_report:
-        write_reports(out_dir, self_contained=self_contained)
+    with folder.writing() as out_dir:
+        write_replay_outputs(out_dir, result, inputs)
+        typer.echo(f"decisions     {len(events)} ({tally})")
+        typer.echo(f"output        {out_dir}")
+        if not no_report:
+            write_reports(out_dir, self_contained=self_contained)
 
 
 @app.command("window")
@@ -177,6 +165,7 @@ def window(
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip the HTML report.")] = False,
     self_contained: Annotated[bool, typer.Option(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
+    force: ForceOption = False,
 ) -> None:
     """Score one window's candidates without the outer replay; print them ranked.
 
@@ -190,11 +179,11 @@ def window(
     from plansim.retune.config import planner_retune_config
     from plansim.retune.runner import load_retune_run
 
-    exit_cleanly_on_sigterm()
+    folder = OutputFolder.claim(out, "retune-window", "plansim retune window", force=force)
     run = load_retune_run(config)
     cfg = planner_retune_config(run.planner_config)
-    out_dir = out if out is not None else new_out_dir("retune-window")
-    plans = plans_of_run(run, first=index, last=index)
+    plans = plans_of_run(run, first=index, last=index, first_option="--window",
+                         last_option="--window")
     if no_timeout:
         plans = [replace(plan, timeout_s=None) for plan in plans]
     executor = make_executor("spawn", cfg.max_parallel)
@@ -205,11 +194,12 @@ def window(
     typer.echo(score_legend(cfg, run.planner_config))
     for line in ranked_table(results[0].report, cfg, index):
         typer.echo(line)
-    write_window_outputs(out_dir, run, cfg, plans, results, command="plansim retune window",
-                         config=config, extra={"no_timeout": no_timeout})
-    typer.echo(f"output        {out_dir}")
-    if not no_report:
-        write_reports(out_dir, self_contained=self_contained)
+    with folder.writing() as out_dir:
+        write_window_outputs(out_dir, run, cfg, plans, results, command="plansim retune window",
+                             config=config, extra={"no_timeout": no_timeout})
+        typer.echo(f"output        {out_dir}")
+        if not no_report:
+            write_reports(out_dir, self_contained=self_contained)
 
 
 def ranked_table(report: Any, cfg: Any, index: int) -> list[str]:

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 import typer
 
-from plansim.commands.output import new_out_dir, write_reports
+from plansim.commands.output import ForceOption, OutputFolder, write_reports
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.errors import InputError
 
@@ -43,21 +43,28 @@ def load_window_plans(
     return run, plans_of_run(run, first=first, last=last)
 
 
-def plans_of_run(run: Any, *, first: int, last: int | None) -> list[Any]:
-    """The sweep plans of windows ``first..last`` of a loaded retune run."""
+def plans_of_run(run: Any, *, first: int, last: int | None, first_option: str = "--from",
+                 last_option: str = "--to") -> list[Any]:
+    """The sweep plans of windows ``first..last`` (default: the trace's last complete window)
+    of a loaded retune run; a window past the last complete one is an ``InputError`` naming the
+    option that asked for it and the last window."""
     from plansim.retune.batch import window_plans
     from plansim.retune.runner import count_windows, load_run_workload
 
     workload = load_run_workload(run)
+    count = count_windows(run, workload)
+    complete = (f"the trace has {count} complete window(s), 0 to {count - 1}" if count
+                else "the trace has no complete window")
     if last is None:
-        last = count_windows(run, workload) - 1
-        if last < first:
-            raise InputError(
-                f"the trace has {last + 1} complete window(s); --from {first} is past the last",
-                source=run.source, field="--from",
-            )
+        last = count - 1
     elif last < first:
-        raise InputError(f"--to {last} is before --from {first}", field="--to")
+        raise InputError(f"{last} is before {first_option} {first}", field=last_option)
+    if first >= count:
+        raise InputError(f"{complete}; window {first} is past the last", source=run.source,
+                         field=first_option)
+    if last >= count:
+        raise InputError(f"{complete}; window {last} is past the last", source=run.source,
+                         field=last_option)
     return window_plans(run, workload, range(first, last + 1))
 
 
@@ -84,6 +91,7 @@ def windows(
     self_contained: Annotated[bool, typer.Option(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    force: ForceOption = False,
 ) -> None:
     """Score the candidates of many windows at once; print them ranked per window.
 
@@ -98,9 +106,9 @@ def windows(
         raise InputError("only with --backend ray", field="--ray-address")
     from plansim.retune.runner import load_retune_run
 
+    folder = OutputFolder.claim(out, "retune-windows", "plansim retune windows", force=force)
     run = load_retune_run(config)
     cfg = planner_retune_config(run.planner_config)
-    out_dir = out if out is not None else new_out_dir("retune-windows")
     # The backend first: a missing Ray fails before any trace is read.
     executor = make_executor(backend.value, cfg.max_parallel, ray_address)
     bar = None
@@ -115,16 +123,17 @@ def windows(
         if bar is not None:
             bar.close()
 
-    summary = write_window_outputs(
-        out_dir, run, cfg, plans, results, command="plansim retune windows", config=config,
-        extra={"backend": backend.value, "ray_address": ray_address,
-               "max_parallel": executor.max_parallel},
-    )
-    for line in summary_lines(summary):
-        typer.echo(line)
-    typer.echo(f"output        {out_dir}")
-    if not no_report:
-        write_reports(out_dir, self_contained=self_contained)
+    with folder.writing() as out_dir:
+        summary = write_window_outputs(
+            out_dir, run, cfg, plans, results, command="plansim retune windows", config=config,
+            extra={"backend": backend.value, "ray_address": ray_address,
+                   "max_parallel": executor.max_parallel},
+        )
+        for line in summary_lines(summary):
+            typer.echo(line)
+        typer.echo(f"output        {out_dir}")
+        if not no_report:
+            write_reports(out_dir, self_contained=self_contained)
 
 
 def write_window_outputs(

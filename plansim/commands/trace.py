@@ -16,7 +16,9 @@ from typing import Annotated
 
 import typer
 
+from plansim.commands.output import check_output_file
 from plansim.errors import InputError
+from plansim.limits import MAX_ARRIVAL_MS, MAX_SEED, check_number
 
 app = typer.Typer(help="Inspect, convert and synthesize request traces.", no_args_is_help=True)
 
@@ -124,8 +126,17 @@ def convert(
     from plansim.traces import load_workload
 
     _check_to(to)
+    if epoch_ms is not None:
+        check_number(epoch_ms, "--epoch-ms", ge=0, le=MAX_ARRIVAL_MS, unit="ms")
+    check_output_file(out, "OUT")
     workload = load_workload(src, format=format, trace_block_size=trace_block_size)
-    _write(workload, out, to, _epoch(workload, epoch_ms))
+    epoch = _epoch(workload, epoch_ms)
+    if to == "dynamo":
+        last_ms = epoch + (float(workload.arrival_ms[-1]) if len(workload) else 0.0)
+        if not last_ms < MAX_ARRIVAL_MS:
+            raise InputError(f"{epoch:g} ms puts the last arrival at {last_ms:g} ms, past "
+                             f"{MAX_ARRIVAL_MS:g} ms (the year 2286)", field="--epoch-ms")
+    _write(workload, out, to, epoch)
     note = ""
     if to == "mooncake" and workload.trace_block_size != 512:
         note = f"; read it back with --trace-block-size {workload.trace_block_size}"
@@ -249,6 +260,9 @@ def synth(
     if closed_loop and to == "dynamo":
         raise InputError("--closed-loop writes sessions with think times: use --to mooncake "
                          "or agentic_mooncake", field="--to")
+    if not 0 <= seed <= MAX_SEED:
+        raise InputError(f"must be in [0, {MAX_SEED}], got {seed}", field="--seed")
+    check_output_file(output, "--output")
     sample = load_workload(lengths_from) if lengths_from else None
     spec = SynthSpec(
         duration_s=duration,

@@ -44,6 +44,7 @@ from plansim.schema import (
     REPLAY_REPORT,
     REQUESTS_TABLE,
     RETUNE_EVENTS_JSON,
+    RETUNE_OUTCOMES,
     RETUNE_REPORT,
     SCALING_EVENTS_JSON,
     SUMMARY_JSON,
@@ -225,7 +226,14 @@ def _read_events(path: Path) -> list[Mapping[str, Any]] | None:
         events = events.get("retune_events", events.get("events", []))
     if not isinstance(events, list):
         raise InputError("expected a list of decision records", source=str(path))
-    return [e for e in events if isinstance(e, Mapping)]
+    for i, event in enumerate(events):
+        # The keys every decision record has (retune.record); anything else is not one.
+        if not (isinstance(event, Mapping) and isinstance(event.get("window"), int)
+                and event.get("outcome") in RETUNE_OUTCOMES):
+            raise InputError(f"record {i} is not a retune decision record (it needs an integer "
+                             "window and an outcome: " + ", ".join(RETUNE_OUTCOMES) + ")",
+                             source=str(path))
+    return events
 
 
 def _threshold(value: Any) -> float:

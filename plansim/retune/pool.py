@@ -2,7 +2,9 @@
 
 Up to ``max_parallel`` worker processes, started with the spawn method (no inherited threads,
 locks or simulator state) at niceness 10 so a sweep never starves the host, each in its own
-process group so that killing a worker also kills anything it started (Prophet's Stan fits).
+process group so that killing a worker also kills anything it started (Prophet's Stan fits),
+with SIGINT blocked (Ctrl-C is the parent's) and dying with its parent
+(``plansim.lifecycle.die_with_parent``: a killed sweep leaves no orphan).
 Each worker gets one task at a time over its own pipe; the calling thread dispatches and
 collects. A worker that dies fails only its task and is replaced on demand. At the timeout, on
 ``cancel()`` and on ``close()`` every worker is killed and reaped, so no process outlives them.
@@ -30,7 +32,10 @@ def _worker_main(conn: Connection) -> None:
     """Worker loop: receive ``(index, fn, args, sweep_dir)``, run it, send the result back."""
     import tempfile
 
+    from plansim.lifecycle import die_with_parent
+
     os.setpgid(0, 0)
+    die_with_parent()
     raise_by = WORKER_NICENESS - os.getpriority(os.PRIO_PROCESS, 0)
     if raise_by > 0:
         os.nice(raise_by)
@@ -183,7 +188,13 @@ class SpawnPool:
         process = self._ctx.Process(
             target=_worker_main, args=(child_conn,), name="plansim-sweep-worker", daemon=True
         )
-        process.start()
+        # Ctrl-C is the parent's to handle: the worker starts with SIGINT blocked (the mask is
+        # inherited), so it never prints a KeyboardInterrupt of its own; the pool kills it.
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            process.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
         child_conn.close()
         worker = _Worker(process, parent_conn)
         self._workers.append(worker)

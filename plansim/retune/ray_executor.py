@@ -22,7 +22,8 @@ value does not depend on the backend. Differences that follow from Ray:
   until Ray reports them ended, so no task keeps running.
 
 Without an address the executor starts a local Ray instance with ``max_parallel`` CPUs, bound to
-loopback, dashboard off, workers at niceness 10, and shuts it down on ``close()``. With an
+loopback, dashboard off, workers at niceness 10, and shuts it down on ``close()``; a
+``lifecycle.ProcessReaper`` kills what is left of it if the driver dies. With an
 address it connects to that cluster, uses all of its CPUs, and leaves the cluster running on
 ``close()``; every node needs plansim installed. A Ray instance already started in this process
 (by a test, a notebook) is reused and left running.
@@ -45,6 +46,7 @@ from typing import Any
 
 from plansim.errors import InputError
 from plansim.io import atomic_write_bytes
+from plansim.lifecycle import ProcessReaper
 from plansim.retune.executor import BatchOutcome, Task, TaskContext, TaskResult, describe_error
 
 INSTALL_HINT = "pip install 'plansim[ray]'"
@@ -55,6 +57,8 @@ POLL_INTERVAL_S = 0.05
 CONNECT_TIMEOUT_S = 5.0
 # How long to wait for force-cancelled tasks to end before returning anyway (s).
 CANCEL_GRACE_S = 30.0
+# Where a local instance keeps its session (sockets included): a short path.
+_SHORT_TMP = "/tmp" if os.path.isdir("/tmp") else None
 # Scalars are cheap to send with every task; only shared objects go to the object store.
 _INLINE_TYPES = (type(None), bool, int, float, complex, str, bytes)
 
@@ -95,6 +99,8 @@ class RayExecutor:
         ray = import_ray(local=address is None)
         self._ray = ray
         self._owns_ray = False
+        self._reaper: ProcessReaper | None = None
+        self._ray_dir: str | None = None
         if not ray.is_initialized():
             init_options: dict[str, Any] = {
                 "logging_level": logging.ERROR,
@@ -102,12 +108,20 @@ class RayExecutor:
             }
             if address is None:
                 init_options |= {"num_cpus": max_parallel, "include_dashboard": False}
+                # The local instance's processes (raylet, its agents, workers) die with us even
+                # when we are killed (Ray's own fate sharing lets the agents outlive a killed
+                # driver by a minute), and its session folder goes with them. The folder is
+                # short: Ray's socket paths inside it must stay under 108 bytes.
+                self._ray_dir = tempfile.mkdtemp(prefix="plansim-ray-", dir=_SHORT_TMP)
+                self._reaper = ProcessReaper(folders=[self._ray_dir])
+                init_options["_temp_dir"] = self._ray_dir
             else:
                 _check_reachable(address)
                 init_options["address"] = address
             try:
                 ray.init(**init_options)
             except (ConnectionError, ValueError, RuntimeError) as exc:
+                self._close_reaper()
                 if address is None:
                     raise InputError(
                         f"cannot start a local Ray instance: {describe_error(exc)}",
@@ -171,6 +185,15 @@ class RayExecutor:
         self._closed = True
         if self._owns_ray:
             self._ray.shutdown()
+        self._close_reaper()
+
+    def _close_reaper(self) -> None:
+        if self._reaper is not None:
+            self._reaper.close()
+            self._reaper = None
+        if self._ray_dir is not None:
+            shutil.rmtree(self._ray_dir, ignore_errors=True)
+            self._ray_dir = None
 
     def __enter__(self) -> RayExecutor:
         return self

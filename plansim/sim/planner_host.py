@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 from simpy.core import URGENT
 
+from plansim.limits import MAX_BUCKETS, check_count
 from plansim.planner_core.observations import (
     PlannerEffects,
     TickInput,
@@ -71,6 +72,12 @@ class PlannerHost:
         self.rows: list[dict[str, Any]] = []
         self.scaling_events: list[dict[str, Any]] = []
         self._arrived_seen = 0
+        interval_s = getattr(getattr(planner, "config", None), "scale_interval_s", None)
+        if interval_s:
+            check_count(host._last_arrival / 1000.0 / interval_s, MAX_BUCKETS,
+                        what=f"the planner's ticks over the replay (one per {interval_s:g} s)",
+                        field="scheduling.scale_interval_seconds",
+                        hint="raise the planner's intervals")
 
     # ---------------------------------------------------------------- clock
 

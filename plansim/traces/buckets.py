@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from plansim.errors import InputError
+from plansim.limits import MAX_BUCKETS, check_count
 from plansim.traces.workload import Workload
 
 COLUMNS = ("interval_start", "request_count", "avg_isl", "avg_osl")
@@ -51,6 +52,9 @@ def bucket_arrays(
     if arrival.min() < origin:
         raise InputError("origin_ms is after the first arrival", field="origin_ms")
     interval_ms = interval_s * 1000.0
+    check_count((float(arrival.max()) - origin) / interval_ms + 1, MAX_BUCKETS,
+                what=f"the number of {interval_s:g} s buckets", field="interval_s",
+                hint="raise the interval")
     index = np.floor((arrival - origin) / interval_ms).astype(np.int64)
     first, last = int(index.min()), int(index.max())
     slot = index - first

@@ -48,7 +48,8 @@ from typing import Literal
 
 import numpy as np
 
-from plansim.errors import InputError
+from plansim.errors import InputError, describe_value
+from plansim.limits import MAX_REQUEST_TOKENS, MAX_SPAN_S, MAX_SYNTH_REQUESTS, check_count
 from plansim.traces.graph import TERMINAL, Edges, RequestGraph, build_graph
 from plansim.traces.prefix import prefix_chain_ids
 from plansim.traces.request_ids import ordinal_ids
@@ -91,10 +92,13 @@ class LengthSpec:
             if not self.values:
                 raise InputError("resample needs at least one value", field=name)
             return
-        if not (math.isfinite(self.mean) and self.mean >= 0):
-            raise InputError(f"mean must be >= 0, got {self.mean}", field=name)
-        if self.kind in ("normal", "lognormal") and not (math.isfinite(self.std) and self.std >= 0):
-            raise InputError(f"std must be >= 0, got {self.std}", field=name)
+        if not (math.isfinite(self.mean) and 0 <= self.mean <= MAX_REQUEST_TOKENS):
+            raise InputError(f"mean must be in [0, {MAX_REQUEST_TOKENS:,}] tokens, got "
+                             f"{describe_value(self.mean)}", field=name)
+        if self.kind in ("normal", "lognormal") and not (
+                math.isfinite(self.std) and 0 <= self.std <= MAX_REQUEST_TOKENS):
+            raise InputError(f"std must be in [0, {MAX_REQUEST_TOKENS:,}] tokens, got "
+                             f"{describe_value(self.std)}", field=name)
         if self.kind == "lognormal" and self.mean <= 0:
             raise InputError("lognormal mean must be > 0", field=name)
         if self.maximum is not None and self.maximum < self.minimum:
@@ -111,7 +115,8 @@ class LengthSpec:
         else:
             out = rng.choice(np.asarray(self.values, dtype=np.float64), size=n, replace=True)
         out = np.rint(out)
-        hi = np.inf if self.maximum is None else self.maximum
+        # A heavy tail is cut at the per-request bound (limits.MAX_REQUEST_TOKENS).
+        hi = MAX_REQUEST_TOKENS if self.maximum is None else min(self.maximum, MAX_REQUEST_TOKENS)
         return np.clip(out, self.minimum, hi).astype(np.int64)
 
 
@@ -142,10 +147,12 @@ class SynthSpec:
         def bad(name: str, msg: str) -> InputError:
             return InputError(msg, field=name)
 
-        if not (math.isfinite(self.duration_s) and self.duration_s > 0):
-            raise bad("duration_s", f"must be > 0, got {self.duration_s}")
+        if not (math.isfinite(self.duration_s) and 0 < self.duration_s <= MAX_SPAN_S):
+            raise bad("duration_s", f"must be in (0, {MAX_SPAN_S:g}] s (31 days), got "
+                                    f"{describe_value(self.duration_s)}")
         if not (math.isfinite(self.rate_rps) and self.rate_rps >= 0):
-            raise bad("rate_rps", f"must be >= 0, got {self.rate_rps}")
+            raise bad("rate_rps", f"must be a finite number >= 0, got "
+                                  f"{describe_value(self.rate_rps)}")
         if self.schedule not in ("constant", "steps", "diurnal", "sinusoidal"):
             raise bad("schedule", f"unknown schedule {self.schedule!r}; use constant, steps, diurnal")
         if self.schedule == "steps" and not self.steps:
@@ -166,14 +173,16 @@ class SynthSpec:
             raise bad("burstiness", f"must be > 0, got {self.burstiness}")
         if self.trace_block_size <= 0:
             raise bad("trace_block_size", f"must be > 0, got {self.trace_block_size}")
-        if self.prefix_groups < 0:
-            raise bad("prefix_groups", f"must be >= 0, got {self.prefix_groups}")
+        if not 0 <= self.prefix_groups <= MAX_SYNTH_REQUESTS:
+            raise bad("prefix_groups", f"must be in [0, {MAX_SYNTH_REQUESTS:,}], got "
+                                       f"{self.prefix_groups}")
         if not 0 <= self.shared_prefix_ratio <= 1:
             raise bad("shared_prefix_ratio", f"must be in [0, 1], got {self.shared_prefix_ratio}")
         if self.turns_per_session < 1:
             raise bad("turns_per_session", f"must be >= 1, got {self.turns_per_session}")
-        if not self.inter_turn_delay_s >= 0:
-            raise bad("inter_turn_delay_s", f"must be >= 0, got {self.inter_turn_delay_s}")
+        if not (math.isfinite(self.inter_turn_delay_s) and self.inter_turn_delay_s >= 0):
+            raise bad("inter_turn_delay_s", f"must be a finite number >= 0, got "
+                                            f"{describe_value(self.inter_turn_delay_s)}")
         if self.max_requests is not None and self.max_requests < 0:
             raise bad("max_requests", f"must be >= 0, got {self.max_requests}")
         self.isl.check("isl")
@@ -268,8 +277,12 @@ def _arrivals(spec: SynthSpec, rng: np.random.Generator, scale: float) -> np.nda
     grid = np.linspace(0.0, spec.duration_s, grid_n + 1)
     mid = (grid[:-1] + grid[1:]) / 2
     rate = np.maximum(spec.rate_at(mid), 0.0) * scale
-    cum = np.concatenate(([0.0], np.cumsum(rate * np.diff(grid))))
+    with np.errstate(over="ignore", invalid="ignore"):
+        cum = np.concatenate(([0.0], np.cumsum(rate * np.diff(grid))))
     total = cum[-1]
+    check_count(total / scale, MAX_SYNTH_REQUESTS,
+                what="the expected number of requests (the rate schedule over the duration)",
+                field="rate_rps", hint="lower the rate or the duration")
     if total <= 0:
         return np.zeros(0)
     # Draw unit-mean gaps until past the total operational time, in blocks.

@@ -3,7 +3,8 @@
 For each candidate a ``TrafficForecaster`` (three predictor instances: request count, average ISL,
 average OSL, fed with the planner's live rules) observes the first ``warmup`` buckets, then for
 each following bucket forecasts it one step ahead and observes it. Candidates and their three
-series are independent, so they run as separate tasks in parallel processes (joblib), and the
+series are independent, so they run as separate tasks in parallel processes (joblib, through
+``plansim.lifecycle.parallel_map``, so the workers die with plansim), and the
 results do not depend on the process count.
 
 Prediction rows (``backtest`` / ``BacktestResult.predictions``), one per scored bucket, candidate
@@ -110,11 +111,9 @@ def run_backtest(
     extra = {} if interval_s is None else {"throughput_adjustment_interval_seconds": interval_s}
     tasks = [(spec, k, counts, isl, osl, warmup, extra) for spec in specs for k in range(3)]
     if jobs > 1:
-        from joblib import Parallel, delayed
+        from plansim.lifecycle import parallel_map
 
-        outputs = Parallel(n_jobs=min(jobs, len(tasks)), backend="loky")(
-            delayed(_run_series)(*task) for task in tasks
-        )
+        outputs = parallel_map(_run_series, tasks, min(jobs, len(tasks)))
     else:
         outputs = [_run_series(*task) for task in tasks]
     predictions = pd.concat([frame for frame, _ in outputs], ignore_index=True)

@@ -1,0 +1,240 @@
+"""Worker lifecycle: every process plansim starts dies with plansim, every temporary file of a
+command lives in one scratch folder that goes away with it, and an interruption ends the
+command with one line.
+
+- ``die_with_parent()``: called first thing in a worker process (spawn-pool workers, joblib's
+  loky workers through ``parallel_map``). A daemon thread watches the parent: when it is gone
+  (the worker was re-parented), the worker kills its own process group if it leads one (Stan
+  processes a Prophet fit started), removes the scratch folder it was told about and exits. A
+  parent-death signal is not used: Linux sends it when the *thread* that started the child
+  ends, and the sweep threads that start pool workers end before the process does.
+- ``ProcessReaper``: for process trees plansim does not control (a local Ray instance: its
+  raylet's agents outlive a killed driver by a minute). A small helper process snapshots the
+  command's descendants every ``REAPER_PERIOD_S`` and, when the command's end of a pipe closes
+  (however the command ended, SIGKILL included), kills every process of the last snapshot that
+  still runs.
+- ``scratch_folder(parent)``: one folder for every temporary file of the command and its
+  workers (``tempfile``, ``TMPDIR``, joblib's memmaps), under the output folder when the
+  command has one, removed on every exit path the process lives through.
+- ``Terminated`` and ``handle_termination()``: SIGTERM and SIGHUP unwind the command like
+  Ctrl-C (so every ``finally`` runs, workers are killed, temporary files removed); the CLI
+  prints one line for each.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+# How often a worker checks that its parent is alive, and the reaper snapshots descendants (s).
+WATCHDOG_PERIOD_S = 0.2
+REAPER_PERIOD_S = 0.25
+# The scratch folder of the command, for workers (their parent's folder outlives them).
+SCRATCH_ENV = "PLANSIM_SCRATCH"
+SCRATCH_PREFIX = ".plansim-scratch-"
+
+_watched_pid: int | None = None
+_watch_lock = threading.Lock()
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised in the main thread so the command unwinds as on Ctrl-C."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextmanager
+def handle_termination() -> Iterator[None]:
+    """While the block runs, SIGTERM and SIGHUP raise ``Terminated`` in the main thread (outside
+    the main thread: a no-op); the previous handlers are restored after it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum: int, frame: Any) -> None:
+        raise Terminated(signum)
+
+    saved = {signum: signal.signal(signum, _raise) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+
+
+def die_with_parent() -> None:
+    """Make this worker process exit when its parent process is gone; idempotent per process."""
+    global _watched_pid
+    with _watch_lock:
+        if _watched_pid == os.getpid():
+            return
+        _watched_pid = os.getpid()
+    parent = os.getppid()
+    scratch = os.environ.get(SCRATCH_ENV)
+    if parent == 1:  # the parent died before we got here
+        _orphaned(scratch)
+    watcher = threading.Thread(target=_watch_parent, args=(parent, scratch), daemon=True,
+                               name="plansim-parent-watchdog")
+    watcher.start()
+
+
+def _watch_parent(parent: int, scratch: str | None) -> None:
+    while os.getppid() == parent:
+        time.sleep(WATCHDOG_PERIOD_S)
+    _orphaned(scratch)
+
+
+def _orphaned(scratch: str | None) -> None:
+    """Remove the dead parent's scratch folder, kill our own group if we lead one, exit."""
+    if scratch:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if os.getpgid(0) == os.getpid():
+        os.killpg(os.getpid(), signal.SIGKILL)  # includes ourselves
+    os._exit(1)
+
+
+def _in_worker(fn: Callable[..., Any], *args: Any) -> Any:
+    die_with_parent()
+    return fn(*args)
+
+
+def parallel_map(fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], jobs: int) -> list[Any]:
+    """``[fn(*task) for task in tasks]`` on up to ``jobs`` joblib (loky) worker processes, in
+    task order. The workers die with this process and are shut down when the map ends (loky
+    would otherwise keep them idle for minutes)."""
+    from joblib import Parallel, delayed
+    from joblib.externals.loky import get_reusable_executor
+
+    # loky's resource tracker (started with the first map) frees what a killed parent leaked,
+    # as it should, and warns about each item on stderr; after a kill that is noise.
+    quiet = f"ignore::UserWarning:{_LOKY_TRACKER}"
+    saved = os.environ.get("PYTHONWARNINGS")
+    os.environ["PYTHONWARNINGS"] = f"{saved},{quiet}" if saved else quiet
+    try:
+        return Parallel(n_jobs=jobs, backend="loky")(
+            delayed(_in_worker)(fn, *task) for task in tasks)
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONWARNINGS", None)
+        else:
+            os.environ["PYTHONWARNINGS"] = saved
+        get_reusable_executor().shutdown(wait=True, kill_workers=True)
+
+
+_LOKY_TRACKER = "joblib.externals.loky.backend.resource_tracker"
+
+
+@contextmanager
+def scratch_folder(parent: Path | None = None) -> Iterator[Path]:
+    """A new folder (in ``parent``, else the system's temporary folder) that every temporary
+    file of this process and its workers goes into while the block runs; removed at its end,
+    however it ends."""
+    root = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=parent))
+    saved = {name: os.environ.get(name) for name in ("TMPDIR", "JOBLIB_TEMP_FOLDER", SCRATCH_ENV)}
+    saved_tempdir = tempfile.tempdir
+    for name in saved:
+        os.environ[name] = str(root)
+    tempfile.tempdir = str(root)
+    try:
+        yield root
+    finally:
+        tempfile.tempdir = saved_tempdir
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        shutil.rmtree(root, ignore_errors=True)
+
+
+class ProcessReaper:
+    """Kills this process's descendants, then removes ``folders`` and the command's scratch
+    folder, when this process ends, however it ends (see the module docstring). ``close()``
+    stops the reaper without killing or removing anything."""
+
+    def __init__(self, folders: Sequence[str] = ()) -> None:
+        folders = [*folders, *filter(None, [os.environ.get(SCRATCH_ENV)])]
+        read_end, self._write_end = os.pipe()
+        self._process = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _REAPER_SOURCE, str(os.getpid()),
+             str(REAPER_PERIOD_S), *folders],
+            stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, close_fds=True,
+        )
+        os.close(read_end)
+
+    def close(self) -> None:
+        """Tell the reaper the descendants ended normally; it exits without killing."""
+        if self._write_end is None:
+            return
+        try:
+            os.write(self._write_end, b"done\n")
+        finally:
+            os.close(self._write_end)
+            self._write_end = None
+        self._process.wait(timeout=10)
+
+
+# The reaper runs in its own tiny interpreter (no plansim import, so it starts in milliseconds):
+# it reads /proc to find the watched process's descendants, keyed by (pid, start time) so that
+# a recycled pid is never killed.
+_REAPER_SOURCE = r"""
+import os, select, shutil, signal, sys, time
+root, period, folders = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3:]
+
+def table():
+    out = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as fh:
+                    fields = fh.read().rsplit(b")", 1)[1].split()
+                out[int(name)] = (int(fields[1]), int(fields[19]))  # ppid, start time
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+def descendants(procs):
+    found, frontier = {}, [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, start) in procs.items():
+            if ppid == parent and pid not in found and pid != os.getpid():
+                found[pid] = start
+                frontier.append(pid)
+    return found
+
+seen = {}  # every descendant seen and still running (a re-parented one stays in it)
+while True:
+    ready, _, _ = select.select([0], [], [], period)
+    if ready:
+        if os.read(0, 64).startswith(b"done"):
+            sys.exit(0)
+        break
+    procs = table()
+    seen = {pid: start for pid, start in seen.items() if procs.get(pid, (0, None))[1] == start}
+    seen.update(descendants(procs))
+now = table()
+for pid, start in seen.items():
+    if now.get(pid, (None, None))[1] == start:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+if folders:
+    time.sleep(period)  # let the killed processes go before their files
+for folder in folders:
+    shutil.rmtree(folder, ignore_errors=True)
+"""

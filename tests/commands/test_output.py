@@ -1,0 +1,104 @@
+"""plansim.commands.output: output folders checked before work, one run per folder, run.json
+written first as incomplete and last as complete."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from plansim.commands.output import OutputFolder, check_output_file
+from plansim.errors import InputError
+
+
+def _marker(folder):
+    return json.loads((folder / "run.json").read_text())
+
+
+def test_claim_creates_nothing_and_writing_marks_the_run_complete_with_its_files(tmp_path):
+    out = tmp_path / "a" / "b"
+    folder = OutputFolder.claim(out, "replay", "plansim replay run")
+    assert not (tmp_path / "a").exists()
+    with folder.writing() as path:
+        assert _marker(path) == {"command": "plansim replay run", "status": "incomplete"}
+        (path / "summary.json").write_text("{}")
+        (path / "windows").mkdir()
+        (path / "windows" / "0.json").write_text("{}")
+    assert _marker(out) == {"command": "plansim replay run", "status": "complete",
+                            "files": ["summary.json", "windows/0.json"]}
+
+
+def test_a_failure_after_some_files_leaves_the_run_marked_incomplete(tmp_path):
+    folder = OutputFolder.claim(tmp_path / "out", "replay", "plansim replay run")
+    with pytest.raises(KeyboardInterrupt), folder.writing() as path:
+        (path / "inputs.json").write_text("{}")
+        raise KeyboardInterrupt
+    assert _marker(tmp_path / "out")["status"] == "incomplete"
+
+
+def test_a_failure_before_any_file_leaves_nothing(tmp_path):
+    folder = OutputFolder.claim(tmp_path / "out", "replay", "plansim replay run")
+    with pytest.raises(OSError), folder.writing():
+        raise OSError(28, "No space left on device")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_holding_a_run_is_refused_without_force(tmp_path):
+    out = tmp_path / "out"
+    with OutputFolder.claim(out, "replay", "plansim replay run").writing() as path:
+        (path / "ticks.parquet").write_text("planner run")
+    with pytest.raises(InputError) as err:
+        OutputFolder.claim(out, "replay", "plansim replay run")
+    assert str(err.value) == (f"--out: {out} already holds a run of plansim replay run; use "
+                              "--force to replace it, or choose another folder")
+
+
+def test_force_replaces_the_previous_run_and_keeps_other_files(tmp_path):
+    out = tmp_path / "out"
+    with OutputFolder.claim(out, "replay", "plansim replay run").writing() as path:
+        (path / "ticks.parquet").write_text("planner run")
+        (path / "planner_report.html").write_text("planner report")
+    (out / "notes.txt").write_text("mine")
+    with OutputFolder.claim(out, "replay", "plansim replay run", force=True).writing() as path:
+        (path / "requests.parquet").write_text("second run")
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "requests.parquet", "run.json"]
+    assert _marker(out)["files"] == ["requests.parquet"]
+
+
+def test_a_folder_of_other_files_is_refused_without_force(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(InputError, match="is not empty; use --force to write into it"):
+        OutputFolder.claim(tmp_path, "replay", "plansim replay run")
+
+
+def test_out_that_is_a_file_or_under_a_file_or_unwritable_is_refused(tmp_path):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    with pytest.raises(InputError, match=r"^--out: .*a_file exists and is not a folder$"):
+        OutputFolder.claim(a_file, "replay", "c")
+    with pytest.raises(InputError, match=r"a_file is not a folder, so .*a_file/sub cannot be"):
+        OutputFolder.claim(a_file / "sub", "replay", "c")
+    # /sys refuses new files, even to root
+    with pytest.raises(InputError, match=r"^--out: cannot write in /sys: Permission denied$"):
+        OutputFolder.claim(Path("/sys/plansim-out"), "replay", "c")
+
+
+def test_output_file_must_be_a_regular_file_in_a_writable_folder(tmp_path):
+    check_output_file(tmp_path / "new" / "trace.jsonl", "--output")
+    with pytest.raises(InputError, match=r"is a folder; give a file name"):
+        check_output_file(tmp_path, "--output")
+    with pytest.raises(InputError, match=r"^--output: /dev/full is not a regular file"):
+        check_output_file(Path("/dev/full"), "--output")
+
+
+def test_reopen_refuses_an_incomplete_run_and_lists_new_files(tmp_path):
+    out = tmp_path / "out"
+    with OutputFolder.claim(out, "replay", "plansim replay run").writing() as path:
+        (path / "requests.parquet").write_text("x")
+    with OutputFolder.reopen(out):
+        (out / "report.html").write_text("report")
+    assert _marker(out)["files"] == ["report.html", "requests.parquet"]
+    (out / "run.json").write_text('{"command": "plansim replay run", "status": "incomplete"}')
+    with pytest.raises(InputError, match="holds an incomplete run"), OutputFolder.reopen(out):
+        pass

@@ -1,0 +1,156 @@
+"""plansim.lifecycle: workers die with their parent, one scratch folder per command, and
+SIGTERM unwinds like Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from plansim.lifecycle import (
+    SCRATCH_ENV,
+    Terminated,
+    handle_termination,
+    parallel_map,
+    scratch_folder,
+)
+
+# How long a dead parent's processes may take to go (the watchdogs poll every 0.2-0.25 s).
+GONE_WITHIN_S = 10.0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def _wait_gone(pid: int) -> bool:
+    deadline = time.monotonic() + GONE_WITHIN_S
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as fh:
+                    if int(fh.read().rsplit(b")", 1)[1].split()[1]) == pid:
+                        out.append(int(name))
+            except OSError:
+                pass
+    return out
+
+
+def test_scratch_folder_holds_every_temporary_file_and_goes_away(tmp_path):
+    before = tempfile.gettempdir()
+    with pytest.raises(RuntimeError), scratch_folder(tmp_path) as root:
+        assert tempfile.gettempdir() == str(root) == os.environ["TMPDIR"]
+        assert os.environ[SCRATCH_ENV] == str(root)
+        Path(tempfile.mkdtemp()).joinpath("x").write_text("x")
+        raise RuntimeError("the command failed")
+    assert not root.exists() and list(tmp_path.iterdir()) == []
+    assert tempfile.gettempdir() == before and SCRATCH_ENV not in os.environ
+
+
+def test_sigterm_raises_terminated_and_the_handler_is_restored():
+    previous = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Terminated) as err, handle_termination():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # interrupted by the signal
+    assert err.value.signum == signal.SIGTERM
+    assert isinstance(err.value, KeyboardInterrupt)
+    assert signal.getsignal(signal.SIGTERM) is previous
+
+
+_PARENT = textwrap.dedent("""
+    import subprocess, sys, time
+    child = subprocess.Popen([sys.executable, "-c",
+        "import time; from plansim.lifecycle import die_with_parent; die_with_parent(); "
+        "print('ready', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline() == "ready\\n"
+    print(child.pid, flush=True)
+    time.sleep(60)
+""")
+
+
+def test_a_worker_dies_when_its_parent_is_killed_and_removes_the_scratch(tmp_path):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT], stdout=subprocess.PIPE,
+                              text=True, env={**os.environ, SCRATCH_ENV: str(scratch)})
+    worker = int(parent.stdout.readline())
+    assert _alive(worker)
+    parent.kill()
+    parent.wait()
+    assert _wait_gone(worker)
+    assert not scratch.exists()
+
+
+_REAPED = textwrap.dedent("""
+    import subprocess, sys, time
+    from plansim.lifecycle import ProcessReaper
+    reaper = ProcessReaper(folders=[sys.argv[1]])
+    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    time.sleep(1.0)  # several snapshots
+    if sys.argv[2] == "close":
+        reaper.close()
+    print(sleeper.pid, flush=True)
+    time.sleep(60)
+""")
+
+
+@pytest.mark.parametrize("closed", [False, True])
+def test_reaper_kills_the_descendants_of_a_killed_process_unless_closed(tmp_path, closed):
+    folder = tmp_path / "ray-session"
+    folder.mkdir()
+    parent = subprocess.Popen([sys.executable, "-c", _REAPED, str(folder),
+                               "close" if closed else "keep"], stdout=subprocess.PIPE, text=True)
+    sleeper = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    try:
+        if closed:
+            time.sleep(1.0)
+            assert _alive(sleeper) and folder.exists()
+        else:
+            assert _wait_gone(sleeper)
+            assert _wait_gone_folder(folder)
+    finally:
+        if _alive(sleeper):
+            os.kill(sleeper, signal.SIGKILL)
+
+
+def _wait_gone_folder(folder: Path) -> bool:
+    deadline = time.monotonic() + GONE_WITHIN_S
+    while folder.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not folder.exists()
+
+
+def _square_plus(x: int, y: int) -> int:
+    return x * x + y
+
+
+def test_parallel_map_keeps_task_order_and_leaves_no_worker():
+    before = set(_children(os.getpid()))
+    assert parallel_map(_square_plus, [(i, 1) for i in range(6)], 2) == [1, 2, 5, 10, 17, 26]
+    left = [pid for pid in set(_children(os.getpid())) - before if _alive(pid)]
+    # loky's resource tracker may stay (it ends with this process); no worker does.
+    workers = [pid for pid in left if b"loky" in Path(f"/proc/{pid}/cmdline").read_bytes()
+               and b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert workers == []
