@@ -40,8 +40,10 @@ _OWN_NAMES = frozenset({
     RUN_MARKER, schema.INPUTS_JSON, schema.SUMMARY_JSON, schema.REQUESTS_TABLE,
     schema.TIMESERIES_TABLE, schema.WORKERS_TABLE, schema.TICKS_TABLE,
     schema.SCALING_EVENTS_JSON, schema.RETUNE_EVENTS_JSON, schema.PREDICTIONS_TABLE,
-    schema.WINDOWS_TABLE, schema.WINDOW_RECORDS_DIR, "planner_reports",
-    "planner_report.log.jsonl.gz", "plotly.min.js",
+    schema.WINDOWS_TABLE, schema.WINDOW_RECORDS_DIR, schema.REPLAY_REPORT,
+    f"{schema.PLANNER_REPORT}.html", f"{schema.PLANNER_REPORT}.log.jsonl.gz",
+    schema.PLANNER_PERIOD_REPORTS_DIR, schema.RETUNE_REPORT, schema.PREDICTOR_REPORT,
+    schema.WINDOWS_REPORT, schema.PLOTLY_JS,
 })
 
 ForceOption = Annotated[bool, typer.Option(
@@ -61,8 +63,7 @@ def new_out_dir(kind: str) -> Path:
 
 def _own(name: str) -> bool:
     """Whether a folder entry is one plansim writes (its tables, reports, temporary files)."""
-    return name in _OWN_NAMES or name.endswith(".html") or (
-        name.startswith(".") and name.endswith(".tmp"))
+    return name in _OWN_NAMES or (name.startswith(".") and name.endswith(".tmp"))
 
 
 def read_marker(folder: Path) -> dict[str, Any] | None:
