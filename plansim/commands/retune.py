@@ -170,7 +170,7 @@ def window(
     """Score one window's candidates without the outer replay; print them ranked.
 
     The sweep starts from the startup point with the deployment's starting worker counts. The
-    output folder is that of ``retune windows`` for one window, with its report.
+    output folder is the one 'retune windows' writes, for this one window, with its report.
     """
     from dataclasses import replace
 
