@@ -18,6 +18,12 @@ import typer
 
 from plansim.commands.output import ForceOption, OutputFolder, write_replay_outputs, write_reports
 from plansim.commands.report import SELF_CONTAINED_HELP
+from plansim.commands.router_flags import (
+    ROUTER_MODE_HELP,
+    ROUTER_PARAM_HELP,
+    knob_help,
+    router_param_overrides,
+)
 
 app = typer.Typer(help="Replay request traces against a simulated deployment.",
                   no_args_is_help=True)
@@ -182,12 +188,13 @@ def run(
     num_workers: Annotated[int | None, typer.Option(help="Aggregated workers.")] = None,
     num_prefill_workers: Annotated[int | None, typer.Option(help="Prefill workers.")] = None,
     num_decode_workers: Annotated[int | None, typer.Option(help="Decode workers.")] = None,
-    router_mode: Annotated[str | None, typer.Option(
-        help="round_robin, random or kv_router.")] = None,
+    router_mode: Annotated[str | None, typer.Option(help=ROUTER_MODE_HELP)] = None,
     overlap_score_weight: Annotated[float | None, typer.Option(
-        help="KV router: weight of prefill blocks in the cost.")] = None,
+        help=knob_help("overlap_score_weight"))] = None,
     router_temperature: Annotated[float | None, typer.Option(
-        help="KV router: softmax temperature (0 = argmin).")] = None,
+        help=knob_help("router_temperature"))] = None,
+    router_param: Annotated[list[str] | None, typer.Option(
+        "--router-param", metavar="NAME=VALUE", help=ROUTER_PARAM_HELP)] = None,
     arrival_speedup_ratio: Annotated[float | None, typer.Option(
         help="Divide arrival gaps by this.")] = None,
     sla_ttft_ms: Annotated[float | None, typer.Option(help="Goodput SLA: TTFT bound.")] = None,
@@ -221,6 +228,7 @@ def run(
         sla_itl_ms=sla_itl_ms, sla_e2e_ms=sla_e2e_ms, seed=seed,
         extra_engine_args=extra_engine_args, prefill_engine_args=prefill_engine_args,
         decode_engine_args=decode_engine_args)
+    overrides.update(router_param_overrides(router_param or []))
     # Validate everything (deployment, planner) before reading possibly large traces.
     deployment = load_deployment(config, overrides, flags=flags)
     planner_raw: Mapping[str, Any] | None = None

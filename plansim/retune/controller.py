@@ -36,6 +36,7 @@ from plansim.planner_core.config import PREDICTOR_FIELDS
 from plansim.planner_core.observations import WorkerCounts
 from plansim.retune import domains, record
 from plansim.roles import Mode
+from plansim.sim import routing
 from plansim.retune.config import RetuneConfig, planner_retune_config
 from plansim.retune.domains import Knob, Point
 from plansim.retune.executor import Executor
@@ -45,9 +46,6 @@ from plansim.retune.tasks import ReplaySpec, WindowSpec
 
 log = logging.getLogger("plansim.retune")
 
-# Router parameters a tick patch can change: they only weigh the router's cost (a patch changes
-# the policy's scores only). Other router settings are part of the pinned startup configuration.
-ROUTER_KNOBS = ("overlap_score_weight", "router_temperature")
 # Planner fields that are not searchable: structure, files, reporting and retune itself.
 UNSEARCHABLE_PLANNER_FIELDS = frozenset(
     {
@@ -152,8 +150,10 @@ class RetuneController:
         startup_planner = {name: getattr(planner_config, name) for name in self.planner_knob_names}
         self.startup_point = Point.of(startup_router, startup_planner)
         self.current_point = self.startup_point
-        # The complete desired map: every patchable parameter, searched or not.
-        patchable = {name: getattr(dep.router, name) for name in ROUTER_KNOBS}
+        # The complete desired map: every patchable knob of the deployment's router policy,
+        # searched or not.
+        patchable = {k.name: getattr(dep.router, k.name)
+                     for k in routing.router_knobs(dep.router.mode) if k.patchable}
         self.router_parameters = {pool: dict(patchable) for pool in _router_pools(dep)}
 
         self.s0: float | None = None
@@ -251,7 +251,6 @@ class RetuneController:
             seed=self.cfg.seed,
             sla=self.sla.model_dump(),
             throughput_interval_s=self._bucket_interval_s(),
-            router_knobs_live=self.inputs.deployment.router.mode == "kv_router",
         )
         current_predictor = (
             {name: getattr(live, name) for name in PREDICTOR_FIELDS} if self.predictor_knobs else {}
@@ -399,20 +398,17 @@ class RetuneController:
     # -- construction checks -------------------------------------------------------------------
 
     def _check_router_knobs(self, knobs: list[Knob]) -> None:
-        from plansim.sim.deployment import RouterConfig
-
+        """Searched router knobs are knobs a tick can patch, of any routing policy (a knob the
+        deployment's policy does not use changes nothing: its candidates share one replay)."""
+        searchable = {k.name: k for k in routing.all_router_knobs().values() if k.patchable}
         for knob in knobs:
-            if knob.name not in ROUTER_KNOBS:
+            declared = searchable.get(knob.name)
+            if declared is None:
                 raise ConfigError(
-                    f"not a router parameter a tick can patch (searchable: {', '.join(ROUTER_KNOBS)})",
-                    field=knob.path,
-                )
+                    "not a router parameter a tick can patch "
+                    f"(searchable: {', '.join(searchable) or 'none'})", field=knob.path)
             for value in knob.values:
-                try:
-                    RouterConfig.model_validate({knob.name: value})
-                except Exception as exc:  # noqa: BLE001 - pydantic's error, reworded
-                    raise ConfigError(f"invalid value {value!r}: {_first_error(exc)}",
-                                      field=knob.path) from None
+                declared.check(value, field=knob.path)
 
     def _check_planner_knobs(self, knobs: list[Knob]) -> None:
         fields = type(self.startup_config).model_fields
@@ -532,11 +528,3 @@ def _fit_problem(config: Any, capabilities: Any) -> str | None:
     except ConfigError as exc:
         return str(exc)
     return None
-
-
-def _first_error(exc: Exception) -> str:
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        return str(errors()[0].get("msg", exc))
-    return str(exc)
-

@@ -204,7 +204,14 @@ class ReplaySpec:
     seed: int = 0
     sla: Mapping[str, float | None] | None = None
     throughput_interval_s: float | None = None
-    router_knobs_live: bool = True
+
+    @property
+    def live_router_knobs(self) -> frozenset[str]:
+        """The knobs a patch changes in this deployment's router policy; the others change
+        nothing, so candidates differing only in them share one replay."""
+        from plansim.sim.routing import router_knobs
+
+        return frozenset(k.name for k in router_knobs(self.deployment.router.mode) if k.patchable)
 
     def has_ready_workers(self) -> bool:
         counts = self.ready_counts
@@ -215,7 +222,7 @@ class ReplaySpec:
 
     def resolve(self, point: Point) -> CandidateConfig:
         """The configuration a point replays with."""
-        router = point.router if self.router_knobs_live else ()
+        router = [(k, v) for k, v in point.router if k in self.live_router_knobs]
         planner = point.planner if self.planner_config is not None else ()
         return CandidateConfig(tuple(router), tuple(planner))
 

@@ -15,7 +15,7 @@ from typing import Any
 from plansim.roles import Role, rank_role
 from plansim.sim.engine import Rank
 from plansim.sim.engine_protocol import EngineHooks, PrefixView
-from plansim.sim.router import RankLoad
+from plansim.sim.routing import RankLoad
 from plansim.sim.timing import TimingModel
 
 STARTING, READY, DRAINING, REMOVED = "starting", "ready", "draining", "removed"

@@ -23,6 +23,7 @@ from pydantic import (
     BaseModel,
     Field,
     ValidationError,
+    create_model,
     field_validator,
     model_serializer,
     model_validator,
@@ -36,6 +37,7 @@ from plansim.errors import ConfigError
 from plansim.limits import MAX_POOL_WORKERS, MAX_SEED
 from plansim.roles import Mode, Role
 from plansim.sim import engine_config
+from plansim.sim.routing import ROUTERS, all_router_knobs, router_knobs
 from plansim.sim.schedulers import SCHEDULERS
 from plansim.sim.speculative import accept_rates
 from plansim.validation import StrictModel, config_error
@@ -336,14 +338,13 @@ NO_EFFECT_ROUTER_KEYS = {
 }
 
 
-class RouterConfig(StrictModel):
-    """How requests are routed to workers. KV-router keys follow the reference's
-    ``KvRouterConfig``; its keys without simulated effect are accepted and listed in
-    ``no_effect_keys``."""
+class _RouterBase(StrictModel):
+    """How requests are routed to workers: ``mode`` names a policy of the routing registry
+    (``plansim.sim.routing.ROUTERS``); the knob fields are every policy's declared knobs.
+    KV-router keys follow the reference's ``KvRouterConfig``; its keys without simulated effect,
+    and knobs the chosen mode does not use, are accepted and listed in ``no_effect_keys``."""
 
-    mode: Literal["round_robin", "random", "kv_router"] = "round_robin"
-    overlap_score_weight: float = Field(default=1.0, ge=0)
-    router_temperature: float = Field(default=0.0, ge=0)
+    mode: str = "round_robin"
     no_effect_keys: tuple[str, ...] = ()
 
     @model_validator(mode="before")
@@ -351,18 +352,31 @@ class RouterConfig(StrictModel):
     def _split_no_effect(cls, data: Any) -> Any:
         if not isinstance(data, Mapping) or "no_effect_keys" in data:
             return data
-        given = sorted(k for k in data if k in NO_EFFECT_ROUTER_KEYS)
+        mode = _router_mode(data.get("mode", "round_robin"))
+        used = {k.name for k in router_knobs(mode)} if mode in ROUTERS else set()
+        unused_knobs = {k for k in data if k in all_router_knobs() and k not in used}
+        given = sorted(k for k in data if k in NO_EFFECT_ROUTER_KEYS or k in unused_knobs)
         kept = {k: v for k, v in data.items() if k not in NO_EFFECT_ROUTER_KEYS}
         return {**kept, "no_effect_keys": tuple(given)}
 
     @field_validator("mode", mode="before")
     @classmethod
-    def _alias_mode(cls, value: Any) -> Any:
-        if value in ("kv", "kv-router"):
-            return "kv_router"
-        if value == "round-robin":
-            return "round_robin"
-        return value
+    def _known_mode(cls, value: Any) -> Any:
+        mode = _router_mode(value)
+        if isinstance(mode, str) and mode not in ROUTERS:
+            raise ValueError(ROUTERS.unknown(value))
+        return mode
+
+
+def _router_mode(value: Any) -> Any:
+    """The registry name of a router mode spelling (``kv``, ``kv-router``, ``round-robin``)."""
+    return {"kv": "kv_router", "kv-router": "kv_router", "round-robin": "round_robin"}.get(
+        value, value) if isinstance(value, str) else value
+
+
+RouterConfig = create_model(
+    "RouterConfig", __base__=_RouterBase, __module__=__name__,
+    **{name: knob.field() for name, knob in all_router_knobs().items()})
 
 
 class SlaConfig(StrictModel):
@@ -551,7 +565,10 @@ def _no_effect_reason(dotted: str) -> str:
     reference."""
     section, _, name = dotted.partition(".")
     if section == "router":
-        return NO_EFFECT_ROUTER_KEYS[name]
+        if name in NO_EFFECT_ROUTER_KEYS:
+            return NO_EFFECT_ROUTER_KEYS[name]
+        modes = [mode for mode in ROUTERS if name in {k.name for k in router_knobs(mode)}]
+        return f"a knob of router mode {' and '.join(modes)} only"
     block = name.partition(".")[0]
     if block in ("sglang", "trtllm"):
         return f"used only with backend {block}"

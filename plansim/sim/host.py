@@ -30,7 +30,7 @@ from plansim.sim.engine_protocol import EngineHooks, EngineRank
 from plansim.sim.planner_host import PlannerHost
 from plansim.sim.recorder import Recorder
 from plansim.sim.result import ReplayResult
-from plansim.sim.router import Router
+from plansim.sim.routing import RoutingPolicy, make_router
 from plansim.sim.summary import replay_duration_ms, summarize
 from plansim.sim.timing import make_timing_model
 
@@ -90,15 +90,14 @@ class ReplayHost:
                             self._on_run)
         self._worker_ids = 0
         self.pools: dict[Role, Pool] = {}
-        self.routers: dict[Role, Router] = {}
-        router_params = deployment.router.model_dump()
+        self.routers: dict[Role, RoutingPolicy] = {}
         for name, count in deployment.pool_sizes().items():
             args = deployment.pool_args(name)
             pool = Pool(name, args, make_timing_model(args.effective_timing), hooks,
                         self._next_worker_id, decode_runs=decode_runs)
             self.pools[name] = pool
-            self.routers[name] = Router(deployment.router.mode, router_params, args.block_size,
-                                        self.rng, pool=name)
+            self.routers[name] = make_router(deployment.router, args.block_size, self.rng,
+                                             pool=name)
             for _ in range(count):
                 pool.mark_ready(pool.provision(0.0), 0.0)
         self.block_size = deployment.pool_args(self.mode.visible_pool).block_size
@@ -204,9 +203,9 @@ class ReplayHost:
             self.rec.keys[rid] = keys
         isl = int(self.isl[rid])
         router = self.routers[pool_name]
-        i, overlap = router.choose(isl, keys, pool.ready_views, pool.ready_loads)
-        rank = ranks[i]
-        router.sent(rid, isl, keys, overlap, pool.ready_loads[i])
+        route = router.choose(isl, keys, pool.ready_views, pool.ready_loads)
+        rank = ranks[route.index]
+        router.sent(rid, isl, keys, route, pool.ready_loads[route.index])
         # A request reaching the decode pool has been counted on arrival at the prefill pool and
         # brings its prompt KV with it.
         handed_off = pool_name.receives_handoff

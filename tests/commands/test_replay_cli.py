@@ -110,6 +110,9 @@ def test_bad_retune_block_exits_2_naming_the_retune_field(tmp_path, retune_block
     ("", ["--num-workers", "0"], "--num-workers"),
     ("", ["--arrival-speedup-ratio", "-1"], "--arrival-speedup-ratio"),
     ("", ["--router-mode", "fastest"], "--router-mode"),
+    ("", ["--router-param", "router_temperature=-1"], "--router-param router_temperature"),
+    ("", ["--router-param", "warp_factor=9"], "--router-param"),
+    ("", ["--router-param", "router_temperature"], "--router-param"),
 ])
 def test_bad_config_exits_2_with_one_line_naming_the_key(tmp_path, config_text, flags, key,
                                                          run_cli):
@@ -121,6 +124,17 @@ def test_bad_config_exits_2_with_one_line_naming_the_key(tmp_path, config_text, 
     assert len(lines) == 1, err
     assert key in lines[0]
     assert not (tmp_path / "out").exists()  # nothing written before validation passed
+
+
+def test_router_param_sets_any_declared_knob(tmp_path, run_cli):
+    import json
+
+    code, _, err = run_cli("replay", "run", str(MICRO_TRACE), "--router-mode", "kv_router",
+                           "--router-param", "router_temperature=0.25", "--no-report", "-q",
+                           "--out", str(tmp_path / "out"))
+    assert code == 0, err
+    inputs = json.loads((tmp_path / "out" / "inputs.json").read_text())
+    assert inputs["deployment"]["router"]["router_temperature"] == 0.25
 
 
 def test_missing_config_file_exits_2_naming_it(tmp_path, run_cli):

@@ -1,5 +1,5 @@
-"""Routers: round robin order, seeded random, KV router cost (prefix overlap and load), softmax
-selection, parameter patches."""
+"""The KV router: its cost (prefix overlap and load, per pool role), softmax selection,
+parameter patches."""
 
 from __future__ import annotations
 
@@ -8,24 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from plansim.sim.router import RankLoad, Router, softmax_probabilities
+from plansim.roles import Role
+from plansim.sim.routing import RankLoad, Route
+from plansim.sim.routing.kv_router import KvRouter, softmax_probabilities
 from simkit import prefill_ms, req, run
-
-
-def _spaced(n, gap_ms=2000.0):
-    return [(i * gap_ms, 600, 3, [100 + i, 200 + i]) for i in range(n)]
-
-
-def test_round_robin_cycles_through_workers_in_order():
-    r = run(_spaced(6), num_workers=3)
-    assert r.requests["decode_worker"].tolist() == [0, 1, 2, 0, 1, 2]
-
-
-def test_random_routing_is_seeded_and_reaches_every_worker():
-    a = run(_spaced(30, 10.0), num_workers=3, router={"mode": "random"}, seed=5)
-    b = run(_spaced(30, 10.0), num_workers=3, router={"mode": "random"}, seed=5)
-    assert a.requests["decode_worker"].tolist() == b.requests["decode_worker"].tolist()
-    assert set(a.requests["decode_worker"]) == {0, 1, 2}
 
 
 def test_kv_router_sends_a_request_to_the_worker_holding_its_prefix():
@@ -45,33 +31,23 @@ def test_kv_router_avoids_a_worker_with_queued_prefill_work():
 
 
 def test_kv_router_cost_is_weighted_prefill_blocks_plus_decode_blocks():
-    class FakeRank:
-        def __init__(self, cached):
-            self.cache = self
-            self.cached = cached
-
-        def overlap(self, keys):
-            return self.cached
-
-    router = Router("kv_router", {"overlap_score_weight": 1.0}, 64, np.random.default_rng(0))
+    router = KvRouter({"overlap_score_weight": 1.0}, 64, np.random.default_rng(0), pool=Role.AGG)
     busy = RankLoad()
     busy.prefill_tokens, busy.n_blocks = 640, 3  # 10 queued prefill blocks, 3 active blocks
     idle = RankLoad()
     keys = list(range(8))  # a 512-token request: 8 blocks
     # busy rank with 6 cached blocks: (640 + 512 - 384)/64 + 3 + 8 = 23; idle: 8 + 8 = 16
-    i, _ = router.choose(512, keys, [FakeRank(6), FakeRank(0)], [busy, idle])
-    assert i == 1
+    assert router.choose(512, keys, [_CachedView(6), _CachedView(0)], [busy, idle]).index == 1
     # Weight 3 on prefill: busy 3*12 + 11 = 47 vs idle 3*8 + 8 = 32; still idle. Weight 0:
     # busy 11 vs idle 8.
     router.set_parameters({"overlap_score_weight": 0.0})
-    assert router.choose(512, keys, [FakeRank(6), FakeRank(0)], [busy, idle])[0] == 1
+    assert router.choose(512, keys, [_CachedView(6), _CachedView(0)], [busy, idle]).index == 1
 
 
-class _CachedRank:
-    """A routing candidate whose cache holds ``cached`` leading blocks of any request."""
+class _CachedView:
+    """A candidate's prefix view that holds ``cached`` leading blocks of any request."""
 
     def __init__(self, cached: int) -> None:
-        self.cache = self
         self.cached = cached
 
     def overlap(self, keys):
@@ -80,9 +56,9 @@ class _CachedRank:
 
 def test_active_blocks_count_full_blocks_only():
     # 600 tokens at block size 64: 9 full blocks and a partial one the reference does not hash.
-    router = Router("kv_router", {}, 64, np.random.default_rng(0))
+    router = KvRouter({}, 64, np.random.default_rng(0), pool=Role.AGG)
     load = RankLoad()
-    router.sent(0, 600, list(range(9)), 0, load)
+    router.sent(0, 600, list(range(9)), Route(0, 0), load)
     assert load.n_blocks == 9
     assert load.prefill_tokens == 600
     router.finished(0)
@@ -97,21 +73,21 @@ def test_prefill_pool_cost_is_the_prefill_term_alone():
     heavy.prefill_tokens, heavy.n_blocks = 128, 40
     light.prefill_tokens = 256
     keys = list(range(8))
-    ranks = [_CachedRank(0), _CachedRank(0)]
-    agg = Router("kv_router", {}, 64, np.random.default_rng(0))
-    prefill = Router("kv_router", {}, 64, np.random.default_rng(0), pool="prefill")
-    assert agg.choose(512, keys, ranks, [heavy, light])[0] == 1
-    assert prefill.choose(512, keys, ranks, [heavy, light])[0] == 0
+    ranks = [_CachedView(0), _CachedView(0)]
+    agg = KvRouter({}, 64, np.random.default_rng(0), pool=Role.AGG)
+    prefill = KvRouter({}, 64, np.random.default_rng(0), pool=Role.PREFILL)
+    assert agg.choose(512, keys, ranks, [heavy, light]).index == 1
+    assert prefill.choose(512, keys, ranks, [heavy, light]).index == 0
 
 
 def test_decode_pool_cost_is_active_full_blocks_without_overlap():
     # Rank 0 holds the whole prefix in cache but has 5 active blocks; rank 1 is empty.
-    router = Router("kv_router", {}, 64, np.random.default_rng(0), pool="decode")
+    router = KvRouter({}, 64, np.random.default_rng(0), pool=Role.DECODE)
     busy = RankLoad()
-    router.sent(7, 330, list(range(5)), 0, busy)  # 5 full blocks of 330 tokens
+    router.sent(7, 330, list(range(5)), Route(0, 0), busy)  # 5 full blocks of 330 tokens
     assert busy.n_blocks == 5 and busy.prefill_tokens == 0
-    assert router.choose(512, list(range(8)), [_CachedRank(8), _CachedRank(0)],
-                         [busy, RankLoad()])[0] == 1
+    assert router.choose(512, list(range(8)), [_CachedView(8), _CachedView(0)],
+                         [busy, RankLoad()]).index == 1
 
 
 def test_softmax_probabilities_follow_the_normalised_negated_logits():
@@ -122,7 +98,7 @@ def test_softmax_probabilities_follow_the_normalised_negated_logits():
 
 
 def test_set_parameters_reports_only_changes():
-    router = Router("kv_router", {}, 64, np.random.default_rng(0))
+    router = KvRouter({}, 64, np.random.default_rng(0), pool=Role.AGG)
     assert router.set_parameters({"overlap_score_weight": 1.0}) == {}
     assert router.set_parameters({"router_temperature": 0.5}) == {"router_temperature": 0.5}
     assert router.parameters() == {"overlap_score_weight": 1.0, "router_temperature": 0.5}

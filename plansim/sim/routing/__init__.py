@@ -1,0 +1,53 @@
+"""Routing policies, keyed by the deployment's ``router.mode``.
+
+The seam is described in ``plansim.sim.routing.base``; each policy is one module declaring its
+knobs once. ``router_knobs(mode)`` lists a policy's knobs, ``all_router_knobs()`` every
+policy's (one entry per name), for the deployment model, the command line and retune.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from plansim.params import Param
+from plansim.registry import Registry
+from plansim.roles import Role
+from plansim.sim.routing.base import RankLoad, Route, RoutingPolicy
+
+ROUTERS: Registry[type] = Registry("router mode", {
+    "round_robin": "plansim.sim.routing.round_robin:RoundRobin",
+    "random": "plansim.sim.routing.random_choice:RandomChoice",
+    "kv_router": "plansim.sim.routing.kv_router:KvRouter",
+})
+
+
+def router_knobs(mode: str) -> tuple[Param, ...]:
+    """The knobs policy ``mode`` declares."""
+    return ROUTERS.get(mode).knobs()
+
+
+@functools.cache
+def all_router_knobs() -> dict[str, Param]:
+    """Every registered policy's knobs by name; two policies that share a knob must declare it
+    alike."""
+    out: dict[str, Param] = {}
+    for mode, policy in ROUTERS.items():
+        for knob in policy.knobs():
+            seen = out.setdefault(knob.name, knob)
+            if seen != knob:
+                raise TypeError(f"router knob {knob.name} of {mode} differs from another "
+                                "policy's declaration")
+    return out
+
+
+def make_router(config: Any, block_size: int, rng: np.random.Generator, *,
+                pool: Role) -> RoutingPolicy:
+    """The router of one pool: policy ``config.mode`` with the config's knob values."""
+    return ROUTERS.get(config.mode)(config, block_size, rng, pool=pool)
+
+
+__all__ = ["ROUTERS", "RankLoad", "Route", "RoutingPolicy", "all_router_knobs", "make_router",
+           "router_knobs"]

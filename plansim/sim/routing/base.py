@@ -1,0 +1,122 @@
+"""The routing-policy seam: what a pool's router is, and the per-rank load it keeps.
+
+The host keeps one router per pool, built by ``plansim.sim.routing.make_router`` from the
+deployment's ``router`` block. For each request the host calls ``choose`` with the ready ranks'
+prefix-cache views (``PrefixView.overlap``) and the router's own ``RankLoad`` records of them
+(index for index), then ``sent`` with the chosen one; as the request progresses,
+``prefill_done`` (its prompt is computed) and ``finished`` (it left the rank). ``set_parameters``
+patches the policy's knobs mid-replay (only the ones declared patchable change).
+
+A policy declares its knobs once, as a ``Knobs`` parameter dataclass (``plansim.params``): the
+deployment's ``router`` fields, their validation, the command-line help and retune's searchable
+router knobs all come from it.
+
+Adding a policy: one module with a policy class and one line in
+``plansim.sim.routing.ROUTERS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+
+from plansim.params import Param, params_of
+from plansim.roles import Role
+from plansim.sim.engine_protocol import PrefixView
+
+
+class RankLoad:
+    """What a router tracks for one rank: prompt tokens it sent there that are still queued, and
+    the blocks of the requests it sent there and has not seen finish (per block, how many)."""
+
+    __slots__ = ("prefill_tokens", "blocks", "n_blocks")
+
+    def __init__(self) -> None:
+        self.prefill_tokens = 0
+        self.blocks: dict[int, int] = {}
+        self.n_blocks = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where ``choose`` sends a request: the candidate's index and the prompt blocks cached
+    there (0 when the policy does not look)."""
+
+    index: int
+    overlap_blocks: int
+
+
+@dataclass(frozen=True, slots=True)
+class NoKnobs:
+    """The knobs of a policy that has none."""
+
+
+class RoutingPolicy(Protocol):
+    """One pool's router; see the module docstring."""
+
+    Knobs: ClassVar[type]
+
+    def choose(self, isl: int, keys: list[int], views: Sequence[PrefixView],
+               loads: Sequence[RankLoad]) -> Route: ...
+
+    def sent(self, rid: int, isl: int, keys: list[int], route: Route, load: RankLoad) -> None: ...
+
+    def prefill_done(self, rid: int) -> None: ...
+
+    def finished(self, rid: int) -> None: ...
+
+    def set_parameters(self, params: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def parameters(self) -> dict[str, Any]: ...
+
+
+class Policy:
+    """Shared plumbing of the built-in policies: the knob values as attributes (read in the
+    hot path), patches of the patchable ones, and no-op progress hooks.
+
+    ``config``: the deployment's router block (anything with the knobs as attributes, or a
+    mapping); ``block_size``: tokens per KV block; ``rng``: the replay's seeded generator;
+    ``pool``: the pool's role."""
+
+    Knobs: ClassVar[type] = NoKnobs
+
+    def __init__(self, config: Any, block_size: int, rng: np.random.Generator, *,
+                 pool: Role) -> None:
+        self.block_size = block_size
+        self.rng = rng
+        self.pool = pool
+        for knob in self.knobs():
+            value = config.get(knob.name, knob.default) if isinstance(config, Mapping) \
+                else getattr(config, knob.name, knob.default)
+            setattr(self, knob.name, value)
+
+    @classmethod
+    def knobs(cls) -> tuple[Param, ...]:
+        return params_of(cls.Knobs)
+
+    def set_parameters(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace patchable knobs; returns the ones that changed (name -> new value)."""
+        changed: dict[str, Any] = {}
+        for knob in self.knobs():
+            if knob.patchable and knob.name in params:
+                value = knob.check(params[knob.name])
+                if value != getattr(self, knob.name):
+                    setattr(self, knob.name, value)
+                    changed[knob.name] = value
+        return changed
+
+    def parameters(self) -> dict[str, Any]:
+        """Every knob's current value."""
+        return {knob.name: getattr(self, knob.name) for knob in self.knobs()}
+
+    def sent(self, rid: int, isl: int, keys: list[int], route: Route, load: RankLoad) -> None:
+        return None
+
+    def prefill_done(self, rid: int) -> None:
+        return None
+
+    def finished(self, rid: int) -> None:
+        return None
