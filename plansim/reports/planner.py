@@ -582,18 +582,8 @@ def _engine_load(role: str) -> Any:
         ):
             pools = timeseries[timeseries["pool"].astype(str).isin(["prefill", "agg"])]
             for name, part in pools.groupby(pools["pool"].astype(str), sort=True):
-                t, ys = bin_series(
-                    floats(part, "time_s"), {"y": floats(part, "queued_prefill_tokens")}, how="max"
-                )
-                fig.add_trace(
-                    go.Scatter(
-                        x=t / data.unit.seconds,
-                        y=ys["y"],
-                        mode="lines",
-                        name=plain(f"{name} pool total"),
-                        line={"color": pool_colour(name)},
-                    )
-                )
+                _max_line(fig, data, floats(part, "time_s"), floats(part, "queued_prefill_tokens"),
+                          f"{name} pool total", pool_colour(name))
                 drawn = True
         if not drawn:
             return _no_data("per-engine forward-pass metrics")
@@ -604,6 +594,19 @@ def _engine_load(role: str) -> Any:
         return _panel(fig, data)
 
     return draw
+
+
+def _max_line(
+    fig: go.Figure, data: PlannerData, t_s: np.ndarray, y: np.ndarray, name: str, colour: str
+) -> None:
+    """A load line on its own time axis (s), the maximum of each bin on long runs."""
+    t, ys = bin_series(t_s, {"y": y}, how="max")
+    fig.add_trace(
+        go.Scatter(
+            x=t / data.unit.seconds, y=ys["y"], mode="lines", name=plain(name),
+            line={"color": colour},
+        )
+    )
 
 
 def _engine_lines(
@@ -628,16 +631,8 @@ def _engine_lines(
     names = peak[peak > 0].sort_values(ascending=False, kind="stable").index[:MAX_ENGINES]
     for k, name in enumerate(sorted(names, key=str)):
         one = load[load["engine"] == name]
-        t, ys = bin_series(floats(one, "at_s"), {"y": floats(one, "_load")}, how="max")
-        fig.add_trace(
-            go.Scatter(
-                x=t / data.unit.seconds,
-                y=ys["y"],
-                mode="lines",
-                name=plain(f"{role} {name}"),
-                line={"color": PALETTE[k % len(PALETTE)]},
-            )
-        )
+        _max_line(fig, data, floats(one, "at_s"), floats(one, "_load"), f"{role} {name}",
+                  PALETTE[k % len(PALETTE)])
     return len(names) > 0
 
 

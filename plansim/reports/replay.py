@@ -75,29 +75,6 @@ class ReplayData:
     unit: TimeUnit
 
 
-def replay_data(
-    requests: pd.DataFrame | None,
-    timeseries: pd.DataFrame | None = None,
-    workers: pd.DataFrame | None = None,
-    summary: Mapping[str, Any] | None = None,
-    inputs: Mapping[str, Any] | None = None,
-    scaling_events: Sequence[Mapping[str, Any]] | None = None,
-) -> ReplayData:
-    summary = dict(summary or {})
-    inputs = dict(inputs or {})
-    return ReplayData(
-        requests=requests,
-        timeseries=timeseries,
-        workers=workers,
-        summary=summary,
-        inputs=inputs,
-        events=list(scaling_events or []),
-        sla=find_sla(inputs, summary),
-        done=_completed(requests) if requests is not None else None,
-        unit=time_unit(_span_s(requests, timeseries)),
-    )
-
-
 def render_replay(
     requests: pd.DataFrame | None,
     timeseries: pd.DataFrame | None = None,
@@ -110,7 +87,19 @@ def render_replay(
 ) -> str:
     """The replay report as one HTML document (str): the headline cards, the ``PANELS`` and
     the details. ``plotly_src`` as in ``Page.render`` (None embeds plotly.js)."""
-    data = replay_data(requests, timeseries, workers, summary, inputs, scaling_events)
+    summary = dict(summary or {})
+    inputs = dict(inputs or {})
+    data = ReplayData(
+        requests=requests,
+        timeseries=timeseries,
+        workers=workers,
+        summary=summary,
+        inputs=inputs,
+        events=list(scaling_events or []),
+        sla=find_sla(inputs, summary),
+        done=_completed(requests) if requests is not None else None,
+        unit=time_unit(_span_s(requests, timeseries)),
+    )
     page = Page(
         "plansim replay report",
         "A replay of a request trace on simulated engines. "
