@@ -154,12 +154,14 @@ def _compile_kwargs(spec: AicSpec) -> dict[str, Any]:
         "fmha_quant_mode": spec.fmha_quant_mode,
         "moe_quant_mode": spec.moe_quant_mode,
         "comm_quant_mode": spec.comm_quant_mode,
+        "nextn": spec.nextn,
     }
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=4)
 def engine(spec: AicSpec) -> Any:
-    """The SDK's compiled engine (``EngineHandle``) for ``spec``; about a second to build."""
+    """The SDK's compiled engine (``EngineHandle``) for ``spec``; about a second to build. Only
+    table builds and benchmarks need it; replays read the cached table."""
     from aiconfigurator_core.sdk import EngineHandle
 
     try:
@@ -174,7 +176,7 @@ def kv_cache_estimate(spec: AicSpec, *, max_num_tokens: int, max_batch_size: int
                       memory_fraction: float) -> dict[str, Any]:
     """The SDK's rank-local KV-cache estimate (``estimate_kv_cache``, native memory model):
     byte budget, bytes per token per GPU, tokens, and the non-KV memory breakdown."""
-    from aiconfigurator_core.sdk.memory import _BACKEND_FRACTION_KIND, estimate_kv_cache
+    from aiconfigurator_core.sdk.memory import estimate_kv_cache
 
     kwargs = _compile_kwargs(spec)
     version = kwargs.pop("backend_version")
@@ -183,7 +185,8 @@ def kv_cache_estimate(spec: AicSpec, *, max_num_tokens: int, max_batch_size: int
             return estimate_kv_cache(
                 spec.model, spec.system, spec.backend, version,
                 max_num_tokens=max_num_tokens, max_batch_size=max_batch_size,
-                memory_fraction_kind=_BACKEND_FRACTION_KIND[spec.backend],
+                # TRT-LLM's fraction is of the memory left free; vLLM's and SGLang's of all of it.
+                memory_fraction_kind="of_free" if spec.backend == "trtllm" else "of_total",
                 memory_fraction_value=memory_fraction, **kwargs)
     except ValueError as exc:
         raise ConfigError(f"AIConfigurator cannot size the KV cache of {spec.label}: "

@@ -6,7 +6,9 @@ one of them names), ``model`` (a HuggingFace id), ``tp_size``, ``attention_dp_si
 ``moe_tp_size`` / ``moe_ep_size`` (MoE models; unset ones fill ``tp_size x attention_dp_size``,
 both unset: experts split by tensor parallelism) and the quantization modes
 ``gemm_quant_mode``, ``kvcache_quant_mode``, ``fmha_quant_mode``, ``moe_quant_mode``,
-``comm_quant_mode`` (unset: the checkpoint's own precision).
+``comm_quant_mode`` (unset: the checkpoint's own precision). The backend defaults to the
+engine's ``engine_type``; with the engine's ``aic_nextn`` draft tokens AIConfigurator estimates
+the MTP decode step (``nextn``, never set here).
 
 System, backend, version and model are checked against the support matrix of the installed
 SDK; each mistake is one line listing what is supported.
@@ -43,6 +45,8 @@ class AicSpec(StrictModel):
     fmha_quant_mode: str | None = None
     moe_quant_mode: str | None = None
     comm_quant_mode: str | None = None
+    # MTP draft tokens per decode step: the engine's aic_nextn (EngineArgs.effective_timing).
+    nextn: int = Field(default=0, ge=0)
 
     @field_validator("system")
     @classmethod
@@ -103,6 +107,14 @@ class AicSpec(StrictModel):
             raise ValueError(f"tp_size {value} does not divide {model}'s {heads} attention heads")
         return value
 
+    @field_validator("nextn")
+    @classmethod
+    def _drafts_come_from_the_engine(cls, value: int) -> int:
+        if value:
+            raise ValueError("set aic_nextn on the engine: the aic model follows its speculative "
+                             "decoding")
+        return value
+
     @field_validator(*QUANT_FIELDS)
     @classmethod
     def _known_quant_mode(cls, value: str | None, info: ValidationInfo) -> str | None:
@@ -140,6 +152,10 @@ class AicSpec(StrictModel):
         if ep is None:
             return tp, (width // tp if width % tp == 0 else 0)
         return tp, ep
+
+    def with_drafts(self, nextn: int) -> AicSpec:
+        """This spec estimating ``nextn`` MTP draft tokens per decode step."""
+        return self.model_copy(update={"nextn": int(nextn)})
 
     @property
     def resolved_version(self) -> str:

@@ -211,6 +211,10 @@ class EngineArgs(StrictModel):
                     no_effect.update(f"{block}.{k}" for k, v in given.items()
                                      if k in model.model_fields
                                      and v != model.model_fields[k].default)
+        timing = fields.get("timing_model")
+        if isinstance(timing, Mapping) and timing.get("type") == "aic" and "backend" not in timing:
+            # The reference's rule: AIConfigurator's backend defaults to the engine's.
+            fields["timing_model"] = {**timing, "backend": backend}
         return {**fields, "no_effect_keys": tuple(sorted(no_effect))}
 
     @model_validator(mode="wrap")
@@ -223,7 +227,7 @@ class EngineArgs(StrictModel):
             drop = {*data["derived_keys"], "derived_keys"}
             data = {k: v for k, v in data.items() if k not in drop}
         args = handler(data)
-        spec = args.timing_model.aic if args.timing_model is not None else None
+        spec = args.effective_timing.aic
         if spec is not None:
             from plansim.aic.engine_fields import derived_engine_fields
 
@@ -287,10 +291,14 @@ class EngineArgs(StrictModel):
 
     @property
     def effective_timing(self) -> TimingModelSpec:
-        """The timing model in force: ``timing_model``, else ``planner_profile_data`` (NPZ), else
-        the polynomial default."""
-        if self.timing_model is not None:
-            return self.timing_model
+        """The timing model in force: ``timing_model`` (an aic model estimating the engine's
+        ``aic_nextn`` draft tokens), else ``planner_profile_data`` (NPZ), else the polynomial
+        default."""
+        timing = self.timing_model
+        if timing is not None:
+            if timing.aic is not None and self.aic_nextn:
+                return timing.model_copy(update={"aic": timing.aic.with_drafts(self.aic_nextn)})
+            return timing
         if self.planner_profile_data:
             return TimingModelSpec(type="npz", path=self.planner_profile_data)
         return TimingModelSpec()

@@ -59,3 +59,33 @@ def test_a_mixed_pass_shares_the_weights_pass_like_the_sdk_mixed_step(qwen_spec)
     share = model.mixed_decode_ms(32, 32 * 2048, 2048.0, 10**6, 2048)
     assert prefill + share == pytest.approx(mixed, rel=0.01)
     assert share < model.decode_ms(32, 32 * 2048, 2048.0, 10**6)
+
+
+def test_the_aic_model_follows_the_engines_draft_tokens():
+    from plansim.sim.deployment import EngineArgs
+
+    args = EngineArgs.model_validate({"aic_nextn": 2, "timing_model": {
+        "type": "aic", "model": "Qwen/Qwen3-32B", "system": "h200_sxm"}})
+    spec = args.effective_timing.aic
+    assert spec.nextn == 2 and args.timing_model.aic.nextn == 0
+    model = make_timing_model(args.effective_timing)
+    with sdk.quiet():
+        expected = sdk.engine(spec).predict_decode_latency(16, 2048)
+    assert model.decode_ms(16, 16 * 2048, 2048.0, 10**6) == pytest.approx(expected, rel=0.03)
+    assert model.decode_ms(16, 16 * 2048, 2048.0, 10**6) > AicTiming.for_spec(
+        args.timing_model.aic).decode_ms(16, 16 * 2048, 2048.0, 10**6)
+
+
+def test_draft_tokens_are_set_on_the_engine_not_the_timing_model():
+    from plansim.aic.spec import parse_aic_spec
+
+    with pytest.raises(ValueError, match="^nextn: set aic_nextn on the engine"):
+        parse_aic_spec({"model": "Qwen/Qwen3-32B", "system": "h200_sxm", "nextn": 1})
+
+
+def test_the_backend_defaults_to_the_engine_type():
+    from plansim.sim.deployment import EngineArgs
+
+    args = EngineArgs.model_validate({"engine_type": "sglang", "timing_model": {
+        "type": "aic", "model": "Qwen/Qwen3-32B", "system": "h200_sxm"}})
+    assert args.timing_model.aic.backend == "sglang"
