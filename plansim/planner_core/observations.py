@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 
 @dataclass(frozen=True, slots=True)
 class PassTotals:
@@ -22,6 +24,9 @@ class PassTotals:
     prefill_tokens: int = 0
     decode_requests: int = 0
     decode_kv_tokens: int = 0
+    # Sum over passes of the squared prompt tokens per pass: a convex prefill cost can be fitted
+    # from window sums, as every other feature is.
+    prefill_tokens_sq: int = 0
 
     def __add__(self, other: PassTotals) -> PassTotals:
         return PassTotals(
@@ -30,6 +35,7 @@ class PassTotals:
             self.prefill_tokens + other.prefill_tokens,
             self.decode_requests + other.decode_requests,
             self.decode_kv_tokens + other.decode_kv_tokens,
+            self.prefill_tokens_sq + other.prefill_tokens_sq,
         )
 
 
@@ -95,11 +101,28 @@ class ForwardPassMetrics:
 
 
 @dataclass(frozen=True, slots=True)
+class CompletedRequests:
+    """The requests completed in a traffic window, one entry per request (the frontend's request
+    log): prompt and output tokens, prompt tokens served from the prefix cache, TTFT and mean
+    inter-token gap in milliseconds (NaN without a first token / with fewer than 2 tokens)."""
+
+    isl_tokens: np.ndarray
+    osl_tokens: np.ndarray
+    cached_tokens: np.ndarray
+    ttft_ms: np.ndarray
+    itl_ms: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.isl_tokens.shape[0])
+
+
+@dataclass(frozen=True, slots=True)
 class TrafficObservation:
     """Traffic since the planner's last traffic read.
 
     ``num_req`` counts requests offered (arrived) in the window; ``isl``/``osl`` are averages over
     requests completed in it; latencies in milliseconds; any average is ``None`` without samples.
+    ``requests``: the completed requests one by one, when the host keeps them.
     """
 
     duration_s: float
@@ -110,6 +133,7 @@ class TrafficObservation:
     itl_ms: float | None = None
     kv_hit_rate: float | None = None
     accept_length: float | None = None
+    requests: CompletedRequests | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,17 +13,17 @@ from plansim.planner_core.observations import PassTotals
 
 class _Sums:
     __slots__ = ("passes", "wall_s", "prefill_requests", "prefill_tokens", "decode_requests",
-                 "decode_kv_tokens")
+                 "decode_kv_tokens", "prefill_tokens_sq")
 
     def __init__(self) -> None:
         self.passes = 0
         self.wall_s = 0.0
-        self.prefill_requests = self.prefill_tokens = 0
+        self.prefill_requests = self.prefill_tokens = self.prefill_tokens_sq = 0
         self.decode_requests = self.decode_kv_tokens = 0
 
     def totals(self) -> PassTotals:
         return PassTotals(self.passes, self.wall_s, self.prefill_requests, self.prefill_tokens,
-                          self.decode_requests, self.decode_kv_tokens)
+                          self.decode_requests, self.decode_kv_tokens, self.prefill_tokens_sq)
 
 
 class PassWindow:
@@ -45,6 +45,7 @@ class PassWindow:
         s.wall_s += wall_s
         s.prefill_requests += prefill_requests
         s.prefill_tokens += prefill_tokens
+        s.prefill_tokens_sq += prefill_tokens * prefill_tokens
         s.decode_requests += decode_requests
         s.decode_kv_tokens += decode_kv_tokens
 

@@ -29,6 +29,7 @@ from simpy.core import URGENT
 
 from plansim.limits import MAX_BUCKETS, check_count
 from plansim.planner_core.observations import (
+    CompletedRequests,
     PlannerEffects,
     TickInput,
     TrafficObservation,
@@ -40,26 +41,32 @@ from plansim.sim.connector import SimConnector
 
 
 class TrafficWindow:
-    """Traffic since the last read: offered requests and sums over completions."""
+    """Traffic since the last read: offered requests, sums over completions, and each completed
+    request's (isl, output tokens, cached tokens, TTFT ms, mean gap ms) row."""
 
     __slots__ = ("start_s", "num_req", "n_shape", "isl", "osl", "n_ttft", "ttft", "n_itl", "itl",
-                 "n_hit", "hit")
+                 "n_hit", "hit", "completed")
 
     def __init__(self, start_s: float) -> None:
         self.start_s = start_s
         self.num_req = 0
         self.n_shape = self.n_ttft = self.n_itl = self.n_hit = 0
         self.isl = self.osl = self.ttft = self.itl = self.hit = 0.0
+        self.completed: list[tuple[float, float, float, float, float]] = []
 
     def observation(self, now_s: float) -> TrafficObservation:
         def avg(total: float, n: int) -> float | None:
             return total / n if n else None
 
+        rows = np.asarray(self.completed, dtype=np.float64).reshape(-1, 5)
+        requests = CompletedRequests(
+            isl_tokens=rows[:, 0].astype(np.int64), osl_tokens=rows[:, 1].astype(np.int64),
+            cached_tokens=rows[:, 2].astype(np.int64), ttft_ms=rows[:, 3], itl_ms=rows[:, 4])
         return TrafficObservation(
             duration_s=max(now_s - self.start_s, 0.0), num_req=float(self.num_req),
             isl=avg(self.isl, self.n_shape), osl=avg(self.osl, self.n_shape),
             ttft_ms=avg(self.ttft, self.n_ttft), itl_ms=avg(self.itl, self.n_itl),
-            kv_hit_rate=avg(self.hit, self.n_hit), accept_length=None)
+            kv_hit_rate=avg(self.hit, self.n_hit), accept_length=None, requests=requests)
 
 
 class PlannerHost:
@@ -131,12 +138,15 @@ class PlannerHost:
         if not math.isnan(ttft):  # NaN: the request completed without a first token
             w.n_ttft += 1
             w.ttft += ttft
+        itl = math.nan
         if k > 1:
+            itl = (rec.last_token[rid] - rec.first_token[rid]) / (k - 1)
             w.n_itl += 1
-            w.itl += (rec.last_token[rid] - rec.first_token[rid]) / (k - 1)
+            w.itl += itl
         if isl > 0:
             w.n_hit += 1
             w.hit += rec.reused[rid] / isl
+        w.completed.append((isl, float(k), float(rec.reused[rid]), ttft, itl))
 
     def worker_counts(self) -> WorkerCounts:
         pools = self.host.pools
