@@ -168,6 +168,12 @@ class PlannerConfig(StrictModel):
     # The raw ``retune:`` block; plansim.retune.config.planner_retune_config validates it.
     retune: dict[str, Any] | None = None
 
+    # plansim extension: which registered scaling policy proposes targets, and its parameters
+    # (validated against the policy's own parameter model; see planner_core.scaling_policies).
+    scaling_policy: str = "dynamo"
+    scaling_policy_params: dict[str, Any] = Field(default_factory=dict)
+    _policy_params: Any = PrivateAttr(default=None)
+
     # Whether scheduling.scale_interval_seconds was given (not the GCD default): a changed
     # interval recomputes a defaulted cadence but keeps an explicit one.
     _explicit_scale_interval: bool = PrivateAttr(default=False)
@@ -229,6 +235,7 @@ class PlannerConfig(StrictModel):
             )
         if self.optimization_target == "load":
             self._check_load_thresholds()
+        self._check_scaling_policy()
         if self.retune_only:
             return self
         if self.optimization_target != "sla":
@@ -258,6 +265,23 @@ class PlannerConfig(StrictModel):
                 "throughput_adjustment_interval_seconds when both loops are enabled"
             )
         return self
+
+    def _check_scaling_policy(self) -> None:
+        from plansim.planner_core.scaling_policies import get_policy, validate_params
+
+        try:
+            policy = get_policy(self.scaling_policy)
+        except KeyError as exc:
+            raise ValueError(f"scaling_policy: {exc.args[0]}") from None
+        self._policy_params = validate_params(self.scaling_policy, self.scaling_policy_params)
+        problem = policy.check(self) if policy.check is not None else None
+        if problem is not None:
+            raise ValueError(problem)
+
+    @property
+    def policy_params(self) -> Any:
+        """The validated parameters of ``scaling_policy``."""
+        return self._policy_params
 
     def _check_load_thresholds(self) -> None:
         if self.mode in ("disagg", "prefill"):

@@ -38,6 +38,13 @@ Decision
     ``reconcile_reasons`` (JSON object), ``advisory`` (bool)
 SLA targets
     ``ttft_sla_ms``, ``itl_sla_ms``
+Scaling policy (``scaling_policy``; the ``sla_goodput`` columns are null under ``dynamo``)
+    ``scaling_policy``; ``policy_reason``, ``policy_reason_prefill``, ``policy_reason_decode``
+    (why the policy's last decision for each pool was made, in words, starting with a
+    :class:`~plansim.planner_core.reasons.GoodputReason` code); ``goodput_sized_prefill``,
+    ``goodput_sized_decode`` (the model's size this tick, before hysteresis);
+    ``goodput_observed_violation`` (fraction of the window's completed requests over the SLA),
+    ``goodput_target_violation``; ``goodput_queue_calibration``, ``goodput_stall_calibration``
 Gauges (the reference Prometheus metric names, same values as above)
     ``dynamo_planner_estimated_ttft_ms``, ``dynamo_planner_estimated_itl_ms``,
     ``dynamo_planner_engine_prefill_capacity_requests_per_second``,
@@ -124,6 +131,16 @@ class TickDiagnostics:
     advisory: bool = False
     ttft_sla_ms: float | None = None
     itl_sla_ms: float | None = None
+    scaling_policy: str | None = None
+    policy_reason: str | None = None
+    policy_reason_prefill: str | None = None
+    policy_reason_decode: str | None = None
+    goodput_sized_prefill: int | None = None
+    goodput_sized_decode: int | None = None
+    goodput_observed_violation: float | None = None
+    goodput_target_violation: float | None = None
+    goodput_queue_calibration: float | None = None
+    goodput_stall_calibration: float | None = None
 
     def to_row(self) -> dict[str, Any]:
         """The flat row for the ticks table: nested values as JSON text, plus the gauges."""

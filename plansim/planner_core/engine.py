@@ -30,7 +30,7 @@ from typing import Any
 
 from plansim.errors import ConfigError
 from plansim.planner_core.budget import proportional_clamp_pair, proportional_clamp_single
-from plansim.planner_core.builtins import BuiltinLoadPredict, BuiltinLoadPropose, BuiltinThroughputPropose
+from plansim.planner_core.builtins import BuiltinLoadPredict
 from plansim.planner_core.config import PREDICTOR_FIELDS, PlannerConfig, with_changes
 from plansim.planner_core.diagnostics import TickDiagnostics
 from plansim.planner_core.observations import (
@@ -38,6 +38,7 @@ from plansim.planner_core.observations import (
     PlannerEffects,
     ScalingDecision,
     ScheduledTick,
+    SlaTargets,
     TickInput,
     WorkerCapabilities,
     WorkerCounts,
@@ -52,6 +53,7 @@ from plansim.planner_core.pipeline import (
     run_pipeline,
 )
 from plansim.planner_core.reasons import ExecuteAction
+from plansim.planner_core.scaling_policies import PolicyPlugins, get_policy
 from plansim.planner_core.state import PlannerScalingState
 
 # A decision nobody completes stops blocking new ones after this long (seconds).
@@ -92,10 +94,12 @@ class PlannerEngine:
         profile_fpms: dict[str, tuple[ForwardPassMetrics, ...]] | None = None,
         plugins: Sequence[PlannerPlugin] = (),
         scaling_timeout_s: float = DEFAULT_SCALING_TIMEOUT_S,
+        sla: SlaTargets | None = None,
     ) -> None:
         check_fits(config, capabilities)
         self.config = config
         self.capabilities = capabilities
+        self.sla = sla
         self.retune = retune
         self.scaling_timeout_s = scaling_timeout_s
         self.state = PlannerScalingState.create(config, capabilities)
@@ -106,8 +110,7 @@ class PlannerEngine:
         self._predict = BuiltinLoadPredict(self.state) if self._throughput_active() else None
         if self._predict is not None and warmup is not None:
             self._predict.warm(warmup)
-        self._throughput = BuiltinThroughputPropose(self.state)
-        self._load = BuiltinLoadPropose(self.state, self._throughput)
+        self._build_policy()
         self._user_plugins = [load_plugin(p.import_path, p.params) for p in config.plugins] + [
             normalise_plugin(p, getattr(p, "plugin_id", type(p).__name__)) for p in plugins
         ]
@@ -130,9 +133,9 @@ class PlannerEngine:
             return list(self._user_plugins)
         if self._predict is not None:
             builtins.append(self._predict)
-        if self._throughput_active():
+        if self._throughput_active() and self._throughput is not None:
             builtins.append(self._throughput)
-        if self.config.enable_load_scaling:
+        if self.config.enable_load_scaling and self._load is not None:
             builtins.append(self._load)
         return builtins + list(self._user_plugins)
 
@@ -160,6 +163,7 @@ class PlannerEngine:
         diag.run_load_scaling, diag.run_throughput_scaling = run_load, run_throughput
         diag.advisory = self.advisory
         diag.ttft_sla_ms, diag.itl_sla_ms = self.config.ttft_ms, self.config.itl_ms
+        diag.scaling_policy = self.config.scaling_policy
 
         self._observe(inp)
         baseline = self._baseline()
@@ -217,6 +221,8 @@ class PlannerEngine:
         self.config = new
         self.state.config = new
         self.state.rebuild_budget()
+        if not changes.keys().isdisjoint(("scaling_policy", "scaling_policy_params")):
+            self._build_policy()
         for model in self.state.perf_models.values():
             model.min_observations = new.load_min_observations
         if self._throughput_active():
@@ -232,6 +238,12 @@ class PlannerEngine:
             self._scheduler.carry_over(previous)
 
     # -- internals ---------------------------------------------------------------------------
+    def _build_policy(self) -> None:
+        policy = get_policy(self.config.scaling_policy)
+        self._policy: PolicyPlugins = policy.build(self.state, self.config.policy_params, self.sla)
+        self._throughput = self._policy.throughput
+        self._load = self._policy.load
+
     def _throughput_active(self) -> bool:
         c = self.config
         return c.optimization_target == "sla" and c.enable_throughput_scaling and not c.retune_only
@@ -280,6 +292,8 @@ class PlannerEngine:
         if self.config.optimization_target == "sla" and self._tune_due(inp.now_s):
             self._last_tune_s = inp.now_s
             self._feed_perf_models(inp.fpm)
+        if self._policy.observe is not None:
+            self._policy.observe(inp)
 
     def _expected_for_roles(self, counts: WorkerCounts) -> tuple[int, int] | None:
         if self._expected is None:

@@ -244,10 +244,14 @@ def _grid_cdf(values: np.ndarray, weights: np.ndarray, grid: np.ndarray) -> np.n
     return np.where(idx > 0, w[np.maximum(idx - 1, 0)], 0.0)
 
 
-def _queue_tail(service_s: np.ndarray, rate: float, bound_s: float) -> tuple[np.ndarray, float]:
-    """P(own service + FIFO wait > bound) per request at an M/G/1 queue with these services and
-    arrival ``rate``, and the utilisation. The wait is exact for M/G/1 (Benes): a geometric
-    number (ratio rho) of residual service times, whose CDF is ``E[min(S, x)] / E[S]``."""
+def _queue_tail(service_s: np.ndarray, rate: float, bound_s: float,
+                spread: int = 1) -> tuple[np.ndarray, float]:
+    """P(own service + FIFO wait > bound) per request at a queue with these services and arrival
+    ``rate``, and the utilisation. For Poisson arrivals (``spread`` 1) the wait is exact M/G/1
+    (Benes): a geometric number (ratio rho) of residual service times, whose CDF is
+    ``E[min(S, x)] / E[S]``. A router spreading a Poisson stream evenly over ``spread`` workers
+    makes each worker's arrivals Erlang (squared coefficient of variation ``1 / spread``); the
+    wait probabilities are then scaled by Kingman's ratio ``(c_a^2 + c_s^2) / (1 + c_s^2)``."""
     rho = rate * float(service_s.mean())
     if rho >= MAX_PREFILL_UTILISATION:
         return np.ones_like(service_s), rho
@@ -264,17 +268,35 @@ def _queue_tail(service_s: np.ndarray, rate: float, bound_s: float) -> tuple[np.
     sf = _sum_powers_sf(residual_cdf, terms)
     weights = (1.0 - rho) * rho ** np.arange(terms + 1)
     wait_sf = weights @ sf + rho ** (terms + 1)  # P(W > grid point)
+    if spread > 1:
+        cs2 = float(service_s.var()) / float(service_s.mean()) ** 2
+        wait_sf = wait_sf * (1.0 / spread + cs2) / (1.0 + cs2)
     idx = np.clip(np.searchsorted(grid, slack, side="right") - 1, 0, GRID_POINTS - 1)
     return np.where(slack < 0, 1.0, wait_sf[idx]), rho
 
 
+def _episode_counts(pool_means: np.ndarray, spread: int, terms: int) -> np.ndarray:
+    """``out[j, i]``: P(j prompts reach a worker during request i's exposure) when the pool
+    receives Poisson(``pool_means[i]``) prompts in it and the router hands every ``spread``-th
+    arrival to this worker (1: all of them, a Poisson count). The exposure starts at the
+    request's own arrival at the worker, so of ``m`` pool arrivals the worker gets
+    ``m // spread``."""
+    if spread <= 1:
+        return poisson.pmf(np.arange(terms + 1)[:, None], pool_means[None, :])
+    edges = np.arange(terms + 2) * spread  # j prompts <=> m in [j * spread, (j + 1) * spread)
+    cdf = poisson.cdf(edges[:, None] - 1, pool_means[None, :])
+    return np.diff(cdf, axis=0)
+
+
 def _stalled_tpot_tail(gaps: np.ndarray, exposure_s: np.ndarray, prompt_rate: float,
-                       decode_s: float, episode_s: np.ndarray, bound_s: float) -> np.ndarray:
-    """P(mean gap > bound) per request. Prompts reach the worker at ``prompt_rate`` per second;
-    prefill is FIFO, so the prompts that arrive while a request waits, prefills or decodes (its
-    ``exposure_s``) prefill during its decode and stall it by their total chunk cost, an
-    ``episode_s`` drawn from the mix. The stall count is Poisson, the stall sum an exact compound
-    sum on a grid; the request misses the bound when the stalls exceed ``gaps * slack``."""
+                       decode_s: float, episode_s: np.ndarray, bound_s: float,
+                       spread: int = 1) -> np.ndarray:
+    """P(mean gap > bound) per request. Prompts reach the worker at ``prompt_rate`` per second
+    (``spread`` as in :func:`_episode_counts`); prefill is FIFO, so the prompts that arrive
+    while a request waits, prefills or decodes (its ``exposure_s``) prefill during its decode and
+    stall it by their total chunk cost, an ``episode_s`` drawn from the mix. The stall sum is an
+    exact compound sum on a grid; the request misses the bound when the stalls exceed ``gaps *
+    slack``."""
     out = np.zeros(gaps.shape)
     has = gaps >= 1
     if not np.any(has):
@@ -286,21 +308,22 @@ def _stalled_tpot_tail(gaps: np.ndarray, exposure_s: np.ndarray, prompt_rate: fl
     if prompt_rate <= 0 or not np.any(episode_s > 0):
         return out
     thresholds = gaps[has] * slack
-    means = prompt_rate * exposure_s[has]
+    means = prompt_rate * exposure_s[has]  # prompts this worker's share of the pool would get
     terms = int(min(MAX_TERMS, poisson.ppf(1.0 - 1e-7, float(means.max())) + 1))
     grid = np.linspace(0.0, float(thresholds.max()), GRID_POINTS)
     weights = np.full(episode_s.shape, 1.0 / episode_s.shape[0])
     sf = _sum_powers_sf(_grid_cdf(episode_s, weights, grid), terms)
     idx = np.clip(np.searchsorted(grid, thresholds, side="right") - 1, 0, GRID_POINTS - 1)
-    counts = poisson.pmf(np.arange(terms + 1)[:, None], means[None, :])  # (terms + 1, requests)
-    out[has] = (counts * sf[:, idx]).sum(axis=0) + poisson.sf(terms, means)
+    counts = _episode_counts(means * max(spread, 1), spread, terms)  # (terms + 1, requests)
+    out[has] = (counts * sf[:, idx]).sum(axis=0) + np.clip(1.0 - counts.sum(axis=0), 0.0, 1.0)
     return np.clip(out, 0.0, 1.0)
 
 
 def agg_violations(model: PassTimeModel, mix: RequestMix, rate: float, limits: PoolLimits,
                    ttft_s: float | None, itl_s: float | None,
-                   calibration: Calibration = PLAIN) -> Violations:
-    """Violations on an aggregated worker receiving ``rate`` requests/s of ``mix``."""
+                   calibration: Calibration = PLAIN, spread: int = 1) -> Violations:
+    """Violations on an aggregated worker receiving ``rate`` requests/s of ``mix``; ``spread``:
+    the router spreads the pool's arrivals evenly over this many workers (1: random)."""
     if len(mix) == 0 or not model.ready:
         return INFEASIBLE
     mean_gaps = float(mix.gaps.mean())
@@ -327,18 +350,20 @@ def agg_violations(model: PassTimeModel, mix: RequestMix, rate: float, limits: P
     service = n * t_d + episode  # a prompt's own prefill: its chunk passes
     p_ttft = np.zeros(len(mix))
     if ttft_s is not None:
-        p_ttft, _ = _queue_tail(service, min(rate * calibration.queue, 0.999 / float(service.mean())), ttft_s)
+        p_ttft, _ = _queue_tail(service, min(rate * calibration.queue, 0.999 / float(service.mean())),
+                                ttft_s, spread)
     p_tpot = np.zeros(len(mix))
     if itl_s is not None:
         mean_wait = rate * float(np.mean(service**2)) / (2.0 * (1.0 - busy))
         exposure = mean_wait + service + mix.gaps / passes_per_s
         p_tpot = _stalled_tpot_tail(mix.gaps, exposure, rate * calibration.stall, t_d, episode,
-                                    itl_s)
+                                    itl_s, spread)
     return _combine(p_ttft, p_tpot, batch, busy, mixed_per_s / passes_per_s)
 
 
 def prefill_violations(model: PassTimeModel, mix: RequestMix, rate: float, limits: PoolLimits,
-                       ttft_s: float, calibration: Calibration = PLAIN) -> Violations:
+                       ttft_s: float, calibration: Calibration = PLAIN,
+                       spread: int = 1) -> Violations:
     """TTFT violations on a prefill worker receiving ``rate`` requests/s (prefill-only passes)."""
     if len(mix) == 0 or not model.ready:
         return INFEASIBLE
@@ -348,7 +373,8 @@ def prefill_violations(model: PassTimeModel, mix: RequestMix, rate: float, limit
     rho = rate * float(service.mean())
     if rho >= MAX_PREFILL_UTILISATION:
         return INFEASIBLE
-    p, _ = _queue_tail(service, min(rate * calibration.queue, 0.999 / float(service.mean())), ttft_s)
+    p, _ = _queue_tail(service, min(rate * calibration.queue, 0.999 / float(service.mean())),
+                       ttft_s, spread)
     return _combine(p, np.zeros(len(mix)), 0.0, rho)
 
 

@@ -103,12 +103,15 @@ class ForwardPassMetrics:
 @dataclass(frozen=True, slots=True)
 class CompletedRequests:
     """The requests completed in a traffic window, one entry per request (the frontend's request
-    log): prompt and output tokens, prompt tokens served from the prefix cache, TTFT and mean
-    inter-token gap in milliseconds (NaN without a first token / with fewer than 2 tokens)."""
+    log): prompt and output tokens, prompt tokens served from the prefix cache, prompt tokens an
+    earlier request had already sent (what a cache of unbounded size would have served: the
+    router sees every request's block hashes), TTFT and mean inter-token gap in milliseconds
+    (NaN without a first token / with fewer than 2 tokens)."""
 
     isl_tokens: np.ndarray
     osl_tokens: np.ndarray
     cached_tokens: np.ndarray
+    reusable_tokens: np.ndarray
     ttft_ms: np.ndarray
     itl_ms: np.ndarray
 
@@ -200,6 +203,14 @@ class PlannerEffects:
     diagnostics: dict[str, Any] = field(default_factory=dict)
     router_parameters: dict[str, dict[str, Any]] = field(default_factory=dict)
     retune_decisions: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SlaTargets:
+    """The goodput SLA a deployment is scored on, in milliseconds (None: not bounded)."""
+
+    ttft_ms: float | None = None
+    itl_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

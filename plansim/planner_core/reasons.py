@@ -34,6 +34,25 @@ class ThroughputReason(StrEnum):
     NO_CHANGE = "no_change"
 
 
+class GoodputReason(StrEnum):
+    """Decision codes of the ``sla_goodput`` policy (the ``policy_reason*`` texts start with
+    them). ``scale_up``, ``no_change``, ``scaling_in_progress`` and ``model_not_ready`` keep the
+    reference strings."""
+
+    SIZED = "goodput_sized"
+    MOST_CONSERVATIVE = "goodput_most_conservative"
+    SCALE_DOWN_HELD = "goodput_scale_down_held"
+    QUEUE_PRESSURE = "goodput_queue_pressure"
+    KV_PRESSURE = "goodput_kv_pressure"
+    AT_CEILING = "goodput_at_ceiling"
+    NO_PREDICTION = "goodput_no_prediction"
+    NO_TRAFFIC = "no_traffic_data"
+    MODEL_NOT_READY = "model_not_ready"
+    SCALE_UP = "scale_up"
+    NO_CHANGE = "no_change"
+    SCALING_IN_PROGRESS = "scaling_in_progress"
+
+
 class BudgetReason(StrEnum):
     GUARD_HOLD = "gpu_budget_guard_hold"
     RECONCILE = "gpu_budget_reconcile"

@@ -11,6 +11,7 @@ times are the timing model's, divided by the speedup ratios, in seconds.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ from plansim.planner_core.engine import PlannerEngine
 from plansim.planner_core.observations import (
     ForwardPassMetrics,
     RoleCapabilities,
+    SlaTargets,
     WorkerCapabilities,
 )
 from plansim.planner_io import read_profile_fpms, read_warmup_observations
@@ -27,6 +29,7 @@ from plansim.roles import Mode, Role
 from plansim.sim.deployment import Deployment, EngineArgs
 from plansim.sim.timing import make_timing_model
 
+log = logging.getLogger("plansim.planner")
 DECODE_CONTEXTS = (500, 2000, 4000, 8000)
 PREFILL_MIN_ISL = 100
 BENCH_WORKER_ID = -1
@@ -133,7 +136,27 @@ def planner_for_deployment(config: PlannerConfig, deployment: Deployment, *,
                            retune: Any = None) -> PlannerEngine:
     """The planner a host drives for ``deployment``: bootstrapped from the workers'
     self-benchmark (else the profiling data), its predictors warmed from
-    ``load_predictor_warmup_trace``; ``retune`` is the optional retune controller."""
+    ``load_predictor_warmup_trace``, told the deployment's goodput SLA (which ``sla_goodput``
+    sizes for); ``retune`` is the optional retune controller."""
     capabilities, profile = planner_inputs(config, deployment)
+    sla = SlaTargets(ttft_ms=deployment.sla.ttft_ms, itl_ms=deployment.sla.itl_ms)
+    if config.scaling_policy == "sla_goodput":
+        _warn_unused_planner_sla(config, sla)
     return PlannerEngine(config, capabilities, warmup=read_warmup_observations(config),
-                         retune=retune, profile_fpms=profile)
+                         retune=retune, profile_fpms=profile, sla=sla)
+
+
+def _warn_unused_planner_sla(config: PlannerConfig, sla: SlaTargets) -> None:
+    """sla_goodput sizes for the deployment's SLA; a planner ttft_ms/itl_ms it overrides has
+    no effect, and the user should hear so."""
+    unused = [f"{name} {getattr(config, name):g}" for name, value in
+              (("ttft_ms", sla.ttft_ms), ("itl_ms", sla.itl_ms))
+              if name in config.model_fields_set and value is not None and value != getattr(config, name)]
+    if unused:
+        log.warning("planner config: scaling_policy sla_goodput sizes for the deployment's sla "
+                    "(%s); %s not used", _sla_text(sla), ", ".join(unused))
+
+
+def _sla_text(sla: SlaTargets) -> str:
+    parts = [f"{k} {v:g}" for k, v in (("ttft_ms", sla.ttft_ms), ("itl_ms", sla.itl_ms)) if v is not None]
+    return ", ".join(parts) or "none"

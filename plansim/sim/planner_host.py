@@ -38,11 +38,12 @@ from plansim.planner_core.observations import (
 from plansim.roles import Role
 from plansim.sim.cluster import DRAINING, READY, STARTING
 from plansim.sim.connector import SimConnector
+from plansim.traces.stats import reusable_prefix_tokens
 
 
 class TrafficWindow:
     """Traffic since the last read: offered requests, sums over completions, and each completed
-    request's (isl, output tokens, cached tokens, TTFT ms, mean gap ms) row."""
+    request's (isl, output tokens, cached tokens, reusable tokens, TTFT ms, mean gap ms) row."""
 
     __slots__ = ("start_s", "num_req", "n_shape", "isl", "osl", "n_ttft", "ttft", "n_itl", "itl",
                  "n_hit", "hit", "completed")
@@ -52,16 +53,17 @@ class TrafficWindow:
         self.num_req = 0
         self.n_shape = self.n_ttft = self.n_itl = self.n_hit = 0
         self.isl = self.osl = self.ttft = self.itl = self.hit = 0.0
-        self.completed: list[tuple[float, float, float, float, float]] = []
+        self.completed: list[tuple[float, float, float, float, float, float]] = []
 
     def observation(self, now_s: float) -> TrafficObservation:
         def avg(total: float, n: int) -> float | None:
             return total / n if n else None
 
-        rows = np.asarray(self.completed, dtype=np.float64).reshape(-1, 5)
+        rows = np.asarray(self.completed, dtype=np.float64).reshape(-1, 6)
         requests = CompletedRequests(
             isl_tokens=rows[:, 0].astype(np.int64), osl_tokens=rows[:, 1].astype(np.int64),
-            cached_tokens=rows[:, 2].astype(np.int64), ttft_ms=rows[:, 3], itl_ms=rows[:, 4])
+            cached_tokens=rows[:, 2].astype(np.int64), reusable_tokens=rows[:, 3].astype(np.int64),
+            ttft_ms=rows[:, 4], itl_ms=rows[:, 5])
         return TrafficObservation(
             duration_s=max(now_s - self.start_s, 0.0), num_req=float(self.num_req),
             isl=avg(self.isl, self.n_shape), osl=avg(self.osl, self.n_shape),
@@ -85,6 +87,7 @@ class PlannerHost:
                         what=f"the planner's ticks over the replay (one per {interval_s:g} s)",
                         field="scheduling.scale_interval_seconds",
                         hint="raise the planner's intervals")
+        self._reusable = reusable_prefix_tokens(host.workload)
 
     # ---------------------------------------------------------------- clock
 
@@ -146,7 +149,8 @@ class PlannerHost:
         if isl > 0:
             w.n_hit += 1
             w.hit += rec.reused[rid] / isl
-        w.completed.append((isl, float(k), float(rec.reused[rid]), ttft, itl))
+        w.completed.append((isl, float(k), float(rec.reused[rid]), float(self._reusable[rid]),
+                            ttft, itl))
 
     def worker_counts(self) -> WorkerCounts:
         pools = self.host.pools

@@ -43,6 +43,20 @@ def prefix_reuse_bound(workload: Workload) -> float:
     return 1.0 - int(np.unique(workload.hash_ids).size) / total
 
 
+def reusable_prefix_tokens(workload: Workload) -> np.ndarray:
+    """Per request (in arrival order), the prompt tokens whose prefix block some earlier request
+    already had: what an infinite cache shared by all workers would serve (at most the prompt)."""
+    n = len(workload)
+    ids = workload.hash_ids
+    if n == 0 or ids.size == 0:
+        return np.zeros(n, dtype=np.int64)
+    owner = np.repeat(np.arange(n), np.diff(workload.hash_offsets))
+    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    repeat = owner[first][inverse] < owner
+    blocks = np.bincount(owner[repeat], minlength=n)
+    return np.minimum(blocks * workload.trace_block_size, workload.isl_tokens).astype(np.int64)
+
+
 def describe(workload: Workload) -> dict[str, Any]:
     """Counts, time span, rates, length distributions, block size and the prefix-reuse bound."""
     n = len(workload)

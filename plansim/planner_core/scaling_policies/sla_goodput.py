@@ -1,0 +1,625 @@
+"""``scaling_policy: sla_goodput``: plansim's policy, sizing each pool for what goodput measures.
+
+Goodput counts a request as good when its own TTFT and its own mean inter-token gap meet the
+deployment's SLA, so this policy sizes for the fraction of requests over the SLA, not for the
+mean pass (:mod:`plansim.planner_core.goodput_model` holds the per-request model):
+
+- **Slow loop** (every throughput interval, on the same-tick predictions): the request mix is the
+  last ``history_requests`` completed requests (their prompt, cached and output tokens); for each
+  candidate replica count the model predicts the violation fraction at the predicted request
+  rate, and the smallest count within the target wins. The target is ``max_violation_fraction``
+  of the requests that can meet the SLA at all: requests whose own prefill alone exceeds the TTFT
+  bound fail at any size and are not worth GPUs. When no count within the GPU ceiling meets it,
+  the most conservative count (the ceiling) is used. Disaggregated pools are sized separately:
+  prefill on TTFT, decode on ITL, each with half the target.
+- **Calibration** (both directions): each window's observed TTFT and ITL violations are compared
+  with what the model predicts for the window's actual rate and replica count; a difference
+  beyond binomial noise moves the model's queue or stall calibration by a damped, bounded factor
+  (a router that balances better than random arrivals, or worse, is learned this way).
+- **Hysteresis**: a larger count applies at once; a smaller one only after it has been the sizing
+  result for ``scale_down_hold_intervals`` consecutive intervals (the largest of them), and not
+  while the pool is still scaling.
+- **Fast loop** (every load interval): a queue-aware TTFT estimate per worker (the queued prompts'
+  full tokens after the observed cache hits, the tokens still to prefill of prompts under way,
+  plus the next prompt of average size, in chunks at the worker's pass times) and the KV usage;
+  when the ``ttft_worker_percentile``-th worker is over the TTFT bound, or over
+  ``kv_pressure`` of its KV, the pool grows by one. It never shrinks a pool.
+
+Every decision carries its reason (``policy_reason*`` columns of the ticks table).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from plansim.planner_core.budget import fit_ceiling_pair, fit_ceiling_single
+from plansim.planner_core.goodput_model import (
+    PLAIN,
+    Calibration,
+    PassSample,
+    PassTimeModel,
+    PoolLimits,
+    RequestMix,
+    Violations,
+    agg_violations,
+    decode_violations,
+    prefill_violations,
+    window_samples,
+)
+from plansim.planner_core.observations import CompletedRequests, SlaTargets, TickInput
+from plansim.planner_core.perf_model import EngineLimits
+from plansim.planner_core.pipeline import Override, OverrideType, PipelineContext, Stage, StageResult
+from plansim.planner_core.reasons import GoodputReason
+from plansim.planner_core.scaling_policies import PolicyPlugins, ScalingPolicy, register
+
+# Rate standing for "no load": what fails here fails at any size.
+IDLE_RATE = 1e-9
+# Replicas considered per role when no GPU ceiling bounds them.
+UNBOUNDED_REPLICAS = 256
+# Calibration: bounds, the damping exponent and the largest factor per window.
+CALIBRATION_RANGE = (0.02, 20.0)
+CALIBRATION_DAMPING = 0.5
+CALIBRATION_STEP = 2.0
+
+
+class SlaGoodputParams(BaseModel):
+    """Parameters of ``sla_goodput`` (``scaling_policy_params``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_violation_fraction: float = Field(
+        0.05, gt=0, lt=1,
+        description="largest fraction of requests (of those that can meet the SLA) allowed over it")
+    history_requests: int = Field(
+        2048, ge=16, le=1_000_000,
+        description="completed requests kept as the request mix the model sizes for")
+    ttft_worker_percentile: float = Field(
+        50.0, ge=0, le=100,
+        description="the fast loop grows a pool when this percentile of its workers' queue-aware "
+                    "TTFT estimates is over the TTFT bound")
+    kv_pressure: float = Field(
+        0.9, gt=0, le=1,
+        description="the fast loop grows a pool when that percentile of workers uses this "
+                    "fraction of their KV tokens")
+    scale_down_hold_intervals: int = Field(
+        2, ge=1, le=100,
+        description="consecutive throughput intervals a smaller size must hold before the pool "
+                    "shrinks")
+    min_window_requests: int = Field(
+        50, ge=1,
+        description="completed requests a window needs before it calibrates the model")
+    knee_gain: float = Field(
+        0.02, ge=0, lt=1,
+        description="fraction of requests a doubling of a pool must at least bring back under "
+                    "the SLA: replicas that each buy less than knee_gain / n are not added")
+    routing: Literal["balanced", "random"] = Field(
+        "balanced",
+        description="how the router spreads requests over a pool's workers: balanced (the KV "
+                    "router, round robin: a worker's next request comes after the pool's next "
+                    "N - 1) or random (each worker sees a Poisson stream)")
+
+
+@dataclass(slots=True)
+class RequestHistory:
+    """The last ``capacity`` completed requests: prompt, cached, reusable and output tokens, and
+    how many replicas the caching pool had when they were served.
+
+    The prefix cache grows with the pool: of the reusable tokens a request's cache missed, a
+    pool ``k`` times larger misses ``1 / k`` as many (an LRU cache whose working set exceeds it
+    misses in proportion to its size), so the mix at ``n`` replicas recomputes each request's
+    cached tokens from the size it was served at."""
+
+    capacity: int
+    isl: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    osl: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    cached: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    reusable: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    served_by: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    def add(self, requests: CompletedRequests, pool_size: float) -> None:
+        def keep(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+            return np.concatenate((old, np.asarray(new, dtype=float)))[-self.capacity:]
+
+        self.isl = keep(self.isl, requests.isl_tokens)
+        self.osl = keep(self.osl, requests.osl_tokens)
+        self.cached = keep(self.cached, requests.cached_tokens)
+        self.reusable = keep(self.reusable, np.maximum(requests.reusable_tokens, requests.cached_tokens))
+        self.served_by = keep(self.served_by, np.full(len(requests), max(pool_size, 1.0)))
+
+    def cached_at(self, pool_size: float | None) -> np.ndarray:
+        """Each request's cached tokens had the caching pool had ``pool_size`` replicas (None:
+        as served). A larger pool misses ``served / pool_size`` of what each request missed; a
+        smaller one misses more in total by the same law, taken from the requests' cached
+        tokens in proportion (which request loses its hits is not known, only how many)."""
+        if pool_size is None:
+            return self.cached
+        ratio = self.served_by / max(pool_size, 1.0)
+        missed = self.reusable - self.cached
+        grown = self.cached + missed * (1.0 - np.minimum(ratio, 1.0))
+        total_cached = float(self.cached.sum())
+        if total_cached <= 0:
+            return grown
+        lost = float(missed.sum()) / total_cached * np.maximum(ratio - 1.0, 0.0)
+        return np.where(ratio > 1.0, self.cached * np.clip(1.0 - lost, 0.0, 1.0), grown)
+
+    def mix(self, pool_size: float | None = None) -> RequestMix:
+        return RequestMix.from_lengths(self.isl, self.osl, self.cached_at(pool_size))
+
+    def __len__(self) -> int:
+        return int(self.isl.shape[0])
+
+
+@dataclass(frozen=True, slots=True)
+class WindowAttainment:
+    """Observed violations of one window's completed requests."""
+
+    requests: int
+    ttft: int
+    tpot: int
+    either: int
+
+    @classmethod
+    def of(cls, requests: CompletedRequests, sla: SlaTargets) -> WindowAttainment:
+        n = len(requests)
+        bad_ttft = np.zeros(n, dtype=bool)
+        bad_tpot = np.zeros(n, dtype=bool)
+        if sla.ttft_ms is not None:
+            bad_ttft = ~(requests.ttft_ms <= sla.ttft_ms)  # NaN (no first token) is bad
+        if sla.itl_ms is not None:
+            bad_tpot = requests.itl_ms > sla.itl_ms  # NaN (one token) has no gap to miss
+        return cls(n, int(bad_ttft.sum()), int(bad_tpot.sum()), int((bad_ttft | bad_tpot).sum()))
+
+
+@dataclass(slots=True)
+class RolePlan:
+    """One pool's model, calibration and hysteresis state."""
+
+    role: str  # "agg", "prefill" or "decode"
+    limits: PoolLimits
+    model: PassTimeModel
+    calibration: Calibration = PLAIN
+    held: list[int] = field(default_factory=list)  # sizes of consecutive smaller results
+    target: int | None = None  # the slow loop's last target
+    reason: str = ""
+
+
+def _limits(engine_limits: EngineLimits) -> PoolLimits:
+    return PoolLimits(engine_limits.max_batched_tokens, engine_limits.max_num_seqs,
+                      engine_limits.max_kv_tokens)
+
+
+class SlaGoodputPolicy:
+    """The policy's cross-tick state and rules; its two loop plugins call into it."""
+
+    def __init__(self, state, params: SlaGoodputParams, sla: SlaTargets | None) -> None:
+        self.state = state
+        self.params = params
+        config = state.config
+        self.sla = SlaTargets(
+            ttft_ms=(sla.ttft_ms if sla is not None and sla.ttft_ms is not None else config.ttft_ms),
+            itl_ms=(sla.itl_ms if sla is not None and sla.itl_ms is not None else config.itl_ms),
+        )
+        self.history = RequestHistory(params.history_requests)
+        self.plans: dict[str, RolePlan] = {}
+        agg = config.mode == "agg"
+        for role in config.active_roles():
+            model = PassTimeModel(min_samples=config.load_min_observations)
+            bench = state.capabilities.benchmark_fpms
+            for fpm in (bench.get("decode", ()) + bench.get("prefill", ())) if agg else bench.get(role, ()):
+                model.add_bootstrap(PassSample.from_pass(fpm))
+            self.plans[role] = RolePlan("agg" if agg else role, _limits(state.perf_models[role].limits), model)
+        self._ready_seconds = {role: 0.0 for role in self.plans}
+        self._window_s = 0.0
+        self._last_now_s: float | None = None
+
+    # -- observation -------------------------------------------------------------------------
+    def observe(self, inp: TickInput) -> None:
+        """Every tick: train the pass-time models on the workers' windows and integrate the ready
+        counts (the replica count a window's attainment was delivered with)."""
+        if self._last_now_s is not None:
+            dt = max(inp.now_s - self._last_now_s, 0.0)
+            self._window_s += dt
+            for role in self.plans:
+                self._ready_seconds[role] += dt * self.state.ready(role)
+        self._last_now_s = inp.now_s
+        for role, plan in self.plans.items():
+            for fpm in inp.fpm.get(role, ()):
+                for sample in window_samples(fpm):
+                    plan.model.add(sample)
+
+    # -- the model ---------------------------------------------------------------------------
+    def _bounds_s(self) -> tuple[float | None, float | None]:
+        t, i = self.sla.ttft_ms, self.sla.itl_ms
+        return (None if t is None else t / 1000.0), (None if i is None else i / 1000.0)
+
+    def violations(self, plan: RolePlan, mix: RequestMix, rate: float, replicas: float,
+                   calibration: Calibration | None = None) -> Violations:
+        """Predicted violations of a pool of ``replicas`` each receiving ``rate`` req/s."""
+        ttft_s, itl_s = self._bounds_s()
+        calibration = plan.calibration if calibration is None else calibration
+        spread = max(1, int(round(replicas))) if self.params.routing == "balanced" else 1
+        if plan.role == "agg":
+            return agg_violations(plan.model, mix, rate, plan.limits, ttft_s, itl_s, calibration, spread)
+        if plan.role == "prefill":
+            if ttft_s is None:
+                return Violations(0.0, 0.0, 0.0)
+            return prefill_violations(plan.model, mix, rate, plan.limits, ttft_s, calibration, spread)
+        if itl_s is None:
+            return Violations(0.0, 0.0, 0.0)
+        return decode_violations(plan.model, mix, rate, plan.limits, itl_s, calibration)
+
+    def _role_target(self, plan: RolePlan) -> float:
+        """This pool's share of the violation target (disaggregated pools split it)."""
+        share = 1.0 if plan.role == "agg" else 0.5
+        return self.params.max_violation_fraction * share
+
+    def mix_at(self, plan: RolePlan, replicas: float | None) -> RequestMix:
+        """The request mix at ``replicas`` of this pool: the prefix cache lives on the pool that
+        prefills (decode workers' cache does not change what they compute)."""
+        return self.history.mix(replicas if plan.role != "decode" else None)
+
+    def max_replicas(self, role: str) -> int:
+        b = self.state.budget
+        if b.max_gpus < 0:
+            return UNBOUNDED_REPLICAS
+        gpu = self.state.gpus_per_replica(role)
+        other = {r: self.state.min_endpoint(r) * self.state.gpus_per_replica(r)
+                 for r in self.plans if r != role}
+        return max(self.state.min_endpoint(role), (b.max_gpus - sum(other.values())) // gpu)
+
+    def size(self, plan: RolePlan, role: str, demand_rps: float) -> tuple[int, str, str]:
+        """(replicas, reason code, reason text) for ``demand_rps`` requests/s.
+
+        The smallest count whose predicted violations are within the target; where none within
+        the GPU ceiling is, the ceiling (the most conservative count). From there, replicas that
+        each buy less than ``knee_gain / n`` of the requests (less than ``knee_gain`` per doubling
+        of the pool) are not added: on the flat part of the curve a point of attainment is not
+        worth a pool's worth of GPUs. Violations fall, ever more slowly, as replicas grow, so both
+        searches are bisections."""
+        lo, hi = max(1, self.state.min_endpoint(role)), self.max_replicas(role)
+        if hi < lo:
+            return lo, GoodputReason.MOST_CONSERVATIVE, f"GPU ceiling below the minimum: {lo}"
+        cache: dict[int, Violations] = {}
+
+        def at(n: int) -> Violations:
+            if n not in cache:
+                cache[n] = self.violations(plan, self.mix_at(plan, n), demand_rps / n, n)
+            return cache[n]
+
+        target = self._role_target(plan)
+        if not at(hi).feasible:
+            return hi, GoodputReason.MOST_CONSERVATIVE, (
+                f"{hi} replicas (the GPU ceiling) cannot carry {demand_rps:.2f} req/s: most conservative")
+        meets = at(hi).total <= target
+        first = _first(lo, hi, lambda n: at(n).feasible and at(n).total <= target) if meets else hi
+        knee_gain = self.params.knee_gain
+        n = _first(lo, first, lambda k: k == first or (
+            at(k).feasible and (at(k).total - at(k + 1).total) * k < knee_gain))
+        v = at(n)
+        if n < first:
+            note = f"; {first} would reach {_pct(at(first).total)}, each replica past {n} buys < {_pct(knee_gain / n)}"
+        elif not meets:
+            note = f"; the target is out of reach within {hi} replicas"
+        else:
+            note = ""
+        code = GoodputReason.SIZED if meets or n < hi else GoodputReason.MOST_CONSERVATIVE
+        return n, code, (
+            f"{n} replicas for {demand_rps:.2f} req/s: {_pct(v.total)} predicted over the SLA "
+            f"(TTFT {_pct(v.ttft)}, ITL {_pct(v.tpot)}; target {_pct(target)}{note})")
+
+    # -- calibration -------------------------------------------------------------------------
+    def calibrate(self, plan: RolePlan, window: WindowAttainment, ready: float,
+                  offered_rps: float) -> None:
+        """Move the calibration toward what the window delivered (damped, bounded, only beyond
+        binomial noise), on the window's actual rate per replica."""
+        if window.requests < self.params.min_window_requests or ready < 1 or offered_rps <= 0:
+            return
+        rate = offered_rps / ready
+        mix = self.mix_at(plan, ready)
+        model = self.violations(plan, mix, rate, ready)
+        if not model.feasible:
+            return
+        idle = self.violations(plan, mix, IDLE_RATE, ready)
+        n = window.requests
+        queue, stall = plan.calibration.queue, plan.calibration.stall
+        if plan.role in ("agg", "prefill") and self.sla.ttft_ms is not None:
+            queue = _recalibrated(queue, window.ttft - n * idle.ttft, n * (model.ttft - idle.ttft))
+        if plan.role in ("agg", "decode") and self.sla.itl_ms is not None:
+            stall = _recalibrated(stall, window.tpot - n * idle.tpot, n * (model.tpot - idle.tpot))
+        plan.calibration = Calibration(queue=queue, stall=stall)
+
+    # -- slow loop ---------------------------------------------------------------------------
+    def run_slow(self, ctx: PipelineContext) -> dict[str, int] | None:
+        """Size every pool from the same-tick predictions; role -> target (None: nothing)."""
+        diag = self.state.diag
+        traffic = ctx.observations.traffic
+        ready_avg = {r: (self._ready_seconds[r] / self._window_s if self._window_s > 0 else self.state.ready(r))
+                     for r in self.plans}
+        self._ready_seconds = {r: 0.0 for r in self.plans}
+        self._window_s = 0.0
+        window = None
+        if traffic is not None and traffic.requests is not None and len(traffic.requests):
+            caching = "prefill" if "prefill" in self.plans else "decode"
+            self.history.add(traffic.requests, ready_avg[caching])
+            window = WindowAttainment.of(traffic.requests, self.sla)
+        predictions = ctx.predictions
+        if not {"num_req", "duration_s"} <= predictions.keys() or not predictions.get("duration_s"):
+            self._reason_all(GoodputReason.NO_PREDICTION, "no prediction this interval")
+            return None
+        if len(self.history) == 0:
+            self._reason_all(GoodputReason.NO_TRAFFIC, "no completed request yet: nothing to size for")
+            return None
+        demand = max(float(predictions["num_req"] or 0.0), 0.0) / float(predictions["duration_s"])
+        targets: dict[str, int] = {}
+        for role, plan in self.plans.items():
+            if not plan.model.ready:
+                plan.reason = f"{GoodputReason.MODEL_NOT_READY}: {len(plan.model)} pass samples"
+                targets[role] = self.state.expected_prefill if role == "prefill" else self.state.expected_decode
+                continue
+            if window is not None and traffic.duration_s > 0:
+                self.calibrate(plan, window, ready_avg[role], traffic.num_req / traffic.duration_s)
+            sized, code, text = self.size(plan, role, demand)
+            targets[role] = self._hysteresis(plan, role, sized, code, text)
+        if window is not None:
+            diag.goodput_observed_violation = window.either / window.requests if window.requests else None
+        self._record()
+        return targets
+
+    def _hysteresis(self, plan: RolePlan, role: str, sized: int, code: str, text: str) -> int:
+        current = self.state.expected_prefill if role == "prefill" else self.state.expected_decode
+        setattr(self.state.diag, f"goodput_sized_{role}", sized)
+        if sized >= current:
+            plan.held.clear()
+            plan.target = sized
+            plan.reason = f"{code}: {text}"
+            return sized
+        if self.state.in_progress(role):
+            plan.reason = f"{GoodputReason.SCALE_DOWN_HELD}: {text}; waiting for the pool to settle"
+            plan.target = current
+            return current
+        plan.held.append(sized)
+        hold = self.params.scale_down_hold_intervals
+        if len(plan.held) < hold:
+            plan.reason = (f"{GoodputReason.SCALE_DOWN_HELD}: {text}; smaller for "
+                           f"{len(plan.held)} of {hold} intervals")
+            plan.target = current
+            return current
+        target = max(plan.held[-hold:])
+        plan.held.clear()
+        plan.target = target
+        plan.reason = f"{code}: {text}; smaller for {hold} intervals, down to {target}"
+        return target
+
+    def _reason_all(self, code: str, text: str) -> None:
+        for plan in self.plans.values():
+            plan.reason = f"{code}: {text}"
+        self._record()
+
+    def _record(self) -> None:
+        diag = self.state.diag
+        for role, plan in self.plans.items():
+            setattr(diag, f"policy_reason_{role}", plan.reason)
+        diag.policy_reason = "; ".join(f"{r}: {p.reason}" for r, p in self.plans.items()) \
+            if len(self.plans) > 1 else next(iter(self.plans.values())).reason
+        queue_role = "prefill" if "prefill" in self.plans else "decode"
+        diag.goodput_queue_calibration = self.plans[queue_role].calibration.queue
+        diag.goodput_stall_calibration = self.plans["decode"].calibration.stall \
+            if "decode" in self.plans else None
+        diag.goodput_target_violation = self.params.max_violation_fraction
+
+    # -- fast loop ---------------------------------------------------------------------------
+    def pressure(self, plan: RolePlan, fpms) -> str | None:
+        """Why this pool needs one more replica now, or None."""
+        if not fpms or not plan.model.ready:
+            return None
+        pct = self.params.ttft_worker_percentile
+        ttft_s, _ = self._bounds_s()
+        if ttft_s is not None and plan.role in ("agg", "prefill"):
+            mix = self.history.mix() if len(self.history) else None
+            hit = float(np.mean(np.minimum(self.history.cached / np.maximum(self.history.isl, 1), 1.0))) \
+                if mix is not None else 0.0
+            nxt = float(mix.prefill_tokens.mean()) if mix is not None else 0.0
+            estimates = [self._queued_ttft_s(plan, f, hit, nxt) for f in fpms]
+            worst = float(np.percentile(estimates, pct))
+            if worst > ttft_s:
+                return (f"{GoodputReason.QUEUE_PRESSURE}: p{pct:g} queue-aware TTFT over "
+                        f"{len(fpms)} workers {worst * 1000:.0f} ms > {ttft_s * 1000:.0f} ms")
+        if plan.role in ("agg", "decode"):
+            kv_cap = plan.limits.max_kv_tokens / max(1, len(fpms) // max(1, len({f.worker_id for f in fpms})))
+            usage = [(f.sum_decode_kv_tokens + f.queued_decode_kv_tokens) / kv_cap for f in fpms]
+            worst = float(np.percentile(usage, pct))
+            if worst > self.params.kv_pressure:
+                return (f"{GoodputReason.KV_PRESSURE}: p{pct:g} KV usage {worst:.0%} > "
+                        f"{self.params.kv_pressure:.0%}")
+        return None
+
+    def _queued_ttft_s(self, plan: RolePlan, fpm, hit_rate: float, next_tokens: float) -> float:
+        """A prompt arriving now at this worker: the queued prompts' tokens left after cache
+        hits, the unfinished prompts' remaining tokens, then its own, in chunks."""
+        tokens = fpm.queued_prefill_tokens * (1.0 - hit_rate) + fpm.inflight_prefill_tokens + next_tokens
+        batch = float(fpm.num_decode_requests)
+        budget = max(1.0, math.floor(plan.limits.max_batched_tokens - batch))
+        full, tail = divmod(math.ceil(tokens), int(budget))
+        base = float(plan.model.decode_s(fpm.sum_decode_kv_tokens if plan.role == "agg" else 0.0))
+        stall = float(plan.model.stall_s(budget)) * full + (float(plan.model.stall_s(tail)) if tail else 0.0)
+        return (full + (1 if tail else 0)) * base + stall
+
+    def run_fast(self, fpm_by_role) -> dict[str, int] | None:
+        """One more replica for every pool under pressure that is not already scaling."""
+        out: dict[str, int] = {}
+        diag = self.state.diag
+        for role, plan in self.plans.items():
+            if self.state.in_progress(role):
+                setattr(diag, f"load_decision_reason_{role}", GoodputReason.SCALING_IN_PROGRESS)
+                continue
+            why = self.pressure(plan, fpm_by_role.get(role, ()))
+            if why is None:
+                setattr(diag, f"load_decision_reason_{role}", GoodputReason.NO_CHANGE)
+                continue
+            current = self.state.expected_prefill if role == "prefill" else self.state.expected_decode
+            if current + 1 > self.max_replicas(role):
+                setattr(diag, f"load_decision_reason_{role}", GoodputReason.AT_CEILING)
+                continue
+            out[role] = current + 1
+            plan.reason = why
+            setattr(diag, f"load_decision_reason_{role}", GoodputReason.SCALE_UP)
+        reasons = [getattr(diag, f"load_decision_reason_{r}") for r in self.plans]
+        diag.load_decision_reason = GoodputReason.SCALE_UP if out else reasons[0]
+        if out:
+            self._record()
+        return out or None
+
+
+def _recalibrated(value: float, observed: float, expected: float) -> float:
+    """``value`` moved by the window's evidence: ``observed`` avoidable violations against the
+    model's ``expected`` count. Within two standard deviations (Poisson) nothing changes."""
+    expected = max(expected, 0.0)
+    noise = 2.0 * math.sqrt(expected) + 1.0
+    if observed > expected + noise:
+        ratio = observed / max(expected, 0.5)
+    elif observed < expected - noise:
+        ratio = max(observed, 0.5) / expected
+    else:
+        return value
+    factor = min(max(ratio ** CALIBRATION_DAMPING, 1.0 / CALIBRATION_STEP), CALIBRATION_STEP)
+    return min(max(value * factor, CALIBRATION_RANGE[0]), CALIBRATION_RANGE[1])
+
+
+def _first(lo: int, hi: int, ok) -> int:
+    """Smallest ``n`` in ``[lo, hi]`` with ``ok(n)``, for a predicate that stays true once true;
+    ``hi`` when none is."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _pct(x: float) -> str:
+    return f"{100.0 * x:.1f}%"
+
+
+class _Loop:
+    stage = Stage.PROPOSE
+
+    def __init__(self, policy: SlaGoodputPolicy) -> None:
+        self.policy = policy
+        self.state = policy.state
+
+
+class GoodputSizing(_Loop):
+    """The slow loop: model-based sizing on the throughput interval."""
+
+    plugin_id = "sla_goodput_sizing"
+    priority = 20
+    needs = frozenset({"traffic", "fpm"})
+
+    def __init__(self, policy: SlaGoodputPolicy) -> None:
+        super().__init__(policy)
+        self._refreshed_at: float | None = None
+        self._targets: dict[str, int] | None = None
+
+    @property
+    def execution_interval_seconds(self) -> float:
+        return self.state.config.throughput_adjustment_interval_seconds
+
+    @property
+    def observation_window_seconds(self) -> float:
+        return self.state.config.throughput_adjustment_interval_seconds
+
+    def refresh(self, ctx: PipelineContext) -> dict[str, int] | None:
+        now = ctx.observations.now_s
+        if self._refreshed_at != now:
+            self._refreshed_at = now
+            self._targets = self._fit(self.policy.run_slow(ctx))
+            diag = self.state.diag
+            diag.throughput_decision_reason = (
+                GoodputReason.SIZED if self._targets is not None else GoodputReason.NO_CHANGE)
+            for role, plan in self.policy.plans.items():
+                setattr(diag, f"throughput_decision_reason_{role}", plan.reason.split(":", 1)[0])
+        return self._targets
+
+    def _fit(self, targets: dict[str, int] | None) -> dict[str, int] | None:
+        """Minimum endpoints and the GPU ceiling."""
+        if targets is None:
+            return None
+        s = self.state
+        out = {r: max(v, s.min_endpoint(r)) for r, v in targets.items()}
+        if len(out) == 2:
+            p, d = fit_ceiling_pair((s.expected_prefill, s.expected_decode), (out["prefill"], out["decode"]), s.budget)
+            return {"prefill": p, "decode": d}
+        (role, n), = out.items()
+        return {role: fit_ceiling_single(n, s.gpus_per_replica(role), s.min_endpoint(role), s.budget.max_gpus)}
+
+    def run(self, ctx: PipelineContext) -> StageResult:
+        targets = self.refresh(ctx)
+        if self.state.config.enable_load_scaling:
+            return StageResult()  # the fast loop merges this tick's sizing with its own
+        return StageResult(overrides=_set(targets, self.policy))
+
+
+class GoodputPressure(_Loop):
+    """The fast loop: queue and KV pressure on the load interval, above the slow loop's size."""
+
+    plugin_id = "sla_goodput_pressure"
+    priority = 10
+    observation_window_seconds = None
+
+    def __init__(self, policy: SlaGoodputPolicy, sizing: GoodputSizing) -> None:
+        super().__init__(policy)
+        self.sizing = sizing
+
+    @property
+    def execution_interval_seconds(self) -> float:
+        return self.state.config.load_adjustment_interval_seconds
+
+    @property
+    def needs(self) -> frozenset[str]:
+        return frozenset({"fpm", "workers"})
+
+    def run(self, ctx: PipelineContext) -> StageResult:
+        slow = None
+        if self.state.config.enable_throughput_scaling and ctx.run_throughput_scaling:
+            slow = self.sizing.refresh(ctx)
+        fast = self.policy.run_fast(ctx.observations.fpm) or {}
+        targets = dict(slow or {})
+        for role, n in fast.items():
+            targets[role] = max(n, targets.get(role, 0))
+        return StageResult(overrides=_set(targets or None, self.policy))
+
+
+def _set(targets: dict[str, int] | None, policy: SlaGoodputPolicy) -> tuple[Override, ...]:
+    if not targets:
+        return ()
+    return tuple(Override(role, OverrideType.SET, n, policy.plans[role].reason)
+                 for role, n in sorted(targets.items()))
+
+
+def build(state, params: SlaGoodputParams, sla: SlaTargets | None) -> PolicyPlugins:
+    policy = SlaGoodputPolicy(state, params, sla)
+    sizing = GoodputSizing(policy)
+    return PolicyPlugins(throughput=sizing, load=GoodputPressure(policy, sizing), observe=policy.observe)
+
+
+def check(config) -> str | None:
+    if config.optimization_target != "sla":
+        return ("scaling_policy: sla_goodput sizes for the SLA and needs optimization_target sla "
+                f"(got {config.optimization_target})")
+    return None
+
+
+POLICY = register(ScalingPolicy(
+    name="sla_goodput",
+    summary="plansim's policy: sizes each pool for the fraction of requests over the goodput SLA",
+    params=SlaGoodputParams,
+    build=build,
+    check=check,
+))
