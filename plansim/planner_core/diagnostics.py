@@ -44,7 +44,8 @@ Scaling policy (``scaling_policy``; the ``sla_goodput`` columns are null under `
     :class:`~plansim.planner_core.reasons.GoodputReason` code); ``goodput_sized_prefill``,
     ``goodput_sized_decode`` (the model's size this tick, before hysteresis);
     ``goodput_observed_violation`` (fraction of the window's completed requests over the SLA),
-    ``goodput_target_violation``; ``goodput_queue_calibration``, ``goodput_stall_calibration``
+    ``goodput_target_violation``; ``goodput_queue_calibration``, ``goodput_stall_calibration``,
+    ``goodput_bias_prefill``, ``goodput_bias_decode`` (what the model learned from attainment)
 Gauges (the reference Prometheus metric names, same values as above)
     ``dynamo_planner_estimated_ttft_ms``, ``dynamo_planner_estimated_itl_ms``,
     ``dynamo_planner_engine_prefill_capacity_requests_per_second``,
@@ -141,6 +142,8 @@ class TickDiagnostics:
     goodput_target_violation: float | None = None
     goodput_queue_calibration: float | None = None
     goodput_stall_calibration: float | None = None
+    goodput_bias_prefill: float | None = None
+    goodput_bias_decode: float | None = None
 
     def to_row(self) -> dict[str, Any]:
         """The flat row for the ticks table: nested values as JSON text, plus the gauges."""

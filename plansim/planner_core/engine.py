@@ -273,7 +273,7 @@ class PlannerEngine:
             timed_out = inp.now_s - self._expected_since_s >= self.scaling_timeout_s
             if reached or timed_out:
                 self._expected = None
-        state.observe_workers(counts, self._expected_for_roles(counts), inp.now_s)
+        state.observe_workers(counts, self._expected_for_roles(counts))
         diag.ready_prefill, diag.ready_decode = counts.ready_prefill, counts.ready_decode
         diag.starting_prefill, diag.starting_decode = counts.starting_prefill, counts.starting_decode
         diag.draining_prefill, diag.draining_decode = counts.draining_prefill, counts.draining_decode

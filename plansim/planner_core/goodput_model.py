@@ -176,15 +176,13 @@ class PoolLimits:
 @dataclass(frozen=True, slots=True)
 class Violations:
     """Fractions of requests over each bound and over either (``total``), at one operating point;
-    ``batch`` is the mean decoding batch, ``prefill_utilisation`` the prefill queue's load,
-    ``stalled_fraction`` the decode tokens emitted in passes that carried a prefill chunk."""
+    ``batch`` is the mean decoding batch, ``prefill_utilisation`` the prefill queue's load."""
 
     total: float
     ttft: float
     tpot: float
     batch: float = 0.0
     prefill_utilisation: float = 0.0
-    stalled_fraction: float = 0.0  # of decode tokens emitted in passes with a prefill chunk
     feasible: bool = True
 
 
@@ -244,7 +242,7 @@ def _grid_cdf(values: np.ndarray, weights: np.ndarray, grid: np.ndarray) -> np.n
     return np.where(idx > 0, w[np.maximum(idx - 1, 0)], 0.0)
 
 
-def _queue_tail(service_s: np.ndarray, rate: float, bound_s: float,
+def queue_violation(service_s: np.ndarray, rate: float, bound_s: float,
                 spread: int = 1) -> tuple[np.ndarray, float]:
     """P(own service + FIFO wait > bound) per request at a queue with these services and arrival
     ``rate``, and the utilisation. For Poisson arrivals (``spread`` 1) the wait is exact M/G/1
@@ -275,7 +273,7 @@ def _queue_tail(service_s: np.ndarray, rate: float, bound_s: float,
     return np.where(slack < 0, 1.0, wait_sf[idx]), rho
 
 
-def _episode_counts(pool_means: np.ndarray, spread: int, terms: int) -> np.ndarray:
+def episode_counts(pool_means: np.ndarray, spread: int, terms: int) -> np.ndarray:
     """``out[j, i]``: P(j prompts reach a worker during request i's exposure) when the pool
     receives Poisson(``pool_means[i]``) prompts in it and the router hands every ``spread``-th
     arrival to this worker (1: all of them, a Poisson count). The exposure starts at the
@@ -288,11 +286,11 @@ def _episode_counts(pool_means: np.ndarray, spread: int, terms: int) -> np.ndarr
     return np.diff(cdf, axis=0)
 
 
-def _stalled_tpot_tail(gaps: np.ndarray, exposure_s: np.ndarray, prompt_rate: float,
+def stalled_tpot_violation(gaps: np.ndarray, exposure_s: np.ndarray, prompt_rate: float,
                        decode_s: float, episode_s: np.ndarray, bound_s: float,
                        spread: int = 1) -> np.ndarray:
     """P(mean gap > bound) per request. Prompts reach the worker at ``prompt_rate`` per second
-    (``spread`` as in :func:`_episode_counts`); prefill is FIFO, so the prompts that arrive
+    (``spread`` as in :func:`episode_counts`); prefill is FIFO, so the prompts that arrive
     while a request waits, prefills or decodes (its ``exposure_s``) prefill during its decode and
     stall it by their total chunk cost, an ``episode_s`` drawn from the mix. The stall sum is an
     exact compound sum on a grid; the request misses the bound when the stalls exceed ``gaps *
@@ -314,7 +312,7 @@ def _stalled_tpot_tail(gaps: np.ndarray, exposure_s: np.ndarray, prompt_rate: fl
     weights = np.full(episode_s.shape, 1.0 / episode_s.shape[0])
     sf = _sum_powers_sf(_grid_cdf(episode_s, weights, grid), terms)
     idx = np.clip(np.searchsorted(grid, thresholds, side="right") - 1, 0, GRID_POINTS - 1)
-    counts = _episode_counts(means * max(spread, 1), spread, terms)  # (terms + 1, requests)
+    counts = episode_counts(means * max(spread, 1), spread, terms)  # (terms + 1, requests)
     out[has] = (counts * sf[:, idx]).sum(axis=0) + np.clip(1.0 - counts.sum(axis=0), 0.0, 1.0)
     return np.clip(out, 0.0, 1.0)
 
@@ -350,15 +348,15 @@ def agg_violations(model: PassTimeModel, mix: RequestMix, rate: float, limits: P
     service = n * t_d + episode  # a prompt's own prefill: its chunk passes
     p_ttft = np.zeros(len(mix))
     if ttft_s is not None:
-        p_ttft, _ = _queue_tail(service, min(rate * calibration.queue, 0.999 / float(service.mean())),
+        p_ttft, _ = queue_violation(service, min(rate * calibration.queue, 0.999 / float(service.mean())),
                                 ttft_s, spread)
     p_tpot = np.zeros(len(mix))
     if itl_s is not None:
         mean_wait = rate * float(np.mean(service**2)) / (2.0 * (1.0 - busy))
         exposure = mean_wait + service + mix.gaps / passes_per_s
-        p_tpot = _stalled_tpot_tail(mix.gaps, exposure, rate * calibration.stall, t_d, episode,
+        p_tpot = stalled_tpot_violation(mix.gaps, exposure, rate * calibration.stall, t_d, episode,
                                     itl_s, spread)
-    return _combine(p_ttft, p_tpot, batch, busy, mixed_per_s / passes_per_s)
+    return _combine(p_ttft, p_tpot, batch, busy)
 
 
 def prefill_violations(model: PassTimeModel, mix: RequestMix, rate: float, limits: PoolLimits,
@@ -373,7 +371,7 @@ def prefill_violations(model: PassTimeModel, mix: RequestMix, rate: float, limit
     rho = rate * float(service.mean())
     if rho >= MAX_PREFILL_UTILISATION:
         return INFEASIBLE
-    p, _ = _queue_tail(service, min(rate * calibration.queue, 0.999 / float(service.mean())),
+    p, _ = queue_violation(service, min(rate * calibration.queue, 0.999 / float(service.mean())),
                        ttft_s, spread)
     return _combine(p, np.zeros(len(mix)), 0.0, rho)
 
@@ -404,32 +402,14 @@ def decode_violations(model: PassTimeModel, mix: RequestMix, rate: float, limits
     elif c <= 0:
         worst = 0.0
     else:
-        others_max = math.floor(slack / (c * mean_ctx)) - 1
+        others_max = math.floor(slack / (c * mean_ctx) + 1e-9) - 1  # 1e-9: 0.005 / 0.001
         spread = batch * calibration.stall
         worst = float(poisson.sf(others_max, spread)) if others_max >= 0 else 1.0
     p = np.where(mix.gaps >= 1, worst, 0.0)
     return _combine(np.zeros(len(mix)), p, batch, 0.0)
 
 
-def _combine(p_ttft: np.ndarray, p_tpot: np.ndarray, batch: float, busy: float,
-             stalled: float = 0.0) -> Violations:
+def _combine(p_ttft: np.ndarray, p_tpot: np.ndarray, batch: float, busy: float) -> Violations:
     total = 1.0 - (1.0 - p_ttft) * (1.0 - p_tpot)
-    return Violations(float(total.mean()), float(p_ttft.mean()), float(p_tpot.mean()), batch,
-                      busy, stalled)
+    return Violations(float(total.mean()), float(p_ttft.mean()), float(p_tpot.mean()), batch, busy)
 
-
-def unavoidable_ttft(service_s: np.ndarray, ttft_s: float) -> float:
-    """Fraction of requests whose own prefill alone exceeds the TTFT bound."""
-    return float(np.mean(service_s > ttft_s))
-
-
-def observed_stall_fraction(fpms) -> float | None:
-    """Fraction of decode tokens the observed workers emitted in passes that also carried a
-    prefill chunk (what a decoding request actually felt), or None without decode tokens."""
-    stalled = total = 0
-    for f in fpms:
-        if f.mixed is None or f.decode_only is None:
-            continue
-        stalled += f.mixed.decode_requests
-        total += f.mixed.decode_requests + f.decode_only.decode_requests
-    return stalled / total if total else None

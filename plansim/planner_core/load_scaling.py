@@ -249,7 +249,7 @@ def advance_load(state: PlannerScalingState, fpm_by_role: dict[str, tuple[Forwar
     floored = dict(proposed)
     if config.enable_throughput_scaling:
         for r in roles:
-            bound = state.lower_bound(r) if state.lower_bound_known else current[r]
+            bound = state.lower_bound(r)
             if floored[r] < bound:
                 if proposed[r] < current[r]:
                     reasons[r] = LoadReason.SCALE_DOWN_CAPPED_BY_THROUGHPUT

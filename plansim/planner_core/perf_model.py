@@ -286,15 +286,13 @@ class EnginePerfModel:
         include_queued_prefill: bool = False,
     ) -> float | None:
         """Pass time with the scheduled + queued decode KV (times ``decode_scale``) plus one more
-        request of average decode length; agg adds the observation's scheduled prefill per pass,
-        or the average prefill per pass when it scheduled none."""
+        request of average decode length; agg adds the average scheduled prefill per pass (the
+        reference zeroes the observation's own prefill so the learned mix is used)."""
         kv = fpm.sum_decode_kv_tokens + fpm.queued_decode_kv_tokens
         if include_queued_prefill:
             kv += fpm.queued_prefill_tokens
         kv = kv * decode_scale + (self.avg_decode_len.value or 0.0)
-        prefill = 0.0
-        if self.kind == "agg":
-            prefill = fpm.sum_prefill_tokens or (self.avg_prefill_tokens.value or 0.0)
+        prefill = (self.avg_prefill_tokens.value or 0.0) if self.kind == "agg" else 0.0
         return self.wall_s(prefill, kv)
 
     # -- capacity search (reference 3.2) ----------------------------------------------------

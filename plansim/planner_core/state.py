@@ -43,10 +43,6 @@ class PlannerScalingState:
     # throughput floors
     lower_bound_prefill: int = 1
     lower_bound_decode: int = 1
-    # False until the throughput loop has sized the deployment once: before any prediction
-    # there is no basis for removing capacity, so load scaling does not scale down.
-    lower_bound_known: bool = False
-    ready_changed_at_s: dict[str, float] = field(default_factory=dict)
     # runtime metadata (last valid values)
     last_kv_hit_rate: float | None = None
     last_accept_length: float | None = None
@@ -99,21 +95,11 @@ class PlannerScalingState:
         )
 
     # -- inventory -------------------------------------------------------------------------
-    def observe_workers(self, counts: WorkerCounts, expected: Pair | None, now_s: float = 0.0) -> None:
-        """Record ready counts; a role is in progress while workers start or drain, the host
-        flags it, the counts the planner last asked for are not ready yet, or its ready count
-        changed less than one load interval ago. (Draining and settling count: until traffic
-        has redistributed, the engines' FPMs do not yet show the load they will carry, and a
-        decision on them would overshoot.)"""
-        settle_s = self.config.load_adjustment_interval_seconds
-        for role, ready in (("prefill", counts.ready_prefill), ("decode", counts.ready_decode)):
-            if self.ready_changed_at_s.get(role) is None or ready != self.ready(role):
-                # the first observation is not a change: nothing was scaled before it
-                first = role not in self.ready_changed_at_s
-                self.ready_changed_at_s[role] = float("-inf") if first else now_s
-        settling = {
-            role: now_s - at < settle_s - 1e-9 for role, at in self.ready_changed_at_s.items()
-        }
+    def observe_workers(self, counts: WorkerCounts, expected: Pair | None) -> None:
+        """Record ready counts; a role is in progress while workers start or drain (the
+        reference counts draining workers as active, so its expected count differs from them
+        until they are gone), the host flags it, or the counts the planner last asked for are not
+        ready yet."""
         self.ready_prefill, self.ready_decode = counts.ready_prefill, counts.ready_decode
         exp_p, exp_d = expected if expected is not None else (self.ready_prefill, self.ready_decode)
         self.expected_prefill, self.expected_decode = exp_p, exp_d
@@ -122,14 +108,12 @@ class PlannerScalingState:
             or counts.draining_prefill > 0
             or counts.prefill_in_progress
             or exp_p != self.ready_prefill
-            or settling["prefill"]
         )
         self.decode_in_progress = (
             counts.starting_decode > 0
             or counts.draining_decode > 0
             or counts.decode_in_progress
             or exp_d != self.ready_decode
-            or settling["decode"]
         )
 
     def ready(self, role: str) -> int:
@@ -142,7 +126,6 @@ class PlannerScalingState:
         return self.lower_bound_prefill if role == "prefill" else self.lower_bound_decode
 
     def set_lower_bound(self, role: str, value: int) -> None:
-        self.lower_bound_known = True
         if role == "prefill":
             self.lower_bound_prefill = value
         else:

@@ -164,3 +164,52 @@ def test_with_changes_recomputes_a_defaulted_cadence():
     explicit = parse_planner_config({**SLA, "scheduling": {"scale_interval_seconds": 5}})
     with pytest.raises(ConfigError):
         with_changes(explicit, {"load_adjustment_interval_seconds": 7})
+
+
+def test_scaling_policy_defaults_to_dynamo_without_parameters():
+    c = parse_planner_config(SLA)
+    assert c.scaling_policy == "dynamo"
+    assert c.policy_params.model_dump() == {}
+
+
+def test_sla_goodput_parameters_take_their_declared_defaults():
+    c = parse_planner_config({**SLA, "scaling_policy": "sla_goodput",
+                              "scaling_policy_params": {"max_violation_fraction": 0.02}})
+    assert c.policy_params.max_violation_fraction == 0.02
+    assert c.policy_params.scale_down_stabilization_s == 600.0
+    assert c.policy_params.routing == "balanced"
+
+
+@pytest.mark.parametrize(
+    ("raw", "field", "fragment"),
+    [
+        ({"scaling_policy": "greedy"}, "scaling_policy", "unknown scaling policy 'greedy'"),
+        ({"scaling_policy": "sla_goodput", "optimization_target": "throughput"}, "scaling_policy",
+         "needs optimization_target sla"),
+        ({"scaling_policy": "sla_goodput", "scaling_policy_params": {"max_violation_fraction": 1.5}},
+         "scaling_policy_params.max_violation_fraction", "less than 1"),
+        ({"scaling_policy": "sla_goodput", "scaling_policy_params": {"max_violation_fraction": float("nan")}},
+         "scaling_policy_params.max_violation_fraction", ""),
+        ({"scaling_policy": "sla_goodput", "scaling_policy_params": {"routing": "sticky"}},
+         "scaling_policy_params.routing", "balanced"),
+        ({"scaling_policy": "sla_goodput", "scaling_policy_params": {"target": 0.9}},
+         "scaling_policy_params.target", "not a parameter of scaling policy sla_goodput"),
+        ({"scaling_policy_params": {"max_violation_fraction": 0.1}},
+         "scaling_policy_params.max_violation_fraction", "not a parameter of scaling policy dynamo"),
+    ],
+)
+def test_scaling_policy_errors_name_the_field(raw, field, fragment):
+    with pytest.raises(ConfigError) as err:
+        parse_planner_config({**SLA, **raw}, source="planner.yaml")
+    assert err.value.field == field
+    message = str(err.value)
+    assert message.startswith(f"planner.yaml: {field}: ") and "\n" not in message
+    assert fragment in message
+
+
+def test_a_policy_change_revalidates_its_parameters():
+    c = parse_planner_config({**SLA, "scaling_policy": "sla_goodput",
+                              "scaling_policy_params": {"knee_gain": 0.05}})
+    with pytest.raises(ConfigError) as err:
+        with_changes(c, {"scaling_policy": "dynamo"})
+    assert err.value.field == "scaling_policy_params.knee_gain"

@@ -16,9 +16,11 @@ mean pass (:mod:`plansim.planner_core.goodput_model` holds the per-request model
   with what the model predicts for the window's actual rate and replica count; a difference
   beyond binomial noise moves the model's queue or stall calibration by a damped, bounded factor
   (a router that balances better than random arrivals, or worse, is learned this way).
-- **Hysteresis**: a larger count applies at once; a smaller one only after it has been the sizing
-  result for ``scale_down_hold_intervals`` consecutive intervals (the largest of them), and not
-  while the pool is still scaling.
+- **Demand**: the larger of the predicted and the last interval's observed request rate (a
+  smoothing predictor lags a burst that has already arrived).
+- **Hysteresis**: a larger count applies at once; a pool shrinks only to the largest count sized
+  within the last ``scale_down_stabilization_s`` (the Kubernetes HPA's scale-down stabilization
+  window), and not while it is still scaling.
 - **Fast loop** (every load interval): a queue-aware TTFT estimate per worker (the queued prompts'
   full tokens after the observed cache hits, the tokens still to prefill of prompts under way,
   plus the next prompt of average size, in chunks at the worker's pass times) and the KV usage;
@@ -31,7 +33,7 @@ Every decision carries its reason (``policy_reason*`` columns of the ticks table
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from typing import Literal
@@ -60,6 +62,14 @@ from plansim.planner_core.scaling_policies import PolicyPlugins, ScalingPolicy, 
 
 # Rate standing for "no load": what fails here fails at any size.
 IDLE_RATE = 1e-9
+# Weight of each window in the smoothed prediction bias.
+BIAS_WEIGHT = 0.3
+# The least share of its observed cache misses a larger pool is credited with.
+MIN_MISS_RATIO = 0.5
+# Growth per decision, as the Kubernetes HPA's default scale-up policy: at most double, or four
+# replicas more when that is larger.
+MAX_GROWTH_FACTOR = 2.0
+MAX_GROWTH_STEP = 4
 # Replicas considered per role when no GPU ceiling bounds them.
 UNBOUNDED_REPLICAS = 256
 # Calibration: bounds, the damping exponent and the largest factor per window.
@@ -87,10 +97,11 @@ class SlaGoodputParams(BaseModel):
         0.9, gt=0, le=1,
         description="the fast loop grows a pool when that percentile of workers uses this "
                     "fraction of their KV tokens")
-    scale_down_hold_intervals: int = Field(
-        2, ge=1, le=100,
-        description="consecutive throughput intervals a smaller size must hold before the pool "
-                    "shrinks")
+    scale_down_stabilization_s: float = Field(
+        600.0, ge=0, le=86400,
+        description="a pool shrinks only to the largest size sized within this many seconds "
+                    "(the Kubernetes HPA scale-down stabilization window): bursts that recur "
+                    "within it keep their capacity")
     min_window_requests: int = Field(
         50, ge=1,
         description="completed requests a window needs before it calibrates the model")
@@ -139,7 +150,9 @@ class RequestHistory:
         tokens in proportion (which request loses its hits is not known, only how many)."""
         if pool_size is None:
             return self.cached
-        ratio = self.served_by / max(pool_size, 1.0)
+        # Credit at most a halving of the misses: beyond twice the sizes seen, the working set
+        # may already fit, and extrapolating cache gains would buy replicas for nothing.
+        ratio = np.maximum(self.served_by / max(pool_size, 1.0), MIN_MISS_RATIO)
         missed = self.reusable - self.cached
         grown = self.cached + missed * (1.0 - np.minimum(ratio, 1.0))
         total_cached = float(self.cached.sum())
@@ -184,8 +197,9 @@ class RolePlan:
     limits: PoolLimits
     model: PassTimeModel
     calibration: Calibration = PLAIN
-    held: list[int] = field(default_factory=list)  # sizes of consecutive smaller results
-    target: int | None = None  # the slow loop's last target
+    sized: list[tuple[float, int]] = field(default_factory=list)  # (at_s, size) in the window
+    started_s: float | None = None
+    bias: float = 0.0  # observed minus predicted violation share, smoothed
     reason: str = ""
 
 
@@ -217,6 +231,7 @@ class SlaGoodputPolicy:
         self._ready_seconds = {role: 0.0 for role in self.plans}
         self._window_s = 0.0
         self._last_now_s: float | None = None
+        self._first_s: float | None = None
 
     # -- observation -------------------------------------------------------------------------
     def observe(self, inp: TickInput) -> None:
@@ -228,6 +243,8 @@ class SlaGoodputPolicy:
             for role in self.plans:
                 self._ready_seconds[role] += dt * self.state.ready(role)
         self._last_now_s = inp.now_s
+        if self._first_s is None:
+            self._first_s = inp.now_s
         for role, plan in self.plans.items():
             for fpm in inp.fpm.get(role, ()):
                 for sample in window_samples(fpm):
@@ -276,12 +293,14 @@ class SlaGoodputPolicy:
     def size(self, plan: RolePlan, role: str, demand_rps: float) -> tuple[int, str, str]:
         """(replicas, reason code, reason text) for ``demand_rps`` requests/s.
 
-        The smallest count whose predicted violations are within the target; where none within
-        the GPU ceiling is, the ceiling (the most conservative count). From there, replicas that
-        each buy less than ``knee_gain / n`` of the requests (less than ``knee_gain`` per doubling
-        of the pool) are not added: on the flat part of the curve a point of attainment is not
-        worth a pool's worth of GPUs. Violations fall, ever more slowly, as replicas grow, so both
-        searches are bisections."""
+        The smallest count whose predicted violations (plus the observed bias) are within the
+        target, ``first``; where none within the GPU ceiling is, the ceiling. From there,
+        replicas that together buy less than ``knee_gain`` of the requests per doubling of the
+        pool are not added (the smallest ``n`` with ``v(n) - v(first) <= knee_gain *
+        ln(first / n)``): on the flat part of the curve a point of attainment is not worth a
+        pool's worth of GPUs. When no count meets the target, the pool never shrinks (the most
+        conservative choice: never the least). Violations fall as replicas grow, ever more
+        slowly, so both searches are bisections."""
         lo, hi = max(1, self.state.min_endpoint(role)), self.max_replicas(role)
         if hi < lo:
             return lo, GoodputReason.MOST_CONSERVATIVE, f"GPU ceiling below the minimum: {lo}"
@@ -289,7 +308,8 @@ class SlaGoodputPolicy:
 
         def at(n: int) -> Violations:
             if n not in cache:
-                cache[n] = self.violations(plan, self.mix_at(plan, n), demand_rps / n, n)
+                v = self.violations(plan, self.mix_at(plan, n), demand_rps / n, n)
+                cache[n] = replace(v, total=min(max(v.total + plan.bias, 0.0), 1.0)) if v.feasible else v
             return cache[n]
 
         target = self._role_target(plan)
@@ -299,19 +319,28 @@ class SlaGoodputPolicy:
         meets = at(hi).total <= target
         first = _first(lo, hi, lambda n: at(n).feasible and at(n).total <= target) if meets else hi
         knee_gain = self.params.knee_gain
-        n = _first(lo, first, lambda k: k == first or (
-            at(k).feasible and (at(k).total - at(k + 1).total) * k < knee_gain))
-        v = at(n)
+        n = _first(lo, first, lambda k: at(k).feasible and (
+            at(k).total - at(first).total <= knee_gain * math.log(first / k)))
+        code = GoodputReason.SIZED
         if n < first:
-            note = f"; {first} would reach {_pct(at(first).total)}, each replica past {n} buys < {_pct(knee_gain / n)}"
-        elif not meets:
-            note = f"; the target is out of reach within {hi} replicas"
+            note = (f"; {first} would reach {_pct(at(first).total)}: the replicas past {n} buy "
+                    f"less than {_pct(knee_gain)} per doubling")
         else:
             note = ""
-        code = GoodputReason.SIZED if meets or n < hi else GoodputReason.MOST_CONSERVATIVE
+        if not meets:
+            # Out of reach: never shrink on a prediction that no size meets the SLA.
+            current = self.state.expected_prefill if role == "prefill" else self.state.expected_decode
+            code = GoodputReason.MOST_CONSERVATIVE
+            if n < current:
+                n = min(current, hi)
+                note = f"; no size within {hi} meets the target ({_pct(at(hi).total)} at {hi}): holding {n}"
+            else:
+                note += f"; no size within {hi} meets the target ({_pct(at(hi).total)} at {hi})"
+        v = at(n)
         return n, code, (
             f"{n} replicas for {demand_rps:.2f} req/s: {_pct(v.total)} predicted over the SLA "
-            f"(TTFT {_pct(v.ttft)}, ITL {_pct(v.tpot)}; target {_pct(target)}{note})")
+            f"(TTFT {_pct(v.ttft)}, ITL {_pct(v.tpot)}, observed bias {plan.bias * 100:+.1f} "
+            f"points; target {_pct(target)}{note})")
 
     # -- calibration -------------------------------------------------------------------------
     def calibrate(self, plan: RolePlan, window: WindowAttainment, ready: float,
@@ -333,6 +362,14 @@ class SlaGoodputPolicy:
         if plan.role in ("agg", "decode") and self.sla.itl_ms is not None:
             stall = _recalibrated(stall, window.tpot - n * idle.tpot, n * (model.tpot - idle.tpot))
         plan.calibration = Calibration(queue=queue, stall=stall)
+        # What the recalibrated model still misses at this operating point, in share of
+        # requests: an exponentially weighted bias added to every prediction.
+        after = self.violations(plan, mix, rate, ready)
+        observed = {"agg": window.either, "prefill": window.ttft, "decode": window.tpot}[plan.role] / n
+        predicted = {"agg": after.total, "prefill": after.ttft, "decode": after.tpot}[plan.role]
+        limit = self._role_target(plan)
+        residual = min(max(observed - predicted, -limit), limit)
+        plan.bias = (1.0 - BIAS_WEIGHT) * plan.bias + BIAS_WEIGHT * residual
 
     # -- slow loop ---------------------------------------------------------------------------
     def run_slow(self, ctx: PipelineContext) -> dict[str, int] | None:
@@ -356,6 +393,8 @@ class SlaGoodputPolicy:
             self._reason_all(GoodputReason.NO_TRAFFIC, "no completed request yet: nothing to size for")
             return None
         demand = max(float(predictions["num_req"] or 0.0), 0.0) / float(predictions["duration_s"])
+        if traffic is not None and traffic.duration_s > 0:
+            demand = max(demand, traffic.num_req / traffic.duration_s)
         targets: dict[str, int] = {}
         for role, plan in self.plans.items():
             if not plan.model.ready:
@@ -365,35 +404,38 @@ class SlaGoodputPolicy:
             if window is not None and traffic.duration_s > 0:
                 self.calibrate(plan, window, ready_avg[role], traffic.num_req / traffic.duration_s)
             sized, code, text = self.size(plan, role, demand)
-            targets[role] = self._hysteresis(plan, role, sized, code, text)
+            targets[role] = self._stabilized(plan, role, ctx.observations.now_s, sized, f"{code}: {text}")
         if window is not None:
             diag.goodput_observed_violation = window.either / window.requests if window.requests else None
         self._record()
         return targets
 
-    def _hysteresis(self, plan: RolePlan, role: str, sized: int, code: str, text: str) -> int:
+    def _stabilized(self, plan: RolePlan, role: str, now_s: float, sized: int, why: str) -> int:
+        """Grow at once; shrink only to the largest size of the stabilization window, and not
+        while the pool is scaling."""
         current = self.state.expected_prefill if role == "prefill" else self.state.expected_decode
         setattr(self.state.diag, f"goodput_sized_{role}", sized)
-        if sized >= current:
-            plan.held.clear()
-            plan.target = sized
-            plan.reason = f"{code}: {text}"
-            return sized
-        if self.state.in_progress(role):
-            plan.reason = f"{GoodputReason.SCALE_DOWN_HELD}: {text}; waiting for the pool to settle"
-            plan.target = current
+        window = self.params.scale_down_stabilization_s
+        if plan.started_s is None:
+            # The deployment's starting size counts as sized at the first observation: no
+            # evidence of a quiet first interval removes it before a window has passed.
+            plan.started_s = self._first_s if self._first_s is not None else now_s
+            plan.sized.append((plan.started_s, current))
+        ceiling = max(math.ceil(current * MAX_GROWTH_FACTOR), current + MAX_GROWTH_STEP)
+        capped = min(sized, ceiling)
+        plan.sized = [(t, n) for t, n in plan.sized if now_s - t < window - 1e-9] + [(now_s, capped)]
+        target = max(n for _, n in plan.sized)
+        if capped < sized:
+            plan.reason = f"{why}; growth capped at {ceiling} this interval"
+            return target
+        if target < current and self.state.in_progress(role):
+            plan.reason = f"{GoodputReason.SCALE_DOWN_HELD}: {why}; waiting for the pool to settle"
             return current
-        plan.held.append(sized)
-        hold = self.params.scale_down_hold_intervals
-        if len(plan.held) < hold:
-            plan.reason = (f"{GoodputReason.SCALE_DOWN_HELD}: {text}; smaller for "
-                           f"{len(plan.held)} of {hold} intervals")
-            plan.target = current
-            return current
-        target = max(plan.held[-hold:])
-        plan.held.clear()
-        plan.target = target
-        plan.reason = f"{code}: {text}; smaller for {hold} intervals, down to {target}"
+        if sized < target and target <= current:
+            plan.reason = (f"{GoodputReason.SCALE_DOWN_HELD}: {why}; {target} were needed within "
+                           f"the last {window:g} s")
+        else:
+            plan.reason = why
         return target
 
     def _reason_all(self, code: str, text: str) -> None:
@@ -412,6 +454,8 @@ class SlaGoodputPolicy:
         diag.goodput_stall_calibration = self.plans["decode"].calibration.stall \
             if "decode" in self.plans else None
         diag.goodput_target_violation = self.params.max_violation_fraction
+        for role, plan in self.plans.items():
+            setattr(diag, f"goodput_bias_{role}", plan.bias)
 
     # -- fast loop ---------------------------------------------------------------------------
     def pressure(self, plan: RolePlan, fpms) -> str | None:
