@@ -212,7 +212,6 @@ def scaling_cards(
                 f"{gap * 100:+.1f}%",
                 f"{number(hours)} against {number(reference)} GPU-hours (cost only: the "
                 "reference's goodput is not replayed here)",
-                "good" if gap <= 0 else "neutral",
             )
         )
     return cards
