@@ -132,6 +132,16 @@ class TrtllmArgs(StrictModel):
     capacity_scheduler_policy: Literal["guaranteed_no_evict"] = "guaranteed_no_evict"
 
 
+class HostOffloadArgs(StrictModel):
+    """The reference's ``engine.native_host_offload`` block: a host KV tier of
+    ``num_host_blocks`` engine blocks per rank, with its copy bandwidths (decimal GB/s, 0 is
+    instantaneous; ``plansim.sim.host_offload``). Its other keys have no effect here."""
+
+    num_host_blocks: int = Field(ge=1)
+    d2h_bandwidth_gbps: float = Field(default=32.0, ge=0)
+    h2d_bandwidth_gbps: float = Field(default=32.0, ge=0)
+
+
 class EngineArgs(StrictModel):
     """One engine (worker) in the reference mocker's JSON key names and defaults."""
 
@@ -170,6 +180,9 @@ class EngineArgs(StrictModel):
     aic_nextn: int | None = Field(default=None, ge=1, le=5)
     aic_nextn_accept_rates: tuple[float, ...] | None = None
     aic_mtp_seed: int = Field(default=42, ge=0)
+    native_host_offload: HostOffloadArgs | None = None
+    # Bytes of one token's KV in a host offload block (``native_host_offload``).
+    kv_cache_bytes_per_token: int | None = Field(default=None, ge=1)
     # Canonical names of the given keys that have no effect here (``engine_config.KEYS``).
     no_effect_keys: tuple[str, ...] = ()
     # Keys the aic timing model decided (``num_gpu_blocks``, ...). Dumps leave them out, so a dump
@@ -197,6 +210,12 @@ class EngineArgs(StrictModel):
         normalised = engine_config.normalise(data)
         fields = normalised.fields
         no_effect = set(normalised.no_effect)
+        if "native_host_offload" in fields:
+            if "kv_cache_bytes_per_token" not in fields and "kv_bytes_per_token" in fields:
+                # The older flags sized host blocks from kv_bytes_per_token.
+                fields["kv_cache_bytes_per_token"] = fields["kv_bytes_per_token"]
+        elif "kv_cache_bytes_per_token" in fields:
+            no_effect.add("kv_cache_bytes_per_token")  # it sizes host offload blocks only
         backend = fields.get("engine_type", "vllm")
         backend = backend.lower() if isinstance(backend, str) else backend
         if backend in SCHEDULERS:
@@ -254,6 +273,17 @@ class EngineArgs(StrictModel):
     def _backend_knobs(self) -> EngineArgs:
         if self.prefill_decode_interval and self.engine_type != "sglang":
             raise ValueError("prefill_decode_interval: supported only for backend sglang")
+        return self
+
+    @model_validator(mode="after")
+    def _host_offload(self) -> EngineArgs:
+        if self.native_host_offload is None:
+            return self
+        if not self.enable_prefix_caching:
+            raise ValueError("native_host_offload: needs enable_prefix_caching")
+        if self.kv_cache_bytes_per_token is None:
+            raise ValueError("native_host_offload: needs kv_cache_bytes_per_token to size a "
+                             "host block")
         return self
 
     @model_validator(mode="after")
@@ -580,6 +610,8 @@ def _no_effect_reason(dotted: str) -> str:
     block = name.partition(".")[0]
     if block in ("sglang", "trtllm"):
         return f"used only with backend {block}"
+    if name == "kv_cache_bytes_per_token":
+        return "sizes host offload blocks, used only with native_host_offload"
     return engine_config.key(name).why
 
 

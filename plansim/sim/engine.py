@@ -48,6 +48,7 @@ import numpy as np
 from plansim.planner_core.observations import ForwardPassMetrics
 from plansim.roles import Role
 from plansim.sim.engine_protocol import EngineHooks, RankOccupancy
+from plansim.sim.host_offload import HostOffload
 from plansim.sim.kv import KvCache, gen_key
 from plansim.sim.pass_window import PassWindow
 from plansim.sim.schedulers import PrefixMatch, SchedulerPolicy, make_scheduler
@@ -69,7 +70,8 @@ class Request:
     tokens, ``computed_before`` its computed tokens before that grant."""
 
     __slots__ = ("rid", "isl", "osl", "prompt_keys", "held", "n_blocks", "computed", "generated",
-                 "prebuilt", "preempted", "in_batch", "pass_no", "computed_before")
+                 "prebuilt", "preempted", "in_batch", "pass_no", "computed_before",
+                 "stored_blocks", "host_loaded")
 
     def __init__(self, rid: int, isl: int, osl: int, prompt_keys: list[int], *,
                  prebuilt: bool = False) -> None:
@@ -88,6 +90,10 @@ class Request:
         self.in_batch = False
         self.pass_no = -1
         self.computed_before = 0
+        # Host offload: prompt blocks already copied to the host tier; whether a load from it
+        # is done for the current admission.
+        self.stored_blocks = 0
+        self.host_loaded = False
 
     def seq_keys(self, n_full: int) -> list[int]:
         """Keys of the first ``n_full`` full blocks of the known sequence."""
@@ -156,6 +162,14 @@ class Rank:
                                         args.aic_mtp_seed + stream)
         self._bursts: list[int] = []
         self._speculative = bool(args.aic_nextn)
+        # Host (G2) KV offload tier, with prefix caching only (what it stores is cached blocks).
+        self.offload: HostOffload | None = None
+        host = args.native_host_offload
+        if host is not None and args.enable_prefix_caching:
+            self.offload = HostOffload(host.num_host_blocks,
+                                       args.block_size * args.kv_cache_bytes_per_token,
+                                       host.d2h_bandwidth_gbps, host.h2d_bandwidth_gbps,
+                                       lambda at_ms: hooks.on_wakeup(self, at_ms))
         self.max_burst = 1 + (args.aic_nextn or 0)
         self.running: list[Request] = []
         self.waiting: deque[Request] = deque()
@@ -189,6 +203,12 @@ class Rank:
         self._wait(req, left=False)
         return True
 
+    def wake(self, now: float) -> None:
+        """Time ``now`` asked for by ``on_wakeup``: requests whose host transfer landed rejoin
+        the waiting queue."""
+        if self.offload is not None:
+            self.offload.settle(self, now)
+
     def has_work(self) -> bool:
         return bool(self.running or self.waiting)
 
@@ -196,6 +216,10 @@ class Rank:
         """Schedule one pass (or a decode run) starting at ``now``; returns its end time (both
         virtual ms)."""
         self.busy = True
+        offload = self.offload
+        if offload is not None:
+            offload.settle(self, now)
+            offload.fetch(self, now)
         end = self._try_run(now)
         if end is None:
             end = self._single_pass(now)
@@ -378,8 +402,10 @@ class Rank:
         pass_no = self.pass_no
         prefill_timed = self._prefill_timed
         sampler = self.sampler
+        offload = self.offload
         verifies = sampler is not None and self.policy.verifies_prefill
         draws: list[bool] = []
+        stores: list[Request] = []
         count = total_isl = total_prefix = 0
         emit: list[Request] = []
         n_dec = kv_dec = 0
@@ -392,6 +418,8 @@ class Rank:
             prefix = before if before < isl else isl
             computed = req.computed
             prompt = (computed if computed < isl else isl) - prefix
+            if prompt > 0 and offload is not None:
+                stores.append(req)
             if prompt > 0 and prefill_timed:
                 count += 1
                 total_isl += prefix + prompt
@@ -426,6 +454,9 @@ class Rank:
                 raw = self.timing.decode_ms(n_dec, kv_dec, kv_dec // n_dec, self.total_kv_tokens)
             decode_ms = _q(raw / self.decode_div)
         end = now + prefill_ms + decode_ms
+        for req in stores:
+            # The pass's newly computed prompt blocks are copied to the host at its end.
+            offload.store(req, self.block_size, end)
         if sampler is not None:
             self._bursts = self._draw_bursts(emit, draws)
         self._emit = emit
@@ -448,6 +479,7 @@ class Rank:
         self._release(victim)
         victim.computed = 0
         victim.preempted = True
+        victim.host_loaded = False
         self._wait(victim, left=True)
 
     def _release(self, req: Request) -> None:
@@ -619,6 +651,14 @@ class Rank:
         self._finish([r for r in reqs if r.generated >= r.osl], end)
 
     # ---------------------------------------------------------------- queue and metrics
+
+    def requeue(self, req: Request) -> None:
+        """Put a request held back by the host offload back at the head of the queue."""
+        self._wait(req, left=True)
+
+    def unqueue(self, req: Request) -> None:
+        """Hold a waiting request back (host offload): it leaves the queue until ``requeue``."""
+        self._unwait(req)
 
     def _wait(self, req: Request, *, left: bool) -> None:
         q = self.queued

@@ -60,6 +60,10 @@ class EngineRank(Protocol):
 
     def has_work(self) -> bool: ...
 
+    def wake(self, now_ms: float) -> None:
+        """The time a rank asked for through ``on_wakeup`` has come."""
+        ...
+
     def start_pass(self, now_ms: float) -> float: ...
 
     def interrupt(self, now_ms: float) -> float | None: ...
@@ -80,15 +84,20 @@ class EngineHooks:
     """What a rank reports to the host; the host supplies the callables. ``rank`` is the
     reporting ``EngineRank``, times are virtual ms."""
 
-    __slots__ = ("on_admit", "on_tokens", "on_complete", "on_reject", "on_run")
+    __slots__ = ("on_admit", "on_tokens", "on_complete", "on_reject", "on_run", "on_wakeup")
 
     def __init__(self, on_admit: Callable[[EngineRank, Request, float, int], None],
-                 on_tokens: Callable[[EngineRank, Sequence[Request], float], None],
+                 on_tokens: Callable[..., None],
                  on_complete: Callable[[EngineRank, Request, float], None],
                  on_reject: Callable[[EngineRank, Request, str], None],
-                 on_run: Callable[..., None]) -> None:
+                 on_run: Callable[..., None],
+                 on_wakeup: Callable[[EngineRank, float], None] | None = None) -> None:
         self.on_admit = on_admit          # (rank, req, now_ms, reused_tokens)
-        self.on_tokens = on_tokens        # (rank, reqs, end_ms): one pass's tokens
+        # (rank, reqs, end_ms[, counts]): one pass's tokens, counts[i] of reqs[i] when a
+        # speculative pass emits several
+        self.on_tokens = on_tokens
         self.on_complete = on_complete    # (rank, req, end_ms)
         self.on_reject = on_reject        # (rank, req, reason)
         self.on_run = on_run              # (rank, reqs, ends_ms, dts_ms): a finished decode run
+        # (rank, at_ms): the rank has work becoming ready at ``at_ms`` (a host KV transfer)
+        self.on_wakeup = on_wakeup

@@ -87,7 +87,7 @@ class ReplayHost:
         self.mode = Mode(deployment.mode)
         self.rng = np.random.default_rng(deployment.seed)
         hooks = EngineHooks(self._on_admit, self._on_tokens, self._on_complete, self._on_reject,
-                            self._on_run)
+                            self._on_run, self._on_wakeup)
         self._worker_ids = 0
         self.pools: dict[Role, Pool] = {}
         self.routers: dict[Role, RoutingPolicy] = {}
@@ -274,6 +274,14 @@ class ReplayHost:
             router = self.routers[self._rank_pool[id(rank)]]
             for rid in first:
                 router.prefill_done(rid)
+
+    def _on_wakeup(self, rank: EngineRank, at_ms: float) -> None:
+        # A held-back request becomes ready: start (or shorten a decode run for) the next pass.
+        def wake() -> None:
+            rank.wake(self.env.now)
+            self._kick(rank)
+
+        self._call_at(max(at_ms - self.env.now, 0.0), wake)
 
     def _on_run(self, rank: EngineRank, reqs: list[Request], ends: np.ndarray,
                 dts: np.ndarray) -> None:

@@ -97,13 +97,18 @@ def _nested(spelling: str, value):
     backend = _backend(spelling)
     if backend is not None:
         engine["backend"] = backend
+    if "host" in spelling or spelling == "kv_cache_bytes_per_token":
+        # Host offload keys act together: a tier needs its size and its block size.
+        engine.setdefault("kv_cache_bytes_per_token", 2048)
+        if "num_host_blocks" not in spelling:
+            engine.setdefault("native_host_offload", {}).setdefault("num_host_blocks", 64)
     return engine
 
 
 def _field(args: EngineArgs, dotted: str):
     node = args
     for part in dotted.split("."):
-        node = getattr(node, part)
+        node = getattr(node, part) if node is not None else None  # an unset block
     return node
 
 
@@ -162,6 +167,12 @@ def test_canonical_form_as_the_reference_normaliser_writes_it(caplog):
     assert (e.kv_bytes_per_token, e.kv_transfer_bandwidth, e.dp_size) == (2048, 50.0, 2)
     assert (e.gpus_per_worker, e.startup_time) == (8, 12.0)
     assert "engine.emit_kv_events" in caplog.text and "engine.dynamo.enable_local_indexer" in caplog.text
+
+
+def test_the_host_block_size_alone_is_named_in_the_warning(caplog):
+    with caplog.at_level(logging.WARNING, logger="plansim.sim.deployment"):
+        build_deployment({"engine": {"kv_cache_bytes_per_token": 4096}})
+    assert "engine.kv_cache_bytes_per_token (sizes host offload blocks" in caplog.text
 
 
 def test_older_flat_spellings_land_on_the_same_fields():

@@ -1,0 +1,101 @@
+"""Host KV tier: store and load transfer times on FIFO lanes, LRU eviction, lookups."""
+
+from __future__ import annotations
+
+import pytest
+
+from plansim.sim.host_offload import HostTier
+
+BLOCK_BYTES = 64 * 131072  # 64 tokens x 128 KiB per token = 8 MiB
+
+
+def test_a_store_takes_blocks_times_block_bytes_over_the_bandwidth():
+    tier = HostTier(16, BLOCK_BYTES, d2h_gbps=32.0, h2d_gbps=16.0)
+    done = tier.store([1, 2, 3], now_ms=10.0)
+    assert done == pytest.approx(10.0 + 3 * BLOCK_BYTES / 32e9 * 1e3)  # 0.786 ms
+    assert tier.lookup([1, 2, 3], 0, now_ms=10.5).ready_ms == pytest.approx(done)
+    assert tier.lookup([1, 2, 3], 0, now_ms=done).hits == 3
+
+
+def test_transfers_in_one_direction_queue_behind_each_other():
+    tier = HostTier(16, BLOCK_BYTES, d2h_gbps=32.0, h2d_gbps=32.0)
+    one = BLOCK_BYTES / 32e9 * 1e3
+    first = tier.store([1, 2], now_ms=0.0)
+    second = tier.store([3], now_ms=0.1)
+    assert (first, second) == pytest.approx((2 * one, 3 * one))
+    assert tier.store([1, 3], now_ms=0.2) is None  # already there or on the way
+
+
+def test_a_load_comes_back_at_the_h2d_bandwidth_after_the_previous_load():
+    tier = HostTier(16, BLOCK_BYTES, d2h_gbps=0.0, h2d_gbps=16.0)
+    tier.store([1, 2, 3, 4], now_ms=0.0)  # 0 bandwidth: instantaneous
+    one = BLOCK_BYTES / 16e9 * 1e3
+    assert tier.load([1, 2], now_ms=5.0) == pytest.approx(5.0 + 2 * one)
+    assert tier.load([3], now_ms=5.0) == pytest.approx(5.0 + 3 * one)
+
+
+def test_lookup_counts_the_resident_run_after_the_device_prefix():
+    tier = HostTier(16, BLOCK_BYTES, 0.0, 0.0)
+    tier.store([10, 11, 12, 14], now_ms=0.0)
+    assert tier.lookup([10, 11, 12, 13, 14], 1, now_ms=0.0).hits == 2  # 11, 12; 13 missing
+    assert tier.overlap([10, 11, 12, 13], 0) == 3
+
+
+def test_eviction_takes_the_least_recently_used_unpinned_blocks():
+    tier = HostTier(4, BLOCK_BYTES, 0.0, 0.0)
+    tier.store([1, 2], now_ms=0.0)
+    tier.store([3, 4], now_ms=0.0)
+    tier.lookup([1, 2], 0, now_ms=0.0)  # 1, 2 most recently used: 3, 4 go first
+    tier.load([3], now_ms=0.0)           # 3 is being read: not evictable
+    tier.store([5, 6], now_ms=0.0)
+    assert list(tier.resident) == [3, 1, 5, 6]  # two victims: 4 (oldest unpinned), then 2
+
+
+def test_a_store_that_cannot_make_room_is_dropped():
+    tier = HostTier(2, BLOCK_BYTES, 0.0, 0.0)
+    tier.store([1, 2], now_ms=0.0)
+    tier.load([1, 2], now_ms=0.0)
+    assert tier.store([3], now_ms=0.0) is None
+    tier.loaded([1, 2])
+    assert tier.store([3], now_ms=0.0) == 0.0
+
+
+# ---------------------------------------------------------------- on an engine rank
+
+from simkit import prefill_ms, req, run  # noqa: E402
+
+A, B, C = [1, 2, 3, 4], [10, 11, 12, 13], [20, 21, 22, 23]
+# 64 device blocks: each 2048-token prompt takes 32, so the third evicts the first's.
+ROWS = [(0.0, 2048, 2, A), (100.0, 2048, 2, B), (200.0, 2048, 2, C), (300.0, 2048, 2, A)]
+
+
+def _engine(**offload):
+    return {"num_gpu_blocks": 64, "kv_cache_bytes_per_token": 131072,
+            "native_host_offload": {"num_host_blocks": 256, **offload}}
+
+
+def test_an_evicted_prefix_comes_back_from_the_host_at_the_h2d_bandwidth():
+    # A's 32 prompt blocks were copied out when computed; D waits for them to be copied back
+    # (32 x 8 MiB at 8 GB/s = 33.554432 ms), then recomputes only its last block.
+    r = run(ROWS, engine=_engine(h2d_bandwidth_gbps=8.0))
+    load_ms = 32 * 64 * 131072 / 8e9 * 1e3
+    d = req(r, 3)
+    assert d.first_admit_ms == pytest.approx(300.0 + load_ms, abs=1e-6)
+    assert d.ttft_ms == pytest.approx(load_ms + prefill_ms(64), abs=1e-6)
+    assert d.reused_input_tokens == 31 * 64
+
+
+def test_without_the_host_tier_the_evicted_prefix_is_recomputed():
+    r = run(ROWS, engine={"num_gpu_blocks": 64})
+    assert req(r, 3).reused_input_tokens == 0
+    assert req(r, 3).ttft_ms == pytest.approx(prefill_ms(2048), abs=1e-6)
+
+
+def test_host_offload_needs_the_host_block_size():
+    from plansim.errors import ConfigError
+    from plansim.sim.deployment import build_deployment
+
+    with pytest.raises(ConfigError, match="kv_cache_bytes_per_token"):
+        build_deployment({"engine": {"native_host_offload": {"num_host_blocks": 8}}})
+    old = build_deployment({"engine": {"num_host_blocks": 8, "kv_bytes_per_token": 4096}})
+    assert old.engine.kv_cache_bytes_per_token == 4096  # the older flags' sizing
