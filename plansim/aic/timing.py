@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
 from plansim.aic.spec import AicSpec
 from plansim.aic.table import AicTable, load_table
-from plansim.sim.timing import MIN_DECODE_MS, _segment
+from plansim.sim.timing.base import MIN_DECODE_MS, TimingKind
+from plansim.sim.timing.interp import segment
 
 
 class AicTiming:
@@ -70,6 +72,16 @@ def _timing_for(spec: AicSpec) -> AicTiming:
     return AicTiming(load_table(spec))
 
 
+class AicKind(TimingKind):
+    """``timing_model.type: aic`` (its settings are validated into ``spec.aic``)."""
+
+    def build(self, spec: Any) -> AicTiming:
+        return AicTiming.for_spec(spec.aic)
+
+
+KIND = AicKind()
+
+
 class Grid:
     """Multilinear interpolation of ``values`` over ``axes`` (ascending), extrapolating
     linearly beyond the edges. ``at`` (one point, plain floats) and ``bulk`` (arrays) use the
@@ -107,7 +119,7 @@ class Grid:
         return out
 
     def bulk(self, points: tuple[np.ndarray, ...]) -> np.ndarray:
-        segments = [_segment(axis, np.asarray(x, dtype=np.float64))
+        segments = [segment(axis, np.asarray(x, dtype=np.float64))
                     for axis, x in zip(self.axes, points)]
         out = np.zeros(np.broadcast(*[i for i, _ in segments]).shape)
         for corner in range(1 << len(segments)):

@@ -39,6 +39,7 @@ from plansim.roles import Mode, Role
 from plansim.sim import engine_config
 from plansim.sim.routing import ROUTERS, all_router_knobs, router_knobs
 from plansim.sim.schedulers import SCHEDULERS
+from plansim.sim.timing import TIMING_MODELS
 from plansim.sim.speculative import accept_rates
 from plansim.validation import StrictModel, config_error
 
@@ -59,7 +60,8 @@ class TimingModelSpec(StrictModel):
     keys are :class:`~plansim.aic.spec.AicSpec`'s and are kept in ``aic``.
     """
 
-    type: Literal["default", "polynomial", "fixed", "npz", "external", "python", "aic"] = "polynomial"
+    # A type of the timing registry (``plansim.sim.timing.TIMING_MODELS``).
+    type: str = "polynomial"
     provider: str | None = None
     config: dict[str, Any] | None = None
     path: str | None = None
@@ -89,19 +91,16 @@ class TimingModelSpec(StrictModel):
             return data
         return {**data.get("aic", {}), "type": "aic"}
 
+    @field_validator("type")
+    @classmethod
+    def _known_type(cls, value: str) -> str:
+        if value not in TIMING_MODELS:
+            raise ValueError(TIMING_MODELS.unknown(value))
+        return value
+
     @model_validator(mode="after")
     def _complete(self) -> TimingModelSpec:
-        if self.type == "fixed" and (self.prefill_ms is None or self.decode_ms is None):
-            raise ValueError("a fixed timing model needs prefill_ms and decode_ms")
-        if self.type == "npz" and not self.path:
-            raise ValueError("an npz timing model needs path")
-        if self.type == "external":
-            if self.provider not in (None, "dynamo_profile", "npz"):
-                raise ValueError(f"unknown external timing provider {self.provider!r}")
-            if not (self.config or {}).get("path") and not self.path:
-                raise ValueError("an external dynamo_profile timing model needs config.path")
-        if self.type == "python" and not self.callable:
-            raise ValueError("a python timing model needs callable: 'module:attr'")
+        TIMING_MODELS.get(self.type).check(self)
         if (self.type == "aic") != (self.aic is not None):
             raise ValueError("aic settings belong to a timing model of type aic")
         return self
@@ -109,11 +108,7 @@ class TimingModelSpec(StrictModel):
     @property
     def npz_path(self) -> str | None:
         """The NPZ file this spec reads, if any."""
-        if self.type == "npz":
-            return self.path
-        if self.type == "external":
-            return self.path or (self.config or {}).get("path")
-        return None
+        return TIMING_MODELS.get(self.type).npz_path(self)
 
 
 class SglangArgs(StrictModel):

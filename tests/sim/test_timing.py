@@ -10,13 +10,9 @@ import pytest
 
 from plansim.errors import ConfigError
 from plansim.sim.deployment import EngineArgs, TimingModelSpec, build_deployment
-from plansim.sim.timing import (
-    CallableTiming,
-    FixedTiming,
-    PolynomialTiming,
-    load_npz_profile,
-    make_timing_model,
-)
+from plansim.sim.timing import TIMING_MODELS, PolynomialTiming, load_npz_profile, make_timing_model
+from plansim.sim.timing.fixed import FixedTiming
+from plansim.sim.timing.python_callable import CallableTiming
 
 NPZ = Path(__file__).resolve().parent / "reference" / "profiles" / "sample_h200.npz"
 
@@ -90,3 +86,21 @@ def test_fixed_and_callable_models():
     assert isinstance(user, CallableTiming)
     assert user.prefill_ms(100, 1, 100, 0) == 10.0
     assert user.decode_ms(1, 10, 10, 100) == 1.0  # 0.5 from the user, floored at 1 ms
+
+
+def test_the_timing_registry_names_every_type_and_rejects_others():
+    assert set(TIMING_MODELS.names()) == {"polynomial", "default", "fixed", "npz", "external",
+                                          "python", "aic"}
+    with pytest.raises(ConfigError, match=r"unknown timing model type 'roofline' \(known: "):
+        build_deployment({"engine": {"timing_model": {"type": "roofline"}}})
+
+
+@pytest.mark.parametrize(("spec", "missing"), [
+    ({"type": "fixed", "prefill_ms": 5.0}, "prefill_ms and decode_ms"),
+    ({"type": "npz"}, "needs path"),
+    ({"type": "external", "provider": "dynamo_profile"}, "needs config.path"),
+    ({"type": "python"}, "needs callable"),
+])
+def test_each_type_checks_the_keys_it_needs(spec, missing):
+    with pytest.raises(ConfigError, match=missing):
+        build_deployment({"engine": {"timing_model": spec}})

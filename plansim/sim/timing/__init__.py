@@ -1,0 +1,38 @@
+"""Pass-time models: how long an engine pass takes, in milliseconds, before speedup ratios.
+
+``TIMING_MODELS`` maps each ``timing_model.type`` of the engine args to its ``TimingKind``
+(``plansim.sim.timing.base``): ``polynomial`` (``default``), ``fixed``, ``npz``, ``external``,
+``python`` and ``aic`` (AIConfigurator's estimates, :mod:`plansim.aic.timing`, extra
+``plansim[aic]``). ``make_timing_model(spec)`` builds the model a spec describes.
+
+Adding a model: one module with its model and a ``TimingKind``, and one line in
+``TIMING_MODELS`` (plus its keys in ``TimingModelSpec`` if it needs new ones).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plansim.registry import Registry
+from plansim.sim.timing.base import MIN_DECODE_MS, TimingKind, TimingModel
+from plansim.sim.timing.npz import NpzTiming, load_npz_profile
+from plansim.sim.timing.polynomial import PolynomialTiming
+
+TIMING_MODELS: Registry[TimingKind] = Registry("timing model type", {
+    "polynomial": "plansim.sim.timing.polynomial:KIND",
+    "default": "plansim.sim.timing.polynomial:KIND",
+    "fixed": "plansim.sim.timing.fixed:KIND",
+    "npz": "plansim.sim.timing.npz:KIND",
+    "external": "plansim.sim.timing.npz:EXTERNAL_KIND",
+    "python": "plansim.sim.timing.python_callable:KIND",
+    "aic": "plansim.aic.timing:KIND",
+})
+
+
+def make_timing_model(spec: Any) -> TimingModel:
+    """Build the model an ``EngineArgs.effective_timing`` spec describes."""
+    return TIMING_MODELS.get(spec.type).build(spec)
+
+
+__all__ = ["MIN_DECODE_MS", "TIMING_MODELS", "NpzTiming", "PolynomialTiming", "TimingKind",
+           "TimingModel", "load_npz_profile", "make_timing_model"]

@@ -1,0 +1,50 @@
+"""What a pass-time model is, and what a ``timing_model.type`` contributes.
+
+A ``TimingModel`` has ``prefill_ms(new_tokens, batch_size, mean_isl, mean_prefix)`` (0 when there
+are no new tokens) and ``decode_ms(batch_size, active_kv_tokens, mean_context, total_kv_tokens)``
+(never under ``MIN_DECODE_MS``), plus ``decode_ms_bulk`` taking numpy arrays of the same
+arguments, which the engine uses to time a run of decode-only passes in one call. Times are
+milliseconds, before the engine's speedup ratios.
+
+A model may also offer ``mixed_decode_ms(batch_size, active_kv_tokens, mean_context,
+total_kv_tokens, prefill_tokens)``: the time decode requests add to a pass that also prefills
+``prefill_tokens`` tokens. Without it a mixed pass costs ``prefill_ms + decode_ms``.
+
+A ``TimingKind`` is one ``timing_model.type`` of the engine args: it checks that a spec
+(``plansim.sim.deployment.TimingModelSpec``) has what the type needs, names the NPZ file it
+reads (checked when the deployment is built), and builds the model.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+
+MIN_DECODE_MS = 1.0
+
+
+class TimingModel(Protocol):
+    def prefill_ms(self, new_tokens: int, batch_size: int, mean_isl: float,
+                   mean_prefix: float) -> float: ...
+
+    def decode_ms(self, batch_size: int, active_kv_tokens: int, mean_context: float,
+                  total_kv_tokens: int) -> float: ...
+
+    def decode_ms_bulk(self, batch_size: np.ndarray, active_kv_tokens: np.ndarray,
+                       mean_context: np.ndarray, total_kv_tokens: int) -> np.ndarray: ...
+
+
+class TimingKind:
+    """Base of a ``timing_model.type``; see the module docstring."""
+
+    def check(self, spec: Any) -> None:
+        """Raise ``ValueError`` (its message says what is missing) for an incomplete spec."""
+        return None
+
+    def npz_path(self, spec: Any) -> str | None:
+        """The NPZ profile the model reads, if any."""
+        return None
+
+    def build(self, spec: Any) -> TimingModel:
+        raise NotImplementedError
