@@ -1,4 +1,4 @@
-"""Engine keys an AIConfigurator model decides, and the reference mocker's flat ``aic_*`` keys.
+"""Engine keys an AIConfigurator model decides.
 
 With ``timing_model: {type: aic, ...}``, unless the engine sets them itself:
 
@@ -8,7 +8,6 @@ With ``timing_model: {type: aic, ...}``, unless the engine sets them itself:
 - ``kv_bytes_per_token`` (the disaggregated handoff): KV bytes per token per GPU x TP.
 - ``tensor_parallel_size`` = ``tp_size`` and ``dp_size`` = ``attention_dp_size`` (when above 1),
   so ``gpus_per_worker`` = TP x DP; a conflicting explicit value is an error.
-
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from typing import Any
 from plansim.aic.memory import MEMORY_FRACTION_KEYS, kv_capacity
 from plansim.aic.spec import AicSpec
 from plansim.errors import ConfigError
+
 
 def derived_engine_fields(args: Any, spec: AicSpec) -> dict[str, Any]:
     """Values for the keys above that ``args`` (a validated ``EngineArgs``) left unset, and its
