@@ -184,8 +184,13 @@ def write_planner_reports(
         events = [e for e in scaling_events or [] if lo <= float(e.get("at_s", np.nan)) <= hi]
         span = None if time_s is None else timeseries[(time_s >= lo) & (time_s <= hi)]
         base = Path(out_dir) / f"{prefix}_{k:03d}"
+        period = (
+            f"Period {k} of {len(periods)}: planner time {number(lo)} to {number(hi)} s. The "
+            "whole run's goodput, latency and cost are in planner_report.html beside this folder."
+        )
         written += write_planner_report(
-            part, base, scaling_events=events, sla=sla, timeseries=span, plotly_src=plotly_src
+            part, base, scaling_events=events, sla=sla, timeseries=span, plotly_src=plotly_src,
+            period=period,
         )
     return written
 
@@ -200,7 +205,7 @@ def write_planner_report(
     **options: Any,
 ) -> list[Path]:
     """``<base>.html`` and ``<base>.log.jsonl.gz`` for ``ticks``, written atomically;
-    ``options`` go to ``render_planner`` (summary, inputs, references, plotly_src)."""
+    ``options`` go to ``render_planner`` (summary, inputs, references, plotly_src, period)."""
     base = Path(base)
     html_path = atomic_write_text(
         base.with_name(base.name + ".html"),
@@ -266,6 +271,7 @@ def render_planner(
     inputs: Mapping[str, Any] | None = None,
     references: Mapping[str, float] | None = None,
     plotly_src: str | None = None,
+    period: str = "",
 ) -> str:
     """The planner diagnostics report (HTML str) for ``ticks`` (the last ``SNAPSHOT_CAP`` rows,
     as the reference recorder keeps). ``sla`` holds the planner's ``ttft_ms``/``itl_ms``
@@ -273,7 +279,8 @@ def render_planner(
     stands in for per-engine load when ticks have no engine list. With the replay's
     ``summary`` and ``inputs`` the page opens with the replay's headline cards, plus the
     scaling events and the GPU-hour gap to each of ``references`` (label -> GPU-hours; default:
-    the deployment's starting counts held static, ``headline.static_reference``)."""
+    the deployment's starting counts held static, ``headline.static_reference``). ``period``
+    says which part of the run a periodic report covers."""
     data = planner_data(ticks, scaling_events=scaling_events, sla=sla, timeseries=timeseries)
     page = Page(
         "plansim planner diagnostics",
@@ -284,7 +291,8 @@ def render_planner(
     if references is None:
         references = static_reference(inputs, summary)
     cards += scaling_cards(data.events, summary, references)
-    page.headline(cards, _targets_note(data.sla, goodput_sla(inputs)))
+    page.headline(cards, " ".join(t for t in (period, _targets_note(data.sla, goodput_sla(inputs)))
+                                  if t))
     page.part("Charts")
     page.chart_grid(
         "Planner diagnostics (6 x 2)",

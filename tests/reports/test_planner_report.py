@@ -154,3 +154,10 @@ def test_an_aggregated_deployment_shows_one_agg_role():
     html = render_planner(ticks)
     assert [t["name"] for t in figures(html)["planner_replicas"]["data"]][0] == "agg replicas"
     assert "<td>agg</td>" in html and "<td>prefill</td>" not in html
+
+
+def test_a_periodic_report_says_which_period_it_covers(tmp_path):
+    write_planner_reports(syn.ticks_table(n=240, interval_s=30.0), tmp_path, 1.0)
+    html = (tmp_path / "planner_report_002.html").read_text()
+    # period 2 starts after the tick at 3600 s and ends at the last tick, 7170 s
+    assert "Period 2 of 2: planner time 3,630 to 7,170 s." in html
