@@ -65,8 +65,10 @@ class Pool:
         wid = self._new_worker_id()
         dp = self.args.dp_size
         first = len(self.workers) * dp
+        # DP ranks pass in lockstep (sim.host), so each of their passes is timed on its own.
+        runs = self.decode_runs and dp == 1
         ranks = [Rank(wid, r, self.args, self.timing, self.hooks, role=self.rank_role,
-                      decode_runs=self.decode_runs, stream=first + r)
+                      decode_runs=runs, stream=first + r)
                  for r in range(dp)]
         worker = Worker(wid, self.name, ranks, now_ms)
         self.workers.append(worker)
@@ -119,10 +121,13 @@ class Pool:
     def _refresh(self) -> None:
         ranks: list[Rank] = []
         loads: list[RankLoad] = []
-        for w in self.workers:
-            if w.state == READY:
-                ranks.extend(w.ranks)
-                loads.extend(w.loads)
+        ready = [w for w in self.workers if w.state == READY]
+        # Rank-major, as the reference lists routing targets: every worker's rank 0, then every
+        # worker's rank 1, ... (round robin spreads over workers first).
+        for r in range(self.args.dp_size):
+            for w in ready:
+                ranks.append(w.ranks[r])
+                loads.append(w.loads[r])
         self.ready_ranks = ranks
         self.ready_views = [r.prefix_view for r in ranks]
         self.ready_loads = loads

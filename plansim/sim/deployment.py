@@ -470,8 +470,6 @@ class Deployment(StrictModel):
             p, d = self.prefill_args, self.decode_args
             if p.block_size != d.block_size:
                 raise ValueError("prefill_engine and decode_engine need the same block_size")
-            if p.dp_size != 1 or d.dp_size != 1:
-                raise ValueError("disaggregated replay needs dp_size 1 on both pools")
         return self
 
     @property

@@ -103,7 +103,8 @@ class ReplayHost:
         self.block_size = deployment.pool_args(self.mode.visible_pool).block_size
         self.entry_pool = self.mode.entry_pool
         self._gen: dict[int, int] = {}          # id(rank) -> finish-event generation
-        self._start_pending: set[int] = set()
+        self._start_pending: set[int] = set()  # ids of ranks (of workers with DP) to start
+        self._group_pass: dict[int, list[EngineRank]] = {}  # id(worker) -> ranks in its pass
         self._rank_pool: dict[int, Role] = {}
         self._rank_worker: dict[int, Worker] = {}
         self._pending: dict[Role, list[int]] = {name: [] for name in self.pools}
@@ -228,6 +229,10 @@ class ReplayHost:
     # ---------------------------------------------------------------- rank events
 
     def _kick(self, rank: EngineRank) -> None:
+        worker = self._rank_worker[id(rank)]
+        if len(worker.ranks) > 1:
+            self._kick_group(worker)
+            return
         key = id(rank)
         if rank.busy:
             new_end = rank.interrupt(self.env.now)
@@ -249,6 +254,37 @@ class ReplayHost:
         end = rank.start_pass(now)
         gen = self._gen[id(rank)]
         self._call_at(end - now, lambda: self._finish(rank, gen), URGENT)
+
+    # Attention-DP ranks of one worker run each pass together (the reference's group barrier):
+    # a pass starts on every rank with work at once, and each of them ends when the slowest
+    # does; a rank that gets work meanwhile waits for the next group pass.
+
+    def _kick_group(self, worker: Worker) -> None:
+        key = id(worker)
+        if key in self._group_pass or key in self._start_pending:
+            return
+        if any(r.has_work() for r in worker.ranks):
+            self._start_pending.add(key)
+            self._call_at(0.0, lambda: self._start_group(worker))
+
+    def _start_group(self, worker: Worker) -> None:
+        key = id(worker)
+        self._start_pending.discard(key)
+        started = [r for r in worker.ranks if r.has_work()]
+        if key in self._group_pass or not started:
+            return
+        now = self.env.now
+        end = max([r.start_pass(now) for r in started])
+        self._group_pass[key] = started
+        self._call_at(end - now, lambda: self._finish_group(worker), URGENT)
+
+    def _finish_group(self, worker: Worker) -> None:
+        now = self.env.now
+        for rank in self._group_pass.pop(id(worker)):
+            rank.finish(now)
+        if worker.state == DRAINING:
+            self.pools[worker.pool].drained(worker, now)
+        self._kick_group(worker)
 
     def _finish(self, rank: EngineRank, gen: int) -> None:
         if gen != self._gen[id(rank)] or not rank.busy:

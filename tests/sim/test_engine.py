@@ -158,6 +158,36 @@ def test_dp_ranks_serve_in_parallel_and_count_as_gpus():
     assert r.summary["gpu_hours"] == pytest.approx(duration_s * 2 / 3600)
 
 
+def test_dp_ranks_of_a_worker_pass_in_lockstep_at_the_slowest_ranks_pace():
+    # Round robin sends A to rank 0 and B to rank 1 of the one worker. Each group pass ends
+    # when its slowest rank does: A's prefill waits for B's, and A's decode passes are as long
+    # as B's (3001-token context) until A is done.
+    rows = [(0.0, 1000, 3, [1, 2]), (0.0, 3000, 5, [3, 4, 5, 6, 7, 8])]
+    r = run(rows, engine={"dp_size": 2})
+    first = prefill_ms(3000)
+    assert req(r, 0).ttft_ms == req(r, 1).ttft_ms == pytest.approx(first, **APPROX)
+    a_done = first + decode_ms(3001) + decode_ms(3002)
+    assert req(r, 0).e2e_latency_ms == pytest.approx(a_done, **APPROX)
+    assert req(r, 1).e2e_latency_ms == pytest.approx(
+        a_done + decode_ms(3003) + decode_ms(3004), **APPROX)
+
+
+def test_round_robin_spreads_over_workers_before_dp_ranks():
+    rows = [(float(i), 100, 2, [i + 1]) for i in range(4)]
+    r = run(rows, num_workers=2, engine={"dp_size": 2})
+    assert r.requests["decode_worker"].tolist() == [0, 1, 0, 1]
+
+
+def test_disaggregated_pools_take_dp_ranks():
+    rows = [(0.0, 1000, 3, [1, 2]), (0.0, 3000, 3, [3, 4, 5, 6, 7, 8])]
+    r = run(rows, mode="disagg", prefill_engine={"worker_type": "prefill", "dp_size": 2},
+            decode_engine={"worker_type": "decode"})
+    # Both prompts share the prefill worker's group pass; each reaches the decode worker then.
+    assert req(r, 0).prefill_worker == req(r, 1).prefill_worker == 0
+    first = prefill_ms(3000) + decode_ms(1000 + 3000)
+    assert req(r, 0).ttft_ms == req(r, 1).ttft_ms == pytest.approx(first, **APPROX)
+
+
 def test_an_arrival_during_a_pass_joins_the_next_pass():
     # B arrives while A's prefill pass runs; it is admitted at that pass's end.
     rows = [(0.0, 1000, 5, [1, 2]), (10.0, 800, 5, [3, 4])]
