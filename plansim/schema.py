@@ -17,6 +17,7 @@ SUMMARY_JSON = "summary.json"
 REQUESTS_TABLE = "requests.parquet"
 TIMESERIES_TABLE = "timeseries.parquet"
 WORKERS_TABLE = "workers.parquet"
+SESSIONS_TABLE = "sessions.parquet"  # closed-loop replays: one row per session
 TICKS_TABLE = "ticks.parquet"
 SCALING_EVENTS_JSON = "scaling_events.json"
 RETUNE_EVENTS_JSON = "retune_events.json"
@@ -140,6 +141,7 @@ SUMMARY_GROUPS = {
     "throughput": "Throughput",
     "cost": "Cost",
     "cache": "Prefix cache",
+    "sessions": "Sessions and release (closed loop, concurrency cap)",
     "host": "Host (wall clock)",
 }
 
@@ -165,6 +167,10 @@ SUMMARY_KEYS: tuple[SummaryKey, ...] = (
     SummaryKey("prefill_gpus_per_worker", "cost", "GPUs per prefill worker", "GPUs"),
     SummaryKey("decode_gpus_per_worker", "cost", "GPUs per decode (or aggregated) worker", "GPUs"),
     SummaryKey("prefix_cache_reused_ratio", "cache", "Input tokens found in the prefix cache", RATIO),
+    SummaryKey("num_sessions", "sessions", "Sessions", ""),
+    SummaryKey("completed_sessions", "sessions", "Sessions with every turn completed", ""),
+    SummaryKey("unreleased_requests", "sessions",
+               "Requests never released (they wait on a rejected request)", ""),
     SummaryKey("wall_time_ms", "host", "Replay wall time", DURATION_MS),
     SummaryKey("processed_tokens_per_s", "host", "Tokens processed per wall second", "tok/s"),
     SummaryKey(
@@ -182,6 +188,8 @@ SUMMARY_DISTRIBUTIONS = {
     "itl_ms": ("ITL (every token gap)", "ms"),
     "e2e_latency_ms": ("End-to-end latency", "ms"),
     "output_token_throughput_per_user": ("Output tokens per second per request", "tok/s"),
+    "session_total_ms": ("Session total time (first release to last token)", "ms"),
+    "release_wait_ms": ("Wait at the concurrency cap (release to arrival)", "ms"),
 }
 
 

@@ -202,7 +202,8 @@ def write_reports(out_dir: Path, *, self_contained: bool = False) -> None:
 def write_replay_outputs(out_dir: Path, result: Any, inputs: dict[str, Any]) -> None:
     """The tables of a ``ReplayResult``: ``inputs.json``, ``summary.json`` (without host-speed
     figures, so the same inputs and seed write byte-identical files), the request, time-series
-    and worker tables, and, when a planner ran, its ticks, scaling events and retune records."""
+    and worker tables, the sessions of a closed-loop replay, and, when a planner ran, its
+    ticks, scaling events and retune records."""
     from plansim.sim.summary import without_host_keys
 
     atomic_write_json(out_dir / schema.INPUTS_JSON, inputs)
@@ -210,6 +211,8 @@ def write_replay_outputs(out_dir: Path, result: Any, inputs: dict[str, Any]) -> 
     write_parquet_atomic(out_dir / schema.REQUESTS_TABLE, result.requests)
     write_parquet_atomic(out_dir / schema.TIMESERIES_TABLE, result.timeseries)
     write_parquet_atomic(out_dir / schema.WORKERS_TABLE, result.workers)
+    if result.sessions is not None:
+        write_parquet_atomic(out_dir / schema.SESSIONS_TABLE, result.sessions)
     if result.ticks is not None:
         write_parquet_atomic(out_dir / schema.TICKS_TABLE, result.ticks)
         atomic_write_json(out_dir / schema.SCALING_EVENTS_JSON, result.scaling_events)

@@ -4,6 +4,8 @@
 loads the traces, builds the deployment (the config file, then CLI flags on top), replays it
 (with the planner in the loop when the config has a ``planner:`` block or ``--planner-config``
 is given), prints a summary table, writes the output folder and renders the report.
+``plansim replay synth --rate R --duration S [synth options] [options]`` does the same for a
+synthetic workload built in memory.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import Annotated, Any
 
 import typer
 
+from plansim.commands import synth_options
+from plansim.commands.options import with_options
 from plansim.commands.output import ForceOption, OutputFolder, write_replay_outputs, write_reports
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.commands.router_flags import (
@@ -24,6 +28,7 @@ from plansim.commands.router_flags import (
     knob_help,
     router_param_overrides,
 )
+from plansim.errors import InputError
 
 app = typer.Typer(help="Replay request traces against a simulated deployment.",
                   no_args_is_help=True)
@@ -45,6 +50,7 @@ def _overrides(**flags: Any) -> tuple[dict[str, Any], dict[str, str]]:
         "overlap_score_weight": "router.overlap_score_weight",
         "router_temperature": "router.router_temperature",
         "arrival_speedup_ratio": "arrival_speedup_ratio",
+        "max_concurrency": "max_concurrency",
         "sla_ttft_ms": "sla.ttft_ms",
         "sla_itl_ms": "sla.itl_ms",
         "sla_e2e_ms": "sla.e2e_ms",
@@ -135,6 +141,19 @@ def _print_summary(s: Mapping[str, Any], n_rejected: int, out_dir: Path,
         echo(f"  {label:<12}" + "".join(
             f"{s[f'{stat}_{key}_ms']:>10.2f}" if sampled else f"{'n/a':>10}"
             for stat in ("median", "p90", "p99", "mean")))
+    if "num_sessions" in s:
+        done = s["completed_sessions"]
+        times = (", total time (first release to last token) p50 "
+                 f"{_duration(s['median_session_total_ms'])}, p90 "
+                 f"{_duration(s['p90_session_total_ms'])}, max "
+                 f"{_duration(s['max_session_total_ms'])}") if done else ""
+        echo(f"sessions      {s['num_sessions']} ({done} completed){times}")
+    if s.get("unreleased_requests"):
+        echo(f"unreleased    {s['unreleased_requests']} requests waited on a rejected request")
+    if "mean_release_wait_ms" in s:
+        echo(f"cap wait      p50 {_duration(s['median_release_wait_ms'])}, p90 "
+             f"{_duration(s['p90_release_wait_ms'])}, mean "
+             f"{_duration(s['mean_release_wait_ms'])} (release to arrival at the concurrency cap)")
     if "goodput_completed_requests" in s:
         good = s["goodput_completed_requests"]
         share = good / s["num_requests"] if s["num_requests"] else 0.0
@@ -148,15 +167,15 @@ def _print_summary(s: Mapping[str, Any], n_rejected: int, out_dir: Path,
     echo(f"output        {out_dir}")
 
 
-def _inputs(options: Mapping[str, Any], traces: list[Path], workload: Any, deployment: Any,
+def _inputs(ctx: typer.Context, traces: list[Path], workload: Any, deployment: Any,
             planner_raw: Mapping[str, Any] | None, trace_format: str,
             trace_block_size: int | None) -> dict[str, Any]:
     """What ran: the command and the options given, the traces, the validated deployment."""
     given = {name: str(value) if isinstance(value, Path) else value
-             for name, value in options.items()
-             if name not in ("traces", "force") and value is not None and value is not False}
+             for name, value in ctx.params.items()
+             if name != "traces" and value is not None and value is not False}
     return {
-        "command": "plansim replay run",
+        "command": f"plansim replay {ctx.info_name}",
         "options": given,
         "traces": [str(p) for p in traces],
         "trace_format": trace_format,
@@ -171,64 +190,115 @@ def _inputs(options: Mapping[str, Any], traces: list[Path], workload: Any, deplo
     }
 
 
+# Options shared by ``replay run`` and ``replay synth`` (see ``plansim.commands.options``):
+# the deployment flags (each overrides a deployment key) and how the run is written.
+DEPLOYMENT_OPTIONS = {
+    "config": (Annotated[Path | None, typer.Option(
+        "--config", "-c", help="Deployment file (YAML or JSON).")], None),
+    "planner_config": (Annotated[Path | None, typer.Option(
+        help="Planner config (YAML/JSON); runs the planner in the loop.")], None),
+    "mode": (Annotated[str | None, typer.Option(help="agg or disagg.")], None),
+    "num_workers": (Annotated[int | None, typer.Option(help="Aggregated workers.")], None),
+    "num_prefill_workers": (Annotated[int | None, typer.Option(help="Prefill workers.")], None),
+    "num_decode_workers": (Annotated[int | None, typer.Option(help="Decode workers.")], None),
+    "router_mode": (Annotated[str | None, typer.Option(help=ROUTER_MODE_HELP)], None),
+    "overlap_score_weight": (Annotated[float | None, typer.Option(
+        help=knob_help("overlap_score_weight"))], None),
+    "router_temperature": (Annotated[float | None, typer.Option(
+        help=knob_help("router_temperature"))], None),
+    "router_param": (Annotated[list[str] | None, typer.Option(
+        "--router-param", metavar="NAME=VALUE", help=ROUTER_PARAM_HELP)], None),
+    "arrival_speedup_ratio": (Annotated[float | None, typer.Option(
+        help="Divide arrival gaps (and closed-loop think times) by this.")], None),
+    "max_concurrency": (Annotated[int | None, typer.Option(
+        help="At most N requests in flight: a released request waits until one completes "
+             "(its trace time is the earliest start).")], None),
+    "sla_ttft_ms": (Annotated[float | None, typer.Option(help="Goodput SLA: TTFT bound.")], None),
+    "sla_itl_ms": (Annotated[float | None, typer.Option(help="Goodput SLA: ITL bound.")], None),
+    "sla_e2e_ms": (Annotated[float | None, typer.Option(help="Goodput SLA: E2E bound.")], None),
+    "extra_engine_args": (Annotated[Path | None, typer.Option(
+        help="Engine-args JSON (Dynamo --extra-engine-args form) for every worker.")], None),
+    "prefill_engine_args": (Annotated[Path | None, typer.Option(
+        help="Engine-args JSON for prefill workers.")], None),
+    "decode_engine_args": (Annotated[Path | None, typer.Option(
+        help="Engine-args JSON for decode workers.")], None),
+}
+OUTPUT_OPTIONS = {
+    "out": (Annotated[Path | None, typer.Option(
+        help="Output folder (default: a new plansim-out/replay-<time>).")], None),
+    "no_report": (Annotated[bool, typer.Option("--no-report", help="Skip report.html.")], False),
+    "self_contained": (Annotated[bool, typer.Option(
+        "--self-contained", help=SELF_CONTAINED_HELP)], False),
+    "quiet": (Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")], False),
+    "force": (ForceOption, False),
+}
+# Deployment flags that are deployment keys (_execute reads the files and --router-param).
+_DEPLOYMENT_FLAGS = tuple(k for k in DEPLOYMENT_OPTIONS
+                          if k not in ("config", "planner_config", "router_param"))
+
+
 @app.command("run")
+@with_options(DEPLOYMENT_OPTIONS, OUTPUT_OPTIONS)
 def run(
     ctx: typer.Context,
     traces: Annotated[list[Path], typer.Argument(
         help="Trace files, folders or globs.", metavar="TRACE", show_default=False)],
-    config: Annotated[Path | None, typer.Option(
-        "--config", "-c", help="Deployment file (YAML or JSON).")] = None,
-    planner_config: Annotated[Path | None, typer.Option(
-        help="Planner config (YAML/JSON); runs the planner in the loop.")] = None,
     trace_format: Annotated[str, typer.Option(
-        "--format", help="Trace format: auto, dynamo, mooncake or azure.")] = "auto",
+        "--format", help="Trace format: auto, dynamo, mooncake, agentic_mooncake or azure.")] = "auto",
     trace_block_size: Annotated[int | None, typer.Option(
         help="Tokens per hash id for Mooncake/Azure traces.")] = None,
-    mode: Annotated[str | None, typer.Option(help="agg or disagg.")] = None,
-    num_workers: Annotated[int | None, typer.Option(help="Aggregated workers.")] = None,
-    num_prefill_workers: Annotated[int | None, typer.Option(help="Prefill workers.")] = None,
-    num_decode_workers: Annotated[int | None, typer.Option(help="Decode workers.")] = None,
-    router_mode: Annotated[str | None, typer.Option(help=ROUTER_MODE_HELP)] = None,
-    overlap_score_weight: Annotated[float | None, typer.Option(
-        help=knob_help("overlap_score_weight"))] = None,
-    router_temperature: Annotated[float | None, typer.Option(
-        help=knob_help("router_temperature"))] = None,
-    router_param: Annotated[list[str] | None, typer.Option(
-        "--router-param", metavar="NAME=VALUE", help=ROUTER_PARAM_HELP)] = None,
-    arrival_speedup_ratio: Annotated[float | None, typer.Option(
-        help="Divide arrival gaps by this.")] = None,
-    sla_ttft_ms: Annotated[float | None, typer.Option(help="Goodput SLA: TTFT bound.")] = None,
-    sla_itl_ms: Annotated[float | None, typer.Option(help="Goodput SLA: ITL bound.")] = None,
-    sla_e2e_ms: Annotated[float | None, typer.Option(help="Goodput SLA: E2E bound.")] = None,
+    open_loop: Annotated[bool, typer.Option(
+        "--open-loop", help="Replay a closed-loop trace (sessions, dependencies) open-loop: "
+                            "every request at its recorded arrival, or where delays put it "
+                            "if requests took no time.")] = False,
     seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
-    extra_engine_args: Annotated[Path | None, typer.Option(
-        help="Engine-args JSON (Dynamo --extra-engine-args form) for every worker.")] = None,
-    prefill_engine_args: Annotated[Path | None, typer.Option(
-        help="Engine-args JSON for prefill workers.")] = None,
-    decode_engine_args: Annotated[Path | None, typer.Option(
-        help="Engine-args JSON for decode workers.")] = None,
-    out: Annotated[Path | None, typer.Option(
-        help="Output folder (default: a new plansim-out/replay-<time>).")] = None,
-    no_report: Annotated[bool, typer.Option("--no-report", help="Skip report.html.")] = False,
-    self_contained: Annotated[bool, typer.Option(
-        "--self-contained", help=SELF_CONTAINED_HELP)] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
-    force: ForceOption = False,
+    **options: Any,
 ) -> None:
-    """Replay TRACE... against the deployment and write summary, tables and report."""
+    """Replay TRACE... against the deployment and write summary, tables and report.
+
+    Closed-loop traces (Mooncake sessions, Dynamo agent_context, agentic Mooncake) release each
+    request when what it waits for has finished, plus its think or tool time."""
+    from plansim.traces import load_workload
+
+    def load(deployment: Any) -> Any:
+        workload = load_workload(traces, format=trace_format, trace_block_size=trace_block_size)
+        return workload.open_loop() if open_loop else workload
+
+    _execute(ctx, load, traces=traces, trace_format=trace_format,
+             trace_block_size=trace_block_size)
+
+
+@app.command("synth")
+@with_options(synth_options.SYNTH_OPTIONS, DEPLOYMENT_OPTIONS, OUTPUT_OPTIONS)
+def synth(
+    ctx: typer.Context,
+    seed: Annotated[int | None, typer.Option(
+        help="Random seed of the synthetic workload and of the replay (default: the "
+             "deployment's, 0).")] = None,
+    **options: Any,
+) -> None:
+    """Synthesize a workload (the options of `plansim trace synth`) and replay it, no file
+    needed: e.g. `--max-concurrency N` in a loop draws throughput and TTFT against
+    concurrency."""
+
+    def load(deployment: Any) -> Any:
+        return synth_options.synthesize_from(ctx.params, seed=deployment.seed)
+
+    _execute(ctx, load, traces=[], trace_format="synth", trace_block_size=options["block_size"])
+
+
+def _execute(ctx: typer.Context, load: Any, *, traces: list[Path], trace_format: str,
+             trace_block_size: int | None) -> None:
+    """Build and validate the deployment and planner (``ctx.params``), ``load(deployment)``
+    the workload, replay it, write the output folder, print the summary, render the reports."""
     from plansim.sim.deployment import load_deployment
 
-    folder = OutputFolder.claim(out, "replay", "plansim replay run", force=force)
-
-    overrides, flags = _overrides(
-        mode=mode, num_workers=num_workers, num_prefill_workers=num_prefill_workers,
-        num_decode_workers=num_decode_workers, router_mode=router_mode,
-        overlap_score_weight=overlap_score_weight, router_temperature=router_temperature,
-        arrival_speedup_ratio=arrival_speedup_ratio, sla_ttft_ms=sla_ttft_ms,
-        sla_itl_ms=sla_itl_ms, sla_e2e_ms=sla_e2e_ms, seed=seed,
-        extra_engine_args=extra_engine_args, prefill_engine_args=prefill_engine_args,
-        decode_engine_args=decode_engine_args)
-    overrides.update(router_param_overrides(router_param or []))
+    p = ctx.params
+    config, planner_config = p["config"], p["planner_config"]
+    folder = OutputFolder.claim(p["out"], "replay", f"plansim replay {ctx.info_name}",
+                                force=p["force"])
+    overrides, flags = _overrides(**{name: p[name] for name in (*_DEPLOYMENT_FLAGS, "seed")})
+    overrides.update(router_param_overrides(p["router_param"] or []))
     # Validate everything (deployment, planner) before reading possibly large traces.
     deployment = load_deployment(config, overrides, flags=flags)
     planner_raw: Mapping[str, Any] | None = None
@@ -254,11 +324,13 @@ def run(
             planner = planner_for_deployment(planner_cfg, deployment)
 
     from plansim.sim.host import replay
-    from plansim.traces import load_workload
 
-    workload = load_workload(traces, format=trace_format, trace_block_size=trace_block_size)
+    workload = load(deployment)
+    if planner_cfg is not None and planner_cfg.retune is not None and not traces:
+        raise InputError("retune replays windows of a trace file: use plansim replay run",
+                         field="--planner-config")
 
-    bar = ProgressBar() if (not quiet and sys.stderr.isatty()) else None
+    bar = ProgressBar() if (not p["quiet"] and sys.stderr.isatty()) else None
     try:
         if planner_cfg is not None and planner_cfg.retune is not None:
             result = _replay_with_retune(traces, trace_format, trace_block_size, deployment,
@@ -269,12 +341,11 @@ def run(
         if bar is not None:
             bar.close()
 
-    inputs = {**_inputs(ctx.params, traces, workload, deployment, planner_raw, trace_format,
+    inputs = {**_inputs(ctx, traces, workload, deployment, planner_raw, trace_format,
                         trace_block_size), **result.inputs}
     with folder.writing() as out_dir:
         write_replay_outputs(out_dir, result, inputs)
         n_rejected = int((result.requests["status"] == "rejected").sum())
         _print_summary(result.summary, n_rejected, out_dir, deployment.sla.model_dump())
-        if not no_report:
-            write_reports(out_dir, self_contained=self_contained)
-
+        if not p["no_report"]:
+            write_reports(out_dir, self_contained=p["self_contained"])

@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from plansim.commands import synth_options
+from plansim.commands.options import with_options
 from plansim.commands.output import check_output_file
 from plansim.errors import InputError
 from plansim.limits import MAX_ARRIVAL_MS, MAX_SEED, check_number
@@ -170,123 +172,28 @@ def _epoch(workload, epoch_ms: float | None) -> float:
     return 0.0 if first > 1e11 else 1_764_000_000_000.0
 
 
-# SynthSpec field -> the option that sets it, for error messages.
-_SPEC_OPTIONS = {
-    "duration_s": "--duration",
-    "rate_rps": "--rate",
-    "steps": "--step",
-    "period_s": "--period",
-    "spikes": "--spike",
-    "turns_per_session": "--turns",
-    "inter_turn_delay_s": "--inter-turn-delay",
-}
-
-
-def _pairs(values: list[str], names: tuple[str, ...], option: str) -> tuple[tuple[float, ...], ...]:
-    out = []
-    for text in values:
-        parts = text.split(":")
-        try:
-            nums = tuple(float(p) for p in parts)
-        except ValueError:
-            nums = ()
-        if len(nums) != len(names):
-            raise InputError(f"{text!r} is not {':'.join(names)}", field=option)
-        out.append(nums)
-    return tuple(out)
-
-
-def _length(kind: str, mean: float | None, std: float | None, values, option: str):
-    from plansim.traces.synth import LengthSpec
-
-    if kind == "trace":
-        if values is None:
-            raise InputError("needs --lengths-from TRACE", field=option)
-        return LengthSpec.resample(values)
-    if mean is None:
-        raise InputError(f"{kind} needs a mean", field=f"{option}-mean")
-    if kind == "fixed":
-        return LengthSpec.fixed(int(mean))
-    if kind == "normal":
-        return LengthSpec.normal(mean, std if std is not None else mean / 4)
-    if kind == "lognormal":
-        return LengthSpec.lognormal(mean, std if std is not None else mean / 2)
-    raise InputError(f"unknown distribution {kind!r}; choose fixed, normal, lognormal or trace", field=option)
-
-
 @app.command()
+@with_options(synth_options.SYNTH_OPTIONS)
 def synth(
-    rate: Annotated[float, typer.Option("--rate", help="Mean request rate, requests/s (the base rate of steps).")],
-    duration: Annotated[float, typer.Option("--duration", help="Length of the trace in seconds.")],
+    ctx: typer.Context,
     output: Annotated[Path, typer.Option("--output", "-o", help="Output file.")],
-    to: Annotated[str, typer.Option("--to", help="Output format: dynamo (gzip) or mooncake (JSONL).")] = "dynamo",
-    schedule: Annotated[str, typer.Option(
-        help="Rate schedule: constant, steps (see --step) or diurnal (sinusoidal; see "
-             "--peak-to-trough, --period).")] = "constant",
-    step: Annotated[list[str] | None, typer.Option(
-        "--step", help="START_S:RATE_RPS, repeatable: from START_S on the rate is RATE_RPS (steps schedule).")] = None,
-    peak_to_trough: Annotated[float, typer.Option(help="Diurnal: peak rate / trough rate (>= 1).")] = 4.0,
-    period: Annotated[float | None, typer.Option(help="Diurnal: period in seconds (default: the duration).")] = None,
-    spike: Annotated[list[str] | None, typer.Option(
-        "--spike", help="START_S:DURATION_S:MULTIPLIER, repeatable: multiply the rate inside the span.")] = None,
-    arrival: Annotated[str, typer.Option(help="Arrival process: poisson or gamma (see --burstiness).")] = "poisson",
-    burstiness: Annotated[float, typer.Option(
-        help="Gamma arrivals: squared coefficient of variation of the gaps (1 = Poisson, > 1 burstier).")] = 1.0,
-    isl: Annotated[str, typer.Option(help="ISL distribution: fixed, normal, lognormal or trace (resample --lengths-from).")] = "lognormal",
-    isl_mean: Annotated[float | None, typer.Option(help="ISL mean in tokens.")] = 3000.0,
-    isl_std: Annotated[float | None, typer.Option(help="ISL standard deviation in tokens (default: mean/4 normal, mean/2 lognormal).")] = None,
-    osl: Annotated[str, typer.Option(help="OSL distribution: fixed, normal, lognormal or trace.")] = "lognormal",
-    osl_mean: Annotated[float | None, typer.Option(help="OSL mean in tokens.")] = 300.0,
-    osl_std: Annotated[float | None, typer.Option(help="OSL standard deviation in tokens.")] = None,
-    lengths_from: Annotated[str | None, typer.Option(help="Trace whose ISL/OSL the 'trace' distributions resample.")] = None,
-    block_size: Annotated[int, typer.Option("--trace-block-size", min=1, help="Tokens per hash block.")] = 512,
-    prefix_groups: Annotated[int, typer.Option(help="Number of shared-prefix groups (0: no shared prefixes).")] = 0,
-    shared_prefix_ratio: Annotated[float, typer.Option(help="Share of each prompt that is its group's prefix (0..1).")] = 0.0,
-    turns: Annotated[int, typer.Option(help="Turns per session; each turn repeats the previous prompt and output.")] = 1,
-    inter_turn_delay: Annotated[float, typer.Option(help="Seconds between the turns of a session (from the previous turn's arrival; with --closed-loop, from its end).")] = 30.0,
-    closed_loop: Annotated[bool, typer.Option(
-        "--closed-loop", help="Write sessions in the closed-loop form: a later turn follows the previous turn's end by --inter-turn-delay (mooncake: session_id + delay).")] = False,
+    to: Annotated[str, typer.Option("--to", help="Output format: dynamo (gzip), mooncake (JSONL) or agentic_mooncake.")] = "dynamo",
     seed: Annotated[int, typer.Option(help="Random seed; the same options and seed give the same trace.")] = 0,
+    **options: Any,
 ) -> None:
     """Write a seeded synthetic trace.
 
     Arrivals follow a rate schedule (Poisson or gamma), ISL/OSL come from distributions, with
-    optional shared-prefix groups and multi-turn sessions.
+    optional shared-prefix groups and multi-turn sessions (open- or closed-loop).
     """
-    from plansim.traces import load_workload
-    from plansim.traces.synth import SynthSpec, synthesize
-
     _check_to(to)
-    if closed_loop and to == "dynamo":
+    if options["closed_loop"] and to == "dynamo":
         raise InputError("--closed-loop writes sessions with think times: use --to mooncake "
                          "or agentic_mooncake", field="--to")
     if not 0 <= seed <= MAX_SEED:
         raise InputError(f"must be in [0, {MAX_SEED}], got {seed}", field="--seed")
     check_output_file(output, "--output")
-    sample = load_workload(lengths_from) if lengths_from else None
-    spec = SynthSpec(
-        duration_s=duration,
-        rate_rps=rate,
-        schedule=schedule,  # type: ignore[arg-type]
-        steps=_pairs(step or [], ("START_S", "RATE_RPS"), "--step"),  # type: ignore[arg-type]
-        peak_to_trough=peak_to_trough,
-        period_s=period,
-        spikes=_pairs(spike or [], ("START_S", "DURATION_S", "MULTIPLIER"), "--spike"),  # type: ignore[arg-type]
-        arrival=arrival,  # type: ignore[arg-type]
-        burstiness=burstiness,
-        isl=_length(isl, isl_mean, isl_std, sample.isl_tokens if sample else None, "--isl"),
-        osl=_length(osl, osl_mean, osl_std, sample.osl_tokens if sample else None, "--osl"),
-        trace_block_size=block_size,
-        prefix_groups=prefix_groups,
-        shared_prefix_ratio=shared_prefix_ratio,
-        turns_per_session=turns,
-        inter_turn_delay_s=inter_turn_delay,
-        closed_loop=closed_loop,
-    )
-    try:
-        workload = synthesize(spec, seed=seed)
-    except InputError as exc:
-        option = _SPEC_OPTIONS.get(exc.field or "", f"--{(exc.field or '').replace('_', '-')}")
-        raise InputError(exc.message, field=option) from None
+    workload = synth_options.synthesize_from(ctx.params, seed=seed)
     _write(workload, output, to, 1_764_000_000_000.0)
-    typer.echo(f"wrote {len(workload):,} requests over {duration:g} s to {output} ({to}, seed {seed})")
+    typer.echo(f"wrote {len(workload):,} requests over {options['duration']:g} s to {output} "
+               f"({to}, seed {seed})")

@@ -43,6 +43,7 @@ from plansim.schema import (
     PREDICTOR_REPORT,
     REPLAY_REPORT,
     REQUESTS_TABLE,
+    SESSIONS_TABLE,
     RETUNE_EVENTS_JSON,
     RETUNE_OUTCOMES,
     RETUNE_REPORT,
@@ -114,6 +115,7 @@ def render_dir(out_dir: str | Path, *, self_contained: bool = False) -> list[Pat
     requests = _read_parquet(folder / REQUESTS_TABLE)
     timeseries = _read_parquet(folder / TIMESERIES_TABLE)
     workers = _read_parquet(folder / WORKERS_TABLE)
+    sessions = _read_parquet(folder / SESSIONS_TABLE)
     ticks = _read_parquet(folder / TICKS_TABLE)
     events = _read_events(folder / RETUNE_EVENTS_JSON)
     predictions = _read_parquet(folder / PREDICTIONS_TABLE)
@@ -133,6 +135,7 @@ def render_dir(out_dir: str | Path, *, self_contained: bool = False) -> list[Pat
             summary if isinstance(summary, dict) else {},
             inputs,
             scaling_events,
+            sessions=sessions,
             plotly_src=src(folder / REPLAY_REPORT),
         )
         written.append(atomic_write_text(folder / REPLAY_REPORT, html))

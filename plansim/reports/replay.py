@@ -73,6 +73,7 @@ class ReplayData:
     sla: dict[str, float]
     done: pd.DataFrame | None
     unit: TimeUnit
+    sessions: pd.DataFrame | None = None
 
 
 def render_replay(
@@ -83,10 +84,12 @@ def render_replay(
     inputs: Mapping[str, Any] | None = None,
     scaling_events: Sequence[Mapping[str, Any]] | None = None,
     *,
+    sessions: pd.DataFrame | None = None,
     plotly_src: str | None = None,
 ) -> str:
     """The replay report as one HTML document (str): the headline cards, the ``PANELS`` and
-    the details. ``plotly_src`` as in ``Page.render`` (None embeds plotly.js)."""
+    the details. ``sessions``: the closed-loop sessions table. ``plotly_src`` as in
+    ``Page.render`` (None embeds plotly.js)."""
     summary = dict(summary or {})
     inputs = dict(inputs or {})
     data = ReplayData(
@@ -99,6 +102,7 @@ def render_replay(
         sla=find_sla(inputs, summary),
         done=_completed(requests) if requests is not None else None,
         unit=time_unit(_span_s(requests, timeseries)),
+        sessions=sessions,
     )
     page = Page(
         "plansim replay report",
@@ -651,16 +655,21 @@ def _request_tables(page: Page, requests: pd.DataFrame | None) -> None:
             ["status", "reason", "requests"],
             [[s, r, int(n)] for (s, r), n in counts.items()],
             "Completed requests have no reason; rejected ones could never fit a worker; "
-            "incomplete ones were still running when the replay ended.",
+            "incomplete ones were still running when the replay ended, or (closed loop) were "
+            "never released because they waited on a rejected request.",
         )
     column = first_column(requests, ("e2e_latency_ms", "e2e_ms"))
     if column is None:
         return
     slowest = requests.assign(_e2e=floats(requests, column)).nlargest(10, "_e2e")
+    # Shown only when they say something: a session, a release before the arrival.
+    telling = {"session_id": "session_id" in slowest and bool((slowest["session_id"] != "").any()),
+               "release_ms": not _released_on_arrival(requests)}
     shown = [
         c
-        for c in ("request_id", "arrival_ms", "ttft_ms", "tpot_ms", "input_length", "output_length")
-        if c in slowest
+        for c in ("request_id", "session_id", "release_ms", "arrival_ms", "ttft_ms", "tpot_ms",
+                  "input_length", "output_length")
+        if c in slowest and telling.get(c, True)
     ]
     page.table(
         "Slowest requests (end-to-end)",
@@ -669,6 +678,46 @@ def _request_tables(page: Page, requests: pd.DataFrame | None) -> None:
         "The ten completed requests with the longest end-to-end latency, with their shape, "
         "to look up in the trace.",
     )
+
+
+def _released_on_arrival(requests: pd.DataFrame) -> bool:
+    """True when no request waited between its release and its arrival (no concurrency cap):
+    the release column would repeat the arrival column."""
+    if not has(requests, "release_ms"):
+        return True
+    wait = floats(requests, "arrival_ms") - floats(requests, "release_ms")
+    return not bool(np.nanmax(np.abs(wait), initial=0.0) > 0)
+
+
+def _closed_loop(d: ReplayData) -> PanelOutput:
+    """Session total times (completed sessions) and, under a concurrency cap, each request's
+    wait between release and arrival; CDFs."""
+    sessions, requests = d.sessions, d.requests
+    totals = floats(sessions, "total_ms") if has(sessions, "total_ms") else np.empty(0)
+    waits = np.empty(0)
+    if requests is not None and not _released_on_arrival(requests):
+        waits = floats(requests, "arrival_ms") - floats(requests, "release_ms")
+    totals, waits = totals[np.isfinite(totals)], waits[np.isfinite(waits)]
+    if totals.size == 0 and waits.size == 0:
+        return ("Not shown: an open-loop replay without a concurrency cap (every request "
+                "entered the cluster at its trace arrival) has no sessions or release waits.")
+    shown = [(name, values, what) for name, values, what in (
+        ("Session total", totals, "first release to last token, completed sessions"),
+        ("Wait at the cap", waits, "release to arrival, per request"),
+    ) if values.size]
+    fig = make_subplots(rows=1, cols=len(shown), horizontal_spacing=0.1,
+                        subplot_titles=[f"{n}: {w}" for n, _, w in shown])
+    for col, (name, values, _) in enumerate(shown, start=1):
+        x, p = quantile_cdf(values / 1000.0)
+        fig.add_trace(go.Scatter(x=x, y=p * 100.0, mode="lines", name=name, showlegend=False,
+                                 line={"color": PERCENTILE_COLOURS[50.0]},
+                                 hovertemplate="%{x:.2f} s: %{y:.1f}%<extra>" + name
+                                 + "</extra>"), row=1, col=col)
+        fig.update_xaxes(title_text=f"{name} (s)", row=1, col=col)
+    fig.update_yaxes(title_text="At or below (%)", range=[0, 101], row=1, col=1)
+    layout = base_layout(fig, height=400)
+    layout.update_layout(hovermode="closest", margin={"t": 70})
+    return layout
 
 
 def _cell_value(value: Any) -> Any:
@@ -729,6 +778,17 @@ PANELS: tuple[Panel, ...] = (
         "Share of input tokens found in the prefix cache.",
         ("requests.reused_input_tokens", "requests.input_length", "timeseries.prefix_reuse"),
         _prefix_reuse,
+    ),
+    Panel(
+        "closed_loop",
+        "Sessions and release (closed loop, concurrency cap)",
+        "Left: the share of sessions (y) whose total time, from the release of their first "
+        "turn to the last token of their last, is at most x; it includes think and tool "
+        "times, so it is what a user of the session waited in all. Right (with "
+        "--max-concurrency): how long released requests waited for a free slot before they "
+        "entered the cluster; latencies count from entry.",
+        ("sessions.total_ms", "requests.release_ms", "requests.arrival_ms"),
+        _closed_loop,
     ),
     Panel(
         "worker_balance",

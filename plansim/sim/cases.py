@@ -5,8 +5,10 @@ A cases file is ``{"cases": [case, ...]}``; a case names a trace (relative to th
 format and ``trace_block_size``, a deployment in the reference's flat form (``mode``,
 ``num_workers`` or ``num_prefill_workers``/``num_decode_workers``, ``router_mode``,
 ``engine_args`` or ``prefill_engine_args``/``decode_engine_args``, ``arrival_speedup_ratio``,
-``sla_ttft_ms``/``sla_itl_ms``/``sla_e2e_ms``), and the reference's ``expected`` summary values
-(and, for micro cases, ``expected_requests``). ``load_cases`` turns each into a
+``sla_ttft_ms``/``sla_itl_ms``/``sla_e2e_ms``), optionally ``closed_loop`` (``true``: the trace
+is replayed closed-loop, and must have sessions or dependencies; ``false``: it is replayed
+open-loop at its arrivals even if it has them; absent: as the trace says), and the reference's
+``expected`` summary values (and, for micro cases, ``expected_requests``). ``load_cases`` turns each into a
 ``ReferenceCase``; ``case_deployment`` and ``case_workload`` build what ``sim.replay`` takes;
 ``compare_summary`` grades a summary against ``expected`` with the tolerances of issue 3.
 """
@@ -33,7 +35,7 @@ _ENGINE_KEYS = {
 }
 _SLA_KEYS = {"sla_ttft_ms": "ttft_ms", "sla_itl_ms": "itl_ms", "sla_e2e_ms": "e2e_ms"}
 _CASE_ONLY_KEYS = {"name", "about", "trace", "trace_format", "trace_block_size", "router_mode",
-                   "router_config", "expected", "expected_requests"}
+                   "router_config", "expected", "expected_requests", "closed_loop"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +50,7 @@ class ReferenceCase:
     expected: dict[str, Any]
     expected_requests: list[dict[str, Any]] | None = None
     about: str = ""
+    closed_loop: bool | None = None
 
     @property
     def router_mode(self) -> str:
@@ -96,6 +99,10 @@ def _case(raw: Any, index: int, source: Path) -> ReferenceCase:
     if sla:
         deployment["sla"] = sla
     block = raw.get("trace_block_size")
+    closed = raw.get("closed_loop")
+    if closed is not None and not isinstance(closed, bool):
+        raise ConfigError("must be true or false", source=str(source),
+                          field=f"{where}.closed_loop")
     return ReferenceCase(
         name=str(raw["name"]),
         trace=base / str(raw["trace"]),
@@ -105,6 +112,7 @@ def _case(raw: Any, index: int, source: Path) -> ReferenceCase:
         expected=dict(raw.get("expected") or {}),
         expected_requests=raw.get("expected_requests"),
         about=str(raw.get("about", "")),
+        closed_loop=closed,
     )
 
 
@@ -114,11 +122,17 @@ def case_deployment(case: ReferenceCase) -> Deployment:
 
 
 def case_workload(case: ReferenceCase) -> Any:
-    """The case's trace as a ``Workload``."""
+    """The case's trace as a ``Workload`` (open-loop when the case says ``closed_loop: false``)."""
     from plansim.traces import load_workload
 
-    return load_workload([case.trace], format=case.trace_format,
-                         trace_block_size=case.trace_block_size)
+    workload = load_workload([case.trace], format=case.trace_format,
+                             trace_block_size=case.trace_block_size)
+    if case.closed_loop is False:
+        return workload.open_loop()
+    if case.closed_loop and workload.graph is None:
+        raise ConfigError(f"closed_loop is true but {case.trace} has no sessions or "
+                          "dependencies", source=case.name, field="closed_loop")
+    return workload
 
 
 @dataclass(frozen=True, slots=True)

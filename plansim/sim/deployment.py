@@ -451,6 +451,7 @@ class Deployment(StrictModel):
     decode_engine: EngineArgs | None = None
     router: RouterConfig = Field(default_factory=RouterConfig)
     arrival_speedup_ratio: float = Field(default=1.0, gt=0)
+    max_concurrency: int | None = Field(default=None, ge=1)
     sla: SlaConfig = Field(default_factory=SlaConfig)
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
     planner: dict[str, Any] | None = None

@@ -1,7 +1,9 @@
 """``replay(workload, deployment, planner=None)``: the replay host on a SimPy virtual clock (ms).
 
-The host owns time. Arrivals (normalised: first at 0, gaps divided by
-``arrival_speedup_ratio``) are routed to engine ranks; ranks run passes (or decode runs) and
+The host owns time. An arrival source (``plansim.sim.arrivals``: the trace's arrivals, first at
+0 and gaps divided by ``arrival_speedup_ratio``; closed-loop release on dependencies; a
+concurrency cap) lets requests enter; they are routed to engine ranks; ranks run passes (or
+decode runs) and
 report tokens, completions and rejections back; disaggregated requests move from a prefill rank
 to a decode rank after the KV handoff delay; a sampler records the pools once per virtual second;
 an optional planner is ticked at the times it asks for and its targets are applied.
@@ -23,6 +25,7 @@ from simpy.core import NORMAL, URGENT
 
 from plansim.limits import check_span, describe_span
 from plansim.roles import Mode, Role
+from plansim.sim.arrivals import OpenLoop, arrival_source
 from plansim.sim.cluster import DRAINING, STARTING, Pool, Worker
 from plansim.sim.deployment import Deployment
 from plansim.sim.engine import Request
@@ -31,6 +34,7 @@ from plansim.sim.planner_host import PlannerHost
 from plansim.sim.recorder import Recorder
 from plansim.sim.result import ReplayResult
 from plansim.sim.routing import RoutingPolicy, make_router
+from plansim.sim.sessions import session_columns, session_summary
 from plansim.sim.summary import replay_duration_ms, summarize
 from plansim.sim.timing import make_timing_model
 
@@ -76,14 +80,23 @@ class ReplayHost:
         self.env = simpy.Environment()
         self.progress = progress
         n = len(workload)
-        arrivals = np.asarray(workload.arrival_ms, dtype=np.float64)
+        self.source = arrival_source(self, workload,
+                                     arrival_speedup_ratio=deployment.arrival_speedup_ratio,
+                                     max_concurrency=deployment.max_concurrency)
+        # The plain open-loop source: arrivals known up front, nothing tracked per request.
+        plain = isinstance(self.source, OpenLoop) and self.source.cap is None
         if n:
-            arrivals = (arrivals - arrivals.min()) / deployment.arrival_speedup_ratio
-            _check_replay_span(float(arrivals.max()), deployment.arrival_speedup_ratio)
-        self.arrival_ms = arrivals
+            _check_replay_span(self.source.span_ms(workload), deployment.arrival_speedup_ratio)
         self.isl = np.asarray(workload.isl_tokens, dtype=np.int64)
         self.osl = np.maximum(np.asarray(workload.osl_tokens, dtype=np.int64), 1)
-        self.rec = Recorder(n, arrivals, self.isl)
+        if plain:
+            self.rec = Recorder(n, self.source.arrival_ms, self.isl)
+            self.enter = self._enter_open
+            self._terminal = None
+        else:
+            self.rec = Recorder(n, np.full(n, np.nan), self.isl, release_ms=np.full(n, np.nan))
+            self.enter = self._enter_tracked
+            self._terminal = self.source.on_terminal
         self.mode = Mode(deployment.mode)
         self.rng = np.random.default_rng(deployment.seed)
         hooks = EngineHooks(self._on_admit, self._on_tokens, self._on_complete, self._on_reject,
@@ -109,7 +122,7 @@ class ReplayHost:
         self._rank_worker: dict[int, Worker] = {}
         self._pending: dict[Role, list[int]] = {name: [] for name in self.pools}
         self._outstanding = n
-        self._last_arrival = float(arrivals[-1]) if n else 0.0
+        self._last_arrival = self.source.last_release_ms
         self.planner_host = PlannerHost(self, planner) if planner is not None else None
         for pool in self.pools.values():
             for w in pool.workers:
@@ -135,12 +148,31 @@ class ReplayHost:
         ev.callbacks.append(lambda _ev: fn())
         self.env.schedule(ev, priority, delay)
 
+    # ---------------------------------------------------------------- arrival source hooks
+
+    def call_at(self, delay_ms: float, fn: Callable[[], None]) -> None:
+        self._call_at(delay_ms, fn)
+
+    def _enter_open(self, rid: int) -> None:
+        self._dispatch(rid, self.entry_pool)
+
+    def _enter_tracked(self, rid: int) -> None:
+        self.rec.arrival[rid] = self.env.now
+        self._dispatch(rid, self.entry_pool)
+        self.source.on_enter(rid)
+
+    def released(self, rid: int) -> None:
+        self.rec.release[rid] = self.env.now
+
+    def never_released(self, rid: int, waits_on: int) -> None:
+        self.rec.reason[rid] = (f"never released: waits on rejected request "
+                                f"{self.workload.request_id[waits_on]}")
+        self._outstanding -= 1
+
     # ---------------------------------------------------------------- main loop
 
     def run(self) -> None:
-        n = len(self.workload)
-        if n:
-            self.env.process(self._arrivals())
+        self.source.start()
         self.env.process(self._sampler())
         if self.planner_host is not None:
             self.planner_host.start()
@@ -148,21 +180,6 @@ class ReplayHost:
 
     def finished(self) -> bool:
         return self._outstanding == 0
-
-    def _arrivals(self):
-        env = self.env
-        t = self.arrival_ms
-        n = t.shape[0]
-        i = 0
-        while i < n:
-            at = float(t[i])
-            if at > env.now:
-                yield env.timeout(at - env.now)
-            j = i
-            while j < n and t[j] == at:
-                self._dispatch(j, self.entry_pool)
-                j += 1
-            i = j
 
     def _sampler(self):
         env = self.env
@@ -341,11 +358,15 @@ class ReplayHost:
         self._outstanding -= 1
         if self.planner_host is not None:
             self.planner_host.on_complete(req.rid)
+        if self._terminal is not None:
+            self._terminal(req.rid, True)
 
     def _on_reject(self, rank: EngineRank, req: Request, reason: str) -> None:
         self.routers[self._rank_pool[id(rank)]].finished(req.rid)
         self.rec.rejected(req.rid, reason)
         self._outstanding -= 1
+        if self._terminal is not None:
+            self._terminal(req.rid, False)
 
     # ---------------------------------------------------------------- scaling (planner host)
 
@@ -376,6 +397,9 @@ class ReplayHost:
 
     def result(self, wall_ms: float) -> ReplayResult:
         requests = self.rec.requests_table(self.workload.request_id)
+        graph = self.workload.graph
+        if graph is not None:
+            requests = session_columns(requests, graph)
         done_ms = replay_duration_ms(requests)
         d = self.deployment
         # Worker-seconds and GPUs per worker by planner role (an aggregated pool is decode).
@@ -391,6 +415,10 @@ class ReplayHost:
                             decode_worker_seconds=dws, prefill_gpus_per_worker=pgpw,
                             decode_gpus_per_worker=dgpw, sla=d.sla if d.sla.is_set else None,
                             wall_time_ms=wall_ms)
+        sessions = None
+        if graph is not None or d.max_concurrency is not None:
+            sessions, extra = session_summary(requests, d.max_concurrency)
+            summary.update(extra)
         workers = self._workers_table(requests)
         ticks = scaling = None
         if self.planner_host is not None:
@@ -402,6 +430,7 @@ class ReplayHost:
             timeseries=self.rec.timeseries_table(self.mode.visible_pool),
             workers=workers,
             ticks=ticks,
+            sessions=sessions,
             scaling_events=scaling or [],
             inputs={"num_requests": len(self.workload), "deployment": d.model_dump(mode="json")},
         )

@@ -122,10 +122,7 @@ class PlannerHost:
     # ---------------------------------------------------------------- observations
 
     def _absorb_arrivals(self) -> None:
-        arrivals = self.host.arrival_ms
-        now = self.host.env.now
-        # Arrivals are sorted: count those at or before now.
-        seen = int(np.searchsorted(arrivals, now, side="right"))
+        seen = self.host.source.arrived_by(self.host.env.now)
         self.window.num_req += seen - self._arrived_seen
         self._arrived_seen = seen
 

@@ -24,8 +24,13 @@ class Recorder:
     """Per-request lists indexed by request ordinal ``rid``; every time is virtual ms from the
     first arrival (NaN until it happens)."""
 
-    def __init__(self, n: int, arrival_ms: np.ndarray, isl: np.ndarray) -> None:
+    def __init__(self, n: int, arrival_ms: np.ndarray, isl: np.ndarray, *,
+                 release_ms: np.ndarray | None = None) -> None:
+        """``arrival_ms``: when each request enters the cluster (filled in as they do for a
+        closed-loop or capped replay); ``release_ms``: when each became eligible (``None``:
+        at its arrival)."""
         self.arrival = arrival_ms
+        self.release = release_ms
         self.isl = isl
         self.keys: list[list[int] | None] = [None] * n
         self.first_admit = [NAN] * n
@@ -262,6 +267,7 @@ class Recorder:
             tpot = np.where(done & (n_tok > 1), (last - first) / (n_tok - 1), np.nan)
         return pd.DataFrame({
             "request_id": np.asarray(request_id, dtype=object),
+            "release_ms": arrival if self.release is None else self.release,
             "arrival_ms": arrival,
             "first_admit_ms": np.array(self.first_admit),
             "first_token_ms": np.where(done, first, np.nan),

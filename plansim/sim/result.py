@@ -3,11 +3,21 @@
 Tables (pandas DataFrames; times in ms of virtual time from the first arrival unless named _s):
 
 ``requests`` (one row per request, in workload order):
-    request_id (str), arrival_ms, first_admit_ms, first_token_ms, last_token_ms, ttft_ms, ttst_ms,
-    e2e_latency_ms, tpot_ms, input_length, output_length, reused_input_tokens (int),
-    prefill_worker, decode_worker (int, -1 when none), admission_count, readmission_count (int),
-    status (str: completed | rejected | incomplete), reason (str, "" when completed).
+    request_id (str), release_ms (when it became eligible: its trace arrival, or for a
+    closed-loop request when its dependencies fired), arrival_ms (when it entered the cluster:
+    the release, or later under ``max_concurrency``), first_admit_ms, first_token_ms,
+    last_token_ms, ttft_ms, ttst_ms, e2e_latency_ms, tpot_ms (latencies count from
+    arrival_ms), input_length, output_length, reused_input_tokens (int), prefill_worker,
+    decode_worker (int, -1 when none), admission_count, readmission_count (int), status (str:
+    completed | rejected | incomplete), reason (str, "" when completed; "never released: ..."
+    for a request waiting on a rejected one). Closed-loop replays add session_id (str, ""
+    outside a session) and turn_index (int, -1 outside a session).
     Latency columns are NaN where undefined.
+
+``sessions`` (closed-loop replays; one row per session, in order of first appearance; see
+    ``plansim.sim.sessions``): session_id, turns, completed_turns (int), first_release_ms,
+    last_token_ms, total_ms (first release to last token, NaN unless every turn completed),
+    status (completed | incomplete).
 
 ``timeseries`` (long format, one row per pool per sampled second of virtual time):
     time_s (float), pool (str: agg | prefill | decode), ready, starting, draining (int workers),
@@ -42,6 +52,7 @@ class ReplayResult:
     timeseries: pd.DataFrame
     workers: pd.DataFrame
     ticks: pd.DataFrame | None = None
+    sessions: pd.DataFrame | None = None
     scaling_events: list[dict[str, Any]] = field(default_factory=list)
     retune_events: list[dict[str, Any]] | None = None
     inputs: dict[str, Any] = field(default_factory=dict)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -190,3 +191,80 @@ def test_latencies_without_samples_are_na(tmp_path, run_cli):
     for label in ("TTFT", "ITL", "E2E"):
         row = next(line.split() for line in stdout.splitlines() if line.strip().startswith(label))
         assert row[1:] == ["n/a"] * 4, row
+
+
+def test_replay_synth_with_a_concurrency_cap_needs_no_file(tmp_path, run_cli):
+    out = tmp_path / "o"
+    code, text, err = run_cli("replay", "synth", "--rate", "20", "--duration", "5",
+                              "--isl", "fixed", "--isl-mean", "200", "--osl", "fixed",
+                              "--osl-mean", "4", "--max-concurrency", "2", "--no-report",
+                              "--quiet", "--out", str(out))
+    assert code == 0, err
+    assert "cap wait" in text
+    req = pd.read_parquet(out / "requests.parquet")
+    starts = np.sort(req["arrival_ms"].to_numpy())
+    ends = np.sort(req["last_token_ms"].to_numpy())
+    # With two slots, the k-th request (k >= 2) enters no earlier than the (k-2)-th finished.
+    assert np.all(starts[2:] >= ends[: len(ends) - 2] - 1e-9)
+    assert (req["arrival_ms"] >= req["release_ms"]).all()
+    inputs = json.loads((out / "inputs.json").read_text())
+    assert inputs["command"] == "plansim replay synth"
+    assert inputs["deployment"]["max_concurrency"] == 2
+
+
+def test_closed_loop_trace_writes_sessions_and_open_loop_flag_drops_them(tmp_path, run_cli):
+    trace = tmp_path / "s.jsonl"
+    trace.write_text(
+        json.dumps({"session_id": "a", "timestamp": 0, "input_length": 300,
+                    "output_length": 2, "hash_ids": [1]}) + "\n"
+        + json.dumps({"session_id": "a", "delay": 50, "input_length": 600,
+                      "output_length": 2, "hash_ids": [1, 2]}) + "\n")
+    code, text, err = run_cli("replay", "run", str(trace), "--no-report", "--quiet",
+                              "--out", str(tmp_path / "c"))
+    assert code == 0, err
+    assert "sessions      1 (1 completed)" in text
+    assert (tmp_path / "c" / "sessions.parquet").exists()
+    code, _, err = run_cli("replay", "run", str(trace), "--open-loop", "--no-report",
+                           "--quiet", "--out", str(tmp_path / "o"))
+    assert code == 0, err
+    assert not (tmp_path / "o" / "sessions.parquet").exists()
+
+
+@pytest.mark.parametrize(("rows", "needle"), [
+    ([{"session_id": "a", "delay": 5, "input_length": 10, "output_length": 1, "hash_ids": [1]}],
+     "s.jsonl:1: delay"),
+    ([{"session_id": "a", "timestamp": 0, "input_length": 10, "output_length": 1,
+       "hash_ids": [1]},
+      {"session_id": "a", "delay": -3, "input_length": 10, "output_length": 1,
+       "hash_ids": [1]}], "s.jsonl:2: delay"),
+])
+def test_bad_session_rows_are_one_line_exit_2(tmp_path, run_cli, rows, needle):
+    trace = tmp_path / "s.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, _, err = run_cli("replay", "run", str(trace), "--no-report", "--quiet",
+                           "--out", str(tmp_path / "o"))
+    assert code == 2 and err.count("\n") == 1 and needle in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_max_concurrency_must_be_positive(tmp_path, run_cli):
+    code, _, err = run_cli("replay", "synth", "--rate", "1", "--duration", "1",
+                           "--max-concurrency", "0", "--out", str(tmp_path / "o"))
+    assert code == 2 and "--max-concurrency" in err
+
+
+def test_planner_counts_closed_loop_arrivals_as_they_enter(tmp_path, run_cli):
+    # Three sessions of 60 turns; each turn follows the previous one's end by 2 s.
+    rows = [{"session_id": f"s{i % 3}", "input_length": 600, "output_length": 20,
+             "hash_ids": [2 * i, 2 * i + 1], **({"timestamp": 0} if i < 3 else {"delay": 2000})}
+            for i in range(180)]
+    trace = _write(tmp_path / "sessions.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    config = _write(tmp_path / "deploy.yaml", (EXAMPLES / "deploy-planner.yaml").read_text())
+    out = tmp_path / "out"
+    code, _, err = run_cli("replay", "run", str(trace), "--config", str(config),
+                           "--out", str(out), "--no-report", "--quiet")
+    assert code == 0, err
+    ticks = pd.read_parquet(out / "ticks.parquet").set_index("at_s")
+    arrival_s = pd.read_parquet(out / "requests.parquet")["arrival_ms"] / 1000.0
+    # The throughput tick at 60 s saw the requests that entered in its 60 s window.
+    assert ticks.loc[60.0, "observed_num_req"] == (arrival_s <= 60).sum()

@@ -36,6 +36,7 @@ def _full(**overrides):
 
 
 def test_full_tables_give_every_chart():
+    # Without sessions or a concurrency cap the closed-loop panel is a note.
     assert chart_names(_full()) == ALL_CHARTS
 
 
@@ -193,3 +194,28 @@ def test_no_completed_request_gives_notes_for_the_latency_charts():
     assert "latency_cdf" not in chart_names(html)
     assert "latency_percentiles" not in chart_names(html)
     assert html.count("Not shown: no request completed with a first token.") == 2
+
+
+def test_closed_loop_panel_draws_session_totals_and_cap_waits():
+    requests = syn.requests_table()
+    n = len(requests)
+    release = requests["arrival_ms"].to_numpy() - np.where(np.arange(n) % 2, 250.0, 0.0)
+    requests = requests.assign(release_ms=release, session_id=[f"s{i % 3}" for i in range(n)])
+    sessions = pd.DataFrame({"session_id": ["s0", "s1", "s2"], "total_ms": [1_000.0, 4_000.0,
+                                                                              np.nan]})
+    html = _full(requests=requests, sessions=sessions)
+    assert chart_names(html) == [*ALL_CHARTS[:-1], "closed_loop", ALL_CHARTS[-1]]
+    panel = figures(html)["closed_loop"]
+    totals, waits = (np.asarray(values(trace(panel, name)["x"]))
+                     for name in ("Session total", "Wait at the cap"))
+    assert totals.min() == 1.0 and totals.max() == 4.0  # seconds; the incomplete one is left out
+    assert waits.max() == 0.25
+    assert "release (ms)" in html  # the slowest-requests table shows the release time
+
+
+def test_open_loop_replay_explains_the_missing_closed_loop_panel():
+    requests = syn.requests_table()
+    html = _full(requests=requests.assign(release_ms=requests["arrival_ms"]))
+    assert "closed_loop" not in chart_names(html)
+    assert "has no sessions or release waits" in html
+    assert "release (ms)" not in html
