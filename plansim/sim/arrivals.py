@@ -30,7 +30,6 @@ from typing import Any, Protocol
 import numpy as np
 import simpy
 
-from plansim.traces.csr import csr_take
 from plansim.traces.graph import COMPLETION, DISPATCH, TERMINAL, RequestGraph
 
 
@@ -247,5 +246,5 @@ class ClosedLoop:
                 continue
             self.blocked[rid] = True
             self.host.never_released(rid, rejected)
-            _, edges = csr_take(self.out_offsets, np.array([rid]))
-            stack.extend(int(t) for t in self.out_target[edges])
+            lo, hi = self.out_offsets[rid], self.out_offsets[rid + 1]
+            stack.extend(self.out_target[lo:hi].tolist())

@@ -268,3 +268,17 @@ def test_planner_counts_closed_loop_arrivals_as_they_enter(tmp_path, run_cli):
     arrival_s = pd.read_parquet(out / "requests.parquet")["arrival_ms"] / 1000.0
     # The throughput tick at 60 s saw the requests that entered in its 60 s window.
     assert ticks.loc[60.0, "observed_num_req"] == (arrival_s <= 60).sum()
+
+
+@pytest.mark.parametrize("command", ["run", "synth"])
+def test_every_replay_option_has_help(command, run_cli):
+    import typer
+
+    from plansim.commands.replay import app
+
+    code, out, _ = run_cli("replay", command, "--help")
+    assert code == 0 and "--max-concurrency" in out
+    params = typer.main.get_command(app).commands[command].params
+    assert {"max_concurrency", "num_workers", "out"} <= {p.name for p in params}
+    for param in params:
+        assert getattr(param, "help", None), f"{command}: {param.name} has no help"
