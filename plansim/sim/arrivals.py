@@ -115,8 +115,6 @@ class ConcurrencyCap:
 class OpenLoop:
     """Requests enter at their trace arrivals (``arrival_ms``: virtual ms, sorted)."""
 
-    closed_loop = False
-
     def __init__(self, host: ArrivalHost, arrival_ms: np.ndarray,
                  cap: ConcurrencyCap | None = None) -> None:
         self.host = host
@@ -158,8 +156,6 @@ class OpenLoop:
 class ClosedLoop:
     """Requests released by their dependencies (see the module docstring)."""
 
-    closed_loop = True
-
     def __init__(self, host: ArrivalHost, graph: RequestGraph, speedup: float,
                  cap: ConcurrencyCap | None = None) -> None:
         self.host = host
@@ -169,11 +165,8 @@ class ClosedLoop:
         bound = (graph.not_before_ms - graph.origin_ms) / speedup
         self.bound = np.where(np.isnan(bound), -np.inf, bound)
         self.waiting = np.diff(graph.dep_offsets).astype(np.int64)
-        by_source = np.argsort(graph.dep_source, kind="stable")
-        targets = np.repeat(np.arange(n, dtype=np.int64), self.waiting)
-        self.out_offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(graph.dep_source, minlength=n), out=self.out_offsets[1:])
-        self.out_target = targets[by_source]
+        self.out_offsets, by_source = graph.out_edges()
+        self.out_target = graph.targets()[by_source]
         self.out_delay_ms = graph.dep_delay_ms[by_source] / speedup
         self.out_trigger = graph.dep_trigger[by_source]
         self.blocked = np.zeros(n, dtype=bool)

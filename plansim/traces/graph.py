@@ -65,6 +65,18 @@ class RequestGraph:
     def num_sessions(self) -> int:
         return int(self.session_ids.shape[0])
 
+    def targets(self) -> np.ndarray:
+        """The target row of each edge (int64, in edge order)."""
+        return np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self.dep_offsets))
+
+    def out_edges(self) -> tuple[np.ndarray, np.ndarray]:
+        """Edges grouped by source: ``(offsets, edges)``, the edges of source row i being
+        ``edges[offsets[i]:offsets[i + 1]]`` (indices into the edge arrays)."""
+        edges = np.argsort(self.dep_source, kind="stable")
+        offsets = np.zeros(len(self) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.dep_source, minlength=len(self)), out=offsets[1:])
+        return offsets, edges
+
     @property
     def origin_ms(self) -> float:
         """Trace time that the replay's virtual clock starts at (the earliest release bound)."""
@@ -164,13 +176,9 @@ def _turn_index(session: np.ndarray) -> np.ndarray:
 def topological_levels(graph: RequestGraph) -> list[np.ndarray]:
     """Rows grouped into levels: every dependency of a row lies in an earlier level. Rows that
     can never be released (cycles and what waits on them) are in no level."""
-    n = len(graph)
     remaining = np.diff(graph.dep_offsets).copy()
-    targets = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.dep_offsets))
-    by_source = np.argsort(graph.dep_source, kind="stable")
-    out_offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(graph.dep_source, minlength=n), out=out_offsets[1:])
-    out_targets = targets[by_source]
+    out_offsets, by_source = graph.out_edges()
+    out_targets = graph.targets()[by_source]
     levels = []
     frontier = np.flatnonzero(remaining == 0)
     while frontier.size:
@@ -221,7 +229,7 @@ def estimated_arrival_ms(graph: RequestGraph) -> np.ndarray:
     """Each request's release if every request took no time: ``not_before_ms``, or later as
     its dependencies require (source's estimate plus the delay). Trace time ms."""
     est = graph.not_before_ms.copy()
-    targets = np.repeat(np.arange(len(graph), dtype=np.int64), np.diff(graph.dep_offsets))
+    targets = graph.targets()
     for level in topological_levels(graph)[1:]:
         _, edge_idx = csr_take(graph.dep_offsets, level)
         cand = est[graph.dep_source[edge_idx]] + graph.dep_delay_ms[edge_idx]
