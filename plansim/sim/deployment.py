@@ -46,6 +46,10 @@ from plansim.validation import StrictModel, config_error
 log = logging.getLogger(__name__)
 
 
+# Where an engine's dump shows the keys its aic timing model decided (informational only).
+DERIVED = "derived_from_model"
+
+
 class TimingModelSpec(StrictModel):
     """The reference's ``timing_model`` object.
 
@@ -180,8 +184,9 @@ class EngineArgs(StrictModel):
     kv_cache_bytes_per_token: int | None = Field(default=None, ge=1)
     # Canonical names of the given keys that have no effect here (``engine_config.KEYS``).
     no_effect_keys: tuple[str, ...] = ()
-    # Keys the aic timing model decided (``num_gpu_blocks``, ...). Dumps leave them out, so a dump
-    # validated again (with overrides, another system or TP) decides them afresh.
+    # Keys the aic timing model decided (``num_gpu_blocks``, ...). Dumps show them under
+    # ``DERIVED``, which validation ignores, so a dump validated again (with overrides, another
+    # system or TP) decides them afresh.
     derived_keys: tuple[str, ...] = ()
 
     @field_validator("engine_type", mode="before")
@@ -237,8 +242,8 @@ class EngineArgs(StrictModel):
         """With an aic timing model, fill the keys the model decides (KV blocks, handoff bytes,
         TP and DP; :mod:`plansim.aic.engine_fields`); memory fractions without effect join
         ``no_effect_keys``."""
-        if isinstance(data, Mapping) and data.get("derived_keys"):
-            drop = {*data["derived_keys"], "derived_keys"}
+        if isinstance(data, Mapping) and ("derived_keys" in data or DERIVED in data):
+            drop = {*data.get("derived_keys", ()), "derived_keys", DERIVED}
             data = {k: v for k, v in data.items() if k not in drop}
         args = handler(data)
         spec = args.effective_timing.aic
@@ -260,8 +265,10 @@ class EngineArgs(StrictModel):
     def _without_derived(self, handler: Any) -> Any:
         data = handler(self)
         if isinstance(data, dict):
-            for key in (*self.derived_keys, "derived_keys"):
-                data.pop(key, None)
+            derived = {key: data.pop(key) for key in self.derived_keys if key in data}
+            data.pop("derived_keys", None)
+            if derived:
+                data[DERIVED] = derived
         return data
 
     @model_validator(mode="after")

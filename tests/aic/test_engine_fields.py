@@ -84,6 +84,9 @@ def test_without_the_extra_an_aic_model_is_one_line_naming_it(monkeypatch, run_c
 def test_a_dump_validates_back_to_the_same_engine():
     args = EngineArgs.model_validate({"timing_model": QWEN_TP2, "max_num_seqs": 64})
     assert "num_gpu_blocks" not in args.model_dump()
+    assert args.model_dump()["derived_from_model"] == {
+        "kv_bytes_per_token": args.kv_bytes_per_token, "num_gpu_blocks": args.num_gpu_blocks,
+        "tensor_parallel_size": 2}
     assert args.model_dump()["timing_model"] == {**args.timing_model.aic.model_dump(), "type": "aic"}
     assert EngineArgs.model_validate(args.model_dump()) == args
 
