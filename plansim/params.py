@@ -70,7 +70,7 @@ class Param:
     def describe(self) -> str:
         """One line for help texts: ``name (>= 0, default 1): help``."""
         bounds = self.bounds_text()
-        default = "null" if self.default is None else _fmt(self.default)
+        default = "null" if self.default is None else format_value(self.default)
         return f"{self.name} ({bounds + ', ' if bounds else ''}default {default}): {self.help}"
 
     def check(self, value: Any, *, field: str | None = None) -> Any:
@@ -143,7 +143,8 @@ def _field_kinds(cls: type) -> dict[str, type]:
     return kinds
 
 
-def _fmt(value: Any) -> str:
+def format_value(value: Any) -> str:
+    """A parameter value as labels and help print it: ``true``, ``1`` for 1.0, ``0.5``."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float) and value.is_integer():

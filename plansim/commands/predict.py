@@ -57,10 +57,20 @@ from plansim.commands.output import ForceOption, OutputFolder, write_reports
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.errors import ConfigError, InputError
 from plansim.limits import MAX_SPAN_S, check_number
+from plansim.planner_core.predictors.factory import (
+    PREDICTOR_NAMES,
+    all_predictor_params,
+    relevant_params,
+)
 
 app = typer.Typer(help="Compare the planner's load predictors on a trace.", no_args_is_help=True)
 
-DEFAULT_PREDICTORS = "constant,arima,kalman,prophet"
+DEFAULT_PREDICTORS = ",".join(PREDICTOR_NAMES)
+PREDICTORS_HELP = f"Comma-separated predictors: {', '.join(PREDICTOR_NAMES)}."
+PARAM_HELP = ("Predictor parameter NAME=VALUE, repeatable; names as in PlannerConfig (Prophet's "
+              "time step defaults to --interval): " + "; ".join(
+                  f"{', '.join(n for n in PREDICTOR_NAMES if p.name in relevant_params(n))}: "
+                  f"{p.describe()}" for p in all_predictor_params().values()) + ".")
 
 
 @app.callback()
@@ -141,12 +151,8 @@ def compare(
     interval: Annotated[float, typer.Option(
         "--interval", help="Bucket width in seconds (the planner's throughput interval).",
         show_default=False)],
-    predictors: Annotated[str, typer.Option(
-        help="Comma-separated predictors: constant, arima, kalman, prophet.")] = DEFAULT_PREDICTORS,
-    param: Annotated[list[str] | None, typer.Option(
-        "--param", help="Predictor parameter NAME=VALUE, repeatable; names as in PlannerConfig: "
-        "load_predictor_log1p, prophet_window_size, kalman_q_level, kalman_q_trend, kalman_r, "
-        "kalman_min_points (Prophet's time step is the interval).")] = None,
+    predictors: Annotated[str, typer.Option(help=PREDICTORS_HELP)] = DEFAULT_PREDICTORS,
+    param: Annotated[list[str] | None, typer.Option("--param", help=PARAM_HELP)] = None,
     grid: Annotated[list[str] | None, typer.Option(
         "--grid", help="NAME=V1,V2,...: one candidate per combination; repeatable.")] = None,
     warmup_buckets: Annotated[int | None, typer.Option(

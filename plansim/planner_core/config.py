@@ -21,25 +21,19 @@ import logging
 import math
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, create_model, model_validator
 
 from plansim.errors import ConfigError
 from plansim.limits import MAX_SPAN_S
+from plansim.planner_core.predictors.factory import (
+    PREDICTORS,
+    all_predictor_params,
+    predictor_params,
+)
 from plansim.validation import StrictModel, config_error
 
 log = logging.getLogger("plansim.planner")
 
-PREDICTOR_NAMES = ("constant", "arima", "kalman", "prophet")
-# The fields that choose and parameterise the load predictor: changing any of them replaces it.
-PREDICTOR_FIELDS = (
-    "load_predictor",
-    "load_predictor_log1p",
-    "prophet_window_size",
-    "kalman_q_level",
-    "kalman_q_trend",
-    "kalman_r",
-    "kalman_min_points",
-)
 ROLES = ("prefill", "decode")
 
 # Keys a live Dynamo planner reads that have no offline meaning: accepted, ignored, warned once.
@@ -110,9 +104,11 @@ class SchedulingConfig(StrictModel):
     gateway: Any = None
 
 
-class PlannerConfig(StrictModel):
+class _PlannerFields(StrictModel):
     """Planner settings. Times in seconds unless the name says ``_ms``; intervals at most
-    ``limits.MAX_SPAN_S`` (no trace is longer)."""
+    ``limits.MAX_SPAN_S`` (no trace is longer). The load predictors' parameter fields
+    (``load_predictor_log1p``, ``kalman_*``, ``prophet_window_size``) are added from their
+    declarations (``LoadPredictor.Params``) to make ``PlannerConfig``."""
 
     model_config = ConfigDict(frozen=False, populate_by_name=True, validate_assignment=False)
 
@@ -140,13 +136,8 @@ class PlannerConfig(StrictModel):
     decode_engine_num_gpu: int | None = Field(None, ge=1)
     max_throughput_scaling_replicas: int = Field(8, gt=0)
 
+    # A name of the predictor registry (``predictors.factory.PREDICTORS``).
     load_predictor: str = "arima"
-    load_predictor_log1p: bool = False
-    prophet_window_size: int = Field(50, ge=1)
-    kalman_q_level: float = Field(1.0, ge=0)
-    kalman_q_trend: float = Field(0.1, ge=0)
-    kalman_r: float = Field(10.0, ge=0)
-    kalman_min_points: int = Field(5, ge=1)
     load_predictor_warmup_trace: str | None = None
 
     max_num_fpm_samples: int = Field(64, ge=1)
@@ -228,11 +219,8 @@ class PlannerConfig(StrictModel):
         root = math.isqrt(self.fpm_sample_bucket_size)
         if root * root != self.fpm_sample_bucket_size:
             raise ValueError("fpm_sample_bucket_size: must be a perfect square")
-        if self.load_predictor not in PREDICTOR_NAMES:
-            raise ValueError(
-                f"load_predictor: unknown predictor {self.load_predictor!r} "
-                f"(one of {', '.join(PREDICTOR_NAMES)})"
-            )
+        if self.load_predictor not in PREDICTORS:
+            raise ValueError(f"load_predictor: {PREDICTORS.unknown(self.load_predictor)}")
         if self.optimization_target == "load":
             self._check_load_thresholds()
         self._check_scaling_policy()
@@ -348,19 +336,18 @@ class PlannerConfig(StrictModel):
 
     def predictor_params(self) -> dict[str, Any]:
         """Keyword arguments (PlannerConfig field names) for
-        ``predictors.make_predictor(self.load_predictor, **params)``."""
-        params: dict[str, Any] = {
-            "load_predictor_log1p": self.load_predictor_log1p,
-            "prophet_window_size": self.prophet_window_size,
-            "kalman_q_level": self.kalman_q_level,
-            "kalman_q_trend": self.kalman_q_trend,
-            "kalman_r": self.kalman_r,
-            "kalman_min_points": self.kalman_min_points,
-        }
-        interval = self.throughput_adjustment_interval_seconds
-        if self.load_predictor == "prophet" and float(interval).is_integer():
-            params["throughput_adjustment_interval_seconds"] = int(interval)
-        return params
+        ``predictors.make_predictor(self.load_predictor, **params)``: the parameters the chosen
+        predictor declares, from this config."""
+        return {p.name: getattr(self, p.name) for p in predictor_params(self.load_predictor)}
+
+
+# The predictors' parameters the planner does not declare itself become PlannerConfig fields.
+_PREDICTOR_PARAMS = [p for name, p in all_predictor_params().items()
+                     if name not in _PlannerFields.model_fields]
+PlannerConfig = create_model("PlannerConfig", __base__=_PlannerFields, __module__=__name__,
+                             **{p.name: p.field() for p in _PREDICTOR_PARAMS})
+# The fields that choose and parameterise the load predictor: changing any of them replaces it.
+PREDICTOR_FIELDS: tuple[str, ...] = ("load_predictor", *(p.name for p in _PREDICTOR_PARAMS))
 
 
 def gcd_seconds(intervals_s: Any) -> float:

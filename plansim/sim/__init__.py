@@ -2,12 +2,19 @@
 
 Public API: ``replay(workload, deployment, planner=None, *, progress=None) -> ReplayResult``,
 ``load_deployment``, ``Deployment``, ``EngineArgs``, ``benchmark_fpms``,
-``worker_capabilities``, ``planner_for_deployment``.
+``worker_capabilities``, ``planner_for_deployment`` (imported on first use).
 """
 
-from plansim.sim.bootstrap import benchmark_fpms, planner_for_deployment, worker_capabilities
-from plansim.sim.deployment import Deployment, EngineArgs, load_deployment
-from plansim.sim.host import replay
+from plansim.lazy import lazy_getattr
 
-__all__ = ["Deployment", "EngineArgs", "load_deployment", "replay", "benchmark_fpms",
-           "planner_for_deployment", "worker_capabilities"]
+_EXPORTS = {
+    "benchmark_fpms": "plansim.sim.bootstrap",
+    "planner_for_deployment": "plansim.sim.bootstrap",
+    "worker_capabilities": "plansim.sim.bootstrap",
+    "Deployment": "plansim.sim.deployment",
+    "EngineArgs": "plansim.sim.deployment",
+    "load_deployment": "plansim.sim.deployment",
+    "replay": "plansim.sim.host",
+}
+__getattr__ = lazy_getattr(globals(), _EXPORTS)
+__all__ = list(_EXPORTS)

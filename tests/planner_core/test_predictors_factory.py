@@ -63,7 +63,7 @@ def test_unknown_predictor_names_the_field():
         ("kalman_r", -1),
         ("kalman_min_points", 0),
         ("kalman_min_points", 2.5),
-        ("prophet_window_size", 1),
+        ("prophet_window_size", 0),
         ("load_predictor_log1p", "maybe"),
     ],
 )
@@ -126,3 +126,34 @@ def test_fractional_interval_is_accepted_for_prophet():
     assert make_predictor("prophet", throughput_adjustment_interval_seconds=1.5).step_ms == 1500
     with pytest.raises(ConfigError):
         make_predictor("prophet", throughput_adjustment_interval_seconds=0)
+
+
+def test_planner_config_fields_are_the_predictors_declared_parameters():
+    from plansim.planner_core.config import PREDICTOR_FIELDS, PlannerConfig
+    from plansim.planner_core.predictors.factory import all_predictor_params
+
+    declared = all_predictor_params()
+    own = {"throughput_adjustment_interval_seconds"}  # the planner's field, shared by Prophet
+    assert set(PREDICTOR_FIELDS) == {"load_predictor", *declared} - own
+    for name, p in declared.items():
+        assert PlannerConfig.model_fields[name].default == p.default
+
+
+def test_a_prophet_window_the_config_accepts_builds_a_predictor():
+    # Config and factory share one declaration: what loads also builds (it used to be >= 1 in
+    # the config and >= 2 in the factory).
+    from plansim.planner_core.config import parse_planner_config
+
+    config = parse_planner_config({"load_predictor": "prophet", "prophet_window_size": 1})
+    predictor = make_predictor(config.load_predictor, **config.predictor_params())
+    assert predictor.window_size == 1
+    with pytest.raises(ConfigError) as err:
+        parse_planner_config({"prophet_window_size": 0})
+    assert err.value.field == "prophet_window_size"
+
+
+def test_an_unknown_predictor_is_named_with_the_registered_ones():
+    with pytest.raises(ConfigError, match=r"unknown load predictor 'lstm' \(known: constant, "
+                                          r"arima, kalman, prophet\)") as err:
+        make_predictor("lstm")
+    assert err.value.field == "load_predictor"

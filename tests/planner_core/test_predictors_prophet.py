@@ -22,6 +22,14 @@ def test_window_keeps_the_last_points_and_steps_skip_leading_zeros():
     assert list(p._window) == [(1, 2.0), (2, 3.0), (3, 4.0)]
 
 
+def test_a_window_under_five_points_never_fits_and_forecasts_the_last_value():
+    # The reference counts its buffer (the window) against the 5-point minimum.
+    p = make_predictor("prophet", prophet_window_size=1)
+    for x in [3, 5, 8, 13, 21, 34]:
+        p.observe(x)
+    assert p.predict_next() == 34.0 and not p.last_forecast_failed
+
+
 def test_prophet_tracks_a_ramp_and_is_silent(caplog, capfd):
     series = 100 + 5.0 * np.arange(14)
     p = make_predictor("prophet", throughput_adjustment_interval_seconds=60)

@@ -13,36 +13,25 @@ Public API::
 (``backtest`` here is the function; its module is ``plansim.planner_core.predictors.backtest``.)
 """
 
-from plansim.planner_core.predictors.backtest import BacktestResult, backtest, run_backtest
-from plansim.planner_core.predictors.base import LoadPredictor
-from plansim.planner_core.predictors.constant import ConstantPredictor
-from plansim.planner_core.predictors.factory import (
-    PREDICTOR_NAMES,
-    PREDICTOR_PARAM_DEFAULTS,
-    PredictorSpec,
-    coerce_param,
-    expand_candidates,
-    make_predictor,
-)
-from plansim.planner_core.predictors.kalman import KalmanPredictor
-from plansim.planner_core.predictors.loss import presweep_loss, presweep_window_losses
-from plansim.planner_core.predictors.traffic import TrafficForecast, TrafficForecaster
+from plansim.lazy import lazy_getattr
 
-__all__ = [
-    "PREDICTOR_NAMES",
-    "PREDICTOR_PARAM_DEFAULTS",
-    "BacktestResult",
-    "ConstantPredictor",
-    "KalmanPredictor",
-    "LoadPredictor",
-    "PredictorSpec",
-    "TrafficForecast",
-    "TrafficForecaster",
-    "backtest",
-    "coerce_param",
-    "expand_candidates",
-    "make_predictor",
-    "presweep_loss",
-    "presweep_window_losses",
-    "run_backtest",
-]
+_EXPORTS = {
+    "BacktestResult": "plansim.planner_core.predictors.backtest",
+    "backtest": "plansim.planner_core.predictors.backtest",
+    "run_backtest": "plansim.planner_core.predictors.backtest",
+    "LoadPredictor": "plansim.planner_core.predictors.base",
+    "ConstantPredictor": "plansim.planner_core.predictors.constant",
+    "PREDICTOR_NAMES": "plansim.planner_core.predictors.factory",
+    "PREDICTOR_PARAM_DEFAULTS": "plansim.planner_core.predictors.factory",
+    "PredictorSpec": "plansim.planner_core.predictors.factory",
+    "coerce_param": "plansim.planner_core.predictors.factory",
+    "expand_candidates": "plansim.planner_core.predictors.factory",
+    "make_predictor": "plansim.planner_core.predictors.factory",
+    "KalmanPredictor": "plansim.planner_core.predictors.kalman",
+    "presweep_loss": "plansim.planner_core.predictors.loss",
+    "presweep_window_losses": "plansim.planner_core.predictors.loss",
+    "TrafficForecast": "plansim.planner_core.predictors.traffic",
+    "TrafficForecaster": "plansim.planner_core.predictors.traffic",
+}
+__getattr__ = lazy_getattr(globals(), _EXPORTS)
+__all__ = sorted(_EXPORTS)

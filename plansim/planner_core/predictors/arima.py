@@ -36,7 +36,7 @@ import warnings
 
 import numpy as np
 
-from plansim.planner_core.predictors.base import LoadPredictor
+from plansim.planner_core.predictors.base import Log1pParams, LoadPredictor
 from plansim.planner_core.predictors.blas import single_threaded_blas
 
 ARIMA_MINIMUM_DATA_POINTS = 5
@@ -46,6 +46,11 @@ _PQ_GRID = tuple((p, q) for p in range(3) for q in range(3))
 
 class ArimaPredictor(LoadPredictor):
     name = "arima"
+    Params = Log1pParams
+
+    @classmethod
+    def from_params(cls, params: Log1pParams) -> ArimaPredictor:
+        return cls(log1p=params.load_predictor_log1p)
 
     def __init__(self, *, log1p: bool = False) -> None:
         super().__init__(minimum_data_points=ARIMA_MINIMUM_DATA_POINTS, log1p=log1p)

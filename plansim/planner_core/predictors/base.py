@@ -23,7 +23,10 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from typing import ClassVar
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+from plansim.params import param
 
 # Errors a model fit can raise on awkward data; anything else is a bug and propagates.
 FORECAST_ERRORS: tuple[type[BaseException], ...] = (
@@ -35,10 +38,35 @@ FORECAST_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class NoParams:
+    """The parameters of a predictor that has none."""
+
+
+@dataclass(frozen=True, slots=True)
+class Log1pParams:
+    """The parameter every fitted predictor shares (a base for their parameter dataclasses)."""
+
+    load_predictor_log1p: bool = param(
+        False, help="fit log1p of the series and map forecasts back with expm1")
+
+
 class LoadPredictor(ABC):
-    """One-step-ahead forecaster of a non-negative traffic series (one value per interval)."""
+    """One-step-ahead forecaster of a non-negative traffic series (one value per interval).
+
+    A predictor declares its name and its parameters once: ``Params``, a frozen dataclass of
+    ``plansim.params.param`` fields named as the PlannerConfig fields they are (defaults,
+    bounds, help), and ``from_params`` builds one from an instance of it. The registry
+    (``plansim.planner_core.predictors.factory.PREDICTORS``), the planner config fields and
+    the ``predict compare`` help derive from them."""
 
     name: ClassVar[str]
+    Params: ClassVar[type] = NoParams
+
+    @classmethod
+    def from_params(cls, params: Any) -> LoadPredictor:
+        """A fresh predictor with ``params`` (a ``Params`` instance)."""
+        return cls(**{f.name: getattr(params, f.name) for f in fields(params)})
 
     def __init__(self, *, minimum_data_points: int, log1p: bool = False) -> None:
         if minimum_data_points < 1:

@@ -1,126 +1,84 @@
-"""Build predictors by name from PlannerConfig-named parameters.
+"""The load-predictor registry, and building predictors by name from PlannerConfig-named
+parameters.
 
-``make_predictor(name, **params)`` takes the reference PlannerConfig field names, so a planner
-can pass its config straight through; a parameter that does not apply to the chosen predictor is
-ignored (one config serves every predictor), an unknown name or a bad value raises
-``ConfigError`` naming the field.
+``PREDICTORS`` maps each name to its predictor class, which declares its parameters once
+(``LoadPredictor.Params``). ``make_predictor(name, **params)`` takes the PlannerConfig field
+names, so a planner can pass its config straight through; a parameter that does not apply to the
+chosen predictor is checked and ignored (one config serves every predictor), an unknown name or
+a bad value raises ``ConfigError`` naming the field.
+
+Adding a predictor: one module with its class (``name``, ``Params``, ``from_params``) and one
+line in ``PREDICTORS``.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from plansim.errors import ConfigError
+from plansim.params import Param, format_value, params_of
 from plansim.planner_core.predictors.base import LoadPredictor
-from plansim.planner_core.predictors.constant import ConstantPredictor
-from plansim.planner_core.predictors.kalman import KalmanPredictor
+from plansim.registry import Registry
 
-PREDICTOR_NAMES: tuple[str, ...] = ("constant", "arima", "kalman", "prophet")
+PREDICTORS: Registry[type[LoadPredictor]] = Registry("load predictor", {
+    "constant": "plansim.planner_core.predictors.constant:ConstantPredictor",
+    "arima": "plansim.planner_core.predictors.arima:ArimaPredictor",
+    "kalman": "plansim.planner_core.predictors.kalman:KalmanPredictor",
+    "prophet": "plansim.planner_core.predictors.prophet:ProphetPredictor",
+})
+PREDICTOR_NAMES: tuple[str, ...] = PREDICTORS.names()
 
-# Reference PlannerConfig names and defaults (planner_core.md 1.1). Prophet's synthetic time axis
-# steps by the throughput interval, hence the last entry.
+
+def predictor_params(name: str) -> tuple[Param, ...]:
+    """The parameters predictor ``name`` declares."""
+    return params_of(predictor_class(name).Params)
+
+
+@functools.cache
+def all_predictor_params() -> dict[str, Param]:
+    """Every predictor's parameters by name; predictors sharing one declare it alike."""
+    out: dict[str, Param] = {}
+    for name in PREDICTOR_NAMES:
+        for p in predictor_params(name):
+            if out.setdefault(p.name, p) != p:
+                raise TypeError(f"predictor parameter {p.name} of {name} differs from another "
+                                "predictor's declaration")
+    return out
+
+
+def predictor_class(name: str, *, field: str = "load_predictor") -> type[LoadPredictor]:
+    """The class registered as ``name``; ``ConfigError`` at ``field`` for an unknown one."""
+    if name not in PREDICTORS:
+        raise ConfigError(PREDICTORS.unknown(name), field=field)
+    return PREDICTORS.get(name)
+
+
+# Every parameter's default, by PlannerConfig field name.
 PREDICTOR_PARAM_DEFAULTS: Mapping[str, Any] = {
-    "load_predictor_log1p": False,
-    "prophet_window_size": 50,
-    "kalman_q_level": 1.0,
-    "kalman_q_trend": 0.1,
-    "kalman_r": 10.0,
-    "kalman_min_points": 5,
-    "throughput_adjustment_interval_seconds": 180,
-}
-
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
-# How each parameter is checked: (kind, minimum, minimum is exclusive).
-_KINDS: Mapping[str, tuple[type, float, bool]] = {
-    "load_predictor_log1p": (bool, 0, False),
-    "prophet_window_size": (int, 2, False),
-    "kalman_q_level": (float, 0.0, False),
-    "kalman_q_trend": (float, 0.0, False),
-    "kalman_r": (float, 0.0, False),
-    "kalman_min_points": (int, 1, False),
-    "throughput_adjustment_interval_seconds": (float, 0.0, True),
-}
+    name: p.default for name, p in all_predictor_params().items()}
 
 
 def coerce_param(name: str, value: Any) -> Any:
     """Validate one predictor parameter (strings from a command line are parsed) and return it
     with its proper type. Raises ``ConfigError`` with ``field=name``."""
-    if name not in _KINDS:
-        known = ", ".join(PREDICTOR_PARAM_DEFAULTS)
+    declared = all_predictor_params().get(name)
+    if declared is None:
+        known = ", ".join(all_predictor_params())
         raise ConfigError(f"unknown predictor parameter (known: {known})", field=name)
-    kind, minimum, exclusive = _KINDS[name]
-    if kind is bool:
-        if isinstance(value, bool):
-            return value
-        text = str(value).strip().lower()
-        if text in _TRUE:
-            return True
-        if text in _FALSE:
-            return False
-        raise ConfigError(f"expected true or false, got {value!r}", field=name)
-    what = "an integer" if kind is int else "a number"
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"expected {what}, got {value!r}", field=name) from None
-    if isinstance(value, bool) or not math.isfinite(number):
-        raise ConfigError(f"expected {what}, got {value!r}", field=name)
-    if kind is int and not number.is_integer():
-        raise ConfigError(f"expected an integer, got {value!r}", field=name)
-    if number < minimum or (exclusive and number == minimum):
-        bound = f"> {minimum:g}" if exclusive else f">= {minimum:g}"
-        raise ConfigError(f"must be {bound}, got {value!r}", field=name)
-    if kind is int:
-        return int(number)
-    # Integral floats print without ".0" in candidate labels; keep ints as given.
-    return int(number) if isinstance(value, int) else number
-
-
-def resolve_params(params: Mapping[str, Any]) -> dict[str, Any]:
-    """Defaults overlaid with validated ``params``."""
-    resolved = dict(PREDICTOR_PARAM_DEFAULTS)
-    for key, value in params.items():
-        resolved[key] = coerce_param(key, value)
-    return resolved
+    return declared.check(value)
 
 
 def make_predictor(name: str, **params: Any) -> LoadPredictor:
-    """A fresh predictor called ``name`` (one of ``PREDICTOR_NAMES``)."""
-    if name not in PREDICTOR_NAMES:
-        raise ConfigError(
-            f"unknown load predictor {name!r} (known: {', '.join(PREDICTOR_NAMES)})",
-            field="load_predictor",
-        )
-    p = resolve_params(params)
-    log1p = p["load_predictor_log1p"]
-    if name == "constant":
-        return ConstantPredictor(log1p=log1p)
-    if name == "kalman":
-        return KalmanPredictor(
-            q_level=p["kalman_q_level"],
-            q_trend=p["kalman_q_trend"],
-            r=p["kalman_r"],
-            min_points=p["kalman_min_points"],
-            log1p=log1p,
-        )
-    if name == "arima":
-        from plansim.planner_core.predictors.arima import ArimaPredictor
-
-        return ArimaPredictor(log1p=log1p)
-    from plansim.planner_core.predictors.prophet import ProphetPredictor
-
-    return ProphetPredictor(
-        window_size=p["prophet_window_size"],
-        step_s=p["throughput_adjustment_interval_seconds"],
-        log1p=log1p,
-    )
+    """A fresh predictor called ``name`` (one of ``PREDICTOR_NAMES``); parameters it does not
+    declare are checked, then ignored."""
+    cls = predictor_class(name)
+    checked = {key: coerce_param(key, value) for key, value in params.items()}
+    return cls.from_params(cls.Params(**{p.name: checked.get(p.name, p.default)
+                                         for p in params_of(cls.Params)}))
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,11 +90,7 @@ class PredictorSpec:
 
     @classmethod
     def of(cls, name: str, params: Mapping[str, Any] | None = None) -> PredictorSpec:
-        if name not in PREDICTOR_NAMES:
-            raise ConfigError(
-                f"unknown load predictor {name!r} (known: {', '.join(PREDICTOR_NAMES)})",
-                field="predictors",
-            )
+        predictor_class(name, field="predictors")
         checked = {k: coerce_param(k, v) for k, v in (params or {}).items()}
         return cls(name, tuple(sorted(checked.items())))
 
@@ -145,7 +99,7 @@ class PredictorSpec:
         """Display name: ``kalman`` or ``kalman(kalman_q_level=0.1,kalman_r=10)``."""
         if not self.params:
             return self.name
-        inner = ",".join(f"{k}={_fmt(v)}" for k, v in self.params)
+        inner = ",".join(f"{k}={format_value(v)}" for k, v in self.params)
         return f"{self.name}({inner})"
 
     def build(self, **extra: Any) -> LoadPredictor:
@@ -153,31 +107,9 @@ class PredictorSpec:
         return make_predictor(self.name, **{**extra, **dict(self.params)})
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-# Parameters that change each predictor's forecasts; others are ignored by it.
-RELEVANT_PARAMS: Mapping[str, frozenset[str]] = {
-    "constant": frozenset(),
-    "arima": frozenset({"load_predictor_log1p"}),
-    "kalman": frozenset(
-        {
-            "load_predictor_log1p",
-            "kalman_q_level",
-            "kalman_q_trend",
-            "kalman_r",
-            "kalman_min_points",
-        }
-    ),
-    "prophet": frozenset(
-        {"load_predictor_log1p", "prophet_window_size", "throughput_adjustment_interval_seconds"}
-    ),
-}
+def relevant_params(name: str) -> frozenset[str]:
+    """The parameters that change predictor ``name``'s forecasts; others are ignored by it."""
+    return frozenset(p.name for p in predictor_params(name))
 
 
 def expand_candidates(
@@ -198,19 +130,15 @@ def expand_candidates(
         if key in params:
             raise ConfigError("given both as a fixed parameter and as a grid", field=key)
     for name in names:
-        if name not in PREDICTOR_NAMES:
-            raise ConfigError(
-                f"unknown load predictor {name!r} (known: {', '.join(PREDICTOR_NAMES)})",
-                field="predictors",
-            )
+        predictor_class(name, field="predictors")
     for key in [*params, *grid_values]:
-        if not any(key in RELEVANT_PARAMS[name] for name in names):
+        if not any(key in relevant_params(name) for name in names):
             raise ConfigError(
                 f"no selected predictor ({', '.join(names)}) uses this parameter", field=key
             )
     specs: list[PredictorSpec] = []
     for name in dict.fromkeys(names):
-        relevant = RELEVANT_PARAMS[name]
+        relevant = relevant_params(name)
         fixed = {k: v for k, v in params.items() if k in relevant}
         axes = [(k, vs) for k, vs in grid_values.items() if k in relevant]
         for combo in itertools.product(*(vs for _, vs in axes)):

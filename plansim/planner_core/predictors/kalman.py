@@ -15,16 +15,34 @@ from __future__ import annotations
 
 import math
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from plansim.planner_core.predictors.base import LoadPredictor
+from plansim.params import param
+from plansim.planner_core.predictors.base import Log1pParams, LoadPredictor
 
 _F = np.array([[1.0, 1.0], [0.0, 1.0]])
 _INITIAL_VARIANCE = 1000.0
 
 
+@dataclass(frozen=True, slots=True)
+class KalmanParams(Log1pParams):
+    kalman_q_level: float = param(1.0, ge=0, help="process noise of the level")
+    kalman_q_trend: float = param(0.1, ge=0, help="process noise of the trend")
+    kalman_r: float = param(10.0, ge=0, help="observation noise")
+    kalman_min_points: int = param(5, ge=1, help="observations before the first forecast")
+
+
 class KalmanPredictor(LoadPredictor):
     name = "kalman"
+    Params = KalmanParams
+
+    @classmethod
+    def from_params(cls, params: KalmanParams) -> KalmanPredictor:
+        return cls(q_level=params.kalman_q_level, q_trend=params.kalman_q_trend,
+                   r=params.kalman_r, min_points=params.kalman_min_points,
+                   log1p=params.load_predictor_log1p)
 
     def __init__(
         self,

@@ -1,6 +1,7 @@
 """Prophet predictor: a fresh default Prophet model per forecast, fitted on a sliding window.
 
-The window holds the last ``window_size`` accepted points (log1p space when enabled). Time is
+The window holds the last ``window_size`` accepted points (log1p space when enabled); a window
+of fewer than 5 points is not fitted (the last value is the forecast). Time is
 synthetic: point k (counting accepted points only, so skipped leading zeros do not advance time)
 sits at 2024-01-01 + k * ``step_s`` seconds; the forecast is the model's ``yhat`` at the next
 step, mapped back with ``expm1`` in log1p mode and clamped at 0. At least 5 points are needed.
@@ -20,10 +21,12 @@ import logging
 import math
 import warnings
 from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 
-from plansim.planner_core.predictors.base import LoadPredictor
+from plansim.params import param
+from plansim.planner_core.predictors.base import Log1pParams, LoadPredictor
 
 PROPHET_MINIMUM_DATA_POINTS = 5
 _EPOCH = np.datetime64("2024-01-01T00:00:00", "ms")
@@ -44,15 +47,33 @@ def _silence_prophet_logging() -> None:
         logger.propagate = False
 
 
+@dataclass(frozen=True, slots=True)
+class ProphetParams(Log1pParams):
+    prophet_window_size: int = param(
+        50, ge=1, help="points in the sliding window Prophet is fitted on (under 5 it never "
+        "fits and forecasts the last value, as the reference)")
+    # The planner's own field (PlannerConfig declares it): Prophet's synthetic time step.
+    throughput_adjustment_interval_seconds: float = param(
+        180.0, gt=0, help="seconds between points on Prophet's time axis (the throughput "
+        "interval)")
+
+
 class ProphetPredictor(LoadPredictor):
     name = "prophet"
+    Params = ProphetParams
+
+    @classmethod
+    def from_params(cls, params: ProphetParams) -> ProphetPredictor:
+        return cls(window_size=params.prophet_window_size,
+                   step_s=params.throughput_adjustment_interval_seconds,
+                   log1p=params.load_predictor_log1p)
 
     def __init__(
         self, *, window_size: int = 50, step_s: float = 180.0, log1p: bool = False
     ) -> None:
         super().__init__(minimum_data_points=PROPHET_MINIMUM_DATA_POINTS, log1p=log1p)
-        if window_size < 2:
-            raise ValueError("window_size must be >= 2")
+        if window_size < 1:
+            raise ValueError("window_size must be >= 1")
         if not step_s > 0:
             raise ValueError("step_s must be > 0")
         self.window_size = int(window_size)
@@ -72,6 +93,9 @@ class ProphetPredictor(LoadPredictor):
         self._cached = None
 
     def _forecast(self) -> float:
+        if len(self._window) < PROPHET_MINIMUM_DATA_POINTS:
+            # A window under the minimum never fits (the reference counts its buffer).
+            return self.get_last_value()
         if self._cached is None:
             self._cached = self._fit_and_predict()
         return self._cached
