@@ -689,6 +689,15 @@ def _released_on_arrival(requests: pd.DataFrame) -> bool:
     return not bool(np.nanmax(np.abs(wait), initial=0.0) > 0)
 
 
+_SESSION_HOW = (
+    "Session total: the share of sessions (y) whose time from the release of their first "
+    "turn to the last token of their last is at most x; it includes think and tool times, so "
+    "it is what a user of the session waited in all.")
+_CAP_WAIT_HOW = (
+    "Wait at the cap (--max-concurrency): how long released requests waited for a free slot "
+    "before they entered the cluster; their latencies count from entry.")
+
+
 def _closed_loop(d: ReplayData) -> PanelOutput:
     """Session total times (completed sessions) and, under a concurrency cap, each request's
     wait between release and arrival; CDFs."""
@@ -717,7 +726,8 @@ def _closed_loop(d: ReplayData) -> PanelOutput:
     fig.update_yaxes(title_text="At or below (%)", range=[0, 101], row=1, col=1)
     layout = base_layout(fig, height=400)
     layout.update_layout(hovermode="closest", margin={"t": 70})
-    return layout
+    guides = {"Session total": _SESSION_HOW, "Wait at the cap": _CAP_WAIT_HOW}
+    return Drawn(layout, " ".join(guides[name] for name, _, _ in shown))
 
 
 def _cell_value(value: Any) -> Any:
@@ -782,11 +792,7 @@ PANELS: tuple[Panel, ...] = (
     Panel(
         "closed_loop",
         "Sessions and release (closed loop, concurrency cap)",
-        "Left: the share of sessions (y) whose total time, from the release of their first "
-        "turn to the last token of their last, is at most x; it includes think and tool "
-        "times, so it is what a user of the session waited in all. Right (with "
-        "--max-concurrency): how long released requests waited for a free slot before they "
-        "entered the cluster; latencies count from entry.",
+        f"{_SESSION_HOW} {_CAP_WAIT_HOW}",
         ("sessions.total_ms", "requests.release_ms", "requests.arrival_ms"),
         _closed_loop,
     ),

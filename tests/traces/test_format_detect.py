@@ -44,3 +44,19 @@ def test_bad_options(tmp_path):
     with pytest.raises(InputError) as info:
         load_workload(p, trace_block_size=0)
     assert info.value.field == "--trace-block-size"
+
+
+def test_closed_loop_forms_are_detected(tmp_path):
+    from trace_files import AGENTIC_HEADER, turn, write_jsonl
+
+    assert detect_format(write_jsonl(tmp_path / "a.jsonl", [AGENTIC_HEADER])) == "agentic_mooncake"
+    # A session's first row may come without input_length; session_id marks it as Mooncake.
+    assert detect_format(write_jsonl(tmp_path / "m.jsonl", [turn("s", timestamp=0)])) == "mooncake"
+
+
+def test_a_shard_opening_with_a_long_payload_row_is_dynamo(tmp_path):
+    from trace_files import write_jsonl
+
+    payload = {"event_type": "request_payload", "event_time_unix_ms": 1,
+               "payload": {"request": {"messages": [{"content": "x" * (2 << 20)}]}}}
+    assert detect_format(write_jsonl(tmp_path / "p.jsonl", [payload])) == "dynamo"
