@@ -1,6 +1,6 @@
 """The ``plansim`` command: composition only. Each command group lives in ``plansim.commands``.
 
-Every command runs with SIGTERM/SIGHUP unwinding it like Ctrl-C and with one scratch folder for
+Warnings are ``plansim: warning: ...`` lines on stderr. Every command runs with SIGTERM/SIGHUP unwinding it like Ctrl-C and with one scratch folder for
 all temporary files of it and its workers, removed when it ends (``plansim.lifecycle``). Every
 way a command can end that is not success is one line on stderr, never a traceback:
 
@@ -13,6 +13,7 @@ Anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -47,8 +48,26 @@ def _register() -> None:
 _register()
 
 
+class _WarningLine(logging.Handler):
+    """plansim's warnings (a key with no effect, a reconciled flag) as ``plansim: warning: ...``
+    lines on stderr, whatever ``sys.stderr`` is when they are logged."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"plansim: warning: {record.getMessage()}", file=sys.stderr)
+
+
+def _warnings_to_stderr() -> None:
+    logger = logging.getLogger("plansim")
+    if not any(isinstance(h, _WarningLine) for h in logger.handlers):
+        logger.addHandler(_WarningLine())
+
+
 def main() -> None:
     """Console entry point; see the module docstring for how a command ends."""
+    _warnings_to_stderr()
     command = typer.main.get_command(app)
     try:
         with (handle_termination(), scratch_folder(),

@@ -7,7 +7,8 @@ is a bug and keeps its traceback.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -42,6 +43,17 @@ class TraceError(InputError):
 
 class ConfigError(InputError):
     """A deployment, planner or retune config value that is invalid: names the key."""
+
+
+@contextmanager
+def located(source: str | None) -> Iterator[None]:
+    """Errors of the block that name no file are about ``source`` (the config being applied)."""
+    try:
+        yield
+    except InputError as exc:
+        if exc.source is not None or source is None:
+            raise
+        raise type(exc)(exc.message, source=source, line=exc.line, field=exc.field) from None
 
 
 def describe_value(value: Any) -> str:

@@ -2,20 +2,22 @@
 command lives in one scratch folder that goes away with it, and an interruption ends the
 command with one line.
 
-- ``die_with_parent()``: called first thing in a worker process (spawn-pool workers, joblib's
-  loky workers through ``parallel_map``). A daemon thread watches the parent: when it is gone
+- ``die_with_parent()``: called first thing in a worker process (spawn-pool workers, which
+  ``parallel_map`` uses too). A daemon thread watches the parent: when it is gone
   (the worker was re-parented), the worker kills its own process group if it leads one (Stan
   processes a Prophet fit started), removes the scratch folder it was told about and exits. A
   parent-death signal is not used: Linux sends it when the *thread* that started the child
   ends, and the sweep threads that start pool workers end before the process does.
+- ``parallel_map(fn, tasks, jobs)``: a map over such workers, for work that is not a retune
+  sweep (``predict compare``'s backtests).
 - ``ProcessReaper``: for process trees plansim does not control (a local Ray instance: its
   raylet's agents outlive a killed driver by a minute). A small helper process snapshots the
   command's descendants every ``REAPER_PERIOD_S`` and, when the command's end of a pipe closes
   (however the command ended, SIGKILL included), kills every process of the last snapshot that
   still runs.
 - ``scratch_folder(parent)``: one folder for every temporary file of the command and its
-  workers (``tempfile``, ``TMPDIR``, joblib's memmaps), under the output folder when the
-  command has one, removed on every exit path the process lives through.
+  workers (``tempfile``, ``TMPDIR``), in the system's temporary folder, removed on every exit
+  path the process lives through (and by the workers' watchdogs when it is killed).
 - ``Terminated`` and ``handle_termination()``: SIGTERM and SIGHUP unwind the command like
   Ctrl-C (so every ``finally`` runs, workers are killed, temporary files removed); the CLI
   prints one line for each.
@@ -105,35 +107,37 @@ def _orphaned(scratch: str | None) -> None:
     os._exit(1)
 
 
-def _in_worker(fn: Callable[..., Any], *args: Any) -> Any:
-    die_with_parent()
+def parallel_map(fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], jobs: int) -> list[Any]:
+    """``[fn(*task) for task in tasks]`` on up to ``jobs`` worker processes of a spawn pool
+    (``retune.pool.SpawnPool``: workers that die with us, never see Ctrl-C, and are killed when
+    the map ends or is interrupted), in task order. ``fn`` must be a module-level function."""
+    from plansim.retune.executor import Task, TaskContext
+    from plansim.retune.pool import SpawnPool
+
+    with SpawnPool(jobs) as pool:
+        outcome = pool.run([Task(str(i), _call, (fn, *task)) for i, task in enumerate(tasks)],
+                           TaskContext(tempfile.gettempdir()))
+    failed = [r for r in outcome.results if not r.ok]
+    if failed or len(outcome.results) != len(tasks):
+        raise RuntimeError(f"parallel task {failed[0].key} failed: {failed[0].error}" if failed
+                           else "parallel map ended early")
+    return [r.value for r in outcome.results]
+
+
+def _call(context: Any, fn: Callable[..., Any], *args: Any) -> Any:
     return fn(*args)
 
 
-def parallel_map(fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], jobs: int) -> list[Any]:
-    """``[fn(*task) for task in tasks]`` on up to ``jobs`` joblib (loky) worker processes, in
-    task order. The workers die with this process and are shut down when the map ends (loky
-    would otherwise keep them idle for minutes)."""
-    from joblib import Parallel, delayed
-    from joblib.externals.loky import get_reusable_executor
+def block_sigint_for_children() -> Any:
+    """Block SIGINT in the calling thread so that the processes it starts inherit the block
+    (Ctrl-C is their parent's to handle); returns the previous mask for ``SIG_SETMASK``.
 
-    # loky's resource tracker (started with the first map) frees what a killed parent leaked,
-    # as it should, and warns about each item on stderr; after a kill that is noise.
-    quiet = f"ignore::UserWarning:{_LOKY_TRACKER}"
-    saved = os.environ.get("PYTHONWARNINGS")
-    os.environ["PYTHONWARNINGS"] = f"{saved},{quiet}" if saved else quiet
-    try:
-        return Parallel(n_jobs=jobs, backend="loky")(
-            delayed(_in_worker)(fn, *task) for task in tasks)
-    finally:
-        if saved is None:
-            os.environ.pop("PYTHONWARNINGS", None)
-        else:
-            os.environ["PYTHONWARNINGS"] = saved
-        get_reusable_executor().shutdown(wait=True, kill_workers=True)
+    Python's resource tracker is started first: its start-up (Python 3.11) unblocks SIGINT in
+    the calling thread when it is done, which would undo the block for every later child."""
+    from multiprocessing import resource_tracker
 
-
-_LOKY_TRACKER = "joblib.externals.loky.backend.resource_tracker"
+    resource_tracker.ensure_running()
+    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
 
 @contextmanager
@@ -142,7 +146,7 @@ def scratch_folder(parent: Path | None = None) -> Iterator[Path]:
     file of this process and its workers goes into while the block runs; removed at its end,
     however it ends."""
     root = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=parent))
-    saved = {name: os.environ.get(name) for name in ("TMPDIR", "JOBLIB_TEMP_FOLDER", SCRATCH_ENV)}
+    saved = {name: os.environ.get(name) for name in ("TMPDIR", SCRATCH_ENV)}
     saved_tempdir = tempfile.tempdir
     for name in saved:
         os.environ[name] = str(root)

@@ -315,13 +315,15 @@ def _execute(ctx: typer.Context, load: Any, *, traces: list[Path], trace_format:
 
         planner_cfg = parse_planner_config(dict(planner_raw), source=planner_source)
         if planner_cfg.retune is not None:
-            from plansim.retune.config import planner_retune_config
+            from plansim.retune.runner import check_retune
 
-            planner_retune_config(planner_cfg, source=planner_source)
+            check_retune(planner_cfg, deployment, source=planner_source)
         else:
+            from plansim.errors import located
             from plansim.sim.bootstrap import planner_for_deployment
 
-            planner = planner_for_deployment(planner_cfg, deployment)
+            with located(planner_source):
+                planner = planner_for_deployment(planner_cfg, deployment)
 
     from plansim.sim.host import replay
 

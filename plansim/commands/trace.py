@@ -136,8 +136,8 @@ def convert(
     if to == "dynamo":
         last_ms = epoch + (float(workload.arrival_ms[-1]) if len(workload) else 0.0)
         if not last_ms < MAX_ARRIVAL_MS:
-            raise InputError(f"{epoch:g} ms puts the last arrival at {last_ms:g} ms, past "
-                             f"{MAX_ARRIVAL_MS:g} ms (the year 2286)", field="--epoch-ms")
+            raise InputError(f"{epoch:,.0f} ms puts the last arrival at {last_ms:,.0f} ms, "
+                             f"past {MAX_ARRIVAL_MS:,.0f} ms (the year 2286)", field="--epoch-ms")
     _write(workload, out, to, epoch)
     note = ""
     if to == "mooncake" and workload.trace_block_size != 512:

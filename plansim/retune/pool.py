@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from plansim.lifecycle import block_sigint_for_children
 from plansim.retune.executor import BatchOutcome, Task, TaskContext, TaskResult, describe_error
 
 WORKER_NICENESS = 10
@@ -190,7 +191,7 @@ class SpawnPool:
         )
         # Ctrl-C is the parent's to handle: the worker starts with SIGINT blocked (the mask is
         # inherited), so it never prints a KeyboardInterrupt of its own; the pool kills it.
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        previous = block_sigint_for_children()
         try:
             process.start()
         finally:

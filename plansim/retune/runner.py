@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from plansim.errors import ConfigError
+from plansim.errors import ConfigError, located
 from plansim.planner_core.observations import WorkerCounts
 from plansim.configfile import read_config
 from plansim.roles import Role
@@ -89,7 +89,7 @@ def load_retune_run(path: str | Path) -> RetuneRun:
         raise ConfigError("the planner config has no retune block", source=planner_source,
                           field="planner.retune")
     planner_config = parse_planner_config(dict(planner_raw), source=planner_source)
-    planner_retune_config(planner_config, source=planner_source)
+    check_retune(planner_config, deployment, source=planner_source)
     return RetuneRun(
         source=str(source),
         trace_paths=trace_paths,
@@ -99,6 +99,15 @@ def load_retune_run(path: str | Path) -> RetuneRun:
         planner_config=planner_config,
         planner_raw=dict(planner_raw),
     )
+
+
+def check_retune(planner_config: Any, deployment: Any, *, source: str) -> None:
+    """Every check of the planner's retune block that needs no trace (its fields, its search
+    domains against the planner and the deployment, the grid size), before any work starts;
+    ``ConfigError`` names ``source``."""
+    planner_retune_config(planner_config, source=source)
+    with located(source):
+        RetuneController(planner_config, RetuneInputs(deployment, (), 0.0)).close()
 
 
 def load_run_workload(run: RetuneRun) -> Any:
@@ -158,7 +167,9 @@ def run_retune(
     workload = load_run_workload(run) if workload is None else workload
     controller = build_controller(run, workload, executor=executor, on_decision=on_decision)
     try:
-        planner = planner_for_deployment(run.planner_config, run.deployment, retune=controller)
+        with located(run.source):
+            planner = planner_for_deployment(run.planner_config, run.deployment,
+                                             retune=controller)
         result = replay(workload, run.deployment, planner, progress=progress)
     finally:
         controller.close()

@@ -3,9 +3,9 @@
 For each candidate a ``TrafficForecaster`` (three predictor instances: request count, average ISL,
 average OSL, fed with the planner's live rules) observes the first ``warmup`` buckets, then for
 each following bucket forecasts it one step ahead and observes it. Candidates and their three
-series are independent, so they run as separate tasks in parallel processes (joblib, through
-``plansim.lifecycle.parallel_map``, so the workers die with plansim), and the
-results do not depend on the process count.
+series are independent, so they run as separate tasks in parallel processes
+(``plansim.lifecycle.parallel_map``: workers that die with plansim), and the results do not
+depend on the process count.
 
 Prediction rows (``backtest`` / ``BacktestResult.predictions``), one per scored bucket, candidate
 and series:
