@@ -40,7 +40,7 @@ from typing import Any
 
 # How often a worker checks that its parent is alive, and the reaper snapshots descendants (s).
 WATCHDOG_PERIOD_S = 0.2
-REAPER_PERIOD_S = 0.25
+REAPER_PERIOD_S = 0.1
 # The scratch folder of the command, for workers (their parent's folder outlives them).
 SCRATCH_ENV = "PLANSIM_SCRATCH"
 SCRATCH_PREFIX = ".plansim-scratch-"
@@ -210,8 +210,8 @@ def table():
                 pass
     return out
 
-def descendants(procs):
-    found, frontier = {}, [root]
+def descendants(procs, roots):
+    found, frontier = {}, list(roots)
     while frontier:
         parent = frontier.pop()
         for pid, (ppid, start) in procs.items():
@@ -229,8 +229,12 @@ while True:
         break
     procs = table()
     seen = {pid: start for pid, start in seen.items() if procs.get(pid, (0, None))[1] == start}
-    seen.update(descendants(procs))
+    seen.update(descendants(procs, [root]))
+# Children born since the last snapshot, of processes still running (the root's own children
+# are re-parented by now, but a raylet may not have died yet).
 now = table()
+seen.update(descendants(now, [pid for pid, start in seen.items()
+                              if now.get(pid, (0, None))[1] == start]))
 for pid, start in seen.items():
     if now.get(pid, (None, None))[1] == start:
         try:

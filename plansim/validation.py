@@ -88,7 +88,8 @@ def config_error(
             parts += head.split(".")
         message = rest
     elif "input" in err and not isinstance(err["input"], Mapping):
-        message = f"{_lower_first(message)}, got {describe_value(err['input'])}"
+        shown = describe_value(err["input"])
+        message = _lower_first(message) + ("" if shown in message else f", got {shown}")
     if aliases:
         parts = [aliases.get(p, p) for p in parts]
     field = ".".join(([prefix] if prefix else []) + parts) or None

@@ -370,7 +370,7 @@ CASES = [
     Case("config-is-a-folder", ("replay", "run", str(MICRO), "--config", "{d}", "--out",
                                 "{out}"), 2, "cannot read deployment file: Is a directory"),
     Case("router-mode-bad-flag", ("replay", "run", str(MICRO), "--router-mode", "fastest",
-                                  "--out", "{out}"), 2, "--router-mode: input should be"),
+                                  "--out", "{out}"), 2, "--router-mode: unknown router mode 'fastest'"),
     Case("mode-bad-flag", ("replay", "run", str(MICRO), "--mode", "both", "--out", "{out}"), 2,
          "--mode: input should be 'agg' or 'disagg', got 'both'"),
     Case("engine-args-file-error-names-it", ("replay", "run", str(MICRO),
