@@ -584,6 +584,37 @@ def _switch_mode(raw: dict[str, Any], overrides: Mapping[str, Any], name: str,
             del raw[key]
 
 
+def with_overrides(deployment: Deployment, overrides: Mapping[str, Any], *,
+                   source: str | None = None) -> Deployment:
+    """``deployment`` with dotted-key ``overrides`` applied and validated again (``ConfigError``
+    naming the key on a mistake). A ``prefill_engine.*`` / ``decode_engine.*`` key on a pool that
+    inherits ``engine`` starts from ``engine``'s values, as the pool did. A ``mode`` override
+    leaves the other mode's pool keys behind."""
+    raw = deployment_mapping(deployment, mode=overrides.get("mode"))
+    for key, value in overrides.items():
+        pool = key.split(".", 1)[0]
+        if pool in ("prefill_engine", "decode_engine") and "." in key and raw.get(pool) is None:
+            raw[pool] = dict(raw["engine"])
+        _set_dotted(raw, key, value)
+    return build_deployment(raw, source=source)
+
+
+def deployment_mapping(deployment: Deployment, *, mode: Any = None,
+                       json: bool = False) -> dict[str, Any]:
+    """``deployment`` as the mapping that validates back to it: every field except the pool
+    keys of the mode it is not in (or will not be in: ``mode``) and the record of no-effect keys
+    (already warned about; a key added to the mapping is checked afresh). ``json``: JSON
+    types."""
+    raw = deployment.model_dump(mode="json" if json else "python")
+    mode = _MODE_ALIASES.get(mode, mode) if isinstance(mode, str) else raw["mode"]
+    for key in POOL_KEYS["disagg" if mode == "agg" else "agg"]:
+        raw.pop(key, None)
+    for key in ("engine", "prefill_engine", "decode_engine", "router"):
+        if isinstance(raw.get(key), dict):
+            raw[key].pop("no_effect_keys", None)
+    return raw
+
+
 def build_deployment(raw: Mapping[str, Any], *, source: str | None = None) -> Deployment:
     """Validate an already-parsed deployment mapping; NPZ files are checked here."""
     deployment = _validate(Deployment, dict(raw), source=source)

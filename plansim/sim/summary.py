@@ -196,6 +196,22 @@ def summarize(
     return out
 
 
+def good_mask(requests: pd.DataFrame, sla: Any) -> np.ndarray:
+    """Per row of ``requests`` (the ``requests`` schema of ``plansim.sim.result``): whether the
+    request completed and met every threshold of ``sla`` that is set, by the rule ``summarize``
+    counts goodput with. All False when no threshold is set."""
+    good = np.zeros(len(requests), dtype=bool)
+    if sla is None or not _sla_is_set(sla):
+        return good
+    done = (requests["status"] == "completed").to_numpy()
+    arrival = requests["arrival_ms"].to_numpy(dtype=np.float64)[done]
+    ttft = np.maximum(requests["first_token_ms"].to_numpy(dtype=np.float64)[done] - arrival, 0.0)
+    e2e = np.maximum(requests["last_token_ms"].to_numpy(dtype=np.float64)[done] - arrival, 0.0)
+    n_out = requests["output_length"].to_numpy(dtype=np.int64)[done]
+    good[done] = _good_mask(sla, ttft, e2e, n_out)
+    return good
+
+
 def _sla_is_set(sla: Any) -> bool:
     return any(getattr(sla, key, None) is not None for key in ("ttft_ms", "itl_ms", "e2e_ms"))
 

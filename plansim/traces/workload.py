@@ -47,6 +47,30 @@ class Workload:
     def __len__(self) -> int:
         return int(self.arrival_ms.shape[0])
 
+    def rows(self, start: int, stop: int) -> Workload:
+        """Requests ``start`` to ``stop - 1`` (a contiguous run in arrival order) as a workload of
+        their own, hashes included; recorded latencies and sources carried over. Open-loop
+        workloads only: a run of a closed-loop one would cut its sessions."""
+        if self.graph is not None:
+            raise ValueError("rows() of a closed-loop workload; take open_loop() first")
+        lo, hi = int(self.hash_offsets[start]), int(self.hash_offsets[stop])
+
+        def part(arr: np.ndarray | None) -> np.ndarray | None:
+            return None if arr is None else arr[start:stop]
+
+        return Workload(
+            arrival_ms=self.arrival_ms[start:stop],
+            isl_tokens=self.isl_tokens[start:stop],
+            osl_tokens=self.osl_tokens[start:stop],
+            request_id=self.request_id[start:stop],
+            hash_offsets=self.hash_offsets[start : stop + 1] - lo,
+            hash_ids=self.hash_ids[lo:hi],
+            trace_block_size=self.trace_block_size,
+            recorded_ttft_ms=part(self.recorded_ttft_ms),
+            recorded_total_ms=part(self.recorded_total_ms),
+            sources=self.sources,
+        )
+
     def hashes(self, i: int) -> np.ndarray:
         """Prefix-chain block ids of request ``i``."""
         return self.hash_ids[self.hash_offsets[i] : self.hash_offsets[i + 1]]

@@ -8,7 +8,13 @@ import json
 import pytest
 
 from plansim.errors import ConfigError
-from plansim.sim.deployment import EngineArgs, build_deployment, load_deployment, load_engine_args
+from plansim.sim.deployment import (
+    EngineArgs,
+    build_deployment,
+    load_deployment,
+    load_engine_args,
+    with_overrides,
+)
 
 
 def test_engine_defaults_are_the_reference_mocker_defaults():
@@ -153,3 +159,22 @@ def test_engine_args_file_errors_name_that_file(tmp_path):
         load_deployment(None, {"engine": str(args)}, flags={"engine": "--extra-engine-args"})
     assert str(err.value) == (f"{args}: num_gpu_blocks: input should be greater than or equal "
                               "to 1, got 0")
+
+
+def test_with_overrides_applies_dotted_keys_and_validates_again():
+    base = build_deployment({"mode": "agg", "num_workers": 2, "engine": {"max_num_seqs": 8}})
+    d = with_overrides(base, {"num_workers": 5, "engine.max_num_batched_tokens": 4096})
+    assert (d.num_workers, d.engine.max_num_seqs, d.engine.max_num_batched_tokens) == (5, 8, 4096)
+    assert base.num_workers == 2
+    with pytest.raises(ConfigError, match="engine.nope: unknown key"):
+        with_overrides(base, {"engine.nope": 1})
+    with pytest.raises(ConfigError, match="engine.max_num_seqs"):
+        with_overrides(base, {"engine.max_num_seqs": 0})
+
+
+def test_with_overrides_on_an_inherited_pool_starts_from_engine():
+    base = build_deployment({"mode": "disagg", "engine": {"max_num_seqs": 8, "block_size": 32}})
+    d = with_overrides(base, {"prefill_engine.max_num_batched_tokens": 1024})
+    assert d.prefill_args.max_num_batched_tokens == 1024
+    assert (d.prefill_args.max_num_seqs, d.prefill_args.block_size) == (8, 32)
+    assert d.decode_engine is None and d.decode_args.max_num_batched_tokens == 8192

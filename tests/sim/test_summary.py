@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from plansim.sim.summary import STAT_NAMES, SlaThresholds, summarize, weighted_stats
+from plansim.sim.summary import STAT_NAMES, SlaThresholds, good_mask, summarize, weighted_stats
 
 NAN = float("nan")
 
@@ -160,6 +160,15 @@ def test_goodput_e2e_only():
     s = _summary(sla=SlaThresholds(e2e_ms=25.0))
     assert s["goodput_completed_requests"] == 1
     assert s["goodput_output_throughput_tok_s"] == pytest.approx(25.0)
+
+
+def test_good_mask_marks_the_requests_goodput_counts_per_row():
+    # same rule as test_goodput_ttft_and_average_itl: B and C good; D rejected, E incomplete
+    mask = good_mask(_requests(), SlaThresholds(ttft_ms=20.0, itl_ms=8.0))
+    assert mask.tolist() == [False, True, True, False, False]
+    assert good_mask(_requests(), SlaThresholds(e2e_ms=25.0)).tolist() == [
+        False, True, False, False, False]
+    assert not good_mask(_requests(), SlaThresholds()).any()
 
 
 def test_wall_time_keys_only_when_given():
