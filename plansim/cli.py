@@ -35,13 +35,14 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from plansim.commands import predict, profile, replay, report, retune, trace
+    from plansim.commands import capacity, predict, profile, replay, report, retune, trace
 
     app.add_typer(trace.app, name="trace")
     app.add_typer(replay.app, name="replay")
     app.add_typer(retune.app, name="retune")
     app.add_typer(predict.app, name="predict")
     app.add_typer(profile.app, name="profile")
+    app.command(name="capacity")(capacity.capacity)
     app.command(name="report")(report.report)
 
 

@@ -24,6 +24,8 @@ RETUNE_EVENTS_JSON = "retune_events.json"
 PREDICTIONS_TABLE = "predictions.parquet"
 WINDOWS_TABLE = "windows.parquet"  # retune windows: one row per (window, candidate)
 WINDOW_RECORDS_DIR = "windows"  # retune windows: one <k>.json record per window
+CAPACITY_JSON = "capacity.json"  # plansim capacity: the answer
+POINTS_TABLE = "points.parquet"  # plansim capacity: one row per replay
 # Reports (plansim.reports.folder writes them) and the plotly.js they share.
 REPLAY_REPORT = "report.html"
 PLANNER_REPORT = "planner_report"  # .html and .log.jsonl.gz (the tick log)
@@ -31,6 +33,7 @@ PLANNER_PERIOD_REPORTS_DIR = "planner_reports"  # one planner_report_NNN pair pe
 RETUNE_REPORT = "retune_report.html"
 PREDICTOR_REPORT = "predictor_report.html"
 WINDOWS_REPORT = "retune_windows_report.html"
+CAPACITY_REPORT = "capacity_report.html"
 PLOTLY_JS = "plotly.min.js"
 
 # ---------------------------------------------------------------- retune

@@ -4,7 +4,7 @@
 written once beside them (``plotly.min.js``; ``self_contained=True`` embeds it in each page
 instead). The per-report functions take tables and return one HTML document (str; plotly.js
 embedded unless ``plotly_src`` names the shared file): ``render_replay``, ``render_planner``,
-``render_retune``, ``render_predictor``, ``render_windows``. ``write_planner_reports`` cuts
+``render_retune``, ``render_predictor``, ``render_windows``, ``render_capacity``. ``write_planner_reports`` cuts
 planner reports every ``report_interval_hours`` of planner time, each with its tick log
 (``.log.jsonl.gz``), like the reference DiagnosticsRecorder.
 
@@ -22,6 +22,7 @@ A new report is a module with its ``render_*`` function and ``PANELS``, and one 
 ``folder.render_dir`` that finds its tables (names in ``plansim.schema``).
 """
 
+from plansim.reports.capacity import render_capacity
 from plansim.reports.folder import render_dir
 from plansim.reports.planner import (
     planner_report_periods,
@@ -37,6 +38,7 @@ from plansim.reports.windows import render_windows
 
 __all__ = [
     "planner_report_periods",
+    "render_capacity",
     "render_dir",
     "render_planner",
     "render_predictor",

@@ -6,7 +6,8 @@
   pair per period;
 - ``retune_report.html``: ``retune_events.json``;
 - ``predictor_report.html``: ``predictions.parquet``;
-- ``retune_windows_report.html``: ``windows.parquet`` or ``windows/<k>.json`` records.
+- ``retune_windows_report.html``: ``windows.parquet`` or ``windows/<k>.json`` records;
+- ``capacity_report.html``: ``capacity.json`` (with ``points.parquet`` when present).
 
 plotly.js is written once, as ``plotly.min.js`` at the top of the folder, and every report
 loads it from there (reports keep working when the folder is copied whole); with
@@ -28,6 +29,7 @@ import pandas as pd
 from plansim.errors import InputError
 from plansim.io import atomic_write_text
 from plansim.reports.assets import plotly_src, write_plotly_js
+from plansim.reports.capacity import render_capacity
 from plansim.reports.planner import write_planner_report, write_planner_reports
 from plansim.reports.predictor import ranking_rows, render_predictor
 from plansim.reports.replay import render_replay
@@ -35,10 +37,13 @@ from plansim.reports.retune import render_retune
 from plansim.reports.windows import render_windows
 from plansim.reports.tables import find_sla, find_value, finite_number, planner_targets
 from plansim.schema import (
+    CAPACITY_JSON,
+    CAPACITY_REPORT,
     DEFAULT_MIN_IMPROVEMENT_PERCENTAGE,
     INPUTS_JSON,
     PLANNER_PERIOD_REPORTS_DIR,
     PLANNER_REPORT,
+    POINTS_TABLE,
     PREDICTIONS_TABLE,
     PREDICTOR_REPORT,
     REPLAY_REPORT,
@@ -64,6 +69,7 @@ RENDERABLE = (
     RETUNE_EVENTS_JSON,
     PREDICTIONS_TABLE,
     WINDOWS_TABLE,
+    CAPACITY_JSON,
 )
 
 
@@ -120,6 +126,8 @@ def render_dir(out_dir: str | Path, *, self_contained: bool = False) -> list[Pat
     events = _read_events(folder / RETUNE_EVENTS_JSON)
     predictions = _read_parquet(folder / PREDICTIONS_TABLE)
     window_records = _read_window_records(folder / WINDOW_RECORDS_DIR)
+    capacity = _read_capacity(folder / CAPACITY_JSON)
+    points = _read_parquet(folder / POINTS_TABLE) if capacity is not None else None
     written: list[Path] = []
     if not self_contained:
         written.append(write_plotly_js(folder))
@@ -199,7 +207,23 @@ def render_dir(out_dir: str | Path, *, self_contained: bool = False) -> list[Pat
             plotly_src=src(folder / WINDOWS_REPORT),
         )
         written.append(atomic_write_text(folder / WINDOWS_REPORT, html))
+
+    if capacity is not None:
+        html = render_capacity(capacity, points, inputs, plotly_src=src(folder / CAPACITY_REPORT))
+        written.append(atomic_write_text(folder / CAPACITY_REPORT, html))
     return written
+
+
+def _read_capacity(path: Path) -> Mapping[str, Any] | None:
+    """``capacity.json`` as ``plansim capacity`` writes it; None when absent."""
+    report = _read_json(path)
+    if report is None:
+        return None
+    needed = ("target", "objective", "static", "max_gpu_budget")
+    if not isinstance(report, Mapping) or any(k not in report for k in needed):
+        raise InputError("not a plansim capacity result (needs " + ", ".join(needed) + ")",
+                         source=str(path))
+    return report
 
 
 def _has_window_records(folder: Path) -> bool:

@@ -420,3 +420,34 @@ def write_windows_folder(folder: Path, n: int = 3, label: str = "b") -> None:
         {"command": "plansim retune windows", "windows": [0, n - 1],
          "scoring_sla": {"ttft_ms": 500.0, "itl_ms": 20.0, "e2e_ms": None}},
     )
+
+
+def write_capacity_folder(folder: Path, policy_name: str = "dynamo") -> Path:
+    """A small real capacity run (in this process): a flat trace on fixed-time engines, one
+    planner policy named ``policy_name``; writes ``capacity.json`` and ``points.parquet``."""
+    from plansim.capacity import prepare, run
+    from plansim.capacity.policies import Policy, default_policies
+    from plansim.retune.executor import InProcessExecutor
+    from plansim.sim.deployment import build_deployment
+    from plansim.traces.request_ids import ordinal_ids
+    from plansim.traces.workload import Workload
+
+    n = 1200
+    arrival = np.concatenate([np.arange(0, 12_000, 40.0), np.arange(12_000, 24_000, 20.0),
+                              np.arange(24_000, 36_000, 40.0)])[:n]
+    n = arrival.size
+    workload = Workload(arrival_ms=arrival, isl_tokens=np.full(n, 100),
+                        osl_tokens=np.full(n, 10), request_id=ordinal_ids(0, n),
+                        hash_offsets=np.arange(n + 1), hash_ids=np.arange(n),
+                        trace_block_size=512)
+    deployment = build_deployment({
+        "num_workers": 2, "router": {"mode": "round_robin"}, "sla": {"ttft_ms": 500},
+        "engine": {"max_num_seqs": 1, "startup_time": 2,
+                   "timing_model": {"type": "fixed", "prefill_ms": 10, "decode_ms": 10}}})
+    (base,) = default_policies(deployment, 16)
+    plan = prepare(deployment, 0.95, segment_s=12.0, max_gpu_budget=16, default_policies=False,
+                   planner_configs=[Policy(policy_name, base.config, "default")])
+    result = run(plan, workload, executor=InProcessExecutor())
+    atomic_write_json(folder / "capacity.json", result.to_json())
+    write_parquet_atomic(folder / "points.parquet", result.points)
+    return folder

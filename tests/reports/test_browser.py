@@ -15,7 +15,13 @@ from pathlib import Path
 
 import pytest
 from reports_browser import Browser, find_chromium
-from reports_synthetic import XSS, write_predict_folder, write_replay_folder, write_windows_folder
+from reports_synthetic import (
+    XSS,
+    write_capacity_folder,
+    write_predict_folder,
+    write_replay_folder,
+    write_windows_folder,
+)
 
 from plansim.reports import render_dir
 from plansim.reports.planner import PANELS
@@ -41,6 +47,7 @@ EXPECTED = {
     ],
     "predictor_report.html": ["predictor_loss", "predictor_forecasts", "predictor_errors"],
     "retune_windows_report.html": ["windows_scores", "windows_wins", "windows_spread"],
+    "capacity_report.html": ["capacity_pareto", "capacity_segments"],
 }
 
 CARDS = {
@@ -49,6 +56,8 @@ CARDS = {
     "retune_report.html": ["decisions", "applied", "best_gain", "objective"],
     "predictor_report.html": ["best_loss", "best_mape", "buckets"],
     "retune_windows_report.html": ["windows", "winner", "current", "best_gain"],
+    "capacity_report.html": ["recommended", "goodput", "cost", "lower_bound", "best_policy",
+                             "replays"],
 }
 # What Python prints for None, booleans and dicts; none of it may reach a reader.
 PYTHON_REPR = re.compile(r"\bNone\b|\bTrue\b|\bFalse\b|\{'|\[\]|\{\}|nan\b")
@@ -84,8 +93,9 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     write_predict_folder(predict, predictors=("constant", "kalman", XSS))
     windows = tmp_path_factory.mktemp("windows")
     write_windows_folder(windows, label=XSS)
-    folders = (replay, predict, windows)
-    written = render_dir(replay) + render_dir(predict) + render_dir(windows)
+    capacity = write_capacity_folder(tmp_path_factory.mktemp("capacity"), policy_name=XSS)
+    folders = (replay, predict, windows, capacity)
+    written = render_dir(replay) + render_dir(predict) + render_dir(windows) + render_dir(capacity)
     return {p.name: p for p in written if p.suffix == ".html" and p.parent in folders}
 
 

@@ -1,0 +1,20 @@
+"""capacity: the cheapest deployment that holds the SLA for a trace, and how far any planner is
+from the best possible.
+
+Public API: ``search(workload, deployment, target=0.95, ...) -> CapacityResult`` (see
+``plansim.capacity.search``), ``prepare`` / ``run`` (validate first, replay later),
+``CapacityResult`` and its records, ``GpuHours`` (the default objective).
+"""
+
+from plansim.capacity.objective import GpuHours, Objective
+from plansim.capacity.result import (
+    Bound,
+    CapacityResult,
+    PolicyResult,
+    StaticPoint,
+    VariantResult,
+)
+from plansim.capacity.search import Plan, prepare, run, search
+
+__all__ = ["Bound", "CapacityResult", "GpuHours", "Objective", "Plan", "PolicyResult",
+           "StaticPoint", "VariantResult", "prepare", "run", "search"]

@@ -1,0 +1,295 @@
+"""`plansim capacity`: the cheapest deployment that holds the SLA for a trace, the hindsight lower
+bound on any scaling policy, and planner policies side by side.
+
+``plansim capacity TRACE... --config deploy.yaml [--sla-ttft-ms X --sla-itl-ms Y] [--target 0.95]
+[--search KEY=V1,V2 ...] [--planner-config planner.yaml ...] [--seeds N]
+[--backend spawn|ray] [--out DIR]`` validates every option and config before reading the
+traces, runs ``plansim.capacity``, prints the ranked table with the recommendation on top and
+writes ``capacity.json``, ``points.parquet``, ``inputs.json``, ``recommended_deployment.yaml``
+(when a deployment meets the target) and ``capacity_report.html``. A search that cannot meet
+the target within the budget still exits 0 and says so.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from plansim.commands.output import new_out_dir
+from plansim.commands.report import SELF_CONTAINED_HELP
+from plansim.commands.retune_windows import Backend
+from plansim.errors import InputError
+
+
+def capacity(
+    ctx: typer.Context,
+    traces: Annotated[list[Path], typer.Argument(
+        help="Trace files, folders or globs.", metavar="TRACE", show_default=False)],
+    config: Annotated[Path | None, typer.Option(
+        "--config", "-c", help="Deployment file (YAML or JSON); its worker counts are where "
+                               "the planner policies start.")] = None,
+    target: Annotated[float, typer.Option(
+        help="Goodput ratio to meet: good requests / all requests, in (0, 1].")] = 0.95,
+    sla_ttft_ms: Annotated[float | None, typer.Option(help="Goodput SLA: TTFT bound.")] = None,
+    sla_itl_ms: Annotated[float | None, typer.Option(help="Goodput SLA: ITL bound.")] = None,
+    sla_e2e_ms: Annotated[float | None, typer.Option(help="Goodput SLA: E2E bound.")] = None,
+    search: Annotated[list[str] | None, typer.Option(
+        "--search", metavar="KEY=V1,V2",
+        help="Also search a deployment key over these values (repeatable), e.g. "
+             "engine.max_num_batched_tokens=4096,8192 or router.mode=round_robin,kv_router.",
+        show_default=False)] = None,
+    planner_config: Annotated[list[Path] | None, typer.Option(
+        "--planner-config", help="A planner config to compare (repeatable), besides the "
+                                 "planner's default policies.", show_default=False)] = None,
+    no_default_policies: Annotated[bool, typer.Option(
+        "--no-default-policies", help="Compare only the --planner-config policies.")] = False,
+    max_gpu_budget: Annotated[int, typer.Option(
+        help="Most GPUs a deployment may use.")] = 64,
+    segment_s: Annotated[float, typer.Option(
+        help="Segment length of the hindsight bound (s of replay time).")] = 600.0,
+    seeds: Annotated[int, typer.Option(
+        help="Router seeds per chosen point, for the 90% interval.")] = 1,
+    seed: Annotated[int | None, typer.Option(help="The canonical router seed.")] = None,
+    arrival_speedup_ratio: Annotated[float | None, typer.Option(
+        help="Divide arrival gaps by this.")] = None,
+    trace_format: Annotated[str, typer.Option(
+        "--format", help="Trace format: auto, dynamo, mooncake or azure.")] = "auto",
+    trace_block_size: Annotated[int | None, typer.Option(
+        help="Tokens per hash id for Mooncake/Azure traces.")] = None,
+    backend: Annotated[Backend, typer.Option(
+        help="Where replays run: a spawn pool on this machine, or Ray.")] = Backend.spawn,
+    ray_address: Annotated[str | None, typer.Option(
+        "--ray-address", help="Ray cluster to connect to (default with --backend ray: a local "
+                              "instance with --jobs CPUs).", show_default=False)] = None,
+    jobs: Annotated[int | None, typer.Option(
+        min=1, help="Parallel replays (default: the CPU count).", show_default=False)] = None,
+    out: Annotated[Path | None, typer.Option(
+        help="Output folder (default: a new plansim-out/capacity-<time>).",
+        show_default=False)] = None,
+    no_report: Annotated[bool, typer.Option("--no-report",
+                                            help="Skip capacity_report.html.")] = False,
+    self_contained: Annotated[bool, typer.Option(
+        "--self-contained", help=SELF_CONTAINED_HELP)] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress line.")] = False,
+) -> None:
+    """Find the cheapest deployment that meets the goodput target on TRACE..., the hindsight
+    lower bound on any scaling policy, and how far each planner policy is from it."""
+    import os
+
+    from plansim import capacity as cap
+    from plansim.retune.batch import make_executor
+    from plansim.sim.deployment import load_deployment
+    from plansim.traces import load_workload
+
+    overrides = {key: value for key, value in (
+        ("sla.ttft_ms", sla_ttft_ms), ("sla.itl_ms", sla_itl_ms), ("sla.e2e_ms", sla_e2e_ms),
+        ("seed", seed), ("arrival_speedup_ratio", arrival_speedup_ratio)) if value is not None}
+    if ray_address is not None and backend is not Backend.ray:
+        raise InputError("only with --backend ray", field="--ray-address")
+    # Everything that can be checked without the traces is checked first.
+    deployment = load_deployment(config, overrides, flags={
+        "sla.ttft_ms": "--sla-ttft-ms", "sla.itl_ms": "--sla-itl-ms", "sla.e2e_ms": "--sla-e2e-ms",
+        "seed": "--seed", "arrival_speedup_ratio": "--arrival-speedup-ratio"})
+    plan = cap.prepare(deployment, target, search=search or (),
+                       planner_configs=planner_config or (),
+                       default_policies=not no_default_policies, max_gpu_budget=max_gpu_budget,
+                       segment_s=segment_s, seeds=seeds)
+    workload = load_workload(traces, format=trace_format, trace_block_size=trace_block_size)
+    if len(workload) == 0:
+        raise InputError("no requests in " + ", ".join(map(str, traces)), field="TRACE")
+    out_dir = out if out is not None else new_out_dir("capacity")
+    executor = make_executor(backend.value, jobs or os.cpu_count() or 1, ray_address)
+    status = _Status() if (not quiet and sys.stderr.isatty()) else None
+    try:
+        result = cap.run(plan, workload, executor=executor, on_round=status)
+    finally:
+        executor.close()
+        if status is not None:
+            status.close()
+    report = result.to_json()
+    report["host"].update(backend=backend.value, max_parallel=executor.max_parallel)
+    _write(out_dir, result, report, _inputs(ctx.params, traces, workload, plan, trace_format),
+           plan.deployment)
+    for line in table_lines(report):
+        typer.echo(line)
+    if not no_report:
+        from plansim.commands.output import write_reports
+
+        write_reports(out_dir, self_contained=self_contained)
+    typer.echo(f"output        {out_dir}")
+
+
+class _Status:
+    """One progress line on stderr: rounds, replays by kind, elapsed time."""
+
+    def __init__(self) -> None:
+        self._start = time.monotonic()
+
+    def __call__(self, stats: Any) -> None:
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(stats.replays.items()))
+        sys.stderr.write(f"\rcapacity: round {stats.rounds}, {stats.total} replays ({kinds}), "
+                         f"{time.monotonic() - self._start:.0f} s ")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        sys.stderr.write("\r" + " " * 100 + "\r")
+        sys.stderr.flush()
+
+
+def _inputs(options: Mapping[str, Any], traces: Sequence[Path], workload: Any, plan: Any,
+            trace_format: str) -> dict[str, Any]:
+    given = {name: [str(v) for v in value] if isinstance(value, list) else
+             str(value) if isinstance(value, Path) else
+             value.value if hasattr(value, "value") else value
+             for name, value in options.items()
+             if name != "traces" and value is not None and value is not False}
+    return {
+        "command": "plansim capacity",
+        "options": given,
+        "traces": [str(p) for p in traces],
+        "trace_format": trace_format,
+        "requests": len(workload),
+        "deployment": plan.deployment.model_dump(mode="json"),
+        "sla": plan.deployment.sla.model_dump(mode="json"),
+        "policies": [{"name": p.name, "source": p.source,
+                      "config": p.config.model_dump(mode="json")} for p in plan.policies],
+        "seed": plan.deployment.seed,
+    }
+
+
+def _write(out_dir: Path, result: Any, report: dict[str, Any], inputs: dict[str, Any],
+           plan_deployment: Any) -> None:
+    import yaml
+
+    from plansim.io import atomic_write_json, atomic_write_text, write_parquet_atomic
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out_dir / "inputs.json", inputs)
+    write_parquet_atomic(out_dir / "points.parquet", result.points)
+    if result.cheapest is not None:
+        dep = recommended_deployment(result, plan_deployment)
+        atomic_write_text(out_dir / "recommended_deployment.yaml",
+                          "# plansim capacity: the cheapest deployment meeting the target\n"
+                          + yaml.safe_dump(dep, sort_keys=False))
+    atomic_write_json(out_dir / "capacity.json", report)
+
+
+def recommended_deployment(result: Any, base: Any) -> dict[str, Any]:
+    """The base deployment with the recommendation's searched keys and counts, as the mapping
+    of a deployment file (unset optional keys left out)."""
+    from plansim.sim.deployment import deployment_mapping, with_overrides
+
+    dep = with_overrides(base, result.cheapest.deployment())
+    return _without_none(deployment_mapping(dep, json=True))
+
+
+def _without_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    return value
+
+
+# -- the terminal table ------------------------------------------------------------------------
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _num(value: float | None, fmt: str = "{:.3f}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def _workers(point: Mapping[str, Any]) -> str:
+    if "num_workers" in point:
+        return f"{point['num_workers']}"
+    return f"{point['num_prefill_workers']}P+{point['num_decode_workers']}D"
+
+
+def _interval(point: Mapping[str, Any]) -> str:
+    iv = point.get("interval")
+    if not iv:
+        return ""
+    return (f", 90% interval {iv['low']:.1%}-{iv['high']:.1%} "
+            f"({iv['seeds']} seed(s) x {iv['segments']} segments: {iv['verdict']} target)")
+
+
+def _replayed(counts: Sequence[Any]) -> str:
+    return ",".join(str(c) if not isinstance(c, list) else f"{c[0]}P+{c[1]}D" for c in counts)
+
+
+def table_lines(report: Mapping[str, Any]) -> list[str]:
+    """The terminal answer from a ``capacity.json`` mapping: the recommendation, the ranked
+    static table, the best infeasible point, the bound, the policies, the replay counts."""
+    unit = report["objective"]["unit"]
+    target = report["target"]
+    lines = []
+    best = report["cheapest_static"]
+    if best is not None:
+        lines.append(f"recommended   {_workers(best)} workers ({best['variant']}): goodput "
+                     f"{_pct(best['goodput_ratio'])} >= {_pct(target)} target, "
+                     f"{_num(best['cost'])} {unit}{_interval(best)}")
+    else:
+        lines.append(f"recommended   none: no deployment within {report['max_gpu_budget']} GPUs "
+                     f"meets the {_pct(target)} goodput target")
+    lines.append("")
+    rows = sorted(report["static"], key=lambda v: (
+        not v["feasible"], v.get("cost", 0.0) if v["feasible"] else -v.get("goodput_ratio", 0.0)))
+    width = max([len("deployment")] + [len(v["variant"]) for v in rows])
+    lines.append(f"{'rank':>4}  {'deployment':<{width}}  {'workers':>7}  {'GPUs':>4}  "
+                 f"{'goodput':>7}  {unit:>8}  replayed")
+    for rank, v in enumerate(rows, start=1):
+        if "goodput_ratio" not in v:
+            lines.append(f"{'-':>4}  {v['variant']:<{width}}  (nothing replayed within budget)")
+            continue
+        tag = rank if v["feasible"] else "-"
+        lines.append(f"{tag:>4}  {v['variant']:<{width}}  {_workers(v):>7}  {v['gpus']:>4}  "
+                     f"{_pct(v['goodput_ratio']):>7}  {_num(v['cost']):>8}  "
+                     f"{_replayed(v['replayed'])}")
+    bad = report["best_infeasible"]
+    if bad is not None:
+        lines.append("")
+        lines.append(f"best infeasible  {_workers(bad)} workers ({bad['variant']}): goodput "
+                     f"{_pct(bad['goodput_ratio'])}, {_num(bad['cost'])} {unit}"
+                     f"{_interval(bad)}")
+    oracle = report["oracle"]
+    lines.append("")
+    if oracle is None or oracle["cost"] is None:
+        lines.append("lower bound   none: no scaling schedule within the budget meets the target")
+    else:
+        saving = ""
+        if best is not None and best["cost"]:
+            saving = f", {1 - oracle['cost'] / best['cost']:.1%} below the cheapest static"
+        startup = "/".join(f"{s:g}" for s in oracle["startup_s"])
+        lines.append(f"lower bound   {_num(oracle['cost'])} {unit} (hindsight, "
+                     f"{len(oracle['segments'])} segments of {oracle['segment_s']:g} s, "
+                     f"start-up {startup} s){saving}")
+        replayed = oracle.get("schedule_replay")
+        if replayed is not None:
+            verdict = ("meets the target: the best possible lies in between"
+                       if replayed["meets_target"] else "misses the target")
+            lines.append(f"              its schedule replayed: {_num(replayed['cost'])} {unit}, "
+                         f"goodput {_pct(replayed['goodput_ratio'])} ({verdict})")
+    if report["policies"]:
+        lines.append("")
+        lines.append(f"{'policy':<16}  {'goodput':>7}  {unit:>8}  {'events':>6}  gap to bound")
+        for p in report["policies"]:
+            gap = p["gap_to_oracle_pct"]
+            met = "" if p["meets_target"] else "  (misses the target)"
+            lines.append(f"{p['name']:<16}  {_pct(p['goodput_ratio']):>7}  "
+                         f"{_num(p['cost']):>8}  {p['scaling_events']:>6}  "
+                         f"{_num(gap, '{:+.1f}%'):>12}{met}")
+    for note in report["notes"]:
+        lines.append(f"note          {note}")
+    replays = report["replays"]
+    kinds = ", ".join(f"{k} {n}" for k, n in replays.items() if k not in ("total", "rounds"))
+    host = report.get("host", {})
+    where = f" on {host['max_parallel']} {host['backend']} workers" if "backend" in host else ""
+    lines.append(f"replays       {replays['total']} ({kinds}) in {replays['rounds']} rounds, "
+                 f"{host.get('wall_s', 0.0):.1f} s{where}")
+    return lines

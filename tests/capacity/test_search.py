@@ -1,0 +1,126 @@
+"""``plansim.capacity.search`` end to end on hand-computable workloads (in this process): the
+answer, the lower bound against the cheapest static deployment, search dimensions, policies
+and the interval. Engines and workloads: ``capacity_workloads``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from capacity_workloads import agg_deployment, flat, steps, workload_at
+
+from plansim.capacity import search
+from plansim.retune.executor import InProcessExecutor
+
+
+def run(workload, deployment, target=0.95, **options):
+    options.setdefault("default_policies", False)
+    return search(workload, deployment, target, executor=InProcessExecutor(), **options)
+
+
+def test_flat_traffic_without_startup_has_a_bound_equal_to_the_cheapest_static():
+    # 4 workers serve one request every 30 ms; 3 meet the SLA for about 150 of a segment's 500
+    # (each worker's first 50), so no segment can run short while the others make up for it
+    # at a 90% target (200 of 2000 may miss)
+    result = run(flat(2000, 30.0), agg_deployment(), target=0.9, segment_s=15.0)
+    assert result.cheapest.counts == (4,)
+    bound = result.bound
+    assert [row.counts for row in bound.segments] == [(4,)] * 4
+    assert bound.cost == pytest.approx(result.cheapest.cost, rel=1e-9)
+
+
+def test_stepped_traffic_scales_in_hindsight_and_pays_startup_for_added_workers():
+    # 30 s at one request per 60 ms (2 workers), 30 s at 30 ms (4), 30 s at 60 ms (2);
+    # workers take 10 s to start
+    workload = steps((30, 60.0), (30, 30.0), (30, 60.0))
+    result = run(workload, agg_deployment(startup_s=10.0), target=0.99, segment_s=30.0)
+    assert result.cheapest.counts == (4,)
+    bound = result.bound
+    assert [row.counts for row in bound.segments] == [(2,), (4,), (2,)]
+    # the last request arrives at 89.94 s and completes 100 ms later
+    charged_s = 2 * 30 + 4 * 30 + 2 * (89.94 - 60.0 + 0.1)
+    assert bound.startup_cost == pytest.approx(2 * 10.0 / 3600)
+    assert bound.cost == pytest.approx((charged_s + 2 * 10.0) / 3600)
+    assert bound.cost < result.cheapest.cost
+    # the schedule, replayed with start-ups, meets the target at about the bound's cost
+    replayed = bound.replayed
+    assert replayed.meets_target and replayed.scaling_events == 2
+    assert replayed.cost == pytest.approx(bound.cost, rel=0.01)
+
+
+@pytest.mark.parametrize("seed", [3, 11])
+def test_the_bound_never_exceeds_the_cheapest_static(seed):
+    rng = np.random.default_rng(seed)
+    # bursty traffic: Poisson arrivals whose rate changes every 20 s
+    rates = rng.uniform(10, 45, size=5)
+    arrivals, start = [], 0.0
+    for rate in rates:
+        gaps = rng.exponential(1000.0 / rate, size=int(rate * 15))
+        times = start + np.cumsum(gaps)
+        arrivals.append(times[times < start + 15_000])
+        start += 15_000
+    workload = workload_at(np.concatenate(arrivals))
+    result = run(workload, agg_deployment(startup_s=5.0, router="kv_router"), target=0.9,
+                 segment_s=15.0)
+    assert result.cheapest is not None and result.bound.cost is not None
+    assert result.bound.cost <= result.cheapest.cost
+
+
+def test_a_nested_search_key_gives_each_value_its_own_cheapest_count():
+    # decode passes of 5 ms halve the decode time: 10 + 9 x 5 = 55 ms a request, 2 workers
+    result = run(flat(1000, 30.0), agg_deployment(), target=0.95,
+                 search={"engine.timing_model.decode_ms": [10.0, 5.0]})
+    answers = {v.variant: v.point.counts for v in result.variants}
+    assert answers == {"engine.timing_model.decode_ms=10.0": (4,),
+                       "engine.timing_model.decode_ms=5.0": (2,)}
+    assert result.cheapest.variant == "engine.timing_model.decode_ms=5.0"
+    assert result.bound.variant == result.cheapest.variant
+    points = result.points
+    assert set(points["engine.timing_model.decode_ms"]) == {10.0, 5.0}
+
+
+def test_an_unreachable_target_reports_the_best_infeasible_point():
+    result = run(flat(1000, 30.0), agg_deployment(), target=0.95, max_gpu_budget=3)
+    assert result.cheapest is None
+    assert result.best_infeasible.counts == (3,)
+    assert result.best_infeasible.good_requests == 150
+    assert any("no deployment within 3 GPUs" in note for note in result.notes)
+    assert result.to_json()["cheapest_static"] is None
+
+
+def test_policies_are_replayed_from_the_deployment_counts_with_their_gap_to_the_bound():
+    result = run(flat(1000, 30.0), agg_deployment(), target=0.9, segment_s=15.0,
+                 default_policies=True)
+    (policy,) = result.policies
+    assert policy.name == "dynamo" and policy.start_counts == (2,)
+    assert policy.gap_to_oracle_pct == pytest.approx(
+        (policy.cost - result.bound.cost) / result.bound.cost * 100.0)
+    row = result.points[result.points["kind"] == "policy"].iloc[0]
+    assert row["policy"] == "dynamo" and row["scaling_events"] == policy.scaling_events
+
+
+def test_seeds_replay_the_chosen_points_and_bound_the_goodput_ratio():
+    workload = workload_at(np.sort(np.random.default_rng(5).uniform(0, 40_000, 1000)))
+    deployment = agg_deployment(router="random")
+    result = run(workload, deployment, target=0.9, segment_s=10.0, seeds=3)
+    assert result.replays["seed"] == 2 * sum(
+        p is not None for p in (result.cheapest, result.best_infeasible))
+    interval = result.cheapest.interval
+    assert interval.seeds == 3 and interval.segments == 4
+    assert interval.low <= result.cheapest.goodput_ratio <= interval.high
+    again = run(workload, deployment, target=0.9, segment_s=10.0, seeds=3)
+    assert again.cheapest.interval == interval
+
+
+def test_round_robin_routing_adds_no_seed_replays_and_says_so():
+    result = run(flat(1000, 30.0), agg_deployment(), target=0.95, seeds=3)
+    assert "seed" not in result.replays
+    assert any("round_robin" in note for note in result.notes)
+
+
+def test_the_points_table_has_a_row_per_replay():
+    result = run(flat(1000, 30.0), agg_deployment(), target=0.95)
+    points = result.points
+    static = points[points["kind"] == "static"]
+    assert static["num_workers"].tolist() == [1, 2, 4, 3]
+    assert static["good_requests"].tolist() == [8, 26, 1000, 150]
+    assert len(points[points["kind"] == "segment"]) == result.replays["segment"]

@@ -1,0 +1,132 @@
+"""`plansim capacity`: the output folder and table, and every bad input as one line with exit
+status 2 before anything is written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from plansim.traces.request_ids import ordinal_ids
+from plansim.traces.workload import Workload
+from plansim.traces.writers import write_mooncake
+
+# A request holds a worker 100 ms (one 10 ms prefill pass, nine decode passes); one request
+# every 30 ms needs 4 workers.
+DEPLOY = """\
+mode: agg
+num_workers: 2
+engine: {max_num_seqs: 1, timing_model: {type: fixed, prefill_ms: 10, decode_ms: 10}}
+router: {mode: round_robin}
+sla: {ttft_ms: 500}
+"""
+
+
+@pytest.fixture()
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    n = 600
+    blocks = np.full(n, 1, dtype=np.int64)
+    workload = Workload(arrival_ms=np.arange(n) * 30.0, isl_tokens=np.full(n, 100),
+                        osl_tokens=np.full(n, 10), request_id=ordinal_ids(0, n),
+                        hash_offsets=np.concatenate([[0], np.cumsum(blocks)]),
+                        hash_ids=np.arange(n), trace_block_size=512)
+    trace = write_mooncake(workload, tmp_path / "trace.jsonl")
+    config = tmp_path / "deploy.yaml"
+    config.write_text(DEPLOY)
+    return trace, config
+
+
+def _run(run_cli, trace, config, out, *extra):
+    return run_cli("capacity", str(trace), "--config", str(config), "--out", str(out),
+                   "--jobs", "1", "--quiet", "--no-report", *extra)
+
+
+def test_writes_the_answer_table_and_every_output(tmp_path, files, run_cli):
+    trace, config = files
+    out = tmp_path / "out"
+    code, stdout, err = _run(run_cli, trace, config, out, "--no-default-policies")
+    assert code == 0, err
+    report = json.loads((out / "capacity.json").read_text())
+    for key in ("target", "static", "cheapest_static", "best_infeasible", "oracle_gpu_hours",
+                "policies"):
+        assert key in report, key
+    assert report["target"] == 0.95
+    (static,) = report["static"]
+    assert static["num_workers"] == 4 and static["replayed"] == [1, 2, 4, 3]
+    assert {"deployment", "goodput_ratio", "gpu_hours"} <= set(static)
+    assert report["cheapest_static"]["num_workers"] == 4
+    assert report["best_infeasible"]["num_workers"] == 3
+    assert report["oracle_gpu_hours"] <= report["cheapest_static"]["gpu_hours"]
+    points = pd.read_parquet(out / "points.parquet")
+    assert points[points["kind"] == "static"]["num_workers"].tolist() == [1, 2, 4, 3]
+    recommended = (out / "recommended_deployment.yaml").read_text()
+    assert "num_workers: 4" in recommended
+    assert json.loads((out / "inputs.json").read_text())["command"] == "plansim capacity"
+    lines = stdout.splitlines()
+    assert lines[0].startswith("recommended   4 workers (base): goodput 100.0% >= 95.0% target")
+    assert any(line.startswith("lower bound") for line in lines)
+    assert not list(out.glob(".*.tmp"))
+
+
+def test_an_unreachable_target_says_so_and_exits_0(tmp_path, files, run_cli):
+    trace, config = files
+    out = tmp_path / "out"
+    code, stdout, err = _run(run_cli, trace, config, out, "--max-gpu-budget", "3",
+                             "--no-default-policies")
+    assert code == 0, err
+    assert stdout.startswith("recommended   none: no deployment within 3 GPUs meets the 95.0%")
+    assert "best infeasible  3 workers" in stdout
+    report = json.loads((out / "capacity.json").read_text())
+    assert report["cheapest_static"] is None and report["best_infeasible"]["num_workers"] == 3
+    assert not (out / "recommended_deployment.yaml").exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--target", "1.5"), "--target: must be in (0, 1], got 1.5"),
+    (("--target", "0"), "--target: must be in (0, 1], got 0.0"),
+    (("--search", "engine.nope=1,2"), "--search: engine.nope: not a deployment key"),
+    (("--search", "num_workers=1,2"), "worker counts are what plansim capacity searches"),
+    (("--search", "engine.max_num_seqs"), "--search: expected KEY=V1,V2,..."),
+    (("--seeds", "0"), "--seeds: must be at least 1"),
+    (("--segment-s", "0"), "--segment-s: must be > 0"),
+    (("--max-gpu-budget", "0"), "--max-gpu-budget: must be at least 1"),
+    (("--ray-address", "x:1"), "--ray-address: only with --backend ray"),
+])
+def test_bad_options_are_one_line_and_write_nothing(tmp_path, files, run_cli, args, message):
+    trace, config = files
+    out = tmp_path / "out"
+    code, stdout, err = _run(run_cli, trace, config, out, *args)
+    assert code == 2
+    assert message in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_no_sla_is_one_line(tmp_path, files, run_cli):
+    trace, _ = files
+    config = tmp_path / "nosla.yaml"
+    config.write_text(DEPLOY.replace("sla: {ttft_ms: 500}\n", ""))
+    code, _, err = _run(run_cli, trace, config, tmp_path / "out")
+    assert code == 2 and "needs an SLA" in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_empty_trace_is_one_line(tmp_path, files, run_cli):
+    _, config = files
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    code, _, err = _run(run_cli, empty, config, tmp_path / "out", "--format", "mooncake")
+    assert code == 2 and "empty" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_planner_config_that_does_not_fit_the_deployment_is_one_line(tmp_path, files,
+                                                                       run_cli):
+    trace, config = files
+    planner = tmp_path / "planner.yaml"
+    planner.write_text("mode: disagg\n")
+    code, _, err = _run(run_cli, trace, config, tmp_path / "out", "--planner-config",
+                        str(planner))
+    assert code == 2 and "planner.yaml" in err and "does not fit" in err

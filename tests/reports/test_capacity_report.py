@@ -1,0 +1,81 @@
+"""The capacity report: the recommendation as its headline, the Pareto and per-segment charts
+with what they should hold, and ``plansim report`` re-rendering it from the folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from reports_figures import chart_names, figures, trace, values
+from reports_synthetic import XSS, write_capacity_folder
+
+from plansim.errors import InputError
+from plansim.reports import render_capacity, render_dir
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_capacity_folder(tmp_path_factory.mktemp("capacity"), policy_name=XSS)
+
+
+def test_the_report_opens_with_the_recommendation(folder):
+    report = json.loads((folder / "capacity.json").read_text())
+    best = report["cheapest_static"]
+    html = render_capacity(report)
+    lede = html.split('<p class="lede">', 1)[1].split("</p>", 1)[0]
+    assert lede.startswith(f"Recommended: {best['num_workers']} workers (base)")
+    assert "A perfect autoscaler could spend" in lede
+    card = html.split('data-card="recommended"', 1)[1]
+    assert card.split('<div class="value">', 1)[1].startswith(f"{best['num_workers']} workers")
+    saving = 1 - report["oracle"]["cost"] / best["cost"]
+    bound = html.split('data-card="lower_bound"', 1)[1].split("</div></div>", 1)[0]
+    assert f"{saving * 100:.1f}% below the cheapest static" in bound
+
+
+def test_without_a_feasible_deployment_the_headline_says_none(folder):
+    report = json.loads((folder / "capacity.json").read_text())
+    report = {**report, "cheapest_static": None, "recommendation": None}
+    html = render_capacity(report)
+    assert "No deployment within 16 GPUs meets the 95.0% goodput target." in html
+    card = html.split('data-card="recommended"', 1)[1]
+    assert card.split('<div class="value">', 1)[1].startswith("none")
+
+
+def test_the_pareto_chart_has_the_static_points_policies_bound_and_target(folder):
+    report = json.loads((folder / "capacity.json").read_text())
+    points = pd.read_parquet(folder / "points.parquet")
+    html = render_capacity(report, points)
+    assert chart_names(html) == ["capacity_pareto", "capacity_segments"]
+    fig = figures(html)["capacity_pareto"]
+    names = [t.get("name") for t in fig["data"]]
+    assert {"base", "Pareto front", "recommended", "lower bound"} <= set(names)
+    assert "policy &lt;script&gt;alert(1)&lt;/script&gt;" in names  # escaped for Plotly
+    static = points[points["kind"] == "static"]
+    assert sorted(values(trace(fig, "base")["x"])) == sorted(static["cost"])
+    shapes = fig["layout"]["shapes"]
+    assert any(s.get("y0") == report["target"] for s in shapes)  # the target line
+    assert any(s.get("x0") == report["oracle"]["cost"] for s in shapes)  # the bound
+
+
+def test_the_segment_chart_steps_through_the_schedule_against_the_request_rate(folder):
+    report = json.loads((folder / "capacity.json").read_text())
+    fig = figures(render_capacity(report))["capacity_segments"]
+    schedule = values(trace(fig, "hindsight schedule (GPUs)")["y"])
+    assert list(schedule) == [s["gpus"] for s in report["oracle"]["segments"] for _ in (0, 1)]
+    assert len(set(schedule)) > 1  # the stepped traffic needs more in the middle
+    rate = values(trace(fig, "request rate (req/s)")["y"])
+    assert sum(rate) * 60 == pytest.approx(report["requests"])
+
+
+def test_plansim_report_renders_the_folder(folder):
+    written = render_dir(folder)
+    assert folder / "capacity_report.html" in written
+    assert XSS not in (folder / "capacity_report.html").read_text()
+
+
+def test_a_foreign_capacity_json_is_one_error(tmp_path):
+    (tmp_path / "capacity.json").write_text('{"oops": 1}')
+    with pytest.raises(InputError, match="not a plansim capacity result"):
+        render_dir(tmp_path)
