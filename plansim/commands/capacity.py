@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 import typer
 
-from plansim.commands.output import new_out_dir
+from plansim.commands.output import ForceOption, OutputFolder, write_reports
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.commands.retune_windows import Backend
 from plansim.errors import InputError
@@ -76,6 +76,7 @@ def capacity(
     self_contained: Annotated[bool, typer.Option(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress line.")] = False,
+    force: ForceOption = False,
 ) -> None:
     """Find the cheapest deployment that meets the goodput target on TRACE..., the hindsight
     lower bound on any scaling policy, and how far each planner policy is from it."""
@@ -86,6 +87,7 @@ def capacity(
     from plansim.sim.deployment import load_deployment
     from plansim.traces import load_workload
 
+    folder = OutputFolder.claim(out, "capacity", "plansim capacity", force=force)
     overrides = {key: value for key, value in (
         ("sla.ttft_ms", sla_ttft_ms), ("sla.itl_ms", sla_itl_ms), ("sla.e2e_ms", sla_e2e_ms),
         ("seed", seed), ("arrival_speedup_ratio", arrival_speedup_ratio)) if value is not None}
@@ -102,7 +104,6 @@ def capacity(
     workload = load_workload(traces, format=trace_format, trace_block_size=trace_block_size)
     if len(workload) == 0:
         raise InputError("no requests in " + ", ".join(map(str, traces)), field="TRACE")
-    out_dir = out if out is not None else new_out_dir("capacity")
     executor = make_executor(backend.value, jobs or os.cpu_count() or 1, ray_address)
     status = _Status() if (not quiet and sys.stderr.isatty()) else None
     try:
@@ -113,14 +114,13 @@ def capacity(
             status.close()
     report = result.to_json()
     report["host"].update(backend=backend.value, max_parallel=executor.max_parallel)
-    _write(out_dir, result, report, _inputs(ctx.params, traces, workload, plan, trace_format),
-           plan.deployment)
-    for line in table_lines(report):
-        typer.echo(line)
-    if not no_report:
-        from plansim.commands.output import write_reports
-
-        write_reports(out_dir, self_contained=self_contained)
+    with folder.writing() as out_dir:
+        _write(out_dir, result, report,
+               _inputs(ctx.params, traces, workload, plan, trace_format), plan.deployment)
+        for line in table_lines(report):
+            typer.echo(line)
+        if not no_report:
+            write_reports(out_dir, self_contained=self_contained)
     typer.echo(f"output        {out_dir}")
 
 
@@ -166,17 +166,17 @@ def _write(out_dir: Path, result: Any, report: dict[str, Any], inputs: dict[str,
            plan_deployment: Any) -> None:
     import yaml
 
+    from plansim import schema
     from plansim.io import atomic_write_json, atomic_write_text, write_parquet_atomic
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out_dir / "inputs.json", inputs)
-    write_parquet_atomic(out_dir / "points.parquet", result.points)
+    atomic_write_json(out_dir / schema.INPUTS_JSON, inputs)
+    write_parquet_atomic(out_dir / schema.POINTS_TABLE, result.points)
     if result.cheapest is not None:
         dep = recommended_deployment(result, plan_deployment)
-        atomic_write_text(out_dir / "recommended_deployment.yaml",
+        atomic_write_text(out_dir / schema.RECOMMENDED_DEPLOYMENT,
                           "# plansim capacity: the cheapest deployment meeting the target\n"
                           + yaml.safe_dump(dep, sort_keys=False))
-    atomic_write_json(out_dir / "capacity.json", report)
+    atomic_write_json(out_dir / schema.CAPACITY_JSON, report)
 
 
 def recommended_deployment(result: Any, base: Any) -> dict[str, Any]:

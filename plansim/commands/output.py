@@ -43,7 +43,8 @@ _OWN_NAMES = frozenset({
     schema.WINDOWS_TABLE, schema.WINDOW_RECORDS_DIR, schema.REPLAY_REPORT,
     f"{schema.PLANNER_REPORT}.html", f"{schema.PLANNER_REPORT}.log.jsonl.gz",
     schema.PLANNER_PERIOD_REPORTS_DIR, schema.RETUNE_REPORT, schema.PREDICTOR_REPORT,
-    schema.WINDOWS_REPORT, schema.PLOTLY_JS,
+    schema.WINDOWS_REPORT, schema.PLOTLY_JS, schema.CAPACITY_JSON, schema.POINTS_TABLE,
+    schema.RECOMMENDED_DEPLOYMENT, schema.CAPACITY_REPORT,
 })
 
 ForceOption = Annotated[bool, typer.Option(

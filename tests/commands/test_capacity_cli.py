@@ -130,3 +130,17 @@ def test_a_planner_config_that_does_not_fit_the_deployment_is_one_line(tmp_path,
     code, _, err = _run(run_cli, trace, config, tmp_path / "out", "--planner-config",
                         str(planner))
     assert code == 2 and "planner.yaml" in err and "does not fit" in err
+
+
+def test_the_output_folder_holds_one_run_and_force_replaces_it(tmp_path, files, run_cli):
+    trace, config = files
+    out = tmp_path / "out"
+    assert _run(run_cli, trace, config, out, "--no-default-policies")[0] == 0
+    marker = json.loads((out / "run.json").read_text())
+    assert marker["status"] == "complete" and "capacity.json" in marker["files"]
+    code, _, err = _run(run_cli, trace, config, out, "--no-default-policies")
+    assert code == 2 and "already holds a run of plansim capacity" in err
+    code, _, err = _run(run_cli, trace, config, out, "--no-default-policies", "--target", "0.1",
+                        "--force")
+    assert code == 0, err
+    assert json.loads((out / "capacity.json").read_text())["target"] == 0.1
