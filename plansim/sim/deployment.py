@@ -589,30 +589,48 @@ def with_overrides(deployment: Deployment, overrides: Mapping[str, Any], *,
     """``deployment`` with dotted-key ``overrides`` applied and validated again (``ConfigError``
     naming the key on a mistake). A ``prefill_engine.*`` / ``decode_engine.*`` key on a pool that
     inherits ``engine`` starts from ``engine``'s values, as the pool did. A ``mode`` override
-    leaves the other mode's pool keys behind."""
+    leaves the other mode's pool keys behind, a ``router.mode`` override the knobs the new mode
+    does not use (unless an override sets them)."""
     raw = deployment_mapping(deployment, mode=overrides.get("mode"))
     for key, value in overrides.items():
         pool = key.split(".", 1)[0]
         if pool in ("prefill_engine", "decode_engine") and "." in key and raw.get(pool) is None:
             raw[pool] = dict(raw["engine"])
         _set_dotted(raw, key, value)
+    _drop_unused_knobs(raw, keep={key.split(".", 1)[1] for key in overrides
+                                  if key.startswith("router.")})
     return build_deployment(raw, source=source)
 
 
 def deployment_mapping(deployment: Deployment, *, mode: Any = None,
                        json: bool = False) -> dict[str, Any]:
     """``deployment`` as the mapping that validates back to it: every field except the pool
-    keys of the mode it is not in (or will not be in: ``mode``) and the record of no-effect keys
-    (already warned about; a key added to the mapping is checked afresh). ``json``: JSON
-    types."""
+    keys of the mode it is not in (or will not be in: ``mode``), the router knobs its router
+    mode does not use, and the record of no-effect keys (already warned about; a key added to
+    the mapping is checked afresh). ``json``: JSON types."""
     raw = deployment.model_dump(mode="json" if json else "python")
     mode = _MODE_ALIASES.get(mode, mode) if isinstance(mode, str) else raw["mode"]
-    for key in POOL_KEYS["disagg" if mode == "agg" else "agg"]:
+    for key in POOL_KEYS[Mode.DISAGG if mode == Mode.AGG else Mode.AGG]:
         raw.pop(key, None)
     for key in ("engine", "prefill_engine", "decode_engine", "router"):
         if isinstance(raw.get(key), dict):
             raw[key].pop("no_effect_keys", None)
+    _drop_unused_knobs(raw)
     return raw
+
+
+def _drop_unused_knobs(raw: dict[str, Any], keep: set[str] = frozenset()) -> None:
+    """Remove from ``raw["router"]`` the knobs its mode does not use, except ``keep``."""
+    router = raw.get("router")
+    if not isinstance(router, dict):
+        return
+    mode = _router_mode(router.get("mode", "round_robin"))
+    if mode not in ROUTERS:
+        return
+    used = {k.name for k in router_knobs(mode)}
+    for name in [k for k in router if k in all_router_knobs() and k not in used]:
+        if name not in keep:
+            del router[name]
 
 
 def build_deployment(raw: Mapping[str, Any], *, source: str | None = None) -> Deployment:

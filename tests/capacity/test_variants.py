@@ -84,3 +84,17 @@ def test_pool_layout_counts_gpus_and_the_most_workers_each_pool_may_have():
     assert layout.gpus((3, 2)) == 14
     # 32 GPUs: prefill up to (32 - 4) / 2 = 14 with one decode worker; decode (32 - 2) / 4 = 7
     assert layout.max_counts(32) == (14, 7)
+
+
+def test_a_router_knob_the_router_mode_does_not_use_is_refused():
+    with pytest.raises(InputError, match="accepted for compatibility but not simulated"):
+        build_variants(agg_deployment(router="round_robin"),
+                       [parse_search("router.overlap_score_weight=0.5,1")], max_gpu_budget=8)
+
+
+def test_router_modes_can_be_searched_from_a_kv_router_base():
+    base = agg_deployment(router="kv_router")
+    variants = build_variants(base, [parse_search("router.mode=round_robin,kv_router")],
+                              max_gpu_budget=8)
+    assert [v.deployment.router.mode for v in variants] == ["round_robin", "kv_router"]
+    assert variants[0].deployment.no_effect_keys() == ()
