@@ -595,7 +595,7 @@ def with_overrides(deployment: Deployment, overrides: Mapping[str, Any], *,
     for key, value in overrides.items():
         pool = key.split(".", 1)[0]
         if pool in ("prefill_engine", "decode_engine") and "." in key and raw.get(pool) is None:
-            raw[pool] = dict(raw["engine"])
+            raw[pool] = dict(raw.get("engine") or {})
         _set_dotted(raw, key, value)
     _drop_unused_knobs(raw, keep={key.split(".", 1)[1] for key in overrides
                                   if key.startswith("router.")})
@@ -604,12 +604,13 @@ def with_overrides(deployment: Deployment, overrides: Mapping[str, Any], *,
 
 def deployment_mapping(deployment: Deployment, *, mode: Any = None,
                        json: bool = False) -> dict[str, Any]:
-    """``deployment`` as the mapping that validates back to it: every field except the pool
-    keys of the mode it is not in (or will not be in: ``mode``), the router knobs its router
-    mode does not use, and the record of no-effect keys (already warned about; a key added to
-    the mapping is checked afresh). ``json``: JSON types."""
-    raw = deployment.model_dump(mode="json" if json else "python")
-    mode = _MODE_ALIASES.get(mode, mode) if isinstance(mode, str) else raw["mode"]
+    """``deployment`` as the mapping that validates back to it: the fields that were given
+    (defaults are derived again), except the pool keys of the mode it is not in (or will not be
+    in: ``mode``), the router knobs its router mode does not use, and the record of no-effect
+    keys (already warned about; a key added to the mapping is checked afresh). ``json``: JSON
+    types."""
+    raw = deployment.model_dump(mode="json" if json else "python", exclude_unset=True)
+    mode = _MODE_ALIASES.get(mode, mode) if isinstance(mode, str) else deployment.mode
     for key in POOL_KEYS[Mode.DISAGG if mode == Mode.AGG else Mode.AGG]:
         raw.pop(key, None)
     for key in ("engine", "prefill_engine", "decode_engine", "router"):

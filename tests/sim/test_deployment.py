@@ -178,3 +178,10 @@ def test_with_overrides_on_an_inherited_pool_starts_from_engine():
     assert d.prefill_args.max_num_batched_tokens == 1024
     assert (d.prefill_args.max_num_seqs, d.prefill_args.block_size) == (8, 32)
     assert d.decode_engine is None and d.decode_args.max_num_batched_tokens == 8192
+
+
+def test_with_overrides_keeps_what_was_given_and_derives_the_rest_again():
+    base = build_deployment({"mode": "disagg", "sla": {"ttft_ms": 100}})
+    d = with_overrides(base, {"decode_engine.max_num_seqs": 4, "router.mode": "kv_router"})
+    assert d.decode_args.max_num_seqs == 4 and d.prefill_engine is None
+    assert d.no_effect_keys() == ()
