@@ -96,6 +96,20 @@ class Mode(StrEnum):
         return Role.AGG if self is Mode.AGG else Role.DECODE
 
     @property
+    def other(self) -> Mode:
+        return Mode.DISAGG if self is Mode.AGG else Mode.AGG
+
+    @property
+    def size_keys(self) -> tuple[str, ...]:
+        """The deployment keys that size its pools."""
+        return tuple(POOL_COUNT_FIELDS[pool] for pool in self.pools)
+
+    @property
+    def pool_keys(self) -> tuple[str, ...]:
+        """The deployment keys that describe its pools only (the other mode's contradict it)."""
+        return self.size_keys + (() if self is Mode.AGG else ("prefill_engine", "decode_engine"))
+
+    @property
     def planner_roles(self) -> tuple[Role, ...]:
         """The planner roles its pools map to: ``(decode,)`` or ``(prefill, decode)``."""
         return tuple(pool.planner_role for pool in self.pools)
@@ -112,27 +126,52 @@ class Mode(StrEnum):
 # The planner's roles, in the order decisions and reports list them.
 PLANNER_ROLES: tuple[Role, ...] = (Role.PREFILL, Role.DECODE)
 
-# A planner config's ``mode`` -> the roles that planner scales (``agg`` scales its one pool,
-# which the planner sees as decode).
-_PLANNER_MODE_ROLES: dict[str, tuple[Role, ...]] = {
-    "disagg": PLANNER_ROLES,
-    "prefill": (Role.PREFILL,),
-    "decode": (Role.DECODE,),
-    "agg": (Role.DECODE,),
-}
-PLANNER_MODES: tuple[str, ...] = tuple(_PLANNER_MODE_ROLES)
+
+class PlannerMode(StrEnum):
+    """A planner config's ``mode``: what it scales. ``agg`` scales an aggregated deployment's
+    one pool (which it sees as decode); the others a disaggregated deployment's pools."""
+
+    DISAGG = "disagg"
+    PREFILL = "prefill"
+    DECODE = "decode"
+    AGG = "agg"
+
+    @property
+    def roles(self) -> tuple[Role, ...]:
+        """The planner roles it scales."""
+        if self is PlannerMode.DISAGG:
+            return PLANNER_ROLES
+        return (Role.PREFILL,) if self is PlannerMode.PREFILL else (Role.DECODE,)
+
+    @property
+    def deployment_mode(self) -> Mode:
+        """The deployment mode it runs against."""
+        return Mode.AGG if self is PlannerMode.AGG else Mode.DISAGG
+
+    def pool_for(self, role: Role | str) -> Role:
+        """The pool a planner role stands for: ``agg`` for decode in agg mode, else the role."""
+        pool = self.deployment_mode.pool_for(role)
+        assert pool is not None, f"planner mode {self} has no {role} pool"
+        return pool
 
 
-def planner_mode_roles(planner_mode: str) -> tuple[Role, ...]:
-    """Roles a planner in ``planner_mode`` (``disagg``, ``prefill``, ``decode``, ``agg``)
-    scales."""
-    return _PLANNER_MODE_ROLES[planner_mode]
+def pools_seen_as(planner_role: Role | str) -> tuple[Role, ...]:
+    """The pools the planner counts as ``planner_role``: ``(agg, decode)`` for decode,
+    ``(prefill,)`` for prefill (scaling events name pools)."""
+    role = Role(planner_role)
+    return tuple(pool for pool in Role if pool.planner_role is role)
 
 
-def planner_mode_deployment(planner_mode: str) -> Mode:
-    """The deployment mode a planner mode runs against: ``agg`` for ``agg``, else
-    ``disagg``."""
-    return Mode.AGG if planner_mode == Mode.AGG else Mode.DISAGG
+def pools_doing(work: Role | str) -> tuple[Role, ...]:
+    """The pools whose workers do a planner role's work: prefill work on agg and prefill
+    workers, decode work on agg and decode workers (engine load panels)."""
+    role = Role(work)
+    return tuple(pool for pool in Role if (pool.prefills if role is Role.PREFILL else pool.decodes))
+
+
+# The deployment field holding each pool's initial worker count.
+POOL_COUNT_FIELDS: dict[Role, str] = {Role.AGG: "num_workers", Role.PREFILL: "num_prefill_workers",
+                                      Role.DECODE: "num_decode_workers"}
 
 
 def rank_role(pool: Role, worker_role: Role) -> Role:

@@ -8,9 +8,10 @@ import pytest
 from plansim.roles import (
     PLANNER_ROLES,
     Mode,
+    PlannerMode,
     Role,
-    planner_mode_deployment,
-    planner_mode_roles,
+    pools_doing,
+    pools_seen_as,
     rank_role,
 )
 
@@ -51,14 +52,31 @@ def test_roles_and_modes_read_their_file_spellings_and_equal_them():
 
 
 def test_planner_modes_scale_their_roles_against_their_deployment_mode():
-    assert planner_mode_roles("disagg") == (Role.PREFILL, Role.DECODE)
-    assert planner_mode_roles("prefill") == (Role.PREFILL,)
-    assert planner_mode_roles("agg") == planner_mode_roles("decode") == (Role.DECODE,)
-    assert planner_mode_deployment("agg") is Mode.AGG
-    assert planner_mode_deployment("decode") is Mode.DISAGG
+    assert PlannerMode("disagg").roles == (Role.PREFILL, Role.DECODE)
+    assert PlannerMode.PREFILL.roles == (Role.PREFILL,)
+    assert PlannerMode.AGG.roles == PlannerMode.DECODE.roles == (Role.DECODE,)
+    assert PlannerMode.AGG.deployment_mode is Mode.AGG
+    assert PlannerMode.DECODE.deployment_mode is Mode.DISAGG
 
 
 def test_a_disaggregated_pool_imposes_its_role_on_its_ranks():
     assert rank_role(Role.PREFILL, Role.AGG) is Role.PREFILL
     assert rank_role(Role.DECODE, Role.PREFILL) is Role.DECODE
     assert rank_role(Role.AGG, Role.AGG) is Role.AGG
+
+
+def test_an_aggregated_pool_counts_as_decode_but_does_both_kinds_of_work():
+    assert pools_seen_as(Role.DECODE) == (Role.AGG, Role.DECODE)
+    assert pools_seen_as("prefill") == (Role.PREFILL,)
+    assert pools_doing(Role.PREFILL) == (Role.AGG, Role.PREFILL)
+    assert pools_doing(Role.DECODE) == (Role.AGG, Role.DECODE)
+    assert PlannerMode.AGG.pool_for(Role.DECODE) is Role.AGG
+    assert PlannerMode.DISAGG.pool_for("prefill") is Role.PREFILL
+
+
+def test_each_mode_names_the_deployment_keys_of_its_pools():
+    assert Mode.AGG.size_keys == Mode.AGG.pool_keys == ("num_workers",)
+    assert Mode.DISAGG.size_keys == ("num_prefill_workers", "num_decode_workers")
+    assert Mode.DISAGG.pool_keys == ("num_prefill_workers", "num_decode_workers",
+                                     "prefill_engine", "decode_engine")
+    assert Mode.AGG.other is Mode.DISAGG and Mode.DISAGG.other is Mode.AGG

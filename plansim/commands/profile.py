@@ -17,6 +17,7 @@ from typing import Annotated
 import typer
 
 from plansim.errors import InputError
+from plansim.roles import Role
 
 app = typer.Typer(help="Write engine timing profiles without a GPU.", no_args_is_help=True)
 
@@ -114,8 +115,8 @@ def _spec_from_options(given: dict):
 def _spec_from_config(config: Path, pool: str):
     from plansim.sim.deployment import load_deployment
 
-    if pool not in ("agg", "prefill", "decode"):
-        raise InputError(f"unknown pool {pool!r}; choose agg, prefill or decode", field="--pool")
+    if pool not in tuple(Role):
+        raise InputError(f"unknown pool {pool!r}; choose {', '.join(Role)}", field="--pool")
     args = load_deployment(config).pool_args(pool)
     timing = args.effective_timing
     if timing.aic is None:

@@ -30,11 +30,10 @@ from plansim.planner_core.predictors.factory import (
     all_predictor_params,
     predictor_params,
 )
+from plansim.roles import PlannerMode, Role
 from plansim.validation import StrictModel, config_error
 
 log = logging.getLogger("plansim.planner")
-
-ROLES = ("prefill", "decode")
 
 # Keys a live Dynamo planner reads that have no offline meaning: accepted, ignored, warned once.
 LIVE_ONLY_FIELDS = frozenset(
@@ -112,7 +111,7 @@ class _PlannerFields(StrictModel):
 
     model_config = ConfigDict(frozen=False, populate_by_name=True, validate_assignment=False)
 
-    mode: Literal["disagg", "prefill", "decode", "agg"] = "disagg"
+    mode: PlannerMode = PlannerMode.DISAGG
     optimization_target: Literal["throughput", "latency", "load", "sla"] = "throughput"
     enable_throughput_scaling: bool = True
     enable_load_scaling: bool = False
@@ -209,9 +208,12 @@ class _PlannerFields(StrictModel):
     def _check(self) -> PlannerConfig:
         if not self.ttft_ms > 0:
             raise ValueError("ttft_ms: must be > 0")
-        if self.mode in ("decode", "agg") and self.prefill_min_endpoint is not None:
+        # A role's own minimum only where that role is a pool of its own (not in agg).
+        if self.mode not in (PlannerMode.DISAGG, PlannerMode.PREFILL) \
+                and self.prefill_min_endpoint is not None:
             raise ValueError(f"prefill_min_endpoint: not allowed in mode {self.mode}")
-        if self.mode in ("prefill", "agg") and self.decode_min_endpoint is not None:
+        if self.mode not in (PlannerMode.DISAGG, PlannerMode.DECODE) \
+                and self.decode_min_endpoint is not None:
             raise ValueError(f"decode_min_endpoint: not allowed in mode {self.mode}")
         hours = self.report_interval_hours
         if hours is not None and not (math.isfinite(hours) and hours > 0):
@@ -272,10 +274,11 @@ class _PlannerFields(StrictModel):
         return self._policy_params
 
     def _check_load_thresholds(self) -> None:
-        if self.mode in ("disagg", "prefill"):
+        roles = self.active_roles()
+        if Role.PREFILL in roles:
             self._check_threshold_pair("prefill_scale_up_queue_tokens",
                                        "prefill_scale_down_queue_tokens")
-        if self.mode in ("disagg", "decode", "agg"):
+        if Role.DECODE in roles:
             self._check_threshold_pair("decode_scale_up_kv_rate", "decode_scale_down_kv_rate")
 
     def _check_threshold_pair(self, up_name: str, down_name: str) -> None:
@@ -315,23 +318,21 @@ class _PlannerFields(StrictModel):
             names.append("throughput_adjustment_interval_seconds")
         return names
 
-    def active_roles(self) -> tuple[str, ...]:
+    def active_roles(self) -> tuple[Role, ...]:
         """Roles this planner scales: agg workers count as decode."""
-        return {"disagg": ROLES, "prefill": ("prefill",), "decode": ("decode",), "agg": ("decode",)}[
-            self.mode
-        ]
+        return PlannerMode(self.mode).roles
 
-    def min_endpoint_for(self, role: str) -> int:
+    def min_endpoint_for(self, role: Role | str) -> int:
         """``resolve_min_endpoint``: the role-specific minimum if set, else ``min_endpoint``."""
-        specific = self.prefill_min_endpoint if role == "prefill" else self.decode_min_endpoint
+        specific = self.prefill_min_endpoint if role == Role.PREFILL else self.decode_min_endpoint
         return self.min_endpoint if specific is None else specific
 
     def active_min_endpoints(self) -> tuple[int | None, int | None]:
         """(prefill, decode) minimums; ``None`` for a role the mode does not have."""
         roles = self.active_roles()
         return (
-            self.min_endpoint_for("prefill") if "prefill" in roles else None,
-            self.min_endpoint_for("decode") if "decode" in roles else None,
+            self.min_endpoint_for(Role.PREFILL) if Role.PREFILL in roles else None,
+            self.min_endpoint_for(Role.DECODE) if Role.DECODE in roles else None,
         )
 
     def predictor_params(self) -> dict[str, Any]:

@@ -55,6 +55,7 @@ from plansim.planner_core.pipeline import (
 from plansim.planner_core.reasons import ExecuteAction
 from plansim.planner_core.scaling_policies import PolicyPlugins, get_policy
 from plansim.planner_core.state import PlannerScalingState
+from plansim.roles import Mode, PlannerMode, Role
 
 # A decision nobody completes stops blocking new ones after this long (seconds).
 DEFAULT_SCALING_TIMEOUT_S = 1800.0
@@ -62,11 +63,11 @@ DEFAULT_SCALING_TIMEOUT_S = 1800.0
 
 def check_fits(config: PlannerConfig, capabilities: WorkerCapabilities) -> None:
     """Raise ``ConfigError`` when ``config`` cannot drive a deployment with ``capabilities``."""
-    if config.mode == "agg" and capabilities.mode != "agg":
-        raise ConfigError(f"mode agg does not match a {capabilities.mode} deployment", field="mode")
-    if config.mode != "agg" and capabilities.mode == "agg":
-        raise ConfigError(f"mode {config.mode} does not match an agg deployment", field="mode")
-    if "prefill" in config.active_roles() and capabilities.prefill is None:
+    if PlannerMode(config.mode).deployment_mode != capabilities.mode:
+        article = "an" if capabilities.mode == Mode.AGG else "a"
+        raise ConfigError(f"mode {config.mode} does not match {article} {capabilities.mode} "
+                          "deployment", field="mode")
+    if Role.PREFILL in config.active_roles() and capabilities.prefill is None:
         raise ConfigError("the deployment has no prefill workers", field="mode")
     if config.max_gpu_budget >= 0:
         state = PlannerScalingState(config=config, capabilities=capabilities)
@@ -185,16 +186,16 @@ class PlannerEngine:
             changed = {r: v for r, v in targets.items() if v != baseline[r]}
             diag.execute_action = ExecuteAction.APPLY if changed else ExecuteAction.SKIP_NO_TARGETS
             if changed and not self.config.retune_only:
-                scale_to = ScalingDecision(num_prefill=changed.get("prefill"), num_decode=changed.get("decode"))
+                scale_to = ScalingDecision(num_prefill=changed.get(Role.PREFILL), num_decode=changed.get(Role.DECODE))
                 diag.scale_to_prefill, diag.scale_to_decode = scale_to.num_prefill, scale_to.num_decode
                 if not self.advisory:
                     merged = {**baseline, **changed}
-                    self._expected = (merged.get("prefill", 0), merged.get("decode", 0))
+                    self._expected = (merged.get(Role.PREFILL, 0), merged.get(Role.DECODE, 0))
                     self._expected_since_s = now
         diag.plugin_overrides = outcome.overrides
         diag.reconcile_reasons = outcome.reconcile_reasons
-        diag.throughput_lower_bound_prefill = self.state.lower_bound_prefill if "prefill" in self.config.active_roles() else None
-        diag.throughput_lower_bound_decode = self.state.lower_bound_decode if "decode" in self.config.active_roles() else None
+        diag.throughput_lower_bound_prefill = self.state.lower_bound_prefill if Role.PREFILL in self.config.active_roles() else None
+        diag.throughput_lower_bound_decode = self.state.lower_bound_decode if Role.DECODE in self.config.active_roles() else None
 
         router_parameters: dict[str, dict[str, Any]] = {}
         decisions: tuple[dict[str, Any], ...] = ()
@@ -278,7 +279,7 @@ class PlannerEngine:
         diag.starting_prefill, diag.starting_decode = counts.starting_prefill, counts.starting_decode
         diag.draining_prefill, diag.draining_decode = counts.draining_prefill, counts.draining_decode
         diag.expected_prefill, diag.expected_decode = state.expected_prefill, state.expected_decode
-        caps = state.role_caps("decode")
+        caps = state.role_caps(Role.DECODE)
         diag.max_kv_tokens = caps.max_kv_tokens if caps is not None else None
         traffic = inp.traffic
         if traffic is not None:
@@ -299,9 +300,9 @@ class PlannerEngine:
         if self._expected is None:
             return None
         exp_p, exp_d = self._expected
-        if "prefill" not in self.config.active_roles():
+        if Role.PREFILL not in self.config.active_roles():
             exp_p = counts.ready_prefill
-        if "decode" not in self.config.active_roles():
+        if Role.DECODE not in self.config.active_roles():
             exp_d = counts.ready_decode
         return exp_p, exp_d
 
@@ -314,7 +315,7 @@ class PlannerEngine:
     def _baseline(self) -> dict[str, int]:
         """Per scaled role: where the deployment is heading (pending target, else ready)."""
         s = self.state
-        return {r: (s.expected_prefill if r == "prefill" else s.expected_decode) for r in self.config.active_roles()}
+        return {r: (s.expected_prefill if r == Role.PREFILL else s.expected_decode) for r in self.config.active_roles()}
 
     def _project(self, targets: dict[str, int], touched: set[str]) -> dict[str, int]:
         """Final invariants: minimum endpoints (unless a rollout is in progress), GPU band."""
@@ -328,9 +329,9 @@ class PlannerEngine:
             return out
         b = s.budget
         if len(roles) == 2:
-            if not b.pair_in_band((out["prefill"], out["decode"])):
-                p, d = proportional_clamp_pair((out["prefill"], out["decode"]), b)
-                out = {"prefill": p, "decode": d}
+            if not b.pair_in_band((out[Role.PREFILL], out[Role.DECODE])):
+                p, d = proportional_clamp_pair((out[Role.PREFILL], out[Role.DECODE]), b)
+                out = {Role.PREFILL: p, Role.DECODE: d}
         else:
             (r,) = roles
             out[r] = proportional_clamp_single(out[r], s.gpus_per_replica(r), s.min_endpoint(r), b)

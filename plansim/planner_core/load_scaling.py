@@ -17,6 +17,7 @@ from plansim.planner_core.observations import ForwardPassMetrics
 from plansim.planner_core.perf_model import EnginePerfModel
 from plansim.planner_core.reasons import LoadReason
 from plansim.planner_core.state import PlannerScalingState
+from plansim.roles import PlannerMode, Role
 
 # Easy-mode thresholds: target -> (prefill up, prefill down, decode up, decode down).
 # Prefill compares queued tokens / context length, decode the KV usage fraction.
@@ -123,17 +124,17 @@ def _easy_role_signal(state: PlannerScalingState, role: str, fpms: Sequence[Forw
     config = state.config
     n, min_ep = state.ready(role), state.min_endpoint(role)
     target = config.optimization_target
-    if role == "prefill":
+    if role == Role.PREFILL:
         if target == "load":
             values = [float(f.queued_prefill_tokens) for f in fpms]
             return easy_signal(values, config.prefill_scale_up_queue_tokens, config.prefill_scale_down_queue_tokens, n, min_ep, up_inclusive=True, down_inclusive=True)
-        caps = state.role_caps("prefill")
+        caps = state.role_caps(Role.PREFILL)
         ctx = (caps.context_length if caps is not None and caps.context_length else None) or state.perf_models[role].limits.max_batched_tokens
         values = [f.queued_prefill_tokens / ctx for f in fpms]
         up, down, _, _ = EASY_THRESHOLDS[target]
         return easy_signal(values, up, down, n, min_ep, up_inclusive=True, down_inclusive=target == "latency")
     max_kv = _per_rank_kv(state, role, fpms)
-    agg = config.mode == "agg"
+    agg = config.mode == PlannerMode.AGG
     values = [
         (f.sum_decode_kv_tokens + f.queued_decode_kv_tokens + (f.queued_prefill_tokens if agg else 0)) / max_kv
         for f in fpms
@@ -166,19 +167,20 @@ def _sla_role_signals(state: PlannerScalingState, role: str, fpms: Sequence[Forw
     c = consolidation_factor(n)
     accept = state.accept_length()
     signals = []
-    if role == "prefill" or config.mode == "agg":
+    pool = PlannerMode(config.mode).pool_for(role)
+    if pool.prefills:
         est = [_ms(model.estimate_ttft_s(f, h)) for f in fpms]
         if all(e is not None for e in est) and est:
             diag.estimated_ttft_ms = max(est)
-        check = agg_prefill_can_scale_down if config.mode == "agg" else prefill_can_scale_down
+        check = agg_prefill_can_scale_down if pool is Role.AGG else prefill_can_scale_down
         checks = [lambda f=f: check(model, f, h, config.ttft_ms / 1000, s, c) for f in fpms]
         signals.append(_sla_signal(est, config.ttft_ms, n, min_ep, checks))
-    if role == "decode":
+    if role == Role.DECODE:
         est = [None if (v := model.estimate_itl_s(f, include_queued_prefill=False)) is None else v * 1000 / accept for f in fpms]
         if all(e is not None for e in est) and est:
             diag.estimated_itl_ms = max(est)
         max_kv = _per_rank_kv(state, role, fpms)
-        agg = config.mode == "agg"
+        agg = pool is Role.AGG
         checks = [
             lambda f=f: decode_can_scale_down(model, f, max_kv, accept, config.itl_ms / 1000, s, c, agg=agg) for f in fpms
         ]
@@ -233,7 +235,7 @@ def advance_load(state: PlannerScalingState, fpm_by_role: dict[str, tuple[Forwar
             signals[role] = _easy_role_signal(state, role, fpms)
         else:
             role_signals = _sla_role_signals(state, role, fpms)
-            if config.mode == "agg":  # [ttft, itl] signals of the one agg pool
+            if config.mode == PlannerMode.AGG:  # [ttft, itl] signals of the one agg pool
                 signals[role] = combine_agg(role_signals[0], role_signals[1], state.ready(role))
             else:
                 signals[role] = role_signals[0]
@@ -257,11 +259,11 @@ def advance_load(state: PlannerScalingState, fpm_by_role: dict[str, tuple[Forwar
     floored = {r: max(v, state.min_endpoint(r)) for r, v in floored.items()}
     budget_reason = None
     if len(roles) == 2:
-        pair = (floored["prefill"], floored["decode"])
+        pair = (floored[Role.PREFILL], floored[Role.DECODE])
         if floored != proposed:
-            pair = fit_ceiling_pair((current["prefill"], current["decode"]), pair, state.budget)
-        pair, budget_reason = state.apply_disagg_scaling_budget((current["prefill"], current["decode"]), pair)
-        targets = {"prefill": pair[0], "decode": pair[1]}
+            pair = fit_ceiling_pair((current[Role.PREFILL], current[Role.DECODE]), pair, state.budget)
+        pair, budget_reason = state.apply_disagg_scaling_budget((current[Role.PREFILL], current[Role.DECODE]), pair)
+        targets = {Role.PREFILL: pair[0], Role.DECODE: pair[1]}
     else:
         (r,) = roles
         value, budget_reason = guard_single_scaling_budget(

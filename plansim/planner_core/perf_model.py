@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from plansim.planner_core.observations import ForwardPassMetrics, RoleCapabilities
+from plansim.roles import Role
 
 MIN_PREDICTION_S = 1e-6
 # Engine limits assumed when a capability is unpublished (reference 3.2).
@@ -169,12 +170,12 @@ class EnginePerfModel:
         bucket_count: int = 16,
         min_observations: int = 5,
     ) -> None:
-        if kind not in ("prefill", "decode", "agg"):
+        if kind not in tuple(Role):
             raise ValueError(f"unknown perf model kind {kind!r}")
         self.kind = kind
         self.limits = limits
         self.min_observations = min_observations
-        self.store = FpmSampleStore(2 if kind == "agg" else 1, bucket_count, max_samples)
+        self.store = FpmSampleStore(2 if kind == Role.AGG else 1, bucket_count, max_samples)
         self._coef: np.ndarray | None = None  # [intercept, slopes...]
         self._dirty = True
         # Moving averages over observations, each observation counting once (reference 1.6.1
@@ -205,9 +206,9 @@ class EnginePerfModel:
         self.max_observed_kv = max(self.max_observed_kv, fpm.sum_decode_kv_tokens)
 
     def _features(self, prefill_tokens: float, decode_kv: float) -> tuple[float, ...]:
-        if self.kind == "prefill":
+        if self.kind == Role.PREFILL:
             return (prefill_tokens,)
-        if self.kind == "decode":
+        if self.kind == Role.DECODE:
             return (decode_kv,)
         return (prefill_tokens, decode_kv)
 
@@ -273,7 +274,7 @@ class EnginePerfModel:
         h = 0.0 if kv_hit_rate is None or not math.isfinite(kv_hit_rate) else min(max(kv_hit_rate, 0.0), MAX_KV_HIT_RATE)
         tokens = (fpm.queued_prefill_tokens * queue_scale + avg_isl) * (1.0 - h)
         decode_kv = 0.0
-        if self.kind == "agg":
+        if self.kind == Role.AGG:
             decode_kv = fpm.sum_decode_kv_tokens + (fpm.queued_decode_kv_tokens if include_queued_decode else 0)
             decode_kv *= decode_scale
         return self.chunked_prefill_s(tokens, decode_kv)
@@ -292,7 +293,7 @@ class EnginePerfModel:
         if include_queued_prefill:
             kv += fpm.queued_prefill_tokens
         kv = kv * decode_scale + (self.avg_decode_len.value or 0.0)
-        prefill = (self.avg_prefill_tokens.value or 0.0) if self.kind == "agg" else 0.0
+        prefill = (self.avg_prefill_tokens.value or 0.0) if self.kind == Role.AGG else 0.0
         return self.wall_s(prefill, kv)
 
     # -- capacity search (reference 3.2) ----------------------------------------------------
@@ -317,18 +318,18 @@ class EnginePerfModel:
         role = role or self.kind
         isl_i = max(0, math.ceil(isl))
         osl_i = max(1, math.ceil(osl))
-        accept = 1.0 if role == "prefill" else clean_accept_length(accept_length)
+        accept = 1.0 if role == Role.PREFILL else clean_accept_length(accept_length)
         isl_eff = effective_isl(isl_i, kv_hit_rate)
         ctx = max(1, isl_i + osl_i // 2)
         lim = self.limits
         candidates: list[Capacity] = []
-        if role == "prefill":
+        if role == Role.PREFILL:
             bound = 1 if isl_eff > lim.max_batched_tokens else min(lim.max_num_seqs, lim.max_batched_tokens // isl_eff)
             for b in candidate_batches(max(1, bound)):
                 ttft = self.chunked_prefill_s(b * isl_eff)
                 eligible = within_sla(ttft * 1000, ttft_sla_ms)
                 candidates.append(Capacity(b / ttft, b, ttft * 1000, None, eligible))
-        elif role == "decode":
+        elif role == Role.DECODE:
             bound = min(lim.max_num_seqs, lim.max_kv_tokens // ctx)
             for b in candidate_batches(max(1, bound)):
                 itl = self.wall_s(0, b * ctx) / accept

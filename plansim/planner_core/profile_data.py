@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from plansim.planner_core.observations import ForwardPassMetrics
+from plansim.roles import Role
 
 PROFILE_WORKER_ID = -1  # bootstrap FPMs belong to no live worker
 
@@ -87,10 +88,10 @@ def fpms_from_arrays(arrays: Mapping[str, Any]) -> dict[str, tuple[ForwardPassMe
     out: dict[str, tuple[ForwardPassMetrics, ...]] = {}
     ttft = arrays.get("prefill_ttft", arrays.get("prefill_ttft_ms"))
     if "prefill_isl" in arrays and ttft is not None:
-        out["prefill"] = prefill_fpms(arrays["prefill_isl"], ttft)
+        out[Role.PREFILL] = prefill_fpms(arrays["prefill_isl"], ttft)
     if {"x_kv_usage", "y_context_length", "z_itl", "max_kv_tokens"} <= set(arrays):
         max_kv = float(np.asarray(arrays["max_kv_tokens"], float).ravel()[0])
-        out["decode"] = decode_fpms_from_usage(arrays["x_kv_usage"], arrays["y_context_length"], arrays["z_itl"], max_kv)
+        out[Role.DECODE] = decode_fpms_from_usage(arrays["x_kv_usage"], arrays["y_context_length"], arrays["z_itl"], max_kv)
     elif {"decode_active_kv_tokens", "decode_context_length", "decode_itl"} <= set(arrays):
-        out["decode"] = decode_fpms_from_grid(arrays["decode_active_kv_tokens"], arrays["decode_context_length"], arrays["decode_itl"])
+        out[Role.DECODE] = decode_fpms_from_grid(arrays["decode_active_kv_tokens"], arrays["decode_context_length"], arrays["decode_itl"])
     return out

@@ -24,6 +24,7 @@ from plansim.planner_core.diagnostics import TickDiagnostics
 from plansim.planner_core.observations import ForwardPassMetrics, WorkerCapabilities, WorkerCounts
 from plansim.planner_core.perf_model import EngineLimits, EnginePerfModel
 from plansim.planner_core.reasons import BudgetReason
+from plansim.roles import PlannerMode, Role
 
 
 @dataclass(slots=True)
@@ -56,7 +57,7 @@ class PlannerScalingState:
         state = cls(config=config, capabilities=capabilities)
         state.rebuild_budget()
         for role in config.active_roles():
-            kind = "agg" if config.mode == "agg" else role
+            kind = PlannerMode(config.mode).pool_for(role)
             state.perf_models[role] = EnginePerfModel(
                 kind,
                 EngineLimits.from_capabilities(state.role_caps(role)),
@@ -69,12 +70,12 @@ class PlannerScalingState:
     # -- capabilities and budget ----------------------------------------------------------
     def role_caps(self, role: str):
         caps = self.capabilities
-        return caps.prefill if role == "prefill" else caps.decode
+        return caps.prefill if role == Role.PREFILL else caps.decode
 
     def gpus_per_replica(self, role: str) -> int:
         """Config value when set, else the worker's capability (1 when unknown)."""
         configured = (
-            self.config.prefill_engine_num_gpu if role == "prefill" else self.config.decode_engine_num_gpu
+            self.config.prefill_engine_num_gpu if role == Role.PREFILL else self.config.decode_engine_num_gpu
         )
         if configured is not None:
             return configured
@@ -88,10 +89,10 @@ class PlannerScalingState:
         self.budget = Budget(
             min_gpus=self.config.min_gpu_budget,
             max_gpus=self.config.max_gpu_budget,
-            gpu_prefill=self.gpus_per_replica("prefill"),
-            gpu_decode=self.gpus_per_replica("decode"),
-            min_prefill=self.min_endpoint("prefill"),
-            min_decode=self.min_endpoint("decode"),
+            gpu_prefill=self.gpus_per_replica(Role.PREFILL),
+            gpu_decode=self.gpus_per_replica(Role.DECODE),
+            min_prefill=self.min_endpoint(Role.PREFILL),
+            min_decode=self.min_endpoint(Role.DECODE),
         )
 
     # -- inventory -------------------------------------------------------------------------
@@ -117,16 +118,16 @@ class PlannerScalingState:
         )
 
     def ready(self, role: str) -> int:
-        return self.ready_prefill if role == "prefill" else self.ready_decode
+        return self.ready_prefill if role == Role.PREFILL else self.ready_decode
 
     def in_progress(self, role: str) -> bool:
-        return self.prefill_in_progress if role == "prefill" else self.decode_in_progress
+        return self.prefill_in_progress if role == Role.PREFILL else self.decode_in_progress
 
     def lower_bound(self, role: str) -> int:
-        return self.lower_bound_prefill if role == "prefill" else self.lower_bound_decode
+        return self.lower_bound_prefill if role == Role.PREFILL else self.lower_bound_decode
 
     def set_lower_bound(self, role: str, value: int) -> None:
-        if role == "prefill":
+        if role == Role.PREFILL:
             self.lower_bound_prefill = value
         else:
             self.lower_bound_decode = value
@@ -137,9 +138,9 @@ class PlannerScalingState:
         installed = False
         for role, model in self.perf_models.items():
             role_fpms = fpms.get(role, ())
-            if self.config.mode == "agg":
+            if self.config.mode == PlannerMode.AGG:
                 # agg models learn from both pass kinds: prefill-only and decode-only samples.
-                role_fpms = tuple(fpms.get("decode", ())) + tuple(fpms.get("prefill", ()))
+                role_fpms = tuple(fpms.get(Role.DECODE, ())) + tuple(fpms.get(Role.PREFILL, ()))
             for fpm in role_fpms:
                 model.observe(fpm, update_averages=False)
             installed = installed or bool(role_fpms)

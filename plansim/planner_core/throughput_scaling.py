@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from plansim.planner_core.budget import fit_ceiling_pair, fit_ceiling_single, guard_single_scaling_budget
 from plansim.planner_core.reasons import BudgetReason, ThroughputReason
 from plansim.planner_core.state import PlannerScalingState
+from plansim.roles import PlannerMode, Role
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,18 +60,18 @@ def advance_throughput(
     desired: dict[str, int | None] = {}
     for role in roles:
         model = state.perf_models[role]
-        search = "agg" if config.mode == "agg" else role
+        search = PlannerMode(config.mode).pool_for(role)
         cap = model.find_engine_capacity(
             predictions.isl,
             predictions.osl,
-            ttft_sla_ms=config.ttft_ms if search in ("prefill", "agg") else None,
-            itl_sla_ms=config.itl_ms if search in ("decode", "agg") else None,
-            kv_hit_rate=state.last_kv_hit_rate if search != "decode" else None,
+            ttft_sla_ms=config.ttft_ms if search.prefills else None,
+            itl_sla_ms=config.itl_ms if search.decodes else None,
+            kv_hit_rate=state.last_kv_hit_rate if search.prefills else None,
             accept_length=accept,
             role=search,
         )
         rps = cap.rps if cap is not None else 0.0
-        setattr(diag, f"engine_rps_{'prefill' if role == 'prefill' else 'decode'}", rps if cap else None)
+        setattr(diag, f"engine_rps_{Role(role).planner_role}", rps if cap else None)
         desired[role] = replicas_for(demand, rps, state.min_endpoint(role)) if rps > 0 else None
 
     current = {role: state.ready(role) for role in roles}
@@ -116,9 +117,9 @@ def _fit_ceiling(state: PlannerScalingState, current: dict[str, int], targets: d
     b = state.budget
     if len(targets) == 2:
         p, d = fit_ceiling_pair(
-            (current["prefill"], current["decode"]), (targets["prefill"], targets["decode"]), b
+            (current[Role.PREFILL], current[Role.DECODE]), (targets[Role.PREFILL], targets[Role.DECODE]), b
         )
-        return {"prefill": p, "decode": d}
+        return {Role.PREFILL: p, Role.DECODE: d}
     (role, n), = targets.items()
     return {role: fit_ceiling_single(n, state.gpus_per_replica(role), state.min_endpoint(role), b.max_gpus)}
 
@@ -128,9 +129,9 @@ def _guard_band(
 ) -> tuple[dict[str, int], BudgetReason | None]:
     if len(targets) == 2:
         (p, d), reason = state.apply_disagg_scaling_budget(
-            (current["prefill"], current["decode"]), (targets["prefill"], targets["decode"])
+            (current[Role.PREFILL], current[Role.DECODE]), (targets[Role.PREFILL], targets[Role.DECODE])
         )
-        return {"prefill": p, "decode": d}, reason
+        return {Role.PREFILL: p, Role.DECODE: d}, reason
     (role, n), = targets.items()
     value, reason = guard_single_scaling_budget(
         current[role], n, state.gpus_per_replica(role), state.min_endpoint(role), state.budget

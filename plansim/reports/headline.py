@@ -20,6 +20,7 @@ import pandas as pd
 from plansim.reports.format import NO_SAMPLES, duration, number, percent
 from plansim.reports.page import Card
 from plansim.reports.tables import finite_number, first_bounds, floats, has
+from plansim.roles import POOL_COUNT_FIELDS, Mode, Role
 from plansim.schema import sla_text
 
 _PROVISIONED = ("ready", "starting", "draining")
@@ -130,7 +131,7 @@ def _workers(summary: Mapping[str, Any], timeseries: pd.DataFrame | None) -> lis
     )
     per_time = frame.groupby("time_s", sort=True)["_n"].sum()
     per_pool = frame.pivot_table(index="time_s", columns="_pool", values="_n", aggfunc="sum")
-    order = ("agg", "prefill", "decode")
+    order = tuple(Role)
     pools = sorted(per_pool.columns, key=lambda p: (order.index(p) if p in order else 9, p))
     weights = _durations(per_time.index.to_numpy(dtype=np.float64))
     peak = int(per_time.max())
@@ -169,10 +170,10 @@ def static_reference(
     duration_ms = finite_number(summary.get("duration_ms"))
     if not isinstance(deployment, Mapping) or not duration_ms:
         return {}
-    if deployment.get("mode") == "disagg":
-        pools = (("num_prefill_workers", "prefill"), ("num_decode_workers", "decode"))
-    else:
-        pools = (("num_workers", "decode"),)  # an aggregated replay reports its GPUs as decode
+    # Per pool, its worker count and the planner role its GPUs are reported under (an
+    # aggregated replay reports its GPUs as decode).
+    pools = [(POOL_COUNT_FIELDS[pool], pool.planner_role)
+             for pool in Mode(deployment.get("mode", Mode.AGG)).pools]
     counts = [(finite_number(deployment.get(k)), finite_number(summary.get(f"{p}_gpus_per_worker")))
               for k, p in pools]
     if any(c is None or g is None for c, g in counts):

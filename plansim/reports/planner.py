@@ -36,6 +36,7 @@ from plansim.reports.panels import Panel, PanelOutput, panel_cells
 from plansim.reports.sampling import MAX_POINTS, TimeUnit, bin_series, thin_events, time_unit
 from plansim.reports.style import PALETTE, SLA_COLOUR, base_layout, pool_colour
 from plansim.reports.tables import first_column, floats, has
+from plansim.roles import PLANNER_ROLES, Role, pools_doing, pools_seen_as
 from plansim.schema import sla_text
 
 SNAPSHOT_CAP = 50_000  # the reference recorder keeps the last 50,000 snapshots per report
@@ -104,7 +105,7 @@ THROUGHPUT_COLOURS = {
     "no_change": "gray",
     "unset": "#dddddd",
 }
-_ROLE_Y = {"prefill": 2, "decode": 1}
+_ROLE_Y = {Role.PREFILL: 2, Role.DECODE: 1}
 
 
 def _other_colour(reason: str) -> str:
@@ -338,7 +339,7 @@ def _title_block(page: Page, data: PlannerData) -> None:
         rows.append(("advisory recommendations", len(advisory)))
     page.key_values("Planner run", rows)
     transitions = []
-    for role in ("prefill", "decode"):
+    for role in PLANNER_ROLES:
         column = cols[f"ready_{role}"]
         if column is None:
             continue
@@ -369,7 +370,8 @@ def _role_labels(ticks: pd.DataFrame, cols: dict[str, str | None]) -> dict[str, 
         c is not None and c in ticks.columns and np.nansum(np.abs(floats(ticks, c))) > 0
         for c in (cols.get("ready_prefill"), "expected_prefill")
     )
-    return {"prefill": "prefill", "decode": "decode" if has_prefill else "agg"}
+    return {Role.PREFILL: Role.PREFILL.value,
+            Role.DECODE: (Role.DECODE if has_prefill else Role.AGG).value}
 
 
 # ---------------------------------------------------------------- panel drawing
@@ -469,7 +471,7 @@ def _markers(
 def _replicas(data: PlannerData) -> PanelOutput:
     fig = go.Figure()
     drawn = False
-    roles = ("decode",) if data.labels["decode"] == "agg" else ("prefill", "decode")
+    roles = (Role.DECODE,) if data.labels[Role.DECODE] == Role.AGG else PLANNER_ROLES
     for role in roles:
         label = data.labels[role]
         ready = data.series(f"ready_{role}")
@@ -489,7 +491,7 @@ def _replicas(data: PlannerData) -> PanelOutput:
         if rec is not None and np.isfinite(rec).any():
             _markers(fig, data, data.at_s, rec, f"{label} recommended", pool_colour(label))
             continue
-        components = (role, "agg") if role == "decode" else (role,)
+        components = pools_seen_as(role)
         recs = [
             e
             for e in data.events
@@ -559,8 +561,8 @@ def _against_sla(key: str, target_key: str, axis: str, name: str) -> Any:
 
 
 _LOAD_SPECS = {
-    "prefill": (("queued_prefill_tokens",), "queued_prefill_total", "Queued prefill tokens"),
-    "decode": (
+    Role.PREFILL: (("queued_prefill_tokens",), "queued_prefill_total", "Queued prefill tokens"),
+    Role.DECODE: (
         ("queued_decode_kv_tokens", "inflight_decode_kv_tokens", "sum_decode_kv_tokens"),
         "decode_kv_total",
         "Decode KV tokens",
@@ -585,10 +587,10 @@ def _engine_load(role: str) -> Any:
         timeseries = data.timeseries
         if (
             not drawn
-            and role == "prefill"
+            and role == Role.PREFILL
             and has(timeseries, "time_s", "pool", "queued_prefill_tokens")
         ):
-            pools = timeseries[timeseries["pool"].astype(str).isin(["prefill", "agg"])]
+            pools = timeseries[timeseries["pool"].astype(str).isin(pools_doing(role))]
             for name, part in pools.groupby(pools["pool"].astype(str), sort=True):
                 _max_line(fig, data, floats(part, "time_s"), floats(part, "queued_prefill_tokens"),
                           f"{name} pool total", pool_colour(name))
@@ -596,7 +598,7 @@ def _engine_load(role: str) -> Any:
         if not drawn:
             return _no_data("per-engine forward-pass metrics")
         capacity = data.series("kv_capacity")
-        if role == "decode" and capacity is not None and np.isfinite(capacity).any():
+        if role == Role.DECODE and capacity is not None and np.isfinite(capacity).any():
             _line(fig, data, capacity, "KV capacity per engine", SLA_COLOUR, "dash")
         fig.update_yaxes(title_text=axis, rangemode="tozero")
         return _panel(fig, data)
@@ -628,7 +630,7 @@ def _engine_lines(
         return False
     part = per_engine
     if "role" in part.columns:
-        part = part[part["role"].astype(str).isin([role, "agg"])]
+        part = part[part["role"].astype(str).isin(pools_doing(role))]
     present = [f for f in fields if f in part.columns]
     if not present or part.empty:
         return False
@@ -646,7 +648,7 @@ def _engine_lines(
 
 def _capacity(data: PlannerData) -> PanelOutput:
     fig = go.Figure()
-    for role in ("prefill", "decode"):
+    for role in PLANNER_ROLES:
         y = data.series(f"engine_rps_{role}")
         if y is not None:
             _line(fig, data, y, f"{role} engine req/s", pool_colour(role))
@@ -679,7 +681,7 @@ def _decisions(loop: str, colours: dict[str, str], symbol: str) -> Any:
     def draw(data: PlannerData) -> PanelOutput:
         tracks = [
             (role, first_column(data.ticks, (f"{loop}_decision_reason_{role}",)))
-            for role in ("prefill", "decode")
+            for role in PLANNER_ROLES
         ]
         tracks = [(role, c) for role, c in tracks if c is not None]
         if not tracks:
@@ -772,11 +774,11 @@ PANELS: tuple[Panel, ...] = (
     Panel("planner_prefill_load", "Prefill Engine Load (queued prefill tokens)",
           "Queued prefill tokens per engine.", ("ticks.engine_queues",
                                                  "ticks.queued_prefill_tokens"),
-          _engine_load("prefill")),
+          _engine_load(Role.PREFILL)),
     Panel("planner_decode_load", "Decode Engine Load (queued + inflight decode KV tokens)",
           "Decode KV tokens per engine against one engine's KV capacity.",
           ("ticks.engine_queues", "ticks.decode_kv_tokens", "ticks.max_kv_tokens"),
-          _engine_load("decode")),
+          _engine_load(Role.DECODE)),
     Panel("planner_capacity", "Engine Capacity (req/s)", "Requests/s one engine can serve "
           "within the targets, per the perf model.",
           ("ticks.engine_rps_prefill", "ticks.engine_rps_decode"), _capacity),

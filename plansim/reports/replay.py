@@ -45,6 +45,7 @@ from plansim.reports.style import (
     pool_colour,
 )
 from plansim.reports.tables import find_sla, first_column, floats, has, missing
+from plansim.roles import Mode, Role
 from plansim.schema import (
     SUMMARY_DISTRIBUTIONS,
     SUMMARY_GROUPS,
@@ -56,7 +57,6 @@ from plansim.schema import (
 
 _REQUEST_COUNT_KEYS = ("requests", "request_count", "num_requests")
 NO_COMPLETED = "Not shown: no request completed with a first token."
-_POOL_ORDER = ("agg", "prefill", "decode")
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,13 +132,6 @@ def _span_s(requests: pd.DataFrame | None, timeseries: pd.DataFrame | None) -> f
 # ---------------------------------------------------------------- details
 
 
-# Deployment keys a mode does not use (the validated deployment records them all).
-_UNUSED_POOL_KEYS = {
-    "agg": ("num_prefill_workers", "num_decode_workers", "prefill_engine", "decode_engine"),
-    "disagg": ("num_workers",),
-}
-
-
 def inputs_details(
     page: Page, inputs: Mapping[str, Any], requests: pd.DataFrame | None = None
 ) -> None:
@@ -149,8 +142,9 @@ def inputs_details(
     for duplicate in counts[1:]:
         del shown[duplicate]
     deployment = shown.get("deployment")
-    if isinstance(deployment, Mapping) and deployment.get("mode") in _UNUSED_POOL_KEYS:
-        unused = _UNUSED_POOL_KEYS[deployment["mode"]]
+    if isinstance(deployment, Mapping) and deployment.get("mode") in tuple(Mode):
+        # The validated deployment records the other mode's pool keys too; they mean nothing.
+        unused = Mode(deployment["mode"]).other.pool_keys
         shown["deployment"] = {k: v for k, v in deployment.items() if k not in unused}
     if requests is not None and not counts:
         shown = {"requests": len(requests), **shown}
@@ -404,7 +398,8 @@ def _latency_over_time(d: ReplayData) -> PanelOutput:
 
 def _pools(timeseries: pd.DataFrame) -> list[str]:
     found = [str(p) for p in pd.unique(timeseries["pool"].astype(str))]
-    return sorted(found, key=lambda p: (_POOL_ORDER.index(p) if p in _POOL_ORDER else 9, p))
+    order = tuple(Role)
+    return sorted(found, key=lambda p: (order.index(p) if p in order else 9, p))
 
 
 def _pool_load(d: ReplayData) -> PanelOutput:

@@ -26,7 +26,7 @@ import numpy as np
 
 from plansim.retune.domains import Point
 from plansim.retune.executor import TaskContext
-from plansim.roles import Mode, Role
+from plansim.roles import POOL_COUNT_FIELDS, Mode, Role
 from plansim.sim.summary import without_host_keys
 
 Bucket = tuple[float, float, float]  # (num_req, avg_isl, avg_osl)
@@ -230,7 +230,7 @@ class ReplaySpec:
 def candidate_deployment(spec: ReplaySpec, config: CandidateConfig) -> Any:
     """The outer deployment with the candidate's router parameters, the canonical seed, the
     scoring SLA and the worker counts recorded at the window start."""
-    from plansim.sim.deployment import POOL_COUNT_FIELDS, SlaConfig
+    from plansim.sim.deployment import SlaConfig
 
     dep = spec.deployment
     counts = spec.ready_counts

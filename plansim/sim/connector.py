@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from plansim.planner_core.observations import ScalingDecision, WorkerCounts
-from plansim.roles import PLANNER_ROLES, Role, planner_mode_deployment
+from plansim.roles import PLANNER_ROLES, PlannerMode, Role
 
 
 class SimConnector:
@@ -21,7 +21,7 @@ class SimConnector:
     # ---------------------------------------------------------------- PlannerConnector
 
     def validate_deployment(self, mode: str) -> None:
-        if planner_mode_deployment(mode) != self.host.mode:
+        if PlannerMode(mode).deployment_mode != self.host.mode:
             raise ValueError(f"planner mode {mode!r} does not match the deployment's "
                              f"{self.host.deployment.mode!r}")
 

@@ -35,7 +35,7 @@ from plansim.aic.spec import AicSpec, parse_aic_spec
 from plansim.configfile import read_config
 from plansim.errors import ConfigError
 from plansim.limits import MAX_POOL_WORKERS, MAX_SEED
-from plansim.roles import Mode, Role
+from plansim.roles import POOL_COUNT_FIELDS, Mode, Role
 from plansim.sim import engine_config
 from plansim.sim.routing import ROUTERS, all_router_knobs, router_knobs
 from plansim.sim.schedulers import SCHEDULERS
@@ -431,17 +431,7 @@ class SlaConfig(StrictModel):
         return any(v is not None for v in (self.ttft_ms, self.itl_ms, self.e2e_ms))
 
 
-# The keys that describe each mode's pools; a key of the other mode contradicts the mode.
-POOL_KEYS = {
-    Mode.AGG: ("num_workers",),
-    Mode.DISAGG: ("num_prefill_workers", "num_decode_workers", "prefill_engine", "decode_engine"),
-}
-POOL_SIZE_KEYS = {Mode.AGG: ("num_workers",),
-                  Mode.DISAGG: ("num_prefill_workers", "num_decode_workers")}
 _MODE_ALIASES = {"aggregated": Mode.AGG, "disaggregated": Mode.DISAGG}
-# The field holding each pool's initial worker count.
-POOL_COUNT_FIELDS: dict[Role, str] = {Role.AGG: "num_workers", Role.PREFILL: "num_prefill_workers",
-                                      Role.DECODE: "num_decode_workers"}
 
 
 class Deployment(StrictModel):
@@ -470,8 +460,8 @@ class Deployment(StrictModel):
 
     @model_validator(mode="after")
     def _pools(self) -> Deployment:
-        other = Mode.DISAGG if self.mode == Mode.AGG else Mode.AGG
-        for key in POOL_KEYS[other]:
+        other = Mode(self.mode).other
+        for key in other.pool_keys:
             if key in self.model_fields_set:
                 raise ValueError(f"{key}: only with mode {other} (the mode is {self.mode})")
         if self.mode == Mode.DISAGG:
@@ -566,12 +556,13 @@ def _switch_mode(raw: dict[str, Any], overrides: Mapping[str, Any], name: str,
     ``load_deployment``."""
     new = _MODE_ALIASES.get(overrides.get("mode"), overrides.get("mode"))
     old = _MODE_ALIASES.get(raw.get("mode", Mode.AGG), raw.get("mode", Mode.AGG))
-    if new not in POOL_KEYS or old not in POOL_KEYS or new == old:
+    if new not in tuple(Mode) or old not in tuple(Mode) or new == old:
         return
-    stale = [key for key in POOL_KEYS[old] if key in raw]
-    sized = [key for key in stale if key in POOL_SIZE_KEYS[old]]
-    if sized and not any(key in overrides or key in raw for key in POOL_SIZE_KEYS[new]):
-        wanted = " and ".join(flags.get(key, key) for key in POOL_SIZE_KEYS[new])
+    new, old = Mode(new), Mode(old)
+    stale = [key for key in old.pool_keys if key in raw]
+    sized = [key for key in stale if key in old.size_keys]
+    if sized and not any(key in overrides or key in raw for key in new.size_keys):
+        wanted = " and ".join(flags.get(key, key) for key in new.size_keys)
         mode_flag = flags.get("mode", "mode")
         raise ConfigError(
             f"{name} sizes the {old} pools ({', '.join(f'{k} {raw[k]}' for k in sized)}), "
