@@ -602,7 +602,7 @@ def deployment_mapping(deployment: Deployment, *, mode: Any = None,
     types."""
     raw = deployment.model_dump(mode="json" if json else "python", exclude_unset=True)
     mode = _MODE_ALIASES.get(mode, mode) if isinstance(mode, str) else deployment.mode
-    for key in POOL_KEYS[Mode.DISAGG if mode == Mode.AGG else Mode.AGG]:
+    for key in (Mode.DISAGG if mode == Mode.AGG else Mode.AGG).pool_keys:
         raw.pop(key, None)
     for key in ("engine", "prefill_engine", "decode_engine", "router"):
         if isinstance(raw.get(key), dict):
