@@ -48,8 +48,9 @@ border-top:4px solid #9aa3b5;border-radius:8px;padding:10px 14px}
 .card.good{border-top-color:#2ca02c}.card.bad{border-top-color:#d62728}
 .card .label{font-size:.78rem;color:#4a5366;font-weight:600;text-transform:uppercase;
 letter-spacing:.03em}
-.card .value{font-size:1.55rem;font-weight:650;margin:2px 0;font-variant-numeric:tabular-nums}
-.card .value.long{font-size:1.05rem;overflow-wrap:anywhere}
+.card .value{font-size:1.55rem;font-weight:650;margin:2px 0;font-variant-numeric:tabular-nums;
+white-space:nowrap}
+.card .value.long{font-size:1.1rem;white-space:normal;overflow-wrap:anywhere}
 .card .detail{font-size:.8rem;color:#4a5366}
 .tablewrap{max-height:520px;overflow:auto;max-width:100%}
 table{border-collapse:collapse;font-size:.85rem;margin:6px 0}
@@ -162,7 +163,8 @@ class Page:
             detail = (
                 f'<div class="detail">{html.escape(card.detail)}</div>' if card.detail else ""
             )
-            size = " long" if len(card.value) > 16 else ""
+            # a long value (a label, a figure with a long unit) gets a smaller font and may wrap
+            size = " long" if len(card.value) > 10 else ""
             parts.append(
                 f'<div class="card {card.tone}" data-card="{html.escape(card.name)}">'
                 f'<div class="label">{html.escape(card.label)}</div>'
