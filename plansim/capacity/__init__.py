@@ -3,10 +3,11 @@ from the best possible.
 
 Public API: ``search(workload, deployment, target=0.95, ...) -> CapacityResult`` (see
 ``plansim.capacity.search``), ``prepare`` / ``run`` (validate first, replay later),
-``CapacityResult`` and its records, ``GpuHours`` (the default objective).
+``CapacityResult`` and its records, ``GpuHours`` (the default objective), ``GpuCost`` (a
+price per GPU-hour of each GPU system) and ``parse_gpu_costs``.
 """
 
-from plansim.capacity.objective import GpuHours, Objective
+from plansim.capacity.objective import GpuCost, GpuHours, Objective, parse_gpu_costs
 from plansim.capacity.result import (
     Bound,
     CapacityResult,
@@ -16,5 +17,5 @@ from plansim.capacity.result import (
 )
 from plansim.capacity.search import Plan, prepare, run, search
 
-__all__ = ["Bound", "CapacityResult", "GpuHours", "Objective", "Plan", "PolicyResult",
-           "StaticPoint", "VariantResult", "prepare", "run", "search"]
+__all__ = ["Bound", "CapacityResult", "GpuCost", "GpuHours", "Objective", "Plan", "PolicyResult",
+           "StaticPoint", "VariantResult", "parse_gpu_costs", "prepare", "run", "search"]

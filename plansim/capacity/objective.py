@@ -4,16 +4,19 @@ An objective prices one worker-hour of each pool of a variant (``worker_rates``)
 orders untried counts by ``rate`` (cost per hour of a deployment), the hindsight bound charges
 segments and start-ups with it, and ``measured`` turns a replay summary's provisioned
 worker-seconds into the run's cost. GPU-hours (the default) prices a worker-hour at its GPU
-count; a price per GPU type is another ``Objective`` with other rates.
+count; ``GpuCost`` (``--gpu-cost h200_sxm=3.5,b200_sxm=6``) at its GPUs times the hourly price of
+its GPU system, which the pool's aic timing model names.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from plansim.capacity.variants import PoolLayout
+from plansim.errors import InputError
 
 
 class Objective(Protocol):
@@ -35,6 +38,53 @@ class GpuHours:
 
     def worker_rates(self, layout: PoolLayout) -> tuple[float, ...]:
         return tuple(float(g) for g in layout.gpus_per_worker)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuCost:
+    """Cost = money: a worker-hour costs its GPUs times the hourly price of one GPU of its
+    system (``prices``: system -> price per GPU-hour, in ``unit``)."""
+
+    prices: Mapping[str, float]
+    name: str = "cost"
+    unit: str = "$"
+
+    def worker_rates(self, layout: PoolLayout) -> tuple[float, ...]:
+        return tuple(float(g) * self.prices[system]  # type: ignore[index]
+                     for g, system in zip(layout.gpus_per_worker, layout.gpu_systems))
+
+    def check(self, label: str, layout: PoolLayout) -> None:
+        """``InputError`` (``--gpu-cost``) unless every pool of ``layout`` has a priced system."""
+        for pool, system in zip(layout.names, layout.gpu_systems):
+            if system is None:
+                raise InputError(f"the {pool} pool of {label} has no aic timing model, so its "
+                                 "GPU system (and price) is unknown", field="--gpu-cost")
+            if system not in self.prices:
+                raise InputError(f"no price for {system} (the {pool} pool of {label}); priced: "
+                                 f"{', '.join(sorted(self.prices))}", field="--gpu-cost")
+
+
+def parse_gpu_costs(values: Sequence[str]) -> dict[str, float]:
+    """``["h200_sxm=3.5,b200_sxm=6", ...]`` -> ``{"h200_sxm": 3.5, "b200_sxm": 6.0}``;
+    ``InputError`` (``--gpu-cost``) when malformed, repeated or not a positive finite price."""
+    prices: dict[str, float] = {}
+    for item in (part.strip() for value in values for part in value.split(",")):
+        system, sep, text = item.partition("=")
+        system = system.strip()
+        if not sep or not system:
+            raise InputError(f"expected SYSTEM=PRICE_PER_GPU_HOUR, got {item!r}", field="--gpu-cost")
+        try:
+            price = float(text)
+        except ValueError:
+            raise InputError(f"{system}: expected a price per GPU-hour, got {text.strip()!r}",
+                             field="--gpu-cost") from None
+        if not (math.isfinite(price) and price > 0):
+            raise InputError(f"{system}: the price must be a positive number, got {text.strip()}",
+                             field="--gpu-cost")
+        if system in prices:
+            raise InputError(f"{system} priced twice", field="--gpu-cost")
+        prices[system] = price
+    return prices
 
 
 def rate(objective: Objective, layout: PoolLayout, counts: Sequence[int]) -> float:

@@ -111,6 +111,9 @@ def prepare(deployment: Deployment, target: float = 0.95, *,
         raise InputError(f"must be at least 1, got {seeds}", field="--seeds")
     dims = _dimensions(search)
     variants = build_variants(deployment, dims, max_gpu_budget=max_gpu_budget)
+    if isinstance(objective, objectives.GpuCost):
+        for variant in variants:
+            objective.check(variant.label, variant.layout)
     policies = (planner_policies.default_policies(deployment, max_gpu_budget)
                 if default_policies else [])
     policies += [p for p in planner_configs if isinstance(p, Policy)]

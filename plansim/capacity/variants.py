@@ -87,6 +87,8 @@ class PoolLayout:
     names: tuple[str, ...]
     gpus_per_worker: tuple[int, ...]
     startup_s: tuple[float, ...]
+    # Each pool's GPU system when an aic timing model names it (``h200_sxm``), else None.
+    gpu_systems: tuple[str | None, ...] = ()
 
     @property
     def count_keys(self) -> tuple[str, ...]:
@@ -138,6 +140,8 @@ def layout_of(deployment: Deployment) -> PoolLayout:
         names=names,
         gpus_per_worker=tuple(a.gpus_per_worker for a in args),
         startup_s=tuple(float(a.startup_time or 0.0) for a in args),
+        gpu_systems=tuple(a.effective_timing.aic.system if a.effective_timing.aic else None
+                          for a in args),
     )
 
 

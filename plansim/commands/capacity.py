@@ -50,6 +50,11 @@ def capacity(
         "--no-default-policies", help="Compare only the --planner-config policies.")] = False,
     max_gpu_budget: Annotated[int, typer.Option(
         help="Most GPUs a deployment may use.")] = 64,
+    gpu_cost: Annotated[list[str] | None, typer.Option(
+        "--gpu-cost", metavar="SYSTEM=PRICE,...",
+        help="Rank by cost instead of GPU-hours: the price of one GPU-hour of each GPU system "
+             "the deployments run on (their aic timing model's system), e.g. "
+             "h200_sxm=3.5,b200_sxm=6.", show_default=False)] = None,
     segment_s: Annotated[float, typer.Option(
         help="Segment length of the hindsight bound (s of replay time).")] = 600.0,
     seeds: Annotated[int, typer.Option(
@@ -97,7 +102,8 @@ def capacity(
     deployment = load_deployment(config, overrides, flags={
         "sla.ttft_ms": "--sla-ttft-ms", "sla.itl_ms": "--sla-itl-ms", "sla.e2e_ms": "--sla-e2e-ms",
         "seed": "--seed", "arrival_speedup_ratio": "--arrival-speedup-ratio"})
-    plan = cap.prepare(deployment, target, search=search or (),
+    objective = cap.GpuCost(cap.parse_gpu_costs(gpu_cost)) if gpu_cost else None
+    plan = cap.prepare(deployment, target, search=search or (), objective=objective,
                        planner_configs=planner_config or (),
                        default_policies=not no_default_policies, max_gpu_budget=max_gpu_budget,
                        segment_s=segment_s, seeds=seeds)
@@ -227,6 +233,8 @@ def table_lines(report: Mapping[str, Any]) -> list[str]:
     """The terminal answer from a ``capacity.json`` mapping: the recommendation, the ranked
     static table, the best infeasible point, the bound, the policies, the replay counts."""
     unit = report["objective"]["unit"]
+    # Priced in money: GPU-hours are shown beside the cost.
+    gpu_h = report["objective"]["name"] != "gpu_hours"
     target = report["target"]
     lines = []
     best = report["cheapest_static"]
@@ -242,7 +250,7 @@ def table_lines(report: Mapping[str, Any]) -> list[str]:
         not v["feasible"], v.get("cost", 0.0) if v["feasible"] else -v.get("goodput_ratio", 0.0)))
     width = max([len("deployment")] + [len(v["variant"]) for v in rows])
     lines.append(f"{'rank':>4}  {'deployment':<{width}}  {'workers':>7}  {'GPUs':>4}  "
-                 f"{'goodput':>7}  {unit:>8}  replayed")
+                 f"{'goodput':>7}  {unit:>8}  " + (f"{'GPU-h':>8}  " if gpu_h else "") + "replayed")
     for rank, v in enumerate(rows, start=1):
         if "goodput_ratio" not in v:
             lines.append(f"{'-':>4}  {v['variant']:<{width}}  (nothing replayed within budget)")
@@ -250,7 +258,8 @@ def table_lines(report: Mapping[str, Any]) -> list[str]:
         tag = rank if v["feasible"] else "-"
         lines.append(f"{tag:>4}  {v['variant']:<{width}}  {_workers(v):>7}  {v['gpus']:>4}  "
                      f"{_pct(v['goodput_ratio']):>7}  {_num(v['cost']):>8}  "
-                     f"{_replayed(v['replayed'])}")
+                     + (f"{_num(v['gpu_hours']):>8}  " if gpu_h else "")
+                     + f"{_replayed(v['replayed'])}")
     bad = report["best_infeasible"]
     if bad is not None:
         lines.append("")

@@ -597,9 +597,9 @@ def deployment_mapping(deployment: Deployment, *, mode: Any = None,
                        json: bool = False) -> dict[str, Any]:
     """``deployment`` as the mapping that validates back to it: the fields that were given
     (defaults are derived again), except the pool keys of the mode it is not in (or will not be
-    in: ``mode``), the router knobs its router mode does not use, and the record of no-effect
-    keys (already warned about; a key added to the mapping is checked afresh). ``json``: JSON
-    types."""
+    in: ``mode``), the router knobs its router mode does not use, the record of no-effect keys
+    (already warned about; a key added to the mapping is checked afresh) and the record of what
+    an aic model decided (decided afresh). ``json``: JSON types."""
     raw = deployment.model_dump(mode="json" if json else "python", exclude_unset=True)
     mode = _MODE_ALIASES.get(mode, mode) if isinstance(mode, str) else deployment.mode
     for key in (Mode.DISAGG if mode == Mode.AGG else Mode.AGG).pool_keys:
@@ -607,6 +607,7 @@ def deployment_mapping(deployment: Deployment, *, mode: Any = None,
     for key in ("engine", "prefill_engine", "decode_engine", "router"):
         if isinstance(raw.get(key), dict):
             raw[key].pop("no_effect_keys", None)
+            raw[key].pop(DERIVED, None)
     _drop_unused_knobs(raw)
     return raw
 

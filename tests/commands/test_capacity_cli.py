@@ -94,6 +94,8 @@ def test_an_unreachable_target_says_so_and_exits_0(tmp_path, files, run_cli):
     (("--segment-s", "0"), "--segment-s: must be > 0"),
     (("--max-gpu-budget", "0"), "--max-gpu-budget: must be at least 1"),
     (("--ray-address", "x:1"), "--ray-address: only with --backend ray"),
+    (("--gpu-cost", "h200_sxm=3.5,b200_sxm"), "--gpu-cost: expected SYSTEM=PRICE_PER_GPU_HOUR"),
+    (("--gpu-cost", "h200_sxm=3.5"), "--gpu-cost: the agg pool of base has no aic timing model"),
 ])
 def test_bad_options_are_one_line_and_write_nothing(tmp_path, files, run_cli, args, message):
     trace, config = files
