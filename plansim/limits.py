@@ -29,6 +29,8 @@ MAX_BUCKETS = 1_000_000
 MAX_SYNTH_REQUESTS = 20_000_000
 # Tokens in one synthetic prompt or output (the longest public traces stay under 200,000).
 MAX_REQUEST_TOKENS = 10_000_000
+# Values of one retune search domain, and candidates of one retune grid.
+MAX_RETUNE_CANDIDATES = 10_000
 # Seeds are stored as int64 and fed to numpy's generators.
 MAX_SEED = 2**63 - 1
 
@@ -53,12 +55,12 @@ def check_span(span_s: float, *, what: str, hint: str = "check the timestamps' u
 
 
 def check_count(count: float, limit: int, *, what: str, field: str | None = None,
-                hint: str = "") -> None:
-    """Refuse ``count`` (a number of intervals, requests, ...) over ``limit``."""
+                hint: str = "", error: type[InputError] = InputError) -> None:
+    """Refuse ``count`` (a number of intervals, requests, ...) over ``limit`` with ``error``."""
     if not count <= limit:
         shown = f"{count:,.0f}" if math.isfinite(count) and count < 1e15 else f"{count:.3g}"
         hint = f" ({hint})" if hint else ""
-        raise InputError(f"{what} would be {shown}; at most {limit:,}{hint}", field=field)
+        raise error(f"{what} would be {shown}; at most {limit:,}{hint}", field=field)
 
 
 def check_number(

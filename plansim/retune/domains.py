@@ -28,6 +28,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from plansim.errors import ConfigError
+from plansim.limits import MAX_RETUNE_CANDIDATES, check_count
 
 ROUTER = "router"
 PLANNER = "planner"
@@ -154,6 +155,9 @@ def _range(path: str, spec: Any, integer: bool) -> tuple[Any, ...]:
         step = _number(f"{path}.step", spec["step"])
         if step <= 0:
             raise ConfigError("step must be positive", field=f"{path}.step")
+        check_count((hi - lo) / step + 1, MAX_RETUNE_CANDIDATES,
+                    what="the number of values of this range", field=path, hint="raise step",
+                    error=ConfigError)
         values = _linear(spec["min"], spec["max"], spec["step"])
     elif scale == "log":
         if "step" in spec:
@@ -164,6 +168,8 @@ def _range(path: str, spec: Any, integer: bool) -> tuple[Any, ...]:
         if not isinstance(num, int) or isinstance(num, bool) or num < 1 or (num == 1 and lo != hi):
             raise ConfigError("num must be an integer >= 2 (1 only when min == max)",
                               field=f"{path}.num")
+        check_count(num, MAX_RETUNE_CANDIDATES, what="num", field=f"{path}.num",
+                    error=ConfigError)
         values = _log(lo, hi, num)
     else:
         raise ConfigError(f"scale must be linear or log, not {scale!r}", field=f"{path}.scale")

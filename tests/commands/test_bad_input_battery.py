@@ -346,6 +346,12 @@ CASES = [
          files={"p.yaml": "mode: agg\nenable_load_scaling: false\n"
                           "enable_throughput_scaling: false\nretune:\n  max_candidates: 1\n"
                           "  router:\n    overlap_score_weight: {choices: [0.0, 1.0]}\n"}),
+    Case("retune-range-with-a-trillion-values", ("retune", "sweep", "{d}/r.yaml", "--out",
+                                                "{out}"), 2,
+         "r.yaml: retune.router.router_temperature.range: the number of values of this range "
+         "would be 1,000,000,000,001; at most 10,000 (raise step)",
+         files={"r.yaml": _retune_run(
+             retune="      router_temperature: {range: {min: 0, max: 1, step: 1.0e-12}}\n")}),
     Case("planner-mode-mismatch-names-the-file", ("replay", "run", str(MICRO),
                                                   "--planner-config", "{d}/p.yaml", "--out",
                                                   "{out}"), 2,
@@ -535,6 +541,13 @@ def _descendants(root: int, table: dict[int, tuple[int, int]]) -> dict[int, int]
     return found
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:200]
+    except OSError:
+        return f"{pid} (gone)"
+
+
 @dataclass(frozen=True)
 class Interruption:
     """``args`` run until ``ready`` descendant processes exist (the workers are busy), then
@@ -612,7 +625,7 @@ def test_interruption_leaves_nothing_behind(case: Interruption, tmp_path: Path):
         if not left or time.monotonic() > deadline:
             break
         time.sleep(0.1)
-    assert left == [], "processes outlived the command"
+    assert left == [], f"processes outlived the command: {[_cmdline(pid) for pid in left]}"
     while list(private_tmp.iterdir()) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert list(private_tmp.iterdir()) == []
