@@ -76,16 +76,19 @@ def handle_termination() -> Iterator[None]:
             signal.signal(signum, handler)
 
 
-def die_with_parent() -> None:
-    """Make this worker process exit when its parent process is gone; idempotent per process."""
+def die_with_parent(parent: int | None = None) -> None:
+    """Make this worker process exit when its parent process (``parent``, the pid that started
+    it, when known: a worker re-parented before it got here then exits at once) is gone;
+    idempotent per process."""
     global _watched_pid
     with _watch_lock:
         if _watched_pid == os.getpid():
             return
         _watched_pid = os.getpid()
-    parent = os.getppid()
     scratch = os.environ.get(SCRATCH_ENV)
-    if parent == 1:  # the parent died before we got here
+    if parent is None:
+        parent = os.getppid()
+    if os.getppid() != parent or parent == 1:  # the parent died before we got here
         _orphaned(scratch)
     watcher = threading.Thread(target=_watch_parent, args=(parent, scratch), daemon=True,
                                name="plansim-parent-watchdog")

@@ -29,14 +29,14 @@ from plansim.retune.executor import BatchOutcome, Task, TaskContext, TaskResult,
 WORKER_NICENESS = 10
 
 
-def _worker_main(conn: Connection) -> None:
+def _worker_main(conn: Connection, parent: int) -> None:
     """Worker loop: receive ``(index, fn, args, sweep_dir)``, run it, send the result back."""
     import tempfile
 
     from plansim.lifecycle import die_with_parent
 
     os.setpgid(0, 0)
-    die_with_parent()
+    die_with_parent(parent)
     raise_by = WORKER_NICENESS - os.getpriority(os.PRIO_PROCESS, 0)
     if raise_by > 0:
         os.nice(raise_by)
@@ -187,7 +187,8 @@ class SpawnPool:
     def _start_worker(self) -> _Worker:
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)
         process = self._ctx.Process(
-            target=_worker_main, args=(child_conn,), name="plansim-sweep-worker", daemon=True
+            target=_worker_main, args=(child_conn, os.getpid()), name="plansim-sweep-worker",
+            daemon=True
         )
         # Ctrl-C is the parent's to handle: the worker starts with SIGINT blocked (the mask is
         # inherited), so it never prints a KeyboardInterrupt of its own; the pool kills it.
