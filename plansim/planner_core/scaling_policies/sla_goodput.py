@@ -62,6 +62,18 @@ from plansim.planner_core.scaling_policies import PolicyPlugins, ScalingPolicy, 
 
 # Rate standing for "no load": what fails here fails at any size.
 IDLE_RATE = 1e-9
+# Sizes are the median of this many intervals' results, unless the last window missed the SLA
+# by more than URGENT_FACTOR times its target share.
+SMOOTHING_SIZES = 3
+URGENT_FACTOR = 2.0
+# ... or when demand rose past this many times the median of the previous intervals' demand.
+SURGE_FACTOR = 1.25
+# Bursty traffic keeps capacity up to this many times the base stabilization window.
+MAX_BURST_FACTOR = 3.0
+# The error budget lets an interval's target go up to three times the target share, spending
+# half of the surplus at a time.
+BUDGET_RANGE = (1.0, 3.0)
+BUDGET_SPEND = 0.5
 # Weight of each window in the smoothed prediction bias.
 BIAS_WEIGHT = 0.3
 # The least share of its observed cache misses a larger pool is credited with.
@@ -98,13 +110,18 @@ class SlaGoodputParams(BaseModel):
         description="the fast loop grows a pool when that percentile of workers uses this "
                     "fraction of their KV tokens")
     scale_down_stabilization_s: float = Field(
-        600.0, ge=0, le=86400,
+        300.0, ge=0, le=86400,
         description="a pool shrinks only to the largest size sized within this many seconds "
-                    "(the Kubernetes HPA scale-down stabilization window): bursts that recur "
-                    "within it keep their capacity")
+                    "(the Kubernetes HPA scale-down stabilization window), up to 3x longer for "
+                    "bursty traffic: bursts that recur within it keep their capacity")
     min_window_requests: int = Field(
         50, ge=1,
         description="completed requests a window needs before it calibrates the model")
+    slo_window_s: float = Field(
+        3600.0, ge=0, le=30 * 86400,
+        description="the goodput target holds over this many seconds (an error budget): an "
+                    "interval may spend what the last slo_window_s left, from half to three "
+                    "times the target share; 0: every interval meets the target on its own")
     knee_gain: float = Field(
         0.02, ge=0, lt=1,
         description="fraction of requests a doubling of a pool must at least bring back under "
@@ -200,6 +217,8 @@ class RolePlan:
     sized: list[tuple[float, int]] = field(default_factory=list)  # (at_s, size) in the window
     started_s: float | None = None
     bias: float = 0.0  # observed minus predicted violation share, smoothed
+    spent: list[tuple[float, int, int]] = field(default_factory=list)  # (at_s, requests, missed)
+    recent: list[int] = field(default_factory=list)  # the last sizes, for the median
     reason: str = ""
 
 
@@ -232,6 +251,8 @@ class SlaGoodputPolicy:
         self._window_s = 0.0
         self._last_now_s: float | None = None
         self._first_s: float | None = None
+        self._offered: list[tuple[float, float]] = []  # (at_s, requests offered) per interval
+        self._demands: list[float] = []  # the last intervals' demand (req/s)
 
     # -- observation -------------------------------------------------------------------------
     def observe(self, inp: TickInput) -> None:
@@ -290,8 +311,27 @@ class SlaGoodputPolicy:
                  for r in self.plans if r != role}
         return max(self.state.min_endpoint(role), (b.max_gpus - sum(other.values())) // gpu)
 
-    def size(self, plan: RolePlan, role: str, demand_rps: float) -> tuple[int, str, str]:
-        """(replicas, reason code, reason text) for ``demand_rps`` requests/s.
+    def budgeted_target(self, plan: RolePlan, now_s: float, next_requests: float) -> float:
+        """The violation share the next interval may spend: the SLO holds over the last
+        ``slo_window_s`` (an error budget), so an interval may take part of what earlier ones
+        left, up to three times the target share (never less than the target: a deficit is
+        not chased, it was spent when the deployment could not avoid it)."""
+        target = self._role_target(plan)
+        horizon = self.params.slo_window_s
+        plan.spent = [(t, n, v) for t, n, v in plan.spent if now_s - t < horizon - 1e-9]
+        if horizon <= 0 or next_requests <= 0 or not plan.spent:
+            return target
+        requests = sum(n for _, n, _ in plan.spent)
+        violations = sum(v for _, _, v in plan.spent)
+        # Spend only part of what earlier intervals saved: the next interval's misses are a
+        # prediction, and the window's target holds only if the prediction errs on the safe side.
+        allowed = target + BUDGET_SPEND * (target * requests - violations) / next_requests
+        return min(max(allowed, target * BUDGET_RANGE[0]), target * BUDGET_RANGE[1])
+
+    def size(self, plan: RolePlan, role: str, demand_rps: float,
+             target: float | None = None) -> tuple[int, str, str]:
+        """(replicas, reason code, reason text) for ``demand_rps`` requests/s and at most a
+        ``target`` share of them over the SLA (default: this pool's share of the target).
 
         The smallest count whose predicted violations (plus the observed bias) are within the
         target, ``first``; where none within the GPU ceiling is, the ceiling. From there,
@@ -312,7 +352,7 @@ class SlaGoodputPolicy:
                 cache[n] = replace(v, total=min(max(v.total + plan.bias, 0.0), 1.0)) if v.feasible else v
             return cache[n]
 
-        target = self._role_target(plan)
+        target = self._role_target(plan) if target is None else target
         if not at(hi).feasible:
             return hi, GoodputReason.MOST_CONSERVATIVE, (
                 f"{hi} replicas (the GPU ceiling) cannot carry {demand_rps:.2f} req/s: most conservative")
@@ -393,9 +433,14 @@ class SlaGoodputPolicy:
             self._reason_all(GoodputReason.NO_TRAFFIC, "no completed request yet: nothing to size for")
             return None
         demand = max(float(predictions["num_req"] or 0.0), 0.0) / float(predictions["duration_s"])
+        now = ctx.observations.now_s
         if traffic is not None and traffic.duration_s > 0:
             demand = max(demand, traffic.num_req / traffic.duration_s)
+            horizon = max(self.params.slo_window_s, 3 * traffic.duration_s)
+            self._offered = [(t, c) for t, c in self._offered if now - t < horizon - 1e-9]
+            self._offered.append((now, traffic.num_req))
         targets: dict[str, int] = {}
+        self._demands = self._demands[-(SMOOTHING_SIZES - 1):] if SMOOTHING_SIZES > 1 else []
         for role, plan in self.plans.items():
             if not plan.model.ready:
                 plan.reason = f"{GoodputReason.MODEL_NOT_READY}: {len(plan.model)} pass samples"
@@ -403,19 +448,36 @@ class SlaGoodputPolicy:
                 continue
             if window is not None and traffic.duration_s > 0:
                 self.calibrate(plan, window, ready_avg[role], traffic.num_req / traffic.duration_s)
-            sized, code, text = self.size(plan, role, demand)
-            targets[role] = self._stabilized(plan, role, ctx.observations.now_s, sized, f"{code}: {text}")
+                missed = {"agg": window.either, "prefill": window.ttft, "decode": window.tpot}[plan.role]
+                plan.spent.append((ctx.observations.now_s, window.requests, missed))
+            interval_s = float(predictions["duration_s"])
+            target = self.budgeted_target(plan, ctx.observations.now_s, demand * interval_s)
+            sized, code, text = self.size(plan, role, demand, target)
+            missed_badly = (window is not None and window.requests >= self.params.min_window_requests
+                            and plan.spent and plan.spent[-1][0] == now
+                            and plan.spent[-1][2] > URGENT_FACTOR * target * window.requests)
+            surge = bool(self._demands) and demand > SURGE_FACTOR * sorted(self._demands)[(len(self._demands) - 1) // 2]
+            urgent = missed_badly or surge
+            targets[role] = self._stabilized(plan, role, ctx.observations.now_s, sized,
+                                             f"{code}: {text}", urgent)
+        self._demands.append(demand)
         if window is not None:
             diag.goodput_observed_violation = window.either / window.requests if window.requests else None
         self._record()
         return targets
 
-    def _stabilized(self, plan: RolePlan, role: str, now_s: float, sized: int, why: str) -> int:
-        """Grow at once; shrink only to the largest size of the stabilization window, and not
-        while the pool is scaling."""
+    def _stabilized(self, plan: RolePlan, role: str, now_s: float, sized: int, why: str,
+                    urgent: bool) -> int:
+        """The median of the last three sizes (one interval's noise does not move the pool; the
+        size itself when the last window missed the SLA badly or demand surged: ``urgent``);
+        grow at once, shrink only to the largest size of the stabilization window, and not while
+        the pool is scaling."""
         current = self.state.expected_prefill if role == "prefill" else self.state.expected_decode
         setattr(self.state.diag, f"goodput_sized_{role}", sized)
-        window = self.params.scale_down_stabilization_s
+        plan.recent = (plan.recent + [sized])[-SMOOTHING_SIZES:]
+        if not urgent:
+            sized = sorted(plan.recent)[(len(plan.recent) - 1) // 2]
+        window = self.params.scale_down_stabilization_s * self.burstiness()
         if plan.started_s is None:
             # The deployment's starting size counts as sized at the first observation: no
             # evidence of a quiet first interval removes it before a window has passed.
@@ -437,6 +499,17 @@ class SlaGoodputPolicy:
         else:
             plan.reason = why
         return target
+
+    def burstiness(self) -> float:
+        """How much longer than the base stabilization window to keep capacity, from 1 to
+        ``MAX_BURST_FACTOR``: the dispersion of successive intervals' request counts over
+        Poisson noise, ``mean((c_t - c_t-1)^2) / (2 mean(c))`` over the SLO window (1 for
+        Poisson traffic, smooth trends included; far above for on/off bursts, which recur)."""
+        counts = np.array([c for _, c in self._offered], dtype=float)
+        if counts.shape[0] < 3 or counts.mean() <= 0:
+            return 1.0
+        dispersion = float(np.mean(np.diff(counts) ** 2) / (2.0 * counts.mean()))
+        return min(max(dispersion, 1.0), MAX_BURST_FACTOR)
 
     def _reason_all(self, code: str, text: str) -> None:
         for plan in self.plans.values():
