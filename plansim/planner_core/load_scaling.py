@@ -100,15 +100,20 @@ def decode_can_scale_down(
 def easy_signal(
     values: Sequence[float], up: float, down: float, n: int, min_ep: int, *, up_inclusive: bool, down_inclusive: bool
 ) -> Signal:
-    """Static thresholds: any engine over ``up`` -> N + 1; all under ``down`` -> N - 1."""
+    """Static thresholds: any engine over ``up`` -> N + 1; all under ``down`` -> N - 1, unless
+    the busiest engine's load spread over the survivors (``max * N / (N - 1)``) would reach
+    ``up`` at once (the reference's consolidation-safe easy target)."""
     if not values:
         return None, LoadReason.INSUFFICIENT_DATA
     over = (lambda v: v >= up) if up_inclusive else (lambda v: v > up)
     under = (lambda v: v <= down) if down_inclusive else (lambda v: v < down)
     if any(over(v) for v in values):
         return n + 1, LoadReason.SCALE_UP
-    if n > 1 and all(under(v) for v in values) and max(n - 1, min_ep) < n:
-        return max(n - 1, min_ep), LoadReason.SCALE_DOWN
+    target = max(n - 1, min_ep)
+    if n > 1 and all(under(v) for v in values) and target < n:
+        if target > 0 and max(values) * n / target >= up:
+            return n, LoadReason.NO_CHANGE
+        return target, LoadReason.SCALE_DOWN
     return n, LoadReason.NO_CHANGE
 
 

@@ -352,6 +352,7 @@ def _title_block(page: Page, data: PlannerData) -> None:
             for i in changed
         ]
     transitions.sort(key=lambda r: r[0])
+    _decision_table(page, data)
     if transitions:
         shown = transitions[:200]
         page.table(
@@ -361,6 +362,36 @@ def _title_block(page: Page, data: PlannerData) -> None:
             "Actual changes in ready replicas, not decisions"
             + (f"; the first 200 of {len(transitions)}." if len(transitions) > 200 else "."),
         )
+
+
+def _decision_table(page: Page, data: PlannerData) -> None:
+    """Every scaling decision with the reason its tick recorded: the policy's own words
+    (``policy_reason_<role>``, sla_goodput) or the loops' reason codes (dynamo)."""
+    ticks, events = data.ticks, data.events
+    if not events or "at_s" not in ticks:
+        return
+    by_time = ticks.drop_duplicates("at_s", keep="last").set_index("at_s")
+    rows = []
+    for e in events[:200]:
+        role = "prefill" if e.get("component") == "prefill" else "decode"
+        row = by_time.loc[e["at_s"]] if e["at_s"] in by_time.index else None
+        why = ""
+        if row is not None:
+            for column in (f"policy_reason_{role}", f"load_decision_reason_{role}",
+                           f"throughput_decision_reason_{role}", "load_decision_reason"):
+                value = row.get(column)
+                if isinstance(value, str) and value:
+                    why = value
+                    break
+        rows.append((float(e["at_s"]), data.labels.get(role, role), int(e["from_count"]),
+                     int(e["to_count"]), why))
+    page.table(
+        "Scaling decisions",
+        ["at (planner s)", "role", "from", "to", "why"],
+        rows,
+        "Each decision the planner made and the reason recorded at its tick"
+        + (f"; the first 200 of {len(events)}." if len(events) > 200 else "."),
+    )
 
 
 def _role_labels(ticks: pd.DataFrame, cols: dict[str, str | None]) -> dict[str, str]:

@@ -58,7 +58,7 @@ def test_reconcile_fpm():
 
 def test_easy_signal():
     assert easy_signal([0.2, 1.1], 1.0, 0.6, 2, 1, up_inclusive=False, down_inclusive=False) == (3, "scale_up")
-    assert easy_signal([0.2, 0.5], 1.0, 0.6, 2, 1, up_inclusive=False, down_inclusive=False) == (1, "scale_down")
+    assert easy_signal([0.2, 0.4], 1.0, 0.6, 2, 1, up_inclusive=False, down_inclusive=False) == (1, "scale_down")
     assert easy_signal([0.2, 0.7], 1.0, 0.6, 2, 1, up_inclusive=False, down_inclusive=False) == (2, "no_change")
     assert easy_signal([1.0], 1.0, 0.6, 2, 1, up_inclusive=False, down_inclusive=False) == (2, "no_change")
 
@@ -166,3 +166,13 @@ def test_easy_mode_load_target_thresholds():
 def test_min_endpoint_holds_scale_down():
     state = _state({**SLA, "min_endpoint": 2}, disagg_caps())
     assert advance_load(state, {"prefill": _prefill_fpms([0, 0]), "decode": _decode_fpms([10000, 10000])}) is None
+
+
+def test_easy_scale_down_is_refused_when_the_survivors_would_cross_the_up_threshold():
+    from plansim.planner_core.load_scaling import easy_signal
+
+    # KV usage 0.5 on 2 engines, down threshold 0.6, up 1.0: all under, but one survivor would
+    # carry 0.5 * 2 / 1 = 1.0 >= 1.0 at once: keep both.
+    assert easy_signal([0.5, 0.5], 1.0, 0.6, 2, 1, up_inclusive=False, down_inclusive=False)[0] == 2
+    # At 0.4 the survivor carries 0.8: the scale-down goes ahead.
+    assert easy_signal([0.4, 0.4], 1.0, 0.6, 2, 1, up_inclusive=False, down_inclusive=False)[0] == 1

@@ -176,7 +176,7 @@ def test_sla_goodput_parameters_take_their_declared_defaults():
     c = parse_planner_config({**SLA, "scaling_policy": "sla_goodput",
                               "scaling_policy_params": {"max_violation_fraction": 0.02}})
     assert c.policy_params.max_violation_fraction == 0.02
-    assert c.policy_params.scale_down_stabilization_s == 600.0
+    assert c.policy_params.scale_down_stabilization_s == 300.0
     assert c.policy_params.routing == "balanced"
 
 

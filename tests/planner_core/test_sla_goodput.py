@@ -159,3 +159,28 @@ def test_disaggregated_pools_size_prefill_on_ttft_and_decode_on_itl():
     assert sizes[(100.0, 10.0)][1] > sizes[(100.0, 30.0)][1]
     assert sizes[(100.0, 10.0)][0] == sizes[(100.0, 30.0)][0]
     assert math.prod(sizes[(100.0, 30.0)]) > 1
+
+
+def test_the_error_budget_spends_half_of_what_earlier_intervals_saved():
+    policy = _policy()
+    plan = policy.plans["decode"]
+    # Target 5%: 1000 requests with 10 misses saved 40; half of it over the next 500 requests
+    # adds 4 points: 9%.
+    plan.spent = [(0.0, 1000, 10)]
+    assert policy.budgeted_target(plan, 60.0, 500.0) == pytest.approx(0.09)
+    # A deficit is not chased: the target stays 5%.
+    plan.spent = [(0.0, 1000, 100)]
+    assert policy.budgeted_target(plan, 60.0, 500.0) == pytest.approx(0.05)
+    # Past the SLO window (3600 s) the surplus is forgotten.
+    plan.spent = [(0.0, 1000, 10)]
+    assert policy.budgeted_target(plan, 3600.0, 500.0) == pytest.approx(0.05)
+
+
+def test_on_off_bursts_stretch_the_stabilization_window_and_poisson_traffic_does_not():
+    policy = _policy()
+    policy._offered = [(60.0 * i, 100.0) for i in range(4)]
+    assert policy.burstiness() == 1.0
+    # Counts 0, 400, 0, 400: successive differences of 400 against a mean of 200:
+    # 160000 / 400 = 400 times Poisson noise, capped at 3.
+    policy._offered = [(60.0 * i, c) for i, c in enumerate((0.0, 400.0, 0.0, 400.0))]
+    assert policy.burstiness() == 3.0

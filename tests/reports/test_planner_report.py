@@ -161,3 +161,15 @@ def test_a_periodic_report_says_which_period_it_covers(tmp_path):
     html = (tmp_path / "planner_report_002.html").read_text()
     # period 2 starts after the tick at 3600 s and ends at the last tick, 7170 s
     assert "Period 2 of 2: planner time 3,630 to 7,170 s." in html
+
+
+def test_every_scaling_decision_is_listed_with_the_reason_its_tick_recorded():
+    ticks = syn.ticks_table(n=240, interval_s=30.0)
+    ticks["policy_reason_decode"] = None
+    ticks.loc[ticks["at_s"] == 600.0, "policy_reason_decode"] = "goodput_sized: 3 replicas for 4.00 req/s"
+    html = render_planner(ticks, scaling_events=syn.scaling_events())
+    assert "Scaling decisions" in html
+    # sla_goodput's own words where the tick has them, the loops' reason codes elsewhere
+    assert "goodput_sized: 3 replicas for 4.00 req/s" in html
+    row_1500 = ticks.loc[ticks["at_s"] == 1500.0, "load_decision_reason_decode"].iloc[0]
+    assert isinstance(row_1500, str) and row_1500 in html

@@ -1,33 +1,39 @@
 """``scaling_policy: sla_goodput``: plansim's policy, sizing each pool for what goodput measures.
 
 Goodput counts a request as good when its own TTFT and its own mean inter-token gap meet the
-deployment's SLA, so this policy sizes for the fraction of requests over the SLA, not for the
-mean pass (:mod:`plansim.planner_core.goodput_model` holds the per-request model):
+deployment's SLA, so this policy sizes for the share of requests over the SLA, not for the mean
+pass (:mod:`plansim.planner_core.goodput_model` holds the per-request model). Every decision keeps
+its reason in words (the ``policy_reason*`` columns of the ticks table).
 
-- **Slow loop** (every throughput interval, on the same-tick predictions): the request mix is the
-  last ``history_requests`` completed requests (their prompt, cached and output tokens); for each
-  candidate replica count the model predicts the violation fraction at the predicted request
-  rate, and the smallest count within the target wins. The target is ``max_violation_fraction``
-  of the requests that can meet the SLA at all: requests whose own prefill alone exceeds the TTFT
-  bound fail at any size and are not worth GPUs. When no count within the GPU ceiling meets it,
-  the most conservative count (the ceiling) is used. Disaggregated pools are sized separately:
+- **Request mix**: the last ``history_requests`` completed requests (prompt, cached, reusable and
+  output tokens, and the pool size that served them). A pool k times larger misses 1/k of the
+  reusable prefix tokens its cache missed (credited up to a halving), a smaller one more.
+- **Slow loop** (every throughput interval, on the same-tick predictions): demand is the larger
+  of the predicted and the last interval's observed rate; for each candidate count the model
+  predicts the violation share at that rate (balanced routing: a worker gets every n-th
+  request), plus the observed bias; the smallest count within the target wins, then replicas
+  that together buy less than ``knee_gain`` per doubling are dropped. When no count within the
+  GPU ceiling meets the target the pool never shrinks (the most conservative choice); when the
+  ceiling cannot carry the demand at all, the ceiling. Disaggregated pools are sized apart:
   prefill on TTFT, decode on ITL, each with half the target.
-- **Calibration** (both directions): each window's observed TTFT and ITL violations are compared
-  with what the model predicts for the window's actual rate and replica count; a difference
-  beyond binomial noise moves the model's queue or stall calibration by a damped, bounded factor
-  (a router that balances better than random arrivals, or worse, is learned this way).
-- **Demand**: the larger of the predicted and the last interval's observed request rate (a
-  smoothing predictor lags a burst that has already arrived).
-- **Hysteresis**: a larger count applies at once; a pool shrinks only to the largest count sized
-  within the last ``scale_down_stabilization_s`` (the Kubernetes HPA's scale-down stabilization
-  window), and not while it is still scaling.
+- **Error budget**: the target holds over ``slo_window_s``; an interval may spend half of what the
+  earlier ones saved, up to three times the target share (never less than the target).
+- **Feedback** (both directions): each window's observed TTFT and ITL violations are compared
+  with the model's prediction at the window's actual rate and replica count; a difference beyond
+  Poisson noise moves the queue or stall calibration by a damped factor (at most 2x per window,
+  within [0.02, 20]), and what remains feeds an exponentially weighted bias (in points of the
+  share, within +/- the target).
+- **Hysteresis**: the size is the median of the last three results (the result itself when the
+  last window missed twice its target or demand rose 25% over the recent median); a pool grows at
+  once (at most doubling, or +4, per interval) and shrinks only to the largest size of the last
+  ``scale_down_stabilization_s`` (the Kubernetes HPA scale-down stabilization window), up to 3x
+  longer when successive intervals' counts vary far beyond Poisson noise (on/off bursts recur),
+  and not while it is still scaling. The starting size counts as sized at the first tick.
 - **Fast loop** (every load interval): a queue-aware TTFT estimate per worker (the queued prompts'
-  full tokens after the observed cache hits, the tokens still to prefill of prompts under way,
-  plus the next prompt of average size, in chunks at the worker's pass times) and the KV usage;
-  when the ``ttft_worker_percentile``-th worker is over the TTFT bound, or over
-  ``kv_pressure`` of its KV, the pool grows by one. It never shrinks a pool.
-
-Every decision carries its reason (``policy_reason*`` columns of the ticks table).
+  full tokens after the observed cache hits, the unfinished tokens of prompts under way, plus the
+  next prompt of average size, in chunks at the worker's pass times) and the KV usage; when the
+  ``ttft_worker_percentile``-th worker is over the TTFT bound, or over ``kv_pressure`` of its KV,
+  the pool grows by one. It never shrinks a pool.
 """
 
 from __future__ import annotations
