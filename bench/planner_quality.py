@@ -154,7 +154,7 @@ def hindsight_bound(case: Case, workload, args) -> float | None:
     except ImportError:
         return None
     result = search(workload, deployment(case, 1, args.startup_s), TARGET_GOODPUT,
-                    max_parallel=args.jobs, default_policies=False)
+                    max_parallel=args.jobs, default_policies=False, max_gpu_budget=64)
     bound = getattr(result, "bound", None)
     return None if bound is None else bound.cost
 

@@ -37,7 +37,8 @@ Decision
     ``plugin_overrides`` (JSON list of [plugin_id, stage, type, component, value]),
     ``reconcile_reasons`` (JSON object), ``advisory`` (bool)
 SLA targets
-    ``ttft_sla_ms``, ``itl_sla_ms``
+    ``ttft_sla_ms``, ``itl_sla_ms`` (the planner's ``ttft_ms``/``itl_ms``; under ``sla_goodput``
+    the deployment's ``sla`` it sizes for)
 Scaling policy (``scaling_policy``; the ``sla_goodput`` columns are null under ``dynamo``)
     ``scaling_policy``; ``policy_reason``, ``policy_reason_prefill``, ``policy_reason_decode``
     (why the policy's last decision for each pool was made, in words, starting with a

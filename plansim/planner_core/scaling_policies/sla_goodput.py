@@ -103,7 +103,8 @@ class SlaGoodputParams(BaseModel):
 
     max_violation_fraction: float = Field(
         0.05, gt=0, lt=1,
-        description="largest fraction of requests (of those that can meet the SLA) allowed over it")
+        description="largest share of requests allowed over the SLA (half of it per pool when "
+                    "disaggregated)")
     history_requests: int = Field(
         2048, ge=16, le=1_000_000,
         description="completed requests kept as the request mix the model sizes for")
@@ -126,12 +127,12 @@ class SlaGoodputParams(BaseModel):
     slo_window_s: float = Field(
         3600.0, ge=0, le=30 * 86400,
         description="the goodput target holds over this many seconds (an error budget): an "
-                    "interval may spend what the last slo_window_s left, from half to three "
+                    "interval may spend half of what the last slo_window_s saved, up to three "
                     "times the target share; 0: every interval meets the target on its own")
     knee_gain: float = Field(
         0.02, ge=0, lt=1,
-        description="fraction of requests a doubling of a pool must at least bring back under "
-                    "the SLA: replicas that each buy less than knee_gain / n are not added")
+        description="share of requests a doubling of a pool must at least bring back under "
+                    "the SLA: replicas that together buy less are not added")
     routing: Literal["balanced", "random"] = Field(
         "balanced",
         description="how the router spreads requests over a pool's workers: balanced (the KV "
@@ -263,7 +264,10 @@ class SlaGoodputPolicy:
     # -- observation -------------------------------------------------------------------------
     def observe(self, inp: TickInput) -> None:
         """Every tick: train the pass-time models on the workers' windows and integrate the ready
-        counts (the replica count a window's attainment was delivered with)."""
+        counts (the replica count a window's attainment was delivered with). The tick's SLA
+        columns show the SLA this policy sizes for (the deployment's)."""
+        diag = self.state.diag
+        diag.ttft_sla_ms, diag.itl_sla_ms = self.sla.ttft_ms, self.sla.itl_ms
         if self._last_now_s is not None:
             dt = max(inp.now_s - self._last_now_s, 0.0)
             self._window_s += dt
@@ -694,6 +698,7 @@ class GoodputPressure(_Loop):
 
     plugin_id = "sla_goodput_pressure"
     priority = 10
+    needs = frozenset({"fpm", "workers"})
     observation_window_seconds = None
 
     def __init__(self, policy: SlaGoodputPolicy, sizing: GoodputSizing) -> None:
@@ -703,10 +708,6 @@ class GoodputPressure(_Loop):
     @property
     def execution_interval_seconds(self) -> float:
         return self.state.config.load_adjustment_interval_seconds
-
-    @property
-    def needs(self) -> frozenset[str]:
-        return frozenset({"fpm", "workers"})
 
     def run(self, ctx: PipelineContext) -> StageResult:
         slow = None
