@@ -89,6 +89,21 @@ def test_bad_planner_config_exits_2_naming_the_key(tmp_path, run_cli):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(("planner_text", "field"), [
+    ("mode: agg\noptimization_target: sla\nscaling_policy: fastest\n", "scaling_policy: "),
+    ("mode: agg\noptimization_target: sla\nscaling_policy: sla_goodput\n"
+     "scaling_policy_params: {knee_gain: -1}\n", "scaling_policy_params.knee_gain: "),
+])
+def test_bad_scaling_policy_exits_2_naming_the_field(tmp_path, planner_text, field, run_cli):
+    planner = _write(tmp_path / "planner.yaml", planner_text)
+    code, _, err = run_cli("replay", "run", str(MICRO_TRACE), "--planner-config", str(planner),
+                           "--out", str(tmp_path / "out"))
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1
+    assert f"planner.yaml: {field}" in err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize(("retune_block", "field"), [
     ("  interval_seconds: 60\n  timeout_seconds: 61\n", "retune.timeout_seconds: "),
     ("  router:\n    overlap_score_weight: {choices: 3}\n",
