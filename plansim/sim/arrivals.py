@@ -28,15 +28,15 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
-import simpy
 
+from plansim.sim.clock import Clock
 from plansim.traces.graph import COMPLETION, DISPATCH, TERMINAL, RequestGraph
 
 
 class ArrivalHost(Protocol):
     """What a source needs from the replay host."""
 
-    env: simpy.Environment
+    clock: Clock
 
     def call_at(self, delay_ms: float, fn: Callable[[], None]) -> None:
         """Run ``fn`` ``delay_ms`` from now, after the passes ending then."""
@@ -70,16 +70,16 @@ def open_loop_arrivals(arrival_ms: np.ndarray, speedup: float) -> np.ndarray:
     return arrivals
 
 
-def _walk(env: simpy.Environment, times: np.ndarray, rows: np.ndarray | None,
+def _walk(clock: Clock, times: np.ndarray, rows: np.ndarray | None,
           emit: Callable[[int], None]):
-    """A SimPy process calling ``emit(row)`` at each of the sorted ``times`` (rows: the row of
+    """A clock process calling ``emit(row)`` at each of the sorted ``times`` (rows: the row of
     each time, or the position itself when ``None``)."""
     n = times.shape[0]
     i = 0
     while i < n:
         at = float(times[i])
-        if at > env.now:
-            yield env.timeout(at - env.now)
+        if at > clock.now:
+            yield at - clock.now
         j = i
         while j < n and times[j] == at:
             emit(j if rows is None else int(rows[j]))
@@ -133,7 +133,7 @@ class OpenLoop:
     def start(self) -> None:
         if self.arrival_ms.size:
             emit = self.host.enter if self.cap is None else self._release
-            self.host.env.process(_walk(self.host.env, self.arrival_ms, None, emit))
+            self.host.clock.process(_walk(self.host.clock, self.arrival_ms, None, emit))
 
     def _release(self, rid: int) -> None:
         self.host.released(rid)
@@ -189,7 +189,7 @@ class ClosedLoop:
     def start(self) -> None:
         if self._roots.size:
             times = np.maximum(self.bound[self._roots], 0.0)
-            self.host.env.process(_walk(self.host.env, times, self._roots, self._release))
+            self.host.clock.process(_walk(self.host.clock, times, self._roots, self._release))
 
     def _release(self, rid: int) -> None:
         self.host.released(rid)
@@ -200,7 +200,7 @@ class ClosedLoop:
 
     def on_enter(self, rid: int) -> None:
         self._entered += 1
-        now = self.host.env.now
+        now = self.host.clock.now
         lo, hi = self.out_offsets[rid], self.out_offsets[rid + 1]
         for e in range(lo, hi):
             if self.out_trigger[e] == DISPATCH:
@@ -209,7 +209,7 @@ class ClosedLoop:
     def on_terminal(self, rid: int, completed: bool) -> None:
         if self.cap is not None:
             self.cap.finished()
-        now = self.host.env.now
+        now = self.host.clock.now
         lo, hi = self.out_offsets[rid], self.out_offsets[rid + 1]
         for e in range(lo, hi):
             trigger = self.out_trigger[e]

@@ -5,15 +5,21 @@ host see; nothing else of a rank is theirs to touch (its batch, queue and KV poo
 rank and its scheduler policy, ``plansim.sim.schedulers``). A rank reports through the
 ``EngineHooks`` the host gives it. Times are virtual milliseconds.
 
-Host protocol: ``enqueue`` a request (False: it was rejected through ``on_reject``); when the
-rank is not ``busy`` and ``has_work``, ``start_pass(now)`` returns the pass's end time and the
-host calls ``finish(end)`` then; an arrival that reaches a busy rank calls ``interrupt(now)``,
-which may shorten a decode run in flight (the new end time, or None when unchanged).
+Who uses what:
+
+- the host: ``enqueue`` a request (False: it was rejected through ``on_reject``); when the rank
+  is not ``busy`` and ``has_work``, ``start_pass(now)`` returns the pass's end time and the host
+  calls ``finish(end)`` then; an arrival that reaches a busy rank calls ``interrupt(now)``, which
+  may shorten a decode run in flight (the new end time, or None when unchanged); ``wake(now)``
+  at a time the rank asked for with ``on_wakeup``; ``role`` and ``worker_id`` to relay reports;
+- the recorder: ``occupancy()`` once per sample;
+- the router: ``prefix_view.overlap(keys)`` (the pool hands it the ready ranks' views);
+- the planner host (through ``ClusterView``): ``take_fpm(now)``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 

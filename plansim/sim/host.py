@@ -6,10 +6,12 @@ concurrency cap) lets requests enter; they are routed to engine ranks; ranks run
 decode runs) and
 report tokens, completions and rejections back; disaggregated requests move from a prefill rank
 to a decode rank after the KV handoff delay; a sampler records the pools once per virtual second;
-an optional planner is ticked at the times it asks for and its targets are applied.
+an optional planner is ticked at the times it asks for and its targets are applied (through a
+``ClusterView``). The finished replay's tables are assembled by ``plansim.sim.assembly``.
 
-Event order at one instant: pass ends (URGENT) first, then arrivals, then pass starts, so a
-request arriving exactly when a pass ends joins the next pass, as in the reference.
+Time is ``plansim.sim.clock``'s; its docstring states the order of events at one instant (pass
+ends first, then arrivals, pass starts, handoffs, ticks in scheduling order, so a request
+arriving exactly when a pass ends joins the next pass, as in the reference).
 """
 
 from __future__ import annotations
@@ -19,14 +21,14 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import pandas as pd
-import simpy
-from simpy.core import NORMAL, URGENT
 
 from plansim.limits import check_span, describe_span
 from plansim.roles import Mode, Role
 from plansim.sim.arrivals import OpenLoop, arrival_source
+from plansim.sim.assembly import assemble_result
+from plansim.sim.clock import Clock, Handle, Priority
 from plansim.sim.cluster import DRAINING, STARTING, Pool, Worker
+from plansim.sim.cluster_view import ClusterView
 from plansim.sim.deployment import Deployment
 from plansim.sim.engine import Request
 from plansim.sim.engine_protocol import EngineHooks, EngineRank
@@ -34,8 +36,6 @@ from plansim.sim.planner_host import PlannerHost
 from plansim.sim.recorder import Recorder
 from plansim.sim.result import ReplayResult
 from plansim.sim.routing import RoutingPolicy, make_router
-from plansim.sim.sessions import session_columns, session_summary
-from plansim.sim.summary import replay_duration_ms, summarize
 from plansim.sim.timing import make_timing_model
 
 SAMPLE_INTERVAL_MS = 1000.0
@@ -68,7 +68,8 @@ def _check_replay_span(last_arrival_ms: float, speedup: float) -> None:
 
 
 class ReplayHost:
-    """One replay: cluster, routers, recorder, planner host, on one SimPy environment."""
+    """One replay: cluster, routers, recorder, arrival source and planner host on one clock;
+    the host routes requests, starts and finishes passes, and relays what ranks report."""
 
     def __init__(self, workload: Any, deployment: Deployment, planner: Any = None,
                  progress: Callable[[float, float], None] | None = None, *,
@@ -77,7 +78,7 @@ class ReplayHost:
         decode-run fast path must reproduce; for tests)."""
         self.workload = workload
         self.deployment = deployment
-        self.env = simpy.Environment()
+        self.clock = Clock()
         self.progress = progress
         n = len(workload)
         self.source = arrival_source(self, workload,
@@ -115,7 +116,7 @@ class ReplayHost:
                 pool.mark_ready(pool.provision(0.0), 0.0)
         self.block_size = deployment.pool_args(self.mode.visible_pool).block_size
         self.entry_pool = self.mode.entry_pool
-        self._gen: dict[int, int] = {}          # id(rank) -> finish-event generation
+        self._finish_call: dict[int, Handle] = {}  # id(rank) -> its pass end's call
         self._start_pending: set[int] = set()  # ids of ranks (of workers with DP) to start
         self._group_pass: dict[int, list[EngineRank]] = {}  # id(worker) -> ranks in its pass
         self._rank_pool: dict[int, Role] = {}
@@ -123,7 +124,12 @@ class ReplayHost:
         self._pending: dict[Role, list[int]] = {name: [] for name in self.pools}
         self._outstanding = n
         self._last_arrival = self.source.last_release_ms
-        self.planner_host = PlannerHost(self, planner) if planner is not None else None
+        self.planner_host = None
+        if planner is not None:
+            view = ClusterView(self.clock, self.mode, self.pools, self.routers,
+                               scale=self.scale_pool, arrived_by=self.source.arrived_by,
+                               done=self.done)
+            self.planner_host = PlannerHost(view, planner, workload, self._last_arrival)
         for pool in self.pools.values():
             for w in pool.workers:
                 self._index_worker(w)
@@ -139,30 +145,22 @@ class ReplayHost:
         for rank in worker.ranks:
             self._rank_pool[id(rank)] = worker.pool
             self._rank_worker[id(rank)] = worker
-            self._gen[id(rank)] = 0
-
-    def _call_at(self, delay: float, fn: Callable[[], None], priority: int = NORMAL) -> None:
-        ev = simpy.Event(self.env)
-        ev._ok = True
-        ev._value = None
-        ev.callbacks.append(lambda _ev: fn())
-        self.env.schedule(ev, priority, delay)
 
     # ---------------------------------------------------------------- arrival source hooks
 
     def call_at(self, delay_ms: float, fn: Callable[[], None]) -> None:
-        self._call_at(delay_ms, fn)
+        self.clock.call_at(delay_ms, fn)
 
     def _enter_open(self, rid: int) -> None:
         self._dispatch(rid, self.entry_pool)
 
     def _enter_tracked(self, rid: int) -> None:
-        self.rec.arrival[rid] = self.env.now
+        self.rec.arrival[rid] = self.clock.now
         self._dispatch(rid, self.entry_pool)
         self.source.on_enter(rid)
 
     def released(self, rid: int) -> None:
-        self.rec.release[rid] = self.env.now
+        self.rec.release[rid] = self.clock.now
 
     def never_released(self, rid: int, waits_on: int) -> None:
         self.rec.reason[rid] = (f"never released: waits on rejected request "
@@ -173,25 +171,30 @@ class ReplayHost:
 
     def run(self) -> None:
         self.source.start()
-        self.env.process(self._sampler())
+        self.clock.process(self._sampler())
         if self.planner_host is not None:
             self.planner_host.start()
-        self.env.run()
+        self.clock.run()
 
     def finished(self) -> bool:
+        """Every request completed or was rejected."""
         return self._outstanding == 0
 
+    def done(self) -> bool:
+        """Nothing left to do: every request finished and none is still to be released."""
+        return self.finished() and self.clock.now >= self._last_arrival
+
     def _sampler(self):
-        env = self.env
+        clock = self.clock
         while True:
-            self.rec.sample(env.now, self.pools)
+            self.rec.sample(clock.now, self.pools)
             if self.progress is not None:
-                self.progress(env.now, self._last_arrival)
-            if self.finished() and env.now >= self._last_arrival:
+                self.progress(clock.now, self._last_arrival)
+            if self.done():
                 return
-            if env.peek() == float("inf"):
+            if clock.peek() == float("inf"):
                 return  # nothing else can happen: what is left stays incomplete
-            yield env.timeout(SAMPLE_INTERVAL_MS)
+            yield SAMPLE_INTERVAL_MS
 
     # ---------------------------------------------------------------- routing
 
@@ -252,25 +255,26 @@ class ReplayHost:
             return
         key = id(rank)
         if rank.busy:
-            new_end = rank.interrupt(self.env.now)
+            now = self.clock.now
+            new_end = rank.interrupt(now)
             if new_end is not None:
-                self._gen[key] += 1
-                gen = self._gen[key]
-                self._call_at(new_end - self.env.now, lambda: self._finish(rank, gen), URGENT)
+                self._finish_call[key].cancel()
+                self._finish_call[key] = self.clock.call_at(
+                    new_end - now, lambda: self._finish(rank), Priority.PASS_END)
             return
         if key in self._start_pending or not rank.has_work():
             return
         self._start_pending.add(key)
-        self._call_at(0.0, lambda: self._start(rank))
+        self.clock.call_at(0.0, lambda: self._start(rank))
 
     def _start(self, rank: EngineRank) -> None:
         self._start_pending.discard(id(rank))
         if rank.busy or not rank.has_work():
             return
-        now = self.env.now
+        now = self.clock.now
         end = rank.start_pass(now)
-        gen = self._gen[id(rank)]
-        self._call_at(end - now, lambda: self._finish(rank, gen), URGENT)
+        self._finish_call[id(rank)] = self.clock.call_at(
+            end - now, lambda: self._finish(rank), Priority.PASS_END)
 
     # Attention-DP ranks of one worker run each pass together (the reference's group barrier):
     # a pass starts on every rank with work at once, and each of them ends when the slowest
@@ -282,7 +286,7 @@ class ReplayHost:
             return
         if any(r.has_work() for r in worker.ranks):
             self._start_pending.add(key)
-            self._call_at(0.0, lambda: self._start_group(worker))
+            self.clock.call_at(0.0, lambda: self._start_group(worker))
 
     def _start_group(self, worker: Worker) -> None:
         key = id(worker)
@@ -290,26 +294,25 @@ class ReplayHost:
         started = [r for r in worker.ranks if r.has_work()]
         if key in self._group_pass or not started:
             return
-        now = self.env.now
+        now = self.clock.now
         end = max([r.start_pass(now) for r in started])
         self._group_pass[key] = started
-        self._call_at(end - now, lambda: self._finish_group(worker), URGENT)
+        self.clock.call_at(end - now, lambda: self._finish_group(worker), Priority.PASS_END)
 
     def _finish_group(self, worker: Worker) -> None:
-        now = self.env.now
+        now = self.clock.now
         for rank in self._group_pass.pop(id(worker)):
             rank.finish(now)
         if worker.state == DRAINING:
             self.pools[worker.pool].drained(worker, now)
         self._kick_group(worker)
 
-    def _finish(self, rank: EngineRank, gen: int) -> None:
-        if gen != self._gen[id(rank)] or not rank.busy:
-            return
-        rank.finish(self.env.now)
+    def _finish(self, rank: EngineRank) -> None:
+        now = self.clock.now
+        rank.finish(now)
         worker = self._rank_worker[id(rank)]
         if worker.state == DRAINING:
-            self.pools[worker.pool].drained(worker, self.env.now)
+            self.pools[worker.pool].drained(worker, now)
         self._kick(rank)
 
     # ---------------------------------------------------------------- engine hooks
@@ -331,10 +334,10 @@ class ReplayHost:
     def _on_wakeup(self, rank: EngineRank, at_ms: float) -> None:
         # A held-back request becomes ready: start (or shorten a decode run for) the next pass.
         def wake() -> None:
-            rank.wake(self.env.now)
+            rank.wake(self.clock.now)
             self._kick(rank)
 
-        self._call_at(max(at_ms - self.env.now, 0.0), wake)
+        self.clock.call_at(max(at_ms - self.clock.now, 0.0), wake)
 
     def _on_run(self, rank: EngineRank, reqs: list[Request], ends: np.ndarray,
                 dts: np.ndarray) -> None:
@@ -350,14 +353,14 @@ class ReplayHost:
                 # kv_transfer_bandwidth is in GB/s.
                 handoff_ms = req.isl * args.kv_bytes_per_token / (args.kv_transfer_bandwidth * 1e9) * 1000.0
             rid = req.rid
-            self._call_at(end - self.env.now + handoff_ms,
-                          lambda: self._dispatch(rid, Role.DECODE))
+            self.clock.call_at(end - self.clock.now + handoff_ms,
+                               lambda: self._dispatch(rid, Role.DECODE))
             return
         self.rec.completed(req.rid)
         self.rec.keys[req.rid] = None
         self._outstanding -= 1
         if self.planner_host is not None:
-            self.planner_host.on_complete(req.rid)
+            self.planner_host.on_complete(self.rec.completion(req.rid))
         if self._terminal is not None:
             self._terminal(req.rid, True)
 
@@ -373,14 +376,14 @@ class ReplayHost:
     def scale_pool(self, pool_name: Role, target: int) -> tuple[int, int]:
         """Set the pool's serving count (ready + starting) to ``target``; returns (from, to)."""
         pool = self.pools[pool_name]
-        now = self.env.now
+        now = self.clock.now
         current = pool.active_count()
         if target > current:
             startup_ms = (pool.args.startup_time or 0.0) * 1000.0
             for _ in range(target - current):
                 worker = pool.provision(now)
                 self._index_worker(worker)
-                self._call_at(startup_ms, lambda w=worker: self._worker_ready(w))
+                self.clock.call_at(startup_ms, lambda w=worker: self._worker_ready(w))
         elif target < current:
             for _ in range(current - target):
                 pool.remove_newest(now)
@@ -390,71 +393,11 @@ class ReplayHost:
         if worker.state != STARTING:
             return
         pool = self.pools[worker.pool]
-        pool.mark_ready(worker, self.env.now)
+        pool.mark_ready(worker, self.clock.now)
         self._flush_pending(worker.pool)
 
     # ---------------------------------------------------------------- result
 
     def result(self, wall_ms: float) -> ReplayResult:
-        requests = self.rec.requests_table(self.workload.request_id)
-        graph = self.workload.graph
-        if graph is not None:
-            requests = session_columns(requests, graph)
-        done_ms = replay_duration_ms(requests)
-        d = self.deployment
-        # Worker-seconds and GPUs per worker by planner role (an aggregated pool is decode).
-        seconds = {Role.PREFILL: 0.0, Role.DECODE: 0.0}
-        gpus = {Role.PREFILL: 0, Role.DECODE: 0}
-        for name, pool in self.pools.items():
-            seconds[name.planner_role] = pool.worker_seconds(done_ms)
-            gpus[name.planner_role] = d.pool_args(name).gpus_per_worker
-        pws, dws = seconds[Role.PREFILL], seconds[Role.DECODE]
-        pgpw, dgpw = gpus[Role.PREFILL], gpus[Role.DECODE]
-        gaps, counts = self.rec.itl_samples()
-        summary = summarize(requests, gaps, counts, prefill_worker_seconds=pws,
-                            decode_worker_seconds=dws, prefill_gpus_per_worker=pgpw,
-                            decode_gpus_per_worker=dgpw, sla=d.sla if d.sla.is_set else None,
-                            wall_time_ms=wall_ms)
-        sessions = None
-        if graph is not None or d.max_concurrency is not None:
-            sessions, extra = session_summary(requests, d.max_concurrency)
-            summary.update(extra)
-        workers = self._workers_table(requests)
-        ticks = scaling = None
-        if self.planner_host is not None:
-            ticks = self.planner_host.ticks_table()
-            scaling = self.planner_host.scaling_events
-        return ReplayResult(
-            summary=summary,
-            requests=requests,
-            timeseries=self.rec.timeseries_table(self.mode.visible_pool),
-            workers=workers,
-            ticks=ticks,
-            sessions=sessions,
-            scaling_events=scaling or [],
-            inputs={"num_requests": len(self.workload), "deployment": d.model_dump(mode="json")},
-        )
-
-    def _workers_table(self, requests: pd.DataFrame) -> pd.DataFrame:
-        rows = []
-        for pool in self.pools.values():
-            col = "prefill_worker" if pool.name.hands_off else "decode_worker"
-            served = requests[requests[col] >= 0]
-            by_worker = served.groupby(col)
-            n_req = by_worker.size()
-            inp = by_worker["input_length"].sum()
-            out = by_worker["output_length"].sum()
-            reused = by_worker["reused_input_tokens"].sum()
-            for w in pool.workers:
-                wid = w.worker_id
-                rows.append({
-                    "worker_id": wid, "pool": pool.name.value, "ready_at_ms": w.ready_ms,
-                    "removed_at_ms": w.removed_ms, "requests": int(n_req.get(wid, 0)),
-                    "input_tokens": int(inp.get(wid, 0)),
-                    "output_tokens": int(out.get(wid, 0)) if pool.name.decodes else 0,
-                    "reused_input_tokens": int(reused.get(wid, 0)),
-                })
-        return pd.DataFrame(rows, columns=["worker_id", "pool", "ready_at_ms", "removed_at_ms",
-                                           "requests", "input_tokens", "output_tokens",
-                                           "reused_input_tokens"])
-
+        return assemble_result(self.workload, self.deployment, self.pools, self.rec,
+                               self.planner_host, wall_ms)

@@ -10,12 +10,15 @@ The host calls ``planner.initial_tick(0.0)``, then ``planner.tick(TickInput)`` a
   the previous FPM read (when ``need_worker_fpm``; the read resets the rank's pass window);
 - ``worker_counts``: ready, starting and draining workers per role (agg reports as decode).
 
-Effects: ``scale_to`` targets are applied through ``SimConnector`` (new workers ready after the
-engine's ``startup_time``, removed ones drain newest first) unless the planner is advisory, in
-which case they are only recorded; ``router_parameters`` (per worker type ``prefill``/``decode``;
+The planner host sees the replay only through a ``ClusterView`` (and the completions the host
+reports). Effects: ``scale_to`` targets are applied through the view (new workers ready after
+the engine's ``startup_time``, removed ones drain newest first; a pool keeps at least one worker
+so queued requests can finish) unless the planner is advisory, in which case they are only
+recorded; ``router_parameters`` (per worker type ``prefill``/``decode``;
 agg uses ``decode``) are applied where they differ; ``retune_decisions``' ``planner_changes`` go to
 ``planner.apply_planner_changes`` when it exists. Ticking stops when the planner returns no next
-tick or the replay has nothing left to do.
+tick or the replay has nothing left to do. Ticks run at ``Priority.NORMAL`` (``plansim.sim.clock``:
+in scheduling order with the arrivals and pass starts of their instant).
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from simpy.core import URGENT
 
 from plansim.limits import MAX_BUCKETS, check_count
 from plansim.planner_core.observations import (
@@ -33,11 +35,10 @@ from plansim.planner_core.observations import (
     PlannerEffects,
     TickInput,
     TrafficObservation,
-    WorkerCounts,
 )
-from plansim.roles import Role
-from plansim.sim.cluster import DRAINING, READY, STARTING
-from plansim.sim.connector import SimConnector
+from plansim.sim.clock import Priority
+from plansim.sim.cluster_view import ClusterView
+from plansim.sim.recorder import Completion
 from plansim.traces.stats import reusable_prefix_tokens
 
 
@@ -72,22 +73,26 @@ class TrafficWindow:
 
 
 class PlannerHost:
-    def __init__(self, host: Any, planner: Any) -> None:
-        self.host = host
+    """Ticks ``planner`` over ``cluster`` for a replay of ``workload`` whose last request is
+    released at ``last_release_ms``; see the module docstring."""
+
+    def __init__(self, cluster: ClusterView, planner: Any, workload: Any,
+                 last_release_ms: float) -> None:
+        self.cluster = cluster
         self.planner = planner
         self.advisory = bool(getattr(planner, "advisory", False))
-        self.connector = SimConnector(host)
+        self.last_release_ms = last_release_ms
         self.window = TrafficWindow(0.0)
         self.rows: list[dict[str, Any]] = []
         self.scaling_events: list[dict[str, Any]] = []
         self._arrived_seen = 0
         interval_s = getattr(getattr(planner, "config", None), "scale_interval_s", None)
         if interval_s:
-            check_count(host._last_arrival / 1000.0 / interval_s, MAX_BUCKETS,
+            check_count(last_release_ms / 1000.0 / interval_s, MAX_BUCKETS,
                         what=f"the planner's ticks over the replay (one per {interval_s:g} s)",
                         field="scheduling.scale_interval_seconds",
                         hint="raise the planner's intervals")
-        self._reusable = reusable_prefix_tokens(host.workload)
+        self._reusable = reusable_prefix_tokens(workload)
 
     # ---------------------------------------------------------------- clock
 
@@ -99,13 +104,12 @@ class PlannerHost:
         nxt = effects.next_tick
         if nxt is None:
             return
-        env = self.host.env
-        delay = max(nxt.at_s * 1000.0 - env.now, 0.0)
-        self.host._call_at(delay, lambda: self._tick(nxt), URGENT + 1)
+        clock = self.cluster.clock
+        delay = max(nxt.at_s * 1000.0 - clock.now, 0.0)
+        clock.call_at(delay, lambda: self._tick(nxt), Priority.NORMAL)
 
     def _tick(self, scheduled: Any) -> None:
-        host = self.host
-        if host.finished() and host.env.now >= host._last_arrival:
+        if self.cluster.done():
             return
         now_s = scheduled.at_s
         self._absorb_arrivals()
@@ -113,71 +117,40 @@ class PlannerHost:
         if scheduled.need_traffic_metrics:
             traffic = self.window.observation(now_s)
             self.window = TrafficWindow(now_s)
-        fpm = self._fpm() if scheduled.need_worker_fpm else {}
-        tick_input = TickInput(now_s=now_s, worker_counts=self.worker_counts(), traffic=traffic,
-                               fpm=fpm)
+        fpm = self.cluster.take_fpms() if scheduled.need_worker_fpm else {}
+        tick_input = TickInput(now_s=now_s, worker_counts=self.cluster.worker_counts(),
+                               traffic=traffic, fpm=fpm)
         effects = self.planner.tick(tick_input)
         self._apply(now_s, effects)
 
     # ---------------------------------------------------------------- observations
 
     def _absorb_arrivals(self) -> None:
-        seen = self.host.source.arrived_by(self.host.env.now)
+        seen = self.cluster.arrived_by(self.cluster.clock.now)
         self.window.num_req += seen - self._arrived_seen
         self._arrived_seen = seen
 
-    def on_complete(self, rid: int) -> None:
-        rec = self.host.rec
+    def on_complete(self, done: Completion) -> None:
+        """A request completed: it joins the traffic window's averages and rows."""
         w = self.window
-        isl = float(rec.isl[rid])
-        k = rec.n_tokens[rid]
+        isl = float(done.isl_tokens)
+        k = done.output_tokens
         w.n_shape += 1
         w.isl += isl
         w.osl += float(k)
-        ttft = rec.first_token[rid] - rec.arrival[rid]
+        ttft = done.ttft_ms
         if not math.isnan(ttft):  # NaN: the request completed without a first token
             w.n_ttft += 1
             w.ttft += ttft
-        itl = math.nan
+        itl = done.itl_ms
         if k > 1:
-            itl = (rec.last_token[rid] - rec.first_token[rid]) / (k - 1)
             w.n_itl += 1
             w.itl += itl
         if isl > 0:
             w.n_hit += 1
-            w.hit += rec.reused[rid] / isl
-        w.completed.append((isl, float(k), float(rec.reused[rid]), float(self._reusable[rid]),
-                            ttft, itl))
-
-    def worker_counts(self) -> WorkerCounts:
-        pools = self.host.pools
-        mode = self.host.mode
-        p = pools.get(mode.pool_for(Role.PREFILL))
-        d = pools.get(mode.pool_for(Role.DECODE))
-
-        def c(pool: Any, state: str) -> int:
-            return pool.count(state) if pool is not None else 0
-
-        starting_p, starting_d = c(p, STARTING), c(d, STARTING)
-        # A scale-up is in progress while its workers are starting; a scale-down completes at
-        # once (draining workers no longer count as serving).
-        return WorkerCounts(ready_prefill=c(p, READY), ready_decode=c(d, READY),
-                            starting_prefill=starting_p, starting_decode=starting_d,
-                            draining_prefill=c(p, DRAINING), draining_decode=c(d, DRAINING),
-                            prefill_in_progress=starting_p > 0,
-                            decode_in_progress=starting_d > 0)
-
-    def _fpm(self) -> dict[str, tuple]:
-        now = self.host.env.now
-        out: dict[str, tuple] = {}
-        for name, pool in self.host.pools.items():
-            snaps = []
-            for w in pool.workers:
-                if w.state != READY:
-                    continue
-                snaps.extend(r.take_fpm(now) for r in w.ranks)
-            out[name.planner_role.value] = tuple(snaps)
-        return out
+            w.hit += done.cached_tokens / isl
+        w.completed.append((isl, float(k), float(done.cached_tokens),
+                            float(self._reusable[done.rid]), ttft, itl))
 
     # ---------------------------------------------------------------- effects
 
@@ -185,26 +158,26 @@ class PlannerHost:
         row: dict[str, Any] = {"at_s": now_s}
         row.update(_flatten(effects.diagnostics or {}))
         # The router parameters in force before this tick's update (retune patches them).
-        for pool, router in self.host.routers.items():
-            row.update(_flatten(router.parameters(), f"router.{pool}."))
+        for pool, params in self.cluster.router_parameters().items():
+            row.update(_flatten(params, f"router.{pool}."))
         self.rows.append(row)
         if effects.scale_to is not None:
-            for component, target in self.connector.targets(effects.scale_to).items():
+            for component, target in self.cluster.targets(effects.scale_to).items():
                 if target is None:
                     continue
-                target = max(int(target), 1)  # a pool keeps one worker (SimConnector.apply)
-                before = self.connector.current(component)
+                target = max(int(target), 1)  # a pool keeps one worker
+                before = self.cluster.serving(component)
                 if target == before:
                     continue
                 if not self.advisory:
-                    self.connector.apply(component, target)
+                    self.cluster.scale(component, target)
                 self.scaling_events.append({
                     "at_s": now_s, "component": component.value, "from_count": before,
                     "to_count": int(target),
                     "reason": "scale_up" if target > before else "scale_down",
                     "applied": not self.advisory})
         for worker_type, params in (effects.router_parameters or {}).items():
-            self.connector.set_router_parameters(worker_type, params)
+            self.cluster.set_router_parameters(worker_type, params)
         apply_changes = getattr(self.planner, "apply_planner_changes", None)
         if apply_changes is not None:
             for decision in effects.retune_decisions or ():

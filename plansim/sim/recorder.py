@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,19 @@ from plansim.sim.cluster import DRAINING, READY, STARTING
 
 NAN = float("nan")
 _COMPACT_AT = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """One completed request as the planner observes it: prompt and output tokens, cached
+    prompt tokens, TTFT and mean gap between its tokens (ms; NaN when undefined)."""
+
+    rid: int
+    isl_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    ttft_ms: float
+    itl_ms: float
 
 
 class Recorder:
@@ -180,6 +194,14 @@ class Recorder:
             bigger = np.zeros(max(2 * self._tok_per_s.shape[0], sec + 1))
             bigger[: self._tok_per_s.shape[0]] = self._tok_per_s
             self._tok_per_s = bigger
+
+    def completion(self, rid: int) -> Completion:
+        """Request ``rid``'s figures so far (for the planner host, at its completion)."""
+        k = self.n_tokens[rid]
+        itl = (self.last_token[rid] - self.first_token[rid]) / (k - 1) if k > 1 else NAN
+        return Completion(rid=rid, isl_tokens=int(self.isl[rid]), output_tokens=k,
+                          cached_tokens=self.reused[rid],
+                          ttft_ms=self.first_token[rid] - self.arrival[rid], itl_ms=itl)
 
     def completed(self, rid: int) -> None:
         self.status[rid] = "completed"

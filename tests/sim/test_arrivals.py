@@ -4,9 +4,9 @@ dependencies, triggers, rejection, the concurrency cap, speedup of delays."""
 from __future__ import annotations
 
 import numpy as np
-import simpy
 
 from plansim.sim.arrivals import arrival_source
+from plansim.sim.clock import Clock
 from plansim.traces.graph import COMPLETION, DISPATCH, TERMINAL, Edges, build_graph
 from plansim.traces.workload import Workload
 
@@ -17,7 +17,7 @@ class FakeCluster:
     """Each request finishes ``service_ms`` after it enters; ``reject`` ones are rejected."""
 
     def __init__(self, service_ms: float = 10.0, reject=()):
-        self.env = simpy.Environment()
+        self.clock = Clock()
         self.service_ms = service_ms
         self.reject = set(reject)
         self.entered: dict[int, float] = {}
@@ -26,17 +26,16 @@ class FakeCluster:
         self.source = None
 
     def call_at(self, delay_ms, fn):
-        ev = self.env.timeout(delay_ms)
-        ev.callbacks.append(lambda _e: fn())
+        self.clock.call_at(delay_ms, fn)
 
     def enter(self, rid):
-        self.entered[rid] = self.env.now
+        self.entered[rid] = self.clock.now
         self.source.on_enter(rid)
         self.call_at(0.0 if rid in self.reject else self.service_ms,
                      lambda: self.source.on_terminal(rid, rid not in self.reject))
 
     def released(self, rid):
-        self.release[rid] = self.env.now
+        self.release[rid] = self.clock.now
 
     def never_released(self, rid, waits_on):
         self.blocked[rid] = waits_on
@@ -45,7 +44,7 @@ class FakeCluster:
         self.source = arrival_source(self, workload, arrival_speedup_ratio=speedup,
                                      max_concurrency=cap)
         self.source.start()
-        self.env.run()
+        self.clock.run()
         return self
 
 
