@@ -65,6 +65,7 @@ from plansim.planner_core.perf_model import EngineLimits
 from plansim.planner_core.pipeline import Override, OverrideType, PipelineContext, Stage, StageResult
 from plansim.planner_core.reasons import GoodputReason
 from plansim.planner_core.scaling_policies import PolicyPlugins, ScalingPolicy, register
+from plansim.roles import PlannerMode, Role
 
 # Rate standing for "no load": what fails here fails at any size.
 IDLE_RATE = 1e-9
@@ -217,7 +218,7 @@ class WindowAttainment:
 class RolePlan:
     """One pool's model, calibration and hysteresis state."""
 
-    role: str  # "agg", "prefill" or "decode"
+    role: Role  # the pool: agg, prefill or decode
     limits: PoolLimits
     model: PassTimeModel
     calibration: Calibration = PLAIN
@@ -247,13 +248,16 @@ class SlaGoodputPolicy:
         )
         self.history = RequestHistory(params.history_requests)
         self.plans: dict[str, RolePlan] = {}
-        agg = config.mode == "agg"
+        mode = PlannerMode(config.mode)
         for role in config.active_roles():
             model = PassTimeModel(min_samples=config.load_min_observations)
             bench = state.capabilities.benchmark_fpms
-            for fpm in (bench.get("decode", ()) + bench.get("prefill", ())) if agg else bench.get(role, ()):
+            pool = mode.pool_for(role)
+            # An aggregated pool learns from both sweeps of its self-benchmark.
+            sweeps = (Role.DECODE, Role.PREFILL) if pool is Role.AGG else (role,)
+            for fpm in (f for sweep in sweeps for f in bench.get(sweep, ())):
                 model.add_bootstrap(PassSample.from_pass(fpm))
-            self.plans[role] = RolePlan("agg" if agg else role, _limits(state.perf_models[role].limits), model)
+            self.plans[role] = RolePlan(pool, _limits(state.perf_models[role].limits), model)
         self._ready_seconds = {role: 0.0 for role in self.plans}
         self._window_s = 0.0
         self._last_now_s: float | None = None
@@ -292,9 +296,9 @@ class SlaGoodputPolicy:
         ttft_s, itl_s = self._bounds_s()
         calibration = plan.calibration if calibration is None else calibration
         spread = max(1, int(round(replicas))) if self.params.routing == "balanced" else 1
-        if plan.role == "agg":
+        if plan.role is Role.AGG:
             return agg_violations(plan.model, mix, rate, plan.limits, ttft_s, itl_s, calibration, spread)
-        if plan.role == "prefill":
+        if plan.role is Role.PREFILL:
             if ttft_s is None:
                 return Violations(0.0, 0.0, 0.0)
             return prefill_violations(plan.model, mix, rate, plan.limits, ttft_s, calibration, spread)
@@ -304,13 +308,13 @@ class SlaGoodputPolicy:
 
     def _role_target(self, plan: RolePlan) -> float:
         """This pool's share of the violation target (disaggregated pools split it)."""
-        share = 1.0 if plan.role == "agg" else 0.5
+        share = 1.0 if plan.role is Role.AGG else 0.5
         return self.params.max_violation_fraction * share
 
     def mix_at(self, plan: RolePlan, replicas: float | None) -> RequestMix:
         """The request mix at ``replicas`` of this pool: the prefix cache lives on the pool that
         prefills (decode workers' cache does not change what they compute)."""
-        return self.history.mix(replicas if plan.role != "decode" else None)
+        return self.history.mix(replicas if plan.role.prefills else None)
 
     def max_replicas(self, role: str) -> int:
         b = self.state.budget
@@ -379,7 +383,7 @@ class SlaGoodputPolicy:
             note = ""
         if not meets:
             # Out of reach: never shrink on a prediction that no size meets the SLA.
-            current = self.state.expected_prefill if role == "prefill" else self.state.expected_decode
+            current = self.state.expected_prefill if role == Role.PREFILL else self.state.expected_decode
             code = GoodputReason.MOST_CONSERVATIVE
             if n < current:
                 n = min(current, hi)
@@ -407,16 +411,18 @@ class SlaGoodputPolicy:
         idle = self.violations(plan, mix, IDLE_RATE, ready)
         n = window.requests
         queue, stall = plan.calibration.queue, plan.calibration.stall
-        if plan.role in ("agg", "prefill") and self.sla.ttft_ms is not None:
+        if plan.role.prefills and self.sla.ttft_ms is not None:
             queue = _recalibrated(queue, window.ttft - n * idle.ttft, n * (model.ttft - idle.ttft))
-        if plan.role in ("agg", "decode") and self.sla.itl_ms is not None:
+        if plan.role.decodes and self.sla.itl_ms is not None:
             stall = _recalibrated(stall, window.tpot - n * idle.tpot, n * (model.tpot - idle.tpot))
         plan.calibration = Calibration(queue=queue, stall=stall)
         # What the recalibrated model still misses at this operating point, in share of
         # requests: an exponentially weighted bias added to every prediction.
         after = self.violations(plan, mix, rate, ready)
-        observed = {"agg": window.either, "prefill": window.ttft, "decode": window.tpot}[plan.role] / n
-        predicted = {"agg": after.total, "prefill": after.ttft, "decode": after.tpot}[plan.role]
+        observed = {Role.AGG: window.either, Role.PREFILL: window.ttft,
+                    Role.DECODE: window.tpot}[plan.role] / n
+        predicted = {Role.AGG: after.total, Role.PREFILL: after.ttft,
+                     Role.DECODE: after.tpot}[plan.role]
         limit = self._role_target(plan)
         residual = min(max(observed - predicted, -limit), limit)
         plan.bias = (1.0 - BIAS_WEIGHT) * plan.bias + BIAS_WEIGHT * residual
@@ -432,7 +438,7 @@ class SlaGoodputPolicy:
         self._window_s = 0.0
         window = None
         if traffic is not None and traffic.requests is not None and len(traffic.requests):
-            caching = "prefill" if "prefill" in self.plans else "decode"
+            caching = Role.PREFILL if Role.PREFILL in self.plans else Role.DECODE
             self.history.add(traffic.requests, ready_avg[caching])
             window = WindowAttainment.of(traffic.requests, self.sla)
         predictions = ctx.predictions
@@ -454,11 +460,12 @@ class SlaGoodputPolicy:
         for role, plan in self.plans.items():
             if not plan.model.ready:
                 plan.reason = f"{GoodputReason.MODEL_NOT_READY}: {len(plan.model)} pass samples"
-                targets[role] = self.state.expected_prefill if role == "prefill" else self.state.expected_decode
+                targets[role] = self.state.expected_prefill if role == Role.PREFILL else self.state.expected_decode
                 continue
             if window is not None and traffic.duration_s > 0:
                 self.calibrate(plan, window, ready_avg[role], traffic.num_req / traffic.duration_s)
-                missed = {"agg": window.either, "prefill": window.ttft, "decode": window.tpot}[plan.role]
+                missed = {Role.AGG: window.either, Role.PREFILL: window.ttft,
+                          Role.DECODE: window.tpot}[plan.role]
                 plan.spent.append((ctx.observations.now_s, window.requests, missed))
             interval_s = float(predictions["duration_s"])
             target = self.budgeted_target(plan, ctx.observations.now_s, demand * interval_s)
@@ -482,7 +489,7 @@ class SlaGoodputPolicy:
         size itself when the last window missed the SLA badly or demand surged: ``urgent``);
         grow at once, shrink only to the largest size of the stabilization window, and not while
         the pool is scaling."""
-        current = self.state.expected_prefill if role == "prefill" else self.state.expected_decode
+        current = self.state.expected_prefill if role == Role.PREFILL else self.state.expected_decode
         setattr(self.state.diag, f"goodput_sized_{role}", sized)
         plan.recent = (plan.recent + [sized])[-SMOOTHING_SIZES:]
         if not urgent:
@@ -532,10 +539,10 @@ class SlaGoodputPolicy:
             setattr(diag, f"policy_reason_{role}", plan.reason)
         diag.policy_reason = "; ".join(f"{r}: {p.reason}" for r, p in self.plans.items()) \
             if len(self.plans) > 1 else next(iter(self.plans.values())).reason
-        queue_role = "prefill" if "prefill" in self.plans else "decode"
+        queue_role = Role.PREFILL if Role.PREFILL in self.plans else Role.DECODE
         diag.goodput_queue_calibration = self.plans[queue_role].calibration.queue
-        diag.goodput_stall_calibration = self.plans["decode"].calibration.stall \
-            if "decode" in self.plans else None
+        diag.goodput_stall_calibration = self.plans[Role.DECODE].calibration.stall \
+            if Role.DECODE in self.plans else None
         diag.goodput_target_violation = self.params.max_violation_fraction
         for role, plan in self.plans.items():
             setattr(diag, f"goodput_bias_{role}", plan.bias)
@@ -547,7 +554,7 @@ class SlaGoodputPolicy:
             return None
         pct = self.params.ttft_worker_percentile
         ttft_s, _ = self._bounds_s()
-        if ttft_s is not None and plan.role in ("agg", "prefill"):
+        if ttft_s is not None and plan.role.prefills:
             mix = self.history.mix() if len(self.history) else None
             hit = float(np.mean(np.minimum(self.history.cached / np.maximum(self.history.isl, 1), 1.0))) \
                 if mix is not None else 0.0
@@ -557,7 +564,7 @@ class SlaGoodputPolicy:
             if worst > ttft_s:
                 return (f"{GoodputReason.QUEUE_PRESSURE}: p{pct:g} queue-aware TTFT over "
                         f"{len(fpms)} workers {worst * 1000:.0f} ms > {ttft_s * 1000:.0f} ms")
-        if plan.role in ("agg", "decode"):
+        if plan.role.decodes:
             kv_cap = plan.limits.max_kv_tokens / max(1, len(fpms) // max(1, len({f.worker_id for f in fpms})))
             usage = [(f.sum_decode_kv_tokens + f.queued_decode_kv_tokens) / kv_cap for f in fpms]
             worst = float(np.percentile(usage, pct))
@@ -573,7 +580,7 @@ class SlaGoodputPolicy:
         batch = float(fpm.num_decode_requests)
         budget = max(1.0, math.floor(plan.limits.max_batched_tokens - batch))
         full, tail = divmod(math.ceil(tokens), int(budget))
-        base = float(plan.model.decode_s(fpm.sum_decode_kv_tokens if plan.role == "agg" else 0.0))
+        base = float(plan.model.decode_s(fpm.sum_decode_kv_tokens if plan.role is Role.AGG else 0.0))
         stall = float(plan.model.stall_s(budget)) * full + (float(plan.model.stall_s(tail)) if tail else 0.0)
         return (full + (1 if tail else 0)) * base + stall
 
@@ -589,7 +596,7 @@ class SlaGoodputPolicy:
             if why is None:
                 setattr(diag, f"load_decision_reason_{role}", GoodputReason.NO_CHANGE)
                 continue
-            current = self.state.expected_prefill if role == "prefill" else self.state.expected_decode
+            current = self.state.expected_prefill if role == Role.PREFILL else self.state.expected_decode
             if current + 1 > self.max_replicas(role):
                 setattr(diag, f"load_decision_reason_{role}", GoodputReason.AT_CEILING)
                 continue
@@ -681,8 +688,8 @@ class GoodputSizing(_Loop):
         s = self.state
         out = {r: max(v, s.min_endpoint(r)) for r, v in targets.items()}
         if len(out) == 2:
-            p, d = fit_ceiling_pair((s.expected_prefill, s.expected_decode), (out["prefill"], out["decode"]), s.budget)
-            return {"prefill": p, "decode": d}
+            p, d = fit_ceiling_pair((s.expected_prefill, s.expected_decode), (out[Role.PREFILL], out[Role.DECODE]), s.budget)
+            return {Role.PREFILL: p, Role.DECODE: d}
         (role, n), = out.items()
         return {role: fit_ceiling_single(n, s.gpus_per_replica(role), s.min_endpoint(role), s.budget.max_gpus)}
 
