@@ -32,7 +32,8 @@ _FALSE = {"0", "false", "no", "off"}
 class Param:
     """One declared parameter. ``kind``: ``float``, ``int``, ``bool`` or ``str``; bounds apply
     to numbers, ``choices`` to strings; ``optional``: ``None`` is a value (off);
-    ``patchable``: a tick may change it mid-replay (routers)."""
+    ``patchable``: a tick may change it mid-replay (routers); ``alias_of``: this is a
+    deprecated spelling of that parameter (a value given for it is the other's value)."""
 
     name: str
     default: Any
@@ -44,6 +45,7 @@ class Param:
     choices: tuple[str, ...] = ()
     optional: bool = False
     patchable: bool = True
+    alias_of: str | None = None
 
     def field(self) -> tuple[Any, Any]:
         """``(annotation, FieldInfo)`` for ``pydantic.create_model``."""
@@ -111,10 +113,10 @@ class Param:
 
 def param(default: Any, *, help: str, ge: float | None = None, gt: float | None = None,
           le: float | None = None, choices: tuple[str, ...] = (), optional: bool = False,
-          patchable: bool = True) -> Any:
+          patchable: bool = True, alias_of: str | None = None) -> Any:
     """A dataclass field declaring a ``Param`` (its name and kind come from the field)."""
     spec = {"help": help, "ge": ge, "gt": gt, "le": le, "choices": choices,
-            "optional": optional, "patchable": patchable}
+            "optional": optional, "patchable": patchable, "alias_of": alias_of}
     return dataclasses.field(default=default, metadata={_META: spec})
 
 

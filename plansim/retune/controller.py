@@ -146,14 +146,16 @@ class RetuneController:
 
         self.router_knob_names = [k.name for k in router_knobs]
         self.planner_knob_names = [k.name for k in planner_knobs]
-        startup_router = {name: getattr(dep.router, name) for name in self.router_knob_names}
+        startup_router = {name: _startup_router_value(dep.router, name)
+                          for name in self.router_knob_names}
         startup_planner = {name: getattr(planner_config, name) for name in self.planner_knob_names}
         self.startup_point = Point.of(startup_router, startup_planner)
         self.current_point = self.startup_point
         # The complete desired map: every patchable knob of the deployment's router policy,
         # searched or not.
         patchable = {k.name: getattr(dep.router, k.name)
-                     for k in routing.router_knobs(dep.router.mode) if k.patchable}
+                     for k in routing.router_knobs(dep.router.mode)
+                     if k.patchable and k.alias_of is None}
         self.router_parameters = {pool: dict(patchable) for pool in _router_pools(dep)}
 
         self.s0: float | None = None
@@ -500,6 +502,15 @@ def _spawn_pool(max_parallel: int) -> Executor:
     from plansim.retune.pool import SpawnPool
 
     return SpawnPool(max_parallel)
+
+
+def _startup_router_value(router: Any, name: str) -> Any:
+    """A knob's startup value; a deprecated spelling (cleared when the deployment was built)
+    starts at its target's value."""
+    knob = routing.all_router_knobs().get(name)
+    if knob is not None and knob.alias_of is not None and getattr(router, name) is None:
+        return getattr(router, knob.alias_of)
+    return getattr(router, name)
 
 
 def _router_pools(deployment: Any) -> tuple[str, ...]:

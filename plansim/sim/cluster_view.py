@@ -22,18 +22,22 @@ from plansim.sim.routing import RoutingPolicy
 
 class ClusterView:
     """See the module docstring. ``scale(pool, target)`` sets a pool's serving count;
-    ``arrived_by(now_ms)`` counts the requests that entered by then; ``done()`` says the
-    replay has nothing left to do."""
+    ``patch_router(pool, params)`` patches a pool's router and returns what changed (the host
+    then releases what a router queue may now let go); ``arrived_by(now_ms)`` counts the
+    requests that entered by then; ``done()`` says the replay has nothing left to do."""
 
     def __init__(self, clock: Clock, mode: Mode, pools: Mapping[Role, Pool],
                  routers: Mapping[Role, RoutingPolicy], *,
-                 scale: Callable[[Role, int], Any], arrived_by: Callable[[float], int],
+                 scale: Callable[[Role, int], Any],
+                 patch_router: Callable[[Role, Mapping[str, Any]], dict[str, Any]],
+                 arrived_by: Callable[[float], int],
                  done: Callable[[], bool]) -> None:
         self.clock = clock
         self.mode = mode
         self._pools = pools
         self._routers = routers
         self._scale = scale
+        self._patch_router = patch_router
         self.arrived_by = arrived_by
         self.done = done
 
@@ -91,5 +95,4 @@ class ClusterView:
         """Patch the router of the pool worker type ``prefill``/``decode`` stands for; returns
         what changed."""
         pool = self.mode.pool_for(worker_type)
-        router = self._routers.get(pool) if pool is not None else None
-        return router.set_parameters(params) if router is not None else {}
+        return self._patch_router(pool, params) if pool in self._routers else {}

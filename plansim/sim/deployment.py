@@ -339,18 +339,8 @@ class EngineArgs(StrictModel):
 # The reference router's ``KvRouterConfig`` keys that have no effect here, with what they do
 # there (for the start-up warning).
 NO_EFFECT_ROUTER_KEYS = {
-    "router_track_active_blocks": "active-block load tracking switch",
     "router_track_output_blocks": "output-block load tracking",
-    "router_assume_kv_reuse": "active-block identity tracking",
-    "router_track_prefill_tokens": "prefill-token load tracking switch",
     "router_prefill_load_model": "prefill load decay model",
-    "router_queue_threshold": "router queue admission threshold",
-    "router_queue_policy": "router queue order",
-    "overlap_score_credit": "device prefix overlap credit",
-    "overlap_score_credit_decay": "overlap credit decay with prefill load",
-    "prefill_load_scale": "prefill cost scale",
-    "decode_active_request_weight": "decode cost per active request",
-    "host_cache_hit_weight": "host-tier cache hit credit",
     "disk_cache_hit_weight": "disk-tier cache hit credit",
     "use_kv_events": "cache view from live KV events",
     "router_replica_sync": "state sync between router replicas",
@@ -398,6 +388,17 @@ class _RouterBase(StrictModel):
         given = sorted(k for k in data if k in NO_EFFECT_ROUTER_KEYS or k in unused_knobs)
         kept = {k: v for k, v in data.items() if k not in NO_EFFECT_ROUTER_KEYS}
         return {**kept, "no_effect_keys": tuple(given)}
+
+    @model_validator(mode="after")
+    def _resolve_aliases(self) -> Any:
+        # A deprecated spelling's value becomes its target's (it wins) and the spelling is
+        # cleared, so a later copy that changes the target is not overridden by it.
+        for knob in all_router_knobs().values():
+            value = getattr(self, knob.name, None) if knob.alias_of else None
+            if value is not None:
+                object.__setattr__(self, knob.alias_of, value)
+                object.__setattr__(self, knob.name, None)
+        return self
 
     @field_validator("mode", mode="before")
     @classmethod

@@ -48,7 +48,7 @@ import numpy as np
 from plansim.planner_core.observations import ForwardPassMetrics
 from plansim.roles import Role
 from plansim.sim.engine_protocol import EngineHooks, RankOccupancy
-from plansim.sim.host_offload import HostOffload
+from plansim.sim.host_offload import HostOffload, OffloadView
 from plansim.sim.kv import KvCache, gen_key
 from plansim.sim.pass_window import PassWindow
 from plansim.sim.schedulers import PrefixMatch, SchedulerPolicy, make_scheduler
@@ -170,6 +170,7 @@ class Rank:
                                        args.block_size * args.kv_cache_bytes_per_token,
                                        host.d2h_bandwidth_gbps, host.h2d_bandwidth_gbps,
                                        lambda at_ms: hooks.on_wakeup(self, at_ms))
+            self.prefix_view = OffloadView(self.cache, self.offload.tier)
         self.max_burst = 1 + (args.aic_nextn or 0)
         self.running: list[Request] = []
         self.waiting: deque[Request] = deque()

@@ -17,7 +17,7 @@ arriving exactly when a pass ends joins the next pass, as in the reference).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -111,7 +111,8 @@ class ReplayHost:
                         self._next_worker_id, decode_runs=decode_runs)
             self.pools[name] = pool
             self.routers[name] = make_router(deployment.router, args.block_size, self.rng,
-                                             pool=name)
+                                             pool=name,
+                                             max_batched_tokens=args.max_num_batched_tokens)
             for _ in range(count):
                 pool.mark_ready(pool.provision(0.0), 0.0)
         self.block_size = deployment.pool_args(self.mode.visible_pool).block_size
@@ -127,7 +128,8 @@ class ReplayHost:
         self.planner_host = None
         if planner is not None:
             view = ClusterView(self.clock, self.mode, self.pools, self.routers,
-                               scale=self.scale_pool, arrived_by=self.source.arrived_by,
+                               scale=self.scale_pool, patch_router=self.patch_router,
+                               arrived_by=self.source.arrived_by,
                                done=self.done)
             self.planner_host = PlannerHost(view, planner, workload, self._last_arrival)
         for pool in self.pools.values():
@@ -214,8 +216,7 @@ class ReplayHost:
 
     def _dispatch(self, rid: int, pool_name: Role) -> None:
         pool = self.pools[pool_name]
-        ranks = pool.ready_ranks
-        if not ranks:
+        if not pool.ready_ranks:
             self._pending[pool_name].append(rid)
             return
         keys = self.rec.keys[rid]
@@ -223,8 +224,40 @@ class ReplayHost:
             keys = self._prompt_keys(rid)
             self.rec.keys[rid] = keys
         isl = int(self.isl[rid])
+        if self.routers[pool_name].hold(rid, isl, keys, pool.ready_views, pool.ready_loads,
+                                        self.clock.now):
+            return
+        self._route(rid, pool_name, isl, keys)
+
+    def patch_router(self, pool_name: Role, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Patch a pool's router knobs mid-replay; returns what changed. A changed queue
+        threshold or order may release waiting requests at once."""
+        changed = self.routers[pool_name].set_parameters(params)
+        if changed:
+            self._release(pool_name)
+        return changed
+
+    def _release(self, pool_name: Role) -> None:
+        """Route the requests the pool's router releases from its queue."""
         router = self.routers[pool_name]
-        route = router.choose(isl, keys, pool.ready_views, pool.ready_loads)
+        pool = self.pools[pool_name]
+        while pool.ready_ranks:
+            released = router.release(pool.ready_loads)
+            if released is None:
+                return
+            rid, overlaps = released
+            self._route(rid, pool_name, int(self.isl[rid]), self.rec.keys[rid], overlaps)
+
+    def _route(self, rid: int, pool_name: Role, isl: int, keys: list[int],
+               overlaps: Any = None) -> None:
+        pool = self.pools[pool_name]
+        ranks = pool.ready_ranks
+        router = self.routers[pool_name]
+        if overlaps is None:
+            route = router.choose(isl, keys, pool.ready_views, pool.ready_loads)
+        else:
+            route = router.choose(isl, keys, pool.ready_views, pool.ready_loads,
+                                  overlaps=overlaps)
         rank = ranks[route.index]
         router.sent(rid, isl, keys, route, pool.ready_loads[route.index])
         # A request reaching the decode pool has been counted on arrival at the prefill pool and
@@ -327,9 +360,11 @@ class ReplayHost:
             return  # a prefill worker's token is internal
         first = self.rec.tokens(reqs, end, counts)
         if first:
-            router = self.routers[self._rank_pool[id(rank)]]
+            pool_name = self._rank_pool[id(rank)]
+            router = self.routers[pool_name]
             for rid in first:
                 router.prefill_done(rid)
+            self._release(pool_name)
 
     def _on_wakeup(self, rank: EngineRank, at_ms: float) -> None:
         # A held-back request becomes ready: start (or shorten a decode run for) the next pass.
@@ -346,6 +381,7 @@ class ReplayHost:
     def _on_complete(self, rank: EngineRank, req: Request, end: float) -> None:
         pool_name = self._rank_pool[id(rank)]
         self.routers[pool_name].finished(req.rid)
+        self._release(pool_name)
         if pool_name.hands_off:
             args = self.pools[pool_name].args
             handoff_ms = 0.0
@@ -365,7 +401,9 @@ class ReplayHost:
             self._terminal(req.rid, True)
 
     def _on_reject(self, rank: EngineRank, req: Request, reason: str) -> None:
-        self.routers[self._rank_pool[id(rank)]].finished(req.rid)
+        pool_name = self._rank_pool[id(rank)]
+        self.routers[pool_name].finished(req.rid)
+        self._release(pool_name)
         self.rec.rejected(req.rid, reason)
         self._outstanding -= 1
         if self._terminal is not None:
@@ -395,6 +433,7 @@ class ReplayHost:
         pool = self.pools[worker.pool]
         pool.mark_ready(worker, self.clock.now)
         self._flush_pending(worker.pool)
+        self._release(worker.pool)
 
     # ---------------------------------------------------------------- result
 

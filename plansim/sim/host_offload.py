@@ -222,3 +222,17 @@ class HostOffload:
         if done > req.stored_blocks:
             self.tier.store(req.prompt_keys[req.stored_blocks:done], end_ms)
             req.stored_blocks = done
+
+
+class OffloadView:
+    """The router's view of a rank with a host tier: the device cache's overlap, and the blocks
+    that continue it in the host (``host_overlap``, credited by ``host_cache_hit_weight``)."""
+
+    __slots__ = ("overlap", "tier")
+
+    def __init__(self, cache: Any, tier: HostTier) -> None:
+        self.overlap = cache.overlap
+        self.tier = tier
+
+    def host_overlap(self, keys: Sequence[int], device_blocks: int) -> int:
+        return self.tier.overlap(keys, device_blocks)

@@ -14,8 +14,17 @@ from plansim.planner_core.observations import WorkerCounts
 from plansim.retune.controller import RetuneController, RetuneInputs
 from plansim.retune.tasks import WindowData
 from plansim.sim.deployment import build_deployment
+from plansim.sim.routing import router_knobs
 
 DELTA_S = 5.0
+# The host's desired router map at startup: every patchable knob of the kv_router policy.
+STARTUP_ROUTER = {k.name: k.default for k in router_knobs("kv_router")
+                  if k.patchable and k.alias_of is None}
+
+
+def live(**changes):
+    """The desired router map of the one (decode) pool: the startup map with ``changes``."""
+    return {"decode": {**STARTUP_ROUTER, **changes}}
 TWO_READY = WorkerCounts(ready_prefill=0, ready_decode=2)
 
 
@@ -94,12 +103,12 @@ def test_the_decision_lands_on_the_first_tick_at_or_after_t_plus_max_d_delta(lat
 def test_router_parameters_change_at_the_decision_tick_and_stay_level_triggered():
     ctl, _ = make({"decision_latency_seconds": 12})
     ticks = run_ticks(ctl, 90)
-    assert ticks[75.0][0] == {"decode": {"overlap_score_weight": 1.0, "router_temperature": 0.0}}
-    assert ticks[80.0][0] == {"decode": {"overlap_score_weight": 2.0, "router_temperature": 0.0}}
-    assert ticks[90.0][0] == {"decode": {"overlap_score_weight": 2.0, "router_temperature": 0.0}}
+    assert ticks[75.0][0] == live()
+    assert ticks[80.0][0] == live(overlap_score_weight=2.0)
+    assert ticks[90.0][0] == live(overlap_score_weight=2.0)
     event = decisions(ticks)[80.0]
     assert event["outcome"] == "applied"
-    assert event["router_parameters"] == {"decode": {"overlap_score_weight": 2.0, "router_temperature": 0.0}}
+    assert event["router_parameters"] == live(overlap_score_weight=2.0)
     assert event["improvement_percentage"] == pytest.approx(100.0)
 
 
@@ -131,7 +140,7 @@ def test_advisory_never_changes_router_parameters_and_searches_from_the_deployed
     ticks = run_ticks(ctl, 130)
     events = list(decisions(ticks).values())
     assert [e["outcome"] for e in events] == ["advisory", "advisory"]
-    assert all(params == {"decode": {"overlap_score_weight": 1.0, "router_temperature": 0.0}} for params, _ in ticks.values())
+    assert all(params == live() for params, _ in ticks.values())
     assert events[0]["changes"] == {"router": {"overlap_score_weight": 2.0}, "planner": {}}
     current = [c for c in events[1]["candidates"] if c["is_current"]][0]
     assert current["point"]["router"] == {"overlap_score_weight": 1.0}
@@ -156,7 +165,7 @@ def test_a_timed_out_sweep_is_a_timeout_decision_that_changes_nothing():
     ticks = run_ticks(ctl, 70)
     event = decisions(ticks)[70.0]
     assert event["outcome"] == "timeout"
-    assert ticks[70.0][0] == {"decode": {"overlap_score_weight": 1.0, "router_temperature": 0.0}}
+    assert ticks[70.0][0] == live()
 
 
 def test_a_failed_current_point_fails_the_decision():
@@ -193,8 +202,21 @@ def test_a_grid_larger_than_max_candidates_fails_construction():
 
 def test_a_router_knob_a_patch_cannot_change_is_rejected():
     with pytest.raises(ConfigError) as err:
-        make({"router": {"router_queue_policy": "wspt"}})
-    assert err.value.field == "retune.router.router_queue_policy"
+        make({"router": {"router_track_active_blocks": False}})
+    assert err.value.field == "retune.router.router_track_active_blocks"
+
+
+def test_the_router_cost_and_queue_knobs_are_searchable():
+    retune = {"router": {"prefill_load_scale": {"choices": [0.5, 2.0]},
+                         "router_queue_policy": {"choices": ["fcfs", "wspt"]},
+                         "router_queue_threshold": {"choices": [None, 1.0]}}}
+    ctl, _ = make(retune, replay=lambda spec, config: summary(100.0))
+    event = next(iter(decisions(run_ticks(ctl, 70)).values()))
+    points = [c["point"]["router"] for c in event["candidates"]]
+    assert points[0] == {"prefill_load_scale": 1.0, "router_queue_policy": "fcfs",
+                         "router_queue_threshold": None}  # the startup point
+    assert {"prefill_load_scale": 2.0, "router_queue_policy": "wspt",
+            "router_queue_threshold": 1.0} in points and len(points) == 9
 
 
 def test_planner_points_that_do_not_fit_are_dropped_with_one_warning(caplog):
@@ -240,7 +262,7 @@ def test_a_predictor_swap_without_enough_warmup_fails_and_changes_nothing():
     assert event["predictor_presweep"]["winner"] == 0
     assert event["outcome"] == "failed" and event["reason"].startswith(
         "warm-up too short for a swapped predictor")
-    assert event["planner_changes"] == {} and ticks[70.0][0] == {"decode": {"overlap_score_weight": 1.0, "router_temperature": 0.0}}
+    assert event["planner_changes"] == {} and ticks[70.0][0] == live()
     assert ctl.live_config.load_predictor == "constant"
 
 

@@ -85,9 +85,12 @@ def test_advisory_planner_changes_nothing_and_records_recommendations():
 
 
 def test_router_parameters_from_a_tick_are_applied():
-    planner = FakePlanner(router={"decode": {"overlap_score_weight": 0.25}})
+    planner = FakePlanner(router={"decode": {"overlap_score_weight": 0.25,
+                                             "router_queue_policy": "wspt"}})
     host, _ = _host(planner, router={"mode": "kv_router"})
-    assert host.routers["agg"].overlap_score_weight == 0.25
+    router = host.routers["agg"]
+    assert (router.prefill_load_scale, router.router_queue_policy) == (0.25, "wspt")
+    assert router.queue.policy == "wspt"
 
 
 def test_ticks_table_flattens_diagnostics():

@@ -15,7 +15,8 @@ from plansim.sim.host import ReplayHost
 def _view(**deployment) -> tuple[ReplayHost, ClusterView]:
     host = ReplayHost(workload([(0.0, 100, 2, [1])]), build_deployment(deployment))
     view = ClusterView(host.clock, host.mode, host.pools, host.routers, scale=host.scale_pool,
-                       arrived_by=host.source.arrived_by, done=host.done)
+                       patch_router=host.patch_router, arrived_by=host.source.arrived_by,
+                       done=host.done)
     return host, view
 
 

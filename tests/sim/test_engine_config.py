@@ -207,7 +207,14 @@ def test_bad_engine_keys_fail_naming_the_key(engine, field):
     assert err.value.field == field
 
 
-ROUTER_SAMPLES = {"mode": "kv_router", "overlap_score_weight": 2.0, "router_temperature": 0.5}
+ROUTER_SAMPLES = {
+    "mode": "kv_router", "overlap_score_weight": 2.0, "router_temperature": 0.5,
+    "prefill_load_scale": 0.5, "overlap_score_credit": 2.0, "overlap_score_credit_decay": 1.0,
+    "decode_active_request_weight": 4.0, "host_cache_hit_weight": 0.5,
+    "router_queue_threshold": 0.5, "router_queue_policy": "wspt",
+    "router_track_active_blocks": False, "router_track_prefill_tokens": False,
+    "router_assume_kv_reuse": False,
+}
 
 
 def test_every_router_key_is_modelled_or_named_in_the_warning(caplog):
@@ -215,10 +222,12 @@ def test_every_router_key_is_modelled_or_named_in_the_warning(caplog):
 
     modelled = set(RouterConfig.model_fields) - {"no_effect_keys"}
     assert modelled == set(ROUTER_SAMPLES)
+    aliases = {"overlap_score_weight": "prefill_load_scale"}  # deprecated spellings
     for name, value in ROUTER_SAMPLES.items():
         # Under the mode whose knobs they are (other modes name them in the warning).
         router = {"mode": "kv_router", name: value}
-        assert getattr(build_deployment({"router": router}).router, name) == value
+        assert getattr(build_deployment({"router": router}).router,
+                       aliases.get(name, name)) == value
     with caplog.at_level(logging.WARNING, logger="plansim.sim.deployment"):
         build_deployment({"router": {name: None for name in NO_EFFECT_ROUTER_KEYS}})
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]

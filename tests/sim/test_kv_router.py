@@ -11,7 +11,10 @@ import pytest
 from plansim.roles import Role
 from plansim.sim.routing import RankLoad, Route
 from plansim.sim.routing.kv_router import KvRouter, softmax_probabilities
-from simkit import prefill_ms, req, run
+from simkit import prefill_ms, req, run, workload
+
+from plansim.sim.deployment import build_deployment
+from plansim.sim.host import ReplayHost
 
 
 def test_kv_router_sends_a_request_to_the_worker_holding_its_prefix():
@@ -99,6 +102,130 @@ def test_softmax_probabilities_follow_the_normalised_negated_logits():
 
 def test_set_parameters_reports_only_changes():
     router = KvRouter({}, 64, np.random.default_rng(0), pool=Role.AGG)
-    assert router.set_parameters({"overlap_score_weight": 1.0}) == {}
+    assert router.set_parameters({"prefill_load_scale": 1.0}) == {}
     assert router.set_parameters({"router_temperature": 0.5}) == {"router_temperature": 0.5}
-    assert router.parameters() == {"overlap_score_weight": 1.0, "router_temperature": 0.5}
+    params = router.parameters()
+    assert (params["prefill_load_scale"], params["router_temperature"]) == (1.0, 0.5)
+    # The deprecated spelling patches its target, and wins over it in one patch.
+    assert router.set_parameters({"overlap_score_weight": 3.0, "prefill_load_scale": 2.0}) == {
+        "prefill_load_scale": 3.0}
+    assert "overlap_score_weight" not in router.parameters()
+
+
+# Rank A: 4 of the request's 8 blocks cached, 128 prompt tokens queued (2 blocks); rank B: idle.
+def _a_and_b(a_active_blocks=0):
+    a, b = RankLoad(), RankLoad()
+    a.prefill_tokens, a.n_blocks = 128, a_active_blocks
+    return [_CachedView(4), _CachedView(0)], [a, b]
+
+
+def _pick(knobs, a_active_blocks=0):
+    views, loads = _a_and_b(a_active_blocks)
+    router = KvRouter(knobs, 64, np.random.default_rng(0), pool=Role.AGG)
+    return "AB"[router.choose(512, list(range(8)), views, loads).index]
+
+
+def test_overlap_score_credit_is_the_blocks_credited_per_cached_block():
+    # credit 1: A (2 + 8 - 4) + 8 = 14 < B 8 + 8 = 16; credit 0.25: A (10 - 1) + 8 = 17 > 16.
+    assert _pick({}) == "A"
+    assert _pick({"overlap_score_credit": 0.25}) == "B"
+
+
+def test_credit_decay_shrinks_the_credit_of_a_rank_with_more_queued_prefill():
+    # A's excess over the least loaded rank: 2 queued blocks / 8 request blocks = 0.25.
+    # Decay 8: credit 4 / (1 + 8 x 0.25) = 4/3 -> A 10 - 4/3 + 8 = 16.67 > B 16.
+    # Decay 2: credit 4 / 1.5 = 2.67 -> A 15.33 < 16.
+    assert _pick({"overlap_score_credit_decay": 8.0}) == "B"
+    assert _pick({"overlap_score_credit_decay": 2.0}) == "A"
+
+
+def test_prefill_load_scale_weighs_the_prefill_term_against_active_blocks():
+    # A also holds 10 active blocks. Scale 1: A 6 + 18 = 24 > B 8 + 8 = 16.
+    # Scale 6: A 36 + 18 = 54 < B 48 + 8 = 56.
+    assert _pick({}, a_active_blocks=10) == "B"
+    assert _pick({"prefill_load_scale": 6.0}, a_active_blocks=10) == "A"
+
+
+def test_overlap_score_weight_is_the_deprecated_spelling_of_prefill_load_scale():
+    assert _pick({"overlap_score_weight": 6.0, "prefill_load_scale": 1.0},
+                 a_active_blocks=10) == "A"
+    # Weight 0 drops the prefill term and the cache credit: A 18 > B 8.
+    assert _pick({"overlap_score_weight": 0.0}, a_active_blocks=10) == "B"
+
+
+def test_decode_active_request_weight_costs_each_active_request():
+    views = [_CachedView(0), _CachedView(0)]
+    a, b = RankLoad(), RankLoad()
+    a.n_blocks, a.requests = 2, 1
+    b.requests = 3
+    keys = list(range(8))
+    # Weight 0: A 8 + 10 = 18 > B 8 + 8 = 16. Weight 2: A 18 + 2 = 20 < B 16 + 6 = 22.
+    plain = KvRouter({}, 64, np.random.default_rng(0), pool=Role.AGG)
+    weighted = KvRouter({"decode_active_request_weight": 2.0}, 64, np.random.default_rng(0),
+                        pool=Role.AGG)
+    assert plain.choose(512, keys, views, [a, b]).index == 1
+    assert weighted.choose(512, keys, views, [a, b]).index == 0
+
+
+class _HostView(_CachedView):
+    def __init__(self, cached: int, on_host: int) -> None:
+        super().__init__(cached)
+        self.on_host = on_host
+
+    def host_overlap(self, keys, device_blocks):
+        return self.on_host
+
+
+def test_host_cache_hit_weight_credits_blocks_in_the_host_tier():
+    # A: 4 blocks on the host, none on the device; B: 2 on the device.
+    # Weight 0.75: A 8 - 3 + 8 = 13 < B 6 + 8 = 14; weight 0.25: A 15 > 14.
+    views = [_HostView(0, 4), _HostView(2, 0)]
+    keys = list(range(8))
+    for weight, pick in ((0.75, 0), (0.25, 1)):
+        router = KvRouter({"host_cache_hit_weight": weight}, 64, np.random.default_rng(0),
+                          pool=Role.AGG)
+        route = router.choose(512, keys, views, [RankLoad(), RankLoad()])
+        assert route.index == pick
+        assert route.overlap_blocks == (0, 2)[pick]  # the device overlap: what is reused
+
+
+def _queued_order(policy):
+    # One worker, queue threshold 0: each request waits while any prompt is queued there.
+    rows = [(0.0, 2048, 2, [1, 2, 3, 4]), (1.0, 1024, 2, [10, 11]), (2.0, 512, 2, [20]),
+            (3.0, 1536, 2, [30, 31, 32])]
+    r = run(rows, num_workers=1, router={"mode": "kv_router", "router_queue_threshold": 0.0,
+                                         "router_queue_policy": policy})
+    first_token = r.requests["arrival_ms"] + r.requests["ttft_ms"]
+    return [int(i) for i in first_token.sort_values(kind="stable").index]
+
+
+def test_the_queue_releases_waiting_requests_in_policy_order_as_prefill_frees():
+    assert _queued_order("fcfs") == [0, 1, 2, 3]
+    assert _queued_order("lcfs") == [0, 3, 2, 1]
+    assert _queued_order("wspt") == [0, 2, 1, 3]
+
+
+def test_without_a_queue_threshold_requests_are_routed_on_arrival():
+    rows = [(0.0, 2048, 2, [1, 2, 3, 4]), (1.0, 1024, 2, [10, 11]), (2.0, 512, 2, [20])]
+    r = run(rows, num_workers=1, router={"mode": "kv_router"})
+    first_token = (r.requests["arrival_ms"] + r.requests["ttft_ms"]).tolist()
+    # The two later prompts wait at the engine and are prefilled together in its next pass.
+    assert first_token[1] == first_token[2] > first_token[0]
+
+
+def test_a_patch_that_turns_the_queue_off_releases_the_waiting_requests_at_once():
+    rows = [(0.0, 2048, 2, [1, 2, 3, 4]), (1.0, 1024, 2, [10, 11]), (2.0, 512, 2, [20])]
+    dep = build_deployment({"num_workers": 1, "router": {"mode": "kv_router",
+                                                         "router_queue_threshold": 0.0}})
+    host = ReplayHost(workload(rows), dep)
+
+    def patch():
+        assert host.patch_router(Role.AGG, {"router_queue_threshold": None}) == {
+            "router_queue_threshold": None}
+
+    host.clock.call_at(10.0, patch)
+    host.run()
+    r = host.result(wall_ms=0.0)
+    first_token = (r.requests["arrival_ms"] + r.requests["ttft_ms"]).tolist()
+    # Released at 10 ms, both reach the engine during its first pass and share the next one.
+    assert first_token[1] == first_token[2] > first_token[0]

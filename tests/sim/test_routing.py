@@ -34,15 +34,26 @@ def test_random_routing_is_seeded_and_reaches_every_worker():
 def test_the_registry_names_the_three_modes_and_their_knobs():
     assert ROUTERS.names() == ("round_robin", "random", "kv_router")
     assert router_knobs("round_robin") == router_knobs("random") == ()
-    assert [k.name for k in router_knobs("kv_router")] == ["overlap_score_weight",
-                                                           "router_temperature"]
-    weight = all_router_knobs()["overlap_score_weight"]
-    assert (weight.default, weight.ge, weight.kind, weight.patchable) == (1.0, 0, float, True)
+    assert [k.name for k in router_knobs("kv_router")] == [
+        "overlap_score_weight", "prefill_load_scale", "overlap_score_credit",
+        "overlap_score_credit_decay", "decode_active_request_weight", "host_cache_hit_weight",
+        "router_temperature", "router_queue_threshold", "router_queue_policy",
+        "router_track_active_blocks", "router_track_prefill_tokens", "router_assume_kv_reuse"]
+    scale = all_router_knobs()["prefill_load_scale"]
+    assert (scale.default, scale.ge, scale.kind, scale.patchable) == (1.0, 0, float, True)
+    alias = all_router_knobs()["overlap_score_weight"]
+    assert (alias.default, alias.alias_of) == (None, "prefill_load_scale")
+    assert not all_router_knobs()["host_cache_hit_weight"].patchable
 
 
 def test_deployment_router_fields_are_the_declared_knobs_with_their_bounds():
     router = build_deployment({"router": {"mode": "kv_router"}}).router
-    assert (router.overlap_score_weight, router.router_temperature) == (1.0, 0.0)
+    assert (router.prefill_load_scale, router.router_temperature) == (1.0, 0.0)
+    assert router.overlap_score_weight is None and router.router_queue_threshold is None
+    # The deprecated spelling becomes the scale (and wins over it).
+    router = build_deployment({"router": {"mode": "kv_router", "overlap_score_weight": 2.0,
+                                          "prefill_load_scale": 0.5}}).router
+    assert (router.prefill_load_scale, router.overlap_score_weight) == (2.0, None)
     with pytest.raises(ConfigError) as err:
         build_deployment({"router": {"mode": "kv_router", "router_temperature": -0.1}})
     assert err.value.field == "router.router_temperature"

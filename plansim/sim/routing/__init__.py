@@ -44,9 +44,11 @@ def all_router_knobs() -> dict[str, Param]:
 
 
 def make_router(config: Any, block_size: int, rng: np.random.Generator, *,
-                pool: Role) -> RoutingPolicy:
-    """The router of one pool: policy ``config.mode`` with the config's knob values."""
-    return ROUTERS.get(config.mode)(config, block_size, rng, pool=pool)
+                pool: Role, max_batched_tokens: int = 1 << 62) -> RoutingPolicy:
+    """The router of one pool: policy ``config.mode`` with the config's knob values;
+    ``max_batched_tokens`` is the pool's per-rank token budget (a queue's busy rule)."""
+    return ROUTERS.get(config.mode)(config, block_size, rng, pool=pool,
+                                    max_batched_tokens=max_batched_tokens)
 
 
 __all__ = ["ROUTERS", "RankLoad", "Route", "RoutingPolicy", "all_router_knobs", "make_router",

@@ -29,15 +29,17 @@ from plansim.sim.engine_protocol import PrefixView
 
 
 class RankLoad:
-    """What a router tracks for one rank: prompt tokens it sent there that are still queued, and
-    the blocks of the requests it sent there and has not seen finish (per block, how many)."""
+    """What a router tracks for one rank: prompt tokens it sent there that are still queued,
+    the blocks of the requests it sent there and has not seen finish (per block, how many),
+    and how many such requests there are."""
 
-    __slots__ = ("prefill_tokens", "blocks", "n_blocks")
+    __slots__ = ("prefill_tokens", "blocks", "n_blocks", "requests")
 
     def __init__(self) -> None:
         self.prefill_tokens = 0
         self.blocks: dict[int, int] = {}
         self.n_blocks = 0
+        self.requests = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +64,16 @@ class RoutingPolicy(Protocol):
     def choose(self, isl: int, keys: list[int], views: Sequence[PrefixView],
                loads: Sequence[RankLoad]) -> Route: ...
 
+    def hold(self, rid: int, isl: int, keys: list[int], views: Sequence[PrefixView],
+             loads: Sequence[RankLoad], arrival_ms: float) -> bool:
+        """Keep the request at the router (a queue) instead of routing it now."""
+        ...
+
+    def release(self, loads: Sequence[RankLoad]) -> tuple[int, Any] | None:
+        """The next held request to route now and what ``choose`` takes as its ``overlaps``,
+        or None; the host routes each before asking again."""
+        ...
+
     def sent(self, rid: int, isl: int, keys: list[int], route: Route, load: RankLoad) -> None: ...
 
     def prefill_done(self, rid: int) -> None: ...
@@ -84,33 +96,57 @@ class Policy:
     Knobs: ClassVar[type] = NoKnobs
 
     def __init__(self, config: Any, block_size: int, rng: np.random.Generator, *,
-                 pool: Role) -> None:
+                 pool: Role, max_batched_tokens: int = 1 << 62) -> None:
         self.block_size = block_size
         self.rng = rng
         self.pool = pool
+        self.max_batched_tokens = max_batched_tokens
+        aliases = []
         for knob in self.knobs():
             value = config.get(knob.name, knob.default) if isinstance(config, Mapping) \
                 else getattr(config, knob.name, knob.default)
-            setattr(self, knob.name, value)
+            if knob.alias_of is None:
+                setattr(self, knob.name, value)
+            elif value is not None:
+                aliases.append((knob.alias_of, value))
+        for target, value in aliases:  # a deprecated spelling, when given, wins
+            setattr(self, target, value)
 
     @classmethod
     def knobs(cls) -> tuple[Param, ...]:
         return params_of(cls.Knobs)
 
     def set_parameters(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """Replace patchable knobs; returns the ones that changed (name -> new value)."""
-        changed: dict[str, Any] = {}
+        """Replace patchable knobs; returns the ones that changed (name -> new value). A value
+        for a deprecated spelling (``alias_of``) is its target's, and wins over the target's."""
+        values: dict[str, Any] = {}
+        aliases: dict[str, Any] = {}
         for knob in self.knobs():
             if knob.patchable and knob.name in params:
                 value = knob.check(params[knob.name])
-                if value != getattr(self, knob.name):
-                    setattr(self, knob.name, value)
-                    changed[knob.name] = value
+                if knob.alias_of is None:
+                    values[knob.name] = value
+                elif value is not None:
+                    aliases[knob.alias_of] = value
+        values.update(aliases)
+        changed: dict[str, Any] = {}
+        for name, value in values.items():
+            if value != getattr(self, name):
+                setattr(self, name, value)
+                changed[name] = value
         return changed
 
     def parameters(self) -> dict[str, Any]:
-        """Every knob's current value."""
-        return {knob.name: getattr(self, knob.name) for knob in self.knobs()}
+        """Every knob's current value (deprecated spellings under their target's name)."""
+        return {knob.name: getattr(self, knob.name) for knob in self.knobs()
+                if knob.alias_of is None}
+
+    def hold(self, rid: int, isl: int, keys: list[int], views: Sequence[PrefixView],
+             loads: Sequence[RankLoad], arrival_ms: float) -> bool:
+        return False
+
+    def release(self, loads: Sequence[RankLoad]) -> tuple[int, Any] | None:
+        return None
 
     def sent(self, rid: int, isl: int, keys: list[int], route: Route, load: RankLoad) -> None:
         return None

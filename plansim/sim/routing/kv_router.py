@@ -1,17 +1,38 @@
-"""``kv_router``: the reference KV router's cost (``selector.rs``).
+"""``kv_router``: the reference KV router's cost (``selector.rs``) and queue.
 
-For each candidate rank,
-``logit = overlap_score_weight * potential_prefill_blocks + potential_decode_blocks`` where
-``potential_prefill_blocks = (prefill tokens queued on the rank + isl - overlap_blocks *
-block_size) / block_size`` and ``potential_decode_blocks`` counts the full blocks of the requests
-the router has sent there and not seen finish, plus this request's full blocks not already among
-them (a partial last block is not counted). A disaggregated prefill pool's cost is the prefill
-term alone; a decode pool's is the decode term alone, counted without block identities.
-The prefix overlap is read from the rank's current cache contents. Lower is better; at
-temperature 0 the minimum wins with ties broken by the seeded generator, otherwise the rank is
-sampled from a softmax over the negated, range-normalised logits at ``router_temperature``.
+For each candidate rank (lower is better)::
 
-Both knobs can be patched mid-replay; a patch changes scores only.
+    credit   = overlap_score_credit x decay x device_overlap_blocks
+             + host_cache_hit_weight x host_overlap_blocks
+    prefill  = max((prefill tokens queued on the rank + isl) / block_size - credit, 0)
+    cost     = prefill_load_scale x prefill + decode_blocks
+             + decode_active_request_weight x requests on the rank
+
+``device_overlap_blocks`` is the prompt's leading blocks in the rank's cache,
+``host_overlap_blocks`` the next ones in its host offload tier. ``decode_blocks`` counts the full
+blocks of the requests the router has sent there and not seen finish, plus this request's full
+blocks not already among them (a partial last block is not counted). With
+``overlap_score_credit_decay`` d > 0 the device credit is scaled by
+``1 / (1 + d x excess / request_blocks)``, ``excess`` being the rank's queued prefill blocks above
+the least loaded candidate's. ``overlap_score_weight``, the reference's deprecated spelling,
+sets ``prefill_load_scale`` when given (its 0 zeroes the reference's credit too, which a zero
+scale makes moot).
+
+A disaggregated prefill pool's cost has no decode-block term; a decode pool's has no prefill
+term and no overlap, and counts blocks without block identities. ``router_track_prefill_tokens``
+off drops the prefill term, ``router_track_active_blocks`` off the decode-block term,
+``router_assume_kv_reuse`` off counts every request's blocks apart (no shared blocks).
+
+At temperature 0 the minimum wins with ties broken by the seeded generator, otherwise the rank
+is sampled from a softmax over the negated, range-normalised costs at ``router_temperature``.
+
+Queue (``plansim.sim.router_queue``): with ``router_queue_threshold`` set, a request waits at the
+router while every candidate is prefill-busy (or others wait), and is released in
+``router_queue_policy`` order as prefill capacity frees; it keeps the cache overlaps seen on
+arrival, as the reference does.
+
+Every knob but the tracking switches and the host credit can be patched mid-replay; a patch
+changes scores and the queue's order and threshold only.
 """
 
 from __future__ import annotations
@@ -27,15 +48,42 @@ import numpy as np
 
 from plansim.params import param
 from plansim.sim.engine_protocol import PrefixView
+from plansim.sim.router_queue import QUEUE_POLICIES, RouterQueue
 from plansim.sim.routing.base import Policy, RankLoad, Route
 
 
 @dataclass(frozen=True, slots=True)
 class KvRouterKnobs:
-    overlap_score_weight: float = param(
-        1.0, ge=0, help="weight of the prefill blocks (queued plus uncached prompt) in the cost")
+    overlap_score_weight: float | None = param(
+        None, ge=0, optional=True, alias_of="prefill_load_scale",
+        help="deprecated spelling of prefill_load_scale (wins when both are given)")
+    prefill_load_scale: float = param(
+        1.0, ge=0, help="weight of the prefill blocks (queued plus prompt, less credits)")
+    overlap_score_credit: float = param(
+        1.0, ge=0, help="credit per prompt block cached on the rank, in blocks")
+    overlap_score_credit_decay: float = param(
+        0.0, ge=0, help="shrinks the cache credit of ranks with more queued prefill (0: off)")
+    decode_active_request_weight: float = param(
+        0.0, ge=0, help="cost in blocks of each request active on the rank")
+    host_cache_hit_weight: float = param(
+        0.75, ge=0, le=1, patchable=False,
+        help="credit per prompt block in the rank's host offload tier, in blocks")
     router_temperature: float = param(
         0.0, ge=0, help="softmax temperature over the costs; 0 picks the cheapest")
+    router_queue_threshold: float | None = param(
+        None, ge=0, optional=True,
+        help="queue requests while every rank's queued prefill tokens exceed this fraction of "
+             "its max_num_batched_tokens (null: no queue)")
+    router_queue_policy: str = param(
+        "fcfs", choices=QUEUE_POLICIES,
+        help="queue order: fcfs first come, lcfs last come, wspt shortest uncached prompt")
+    router_track_active_blocks: bool = param(
+        True, patchable=False, help="count the active blocks of each rank (decode term)")
+    router_track_prefill_tokens: bool = param(
+        True, patchable=False, help="count the queued prefill tokens of each rank")
+    router_assume_kv_reuse: bool = param(
+        True, patchable=False,
+        help="count a block shared by requests on a rank once (off: once per request)")
 
 
 class Sent:
@@ -56,41 +104,92 @@ class KvRouter(Policy):
     """The reference KV router; see the module docstring."""
 
     Knobs = KvRouterKnobs
-    overlap_score_weight: float
+    prefill_load_scale: float
+    overlap_score_credit: float
+    overlap_score_credit_decay: float
+    decode_active_request_weight: float
+    host_cache_hit_weight: float
     router_temperature: float
+    router_queue_threshold: float | None
+    router_queue_policy: str
+    router_track_active_blocks: bool
+    router_track_prefill_tokens: bool
+    router_assume_kv_reuse: bool
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.decode_pool = self.pool.receives_handoff
         self.prefill_pool = self.pool.hands_off
+        self.queue = RouterQueue(self.router_queue_policy, self.router_queue_threshold)
+        # Overlaps (device, host) of each queued request, as seen on its arrival.
+        self._held: dict[int, tuple[list[int], list[int]]] = {}
         self._sent: dict[int, Sent] = {}
 
-    def choose(self, isl: int, keys: list[int], views: Sequence[PrefixView],
-               loads: Sequence[RankLoad]) -> Route:
+    def set_parameters(self, params: Any) -> dict[str, Any]:
+        changed = super().set_parameters(params)
+        if "router_queue_policy" in changed or "router_queue_threshold" in changed:
+            self.queue.configure(self.router_queue_policy, self.router_queue_threshold)
+        return changed
+
+    # ---------------------------------------------------------------- cost
+
+    def _overlaps(self, keys: list[int], views: Sequence[PrefixView]) -> tuple[list[int],
+                                                                             list[int]]:
         n = len(views)
+        if self.decode_pool:
+            return [0] * n, [0] * n
+        device = [view.overlap(keys) for view in views]
+        host = [0] * n
+        if self.host_cache_hit_weight and views and hasattr(views[0], "host_overlap"):
+            host = [view.host_overlap(keys, d) for view, d in zip(views, device)]
+        return device, host
+
+    def choose(self, isl: int, keys: list[int], views: Sequence[PrefixView],
+               loads: Sequence[RankLoad], *, overlaps: tuple[list[int], list[int]] | None = None
+               ) -> Route:
+        device, host = overlaps if overlaps is not None else self._overlaps(keys, views)
+        logits = self._costs(isl, keys, loads, device, host)
+        i = self._pick(logits)
+        return Route(i, device[i])
+
+    def _costs(self, isl: int, keys: list[int], loads: Sequence[RankLoad], device: list[int],
+               host: list[int]) -> np.ndarray:
+        n = len(loads)
         bs = self.block_size
-        weight = 0.0 if self.decode_pool else self.overlap_score_weight
+        scale = self.prefill_load_scale
+        credit = self.overlap_score_credit
+        host_weight = self.host_cache_hit_weight
+        active_weight = self.decode_active_request_weight
+        track_prefill = self.router_track_prefill_tokens and not self.decode_pool
+        track_blocks = self.router_track_active_blocks and not self.prefill_pool
+        shares_blocks = self.router_assume_kv_reuse and not self.decode_pool
+        decay = self.overlap_score_credit_decay if track_prefill else 0.0
+        floor = min(load.prefill_tokens for load in loads) if decay > 0 else 0
+        request_blocks = -(-isl // bs) or 1
         n_keys = len(keys)
         logits = np.empty(n)
-        overlaps = [0] * n
-        for c, (view, load) in enumerate(zip(views, loads)):
-            # Decode routing is load-only: no cache overlap, no shared active blocks.
-            overlap = decode_blocks = 0
-            if not self.decode_pool:
-                overlap = view.overlap(keys)
-            if not self.prefill_pool:
+        for c, load in enumerate(loads):
+            cost = 0.0
+            if track_prefill:
+                device_credit = credit * device[c]
+                if decay > 0:
+                    excess = (load.prefill_tokens - floor) / bs / request_blocks
+                    device_credit /= 1.0 + decay * excess
+                prefill = (load.prefill_tokens + isl) / bs - device_credit - host_weight * host[c]
+                cost = scale * prefill if prefill > 0 else 0.0
+            if track_blocks:
                 shared = 0
-                active = load.blocks
-                for k in keys:
-                    if k not in active:
-                        break
-                    shared += 1
-                decode_blocks = load.n_blocks + n_keys - shared
-            overlaps[c] = overlap
-            prefill_blocks = (load.prefill_tokens + isl - overlap * bs) / bs
-            logits[c] = weight * prefill_blocks + decode_blocks
-        i = self._pick(logits)
-        return Route(i, overlaps[i])
+                if shares_blocks:
+                    active = load.blocks
+                    for k in keys:
+                        if k not in active:
+                            break
+                        shared += 1
+                cost += load.n_blocks + n_keys - shared
+            if active_weight:
+                cost += active_weight * load.requests
+            logits[c] = cost
+        return logits
 
     def _pick(self, logits: np.ndarray) -> int:
         if self.router_temperature <= 0.0:
@@ -101,17 +200,53 @@ class KvRouter(Policy):
         i = int(np.searchsorted(np.cumsum(p), u, side="left"))
         return min(i, logits.size - 1)
 
+    # ---------------------------------------------------------------- queue
+
+    def _all_busy(self, loads: Sequence[RankLoad]) -> bool:
+        busy = self.queue.busy
+        budget = self.max_batched_tokens
+        return all(busy(load.prefill_tokens, budget) for load in loads)
+
+    def hold(self, rid: int, isl: int, keys: list[int], views: Sequence[PrefixView],
+             loads: Sequence[RankLoad], arrival_ms: float) -> bool:
+        """Queue the request instead of routing it now? (True: it waits for ``release``.)"""
+        queue = self.queue
+        if not queue.enabled or not loads or (not len(queue) and not self._all_busy(loads)):
+            return False
+        overlaps = self._overlaps(keys, views)
+        queue.push(rid, arrival_ms, isl - max(overlaps[0]) * self.block_size)
+        self._held[rid] = overlaps
+        return True
+
+    def release(self, loads: Sequence[RankLoad]) -> tuple[int, tuple[list[int], list[int]]] | None:
+        """The next queued request to route now, with its arrival overlaps, while some rank is
+        not prefill-busy; None otherwise. Route each before asking for the next."""
+        queue = self.queue
+        if not len(queue) or not loads or self._all_busy(loads):
+            return None
+        rid = queue.pop()
+        return rid, self._held.pop(rid)
+
+    # ---------------------------------------------------------------- load records
+
     def sent(self, rid: int, isl: int, keys: list[int], route: Route, load: RankLoad) -> None:
+        load.requests += 1
         if self.decode_pool:
             # Decode routing is load-only: block counts, no block identities.
             load.n_blocks += len(keys)
             self._sent[rid] = Sent(load, (), len(keys), 0)
             return
-        queued = max(isl - route.overlap_blocks * self.block_size, 0)
-        load.prefill_tokens += queued
-        if self.prefill_pool:
-            # A prefill pool's cost has no active-block term: nothing to track but tokens.
+        queued = 0
+        if self.router_track_prefill_tokens:
+            queued = max(isl - route.overlap_blocks * self.block_size, 0)
+            load.prefill_tokens += queued
+        if self.prefill_pool or not self.router_track_active_blocks:
+            # No active-block term: nothing to track but tokens.
             self._sent[rid] = Sent(load, (), 0, queued)
+            return
+        if not self.router_assume_kv_reuse:
+            load.n_blocks += len(keys)
+            self._sent[rid] = Sent(load, (), len(keys), queued)
             return
         blocks = load.blocks
         present = sum(map(blocks.__contains__, keys))
@@ -131,6 +266,7 @@ class KvRouter(Policy):
         if entry is None:
             return
         load, keys = entry.load, entry.keys
+        load.requests -= 1
         load.prefill_tokens -= entry.queued_tokens
         blocks = load.blocks
         counts = list(map(sub, map(blocks.__getitem__, keys), repeat(1)))
