@@ -79,7 +79,8 @@ class Param:
         """``value`` (a string from a command line is parsed) with this parameter's type, or
         ``ConfigError`` at ``field`` (default: the name) saying what is allowed."""
         where = field or self.name
-        if value is None and self.optional:
+        if self.optional and (value is None or (isinstance(value, str)
+                                                and value.strip().lower() in ("null", "none"))):
             return None
         if self.kind is bool:
             if isinstance(value, bool):

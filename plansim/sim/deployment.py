@@ -281,6 +281,8 @@ class EngineArgs(StrictModel):
     def _host_offload(self) -> EngineArgs:
         if self.native_host_offload is None:
             return self
+        if self.engine_type != "vllm":
+            raise ValueError("native_host_offload: supported only for backend vllm")
         if not self.enable_prefix_caching:
             raise ValueError("native_host_offload: needs enable_prefix_caching")
         if self.kv_cache_bytes_per_token is None:

@@ -40,7 +40,9 @@ so the arrival joins the next pass exactly as in pass-by-pass simulation.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -71,7 +73,7 @@ class Request:
 
     __slots__ = ("rid", "isl", "osl", "prompt_keys", "held", "n_blocks", "computed", "generated",
                  "prebuilt", "preempted", "in_batch", "pass_no", "computed_before",
-                 "stored_blocks", "host_loaded")
+                 "stored_blocks", "host_loaded", "store_done_ms")
 
     def __init__(self, rid: int, isl: int, osl: int, prompt_keys: list[int], *,
                  prebuilt: bool = False) -> None:
@@ -90,10 +92,11 @@ class Request:
         self.in_batch = False
         self.pass_no = -1
         self.computed_before = 0
-        # Host offload: prompt blocks already copied to the host tier; whether a load from it
-        # is done for the current admission.
+        # Host offload (``HostOffload``): the store cursor in prompt blocks, whether a load is
+        # done for the coming admission, when the latest store lands.
         self.stored_blocks = 0
         self.host_loaded = False
+        self.store_done_ms = 0.0
 
     def seq_keys(self, n_full: int) -> list[int]:
         """Keys of the first ``n_full`` full blocks of the known sequence."""
@@ -164,6 +167,8 @@ class Rank:
         self._speculative = bool(args.aic_nextn)
         # Host (G2) KV offload tier, with prefix caching only (what it stores is cached blocks).
         self.offload: HostOffload | None = None
+        # The scheduler's host lookup of a waiting request it considers (None: no host tier).
+        self.host_lookup: Callable[[Request, PrefixMatch, float], int] | None = None
         host = args.native_host_offload
         if host is not None and args.enable_prefix_caching:
             self.offload = HostOffload(host.num_host_blocks,
@@ -171,6 +176,7 @@ class Rank:
                                        host.d2h_bandwidth_gbps, host.h2d_bandwidth_gbps,
                                        lambda at_ms: hooks.on_wakeup(self, at_ms))
             self.prefix_view = OffloadView(self.cache, self.offload.tier)
+            self.host_lookup = partial(self.offload.lookup, self)
         self.max_burst = 1 + (args.aic_nextn or 0)
         self.running: list[Request] = []
         self.waiting: deque[Request] = deque()
@@ -220,7 +226,6 @@ class Rank:
         offload = self.offload
         if offload is not None:
             offload.settle(self, now)
-            offload.fetch(self, now)
         end = self._try_run(now)
         if end is None:
             end = self._single_pass(now)
@@ -342,6 +347,8 @@ class Rank:
             req.computed = match.cached_tokens
         req.in_batch = True
         self.running.append(req)
+        if self.offload is not None:
+            self.offload.admitted(req, match.cached_tokens, bs)
         self.hooks.on_admit(self, req, now, match.cached_tokens)
 
     def grant(self, req: Request, n: int) -> bool:
@@ -419,7 +426,7 @@ class Rank:
             prefix = before if before < isl else isl
             computed = req.computed
             prompt = (computed if computed < isl else isl) - prefix
-            if prompt > 0 and offload is not None:
+            if offload is not None and req.stored_blocks < len(req.prompt_keys):
                 stores.append(req)
             if prompt > 0 and prefill_timed:
                 count += 1
@@ -454,9 +461,12 @@ class Rank:
             else:
                 raw = self.timing.decode_ms(n_dec, kv_dec, kv_dec // n_dec, self.total_kv_tokens)
             decode_ms = _q(raw / self.decode_div)
-        end = now + prefill_ms + decode_ms
+        start = now
+        if offload is not None and offload.not_before_ms > now:
+            start = offload.not_before_ms  # a preempted request's stores are still running
+        end = start + prefill_ms + decode_ms
         for req in stores:
-            # The pass's newly computed prompt blocks are copied to the host at its end.
+            # Prompt blocks computed by the pass's end are offered to the host then.
             offload.store(req, self.block_size, end)
         if sampler is not None:
             self._bursts = self._draw_bursts(emit, draws)
@@ -480,7 +490,8 @@ class Rank:
         self._release(victim)
         victim.computed = 0
         victim.preempted = True
-        victim.host_loaded = False
+        if self.offload is not None:
+            self.offload.preempted(victim)
         self._wait(victim, left=True)
 
     def _release(self, req: Request) -> None:
@@ -571,6 +582,8 @@ class Rank:
         """Start a run of at least two decode-only passes if nothing can change during it."""
         if self._hands_off or not self.decode_runs or self.sampler is not None:
             return None
+        if self.offload is not None and self.offload.not_before_ms > now:
+            return None  # the next pass waits for a preempted request's stores
         running = self.running
         n = len(running)
         if n == 0:

@@ -1,20 +1,29 @@
 """Host (G2) KV offload tier of one engine rank (reference ``native_host_offload``, vLLM's
 offloading connector over a private host pool).
 
-- **Stores.** Every full prompt block a pass computes is copied to the host at the end of that
-  pass (one transfer per request and pass, skipping blocks the host already has or is
-  receiving). A transfer takes ``blocks x block_bytes / d2h_bandwidth``; transfers in one
-  direction run one after another (a FIFO lane), so a transfer starts when the lane frees. A
-  block is visible in the host once its transfer completes. Room is made by evicting the least
-  recently used resident blocks that no load is reading; a transfer that still does not fit is
-  dropped.
-- **Lookups.** A waiting request whose prompt continues past its device-cached prefix asks the
-  host for the following prompt blocks: the leading run of resident blocks is a hit; a block
-  still being stored makes the request wait for that store. A lookup touches the request's
-  prompt blocks (most recent first in its prompt order, so its first block ends up the most
-  recently used).
-- **Loads.** A hit is copied back on the H2D lane, ``blocks x block_bytes / h2d_bandwidth``; the
-  request is admitted when the load completes, with the loaded blocks counted as cached.
+- **Stores.** Each request has a store cursor, in prompt blocks. At the end of every pass it
+  runs in, the full prompt blocks it has computed past the cursor are offered to the host: the
+  ones the host lacks (neither resident nor being stored) are copied in one transfer and the
+  cursor moves past all offered blocks; when the host has them all the cursor just moves. A
+  transfer takes ``blocks x block_bytes / d2h_bandwidth``; transfers in one direction run one
+  after another (a FIFO lane). A block is visible once its transfer lands. Room is made by
+  evicting the least recently used resident blocks that no load is reading and that are not
+  among the offered ones; without enough room nothing is copied and the cursor stays (the next
+  pass offers again). A copy touches the request's prompt blocks.
+- **Lookups.** When the scheduler considers a waiting request for admission (a request the
+  pass never reaches is not looked up), its prompt blocks past the device-cached prefix are
+  looked up: the leading run of blocks resident, being stored or being loaded counts. A run
+  with blocks still in flight holds the request until they land (then it is looked up again);
+  so does the request's own latest store still in flight. A resident run is a hit. A lookup
+  first touches the prompt's resident blocks (most recent first in its prompt order, so its
+  first block ends up the most recently used); blocks being loaded are not touched.
+- **Loads.** A hit reserves device blocks for itself and keeps the cached prefix it extends (if
+  they do not fit, admission stops for the pass), and is copied back on the H2D lane,
+  ``blocks x block_bytes / h2d_bandwidth``. The request is held until the load lands, then
+  rejoins the head of the queue with the loaded blocks cached; its admission reuses them and
+  its store cursor restarts past the reused prefix.
+- **Preemption.** vLLM copies a preempted request's blocks out before reusing them: no pass
+  computes before its latest store lands.
 
 Times are virtual ms; bandwidths are decimal GB/s (0 means instantaneous).
 """
@@ -23,17 +32,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 
-@dataclass(frozen=True, slots=True)
-class HostLookup:
-    """A lookup's result: ``hits`` leading resident blocks, or ``ready_ms``: the request must
-    wait until the blocks of its run still being stored land (then ``hits`` is 0)."""
-
-    hits: int
-    ready_ms: float | None = None
+# ``HostTier.store``'s answer when the host has (or is receiving) every block offered.
+ALREADY_PRESENT = -1.0
 
 
 class _Lane:
@@ -82,47 +85,44 @@ class HostTier:
             self.resident[key] = None
 
     def store(self, keys: Sequence[int], now_ms: float) -> float | None:
-        """Copy ``keys`` (a request's newly computed prompt blocks) to the host; returns the
-        completion time, or None when nothing was sent (all present, or no room)."""
+        """Copy the ones of ``keys`` (a request's prompt blocks) the host lacks to it; returns
+        the completion time, ``ALREADY_PRESENT`` when it has them all, or None when there is no room (the
+        least recently used resident blocks not being loaded and not among ``keys`` are
+        evicted to make it)."""
         self.advance(now_ms)
-        missing = [k for k in keys if k not in self.resident and k not in self.storing]
+        resident, storing = self.resident, self.storing
+        missing = [k for k in keys if k not in resident and k not in storing]
         if not missing:
-            return None
-        room = self.capacity - len(self.resident) - len(self.storing)
+            return ALREADY_PRESENT
+        room = self.capacity - len(resident) - len(storing)
         if room < len(missing):
-            victims = [k for k in self.resident if k not in self.pins][: len(missing) - room]
-            if room + len(victims) < len(missing):
+            need = len(missing) - room
+            pins = self.pins
+            protected = set(keys)
+            victims = []
+            for key in resident:
+                if key not in pins and key not in protected:
+                    victims.append(key)
+                    if len(victims) == need:
+                        break
+            if len(victims) < need:
                 return None
             for key in victims:
-                del self.resident[key]
+                del resident[key]
         done = self.d2h.submit(now_ms, len(missing))
         for key in missing:
-            self.storing[key] = done
+            storing[key] = done
         self.stored_blocks += len(missing)
         self.advance(now_ms)  # an instantaneous transfer lands at once
         return done
 
-    def lookup(self, prompt_keys: Sequence[int], start: int, now_ms: float) -> HostLookup:
-        """Resident run of ``prompt_keys[start:]``; touches the whole prompt."""
-        self.advance(now_ms)
-        hits = 0
-        ready: float | None = None
-        resident, storing = self.resident, self.storing
-        for key in prompt_keys[start:]:
-            if key in resident:
-                hits += 1
-                continue
-            landing = storing.get(key)
-            if landing is None:
-                break
-            # A block still being stored makes the whole lookup wait for it.
-            ready = landing if ready is None or landing > ready else ready
-        for key in reversed(prompt_keys):
-            if key in resident:
+    def touch(self, keys: Sequence[int]) -> None:
+        """Mark the resident blocks of ``keys`` not being loaded most recently used, the first
+        of ``keys`` the most recent."""
+        resident, pins = self.resident, self.pins
+        for key in reversed(keys):
+            if key in resident and key not in pins:
                 resident.move_to_end(key)
-        if ready is not None:
-            return HostLookup(0, ready)
-        return HostLookup(hits)
 
     def load(self, keys: Iterable[int], now_ms: float) -> float:
         """Copy resident ``keys`` back to the device; returns the completion time. They cannot
@@ -153,24 +153,43 @@ class HostTier:
         return n
 
 
+# What a host lookup tells the scheduler about the waiting request it considers.
+PROCEED = 0  # admit it as usual (nothing to load, or its load has landed)
+HELD = 1  # it left the queue for a transfer; consider the next request
+BLOCKED = 2  # its hit does not fit in device KV now; admit nothing more this pass
+
+
 class HostOffload:
     """One rank's host offload: its tier and the waiting requests held back for a transfer.
 
-    The rank calls ``settle`` and ``fetch`` as a pass starts and ``store`` as it is composed;
-    ``wake`` (the host's) is told when a held request becomes ready. A request held back leaves
-    the waiting queue (others go ahead, as vLLM skips a request waiting for remote KV) and
-    returns to its head when its transfer lands; the loaded blocks are then cached device blocks
-    its admission reuses.
+    The scheduler calls ``lookup`` for each waiting request it considers for admission (in
+    queue order, while the pass has room: a request the pass never reaches is not looked up);
+    the rank calls ``settle`` as a pass starts (and when woken), ``admitted`` on admission,
+    ``store`` for each request of a finished pass and ``preempted`` on a preemption. ``wake``
+    (the host's) is told when a held request becomes ready. A request held back leaves the
+    waiting queue (others go ahead, as vLLM skips a request waiting for KV) and returns to its
+    head when its transfer lands; the loaded blocks are then cached device blocks its admission
+    reuses.
+
+    Per request (``Request`` fields): ``stored_blocks``, the store cursor (prompt blocks
+    already offered to the host; kept across preemptions, set to the reused prefix after a
+    load); ``store_done_ms``, when its latest store lands; ``host_loaded``, its load landed for
+    the coming admission.
     """
 
-    __slots__ = ("tier", "held", "wake")
+    __slots__ = ("tier", "held", "wake", "loading", "not_before_ms")
 
     def __init__(self, capacity_blocks: int, block_bytes: int, d2h_gbps: float,
                  h2d_gbps: float, wake: Callable[[float], None]) -> None:
         self.tier = HostTier(capacity_blocks, block_bytes, d2h_gbps, h2d_gbps)
-        # (ready ms, request, device blocks being loaded for it)
-        self.held: list[tuple[float, Any, list[int]]] = []
+        # (ready ms, request, blocks being loaded for it, the cached prefix they extend)
+        self.held: list[tuple[float, Any, list[int], list[int]]] = []
         self.wake = wake
+        # Host blocks being loaded to the device -> when that load lands.
+        self.loading: dict[int, float] = {}
+        # No pass computes before this time: a preempted request's blocks are still being
+        # copied out (vLLM flushes its stores before reusing the memory).
+        self.not_before_ms = 0.0
 
     def settle(self, rank: Any, now_ms: float) -> None:
         """Requests whose transfer has landed go back to the head of the waiting queue, their
@@ -182,46 +201,106 @@ class HostOffload:
             return
         self.held = [h for h in self.held if h[0] > now_ms]
         cache = rank.cache
-        for _, req, keys in reversed(due):
+        loading = self.loading
+        for _, req, keys, prefix in reversed(due):
             if keys:
                 self.tier.loaded(keys)
-                cache.release((), len(keys), keys)
+                for key in keys:
+                    loading.pop(key, None)
+                # Loaded blocks and the prefix they extend stay cached for the admission.
+                cache.release(prefix, len(keys), keys)
                 req.host_loaded = True  # one load per admission
             rank.requeue(req)
 
-    def fetch(self, rank: Any, now_ms: float) -> None:
-        """Look up the host for the waiting head (and the next heads) past its device-cached
-        prefix; a hit starts a load, a block still being stored waits for its store."""
-        waiting = rank.waiting
+    def lookup(self, rank: Any, req: Any, match: Any, now_ms: float) -> int:
+        """Look the host up for waiting ``req`` past its device-cached prefix (``match``): a
+        resident run starts a load and holds the request until it lands; a run with blocks
+        still being stored or loaded holds it until they land; so does its own latest store
+        still in flight. Touches the prompt's resident blocks (its first the most recent)."""
+        if req.host_loaded or req.prebuilt:
+            return PROCEED
+        if req.store_done_ms > now_ms:
+            self._hold(rank, req, req.store_done_ms, [])
+            return HELD
         tier = self.tier
-        while waiting and not waiting[0].prebuilt and not waiting[0].host_loaded:
-            req = waiting[0]
-            keys = req.prompt_keys
-            base = rank.prefix_match(req).cached_tokens // rank.block_size
-            if base >= len(keys):
-                tier.lookup(keys, len(keys), now_ms)  # touches the prompt
-                return
-            found = tier.lookup(keys, base, now_ms)
-            if found.ready_ms is not None:
-                self._hold(rank, req, found.ready_ms, [])
-                continue
-            if not found.hits or found.hits > rank.cache.available():
-                return
-            hit = keys[base:base + found.hits]
-            rank.cache.allocate(len(hit))
-            self._hold(rank, req, tier.load(hit, now_ms), hit)
+        tier.advance(now_ms)
+        keys = req.prompt_keys
+        tier.touch(keys)
+        base = match.cached_tokens // rank.block_size
+        n = len(keys)
+        if base >= n:
+            return PROCEED
+        resident, storing, loading = tier.resident, tier.storing, self.loading
+        hits = 0
+        ready = 0.0
+        for key in keys[base:]:
+            landing = loading.get(key)
+            if landing is None:
+                if key in resident:
+                    hits += 1
+                    continue
+                landing = storing.get(key)
+                if landing is None:
+                    break
+            hits += 1
+            if landing > ready:
+                ready = landing
+        if not hits:
+            return PROCEED
+        if ready:
+            self._hold(rank, req, ready, [])
+            return HELD
+        # The load reserves device blocks for the hit and keeps the cached prefix it extends.
+        cache = rank.cache
+        prefix = match.keys[:base]
+        registered = cache.registered
+        revived = base - sum(map(registered.__contains__, prefix))
+        if hits + revived > cache.available():
+            return BLOCKED
+        hit = keys[base:base + hits]
+        cache.acquire(prefix)
+        cache.allocate(hits)
+        done = tier.load(hit, now_ms)
+        for key in hit:
+            loading[key] = done
+        self._hold(rank, req, done, hit, prefix)
+        return HELD
 
-    def _hold(self, rank: Any, req: Any, ready_ms: float, keys: list[int]) -> None:
+    def _hold(self, rank: Any, req: Any, ready_ms: float, keys: list[int],
+              prefix: list[int] | None = None) -> None:
         rank.unqueue(req)
-        self.held.append((ready_ms, req, keys))
+        self.held.append((ready_ms, req, keys, prefix or []))
         self.wake(ready_ms)
 
+    def admitted(self, req: Any, cached_tokens: int, block_size: int) -> None:
+        """``req`` is admitted reusing ``cached_tokens``: after a load, its store cursor
+        restarts past the reused prefix (loaded blocks are not copied back)."""
+        if req.host_loaded:
+            req.host_loaded = False
+            req.stored_blocks = cached_tokens // block_size
+
     def store(self, req: Any, block_size: int, end_ms: float) -> None:
-        """Copy ``req``'s newly computed full prompt blocks to the host at ``end_ms``."""
-        done = min(req.computed // block_size, len(req.prompt_keys))
-        if done > req.stored_blocks:
-            self.tier.store(req.prompt_keys[req.stored_blocks:done], end_ms)
-            req.stored_blocks = done
+        """Offer ``req``'s full prompt blocks computed by ``end_ms`` past its store cursor to
+        the host: those it lacks are copied (the prompt is then touched), or, without room,
+        retried after its next pass; the cursor moves past what was offered."""
+        computed = req.computed if req.computed < req.isl else req.isl
+        done = computed // block_size
+        start = req.stored_blocks
+        if done <= start:
+            return
+        keys = req.prompt_keys
+        landing = self.tier.store(keys[start:done], end_ms)
+        if landing is None:
+            return  # no room: the cursor stays, the next pass retries
+        req.stored_blocks = done
+        if landing != ALREADY_PRESENT:
+            req.store_done_ms = landing
+            self.tier.touch(keys)
+
+    def preempted(self, req: Any) -> None:
+        """``req`` was preempted: its blocks are reused only once its stores have landed."""
+        if req.store_done_ms > self.not_before_ms:
+            self.not_before_ms = req.store_done_ms
 
 
 class OffloadView:

@@ -13,7 +13,8 @@ Order, best first (ties: the earlier to queue):
 - ``fcfs``: the earliest arrival;
 - ``lcfs``: the latest arrival;
 - ``wspt`` (Smith's rule): the shortest uncached prompt, ``isl - cached`` tokens (at least 1),
-  with ``cached`` the longest prefix any rank held when the request arrived.
+  with ``cached`` the most prompt tokens any rank counted as cached when the request arrived
+  (its device blocks plus its host blocks weighted by ``host_cache_hit_weight``).
 """
 
 from __future__ import annotations

@@ -43,6 +43,20 @@ def test_disagg_case_maps_pools_engines_router_and_sla(tmp_path):
     assert (dep.sla.ttft_ms, dep.sla.itl_ms, dep.sla.e2e_ms) == (500.0, 20.0, None)
 
 
+def test_a_case_takes_router_config_keys_and_the_canonical_engine_config(tmp_path):
+    path = _write_cases(tmp_path, {
+        "name": "q", "trace": "t.jsonl", "num_workers": 2, "router_mode": "kv_router",
+        "router_config": {"router_queue_threshold": 0.5, "router_queue_policy": "wspt",
+                          "overlap_score_weight": 2.0},
+        "engine_args": {"engine": {"backend": "sglang", "num_gpu_blocks": 2048,
+                                   "sglang": {"schedule_policy": "lpm"}}}})
+    dep = case_deployment(load_cases(path)[0])
+    router = dep.router
+    assert (router.router_queue_threshold, router.router_queue_policy) == (0.5, "wspt")
+    assert router.prefill_load_scale == 2.0  # the deprecated spelling
+    assert (dep.engine.engine_type, dep.engine.sglang.schedule_policy) == ("sglang", "lpm")
+
+
 def test_npz_path_resolves_against_the_cases_file():
     case = next(c for c in load_cases(REFERENCE / "micro_cases.json") if c.name == "M8-npz")
     spec = case_deployment(case).engine.effective_timing

@@ -1,10 +1,11 @@
-"""Host KV tier: store and load transfer times on FIFO lanes, LRU eviction, lookups."""
+"""Host KV tier: store and load transfer times on FIFO lanes, LRU eviction, the store cursor,
+lookups as the scheduler considers a request."""
 
 from __future__ import annotations
 
 import pytest
 
-from plansim.sim.host_offload import HostTier
+from plansim.sim.host_offload import ALREADY_PRESENT, HostOffload, HostTier
 
 BLOCK_BYTES = 64 * 131072  # 64 tokens x 128 KiB per token = 8 MiB
 
@@ -13,8 +14,10 @@ def test_a_store_takes_blocks_times_block_bytes_over_the_bandwidth():
     tier = HostTier(16, BLOCK_BYTES, d2h_gbps=32.0, h2d_gbps=16.0)
     done = tier.store([1, 2, 3], now_ms=10.0)
     assert done == pytest.approx(10.0 + 3 * BLOCK_BYTES / 32e9 * 1e3)  # 0.786 ms
-    assert tier.lookup([1, 2, 3], 0, now_ms=10.5).ready_ms == pytest.approx(done)
-    assert tier.lookup([1, 2, 3], 0, now_ms=done).hits == 3
+    tier.advance(10.5)
+    assert tier.overlap([1, 2, 3], 0) == 0 and set(tier.storing) == {1, 2, 3}
+    tier.advance(done)
+    assert tier.overlap([1, 2, 3], 0) == 3
 
 
 def test_transfers_in_one_direction_queue_behind_each_other():
@@ -23,7 +26,7 @@ def test_transfers_in_one_direction_queue_behind_each_other():
     first = tier.store([1, 2], now_ms=0.0)
     second = tier.store([3], now_ms=0.1)
     assert (first, second) == pytest.approx((2 * one, 3 * one))
-    assert tier.store([1, 3], now_ms=0.2) is None  # already there or on the way
+    assert tier.store([1, 3], now_ms=0.2) == ALREADY_PRESENT  # there or on the way
 
 
 def test_a_load_comes_back_at_the_h2d_bandwidth_after_the_previous_load():
@@ -34,10 +37,10 @@ def test_a_load_comes_back_at_the_h2d_bandwidth_after_the_previous_load():
     assert tier.load([3], now_ms=5.0) == pytest.approx(5.0 + 3 * one)
 
 
-def test_lookup_counts_the_resident_run_after_the_device_prefix():
+def test_the_router_credit_counts_the_resident_run_after_the_device_prefix():
     tier = HostTier(16, BLOCK_BYTES, 0.0, 0.0)
     tier.store([10, 11, 12, 14], now_ms=0.0)
-    assert tier.lookup([10, 11, 12, 13, 14], 1, now_ms=0.0).hits == 2  # 11, 12; 13 missing
+    assert tier.overlap([10, 11, 12, 13, 14], 1) == 2  # 11, 12; 13 missing
     assert tier.overlap([10, 11, 12, 13], 0) == 3
 
 
@@ -45,19 +48,67 @@ def test_eviction_takes_the_least_recently_used_unpinned_blocks():
     tier = HostTier(4, BLOCK_BYTES, 0.0, 0.0)
     tier.store([1, 2], now_ms=0.0)
     tier.store([3, 4], now_ms=0.0)
-    tier.lookup([1, 2], 0, now_ms=0.0)  # 1, 2 most recently used: 3, 4 go first
-    tier.load([3], now_ms=0.0)           # 3 is being read: not evictable
+    tier.touch([1, 2])              # 1, 2 most recently used (1 the most): 3, 4 go first
+    tier.load([3], now_ms=0.0)      # 3 is being read: not evictable
     tier.store([5, 6], now_ms=0.0)
     assert list(tier.resident) == [3, 1, 5, 6]  # two victims: 4 (oldest unpinned), then 2
 
 
-def test_a_store_that_cannot_make_room_is_dropped():
-    tier = HostTier(2, BLOCK_BYTES, 0.0, 0.0)
+def test_a_store_does_not_evict_the_blocks_it_offers_and_without_room_copies_nothing():
+    tier = HostTier(3, BLOCK_BYTES, 0.0, 0.0)
     tier.store([1, 2], now_ms=0.0)
+    assert tier.store([1, 2, 3, 4], now_ms=0.0) is None  # 1 and 2 are offered: no victim
     tier.load([1, 2], now_ms=0.0)
-    assert tier.store([3], now_ms=0.0) is None
+    assert tier.store([3, 4], now_ms=0.0) is None  # both being read: no victim
     tier.loaded([1, 2])
-    assert tier.store([3], now_ms=0.0) == 0.0
+    assert tier.store([3, 4], now_ms=0.0) == 0.0
+    assert list(tier.resident) == [2, 3, 4]
+
+
+class _Req:
+    """The request fields the host offload reads and writes."""
+
+    def __init__(self, keys, computed, isl):
+        self.prompt_keys, self.computed, self.isl = keys, computed, isl
+        self.stored_blocks, self.store_done_ms, self.host_loaded = 0, 0.0, False
+        self.prebuilt = False
+
+
+def _offload(capacity=16, d2h_gbps=0.0):
+    return HostOffload(capacity, BLOCK_BYTES, d2h_gbps, 0.0, wake=lambda at_ms: None)
+
+
+def test_the_store_cursor_moves_past_what_was_offered_and_stays_without_room():
+    offload = _offload(capacity=3)
+    a = _Req([1, 2, 3, 4, 5, 6], computed=200, isl=384)  # 3 full blocks of 64 computed
+    offload.store(a, 64, end_ms=1.0)
+    assert a.stored_blocks == 3 and set(offload.tier.resident) == {1, 2, 3}
+    b = _Req([1, 2, 7, 8], computed=256, isl=256)
+    offload.store(b, 64, end_ms=2.0)  # 7, 8 missing; 1 and 2 offered: only 3 evictable
+    assert b.stored_blocks == 0 and set(offload.tier.resident) == {1, 2, 3}
+    c = _Req([1, 2], computed=128, isl=300)
+    offload.store(c, 64, end_ms=3.0)  # the host has both: the cursor just moves
+    assert c.stored_blocks == 2 and c.store_done_ms == 0.0
+
+
+def test_after_a_load_the_store_cursor_restarts_past_the_reused_prefix():
+    offload = _offload()
+    req = _Req([1, 2, 3, 4], computed=0, isl=256)
+    req.host_loaded = True
+    offload.admitted(req, cached_tokens=192, block_size=64)
+    assert (req.stored_blocks, req.host_loaded) == (3, False)
+    other = _Req([5, 6], computed=0, isl=128)
+    offload.admitted(other, cached_tokens=128, block_size=64)  # no load: the cursor stays
+    assert other.stored_blocks == 0
+
+
+def test_a_preempted_request_delays_passes_until_its_latest_store_lands():
+    offload = _offload(d2h_gbps=1.0)
+    req = _Req([1, 2], computed=128, isl=128)
+    offload.store(req, 64, end_ms=10.0)
+    assert req.store_done_ms == pytest.approx(10.0 + 2 * BLOCK_BYTES / 1e9 * 1e3)
+    offload.preempted(req)
+    assert offload.not_before_ms == req.store_done_ms
 
 
 # ---------------------------------------------------------------- on an engine rank
@@ -85,6 +136,19 @@ def test_an_evicted_prefix_comes_back_from_the_host_at_the_h2d_bandwidth():
     assert d.reused_input_tokens == 31 * 64
 
 
+def test_a_request_is_looked_up_when_the_scheduler_reaches_it_not_only_at_the_head():
+    # X and D arrive together; X (no prefix) is admitted first in the pass, then D is
+    # considered, found in the host and held for its load while X runs.
+    rows = ROWS[:3] + [(300.0, 64, 2, [30]), (300.0, 2048, 2, A)]
+    r = run(rows, engine=_engine(h2d_bandwidth_gbps=8.0))
+    load_ms = 32 * 64 * 131072 / 8e9 * 1e3
+    x, d = req(r, 3), req(r, 4)
+    assert (x.first_admit_ms, x.reused_input_tokens) == (300.0, 0)
+    assert d.first_admit_ms == pytest.approx(300.0 + load_ms, abs=1e-6)
+    assert d.reused_input_tokens == 31 * 64
+    assert d.ttft_ms == pytest.approx(load_ms + prefill_ms(64), abs=1e-6)
+
+
 def test_without_the_host_tier_the_evicted_prefix_is_recomputed():
     r = run(ROWS, engine={"num_gpu_blocks": 64})
     assert req(r, 3).reused_input_tokens == 0
@@ -97,5 +161,8 @@ def test_host_offload_needs_the_host_block_size():
 
     with pytest.raises(ConfigError, match="kv_cache_bytes_per_token"):
         build_deployment({"engine": {"native_host_offload": {"num_host_blocks": 8}}})
+    with pytest.raises(ConfigError, match="supported only for backend vllm"):
+        build_deployment({"engine": {"backend": "sglang", "kv_cache_bytes_per_token": 4096,
+                                     "native_host_offload": {"num_host_blocks": 8}}})
     old = build_deployment({"engine": {"num_host_blocks": 8, "kv_bytes_per_token": 4096}})
     assert old.engine.kv_cache_bytes_per_token == 4096  # the older flags' sizing

@@ -229,3 +229,16 @@ def test_a_patch_that_turns_the_queue_off_releases_the_waiting_requests_at_once(
     first_token = (r.requests["arrival_ms"] + r.requests["ttft_ms"]).tolist()
     # Released at 10 ms, both reach the engine during its first pass and share the next one.
     assert first_token[1] == first_token[2] > first_token[0]
+
+
+def test_a_rank_queues_the_prompt_less_its_device_and_weighted_host_cached_tokens():
+    # 640 tokens (10 blocks): 2 blocks on the device, the next 4 in the host tier. Cached:
+    # (2 + 0.75 x 4) x 64 = 320 tokens, so 320 are queued as that rank's prefill (reference
+    # cache_hit_estimates: the weighted overlap, rounded to tokens).
+    router = KvRouter({}, 64, np.random.default_rng(0), pool=Role.AGG)
+    load = RankLoad()
+    route = router.choose(640, list(range(10)), [_HostView(2, 4), _HostView(0, 0)],
+                          [load, RankLoad()])
+    assert (route.index, route.overlap_blocks, route.cached_tokens) == (0, 2, 320)
+    router.sent(1, 640, list(range(10)), route, load)
+    assert load.prefill_tokens == 320

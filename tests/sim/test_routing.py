@@ -81,3 +81,5 @@ def test_a_declared_knob_checks_values_from_files_flags_and_patches():
             knob.check(bad, field="--router-param w")
         assert err.value.field == "--router-param w"
     assert knob.describe() == "w (>= 0, <= 2, default 1): a weight"
+    off = Param("t", None, "a threshold", ge=0.0, optional=True)
+    assert off.check("null") is None and off.check("None") is None and off.check("0.5") == 0.5

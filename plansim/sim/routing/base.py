@@ -44,11 +44,13 @@ class RankLoad:
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """Where ``choose`` sends a request: the candidate's index and the prompt blocks cached
-    there (0 when the policy does not look)."""
+    """Where ``choose`` sends a request: the candidate's index, the prompt blocks cached there
+    (0 when the policy does not look) and the prompt tokens the policy counts as cached there
+    (its load records the rest as queued prefill)."""
 
     index: int
     overlap_blocks: int
+    cached_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,10 @@ For each candidate rank (lower is better)::
              + decode_active_request_weight x requests on the rank
 
 ``device_overlap_blocks`` is the prompt's leading blocks in the rank's cache,
-``host_overlap_blocks`` the next ones in its host offload tier. ``decode_blocks`` counts the full
+``host_overlap_blocks`` the next ones in its host offload tier. A request routed to a rank adds
+its prompt less its *cached tokens* there, ``(device_overlap_blocks + host_cache_hit_weight x
+host_overlap_blocks) x block_size``, to the rank's queued prefill tokens until its prompt is
+computed. ``decode_blocks`` counts the full
 blocks of the requests the router has sent there and not seen finish, plus this request's full
 blocks not already among them (a partial last block is not counted). With
 ``overlap_score_credit_decay`` d > 0 the device credit is scaled by
@@ -150,7 +153,14 @@ class KvRouter(Policy):
         device, host = overlaps if overlaps is not None else self._overlaps(keys, views)
         logits = self._costs(isl, keys, loads, device, host)
         i = self._pick(logits)
-        return Route(i, device[i])
+        return Route(i, device[i], self._cached_tokens(device[i], host[i]))
+
+    def _cached_tokens(self, device: int, host: int) -> int:
+        """The prompt tokens counted as cached on a rank: its device blocks plus its host
+        blocks weighted by ``host_cache_hit_weight``, rounded to tokens (half up)."""
+        if not host:
+            return device * self.block_size
+        return int((device + self.host_cache_hit_weight * host) * self.block_size + 0.5)
 
     def _costs(self, isl: int, keys: list[int], loads: Sequence[RankLoad], device: list[int],
                host: list[int]) -> np.ndarray:
@@ -214,7 +224,8 @@ class KvRouter(Policy):
         if not queue.enabled or not loads or (not len(queue) and not self._all_busy(loads)):
             return False
         overlaps = self._overlaps(keys, views)
-        queue.push(rid, arrival_ms, isl - max(overlaps[0]) * self.block_size)
+        cached = max(map(self._cached_tokens, *overlaps))
+        queue.push(rid, arrival_ms, isl - cached)
         self._held[rid] = overlaps
         return True
 
@@ -238,7 +249,7 @@ class KvRouter(Policy):
             return
         queued = 0
         if self.router_track_prefill_tokens:
-            queued = max(isl - route.overlap_blocks * self.block_size, 0)
+            queued = max(isl - route.cached_tokens, 0)
             load.prefill_tokens += queued
         if self.prefill_pool or not self.router_track_active_blocks:
             # No active-block term: nothing to track but tokens.

@@ -17,7 +17,7 @@ line in ``plansim.sim.schedulers.SCHEDULERS``.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -54,6 +54,9 @@ class PassBuilder(Protocol):
     pass_undone: bool
     # Preemptions (and KV rejections) since the rank started; compare before and after a grant.
     preemptions: int
+    # With a host offload tier: look a waiting request up there before admitting it
+    # (``plansim.sim.host_offload``: PROCEED, HELD (it left the queue) or BLOCKED); else None.
+    host_lookup: Callable[[Request, PrefixMatch, float], int] | None
 
     def kv_available(self) -> int:
         """Blocks that can be allocated now (free plus evictable)."""

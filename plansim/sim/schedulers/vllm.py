@@ -7,7 +7,8 @@
    the oldest); the rank gives its grant back and requeues it at the head of the waiting queue.
 3. Unless the running requests' grants lost a request (the one being scheduled, or work granted
    earlier in the pass), waiting requests are admitted in order while ``running <
-   max_num_seqs`` and budget remains; admission needs KV for the whole known sequence,
+   max_num_seqs`` and budget remains; with a host offload tier each is looked up there first
+   (it may leave the queue for a transfer); admission needs KV for the whole known sequence,
    counting only *active* cached prefix blocks as present. Any preemption while an admitted
    request takes its tokens ends admission for the pass.
 4. Refused at the door: a prompt at or over ``max_model_len`` and, without chunked prefill, a
@@ -19,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from plansim.sim.host_offload import BLOCKED, HELD
 from plansim.sim.schedulers.base import PassBuilder, PrefixMatch
 
 if TYPE_CHECKING:
@@ -80,12 +82,19 @@ class VllmScheduler:
         if lost or rank.pass_undone:
             return
         waiting = rank.waiting
+        host_lookup = rank.host_lookup
         while waiting and len(running) < self.max_num_seqs:
             budget = limit - rank.pass_tokens
             if budget <= 0:
                 break
             req = waiting[0]
             match = rank.prefix_match(req)
+            if host_lookup is not None:
+                found = host_lookup(req, match, now_ms)
+                if found == HELD:
+                    continue
+                if found == BLOCKED:
+                    break
             if not self.admits(rank, req, match):
                 break
             prompt_left = req.isl - min(match.cached_tokens, req.isl)
