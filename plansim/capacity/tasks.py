@@ -57,19 +57,15 @@ def replay_full_task(context: TaskContext, trace_path: str, deployment: Any,
     or the scripted count ``changes`` (``scripted.CountChange``) when given; score each
     segment's requests (``segment_first_rows``: S + 1 row bounds)."""
     del context
-    from plansim.sim.host import replay
+    from plansim import api
 
     workload = load_window(trace_path)
-    planner = None
-    if planner_config is not None:
-        from plansim.sim.bootstrap import planner_for_deployment
-
-        planner = planner_for_deployment(planner_config, deployment)
-    elif changes:
+    planner = planner_config
+    if planner is None and changes:
         from plansim.capacity.scripted import CountSchedule
 
         planner = CountSchedule(changes)
-    result = replay(workload, deployment, planner)
+    result = api.replay(workload, api.setup(deployment, planner))
     good = good_mask(result.requests, deployment.sla)
     bounds = np.asarray(segment_first_rows, dtype=np.int64)
     segment_of_row = np.repeat(np.arange(bounds.size - 1), np.diff(bounds))
@@ -91,15 +87,15 @@ def replay_segment_task(context: TaskContext, trace_path: str, deployment: Any,
     """Replay ``window``'s rows on ``deployment`` (whose worker counts serve the lead-in),
     scaling to ``counts`` at the segment edge; score the segment's own requests."""
     del context
+    from plansim import api
     from plansim.capacity.scripted import CountSchedule, change_to
-    from plansim.sim.host import replay
 
     workload = load_window(trace_path).rows(window.lead_row, window.stop_row)
     planner = None
     if window.has_lead_in and tuple(deployment.pool_sizes().values()) != tuple(counts):
         edge_s = (window.edge_ms - window.offset_ms) / 1000.0
         planner = CountSchedule([change_to(deployment.mode, edge_s, counts)])
-    result = replay(workload, deployment, planner)
+    result = api.replay(workload, api.setup(deployment, planner))
     good = good_mask(result.requests, deployment.sla)
     own = good[window.start_row - window.lead_row:]
     last = result.requests["last_token_ms"].to_numpy(dtype=np.float64)

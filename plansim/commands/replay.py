@@ -106,18 +106,6 @@ def _duration(ms: float) -> str:
     return f"{seconds / 3600:.2f} h"
 
 
-def _replay_with_retune(traces: list[Path], trace_format: str, trace_block_size: int | None,
-                        deployment: Any, config: Any, planner_raw: Mapping[str, Any],
-                        source: str, workload: Any, progress: Any) -> Any:
-    """A replay whose planner owns a retune controller (the ``retune:`` block)."""
-    from plansim.retune.runner import RetuneRun, run_retune
-
-    run = RetuneRun(source=source, trace_paths=tuple(str(p) for p in traces),
-                    trace_format=trace_format, trace_block_size=trace_block_size,
-                    deployment=deployment, planner_config=config, planner_raw=dict(planner_raw))
-    return run_retune(run, workload=workload, progress=progress)
-
-
 def _print_summary(s: Mapping[str, Any], n_rejected: int, out_dir: Path,
                    sla: Mapping[str, Any]) -> None:
     """The terminal summary. A latency without samples (no completed request; for ITL, no
@@ -309,36 +297,17 @@ def _execute(ctx: typer.Context, load: Any, *, traces: list[Path], trace_format:
         planner_raw, planner_source = read_planner_mapping(planner_config), str(planner_config)
     elif deployment.planner is not None:
         planner_raw, planner_source = deployment.planner, str(config or "deployment")
-    planner_cfg = planner = None
-    if planner_raw is not None:
-        from plansim.planner_core import parse_planner_config
+    from plansim import api
 
-        planner_cfg = parse_planner_config(dict(planner_raw), source=planner_source)
-        if planner_cfg.retune is not None:
-            from plansim.retune.runner import check_retune
-
-            check_retune(planner_cfg, deployment, source=planner_source)
-        else:
-            from plansim.errors import located
-            from plansim.sim.bootstrap import planner_for_deployment
-
-            with located(planner_source):
-                planner = planner_for_deployment(planner_cfg, deployment)
-
-    from plansim.sim.host import replay
-
+    setup = api.setup(deployment, planner_raw, source=planner_source)
     workload = load(deployment)
-    if planner_cfg is not None and planner_cfg.retune is not None and not traces:
+    if setup.retune and not traces:
         raise InputError("retune replays windows of a trace file: use plansim replay run",
                          field="--planner-config")
 
     bar = ProgressBar() if (not p["quiet"] and sys.stderr.isatty()) else None
     try:
-        if planner_cfg is not None and planner_cfg.retune is not None:
-            result = _replay_with_retune(traces, trace_format, trace_block_size, deployment,
-                                         planner_cfg, planner_raw, planner_source, workload, bar)
-        else:
-            result = replay(workload, deployment, planner, progress=bar)
+        result = api.replay(workload, setup, trace_paths=[str(t) for t in traces], progress=bar)
     finally:
         if bar is not None:
             bar.close()

@@ -98,7 +98,7 @@ def windows(
     Every (window, candidate) replay is an independent task; a summary over the windows follows
     the tables.
     """
-    from plansim.commands.retune import WindowBar, ranked_table, score_legend
+    from plansim.commands.retune_text import WindowBar, ranked_table, score_legend
     from plansim.retune.batch import make_executor, score_windows
     from plansim.retune.config import planner_retune_config
 
@@ -150,7 +150,7 @@ def write_window_outputs(
     """The folder of scored windows: ``windows/<k>.json``, ``windows.parquet``,
     ``summary.json`` (with the reader's counts summed over the windows, also logged at INFO)
     and ``inputs.json`` (with ``extra``). Returns the summary."""
-    from plansim.commands.retune import scoring_sla
+    from plansim.commands.retune_text import scoring_sla
     from plansim.io import atomic_write_json, write_parquet_atomic
     from plansim.retune.batch import summarize, window_record
     from plansim.schema import INPUTS_JSON, SUMMARY_JSON, WINDOW_RECORDS_DIR, WINDOWS_TABLE
@@ -237,7 +237,7 @@ def candidates_frame(records: list[dict[str, Any]]) -> Any:
 
 def summary_lines(summary: dict[str, Any]) -> list[str]:
     """The summary over windows: outcomes, then per candidate its wins and score distribution."""
-    from plansim.commands.retune import format_number
+    from plansim.commands.retune_text import format_number
 
     outcomes = ", ".join(f"{n} {k}" for k, n in summary["outcomes"].items()) or "none"
     lines = [

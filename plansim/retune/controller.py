@@ -27,11 +27,11 @@ import itertools
 import logging
 import threading
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from plansim.errors import ConfigError
+from plansim.errors import ConfigError, located
 from plansim.planner_core.config import PREDICTOR_FIELDS
 from plansim.planner_core.observations import WorkerCounts
 from plansim.retune import domains, record
@@ -539,3 +539,36 @@ def _fit_problem(config: Any, capabilities: Any) -> str | None:
     except ConfigError as exc:
         return str(exc)
     return None
+
+
+def controller_for_replay(
+    planner_config: Any,
+    deployment: Any,
+    workload: Any,
+    trace_paths: Sequence[str],
+    *,
+    executor: Callable[[int], Executor] | None = None,
+    on_decision: Callable[[dict[str, Any]], None] | None = None,
+) -> RetuneController:
+    """The retune controller for a replay of ``workload`` (read from ``trace_paths``, unless the
+    workload names its own sources): the time origin is its first arrival, extra history the
+    planner's ``load_predictor_warmup_trace``."""
+    history = ((planner_config.load_predictor_warmup_trace,)
+               if planner_config.load_predictor_warmup_trace else ())
+    origin_ms = float(workload.arrival_ms.min()) if len(workload) else 0.0
+    inputs = RetuneInputs(
+        deployment=deployment,
+        trace_paths=tuple(str(s) for s in (workload.sources or trace_paths)),
+        origin_ms=origin_ms,
+        history_paths=history,
+    )
+    return RetuneController(planner_config, inputs, executor=executor, on_decision=on_decision)
+
+
+def check_retune(planner_config: Any, deployment: Any, *, source: str) -> None:
+    """Every check of the planner's retune block that needs no trace (its fields, its search
+    domains against the planner and the deployment, the grid size), before any work starts;
+    ``ConfigError`` names ``source``."""
+    planner_retune_config(planner_config, source=source)
+    with located(source):
+        RetuneController(planner_config, RetuneInputs(deployment, (), 0.0)).close()

@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from plansim.errors import ConfigError, located
+from plansim.errors import ConfigError
 from plansim.planner_core.observations import WorkerCounts
 from plansim.configfile import read_config
 from plansim.roles import Role
 from plansim.retune.config import planner_retune_config
-from plansim.retune.controller import RetuneController, RetuneInputs
+from plansim.retune.controller import RetuneController, check_retune, controller_for_replay
 from plansim.retune.executor import Executor
 from plansim.retune.sweep import SweepReport, run_sweep
 
@@ -101,15 +101,6 @@ def load_retune_run(path: str | Path) -> RetuneRun:
     )
 
 
-def check_retune(planner_config: Any, deployment: Any, *, source: str) -> None:
-    """Every check of the planner's retune block that needs no trace (its fields, its search
-    domains against the planner and the deployment, the grid size), before any work starts;
-    ``ConfigError`` names ``source``."""
-    planner_retune_config(planner_config, source=source)
-    with located(source):
-        RetuneController(planner_config, RetuneInputs(deployment, (), 0.0)).close()
-
-
 def load_run_workload(run: RetuneRun) -> Any:
     """The run's trace as a ``Workload``; the retune windows are read from the same files, so
     they must be Dynamo request traces (``TraceError`` naming the first file that is not)."""
@@ -137,18 +128,9 @@ def build_controller(
     executor: Callable[[int], Executor] | None = None,
     on_decision: Callable[[dict[str, Any]], None] | None = None,
 ) -> RetuneController:
-    """The retune controller for a replay of ``workload`` (the time origin is its first
-    arrival; history is the planner's ``load_predictor_warmup_trace``)."""
-    config = run.planner_config
-    history = (config.load_predictor_warmup_trace,) if config.load_predictor_warmup_trace else ()
-    origin_ms = float(workload.arrival_ms.min()) if len(workload) else 0.0
-    inputs = RetuneInputs(
-        deployment=run.deployment,
-        trace_paths=tuple(str(s) for s in (workload.sources or run.trace_paths)),
-        origin_ms=origin_ms,
-        history_paths=history,
-    )
-    return RetuneController(config, inputs, executor=executor, on_decision=on_decision)
+    """The retune controller for a replay of ``workload`` with the run's planner config."""
+    return controller_for_replay(run.planner_config, run.deployment, workload, run.trace_paths,
+                                 executor=executor, on_decision=on_decision)
 
 
 def run_retune(
@@ -161,24 +143,12 @@ def run_retune(
 ) -> Any:
     """Replay the run's trace with the planner and retune in the loop; returns the
     ``ReplayResult`` (``retune_events``: the decision records, a list)."""
-    from plansim.sim.bootstrap import planner_for_deployment
-    from plansim.sim.host import replay
+    from plansim import api
 
     workload = load_run_workload(run) if workload is None else workload
-    controller = build_controller(run, workload, executor=executor, on_decision=on_decision)
-    try:
-        with located(run.source):
-            planner = planner_for_deployment(run.planner_config, run.deployment,
-                                             retune=controller)
-        result = replay(workload, run.deployment, planner, progress=progress)
-    finally:
-        controller.close()
-    if result.retune_events is None:
-        # A host that does not collect decisions: take them from the controller.
-        from dataclasses import replace
-
-        result = replace(result, retune_events=list(controller.events))
-    return result
+    setup = api.ReplaySetup(run.deployment, planner_config=run.planner_config, source=run.source)
+    return api.replay(workload, setup, trace_paths=run.trace_paths, progress=progress,
+                      executor=executor, on_decision=on_decision)
 
 
 def starting_counts(deployment: Any) -> WorkerCounts:

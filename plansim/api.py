@@ -1,0 +1,111 @@
+"""``plansim.api``: compose a replay, with or without a planner, with or without retune.
+
+Two steps, so that every mistake in the inputs is found before a possibly large trace is read:
+
+    from plansim import api
+    from plansim.traces import load_workload
+
+    deployment = api.load_deployment("deploy.yaml", {"num_workers": 4})
+    setup = api.setup(deployment, planner=deployment.planner, source="deploy.yaml")
+    result = api.replay(load_workload(["trace.jsonl.gz"]), setup,
+                        trace_paths=("trace.jsonl.gz",))
+    result.summary["goodput_request_throughput_rps"], result.requests, result.ticks
+
+``setup(deployment, planner, source=...)`` validates: ``planner`` is a Dynamo planner config
+mapping (as read from YAML/JSON), a parsed ``PlannerConfig``, a ready planner object (anything
+with ``initial_tick(now_s)`` and ``tick(TickInput)``, such as a scripted schedule), or None for
+fixed replicas. A config with a ``retune:`` block has that block checked against the
+deployment (fields, search domains, grid size); one without is bootstrapped for the deployment
+at once (capabilities, self-benchmark or profiling data, predictor warm-up). ``ConfigError``
+names ``source``.
+
+``replay(workload, setup, ...)`` runs it and returns the ``ReplayResult``
+(``plansim.sim.result``). With retune, the controller sweeps windows read from
+``trace_paths`` (Dynamo request traces; the workload's own ``sources`` when it has them) with
+``executor`` (default: a spawn pool of ``retune.max_parallel`` workers) and is closed when the
+replay ends; ``on_decision`` sees each decision record as it lands; ``result.retune_events``
+lists them. ``progress(virtual_ms, last_arrival_ms)`` is called about once per simulated
+second.
+
+A ``ReplaySetup`` built by ``setup`` holds a planner ready to tick: replay it once.
+
+Layering: this module composes ``sim``, ``planner_core`` and ``retune``; the command modules,
+``retune.runner`` and ``capacity`` build their replays through it, and nothing it imports
+imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from plansim.errors import located
+from plansim.planner_core.config import PlannerConfig, parse_planner_config
+from plansim.sim.deployment import Deployment, load_deployment
+from plansim.sim.result import ReplayResult
+
+__all__ = ["ReplayResult", "ReplaySetup", "load_deployment", "replay", "setup"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplaySetup:
+    """What to replay: the deployment, the planner config (None: no planner, or a ready
+    ``planner``), the planner ready to tick (None with retune: it is built at replay time),
+    and where the planner config came from."""
+
+    deployment: Deployment
+    planner_config: PlannerConfig | None = None
+    planner: Any = None
+    source: str = ""
+
+    @property
+    def retune(self) -> bool:
+        return self.planner_config is not None and self.planner_config.retune is not None
+
+
+def setup(deployment: Deployment, planner: Any = None, *, source: str = "") -> ReplaySetup:
+    """Validate the replay's planner for ``deployment``; see the module docstring."""
+    if planner is None:
+        return ReplaySetup(deployment, source=source)
+    if hasattr(planner, "tick") and hasattr(planner, "initial_tick"):
+        return ReplaySetup(deployment, planner=planner, source=source)
+    config = planner if isinstance(planner, PlannerConfig) else parse_planner_config(
+        dict(planner), source=source or None)
+    if config.retune is not None:
+        from plansim.retune.controller import check_retune
+
+        check_retune(config, deployment, source=source)
+        return ReplaySetup(deployment, planner_config=config, source=source)
+    from plansim.sim.bootstrap import planner_for_deployment
+
+    with located(source or None):
+        built = planner_for_deployment(config, deployment)
+    return ReplaySetup(deployment, planner_config=config, planner=built, source=source)
+
+
+def replay(workload: Any, setup: ReplaySetup, *, trace_paths: Sequence[str] = (),
+           progress: Callable[[float, float], None] | None = None,
+           executor: Callable[[int], Any] | None = None,
+           on_decision: Callable[[dict[str, Any]], None] | None = None) -> ReplayResult:
+    """Replay ``workload`` as ``setup`` says; see the module docstring."""
+    from plansim.sim.host import replay as host_replay
+
+    if not setup.retune:
+        return host_replay(workload, setup.deployment, setup.planner, progress=progress)
+    from plansim.retune.controller import controller_for_replay
+    from plansim.sim.bootstrap import planner_for_deployment
+
+    controller = controller_for_replay(setup.planner_config, setup.deployment, workload,
+                                       trace_paths, executor=executor, on_decision=on_decision)
+    try:
+        with located(setup.source or None):
+            planner = planner_for_deployment(setup.planner_config, setup.deployment,
+                                             retune=controller)
+        result = host_replay(workload, setup.deployment, planner, progress=progress)
+    finally:
+        controller.close()
+    if result.retune_events is None:
+        # The host does not collect decisions: take them from the controller.
+        result = replace(result, retune_events=list(controller.events))
+    return result
