@@ -1,9 +1,9 @@
 """The planner policies a capacity run replays beside the static search and the bound.
 
-By default, the planner's own policies: one planner config per scaling policy, built from the
-deployment's ``planner:`` block when it has one, else from defaults sized for the run (both
-scaling loops, the SLA's TTFT and ITL as the planner's targets, a Kalman load predictor, the
-run's GPU budget). Each ``--planner-config`` adds one more, named after its file. A policy replay
+By default, the planner's own policies: one planner config per registered scaling policy
+(``planner_core.scaling_policies``: ``dynamo``, ``sla_goodput``), built from the deployment's
+``planner:`` block when it has one, else from defaults sized for the run (both scaling loops,
+the SLA's TTFT and ITL as the planner's targets, a Kalman load predictor, the run's GPU budget). Each ``--planner-config`` adds one more, named after its file. A policy replay
 starts from the deployment file's worker counts (the deployment a user would switch from) on
 the recommended variant, and pays every scale-up's start-up time.
 """
@@ -20,9 +20,6 @@ from plansim.planner_core import parse_planner_config
 from plansim.planner_core.config import DEFAULT_ITL_MS, DEFAULT_TTFT_MS, PlannerConfig
 from plansim.sim.deployment import Deployment
 
-# The planner's scaling policies, compared by default. The planner today scales as Dynamo's
-# does; a policy registry in planner_core will name more.
-DEFAULT_POLICY_NAMES = ("dynamo",)
 _MODES = {"agg": ("agg",), "disagg": ("disagg", "prefill", "decode")}
 
 
@@ -55,11 +52,31 @@ def default_base(deployment: Deployment, max_gpu_budget: int) -> dict[str, Any]:
     }
 
 
-def default_policies(deployment: Deployment, max_gpu_budget: int) -> list[Policy]:
+def default_policies(deployment: Deployment,
+                     max_gpu_budget: int) -> tuple[list[Policy], list[str]]:
+    """One policy per registered scaling policy on the same base config, and a note for each
+    policy the deployment's planner block cannot run (its config rules refuse the block)."""
+    from plansim.planner_core.scaling_policies import policy_names
+
     raw = default_base(deployment, max_gpu_budget)
-    source = "deployment planner block" if deployment.planner is not None else "default"
-    return [Policy(name, _checked(raw, deployment, source), source)
-            for name in DEFAULT_POLICY_NAMES]
+    if deployment.planner is None:
+        return [Policy(name, _checked({**raw, "scaling_policy": name}, deployment, "default"),
+                       "default") for name in policy_names()], []
+    source = "deployment planner block"
+    own = raw.get("scaling_policy", "dynamo")
+    policies = [Policy(own, _checked(raw, deployment, source), source)]
+    notes = []
+    for name in policy_names():
+        if name == own:
+            continue
+        try:
+            config = _checked({**raw, "scaling_policy": name}, deployment, source)
+        except ConfigError as exc:
+            notes.append(f"scaling policy {name} not compared: the deployment's planner block "
+                         f"with scaling_policy {name}: {exc.message}")
+            continue
+        policies.append(Policy(name, config, source))
+    return policies, notes
 
 
 def file_policies(paths: Sequence[str | Path], deployment: Deployment,

@@ -85,6 +85,7 @@ class Plan:
     seeds: int
     objective: objectives.Objective
     max_bound_rounds: int
+    notes: tuple[str, ...] = ()
 
 
 def prepare(deployment: Deployment, target: float = 0.95, *,
@@ -114,15 +115,15 @@ def prepare(deployment: Deployment, target: float = 0.95, *,
     if isinstance(objective, objectives.GpuCost):
         for variant in variants:
             objective.check(variant.label, variant.layout)
-    policies = (planner_policies.default_policies(deployment, max_gpu_budget)
-                if default_policies else [])
+    policies, notes = (planner_policies.default_policies(deployment, max_gpu_budget)
+                       if default_policies else ([], []))
     policies += [p for p in planner_configs if isinstance(p, Policy)]
     paths = [p for p in planner_configs if not isinstance(p, Policy)]
     policies += planner_policies.file_policies(paths, deployment,
                                                taken=[p.name for p in policies])
     return Plan(deployment, float(target), tuple(dims), tuple(variants), tuple(policies),
                 max_gpu_budget, float(segment_s), float(lead_in_s), int(seeds),
-                objective or objectives.GpuHours(), max_bound_rounds)
+                objective or objectives.GpuHours(), max_bound_rounds, tuple(notes))
 
 
 def _dimensions(search: Any) -> list[SearchDimension]:
@@ -149,7 +150,7 @@ def run(plan: Plan, workload: Any, *, executor: Executor | None = None,
     workers (default: the CPU count) is started and closed."""
     if len(workload) == 0:
         raise InputError("the trace has no requests", field="TRACE")
-    notes = []
+    notes = list(plan.notes)
     if getattr(workload, "graph", None) is not None:
         # Segments and their lead-ins cut sessions apart; every replay runs the same open loop.
         workload = workload.open_loop()

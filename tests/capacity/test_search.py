@@ -90,12 +90,14 @@ def test_an_unreachable_target_reports_the_best_infeasible_point():
 def test_policies_are_replayed_from_the_deployment_counts_with_their_gap_to_the_bound():
     result = run(flat(1000, 30.0), agg_deployment(), target=0.9, segment_s=15.0,
                  default_policies=True)
-    (policy,) = result.policies
-    assert policy.name == "dynamo" and policy.start_counts == (2,)
-    assert policy.gap_to_oracle_pct == pytest.approx(
-        (policy.cost - result.bound.cost) / result.bound.cost * 100.0)
-    row = result.points[result.points["kind"] == "policy"].iloc[0]
-    assert row["policy"] == "dynamo" and row["scaling_events"] == policy.scaling_events
+    # by default, one policy per scaling policy of the planner
+    assert [p.name for p in result.policies] == ["dynamo", "sla_goodput"]
+    rows = result.points[result.points["kind"] == "policy"]
+    for policy, (_, row) in zip(result.policies, rows.iterrows(), strict=True):
+        assert policy.start_counts == (2,)
+        assert policy.gap_to_oracle_pct == pytest.approx(
+            (policy.cost - result.bound.cost) / result.bound.cost * 100.0)
+        assert row["policy"] == policy.name and row["scaling_events"] == policy.scaling_events
 
 
 def test_seeds_replay_the_chosen_points_and_bound_the_goodput_ratio():

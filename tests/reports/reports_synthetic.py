@@ -444,7 +444,7 @@ def write_capacity_folder(folder: Path, policy_name: str = "dynamo") -> Path:
         "num_workers": 2, "router": {"mode": "round_robin"}, "sla": {"ttft_ms": 500},
         "engine": {"max_num_seqs": 1, "startup_time": 2,
                    "timing_model": {"type": "fixed", "prefill_ms": 10, "decode_ms": 10}}})
-    (base,) = default_policies(deployment, 16)
+    base = default_policies(deployment, 16)[0][0]
     plan = prepare(deployment, 0.95, segment_s=12.0, max_gpu_budget=16, default_policies=False,
                    planner_configs=[Policy(policy_name, base.config, "default")])
     result = run(plan, workload, executor=InProcessExecutor())
