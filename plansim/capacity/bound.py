@@ -17,9 +17,13 @@ requests in flight at the edge and the warm KV caches carry over, a backlog does
 schedule would not have built one). A whole-trace static replay at the same counts gives a
 floor (the value under the constant schedule). Counts never segment-replayed are given the best
 value monotonicity allows: no more than any larger counts segment-replayed, at most every
-request, at least the floor. The run replays first, in each segment, the cheapest static counts
-that met the target there and one worker less per pool; then it solves, replays every
-(segment, counts) the cheapest schedule uses without a segment replay, and solves again, until
+request, at least the floor. The run first finds, in each segment, each pool's threshold along
+its line (the other pools at their limits) by bisection below the smallest count whose floor met
+the segment's own target; then it solves, replays every
+(segment, counts) the cheapest schedule uses without a segment replay, with what bounds its
+neighbours fastest (the midpoint between it and the replayed counts that bound its value, or,
+in a disaggregated deployment, its lines with the other pool at its limit), and solves again,
+until
 the schedule uses replayed values only (the bound is then exact for this segment model) or the
 round limit is reached (it is then looser, still a lower bound).
 
@@ -38,8 +42,9 @@ meets the target, the best possible cost lies between the bound and its cost.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -112,6 +117,24 @@ class SegmentValues:
     def is_final(self, segment: int, counts: Counts) -> bool:
         return counts in self.final[segment]
 
+    def probe(self, segment: int, counts: Counts, limits: Counts) -> list[Counts]:
+        """What to replay to learn about ``counts`` of ``segment``, a cell a schedule wants
+        but no segment replay has valued: the cell itself, and what bounds its neighbours
+        fastest. When replayed counts that dominate it bound its optimistic value, the midpoint
+        between it and them (so each round halves the counts that share that value); when
+        nothing bounds it and there are several pools, each pool's line through it with the
+        other pools at their limits (which bounds the whole line at once)."""
+        final = self.final[segment]
+        cells = [counts]
+        above = [f for f in final if all(a >= c for a, c in zip(f, counts))]
+        if above:
+            bound = min(above, key=lambda f: (final[f], sum(f), f))
+            cells.append(tuple((c + b) // 2 for c, b in zip(counts, bound)))
+        elif len(counts) > 1:
+            cells += [tuple(c if j == i else lim for j, (c, lim) in enumerate(zip(counts, limits)))
+                      for i in range(len(counts))]
+        return [c for c in dict.fromkeys(cells) if c not in final]
+
     def good_grid(self, segment: int, limits: Counts) -> np.ndarray:
         """Good requests per counts on the grid ``1..limits``: the final value where there is
         one; elsewhere the least final value among counts that dominate it (no pool smaller),
@@ -135,6 +158,50 @@ class SegmentValues:
         """The replayed end (last completion, replay ms) of the last segment per final counts:
         the earlier of its segment replay and its whole-trace replay."""
         return {c: min(end, self._end_floor.get(c, end)) for c, end in self._end_final.items()}
+
+
+def line_threshold(values: SegmentValues, segment: int, pool: int, limits: Counts,
+                   need: int) -> Generator[list[tuple[int, Counts]], None, None]:
+    """The fewest workers of ``pool`` with which ``segment`` meets its own ``need`` (good
+    requests) while the other pools are at their limits: bisection below the smallest count
+    whose floor already met it (or the pool's limit), on segment replays. Yields the cells to
+    replay next; the caller records them in ``values`` before resuming."""
+    def point(n: int) -> Counts:
+        return tuple(n if j == pool else lim for j, lim in enumerate(limits))
+
+    floors = values.floor[segment]
+    met = [n for n in range(1, limits[pool] + 1) if floors.get(point(n), -1) >= need]
+    top = min(met) if met else limits[pool]
+    if not values.is_final(segment, point(top)):
+        yield [(segment, point(top))]
+    if values.final[segment][point(top)] < need:
+        return
+    missed, hit = 0, top
+    while hit - missed > 1:
+        mid = (missed + hit) // 2
+        if not values.is_final(segment, point(mid)):
+            yield [(segment, point(mid))]
+        if values.final[segment][point(mid)] >= need:
+            hit = mid
+        else:
+            missed = mid
+
+
+def lockstep(searches: Sequence[Generator[list[Any], None, None]]) -> Iterator[list[Any]]:
+    """Step several searches together: each round, the requests of all that are not done."""
+    active = list(searches)
+    while active:
+        round_: list[Any] = []
+        still = []
+        for search in active:
+            try:
+                round_ += next(search)
+            except StopIteration:
+                continue
+            still.append(search)
+        active = still
+        if round_:
+            yield round_
 
 
 def _on_grid(counts: Counts, limits: Counts) -> bool:

@@ -19,6 +19,7 @@ the bound, ``policy``: a planner replay), ``variant`` and one column per search 
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import time
@@ -31,7 +32,14 @@ import numpy as np
 import pandas as pd
 
 from plansim.capacity import objective as objectives
-from plansim.capacity.bound import BoundInputs, Schedule, SegmentValues, solve
+from plansim.capacity.bound import (
+    BoundInputs,
+    Schedule,
+    SegmentValues,
+    line_threshold,
+    lockstep,
+    solve,
+)
 from plansim.capacity import policies as planner_policies
 from plansim.capacity.policies import Policy
 from plansim.capacity.result import (
@@ -64,9 +72,10 @@ from plansim.errors import InputError
 from plansim.retune.executor import Executor, TaskContext
 from plansim.sim.deployment import Deployment
 
+log = logging.getLogger("plansim.capacity")
 Counts = tuple[int, ...]
 DEFAULT_MAX_GPU_BUDGET = 64
-DEFAULT_BOUND_ROUNDS = 8
+DEFAULT_BOUND_ROUNDS = 16
 LATENCY_COLUMNS = ("median_ttft_ms", "p90_ttft_ms", "p90_itl_ms", "p90_e2e_latency_ms")
 
 
@@ -276,11 +285,16 @@ class _Run:
         return job
 
     def choose(self, statics: Sequence[StaticSearch]) -> _Chosen:
+        """The cheapest feasible point; the best infeasible one (within budget, the most good
+        requests, then the lowest cost), among those cheaper than the cheapest when there are
+        any (what spending less buys); and the variant the bound and policies run on."""
         feasible = [(s.variant, s.cheapest) for s in statics if s.cheapest is not None]
         cheapest = min(feasible, key=lambda ve: (ve[1].cost, ve[1].counts)) if feasible else None
         missed = [(s.variant, e) for s in statics for e in s.evaluated
                   if e.within_budget and not e.meets_target]
-        best_bad = min(missed, key=lambda ve: (-ve[1].good, ve[1].cost)) if missed else None
+        cheaper = [ve for ve in missed if cheapest is not None and ve[1].cost < cheapest[1].cost]
+        best_bad = min(cheaper or missed, key=lambda ve: (-ve[1].good, ve[1].cost),
+                       default=None)
         variant = (cheapest or best_bad or (self.plan.variants[0], None))[0]
         return _Chosen(cheapest, best_bad, variant)
 
@@ -312,40 +326,37 @@ class _Run:
             length_s=segs.length_s, requests=segs.requests,
             allowed_bad=total - required_good(plan.target, total),
             last_edge_ms=float(segs.edges_ms[-1]))
-        # First round: in each segment, the cheapest static counts that met the target there
-        # and one worker less per pool, the counts a schedule most likely uses.
-        missing = [(k, c) for k in range(len(segs))
-                   for c in self._likely_counts(variant, values, k)]
         rounds = 0
-        while True:
+
+        def replay_cells(cells: Sequence[tuple[int, Counts]]) -> Generator:
+            nonlocal rounds
             rounds += 1
+            cells = list(dict.fromkeys(cells))
             replays: list[SegmentReplay] = yield [
-                self._segment_request(variant, k, c, reference) for k, c in missing]
-            for (k, c), r in zip(missing, replays):
+                self._segment_request(variant, k, c, reference) for k, c in cells]
+            for (k, c), r in zip(cells, replays):
                 values.add_segment(k, c, r.good, r.end_ms)
+
+        # First, in every segment, the threshold of each pool along its line (the other pools
+        # at their limits), by bisection below the smallest count whose floor met the segment's
+        # own target: what bounds the optimistic values of every count below it.
+        searches = [line_threshold(values, k, pool, limits,
+                                   required_good(plan.target, int(segs.requests[k])))
+                    for k in range(len(segs)) for pool in range(len(limits))]
+        for cells in lockstep(searches):
+            yield from replay_cells(cells)
+        while True:
             good = [values.good_grid(k, limits) for k in range(len(segs))]
             schedule = solve(inputs, good, values.last_end_ms())
             missing = [] if schedule is None else [
                 (k, c) for k, c in enumerate(schedule.counts) if not values.is_final(k, c)]
+            log.debug("bound round %d: schedule %s (cost %s), not yet replayed %s", rounds,
+                      schedule and schedule.counts, schedule and schedule.cost, missing)
             if not missing or rounds >= plan.max_bound_rounds:
                 break
+            yield from replay_cells([(k, cell) for k, c in missing
+                                     for cell in values.probe(k, c, limits)])
         return _BoundOutcome(variant, schedule, values, rounds, not missing)
-
-    def _likely_counts(self, variant: Variant, values: SegmentValues, k: int) -> list[Counts]:
-        plan = self.plan
-        layout = variant.layout
-        need = required_good(plan.target, values.requests[k])
-        floors = {c: g for c, g in values.floor[k].items()
-                  if layout.within_budget(c, plan.max_gpu_budget)}
-        if not floors:
-            return []
-        met = [c for c, g in floors.items() if g >= need]
-        if met:
-            best = min(met, key=lambda c: (objectives.rate(plan.objective, layout, c), c))
-        else:
-            best = max(floors, key=lambda c: (floors[c], c))
-        lower = [tuple(n - (i == j) for j, n in enumerate(best)) for i in range(len(best))]
-        return [best] + [c for c in lower if min(c) >= 1]
 
     def _schedule_job(self, deps: Mapping[str, Any]) -> Generator:
         """The bound's schedule replayed on the whole trace: workers added for a segment are

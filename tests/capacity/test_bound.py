@@ -102,3 +102,22 @@ def test_the_last_segment_end_is_the_earlier_of_segment_and_static_replay():
     assert values.last_end_ms() == {}  # not final without a segment replay
     values.add_segment(1, (2,), 10, 6_000.0)
     assert values.last_end_ms() == {(2,): 5_000.0}
+
+
+def test_a_wanted_cell_is_learnt_by_halving_the_counts_that_share_its_value():
+    values = SegmentValues([100])
+    values.add_segment(0, (8,), 95, np.nan)
+    # 1..7 all borrow 8's value: the cell, and the middle of the counts sharing that value
+    assert values.probe(0, (1,), (16,)) == [(1,), (4,)]
+    assert values.probe(0, (6,), (16,)) == [(6,), (7,)]
+    assert values.probe(0, (7,), (16,)) == [(7,)]
+    assert values.probe(0, (9,), (16,)) == [(9,)]  # nothing larger replayed: the cell itself
+
+
+def test_in_two_pools_a_cell_nothing_bounds_is_learnt_from_its_lines():
+    values = SegmentValues([100])
+    values.add_segment(0, (2, 6), 90, np.nan)
+    # bounded by (2, 6): the cell and the middle of the line to it
+    assert values.probe(0, (2, 2), (8, 8)) == [(2, 2), (2, 4)]
+    # (3, 2) has nothing above it: the cell and each pool's line with the other at its limit
+    assert values.probe(0, (3, 2), (8, 8)) == [(3, 2), (3, 8), (8, 2)]
