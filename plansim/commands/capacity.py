@@ -12,6 +12,7 @@ the target within the budget still exits 0 and says so.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -203,8 +204,13 @@ def _without_none(value: Any) -> Any:
 # -- the terminal table ------------------------------------------------------------------------
 
 
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1%}"
+def _pct(value: float | None, target: float | None = None) -> str:
+    if value is None:
+        return "-"
+    if target is not None and abs(value - target) < 0.001:
+        # Near the target, rounding could show a miss as the target: two decimals, cut down.
+        return f"{math.floor(value * 10_000) / 100:.2f}%"
+    return f"{value:.1%}"
 
 
 def _num(value: float | None, fmt: str = "{:.3f}") -> str:
@@ -240,7 +246,7 @@ def table_lines(report: Mapping[str, Any]) -> list[str]:
     best = report["cheapest_static"]
     if best is not None:
         lines.append(f"recommended   {_workers(best)} workers ({best['variant']}): goodput "
-                     f"{_pct(best['goodput_ratio'])} >= {_pct(target)} target, "
+                     f"{_pct(best['goodput_ratio'], target)} >= {_pct(target)} target, "
                      f"{_num(best['cost'])} {unit}{_interval(best)}")
     else:
         lines.append(f"recommended   none: no deployment within {report['max_gpu_budget']} GPUs "
@@ -257,14 +263,14 @@ def table_lines(report: Mapping[str, Any]) -> list[str]:
             continue
         tag = rank if v["feasible"] else "-"
         lines.append(f"{tag:>4}  {v['variant']:<{width}}  {_workers(v):>7}  {v['gpus']:>4}  "
-                     f"{_pct(v['goodput_ratio']):>7}  {_num(v['cost']):>8}  "
+                     f"{_pct(v['goodput_ratio'], target):>7}  {_num(v['cost']):>8}  "
                      + (f"{_num(v['gpu_hours']):>8}  " if gpu_h else "")
                      + f"{_replayed(v['replayed'])}")
     bad = report["best_infeasible"]
     if bad is not None:
         lines.append("")
         lines.append(f"best infeasible  {_workers(bad)} workers ({bad['variant']}): goodput "
-                     f"{_pct(bad['goodput_ratio'])}, {_num(bad['cost'])} {unit}"
+                     f"{_pct(bad['goodput_ratio'], target)}, {_num(bad['cost'])} {unit}"
                      f"{_interval(bad)}")
     oracle = report["oracle"]
     lines.append("")
@@ -283,14 +289,14 @@ def table_lines(report: Mapping[str, Any]) -> list[str]:
             verdict = ("meets the target: the best possible lies in between"
                        if replayed["meets_target"] else "misses the target")
             lines.append(f"              its schedule replayed: {_num(replayed['cost'])} {unit}, "
-                         f"goodput {_pct(replayed['goodput_ratio'])} ({verdict})")
+                         f"goodput {_pct(replayed['goodput_ratio'], target)} ({verdict})")
     if report["policies"]:
         lines.append("")
         lines.append(f"{'policy':<16}  {'goodput':>7}  {unit:>8}  {'events':>6}  gap to bound")
         for p in report["policies"]:
             gap = p["gap_to_oracle_pct"]
             met = "" if p["meets_target"] else "  (misses the target)"
-            lines.append(f"{p['name']:<16}  {_pct(p['goodput_ratio']):>7}  "
+            lines.append(f"{p['name']:<16}  {_pct(p['goodput_ratio'], target):>7}  "
                          f"{_num(p['cost']):>8}  {p['scaling_events']:>6}  "
                          f"{_num(gap, '{:+.1f}%'):>12}{met}")
     for note in report["notes"]:

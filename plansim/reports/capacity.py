@@ -254,19 +254,19 @@ def _segments_chart(data: CapacityData) -> go.Figure | str:
         fig.add_trace(go.Bar(x=[(k + 0.5) * interval_s / 60.0 for k in range(len(arrivals))],
                              y=[a / interval_s for a in arrivals], name="request rate (req/s)",
                              marker={"color": "#c9d3e6"}, opacity=0.8,
-                             hovertemplate="%{y:.2f} req/s<extra></extra>"), secondary_y=True)
+                             hovertemplate="%{y:.2f} req/s<extra></extra>"), secondary_y=False)
     xs, ys = [], []
     for seg in segments:
         xs += [seg["start_s"] / 60.0, seg["end_s"] / 60.0]
         ys += [seg["gpus"], seg["gpus"]]
     fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name="hindsight schedule (GPUs)",
                              line={"color": BOUND_COLOUR, "width": 3},
-                             hovertemplate="%{y} GPUs<extra></extra>"), secondary_y=False)
+                             hovertemplate="%{y} GPUs<extra></extra>"), secondary_y=True)
     best = report.get("cheapest_static")
     if best is not None:
         fig.add_trace(go.Scatter(x=[0, segments[-1]["end_s"] / 60.0], y=[best["gpus"]] * 2,
                                  mode="lines", name="cheapest static (GPUs)",
-                                 line={"color": "#8c8c8c", "dash": "dash"}), secondary_y=False)
+                                 line={"color": "#8c8c8c", "dash": "dash"}), secondary_y=True)
     gpw = oracle.get("gpus_per_worker") or []
     replayed = oracle.get("schedule_replay") or {}
     lines = [("schedule replayed (GPUs provisioned)", replayed.get("workers") or [],
@@ -280,12 +280,15 @@ def _segments_chart(data: CapacityData) -> go.Figure | str:
         fig.add_trace(go.Scatter(
             x=[row[0] / 60.0 for row in series],
             y=[sum(n * g for n, g in zip(row[1:], gpw)) for row in series],
-            mode="lines", line={"shape": "hv", **line}, name=plain(name)), secondary_y=False)
+            mode="lines", line={"shape": "hv", **line}, name=plain(name)), secondary_y=True)
     base_layout(fig, height=440, legend_below=True)
     fig.update_xaxes(title_text="replay time (min)")
-    fig.update_yaxes(title_text="GPUs", rangemode="tozero", secondary_y=False)
+    # The request rate sits on the primary axis (right) so that the GPU lines, on the overlaying
+    # axis (left), are drawn above its bars.
     fig.update_yaxes(title_text="requests / s", rangemode="tozero", showgrid=False,
-                     secondary_y=True)
+                     side="right", secondary_y=False)
+    fig.update_yaxes(title_text="GPUs", rangemode="tozero", side="left", tickmode="auto",
+                     showgrid=True, secondary_y=True)
     return fig
 
 

@@ -146,3 +146,11 @@ def test_the_output_folder_holds_one_run_and_force_replaces_it(tmp_path, files, 
                         "--force")
     assert code == 0, err
     assert json.loads((out / "capacity.json").read_text())["target"] == 0.1
+
+
+def test_a_ratio_just_under_the_target_never_prints_as_the_target():
+    from plansim.commands.capacity import _pct
+
+    assert _pct(0.94996, 0.95) == "94.99%"
+    assert _pct(0.95, 0.95) == "95.00%"
+    assert _pct(0.9726, 0.95) == "97.3%"
