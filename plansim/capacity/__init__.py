@@ -15,7 +15,8 @@ from plansim.capacity.result import (
     StaticPoint,
     VariantResult,
 )
-from plansim.capacity.search import Plan, prepare, run, search
+from plansim.capacity.plan import Plan, prepare
+from plansim.capacity.search import run, search
 
 __all__ = ["Bound", "CapacityResult", "GpuCost", "GpuHours", "Objective", "Plan", "PolicyResult",
            "StaticPoint", "VariantResult", "parse_gpu_costs", "prepare", "run", "search"]

@@ -1,0 +1,83 @@
+"""``prepare``: a validated capacity run (``Plan``), everything checked that does not need the
+trace: the target, the SLA, the budget, the segment length, the search dimensions and their
+variants, the planner policies."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from plansim.capacity import objective as objectives
+from plansim.capacity import policies as planner_policies
+from plansim.capacity.policies import Policy
+from plansim.capacity.segments import DEFAULT_LEAD_IN_S, DEFAULT_SEGMENT_S
+from plansim.capacity.variants import SearchDimension, Variant, build_variants, parse_search
+from plansim.errors import InputError
+from plansim.sim.deployment import Deployment
+
+DEFAULT_MAX_GPU_BUDGET = 64
+DEFAULT_BOUND_ROUNDS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A validated capacity run, ready to replay a workload."""
+
+    deployment: Deployment
+    target: float
+    dimensions: tuple[SearchDimension, ...]
+    variants: tuple[Variant, ...]
+    policies: tuple[Policy, ...]
+    max_gpu_budget: int
+    segment_s: float
+    lead_in_s: float
+    seeds: int
+    objective: objectives.Objective
+    max_bound_rounds: int
+    notes: tuple[str, ...] = ()
+
+
+def prepare(deployment: Deployment, target: float = 0.95, *,
+            search: Sequence[SearchDimension | str] | Mapping[str, Sequence[Any]] = (),
+            planner_configs: Sequence[str | Path | Policy] = (), default_policies: bool = True,
+            max_gpu_budget: int = DEFAULT_MAX_GPU_BUDGET, segment_s: float = DEFAULT_SEGMENT_S,
+            lead_in_s: float = DEFAULT_LEAD_IN_S, seeds: int = 1,
+            objective: objectives.Objective | None = None,
+            max_bound_rounds: int = DEFAULT_BOUND_ROUNDS) -> Plan:
+    """Validate a capacity run; ``InputError`` names the option at fault."""
+    if not (isinstance(target, (int, float)) and 0 < target <= 1):
+        raise InputError(f"must be in (0, 1], got {target}", field="--target")
+    if not deployment.sla.is_set:
+        raise InputError("plansim capacity scores goodput and needs an SLA: set sla.ttft_ms, "
+                         "sla.itl_ms or sla.e2e_ms in the deployment, or --sla-ttft-ms, "
+                         "--sla-itl-ms, --sla-e2e-ms", field="--sla-ttft-ms")
+    if max_gpu_budget < 1:
+        raise InputError(f"must be at least 1, got {max_gpu_budget}", field="--max-gpu-budget")
+    if not segment_s > 0:
+        raise InputError(f"must be > 0, got {segment_s}", field="--segment-s")
+    if not lead_in_s >= 0:
+        raise InputError(f"must be >= 0, got {lead_in_s}", field="lead_in_s")
+    if seeds < 1:
+        raise InputError(f"must be at least 1, got {seeds}", field="--seeds")
+    dims = _dimensions(search)
+    variants = build_variants(deployment, dims, max_gpu_budget=max_gpu_budget)
+    if isinstance(objective, objectives.GpuCost):
+        for variant in variants:
+            objective.check(variant.label, variant.layout)
+    policies, notes = (planner_policies.default_policies(deployment, max_gpu_budget)
+                       if default_policies else ([], []))
+    policies += [p for p in planner_configs if isinstance(p, Policy)]
+    paths = [p for p in planner_configs if not isinstance(p, Policy)]
+    policies += planner_policies.file_policies(paths, deployment,
+                                               taken=[p.name for p in policies])
+    return Plan(deployment, float(target), tuple(dims), tuple(variants), tuple(policies),
+                max_gpu_budget, float(segment_s), float(lead_in_s), int(seeds),
+                objective or objectives.GpuHours(), max_bound_rounds, tuple(notes))
+
+
+def _dimensions(search: Any) -> list[SearchDimension]:
+    if isinstance(search, Mapping):
+        return [SearchDimension(str(k), tuple(v)) for k, v in search.items()]
+    return [d if isinstance(d, SearchDimension) else parse_search(d) for d in search]
