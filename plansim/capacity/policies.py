@@ -58,15 +58,17 @@ def default_policies(deployment: Deployment,
     policy the deployment's planner block cannot run (its config rules refuse the block)."""
     from plansim.planner_core.scaling_policies import policy_names
 
+    # Sorted: the registry's order is its modules' import order, which varies.
+    names = sorted(policy_names())
     raw = default_base(deployment, max_gpu_budget)
     if deployment.planner is None:
         return [Policy(name, _checked({**raw, "scaling_policy": name}, deployment, "default"),
-                       "default") for name in policy_names()], []
+                       "default") for name in names], []
     source = "deployment planner block"
     own = raw.get("scaling_policy", "dynamo")
     policies = [Policy(own, _checked(raw, deployment, source), source)]
     notes = []
-    for name in policy_names():
+    for name in names:
         if name == own:
             continue
         try:
