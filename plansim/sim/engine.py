@@ -49,6 +49,7 @@ import numpy as np
 
 from plansim.planner_core.observations import ForwardPassMetrics
 from plansim.roles import Role
+from plansim.sim.batch import Batch
 from plansim.sim.engine_protocol import EngineHooks, RankOccupancy
 from plansim.sim.host_offload import HostOffload, OffloadView
 from plansim.sim.kv import KvCache, gen_key
@@ -69,11 +70,15 @@ class Request:
     """A request's state on one rank. ``generated`` counts tokens emitted on this rank;
     ``prebuilt``: its prompt KV came from a prefill worker; ``preempted``: it was preempted at
     least once; ``in_batch``: it is running. ``pass_no`` is the rank pass that last granted it
-    tokens, ``computed_before`` its computed tokens before that grant."""
+    tokens, ``computed_before`` its computed tokens before that grant.
 
-    __slots__ = ("rid", "isl", "osl", "prompt_keys", "held", "n_blocks", "computed", "generated",
-                 "prebuilt", "preempted", "in_batch", "pass_no", "computed_before",
-                 "stored_blocks", "host_loaded", "store_done_ms")
+    While the request runs, ``computed``, ``generated``, ``n_blocks``, ``pass_no`` and
+    ``computed_before`` live in its row of the rank's ``Batch`` (the attributes read and write
+    it), so that the rank can advance many rows in one vector step."""
+
+    __slots__ = ("rid", "isl", "osl", "prompt_keys", "held", "prebuilt", "preempted",
+                 "stored_blocks", "host_loaded", "store_done_ms", "_batch", "_row", "_computed",
+                 "_generated", "_n_blocks", "_pass_no", "_before")
 
     def __init__(self, rid: int, isl: int, osl: int, prompt_keys: list[int], *,
                  prebuilt: bool = False) -> None:
@@ -82,21 +87,91 @@ class Request:
         self.osl = osl
         self.prompt_keys = prompt_keys
         self.held: list[int] = []
-        self.n_blocks = 0
+        self._batch: Batch | None = None
+        self._row = 0
+        self._n_blocks = 0
         # A transferred prompt arrives computed but for its last token, whose pass on the
         # decode worker emits the first visible token (the prefill worker's token is internal).
-        self.computed = isl - 1 if prebuilt else 0
-        self.generated = 0
+        self._computed = isl - 1 if prebuilt else 0
+        self._generated = 0
+        self._pass_no = -1
+        self._before = 0
         self.prebuilt = prebuilt
         self.preempted = False
-        self.in_batch = False
-        self.pass_no = -1
-        self.computed_before = 0
         # Host offload (``HostOffload``): the store cursor in prompt blocks, whether a load is
         # done for the coming admission, when the latest store lands.
         self.stored_blocks = 0
         self.host_loaded = False
         self.store_done_ms = 0.0
+
+    @property
+    def in_batch(self) -> bool:
+        return self._batch is not None
+
+    @property
+    def computed(self) -> int:
+        b = self._batch
+        return self._computed if b is None else b.computed.item(self._row)
+
+    @computed.setter
+    def computed(self, value: int) -> None:
+        b = self._batch
+        if b is None:
+            self._computed = value
+        else:
+            b.computed[self._row] = value
+
+    @property
+    def generated(self) -> int:
+        b = self._batch
+        return self._generated if b is None else b.known.item(self._row) - self.isl
+
+    @generated.setter
+    def generated(self, value: int) -> None:
+        b = self._batch
+        if b is None:
+            self._generated = value
+        else:
+            b.known[self._row] = self.isl + value
+
+    @property
+    def n_blocks(self) -> int:
+        b = self._batch
+        return self._n_blocks if b is None else b.blocks.item(self._row)
+
+    @n_blocks.setter
+    def n_blocks(self, value: int) -> None:
+        b = self._batch
+        if b is None:
+            self._n_blocks = value
+        else:
+            b.blocks[self._row] = value
+
+    @property
+    def pass_no(self) -> int:
+        b = self._batch
+        return self._pass_no if b is None else b.pass_no.item(self._row)
+
+    @pass_no.setter
+    def pass_no(self, value: int) -> None:
+        b = self._batch
+        if b is None:
+            self._pass_no = value
+        else:
+            b.pass_no[self._row] = value
+
+    @property
+    def computed_before(self) -> int:
+        b = self._batch
+        return self._before if b is None else b.before.item(self._row)
+
+    @computed_before.setter
+    def computed_before(self, value: int) -> None:
+        b = self._batch
+        if b is None:
+            self._before = value
+        else:
+            b.before[self._row] = value
 
     def seq_keys(self, n_full: int) -> list[int]:
         """Keys of the first ``n_full`` full blocks of the known sequence."""
@@ -119,10 +194,12 @@ class QueueTotals:
 
 @dataclass(frozen=True, slots=True)
 class DecodeRun:
-    """A decode run in flight: every request of ``reqs`` emits one token at each of
-    ``ends_ms``; ``dts_ms`` are the pass times; the run started at ``start_ms``."""
+    """A decode run in flight: every request of the batch (its ``n`` rows, ``kv0_tokens``
+    tokens long in all at the start) emits one token at each of ``ends_ms``; ``dts_ms`` are
+    the pass times; the run started at ``start_ms``."""
 
-    reqs: list[Request]
+    n: int
+    kv0_tokens: int
     ends_ms: np.ndarray
     dts_ms: np.ndarray
     start_ms: float
@@ -178,7 +255,9 @@ class Rank:
             self.prefix_view = OffloadView(self.cache, self.offload.tier)
             self.host_lookup = partial(self.offload.lookup, self)
         self.max_burst = 1 + (args.aic_nextn or 0)
-        self.running: list[Request] = []
+        self.batch = Batch()
+        # The batch's requests in batch order (the batch owns the list).
+        self.running: list[Request] = self.batch.reqs
         self.waiting: deque[Request] = deque()
         self.queued = QueueTotals()
         self.busy = False
@@ -187,7 +266,11 @@ class Rank:
         self.pass_tokens = 0
         self.pass_undone = False
         self.preemptions = 0
-        # The pass in flight: emitting requests, or a decode run.
+        # The pass being composed or in flight: requests granted tokens one by one, and the
+        # row slices granted one decode token each in a vector step (``grant_decoding``);
+        # then the requests that emit one by one (batch order) and those slices.
+        self._granted: list[Request] = []
+        self._slices: list[tuple[int, int]] = []
         self._emit: list[Request] = []
         self._run: DecodeRun | None = None
         self.last_fpm: ForwardPassMetrics | None = None
@@ -229,7 +312,8 @@ class Rank:
         end = self._try_run(now)
         if end is None:
             end = self._single_pass(now)
-            while not self._emit and not self.pass_tokens and not self.running and self.waiting:
+            while (not self._emit and not self._slices and not self.pass_tokens
+                   and not self.running and self.waiting):
                 # Nothing runs and the head cannot start: it never will, so it must not stall
                 # the rank (a replay never hangs).
                 self.hooks.on_reject(self, self._unwait(self.waiting[0]), "cannot_be_scheduled")
@@ -250,7 +334,8 @@ class Rank:
             return None
         if kept == 0:
             kept = 1  # the first pass is already running at its own start time
-        self._run = DecodeRun(run.reqs, ends[:kept], run.dts_ms[:kept], run.start_ms)
+        self._run = DecodeRun(run.n, run.kv0_tokens, ends[:kept], run.dts_ms[:kept],
+                              run.start_ms)
         return float(ends[kept - 1])
 
     def finish(self, now: float) -> None:
@@ -274,8 +359,11 @@ class Rank:
             done = int(np.searchsorted(run.ends_ms, t, side="right"))
             self._add_run_passes(done)
         mixed, decode_only = self.passes.take()
-        inflight = sum(r.isl - r.computed for r in self.running
-                       if not r.prebuilt and r.computed < r.isl)
+        b = self.batch
+        n = len(b)
+        rows = np.flatnonzero(b.computed[:n] < b.isl[:n]).tolist()
+        running = self.running
+        inflight = sum(int(b.isl[i] - b.computed[i]) for i in rows if not running[i].prebuilt)
         q = self.queued
         return ForwardPassMetrics.from_window(
             self.worker_id, self.dp_rank, mixed, decode_only,
@@ -288,11 +376,10 @@ class Rank:
         lo = self._run_taken
         if upto <= lo:
             return
-        n = len(run.reqs)
+        n = run.n
         k = upto - lo
         # Pass j's KV is every request's length at the run start plus j tokens each.
-        kv0 = sum(r.isl + r.generated for r in run.reqs)
-        kv = k * kv0 + n * (lo + upto - 1) * k // 2
+        kv = k * run.kv0_tokens + n * (lo + upto - 1) * k // 2
         self.passes.add_decode_passes(k, float(run.dts_ms[lo:upto].sum()) / 1000.0, n * k, kv)
         self._run_taken = upto
 
@@ -345,8 +432,7 @@ class Rank:
             self._register(req, n_match, req.isl // bs)
         else:
             req.computed = match.cached_tokens
-        req.in_batch = True
-        self.running.append(req)
+        self.batch.add(req)
         if self.offload is not None:
             self.offload.admitted(req, match.cached_tokens, bs)
         self.hooks.on_admit(self, req, now, match.cached_tokens)
@@ -364,7 +450,8 @@ class Rank:
                 lookahead = self.max_burst
             if lookahead > 1:
                 reach += lookahead - 1
-        need = -(-reach // bs) - req.n_blocks
+        n_blocks = req.n_blocks
+        need = -(-reach // bs) - n_blocks
         if need > cache.available():
             running = self.running
             victim_of = self.policy.victim
@@ -374,8 +461,7 @@ class Rank:
                 self.preemptions += 1
                 if victim is req and len(running) == 1:
                     # Alone and still short of KV: this request can never finish here.
-                    running.pop()
-                    req.in_batch = False
+                    self.batch.remove([0])
                     self._release(req)
                     self.hooks.on_reject(self, req, "kv_pool_too_small_for_sequence")
                     return False
@@ -384,7 +470,7 @@ class Rank:
                     return False
         if need > 0:
             cache.allocate(need)
-            req.n_blocks += need
+            req.n_blocks = n_blocks + need
         after = before + n
         req.computed = after
         if cache.prefix_caching:
@@ -396,7 +482,52 @@ class Rank:
         req.pass_no = self.pass_no
         req.computed_before = before
         self.pass_tokens += n
+        self._granted.append(req)
         return True
+
+    def grant_decoding(self, start: int, budget: int) -> int:
+        """One token each for the decoding requests of the batch from row ``start`` on, in
+        one vector step: the rows up to the first that is not decoding (one known token left,
+        prompt computed), at most ``budget`` of them, and only as many as the KV available
+        can extend (a grant that would preempt is left to ``grant``). Returns the row after
+        the last one granted (``start``: none). The same as ``grant(req, 1)`` row by row."""
+        b = self.batch
+        n = len(b)
+        if self.sampler is not None or start >= n or budget <= 0:
+            return start
+        stop = n if n - start <= budget else start + budget
+        computed = b.computed[start:stop]
+        decoding = (b.known[start:stop] - computed == 1) & (computed >= b.isl[start:stop])
+        if not decoding[0]:
+            return start
+        if not decoding.all():
+            stop = start + int(decoding.argmin())
+            computed = computed[:stop - start]
+        bs = self.block_size
+        blocks = b.blocks[start:stop]
+        # A decode token needs a new block exactly when the computed tokens fill the held ones.
+        new = computed >= blocks * bs
+        total = int(np.count_nonzero(new))
+        cache = self.cache
+        if total:
+            avail = cache.available()
+            if total > avail:
+                # Stop before the first row whose block the pool cannot give without preempting.
+                stop = start + int(np.searchsorted(np.cumsum(new), avail, side="right"))
+                if stop == start:
+                    return start
+                new = new[:stop - start]
+                computed = computed[:stop - start]
+                blocks = blocks[:stop - start]
+                total = int(np.count_nonzero(new))
+            cache.allocate(total)
+            blocks += new
+        b.before[start:stop] = computed
+        computed += 1
+        b.pass_no[start:stop] = self.pass_no
+        self.pass_tokens += stop - start
+        self._slices.append((start, stop))
+        return stop
 
     # ---------------------------------------------------------------- single pass
 
@@ -404,10 +535,28 @@ class Rank:
         self.pass_no += 1
         self.pass_tokens = 0
         self.pass_undone = False
+        self._granted = []
+        self._slices = []
+        preemptions = self.preemptions
         self.policy.compose(self, now)
 
         # Prefill and decode batches of this pass.
         pass_no = self.pass_no
+        b = self.batch
+        slices = self._slices
+        if self.preemptions != preemptions:
+            # Requests left the batch while it was composed: row slices moved; every granted
+            # request is counted one by one.
+            n = len(b)
+            rows = np.flatnonzero(b.pass_no[:n] == pass_no).tolist()
+            running = self.running
+            granted = [running[i] for i in rows]
+            slices = []
+        else:
+            granted = self._granted
+            if len(granted) > 1:
+                granted = sorted({id(r): r for r in granted if r._batch is not None}.values(),
+                                 key=lambda r: r._row)
         prefill_timed = self._prefill_timed
         sampler = self.sampler
         offload = self.offload
@@ -418,7 +567,7 @@ class Rank:
         emit: list[Request] = []
         n_dec = kv_dec = 0
         sum_prefill_tokens = 0
-        for req in self.running:
+        for req in granted:
             if req.pass_no != pass_no:
                 continue
             isl = req.isl
@@ -444,6 +593,10 @@ class Rank:
                 if prompt == 0 or not prefill_timed or verifies:
                     n_dec += 1
                     kv_dec += length
+        for lo, hi in slices:
+            # Decoding rows: every one emits and is timed as a decode.
+            n_dec += hi - lo
+            kv_dec += int(b.known[lo:hi].sum())
         prefill_ms = 0.0
         new_tokens = 0
         if count:
@@ -471,6 +624,8 @@ class Rank:
         if sampler is not None:
             self._bursts = self._draw_bursts(emit, draws)
         self._emit = emit
+        self._slices = slices
+        self._granted = []
         self._run = None
         self.last_fpm = self._fpm((end - now) / 1000.0, count, sum_prefill_tokens, n_dec, kv_dec)
         return end
@@ -479,14 +634,13 @@ class Rank:
         self.cache.register(req.prompt_keys[lo:hi], req.held)
 
     def _preempt(self, victim: Request, index: int) -> None:
-        self.running.pop(index)
-        victim.in_batch = False
         if victim.pass_no == self.pass_no:
             # Give its grant in this pass back.
             self.pass_tokens -= victim.computed - victim.computed_before
             victim.computed = victim.computed_before
             victim.pass_no = -1
             self.pass_undone = True
+        self.batch.remove([index])
         self._release(victim)
         victim.computed = 0
         victim.preempted = True
@@ -533,19 +687,36 @@ class Rank:
 
     def _finish_pass(self, end: float) -> None:
         emit = self._emit
+        slices = self._slices
         self._emit = []
-        if not emit:
+        self._slices = []
+        if not emit and not slices:
             return
         if self.sampler is not None:
             self._finish_burst(emit, end)
             return
+        b = self.batch
         for req in emit:
             req.generated += 1
-        self.hooks.on_tokens(self, emit, end)
+        for lo, hi in slices:
+            b.known[lo:hi] += 1
+        parts = [b.rid[lo:hi] for lo, hi in slices]
+        if emit:
+            parts.append(np.fromiter((r.rid for r in emit), dtype=np.int64, count=len(emit)))
+        self.hooks.on_tokens(self, parts[0] if len(parts) == 1 else np.concatenate(parts), end)
         if self._hands_off:
-            self._finish(emit, end)
+            rows = [r._row for r in emit]
+            for lo, hi in slices:
+                rows.extend(range(lo, hi))
         else:
-            self._finish([r for r in emit if r.generated >= r.osl], end)
+            rows = [r._row for r in emit if r.generated >= r.osl]
+            for lo, hi in slices:
+                done = np.flatnonzero(b.known[lo:hi] >= b.total[lo:hi])
+                if done.size:
+                    rows.extend((done + lo).tolist())
+        if rows:
+            rows.sort()
+            self._finish(rows, end)
 
     def _finish_burst(self, emit: list[Request], end: float) -> None:
         """A speculative pass's tokens: each request's accepted drafts are computed KV too."""
@@ -561,18 +732,19 @@ class Rank:
             if spare > 0:
                 cache.release((), spare, ())
                 req.n_blocks -= spare
-        self.hooks.on_tokens(self, emit, end, bursts)
-        if self._hands_off:
-            self._finish(emit, end)
-        else:
-            self._finish([r for r in emit if r.generated >= r.osl], end)
+        rids = np.fromiter((r.rid for r in emit), dtype=np.int64, count=len(emit))
+        self.hooks.on_tokens(self, rids, end, bursts)
+        done = emit if self._hands_off else [r for r in emit if r.generated >= r.osl]
+        if done:
+            self._finish([r._row for r in done], end)
 
-    def _finish(self, done: list[Request], end: float) -> None:
-        """Requests that emitted their last token at ``end`` leave the batch and free their KV."""
+    def _finish(self, rows: list[int], end: float) -> None:
+        """The requests of ``rows`` (ascending) emitted their last token at ``end``: they leave
+        the batch and free their KV, in batch order."""
         running = self.running
+        done = [running[i] for i in rows]
+        self.batch.remove(rows)
         for req in done:
-            running.remove(req)
-            req.in_batch = False
             self._release(req)
             self.hooks.on_complete(self, req, end)
 
@@ -584,32 +756,26 @@ class Rank:
             return None
         if self.offload is not None and self.offload.not_before_ms > now:
             return None  # the next pass waits for a preempted request's stores
-        running = self.running
-        n = len(running)
+        b = self.batch
+        n = len(b)
         if n == 0:
             return None
-        k = 1 << 30
-        sum_len = 0
-        for req in running:
-            L = req.isl + req.generated
-            # Decoding: one known token left, and past the first token (a prompt can also stop
-            # one token short of its end, which is still prefill).
-            if req.computed != L - 1 or req.generated == 0:
-                return None
-            rem = req.osl - req.generated
-            if rem < k:
-                k = rem
-            sum_len += L
+        known = b.known[:n]
+        computed = b.computed[:n]
+        # Decoding: one known token left, and past the first token (a prompt can also stop
+        # one token short of its end, which is still prefill).
+        if not ((known - computed == 1) & (known > b.isl[:n])).all():
+            return None
+        k = int((b.total[:n] - known).min())
         if k < 2 or not self.policy.steady_decode(self):
             return None
         bs = self.block_size
         # KV shortage: pass j needs a new block for request i when L_i + j > n_blocks_i * bs.
-        avail = self.cache.available()
-        first_need = np.fromiter(((r.n_blocks * bs) - (r.isl + r.generated) + 1 for r in running),
-                                 dtype=np.int64, count=n)
-        k = self._kv_limit(first_need, avail, k, bs)
+        first_need = b.blocks[:n] * bs - known + 1
+        k = self._kv_limit(first_need, self.cache.available(), k, bs)
         if k < 2:
             return None
+        sum_len = int(known.sum())
         j = np.arange(k, dtype=np.int64)
         kv = sum_len + j * n
         raw = self.timing.decode_ms_bulk(np.full(k, n), kv, kv // n, self.total_kv_tokens)
@@ -618,9 +784,10 @@ class Rank:
         else:
             dts = np.round(raw / self.decode_div * _NS) / _NS
         ends = np.cumsum(np.concatenate(([now], dts)))[1:]
-        self._run = DecodeRun(list(running), ends, dts, now)
+        self._run = DecodeRun(n, sum_len, ends, dts, now)
         self._run_taken = 0
         self._emit = []
+        self._slices = []
         return float(ends[-1])
 
     @staticmethod
@@ -642,27 +809,27 @@ class Rank:
         self._add_run_passes(self._run.ends_ms.shape[0])
         run = self._run
         self._run = None
-        reqs, ends = run.reqs, run.ends_ms
+        ends = run.ends_ms
         m = ends.shape[0]
+        n = run.n
+        b = self.batch
         bs = self.block_size
-        new_blocks = 0
-        for req in reqs:
-            L = req.isl + req.generated + m - 1
-            need = -(-L // bs) - req.n_blocks
-            if need > 0:
-                new_blocks += need
-                req.n_blocks += need
-            req.computed = L
+        known = b.known[:n]
+        L = known + (m - 1)
+        need = np.maximum(-(-L // bs) - b.blocks[:n], 0)
+        new_blocks = int(need.sum())
         if new_blocks:
+            b.blocks[:n] += need
             self.cache.allocate(new_blocks)
+        b.computed[:n] = L
         end = float(ends[-1])
-        n = len(reqs)
-        kv = sum(r.isl + r.generated for r in reqs) + (m - 1) * n
+        kv = run.kv0_tokens + (m - 1) * n
         self.last_fpm = self._fpm(float(run.dts_ms[-1]) / 1000.0, 0, 0, n, kv)
-        self.hooks.on_run(self, reqs, ends, run.dts_ms)
-        for req in reqs:
-            req.generated += m
-        self._finish([r for r in reqs if r.generated >= r.osl], end)
+        self.hooks.on_run(self, b.rid[:n].copy(), ends, run.dts_ms)
+        known += m
+        rows = np.flatnonzero(known >= b.total[:n]).tolist()
+        if rows:
+            self._finish(rows, end)
 
     # ---------------------------------------------------------------- queue and metrics
 

@@ -99,11 +99,14 @@ class EngineHooks:
                  on_run: Callable[..., None],
                  on_wakeup: Callable[[EngineRank, float], None] | None = None) -> None:
         self.on_admit = on_admit          # (rank, req, now_ms, reused_tokens)
-        # (rank, reqs, end_ms[, counts]): one pass's tokens, counts[i] of reqs[i] when a
-        # speculative pass emits several
+        # (rank, rids, end_ms[, counts]): one pass's tokens, one for each request id of the
+        # int64 array ``rids`` (distinct ids), or counts[i] of rids[i] when a speculative pass
+        # emits several
         self.on_tokens = on_tokens
         self.on_complete = on_complete    # (rank, req, end_ms)
         self.on_reject = on_reject        # (rank, req, reason)
-        self.on_run = on_run              # (rank, reqs, ends_ms, dts_ms): a finished decode run
+        # (rank, rids, ends_ms, dts_ms): a finished decode run, every request of ``rids``
+        # emitting at each of ``ends_ms``
+        self.on_run = on_run
         # (rank, at_ms): the rank has work becoming ready at ``at_ms`` (a host KV transfer)
         self.on_wakeup = on_wakeup

@@ -354,11 +354,11 @@ class ReplayHost:
         self.rec.admitted(req.rid, self._rank_pool[id(rank)], now, reused, req.preempted,
                           req.prebuilt)
 
-    def _on_tokens(self, rank: EngineRank, reqs: list[Request], end: float,
+    def _on_tokens(self, rank: EngineRank, rids: np.ndarray, end: float,
                    counts: list[int] | None = None) -> None:
         if not rank.role.decodes:
             return  # a prefill worker's token is internal
-        first = self.rec.tokens(reqs, end, counts)
+        first = self.rec.tokens(rids, end, counts)
         if first:
             pool_name = self._rank_pool[id(rank)]
             router = self.routers[pool_name]
@@ -374,9 +374,9 @@ class ReplayHost:
 
         self.clock.call_at(max(at_ms - self.clock.now, 0.0), wake)
 
-    def _on_run(self, rank: EngineRank, reqs: list[Request], ends: np.ndarray,
+    def _on_run(self, rank: EngineRank, rids: np.ndarray, ends: np.ndarray,
                 dts: np.ndarray) -> None:
-        self.rec.run(reqs, ends)
+        self.rec.run(rids, ends)
 
     def _on_complete(self, rank: EngineRank, req: Request, end: float) -> None:
         pool_name = self._rank_pool[id(rank)]

@@ -77,11 +77,18 @@ class HostTier:
 
     def advance(self, now_ms: float) -> None:
         """Stores completed by ``now_ms`` become resident (most recently used)."""
-        if not self.storing:
+        storing = self.storing
+        if not storing:
             return
-        landed = [k for k, t in self.storing.items() if t <= now_ms]
+        # The D2H lane completes transfers in submission order, so ``storing`` (insertion
+        # ordered) lands from its head: stop at the first block still in flight.
+        landed = []
+        for key, t in storing.items():
+            if t > now_ms:
+                break
+            landed.append(key)
         for key in landed:
-            del self.storing[key]
+            del storing[key]
             self.resident[key] = None
 
     def store(self, keys: Sequence[int], now_ms: float) -> float | None:

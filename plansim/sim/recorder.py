@@ -48,10 +48,11 @@ class Recorder:
         self.isl = isl
         self.keys: list[list[int] | None] = [None] * n
         self.first_admit = [NAN] * n
-        self.first_token = [NAN] * n
-        self.second_token = [NAN] * n
-        self.last_token = [NAN] * n
-        self.n_tokens = [0] * n
+        # Token stamps are arrays: a pass stamps all its requests with a few array operations.
+        self.first_token = np.full(n, NAN)
+        self.second_token = np.full(n, NAN)
+        self.last_token = np.full(n, NAN)
+        self.n_tokens = np.zeros(n, dtype=np.int64)
         self.reused = [0] * n
         self.admissions = [0] * n
         self.readmissions = [0] * n
@@ -97,49 +98,57 @@ class Recorder:
             self._admitted_tokens[pool] = self._admitted_tokens.get(pool, 0) + int(self.isl[rid])
             self._reused_tokens[pool] = self._reused_tokens.get(pool, 0) + reused
 
-    def tokens(self, reqs: list[Any], end: float, counts: list[int] | None = None) -> list[int]:
-        """One pass's visible tokens, one per request or ``counts[i]`` for ``reqs[i]`` (a
-        speculative pass; tokens emitted together are 0 ms apart); returns the ids whose first
-        token this was."""
+    def tokens(self, rids: np.ndarray, end: float, counts: list[int] | None = None) -> list[int]:
+        """One pass's visible tokens: one for each request of ``rids`` (distinct ids), or
+        ``counts[i]`` for ``rids[i]`` (a speculative pass; tokens emitted together are 0 ms
+        apart); returns the ids whose first token this was."""
         if counts is not None:
-            return self._burst_tokens(reqs, end, counts)
-        first = []
+            return self._burst_tokens(rids.tolist(), end, counts)
         n_tokens = self.n_tokens
-        last = self.last_token
-        since: dict[float, int] = {}
-        for req in reqs:
-            rid = req.rid
-            k = n_tokens[rid] + 1
-            n_tokens[rid] = k
-            if k == 1:
-                self.first_token[rid] = end
-                first.append(rid)
-            else:
-                if k == 2:
-                    self.second_token[rid] = end
-                t = last[rid]
-                since[t] = since.get(t, 0) + 1
-            last[rid] = end
-        for t, c in since.items():
-            self.gap_value.append(end - t)
-            self.gap_count.append(c)
-        self._count_tokens(end, len(reqs))
+        k = n_tokens[rids] + 1
+        n_tokens[rids] = k
+        first: list[int] = []
+        if k.min() <= 2:
+            once = k == 1
+            if once.any():
+                ids = rids[once]
+                self.first_token[ids] = end
+                first = ids.tolist()
+            self.second_token[rids[k == 2]] = end
+            self._gaps(end, self.last_token[rids[~once]])
+        else:
+            self._gaps(end, self.last_token[rids])
+        self.last_token[rids] = end
+        self._count_tokens(end, rids.shape[0])
         return first
 
-    def _burst_tokens(self, reqs: list[Any], end: float, counts: list[int]) -> list[int]:
+    def _gaps(self, end: float, previous: np.ndarray) -> None:
+        """Token gaps ending at ``end`` from the requests' previous token times: one weighted
+        sample per distinct previous time (requests that emitted together share it)."""
+        if not previous.shape[0]:
+            return
+        t0 = previous[0]
+        if (previous == t0).all():
+            self.gap_value.append(end - float(t0))
+            self.gap_count.append(previous.shape[0])
+            return
+        times, counts = np.unique(previous, return_counts=True)
+        self.gap_value.frombytes((end - times).tobytes())
+        self.gap_count.frombytes(counts.astype(np.int64).tobytes())
+
+    def _burst_tokens(self, rids: list[int], end: float, counts: list[int]) -> list[int]:
         first = []
         n_tokens = self.n_tokens
         last = self.last_token
         zero_gaps = 0
-        for req, c in zip(reqs, counts):
-            rid = req.rid
-            k0 = n_tokens[rid]
+        for rid, c in zip(rids, counts):
+            k0 = int(n_tokens[rid])
             n_tokens[rid] = k0 + c
             if k0 == 0:
                 self.first_token[rid] = end
                 first.append(rid)
             else:
-                self.gap_value.append(end - last[rid])
+                self.gap_value.append(end - float(last[rid]))
                 self.gap_count.append(1)
             if k0 < 2 <= k0 + c:
                 self.second_token[rid] = end
@@ -151,27 +160,18 @@ class Recorder:
         self._count_tokens(end, sum(counts))
         return first
 
-    def run(self, reqs: list[Any], ends: np.ndarray) -> None:
-        """A decode run: every request emits one token at each of ``ends``."""
+    def run(self, rids: np.ndarray, ends: np.ndarray) -> None:
+        """A decode run: every request of ``rids`` emits one token at each of ``ends``."""
         m = ends.shape[0]
         e0 = float(ends[0])
         e_last = float(ends[-1])
         n_tokens = self.n_tokens
-        last = self.last_token
-        since: dict[float, int] = {}
-        for req in reqs:
-            rid = req.rid
-            k = n_tokens[rid]
-            if k == 1:
-                self.second_token[rid] = e0
-            t = last[rid]
-            since[t] = since.get(t, 0) + 1
-            n_tokens[rid] = k + m
-            last[rid] = e_last
-        for t, c in since.items():
-            self.gap_value.append(e0 - t)
-            self.gap_count.append(c)
-        n = len(reqs)
+        k = n_tokens[rids]
+        self.second_token[rids[k == 1]] = e0
+        self._gaps(e0, self.last_token[rids])
+        n_tokens[rids] = k + m
+        self.last_token[rids] = e_last
+        n = rids.shape[0]
         if m > 1:
             self.gap_value.frombytes(np.diff(ends).tobytes())
             self.gap_count.frombytes(np.full(m - 1, n, dtype=np.int64).tobytes())
@@ -276,10 +276,10 @@ class Recorder:
 
     def requests_table(self, request_id: np.ndarray) -> pd.DataFrame:
         arrival = self.arrival
-        first = np.array(self.first_token)
-        second = np.array(self.second_token)
-        last = np.array(self.last_token)
-        n_tok = np.array(self.n_tokens, dtype=np.int64)
+        first = self.first_token
+        second = self.second_token
+        last = self.last_token
+        n_tok = self.n_tokens
         status = np.array(self.status, dtype=object)
         done = status == "completed"
         ttft = np.where(done, first - arrival, np.nan)

@@ -74,6 +74,14 @@ class PassBuilder(Protocol):
         batch (preempted, or rejected because it can never fit)."""
         ...
 
+    def grant_decoding(self, start: int, budget: int) -> int:
+        """``grant(req, 1)`` for the decoding requests of ``running[start:]`` (one known token
+        left, prompt computed) in one step: up to the first request that is not decoding, at
+        most ``budget`` of them, and stopping before a grant that would preempt. Returns the
+        index after the last one granted (``start`` when none was). Valid while nothing has
+        left the batch in this pass (``preemptions`` unchanged)."""
+        ...
+
 
 class SchedulerPolicy(Protocol):
     """A backend's scheduling rules; see the module docstring."""

@@ -215,7 +215,19 @@ class SglangScheduler:
                 break
             rank.admit(req, match, now_ms)
         grant = rank.grant
-        for req in running.copy():
+        # Row k of the batch is snapshot[k] until a retraction removes one; until then each
+        # run of decoding requests takes its tokens in one step.
+        snapshot = running.copy()
+        preemptions = rank.preemptions
+        k = 0
+        while k < len(snapshot):
+            if rank.preemptions == preemptions:
+                stop = rank.grant_decoding(k, len(snapshot))
+                if stop > k:
+                    k = stop
+                    continue
+            req = snapshot[k]
+            k += 1
             if req.in_batch and req.computed >= req.isl - (1 if req.prebuilt else 0):
                 grant(req, req.isl + req.generated - req.computed)
 

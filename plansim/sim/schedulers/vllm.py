@@ -61,12 +61,25 @@ class VllmScheduler:
         chunked = self.chunked
         running = rank.running
         grant = rank.grant
+        grant_decoding = rank.grant_decoding
         lost = False
-        # A snapshot: preemption removes requests from the batch as the pass is built.
-        for req in running.copy():
+        # A snapshot: preemption removes requests from the batch as the pass is built. Until
+        # it does, row k of the batch is snapshot[k], and each run of decoding requests takes
+        # its tokens in one step.
+        snapshot = running.copy()
+        preemptions = rank.preemptions
+        k = 0
+        while k < len(snapshot):
             budget = limit - rank.pass_tokens
             if budget <= 0:
                 break
+            if rank.preemptions == preemptions:
+                stop = grant_decoding(k, budget)
+                if stop > k:
+                    k = stop
+                    continue
+            req = snapshot[k]
+            k += 1
             if not req.in_batch:
                 continue
             before = req.computed

@@ -3,6 +3,8 @@ profiles)."""
 
 from __future__ import annotations
 
+from bisect import bisect_right
+
 import numpy as np
 
 
@@ -14,17 +16,49 @@ def segment(grid: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return i, t
 
 
-def interp1(xs: np.ndarray, ys: np.ndarray, x: np.ndarray) -> np.ndarray:
-    i, t = segment(xs, x)
-    return ys[i] + t * (ys[i + 1] - ys[i])
-
-
 def interp2(xs: np.ndarray, ys: np.ndarray, z: np.ndarray, x: np.ndarray,
              y: np.ndarray) -> np.ndarray:
     i, tx = segment(xs, x)
     j, ty = segment(ys, y)
     z00, z01 = z[i, j], z[i, j + 1]
     z10, z11 = z[i + 1, j], z[i + 1, j + 1]
+    near = z00 + ty * (z01 - z00)
+    far = z10 + ty * (z11 - z10)
+    return near + tx * (far - near)
+
+
+class Grid:
+    """One axis for scalar look-ups in plain Python (a pass is timed one value at a time, where
+    numpy's per-call cost dominates); the arithmetic is ``segment``'s, so scalar and array
+    results agree to the bit."""
+
+    __slots__ = ("points", "last")
+
+    def __init__(self, grid: np.ndarray) -> None:
+        self.points = [float(v) for v in grid]
+        self.last = len(self.points) - 2
+
+    def segment(self, x: float) -> tuple[int, float]:
+        pts = self.points
+        i = bisect_right(pts, x) - 1
+        if i < 0:
+            i = 0
+        elif i > self.last:
+            i = self.last
+        return i, (x - pts[i]) / (pts[i + 1] - pts[i])
+
+
+def interp1_scalar(xs: Grid, ys: list[float], x: float) -> float:
+    i, t = xs.segment(x)
+    return ys[i] + t * (ys[i + 1] - ys[i])
+
+
+def interp2_scalar(xs: Grid, ys: Grid, z: list[list[float]], x: float, y: float) -> float:
+    i, tx = xs.segment(x)
+    j, ty = ys.segment(y)
+    row, nxt = z[i], z[i + 1]
+    z00, z01 = row[j], row[j + 1]
+    z10, z11 = nxt[j], nxt[j + 1]
     near = z00 + ty * (z01 - z00)
     far = z10 + ty * (z11 - z10)
     return near + tx * (far - near)

@@ -13,7 +13,7 @@ import numpy as np
 
 from plansim.errors import ConfigError
 from plansim.sim.timing.base import MIN_DECODE_MS, TimingKind, TimingModel
-from plansim.sim.timing.interp import interp1, interp2
+from plansim.sim.timing.interp import Grid, interp1_scalar, interp2, interp2_scalar
 
 
 class NpzTiming:
@@ -26,18 +26,24 @@ class NpzTiming:
         self.decode_kv = decode_kv
         self.decode_ctx = decode_ctx
         self.decode_itl = decode_itl
+        # Scalar look-ups (one pass at a time) in plain Python.
+        self._isl = Grid(prefill_isl)
+        self._ttft = [float(v) for v in prefill_ttft_ms]
+        self._kv = Grid(decode_kv)
+        self._ctx = Grid(decode_ctx)
+        self._itl = decode_itl.tolist()
 
     def prefill_ms(self, new_tokens: int, batch_size: int, mean_isl: float,
                    mean_prefix: float) -> float:
         if new_tokens <= 0:
             return 0.0
-        return float(interp1(self.prefill_isl, self.prefill_ttft_ms, np.float64(new_tokens)))
+        return interp1_scalar(self._isl, self._ttft, float(new_tokens))
 
     def decode_ms(self, batch_size: int, active_kv_tokens: int, mean_context: float,
                   total_kv_tokens: int) -> float:
-        value = interp2(self.decode_kv, self.decode_ctx, self.decode_itl,
-                         np.float64(active_kv_tokens), np.float64(mean_context))
-        return max(MIN_DECODE_MS, float(value))
+        value = interp2_scalar(self._kv, self._ctx, self._itl, float(active_kv_tokens),
+                               float(mean_context))
+        return max(MIN_DECODE_MS, value)
 
     def decode_ms_bulk(self, batch_size: np.ndarray, active_kv_tokens: np.ndarray,
                        mean_context: np.ndarray, total_kv_tokens: int) -> np.ndarray:

@@ -1,0 +1,91 @@
+"""A rank's running batch as arrays in batch order (struct of arrays).
+
+Row ``i`` is ``reqs[i]``, the ``i``-th request of the batch. While a request runs, these arrays
+hold its changing state: tokens computed, known length (prompt + generated), KV blocks held,
+the rank pass that last granted it tokens and its computed tokens before that grant. The rank
+advances every decoding request of a pass in one vector step over a slice of rows; only the
+requests whose state changes otherwise (prompt chunks, admissions, completions, preemptions)
+take a Python path, through the ``Request`` attributes of the same names, which read and write
+the row while the request is in the batch (``plansim.sim.engine.Request``).
+
+Rows stay in batch order: removing requests closes the gap (the arrays shift, and so do the
+row numbers of the requests behind).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from plansim.sim.engine import Request
+
+_FIELDS = ("rid", "isl", "total", "computed", "known", "blocks", "pass_no", "before")
+
+
+class Batch:
+    """The running requests of one rank, ``reqs`` in batch order, and their state by row:
+    ``rid``, ``isl``, ``total`` (prompt + output tokens: done when ``known`` reaches it),
+    ``computed``, ``known``, ``blocks``, ``pass_no``, ``before`` (int64 arrays of at least
+    ``len(reqs)`` rows; only the first ``len(reqs)`` mean anything)."""
+
+    __slots__ = ("reqs", *_FIELDS)
+
+    def __init__(self, capacity: int = 32) -> None:
+        self.reqs: list[Request] = []
+        for name in _FIELDS:
+            setattr(self, name, np.zeros(capacity, dtype=np.int64))
+
+    def __len__(self) -> int:
+        return len(self.reqs)
+
+    def add(self, req: Request) -> None:
+        """Append ``req`` (its state from its attributes) as the last row."""
+        row = len(self.reqs)
+        if row == self.rid.shape[0]:
+            for name in _FIELDS:
+                old = getattr(self, name)
+                grown = np.zeros(2 * row, dtype=np.int64)
+                grown[:row] = old
+                setattr(self, name, grown)
+        self.rid[row] = req.rid
+        self.isl[row] = req.isl
+        self.total[row] = req.isl + req.osl
+        self.computed[row] = req._computed
+        self.known[row] = req.isl + req._generated
+        self.blocks[row] = req._n_blocks
+        self.pass_no[row] = req._pass_no
+        self.before[row] = req._before
+        req._batch = self
+        req._row = row
+        self.reqs.append(req)
+
+    def remove(self, rows: list[int]) -> None:
+        """Take the requests of ``rows`` (ascending) out, their state back in their attributes."""
+        reqs = self.reqs
+        for row in rows:
+            req = reqs[row]
+            req._computed = int(self.computed[row])
+            req._generated = int(self.known[row] - self.isl[row])
+            req._n_blocks = int(self.blocks[row])
+            req._pass_no = int(self.pass_no[row])
+            req._before = int(self.before[row])
+            req._batch = None
+        n = len(reqs)
+        first = rows[0]
+        if len(rows) == 1 and first == n - 1:
+            reqs.pop()
+            return
+        keep = np.ones(n - first, dtype=bool)
+        keep[np.asarray(rows) - first] = False
+        kept = n - first - len(rows)
+        for name in _FIELDS:
+            arr = getattr(self, name)
+            arr[first:first + kept] = arr[first:n][keep]
+        gone = set(rows)
+        tail = [r for i, r in enumerate(reqs[first:], first) if i not in gone]
+        del reqs[first:]
+        reqs.extend(tail)
+        for i, req in enumerate(tail, first):
+            req._row = i
