@@ -68,7 +68,7 @@ class Pool:
         # DP ranks pass in lockstep (sim.host), so each of their passes is timed on its own.
         runs = self.decode_runs and dp == 1
         ranks = [Rank(wid, r, self.args, self.timing, self.hooks, role=self.rank_role,
-                      decode_runs=runs, stream=first + r)
+                      decode_runs=runs, vector_grants=self.decode_runs, stream=first + r)
                  for r in range(dp)]
         worker = Worker(wid, self.name, ranks, now_ms)
         self.workers.append(worker)

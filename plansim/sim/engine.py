@@ -209,11 +209,13 @@ class Rank:
     """One data-parallel rank of one worker (an ``EngineRank``) with engine ``args``
     (``EngineArgs``), playing ``role`` (default: the args' role), scheduled by ``policy``
     (default: the registry's policy for ``args.engine_type``). ``decode_runs=False`` simulates
-    every pass one by one (for tests)."""
+    every pass one by one, ``vector_grants=False`` grants every request its tokens one by one
+    (both off: the reference mode the fast paths must reproduce; for tests)."""
 
     def __init__(self, worker_id: int, dp_rank: int, args: Any, timing: TimingModel,
                  hooks: EngineHooks, *, policy: SchedulerPolicy | None = None,
-                 role: Role | None = None, decode_runs: bool = True, stream: int = 0) -> None:
+                 role: Role | None = None, decode_runs: bool = True, vector_grants: bool = True,
+                 stream: int = 0) -> None:
         """``stream``: the rank's index in its pool (``worker x dp_size + dp_rank``), which
         offsets its speculative-decoding seed."""
         role = args.role if role is None else role
@@ -235,6 +237,7 @@ class Rank:
         self.hooks = hooks
         self.policy = make_scheduler(args) if policy is None else policy
         self.decode_runs = decode_runs
+        self.vector_grants = vector_grants
         # Speculative decoding: a verification pass emits 1 + accepted drafts per request.
         self.sampler: DraftSampler | None = None
         if args.aic_nextn and role.decodes:
@@ -493,7 +496,7 @@ class Rank:
         the last one granted (``start``: none). The same as ``grant(req, 1)`` row by row."""
         b = self.batch
         n = len(b)
-        if self.sampler is not None or start >= n or budget <= 0:
+        if not self.vector_grants or self.sampler is not None or start >= n or budget <= 0:
             return start
         stop = n if n - start <= budget else start + budget
         computed = b.computed[start:stop]

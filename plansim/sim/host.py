@@ -74,8 +74,9 @@ class ReplayHost:
     def __init__(self, workload: Any, deployment: Deployment, planner: Any = None,
                  progress: Callable[[float, float], None] | None = None, *,
                  decode_runs: bool = True) -> None:
-        """``decode_runs=False`` simulates every pass one by one (the reference behaviour the
-        decode-run fast path must reproduce; for tests)."""
+        """``decode_runs=False`` simulates every pass one by one and grants every request its
+        tokens one by one (the reference behaviour the fast paths must reproduce; for
+        tests)."""
         self.workload = workload
         self.deployment = deployment
         self.clock = Clock()

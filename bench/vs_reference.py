@@ -1,0 +1,196 @@
+"""Whole-process replay speed against the reference replay (Dynamo 1.6.1's Rust engine).
+
+    python bench/vs_reference.py [--cases FILE ...] [--only NAME ...] [--heavy 50000,200000]
+                                 [--repeat 3] [--skip-heavy] [--skip-cases] [--startup]
+
+For each case of the cases files (default: the shared ``cases.json``, ``session_cases.json`` and
+``parity_cases.json``) and for the synthetic heavy workloads of ``bench/replay_speed.py`` (16
+workers, KV router, ~175 req/s; written once as a Mooncake JSONL file both can read), runs
+``plansim replay run ... --no-report`` and the reference (``../shared/tools/peer_replay.py`` in
+the reference venv, ``PEER_DIR`` or ``~/.cache/plansim-peer``) as separate processes, alternating,
+``--repeat`` times each, and prints the median wall time, CPU time (user + system) and peak RSS
+of each side and the ratio ours / reference, with the load average beside every row (the
+machine may be shared: CPU time is the load-independent figure). ``--startup`` also prints the
+time ``plansim replay run`` takes to reach its first simulated pass.
+
+Targets (issue 17): ours / reference <= 1.0 on every case and heavy workload (<= 0.5 on the
+heavy ones as a moonshot); peak RSS < 0.5 GB at 200k requests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# ``../shared`` beside the checkout (or beside an ancestor folder, for a worktree).
+SHARED = next((p / "shared" for p in ROOT.parents if (p / "shared" / "reference").is_dir()),
+              ROOT.parent / "shared")
+DEFAULT_CASES = [SHARED / "reference" / f for f in
+                 ("cases.json", "session_cases.json", "parity_cases.json")]
+PEER_SCRIPT = SHARED / "tools" / "peer_replay.py"
+HEAVY_SIZES = (50_000, 200_000)
+HEAVY_RATE_RPS = 175.0  # bench/replay_speed.py's workload: about 70% load of 16 workers
+
+# Reaches the first simulated pass, prints the seconds since ``T0`` (the parent's clock) and
+# exits at once.
+_FIRST_PASS = """
+import os, sys, time
+import plansim.sim.engine as engine
+
+def first_pass(self, now):
+    print(f"{time.time() - float(os.environ['PLANSIM_BENCH_T0']):.4f}", flush=True)
+    os._exit(0)
+
+engine.Rank.start_pass = first_pass
+sys.argv = ["plansim", *sys.argv[1:]]
+from plansim.cli import main
+main()
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    wall_s: float
+    cpu_s: float
+    rss_mb: float
+
+
+def measure(cmd: list[str], env: dict[str, str] | None = None) -> Sample:
+    """Run ``cmd`` to completion: its wall time, CPU time and peak RSS (its own process)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:4])} ... exited {proc.returncode}: {err[-400:]}")
+    return Sample(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0)
+
+
+def peer_python() -> Path:
+    folder = Path(os.environ.get("PEER_DIR", Path.home() / ".cache" / "plansim-peer"))
+    python = folder / "venv" / "bin" / "python"
+    if not python.exists():
+        sys.exit(f"vs_reference: no reference venv at {folder} (run ../shared/tools/peer_env.sh)")
+    return python
+
+
+def plansim_command(case, out_dir: Path, cfg_dir: Path) -> list[str]:
+    """``plansim replay run`` for a reference case: its deployment as a config file."""
+    cfg = cfg_dir / f"{case.name}.json"
+    cfg.write_text(json.dumps(case.deployment))
+    cmd = [sys.executable, "-m", "plansim", "replay", "run", str(case.trace),
+           "--format", case.trace_format, "-c", str(cfg), "--no-report", "-q",
+           "--out", str(out_dir / case.name), "--force"]
+    if case.trace_block_size is not None:
+        cmd += ["--trace-block-size", str(case.trace_block_size)]
+    if case.closed_loop is False:
+        cmd.append("--open-loop")
+    return cmd
+
+
+def heavy_cases(sizes: list[int], folder: Path) -> Path:
+    """The heavy synthetic workloads as Mooncake JSONL files and one cases file naming them."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from replay_speed import synthetic_workload
+
+    from plansim.traces.writers import write_mooncake
+
+    cases = []
+    for n in sizes:
+        workload = synthetic_workload(n, HEAVY_RATE_RPS)
+        trace = folder / f"heavy-{n}.jsonl"
+        write_mooncake(workload, trace)
+        cases.append({"name": f"heavy-{n // 1000}k", "trace": trace.name,
+                      "trace_format": "mooncake", "trace_block_size": workload.trace_block_size,
+                      "mode": "agg", "num_workers": 16, "router_mode": "kv_router",
+                      "engine_args": {}})
+    path = folder / "heavy_cases.json"
+    path.write_text(json.dumps({"cases": cases}))
+    return path
+
+
+def startup(case, folder: Path, repeat: int) -> float:
+    """Median seconds from launching ``plansim replay run`` to its first simulated pass."""
+    cmd = plansim_command(case, folder, folder)
+    cmd = [cmd[0], "-c", _FIRST_PASS, *cmd[3:]]
+    times = []
+    for _ in range(repeat):
+        env = {**os.environ, "PLANSIM_BENCH_T0": repr(time.time())}
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+        times.append(float(out.stdout.strip().splitlines()[-1]))
+    return statistics.median(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", nargs="+", type=Path, default=DEFAULT_CASES)
+    ap.add_argument("--only", nargs="+", default=None, help="case names to run")
+    ap.add_argument("--heavy", default=",".join(str(n) for n in HEAVY_SIZES),
+                    help="request counts of the heavy workloads, comma-separated")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--skip-heavy", action="store_true")
+    ap.add_argument("--skip-cases", action="store_true")
+    ap.add_argument("--startup", action="store_true",
+                    help="also time plansim's start-up to its first simulated pass")
+    args = ap.parse_args(argv)
+
+    from plansim.sim.cases import load_cases
+
+    peer = peer_python()
+    peer_env = {**os.environ, "RUST_LOG": "error"}
+    work = Path(tempfile.mkdtemp(prefix="vs_reference-"))
+    runs: list[tuple[Path, object]] = []
+    if not args.skip_cases:
+        for path in args.cases:
+            runs += [(path, c) for c in load_cases(path)]
+    if not args.skip_heavy and args.heavy:
+        sizes = [int(n) for n in args.heavy.split(",") if n]
+        path = heavy_cases(sizes, work)
+        runs += [(path, c) for c in load_cases(path)]
+    if args.only:
+        runs = [(p, c) for p, c in runs if c.name in args.only]
+
+    print(f"cpus {os.cpu_count()}, repeat {args.repeat} (alternating, medians); "
+          f"ours = plansim replay run --no-report, reference = peer_replay.py")
+    head = (f"{'case':26s} {'ours s':>8s} {'ref s':>8s} {'ratio':>6s}   {'ours cpu':>8s} "
+            f"{'ref cpu':>8s} {'cpu ratio':>9s}   {'ours MB':>8s} {'ref MB':>8s}  load")
+    print(head)
+    print("-" * len(head))
+    worst = 0.0
+    for path, case in runs:
+        ours_cmd = plansim_command(case, work, work)
+        peer_cmd = [str(peer), str(PEER_SCRIPT), str(path), case.name]
+        ours, ref = [], []
+        for _ in range(args.repeat):
+            ours.append(measure(ours_cmd))
+            ref.append(measure(peer_cmd, peer_env))
+        o_wall = statistics.median(s.wall_s for s in ours)
+        r_wall = statistics.median(s.wall_s for s in ref)
+        o_cpu = statistics.median(s.cpu_s for s in ours)
+        r_cpu = statistics.median(s.cpu_s for s in ref)
+        ratio = o_wall / r_wall
+        worst = max(worst, ratio)
+        print(f"{case.name:26s} {o_wall:8.2f} {r_wall:8.2f} {ratio:6.2f}   {o_cpu:8.2f} "
+              f"{r_cpu:8.2f} {o_cpu / r_cpu:9.2f}   {max(s.rss_mb for s in ours):8.0f} "
+              f"{max(s.rss_mb for s in ref):8.0f}  {os.getloadavg()[0]:.1f}", flush=True)
+        if args.startup and path in args.cases:
+            print(f"{'':26s} start-up to the first simulated pass: "
+                  f"{startup(case, work, args.repeat):.3f} s", flush=True)
+    print(f"worst wall ratio {worst:.2f} (target <= 1.0); load average now "
+          f"{os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
