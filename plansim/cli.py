@@ -13,11 +13,12 @@ Anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import signal
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 from typer.exceptions import Abort, Exit, TyperException
@@ -34,19 +35,42 @@ app = typer.Typer(
 )
 
 
-def _register() -> None:
-    from plansim.commands import capacity, predict, profile, replay, report, retune, trace
+# Each command's module and attribute: a typer app (a command group) or a function (one
+# command), in help order. A command line imports only the module of the command it names, so
+# that ``plansim replay run`` does not load what the predictors or the reports need; ``--help``
+# and an unknown name load them all.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "trace": ("plansim.commands.trace", "app"),
+    "replay": ("plansim.commands.replay", "app"),
+    "retune": ("plansim.commands.retune", "app"),
+    "predict": ("plansim.commands.predict", "app"),
+    "profile": ("plansim.commands.profile", "app"),
+    "capacity": ("plansim.commands.capacity", "capacity"),
+    "report": ("plansim.commands.report", "report"),
+}
+_loaded: dict[str, Any] = {}
 
-    app.add_typer(trace.app, name="trace")
-    app.add_typer(replay.app, name="replay")
-    app.add_typer(retune.app, name="retune")
-    app.add_typer(predict.app, name="predict")
-    app.add_typer(profile.app, name="profile")
-    app.command(name="capacity")(capacity.capacity)
-    app.command(name="report")(report.report)
+
+@app.callback()
+def _group() -> None:
+    """A callback keeps ``plansim`` a group when only one command is registered."""
 
 
-_register()
+def register_commands(args: list[str]) -> None:
+    """Register the command ``args`` names (its first word), or every command, in help order."""
+    first = next((a for a in args if not a.startswith("-")), None)
+    for name in [first] if first in COMMANDS else COMMANDS:
+        if name not in _loaded:
+            module, attr = COMMANDS[name]
+            _loaded[name] = getattr(importlib.import_module(module), attr)
+    app.registered_groups.clear()
+    app.registered_commands.clear()
+    for name in COMMANDS:
+        command = _loaded.get(name)
+        if isinstance(command, typer.Typer):
+            app.add_typer(command, name=name)
+        elif command is not None:
+            app.command(name=name)(command)
 
 
 class _WarningLine(logging.Handler):
@@ -69,6 +93,7 @@ def _warnings_to_stderr() -> None:
 def main() -> None:
     """Console entry point; see the module docstring for how a command ends."""
     _warnings_to_stderr()
+    register_commands(sys.argv[1:])
     command = typer.main.get_command(app)
     try:
         with (handle_termination(), scratch_folder(),

@@ -15,7 +15,16 @@ Public API::
     check_fits(config, capabilities)
 """
 
-from plansim.planner_core.config import PlannerConfig, parse_planner_config, with_changes
-from plansim.planner_core.engine import PlannerEngine, check_fits
+from plansim.lazy import lazy_getattr
 
-__all__ = ["PlannerConfig", "PlannerEngine", "check_fits", "parse_planner_config", "with_changes"]
+# Imported on first use: the simulator imports ``planner_core.observations`` alone, without the
+# planner's configuration models and engine.
+_EXPORTS = {
+    "PlannerConfig": "plansim.planner_core.config",
+    "parse_planner_config": "plansim.planner_core.config",
+    "with_changes": "plansim.planner_core.config",
+    "PlannerEngine": "plansim.planner_core.engine",
+    "check_fits": "plansim.planner_core.engine",
+}
+__getattr__ = lazy_getattr(globals(), _EXPORTS)
+__all__ = list(_EXPORTS)

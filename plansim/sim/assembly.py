@@ -5,9 +5,7 @@ planner host's ticks and scaling events. Tables are described in ``plansim.sim.r
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from plansim.roles import Mode, Role
 from plansim.sim.cluster import Pool
@@ -15,6 +13,9 @@ from plansim.sim.recorder import Recorder
 from plansim.sim.result import ReplayResult
 from plansim.sim.sessions import session_columns, session_summary
 from plansim.sim.summary import replay_duration_ms, summarize
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 WORKER_COLUMNS = ["worker_id", "pool", "ready_at_ms", "removed_at_ms", "requests",
                   "input_tokens", "output_tokens", "reused_input_tokens"]
@@ -64,6 +65,8 @@ def assemble_result(workload: Any, deployment: Any, pools: Mapping[Role, Pool], 
 
 def workers_table(pools: Mapping[Role, Pool], requests: pd.DataFrame) -> pd.DataFrame:
     """One row per worker ever provisioned, with the requests and tokens it served."""
+    import pandas as pd  # the tables' library, loaded once the replay has run
+
     rows = []
     for pool in pools.values():
         col = "prefill_worker" if pool.name.hands_off else "decode_worker"

@@ -74,9 +74,8 @@ class ReplayHost:
     def __init__(self, workload: Any, deployment: Deployment, planner: Any = None,
                  progress: Callable[[float, float], None] | None = None, *,
                  decode_runs: bool = True) -> None:
-        """``decode_runs=False`` simulates every pass one by one and grants every request its
-        tokens one by one (the reference behaviour the fast paths must reproduce; for
-        tests)."""
+        """``decode_runs=False`` simulates every pass one by one (the reference behaviour the
+        decode-run fast path must reproduce; for tests)."""
         self.workload = workload
         self.deployment = deployment
         self.clock = Clock()
@@ -355,11 +354,11 @@ class ReplayHost:
         self.rec.admitted(req.rid, self._rank_pool[id(rank)], now, reused, req.preempted,
                           req.prebuilt)
 
-    def _on_tokens(self, rank: EngineRank, rids: np.ndarray, end: float,
+    def _on_tokens(self, rank: EngineRank, reqs: list[Request], end: float,
                    counts: list[int] | None = None) -> None:
         if not rank.role.decodes:
             return  # a prefill worker's token is internal
-        first = self.rec.tokens(rids, end, counts)
+        first = self.rec.tokens(reqs, end, counts)
         if first:
             pool_name = self._rank_pool[id(rank)]
             router = self.routers[pool_name]
@@ -375,9 +374,9 @@ class ReplayHost:
 
         self.clock.call_at(max(at_ms - self.clock.now, 0.0), wake)
 
-    def _on_run(self, rank: EngineRank, rids: np.ndarray, ends: np.ndarray,
+    def _on_run(self, rank: EngineRank, reqs: list[Request], ends: np.ndarray,
                 dts: np.ndarray) -> None:
-        self.rec.run(rids, ends)
+        self.rec.run(reqs, ends)
 
     def _on_complete(self, rank: EngineRank, req: Request, end: float) -> None:
         pool_name = self._rank_pool[id(rank)]

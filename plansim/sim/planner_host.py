@@ -24,10 +24,9 @@ in scheduling order with the arrivals and pass starts of their instant).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from plansim.limits import MAX_BUCKETS, check_count
 from plansim.planner_core.observations import (
@@ -40,6 +39,9 @@ from plansim.sim.clock import Priority
 from plansim.sim.cluster_view import ClusterView
 from plansim.sim.recorder import Completion
 from plansim.traces.stats import reusable_prefix_tokens
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class TrafficWindow:
@@ -188,6 +190,8 @@ class PlannerHost:
         self._schedule(effects)
 
     def ticks_table(self) -> pd.DataFrame:
+        import pandas as pd
+
         return pd.DataFrame(self.rows)
 
 

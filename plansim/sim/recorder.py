@@ -9,13 +9,15 @@ import math
 from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from plansim.roles import Role
 from plansim.sim.cluster import DRAINING, READY, STARTING
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 NAN = float("nan")
 _COMPACT_AT = 1 << 20
@@ -241,6 +243,8 @@ class Recorder:
     def timeseries_table(self, visible_pool: Role) -> pd.DataFrame:
         """The samples as a table; ``output_tok_s`` on ``visible_pool``'s rows (the pool whose
         tokens the user sees)."""
+        import pandas as pd
+
         frame = pd.DataFrame(self._samples, columns=[
             "time_s", "pool", "ready", "starting", "draining", "running", "waiting",
             "queued_prefill_tokens", "kv_usage", "prefix_reuse", "arrivals"])
@@ -287,6 +291,8 @@ class Recorder:
         ttst = np.where(done & (n_tok > 1), second - first, np.nan)
         with np.errstate(invalid="ignore", divide="ignore"):
             tpot = np.where(done & (n_tok > 1), (last - first) / (n_tok - 1), np.nan)
+        import pandas as pd
+
         return pd.DataFrame({
             "request_id": np.asarray(request_id, dtype=object),
             "release_ms": arrival if self.release is None else self.release,

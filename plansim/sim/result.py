@@ -40,9 +40,11 @@ Tables (pandas DataFrames; times in ms of virtual time from the first arrival un
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,13 +8,15 @@ cluster) minus its release.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from plansim.sim.summary import STAT_NAMES, weighted_stats
 from plansim.traces.graph import RequestGraph
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SESSION_COLUMNS = ("session_id", "turns", "completed_turns", "first_release_ms",
                    "last_token_ms", "total_ms", "status")
@@ -37,6 +39,8 @@ def sessions_table(requests: pd.DataFrame) -> pd.DataFrame:
     done = rows["status"] == "completed"
     grouped = rows.assign(done=done, last=rows["last_token_ms"].where(done)).groupby(
         "session_id", sort=False)
+    import pandas as pd
+
     table = pd.DataFrame({
         "turns": grouped.size(),
         "completed_turns": grouped["done"].sum().astype(np.int64),

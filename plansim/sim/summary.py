@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from plansim.schema import SUMMARY_STATS
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PERCENTILES: tuple[tuple[str, float], ...] = (
     ("median", 50.0),

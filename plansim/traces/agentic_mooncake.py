@@ -34,7 +34,6 @@ from pathlib import Path
 
 import numpy as np
 import orjson
-import pandas as pd
 
 from plansim.errors import TraceError
 from plansim.traces.columns import TraceColumns
@@ -290,6 +289,8 @@ def agentic_graph(parts: list, request_id: np.ndarray,
             sources.append(src)
         target_parts.append(targets)
         base += len(p)
+    import pandas as pd
+
     codes, uniques = pd.factorize(session)
     seen: dict[int, str] = {}
     for row in range(n):

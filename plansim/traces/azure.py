@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from plansim.errors import TraceError
 from plansim.traces.columns import TraceColumns
@@ -22,6 +21,8 @@ COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 
 def read_azure(path: Path, *, trace_block_size: int | None = None) -> TraceColumns:
     """Read one Azure CSV; block size only shapes the unshared blocks (default 512)."""
+    import pandas as pd  # the CSV reader; only this format needs it
+
     source = str(path)
     bs = DEFAULT_BLOCK_SIZE if trace_block_size is None else int(trace_block_size)
     try:

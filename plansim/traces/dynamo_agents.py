@@ -29,7 +29,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from plansim.errors import TraceError
 from plansim.traces.graph import COMPLETION, DISPATCH, Edges, RequestGraph, build_graph
@@ -109,6 +108,8 @@ def dynamo_graph(parts: list, request_id: np.ndarray,
         return None
     start = np.concatenate([p.arrival_ms for p in parts])
     end = np.fmax(cols["end_ms"], start)
+    import pandas as pd
+
     codes, uniques = pd.factorize(session, use_na_sentinel=True)
     codes = codes.astype(np.int64)
     names = [str(s) for s in uniques]

@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from plansim.errors import InputError, TraceError
 from plansim.limits import MAX_ARRIVAL_MS, check_span
-from plansim.traces.agentic_mooncake import agentic_graph, read_agentic_mooncake
-from plansim.traces.azure import read_azure
 from plansim.traces.columns import TraceColumns, check_block_size, merge_skipped
 from plansim.traces.csr import csr_take
 from plansim.traces.detect import FORMATS, detect_format
-from plansim.traces.dynamo import read_dynamo
-from plansim.traces.dynamo_agents import dynamo_graph
 from plansim.traces.graph import RequestGraph, estimated_arrival_ms
-from plansim.traces.mooncake import read_mooncake
-from plansim.traces.mooncake_sessions import mooncake_graph
 from plansim.traces.prefix import prefix_chain_ids, unshared_ids
 from plansim.traces.request_ids import STRING, fill_missing, first_repeat
 from plansim.traces.sources import resolve_paths
@@ -29,12 +25,28 @@ PathsArg = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
 # A format's graph builder: (file-order parts, request ids, row -> (file, line)) -> graph.
 Linker = Callable[[list[TraceColumns], np.ndarray, Callable[[int], tuple[str, int]]],
                   RequestGraph | None]
+
+
+def _on_first_use(module: str, name: str) -> Callable[..., Any]:
+    """``module.name``, imported when first called: a format's reader brings in its own parser
+    (pyarrow for Dynamo, pandas for Azure) only when a trace of that format is read."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    return call
+
+
 READERS: dict[str, Callable[..., TraceColumns]] = {
-    "dynamo": read_dynamo, "mooncake": read_mooncake, "azure": read_azure,
-    "agentic_mooncake": read_agentic_mooncake,
+    "dynamo": _on_first_use("plansim.traces.dynamo", "read_dynamo"),
+    "mooncake": _on_first_use("plansim.traces.mooncake", "read_mooncake"),
+    "azure": _on_first_use("plansim.traces.azure", "read_azure"),
+    "agentic_mooncake": _on_first_use("plansim.traces.agentic_mooncake", "read_agentic_mooncake"),
 }
 LINKERS: dict[str, Linker] = {
-    "mooncake": mooncake_graph, "dynamo": dynamo_graph, "agentic_mooncake": agentic_graph,
+    "mooncake": _on_first_use("plansim.traces.mooncake_sessions", "mooncake_graph"),
+    "dynamo": _on_first_use("plansim.traces.dynamo_agents", "dynamo_graph"),
+    "agentic_mooncake": _on_first_use("plansim.traces.agentic_mooncake", "agentic_graph"),
 }
 # Rows per gather step when reordering hashes by arrival: bounds the index array's memory.
 _REORDER_ROWS = 65536

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from plansim.errors import TraceError
 from plansim.traces.graph import TERMINAL, Edges, RequestGraph, build_graph
@@ -42,6 +41,8 @@ def mooncake_graph(parts: list, request_id: np.ndarray,
     delay = np.concatenate([p.links.delay_ms if p.links is not None
                             else np.full(len(p), np.nan) for p in parts])
     ts = np.concatenate([p.arrival_ms for p in parts])
+    import pandas as pd
+
     codes, uniques = pd.factorize(session, use_na_sentinel=True)
     codes = codes.astype(np.int64)
     inside = np.flatnonzero(codes >= 0)

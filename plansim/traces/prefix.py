@@ -21,7 +21,6 @@ int32 ids are packed into the front of the same buffer, whose back half is then 
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from plansim.traces.buffers import can_release_tail, release_tail
 
@@ -32,6 +31,8 @@ _GROUP_ROWS = 1 << 18  # hashes per grouped slice (its reordering is recomputed,
 _BATCH = 1 << 19  # most values factorized at once (bounds the hash table; ~4x a mean partition)
 _SLICE = 1 << 20
 _UNSET = -2
+# Below this many values a dict factorizes faster than importing pandas for it.
+_SMALL_FACTORIZE = 1 << 18
 # Most blocks whose ids are stored as int32 (ids are < the block count); a module constant so
 # that tests can exercise the int64 form.
 INT32_ID_LIMIT = int(np.iinfo(np.int32).max)
@@ -106,7 +107,7 @@ def _compact_groups(raw: np.ndarray, bounds: np.ndarray) -> int:
                 size += spans[i][1] - spans[i][0]
                 i += 1
             values = np.concatenate([seen] + [raw[a:b] for a, b in batch])
-            codes, seen = pd.factorize(values)
+            codes, seen = factorize(values)
             del values
             codes += base
             pos = len(codes) - size
@@ -176,7 +177,7 @@ def _chain_by_level(codes: np.ndarray, counts: np.ndarray, n_unique: int) -> np.
             keys = codes[pos]
         else:
             keys = (chain[pos - 1].astype(np.int64) + 1) * n_unique + codes[pos]
-        level, level_uniques = pd.factorize(keys)
+        level, level_uniques = factorize(keys)
         chain[pos] = level + next_id
         next_id += len(level_uniques)
     return chain
@@ -186,3 +187,18 @@ def unshared_ids(counts: np.ndarray) -> np.ndarray:
     """Fresh ids for rows whose blocks are shared with no other row (traces without hashes)."""
     n = int(counts.sum())
     return np.arange(n, dtype=id_dtype(n))
+
+
+def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Codes (int64, dense, by first appearance) and the distinct values in that order, as
+    ``pandas.factorize`` gives them; small inputs are done with a dict, so that loading a small
+    trace does not import pandas."""
+    if values.size >= _SMALL_FACTORIZE:
+        import pandas as pd
+
+        return pd.factorize(values)
+    index: dict[int, int] = {}
+    setdefault = index.setdefault
+    codes = np.fromiter((setdefault(v, len(index)) for v in values.tolist()), dtype=np.int64,
+                        count=values.size)
+    return codes, np.fromiter(index, dtype=values.dtype, count=len(index))

@@ -8,10 +8,14 @@ comparisons, fancy indexing and ``np.asarray(ids, dtype=object)`` work as for an
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pyarrow as pa
 
 from plansim.traces.buffers import GrowingArray, release_front
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 STRING = np.dtypes.StringDType()
 # Ids converted or hashed per step: bounds the temporary Python strings.
@@ -42,6 +46,8 @@ class IdCollector:
 
     def extend(self, ids: pa.Array | list[str]) -> None:
         """Append ``ids``: a pyarrow string array without nulls, or a list of ``str``."""
+        import pyarrow as pa  # only readers that collect ids (Dynamo) need it
+
         arr = ids if isinstance(ids, pa.Array) else pa.array(ids, type=pa.string())
         if len(arr) == 0:
             return
@@ -55,6 +61,8 @@ class IdCollector:
 
     def array(self) -> np.ndarray:
         """All ids collected, as a ``StringDType`` array (call once)."""
+        import pyarrow as pa
+
         offsets = self._offsets.array()
         data = self._bytes.array()
         n = offsets.size - 1
