@@ -31,7 +31,7 @@ _GROUP_ROWS = 1 << 18  # hashes per grouped slice (its reordering is recomputed,
 _BATCH = 1 << 19  # most values factorized at once (bounds the hash table; ~4x a mean partition)
 _SLICE = 1 << 20
 _UNSET = -2
-# Below this many values a dict factorizes faster than importing pandas for it.
+# Below this many values sorting factorizes faster than importing pandas for it.
 _SMALL_FACTORIZE = 1 << 18
 # Most blocks whose ids are stored as int32 (ids are < the block count); a module constant so
 # that tests can exercise the int64 form.
@@ -191,14 +191,14 @@ def unshared_ids(counts: np.ndarray) -> np.ndarray:
 
 def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Codes (int64, dense, by first appearance) and the distinct values in that order, as
-    ``pandas.factorize`` gives them; small inputs are done with a dict, so that loading a small
-    trace does not import pandas."""
+    ``pandas.factorize`` gives them; small inputs are sorted with numpy instead, so that loading
+    a small trace does not import pandas."""
     if values.size >= _SMALL_FACTORIZE:
         import pandas as pd
 
         return pd.factorize(values)
-    index: dict[int, int] = {}
-    setdefault = index.setdefault
-    codes = np.fromiter((setdefault(v, len(index)) for v in values.tolist()), dtype=np.int64,
-                        count=values.size)
-    return codes, np.fromiter(index, dtype=values.dtype, count=len(index))
+    uniques, first, inverse = np.unique(values, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size, dtype=np.int64)
+    return rank[inverse.reshape(-1)], uniques[order]

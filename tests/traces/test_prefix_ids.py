@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from plansim.traces import prefix
 from plansim.traces.buffers import GrowingArray
-from plansim.traces.prefix import prefix_chain_ids
+from plansim.traces.prefix import factorize, prefix_chain_ids
 
 
 def _csr(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -117,3 +117,19 @@ def test_a_view_of_other_memory_gets_the_same_ids():
     expected = prefix_chain_ids(flat.copy(), counts).tolist()
     padded = np.concatenate([np.zeros(1, dtype=np.uint64), flat])
     assert prefix_chain_ids(padded[1:], counts).tolist() == expected
+
+
+def test_factorize_codes_values_by_first_appearance():
+    codes, uniques = factorize(np.array([5, 3, 5, 7, 3], dtype=np.int64))
+    assert codes.tolist() == [0, 1, 0, 2, 1]
+    assert uniques.tolist() == [5, 3, 7]
+    assert codes.dtype == np.int64 and uniques.dtype == np.int64
+
+
+def test_factorize_large_inputs_agree_with_small_ones(monkeypatch):
+    values = np.array([9, 1, 9, 4, 1, 2], dtype=np.int64)
+    small = factorize(values)
+    monkeypatch.setattr(prefix, "_SMALL_FACTORIZE", 0)  # take the pandas path
+    large = factorize(values)
+    assert small[0].tolist() == large[0].tolist() == [0, 1, 0, 2, 1, 3]
+    assert small[1].tolist() == large[1].tolist() == [9, 1, 4, 2]

@@ -1,0 +1,52 @@
+"""``plansim.cli``: a command line loads only the command it names."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+MICRO_TRACE = Path(__file__).parent / "sim" / "reference" / "micro" / "M7-round-robin.jsonl"
+
+# Runs ``plansim replay run`` in a fresh interpreter and, at the first simulated pass, prints
+# which of the heavy libraries are loaded, then exits.
+_AT_FIRST_PASS = """
+import os, sys
+import plansim.sim.engine as engine
+
+def first_pass(self, now):
+    heavy = ("pandas", "pyarrow", "plotly", "statsmodels", "prophet", "scipy")
+    print(",".join(m for m in heavy if m in sys.modules), flush=True)
+    os._exit(0)
+
+engine.Rank.start_pass = first_pass
+sys.argv = ["plansim", *sys.argv[1:]]
+from plansim.cli import main
+main()
+"""
+
+
+def test_replay_run_reaches_its_first_pass_without_the_table_and_report_libraries(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-c", _AT_FIRST_PASS, "replay", "run", str(MICRO_TRACE),
+         "--format", "mooncake", "--trace-block-size", "512", "--num-workers", "3",
+         "--out", str(tmp_path / "out"), "--no-report", "--quiet"],
+        capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_help_lists_every_command(run_cli):
+    from plansim.cli import COMMANDS
+
+    code, stdout, _ = run_cli("--help")
+    assert code == 0
+    for name in COMMANDS:
+        assert f" {name} " in stdout, name
+
+
+def test_a_command_runs_after_another_was_registered_alone(run_cli):
+    # `plansim report` alone is a single-command app unless plansim stays a group.
+    code, _, _ = run_cli("report", "--help")
+    assert code == 0
+    code, stdout, _ = run_cli("trace", "--help")
+    assert code == 0 and "Usage: plansim trace" in " ".join(stdout.split())
