@@ -78,15 +78,18 @@ class Sample:
 
 
 def measure(cmd: list[str], env: dict[str, str] | None = None) -> Sample:
-    """Run ``cmd`` to completion: its wall time, CPU time and peak RSS (its own process)."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd[:4])} ... exited {proc.returncode}: {err[-400:]}")
+    """Run ``cmd`` to completion: its wall time, CPU time and peak RSS (its own process).
+    Its stderr goes to a file (a pipe read only at the end would fill and stall it)."""
+    with tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            tail = err.read().decode(errors="replace")[-400:]
+            raise RuntimeError(f"{' '.join(cmd[:4])} ... exited {proc.returncode}: {tail}")
     return Sample(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0)
 
 

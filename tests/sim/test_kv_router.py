@@ -10,7 +10,7 @@ import pytest
 
 from plansim.roles import Role
 from plansim.sim.routing import RankLoad, Route
-from plansim.sim.routing.kv_router import KvRouter, softmax_probabilities
+from plansim.sim.routing.kv_router import KvRouter, leading_run, softmax_probabilities
 from simkit import prefill_ms, req, run, workload
 
 from plansim.sim.deployment import build_deployment
@@ -242,3 +242,14 @@ def test_a_rank_queues_the_prompt_less_its_device_and_weighted_host_cached_token
     assert (route.index, route.overlap_blocks, route.cached_tokens) == (0, 2, 320)
     router.sent(1, 640, list(range(10)), route, load)
     assert load.prefill_tokens == 320
+
+
+@pytest.mark.parametrize(("held", "expected"), [
+    (set(), 0), ({10}, 1), ({10, 11}, 2), ({10, 11, 12, 13, 14}, 5), ({10, 11, 12, 99}, 3)])
+def test_leading_run_counts_the_held_leading_keys(held, expected):
+    # Held keys of whole prompts: a prefix of this prompt's keys, whatever else is held.
+    assert leading_run([10, 11, 12, 13, 14], held) == expected
+
+
+def test_leading_run_of_no_keys_is_zero():
+    assert leading_run([], {1}) == 0

@@ -41,7 +41,7 @@ changes scores and the queue's order and threshold only.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from operator import add, sub
@@ -188,13 +188,7 @@ class KvRouter(Policy):
                 prefill = (load.prefill_tokens + isl) / bs - device_credit - host_weight * host[c]
                 cost = scale * prefill if prefill > 0 else 0.0
             if track_blocks:
-                shared = 0
-                if shares_blocks:
-                    active = load.blocks
-                    for k in keys:
-                        if k not in active:
-                            break
-                        shared += 1
+                shared = leading_run(keys, load.blocks) if shares_blocks else 0
                 cost += load.n_blocks + n_keys - shared
             if active_weight:
                 cost += active_weight * load.requests
@@ -285,6 +279,22 @@ class KvRouter(Policy):
         gone = [k for k, c in zip(keys, counts) if not c]
         deque(map(blocks.pop, gone), 0)
         load.n_blocks -= entry.extra_blocks + len(gone)
+
+
+def leading_run(keys: list[int], held: Container[int]) -> int:
+    """How many leading ``keys`` are in ``held``, by binary search: ``held`` is the blocks of
+    whole prompts (a rank's sent requests), and keys are prefix-chain ids, so a key is held only
+    with every key before it and the held keys of a prompt are always a leading run."""
+    if not keys or keys[0] not in held:
+        return 0
+    lo, hi = 1, len(keys)  # keys[:lo] held; the answer is in [lo, hi]
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if keys[mid - 1] in held:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def softmax_probabilities(logits: np.ndarray, temperature: float) -> np.ndarray:
