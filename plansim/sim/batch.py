@@ -28,14 +28,19 @@ class Batch:
     """The running requests of one rank, ``reqs`` in batch order, and their state by row:
     ``rid``, ``isl``, ``total`` (prompt + output tokens: done when ``known`` reaches it),
     ``computed``, ``known``, ``blocks``, ``pass_no``, ``before`` (int64 arrays of at least
-    ``len(reqs)`` rows; only the first ``len(reqs)`` mean anything)."""
+    ``len(reqs)`` rows; only the first ``len(reqs)`` mean anything). The arrays are the rows of
+    one 2-D array, so that adding or removing requests moves all of them in one step."""
 
-    __slots__ = ("reqs", *_FIELDS)
+    __slots__ = ("reqs", "_state", *_FIELDS)
 
     def __init__(self, capacity: int = 32) -> None:
         self.reqs: list[Request] = []
-        for name in _FIELDS:
-            setattr(self, name, np.zeros(capacity, dtype=np.int64))
+        self._bind(np.zeros((len(_FIELDS), capacity), dtype=np.int64))
+
+    def _bind(self, state: np.ndarray) -> None:
+        self._state = state
+        for name, row in zip(_FIELDS, state):
+            setattr(self, name, row)
 
     def __len__(self) -> int:
         return len(self.reqs)
@@ -43,20 +48,14 @@ class Batch:
     def add(self, req: Request) -> None:
         """Append ``req`` (its state from its attributes) as the last row."""
         row = len(self.reqs)
-        if row == self.rid.shape[0]:
-            for name in _FIELDS:
-                old = getattr(self, name)
-                grown = np.zeros(2 * row, dtype=np.int64)
-                grown[:row] = old
-                setattr(self, name, grown)
-        self.rid[row] = req.rid
-        self.isl[row] = req.isl
-        self.total[row] = req.isl + req.osl
-        self.computed[row] = req._computed
-        self.known[row] = req.isl + req._generated
-        self.blocks[row] = req._n_blocks
-        self.pass_no[row] = req._pass_no
-        self.before[row] = req._before
+        state = self._state
+        if row == state.shape[1]:
+            grown = np.zeros((len(_FIELDS), 2 * row), dtype=np.int64)
+            grown[:, :row] = state
+            self._bind(grown)
+            state = grown
+        state[:, row] = (req.rid, req.isl, req.isl + req.osl, req._computed,
+                         req.isl + req._generated, req._n_blocks, req._pass_no, req._before)
         req._batch = self
         req._row = row
         self.reqs.append(req)
@@ -64,13 +63,15 @@ class Batch:
     def remove(self, rows: list[int]) -> None:
         """Take the requests of ``rows`` (ascending) out, their state back in their attributes."""
         reqs = self.reqs
+        state = self._state
         for row in rows:
             req = reqs[row]
-            req._computed = int(self.computed[row])
-            req._generated = int(self.known[row] - self.isl[row])
-            req._n_blocks = int(self.blocks[row])
-            req._pass_no = int(self.pass_no[row])
-            req._before = int(self.before[row])
+            _, isl, _, computed, known, blocks, pass_no, before = state[:, row].tolist()
+            req._computed = computed
+            req._generated = known - isl
+            req._n_blocks = blocks
+            req._pass_no = pass_no
+            req._before = before
             req._batch = None
         n = len(reqs)
         first = rows[0]
@@ -80,9 +81,7 @@ class Batch:
         keep = np.ones(n - first, dtype=bool)
         keep[np.asarray(rows) - first] = False
         kept = n - first - len(rows)
-        for name in _FIELDS:
-            arr = getattr(self, name)
-            arr[first:first + kept] = arr[first:n][keep]
+        state[:, first:first + kept] = state[:, first:n][:, keep]
         gone = set(rows)
         tail = [r for i, r in enumerate(reqs[first:], first) if i not in gone]
         del reqs[first:]
