@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from plansim.roles import Role
 from plansim.sim.routing import RankLoad, Route
@@ -253,3 +255,23 @@ def test_leading_run_counts_the_held_leading_keys(held, expected):
 
 def test_leading_run_of_no_keys_is_zero():
     assert leading_run([], {1}) == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 3), min_size=0, max_size=6), min_size=1, max_size=8),
+       st.data())
+def test_leading_run_equals_a_walk_over_whole_prompts(paths, data):
+    # Prompts as paths in a prefix tree (a key names its whole prefix); the router holds the
+    # keys of some whole prompts; the binary search must find what a walk from the front finds.
+    def keys_of(path):
+        return [hash(tuple(path[:i + 1])) for i in range(len(path))]
+
+    held = set()
+    for path in data.draw(st.lists(st.sampled_from(paths), max_size=len(paths))):
+        held.update(keys_of(path))
+    for path in paths:
+        keys = keys_of(path)
+        walk = 0
+        while walk < len(keys) and keys[walk] in held:
+            walk += 1
+        assert leading_run(keys, held) == walk
