@@ -21,6 +21,7 @@ from plansim.capacity.result import (
     SegmentRow,
     StaticPoint,
     VariantResult,
+    counts_label,
 )
 from plansim.capacity.scheduler import RunStats
 from plansim.capacity.segments import per_minute_arrivals
@@ -71,6 +72,8 @@ class Assembly:
         policies = tuple(self._policy_result(p, *results[f"policy {k}"], bound)
                          for k, p in enumerate(plan.policies))
         notes = [*notes, *self._notes(chosen, statics, bound)]
+        if plan.policies:
+            notes += self._start_notes(results["policy 0"][0])
         return CapacityResult(
             target=plan.target,
             sla={k: v for k, v in plan.deployment.sla.model_dump().items() if v is not None},
@@ -143,7 +146,7 @@ class Assembly:
             gap = (cost - bound.cost) / bound.cost * 100.0
         return PolicyResult(
             name=policy.name, source=policy.source, mode=variant.layout.mode,
-            start_counts=tuple(variant.deployment.pool_sizes().values()), requests=requests,
+            start_counts=variant.policy_start(plan.max_gpu_budget), requests=requests,
             good_requests=good, gpu_hours=float(first.summary["gpu_hours"]), cost=cost,
             scaling_events=first.scaling_events,
             meets_target=good >= required_good(plan.target, requests), gap_to_oracle_pct=gap,
@@ -168,6 +171,16 @@ class Assembly:
             notes.append(f"the bound stopped refining after {bound.rounds} rounds; it uses "
                          "optimistic values for segments not replayed (still a lower bound)")
         return notes
+
+    def _start_notes(self, variant: Variant) -> list[str]:
+        budget = self.plan.max_gpu_budget
+        start = variant.policy_start(budget)
+        if start == variant.counts:
+            return []
+        mode = variant.layout.mode
+        return [f"the deployment's {counts_label(mode, variant.counts)} workers exceed "
+                f"--max-gpu-budget {budget} GPUs: the planner policies start at "
+                f"{counts_label(mode, start)}"]
 
     def _points(self, statics: Sequence[StaticSearch],
                 seeds: Mapping[tuple[str, Counts], list[FullReplay]],
@@ -217,7 +230,7 @@ class Assembly:
                                  base_seed))
         for k, policy in enumerate(plan.policies):
             variant, replays = results[f"policy {k}"]
-            start = tuple(variant.deployment.pool_sizes().values())
+            start = variant.policy_start(plan.max_gpu_budget)
             for seed, replay in zip((base_seed, *self.extra_seeds), replays):
                 rows.append(full_row("policy", variant, start, replay, seed, policy.name))
         frame = pd.DataFrame(rows)

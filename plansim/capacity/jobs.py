@@ -96,7 +96,7 @@ class RunJobs:
         key = f"policy {policy.name} on {variant.label}"
         if seed != self.plan.deployment.seed:
             key += f" seed {seed}"
-        deployment = variant.deployment.model_copy(update={"seed": seed})
+        deployment = variant.with_counts(variant.policy_start(self.plan.max_gpu_budget), seed)
         return ReplayRequest(key, replay_full_task,
                              (self.trace_path, deployment, self.first_rows, policy.config),
                              "policy")

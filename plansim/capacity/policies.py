@@ -2,10 +2,11 @@
 
 By default, the planner's own policies: one planner config per registered scaling policy
 (``planner_core.scaling_policies``: ``dynamo``, ``sla_goodput``), built from the deployment's
-``planner:`` block when it has one, else from defaults sized for the run (both scaling loops,
-the SLA's TTFT and ITL as the planner's targets, a Kalman load predictor, the run's GPU budget). Each ``--planner-config`` adds one more, named after its file. A policy replay
-starts from the deployment file's worker counts (the deployment a user would switch from) on
-the recommended variant, and pays every scale-up's start-up time.
+``planner:`` block when it has one, else from defaults sized for the run (both scaling loops, the
+SLA's TTFT and ITL as the planner's targets, a Kalman load predictor, the run's GPU budget). Each
+``--planner-config`` adds one more, named after its file. A policy replay starts from the
+deployment file's worker counts (the deployment a user would switch from), fitted into the run's
+GPU budget, on the recommended variant, and pays every scale-up's start-up time.
 """
 
 from __future__ import annotations

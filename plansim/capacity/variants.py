@@ -109,6 +109,18 @@ class PoolLayout:
             out.append(max((budget - others) // g, 0))
         return tuple(out)
 
+    def fit(self, counts: Sequence[int], budget: int) -> tuple[int, ...]:
+        """``counts`` with workers taken off, one at a time from the pool holding the most
+        GPUs (the first of equals), until they fit in ``budget`` GPUs; every pool keeps one."""
+        out = [max(int(n), 1) for n in counts]
+        while self.gpus(out) > budget:
+            spare = [i for i, n in enumerate(out) if n > 1]
+            if not spare:
+                break
+            i = max(spare, key=lambda j: (out[j] * self.gpus_per_worker[j], -j))
+            out[i] -= 1
+        return tuple(out)
+
 
 @dataclass(frozen=True, slots=True)
 class Variant:
@@ -122,6 +134,16 @@ class Variant:
     @property
     def label(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.overrides) or "base"
+
+    @property
+    def counts(self) -> tuple[int, ...]:
+        """The deployment file's worker counts, in layout order."""
+        return tuple(self.deployment.pool_sizes().values())
+
+    def policy_start(self, budget: int) -> tuple[int, ...]:
+        """Where a planner policy starts: the deployment file's counts (the deployment a user
+        would switch from), fitted into the run's GPU budget."""
+        return self.layout.fit(self.counts, budget)
 
     def with_counts(self, counts: Sequence[int], seed: int | None = None) -> Deployment:
         """The variant's deployment with ``counts`` workers per pool (and ``seed``)."""

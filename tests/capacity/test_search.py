@@ -100,6 +100,19 @@ def test_policies_are_replayed_from_the_deployment_counts_with_their_gap_to_the_
         assert row["policy"] == policy.name and row["scaling_events"] == policy.scaling_events
 
 
+def test_policies_start_within_the_budget_when_the_deployment_exceeds_it():
+    result = run(flat(1000, 30.0), agg_deployment(num_workers=6), target=0.9,
+                 max_gpu_budget=3, default_policies=True)
+    assert [p.start_counts for p in result.policies] == [(3,), (3,)]
+    rows = result.points[result.points["kind"] == "policy"]
+    assert rows["num_workers"].tolist() == [3, 3]
+    for policy in result.policies:
+        # the provisioned workers never pass the budget, from the first instant
+        assert max(n for _, n in policy.worker_series) <= 3
+    assert any("6 workers exceed --max-gpu-budget 3 GPUs: the planner policies start at 3"
+               in note for note in result.notes)
+
+
 def test_seeds_replay_the_chosen_points_and_bound_the_goodput_ratio():
     workload = workload_at(np.sort(np.random.default_rng(5).uniform(0, 40_000, 1000)))
     deployment = agg_deployment(router="random")

@@ -86,6 +86,20 @@ def test_pool_layout_counts_gpus_and_the_most_workers_each_pool_may_have():
     assert layout.max_counts(32) == (14, 7)
 
 
+def test_counts_over_the_budget_lose_workers_from_the_pool_holding_most_gpus():
+    dep = build_deployment({"mode": "disagg", "decode_engine": {"tensor_parallel_size": 2},
+                            "sla": {"ttft_ms": 100}})
+    layout = layout_of(dep)
+    # 3P x 1 + 4D x 2 = 11 GPUs; decode holds the most until 3P + 1D x 2 = 5 <= 6
+    assert layout.fit((3, 4), 6) == (3, 1)
+    assert layout.fit((3, 4), 11) == (3, 4)
+    # equal pools: the first of equals gives a worker first, 4+4 -> 3+4 -> 3+3 -> 2+3
+    even = layout_of(build_deployment({"mode": "disagg", "sla": {"ttft_ms": 100}}))
+    assert even.fit((4, 4), 5) == (2, 3)
+    # every pool keeps one worker even when that is over the budget
+    assert layout.fit((2, 2), 1) == (1, 1)
+
+
 def test_a_router_knob_the_router_mode_does_not_use_is_refused():
     with pytest.raises(InputError, match="accepted for compatibility but not simulated"):
         build_variants(agg_deployment(router="round_robin"),
