@@ -12,7 +12,6 @@ the target within the budget still exits 0 and says so.
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -205,12 +204,11 @@ def _without_none(value: Any) -> Any:
 
 
 def _pct(value: float | None, target: float | None = None) -> str:
+    from plansim.reports.format import percent, percent_against
+
     if value is None:
         return "-"
-    if target is not None and abs(value - target) < 0.001:
-        # Near the target, rounding could show a miss as the target: two decimals, cut down.
-        return f"{math.floor(value * 10_000) / 100:.2f}%"
-    return f"{value:.1%}"
+    return percent(value) if target is None else percent_against(value, target)
 
 
 def _num(value: float | None, fmt: str = "{:.3f}") -> str:

@@ -20,7 +20,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from plansim.reports.format import number, percent
+from plansim.reports.format import number, percent, percent_against
 from plansim.reports.page import Card, Page, plain
 from plansim.reports.panels import Panel, draw_panels
 from plansim.reports.replay import inputs_details
@@ -62,9 +62,10 @@ def headline_text(report: Mapping[str, Any]) -> str:
         bad = report.get("best_infeasible")
         if bad is not None:
             text += (f" Closest: {_workers(bad)} ({bad['variant']}), "
-                     f"{percent(bad['goodput_ratio'])} goodput.")
+                     f"{percent_against(bad['goodput_ratio'], target)} goodput.")
         return text
-    text = (f"Recommended: {_workers(best)} ({best['variant']}), {percent(best['goodput_ratio'])} "
+    text = (f"Recommended: {_workers(best)} ({best['variant']}), "
+            f"{percent_against(best['goodput_ratio'], target)} "
             f"goodput against a {percent(target)} target, {number(best['cost'])} {unit}.")
     if oracle.get("cost"):
         saving = 1 - oracle["cost"] / best["cost"] if best["cost"] else 0.0
@@ -81,7 +82,8 @@ def capacity_cards(report: Mapping[str, Any]) -> list[Card]:
     cards = []
     if best is None:
         bad = report.get("best_infeasible")
-        detail = (f"closest: {_workers(bad)}, {percent(bad['goodput_ratio'])} goodput"
+        detail = (f"closest: {_workers(bad)}, {percent_against(bad['goodput_ratio'], target)} "
+                  "goodput"
                   if bad else "nothing replayed within the budget")
         cards.append(Card("recommended", "Recommended", "none", detail, "bad"))
     else:
@@ -93,7 +95,8 @@ def capacity_cards(report: Mapping[str, Any]) -> list[Card]:
             detail += (f"; 90% interval {percent(interval['low'])}-{percent(interval['high'])} "
                        f"({interval['verdict']})")
         tone = "good" if not interval or interval["verdict"] == "above" else "neutral"
-        cards.append(Card("goodput", "Goodput", percent(best["goodput_ratio"]), detail, tone))
+        cards.append(Card("goodput", "Goodput", percent_against(best["goodput_ratio"], target),
+                          detail, tone))
         cards.append(Card("cost", "Cost", f"{number(best['cost'])} {unit}",
                           "the cheapest static deployment meeting the target"))
     oracle = report.get("oracle") or {}
@@ -300,7 +303,8 @@ def _static_table(page: Page, report: Mapping[str, Any]) -> None:
     for rank, v in enumerate(rows, start=1):
         table.append([rank if v["feasible"] else "-", v["variant"],
                       _workers(v) if "gpus" in v else "-", v.get("gpus"),
-                      _fmt_pct(v.get("goodput_ratio")), _fmt_cost(v.get("cost")),
+                      _fmt_pct(v.get("goodput_ratio"), report["target"]),
+                      _fmt_cost(v.get("cost")),
                       "yes" if v["feasible"] else "no",
                       ", ".join(_count_text(c) for c in v.get("replayed", []))])
     page.table("Static deployments, cheapest first", ["rank", "deployment", "workers", "GPUs",
@@ -316,14 +320,16 @@ def _policy_table(page: Page, report: Mapping[str, Any]) -> None:
     if not policies:
         return
     unit = report["objective"]["unit"]
-    table = [[p["name"], p["source"], _fmt_pct(p["goodput_ratio"]), _fmt_cost(p["cost"]),
+    table = [[p["name"], p["source"], _fmt_pct(p["goodput_ratio"], report["target"]),
+              _fmt_cost(p["cost"]),
               p["scaling_events"], "yes" if p["meets_target"] else "no",
               "-" if p["gap_to_oracle_pct"] is None else f"{p['gap_to_oracle_pct']:+.1f}%",
               _interval_text(p.get("interval"))] for p in policies]
     page.table("Planner policies", ["policy", "config", "goodput", unit, "scaling events",
                                     "meets target", "gap to bound", "90% interval"], table,
                "Each policy replayed on the whole trace from the deployment file's worker "
-               "counts; the gap is its cost above the hindsight lower bound.",
+               "counts (within the GPU budget); the gap is its cost above the hindsight lower "
+               "bound.",
                numeric=[False, False, True, True, True, False, True, False])
 
 
@@ -340,7 +346,8 @@ def _segment_table(page: Page, report: Mapping[str, Any]) -> None:
     also = ""
     if replayed:
         also = (f" Replayed on the whole trace, the schedule costs {_fmt_cost(replayed['cost'])} "
-                f"{unit} at {_fmt_pct(replayed['goodput_ratio'])} goodput.")
+                f"{unit} at {_fmt_pct(replayed['goodput_ratio'], report['target'])} goodput "
+                f"({'meets' if replayed['meets_target'] else 'misses'} the target).")
     page.table("Hindsight schedule per segment", ["segment", "minutes", "requests", "workers",
                                                   "GPUs", "goodput", "value replayed"], table,
                f"The cheapest schedule meeting the target overall: {_fmt_cost(oracle['cost'])} "
@@ -379,9 +386,11 @@ def _count_text(counts: Any) -> str:
     return f"{counts[0]}P+{counts[1]}D" if isinstance(counts, Sequence) else str(counts)
 
 
-def _fmt_pct(value: Any) -> str:
+def _fmt_pct(value: Any, target: float | None = None) -> str:
     share = finite_number(value)
-    return "-" if share is None else percent(share)
+    if share is None:
+        return "-"
+    return percent(share) if target is None else percent_against(share, target)
 
 
 def _fmt_cost(value: Any) -> str:

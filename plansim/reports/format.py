@@ -83,6 +83,14 @@ def percent(share: float) -> str:
     return NO_SAMPLES if math.isnan(share) else f"{share * 100.0:.1f}%"
 
 
+def percent_against(share: float, target: float) -> str:
+    """``percent(share)``, except within 0.1 point of ``target``: two decimals, cut down, so
+    that a share just under the target never reads as the target (94.98% is not "95.0%")."""
+    if math.isnan(share) or abs(share - target) >= 0.001:
+        return percent(share)
+    return f"{math.floor(share * 10_000) / 100:.2f}%"
+
+
 def with_unit(value: Any, unit: str) -> str:
     """``value`` formatted, followed by ``unit``; a ``RATIO`` (0..1) is shown as a percentage."""
     if value is None:

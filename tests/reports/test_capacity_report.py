@@ -69,6 +69,21 @@ def test_the_segment_chart_steps_through_the_schedule_against_the_request_rate(f
     assert sum(rate) * 60 == pytest.approx(report["requests"])
 
 
+def test_goodput_just_under_the_target_never_reads_as_the_target(folder):
+    report = json.loads((folder / "capacity.json").read_text())
+    best = {**report["cheapest_static"], "goodput_ratio": 0.95004}
+    replayed = {**report["oracle"]["schedule_replay"], "goodput_ratio": 0.94982,
+                "meets_target": False}
+    policy = {**report["policies"][0], "goodput_ratio": 0.94996, "meets_target": False}
+    html = render_capacity({**report, "cheapest_static": best, "static": [best],
+                            "oracle": {**report["oracle"], "schedule_replay": replayed},
+                            "policies": [policy]})
+    assert "the schedule costs" in html and "at 94.98% goodput (misses the target)" in html
+    assert "<td>94.99%</td>" in html.replace('<td class="num">', "<td>")  # the policy row
+    assert "95.00% goodput against a 95.0% target" in html
+    assert "95.0% goodput" not in html.replace("95.0% goodput target", "")
+
+
 def test_plansim_report_renders_the_folder(folder):
     written = render_dir(folder)
     assert folder / "capacity_report.html" in written

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import math
 
-from plansim.reports.format import column_label, duration, key_value, number, plain_value
+from plansim.reports.format import (
+    column_label,
+    duration,
+    key_value,
+    number,
+    percent_against,
+    plain_value,
+)
 from plansim.schema import DURATION_MS, RATIO
 
 
@@ -51,3 +58,11 @@ def test_column_labels_move_the_unit_into_brackets():
     assert column_label("e2e_latency_ms") == "e2e latency (ms)"
     assert column_label("output_throughput_tok_s") == "output throughput (tok/s)"
     assert column_label("request_id") == "request id"
+
+
+def test_a_share_near_its_target_is_cut_down_to_two_decimals():
+    assert percent_against(0.94982, 0.95) == "94.98%"  # not "95.0%": it misses
+    assert percent_against(0.949999, 0.95) == "94.99%"
+    assert percent_against(0.95, 0.95) == "95.00%"
+    assert percent_against(0.9509, 0.95) == "95.09%"
+    assert percent_against(0.9012, 0.95) == "90.1%"  # far from it: one decimal
