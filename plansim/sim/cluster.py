@@ -25,7 +25,7 @@ class Worker:
     """One worker: ``dp_size`` ranks sharing a lifecycle."""
 
     __slots__ = ("worker_id", "pool", "ranks", "loads", "state", "provisioned_ms", "ready_ms",
-                 "removed_ms")
+                 "removed_ms", "inbound")
 
     def __init__(self, worker_id: int, pool: Role, ranks: list[Rank], provisioned_ms: float) -> None:
         self.worker_id = worker_id
@@ -36,9 +36,11 @@ class Worker:
         self.provisioned_ms = provisioned_ms
         self.ready_ms = float("nan")
         self.removed_ms = float("nan")
+        # Requests routed here whose KV handoff is still in flight (they count as work).
+        self.inbound = 0
 
     def idle(self) -> bool:
-        return not any(r.busy or r.has_work() for r in self.ranks)
+        return not self.inbound and not any(r.busy or r.has_work() for r in self.ranks)
 
 
 class Pool:

@@ -163,6 +163,9 @@ class EngineArgs(StrictModel):
     preemption_mode: Literal["lifo", "fifo"] = "lifo"
     kv_bytes_per_token: int | None = Field(default=None, ge=0)
     kv_transfer_bandwidth: float | None = Field(default=None, ge=0)
+    # What a disaggregated handoff transfers: the whole prompt, or only the prompt blocks the
+    # destination decode rank does not hold (it is then chosen as the prefill ends).
+    kv_transfer_timing_mode: Literal["full_prompt", "destination_missing"] = "full_prompt"
     planner_profile_data: str | None = None
     timing_model: TimingModelSpec | None = None
     tensor_parallel_size: int | None = Field(default=None, ge=1)
@@ -338,6 +341,10 @@ class EngineArgs(StrictModel):
         return TimingModelSpec()
 
 
+# Engine keys that time the disaggregated KV handoff; only the prefill pool's are read.
+HANDOFF_KEYS = ("kv_transfer_bandwidth", "kv_transfer_timing_mode")
+
+
 # The reference router's ``KvRouterConfig`` keys that have no effect here, with what they do
 # there (for the start-up warning).
 NO_EFFECT_ROUTER_KEYS = {
@@ -482,9 +489,20 @@ class Deployment(StrictModel):
         return self.decode_engine or self.engine
 
     def no_effect_keys(self) -> tuple[str, ...]:
-        """Every given key, dotted from the deployment's top, that has no effect here."""
-        keys = [f"{name}.{key}" for name in ("engine", "prefill_engine", "decode_engine")
-                if (args := getattr(self, name)) is not None for key in args.no_effect_keys]
+        """Every given key, dotted from the deployment's top, that has no effect here: the
+        engine sections' own, and the KV handoff keys of a section the prefill pool does not
+        read (the reference times the handoff from the prefill engine's args)."""
+        handoff_from = None
+        if Mode(self.mode) == Mode.DISAGG:
+            handoff_from = "engine" if self.prefill_engine is None else "prefill_engine"
+        keys = []
+        for name in ("engine", "prefill_engine", "decode_engine"):
+            args = getattr(self, name)
+            if args is None:
+                continue
+            keys += [f"{name}.{key}" for key in args.no_effect_keys]
+            if name != handoff_from:
+                keys += [f"{name}.{key}" for key in HANDOFF_KEYS if key in args.model_fields_set]
         return (*keys, *(f"router.{key}" for key in self.router.no_effect_keys))
 
     def pool_args(self, pool: Role | str) -> EngineArgs:
@@ -656,6 +674,8 @@ def _no_effect_reason(dotted: str) -> str:
     block = name.partition(".")[0]
     if block in ("sglang", "trtllm"):
         return f"used only with backend {block}"
+    if name in HANDOFF_KEYS:
+        return "times the disaggregated KV handoff; only the prefill pool's engine args are read"
     if name == "kv_cache_bytes_per_token":
         return "sizes host offload blocks, used only with native_host_offload"
     return engine_config.key(name).why

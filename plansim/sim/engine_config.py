@@ -14,7 +14,8 @@ Two forms load, and may be mixed (a flat key beside ``engine:`` wins over the wr
 ``KEYS`` lists every accepted key once, under its canonical name (nested members dotted:
 ``sglang.max_prefill_tokens``), with its older spellings and the ``EngineArgs`` field it sets, or
 ``None`` when the key has no effect in plansim. No key is silently ignored: ``normalise`` returns
-the no-effect keys it met, and ``plansim.sim.deployment`` names them in one warning at start-up.
+the no-effect keys it met with a value (null is a key left unset), and ``plansim.sim.deployment``
+names them in one warning at start-up.
 A key that is not listed fails with its name.
 """
 
@@ -79,7 +80,8 @@ KEYS: tuple[EngineKey, ...] = (
     _k("max_num_seqs"),
     _k("max_num_batched_tokens"),
     _k("prefill_schedule_interval", NO_EFFECT,
-       why="vLLM prefill admission cadence; the reference's default 1 is what plansim simulates"),
+       why="live vLLM mocker's prefill cadence; the reference replay's timings do not depend on "
+           "it either"),
     _k("prefill_decode_interval"),
     _k("enable_prefix_caching"),
     _k("enable_chunked_prefill"),
@@ -115,8 +117,7 @@ KEYS: tuple[EngineKey, ...] = (
     _k("prefix_match_unit", NO_EFFECT, why="state-cache prefix match granularity"),
     _k("g3_offload", NO_EFFECT, why="shared G3 KV offload tier"),
     _k("kv_transfer_bandwidth"),
-    _k("kv_transfer_timing_mode", NO_EFFECT,
-       why="which prompt tokens a disaggregated handoff transfers"),
+    _k("kv_transfer_timing_mode"),
     _k("timing_model"),
     _k("sglang.schedule_policy", "sglang.schedule_policy", "sglang_schedule_policy",
        convert=_schedule_policy),
@@ -256,7 +257,8 @@ def _normalise_level(data: Mapping[str, Any], prefix: str, fields: dict[str, Any
             except ValueError as exc:
                 raise EngineKeyError(where, str(exc)) from None
         if key.field is None:
-            no_effect.add(key.name)
+            if value is not None:  # null is the key left unset: nothing to warn about
+                no_effect.add(key.name)
             return
         if key.field in given and _get(fields, key.field) != value:
             raise EngineKeyError(where, f"disagrees with {given[key.field]}")

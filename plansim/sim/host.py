@@ -123,6 +123,8 @@ class ReplayHost:
         self._rank_pool: dict[int, Role] = {}
         self._rank_worker: dict[int, Worker] = {}
         self._pending: dict[Role, list[int]] = {name: [] for name in self.pools}
+        # destination_missing handoffs waiting for a destination: rid -> transfer ms per token.
+        self._handoff_ms_per_token: dict[int, float] = {}
         self._outstanding = n
         self._last_arrival = self.source.last_release_ms
         self.planner_host = None
@@ -270,6 +272,22 @@ class ReplayHost:
             self.rec.decode_worker[rid] = rank.worker_id
         if not handed_off:
             self.rec.arrived(pool_name)
+        ms_per_token = self._handoff_ms_per_token.pop(rid, None)
+        if ms_per_token is not None:
+            # destination_missing: only the prompt tokens past the rank's cached prefix move.
+            cached = min(rank.prefix_view.overlap(keys) * rank.block_size, isl)
+            transfer_ms = (isl - cached) * ms_per_token
+            if transfer_ms > 0:
+                worker = self._rank_worker[id(rank)]
+                worker.inbound += 1
+                self.clock.call_at(transfer_ms, lambda: self._land(worker, rank, req))
+                return
+        if rank.enqueue(req):
+            self._kick(rank)
+
+    def _land(self, worker: Worker, rank: EngineRank, req: Request) -> None:
+        """A handoff routed to ``rank`` before its transfer has landed there."""
+        worker.inbound -= 1
         if rank.enqueue(req):
             self._kick(rank)
 
@@ -384,11 +402,19 @@ class ReplayHost:
         self._release(pool_name)
         if pool_name.hands_off:
             args = self.pools[pool_name].args
+            rid = req.rid
             handoff_ms = 0.0
             if args.kv_bytes_per_token and args.kv_transfer_bandwidth:
                 # kv_transfer_bandwidth is in GB/s.
+                bytes_per_ms = args.kv_transfer_bandwidth * 1e9 / 1000.0
+                if args.kv_transfer_timing_mode == "destination_missing":
+                    # The destination is chosen as the prefill ends; ``_route`` charges the
+                    # prompt blocks it lacks.
+                    self._handoff_ms_per_token[rid] = args.kv_bytes_per_token / bytes_per_ms
+                    self.clock.call_at(end - self.clock.now,
+                                       lambda: self._dispatch(rid, Role.DECODE))
+                    return
                 handoff_ms = req.isl * args.kv_bytes_per_token / (args.kv_transfer_bandwidth * 1e9) * 1000.0
-            rid = req.rid
             self.clock.call_at(end - self.clock.now + handoff_ms,
                                lambda: self._dispatch(rid, Role.DECODE))
             return

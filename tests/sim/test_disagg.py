@@ -45,3 +45,21 @@ def test_reuse_is_what_the_prefill_admission_found_not_the_decode_cache():
     assert req(r, 1).prefill_worker != req(r, 0).prefill_worker
     assert req(r, 1).reused_input_tokens == 0
     assert r.summary["prefix_cache_reused_ratio"] == 0.0
+
+
+def test_destination_missing_charges_only_the_prompt_blocks_the_decode_rank_lacks():
+    # The decode rank still caches A's prompt when B arrives: B shares A's first three
+    # 512-token blocks, so its handoff moves 2048 - 1536 = 512 tokens instead of 2048.
+    rows = [(0.0, 2048, 2, [1, 2, 3, 4]), (1000.0, 2048, 2, [1, 2, 3, 5])]
+    engine = {"kv_bytes_per_token": 1000, "kv_transfer_bandwidth": 10.0}
+
+    def ttfts(mode: str) -> tuple[float, float]:
+        prefill = {**engine, "worker_type": "prefill", "kv_transfer_timing_mode": mode}
+        r = run(rows, **DISAGG, prefill_engine=prefill, decode_engine={"worker_type": "decode"})
+        return req(r, 0).ttft_ms, req(r, 1).ttft_ms
+
+    full_a, full_b = ttfts("full_prompt")
+    missing_a, missing_b = ttfts("destination_missing")
+    ms_per_token = 1000 / (10.0 * 1e9) * 1000
+    assert missing_a == pytest.approx(full_a, abs=1e-9)  # nothing cached on arrival: all moves
+    assert full_b - missing_b == pytest.approx(1536 * ms_per_token, abs=1e-9)

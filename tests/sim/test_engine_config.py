@@ -11,7 +11,7 @@ import pytest
 from plansim.aic.memory import MEMORY_FRACTION_KEYS
 from plansim.errors import ConfigError
 from plansim.sim import engine_config
-from plansim.sim.deployment import EngineArgs, build_deployment
+from plansim.sim.deployment import HANDOFF_KEYS, EngineArgs, build_deployment
 
 NPZ = str(Path(__file__).resolve().parent / "reference" / "profiles" / "sample_h200.npz")
 
@@ -126,8 +126,12 @@ AIC_SIZED = {key: {"timing_model": {"type": "aic", "model": "Qwen/Qwen3-32B", "s
 def test_every_accepted_key_is_modelled_or_named_in_the_warning(spelling, caplog):
     key = engine_config.key(spelling)
     engine = {**AIC_SIZED.get(spelling, {}), **_nested(spelling, SAMPLES[spelling])}
+    raw = {"engine": engine}
+    if key.field in HANDOFF_KEYS:
+        # Modelled where a pool hands off (aggregated, they are named in the warning).
+        raw["mode"] = "disagg"
     with caplog.at_level(logging.WARNING, logger="plansim.sim.deployment"):
-        deployment = build_deployment({"engine": engine})
+        deployment = build_deployment(raw)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     if key.field is None:
         assert len(warnings) == 1
@@ -232,3 +236,28 @@ def test_every_router_key_is_modelled_or_named_in_the_warning(caplog):
         build_deployment({"router": {name: None for name in NO_EFFECT_ROUTER_KEYS}})
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert all(f"router.{name} (" in warning for name in NO_EFFECT_ROUTER_KEYS)
+
+
+def test_a_no_effect_key_left_null_is_not_named(caplog):
+    # The reference normaliser writes every key, unset ones as null.
+    with caplog.at_level(logging.WARNING, logger="plansim.sim.deployment"):
+        build_deployment({"engine": {"engine": {"block_size": 32}, "cuda_graph_reserved_bytes": None,
+                                     "emit_kv_events": False}})
+    assert "engine.emit_kv_events" in caplog.text
+    assert "cuda_graph_reserved_bytes" not in caplog.text
+
+
+def test_handoff_keys_off_the_prefill_side_are_named_in_the_warning(caplog):
+    # The reference times the handoff from the prefill engine's args only.
+    raw = {"mode": "disagg", "prefill_engine": {"worker_type": "prefill", "kv_transfer_bandwidth": 64.0},
+           "decode_engine": {"worker_type": "decode", "kv_transfer_bandwidth": 64.0,
+                             "kv_transfer_timing_mode": "destination_missing"}}
+    with caplog.at_level(logging.WARNING, logger="plansim.sim.deployment"):
+        build_deployment(raw)
+    assert "decode_engine.kv_transfer_bandwidth (times the disaggregated KV handoff" in caplog.text
+    assert "decode_engine.kv_transfer_timing_mode" in caplog.text
+    assert "prefill_engine.kv_transfer_bandwidth" not in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="plansim.sim.deployment"):
+        build_deployment({"engine": {"kv_transfer_bandwidth": 64.0}})  # aggregated: no handoff
+    assert "engine.kv_transfer_bandwidth (times the disaggregated KV handoff" in caplog.text
