@@ -45,7 +45,10 @@ def read_azure(path: Path, *, trace_block_size: int | None = None) -> TraceColum
     # Physical line of each row: header is line 1; blank lines are skipped by the parser and
     # the public files have none, so row i is on line i + 2.
     line = np.arange(len(frame), dtype=np.int64) + 2
-    stamps = pd.to_datetime(frame["TIMESTAMP"].str.strip(), format="ISO8601", errors="coerce")
+    # utc=True: rows with different UTC offsets (a daylight-saving change) are one clock, and a
+    # row without an offset is UTC, as in the public files.
+    stamps = pd.to_datetime(frame["TIMESTAMP"].str.strip(), format="ISO8601", errors="coerce",
+                            utc=True)
     bad = np.flatnonzero(stamps.isna().to_numpy())
     if bad.size:
         row = int(bad[0])

@@ -527,7 +527,7 @@ def _validate_row(rec: object, source: str, line: int, strict: bool, block_size:
     if et is None:
         raise fail("event_type is missing", "event_type")
     if et != REQUEST_END:
-        if et in SKIPPED_EVENT_TYPES:
+        if isinstance(et, str) and et in SKIPPED_EVENT_TYPES:
             return et
         raise fail(f"event_type {et!r} is unknown", "event_type")
     req = ev.get("request")

@@ -25,6 +25,14 @@ def test_seven_fractional_digits_and_unshared_blocks(tmp_path):
     assert w.request_id.tolist() == ["0", "1"]
 
 
+def test_rows_with_different_utc_offsets_are_one_clock(tmp_path):
+    # the second row is 18:17:04.5 UTC written at +01:00; the first carries no offset (UTC)
+    p = tmp_path / "a.csv"
+    p.write_text(HEADER + "2023-11-16 18:17:04.0,10,1\n2023-11-16 19:17:04.5+01:00,10,1\n")
+    w = load_workload(p, format="azure")
+    assert w.arrival_ms[1] - w.arrival_ms[0] == pytest.approx(500.0, abs=1e-6)
+
+
 @pytest.mark.parametrize(
     ("row", "field"),
     [

@@ -97,6 +97,7 @@ def test_hash_count_mismatch_names_line_field_and_counts(tmp_path):
         (lambda r: r.pop("schema"), "schema"),
         (lambda r: r.update(schema="dynamo.request.trace.v2"), "schema"),
         (lambda r: r.update(event_type="request_start"), "event_type"),
+        (lambda r: r.update(event_type={"name": "request_end"}), "event_type"),
         (lambda r: r.pop("request"), "request"),
         (lambda r: r["request"].pop("request_id"), "request_id"),
         (lambda r: r["request"].pop("request_received_ms"), "request_received_ms"),
