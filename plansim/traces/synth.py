@@ -148,7 +148,7 @@ class SynthSpec:
             return InputError(msg, field=name)
 
         if not (math.isfinite(self.duration_s) and 0 < self.duration_s <= MAX_SPAN_S):
-            raise bad("duration_s", f"must be in (0, {MAX_SPAN_S:g}] s (31 days), got "
+            raise bad("duration_s", f"must be in (0, {MAX_SPAN_S:,.0f}] s (31 days), got "
                                     f"{describe_value(self.duration_s)}")
         if not (math.isfinite(self.rate_rps) and self.rate_rps >= 0):
             raise bad("rate_rps", f"must be a finite number >= 0, got "

@@ -155,7 +155,8 @@ CASES = [
          "--rate: the expected number of requests (the rate schedule over the duration) would "
          "be inf; at most 20,000,000"),
     Case("synth-duration-1e308", ("trace", "synth", "--rate", "1", "--duration", "1e308", "-o",
-                                  "{d}/s.jsonl.gz"), 2, "--duration: must be in (0, 2.6784e+06]"),
+                                  "{d}/s.jsonl.gz"), 2,
+         "--duration: must be in (0, 2,678,400] s (31 days), got 1e+308"),
     Case("synth-isl-mean-absurd", ("trace", "synth", "--rate", "1", "--duration", "60",
                                    "--isl-mean", "1e18", "-o", "{d}/s.jsonl.gz"), 2,
          "--isl: mean must be in [0, 10,000,000] tokens, got 1e+18"),
