@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 
 import pytest
 
 from plansim.cli import main
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The Ctrl-C tests need Python's SIGINT handler in this process (and the default
+    disposition in the processes it starts): a shell that runs the suite in the background
+    without job control leaves SIGINT ignored, and ignored dispositions are inherited."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture

@@ -117,7 +117,11 @@ class SweepReport:
 
 
 class _Timeout(Exception):
-    """A batch reached the sweep's deadline (workers already killed)."""
+    """A batch reached the sweep's deadline, or was cancelled (workers already killed)."""
+
+    def __init__(self, *, cancelled: bool = False) -> None:
+        super().__init__("cancelled" if cancelled else "timed out")
+        self.cancelled = cancelled
 
 
 def run_sweep(plan: SweepPlan, executor: Executor, *, sweep_root: str | None = None) -> SweepReport:
@@ -129,8 +133,12 @@ def run_sweep(plan: SweepPlan, executor: Executor, *, sweep_root: str | None = N
     report = SweepReport(outcome="failed")
     try:
         _sweep(plan, executor, TaskContext(sweep_dir), deadline, report)
-    except _Timeout:
-        report.outcome, report.reason = "timeout", f"sweep exceeded {plan.timeout_s:g} s"
+    except _Timeout as stop:
+        # A cancelled batch (Ctrl-C, the controller closing) ends the sweep as a timeout too;
+        # a sweep without a timeout can only have been cancelled.
+        report.outcome = "timeout"
+        report.reason = ("sweep cancelled" if stop.cancelled or plan.timeout_s is None
+                         else f"sweep exceeded {plan.timeout_s:g} s")
         for cand in report.candidates:
             if cand.status == "pending":
                 cand.status = "timeout"
@@ -144,7 +152,7 @@ def _run(executor: Executor, tasks: list[Task], ctx: TaskContext, deadline: floa
     remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
     outcome = executor.run(tasks, ctx, timeout_s=remaining)
     if outcome.timed_out or outcome.cancelled:
-        raise _Timeout
+        raise _Timeout(cancelled=outcome.cancelled and not outcome.timed_out)
     return outcome
 
 

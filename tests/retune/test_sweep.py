@@ -11,6 +11,7 @@ from test_retune_cli import write_trace
 
 from plansim.planner_core.observations import WorkerCounts
 from plansim.retune.domains import Point
+from plansim.retune.executor import BatchOutcome
 from plansim.retune.pool import SpawnPool
 from plansim.retune.sweep import SweepPlan, run_sweep
 from plansim.retune.tasks import ReplaySpec, WindowSpec
@@ -56,3 +57,33 @@ def test_a_sweep_timeout_kills_every_worker_and_removes_the_sweep_folder(tmp_pat
     assert all(c.status == "timeout" for c in report.candidates)
     assert seen and wait_dead(seen)
     assert list(Path(sweep_root).iterdir()) == []
+
+
+class _Cancelled:
+    """An executor whose every batch comes back cancelled (Ctrl-C, the controller closing)."""
+
+    max_parallel = 1
+
+    def run(self, tasks, context, timeout_s=None):
+        return BatchOutcome((), cancelled=True)
+
+    def cancel(self):
+        pass
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("timeout_s", [None, 30.0])
+def test_a_cancelled_sweep_ends_as_cancelled_with_or_without_a_timeout(tmp_path, timeout_s):
+    window = WindowSpec(index=0, start_s=0.0, end_s=60.0, cutoff_s=70.0,
+                        trace_paths=("unused.jsonl",), origin_ms=0.0)
+    plan = SweepPlan(window=window,
+                     replay=ReplaySpec(deployment=build_deployment({}),
+                                       ready_counts=WorkerCounts(0, 1)),
+                     current=Point.of({"overlap_score_weight": 1.0}),
+                     startup=Point.of({"overlap_score_weight": 1.0}), grid=(),
+                     timeout_s=timeout_s)
+    report = run_sweep(plan, _Cancelled(), sweep_root=str(tmp_path))
+    assert (report.outcome, report.reason) == ("timeout", "sweep cancelled")
+    assert list(tmp_path.iterdir()) == []
