@@ -5,9 +5,14 @@ locks or simulator state) at niceness 10 so a sweep never starves the host, each
 process group so that killing a worker also kills anything it started (Prophet's Stan fits),
 with SIGINT blocked (Ctrl-C is the parent's) and dying with its parent
 (``plansim.lifecycle.die_with_parent``: a killed sweep leaves no orphan).
-Each worker gets one task at a time over its own pipe; the calling thread dispatches and
-collects. A worker that dies fails only its task and is replaced on demand. At the timeout, on
-``cancel()`` and on ``close()`` every worker is killed and reaped, so no process outlives them.
+Each worker gets one task at a time over its own pipe and acknowledges it on receipt, before
+unpickling and running it; the calling thread dispatches and collects. A worker that dies after
+acknowledging fails only its task (a task that cannot be unpickled fails with that error). A
+worker that dies before acknowledging never had the task: it was killed while idle, and its
+death can show before it can be reaped (a SIGKILLed leader is a zombie while its other threads
+exit, so ``is_alive()`` is still true and the send succeeds), so the task is sent again, once
+more at most. Dead workers are replaced on demand. At the timeout, on ``cancel()`` and on
+``close()`` every worker is killed and reaped, so no process outlives them.
 """
 
 from __future__ import annotations
@@ -21,16 +26,22 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from plansim.lifecycle import block_sigint_for_children
 from plansim.retune.executor import BatchOutcome, Task, TaskContext, TaskResult, describe_error
 
 WORKER_NICENESS = 10
+# The worker's acknowledgement of a task it received (results are tuples).
+_ACK = "ack"
+# How many times one task is sent to workers that die before acknowledging it.
+_MAX_SENDS = 2
 
 
 def _worker_main(conn: Connection, parent: int) -> None:
-    """Worker loop: receive ``(index, fn, args, sweep_dir)``, run it, send the result back."""
+    """Worker loop: receive ``(index, fn, args, sweep_dir)``, acknowledge it, run it, send the
+    result ``(index, ok, value, error, wall_s, cpu_s)`` back."""
     import tempfile
 
     from plansim.lifecycle import die_with_parent
@@ -42,9 +53,15 @@ def _worker_main(conn: Connection, parent: int) -> None:
         os.nice(raise_by)
     while True:
         try:
-            message = conn.recv()
+            data = conn.recv_bytes()
+            conn.send(_ACK)
         except (EOFError, OSError):
             return
+        try:
+            message = ForkingPickler.loads(data)
+        except Exception as exc:  # noqa: BLE001 - e.g. a task function the worker cannot import
+            conn.send((None, False, None, describe_error(exc), 0.0, 0.0))
+            continue
         if message is None:
             return
         index, fn, args, sweep_dir = message
@@ -69,6 +86,7 @@ class _Worker:
     process: Any
     conn: Connection
     task_index: int | None = None
+    acknowledged: bool = False
     sent_at: float = 0.0
 
 
@@ -99,12 +117,13 @@ class SpawnPool:
         started = time.perf_counter()
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         pending = deque(range(len(tasks)))
+        sends = [0] * len(tasks)
         results: dict[int, TaskResult] = {}
         overhead_s: list[float] = []
         timed_out = cancelled = False
 
         while pending or self._busy():
-            self._dispatch(pending, tasks, context)
+            self._dispatch(pending, tasks, context, sends)
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 timed_out = True
@@ -121,7 +140,7 @@ class SpawnPool:
             for worker in busy:
                 if worker.conn in ready or worker.process.sentinel in ready:
                     sent_at = worker.sent_at
-                    collected = self._collect(worker, tasks)
+                    collected = self._collect(worker, tasks, pending, sends)
                     if collected is not None:
                         index, result = collected
                         results[index] = result
@@ -160,7 +179,9 @@ class SpawnPool:
     def _busy(self) -> list[_Worker]:
         return [w for w in self._workers if w.task_index is not None]
 
-    def _dispatch(self, pending: deque[int], tasks: Sequence[Task], context: TaskContext) -> None:
+    def _dispatch(
+        self, pending: deque[int], tasks: Sequence[Task], context: TaskContext, sends: list[int]
+    ) -> None:
         while pending:
             idle = next((w for w in self._workers if w.task_index is None), None)
             if idle is None:
@@ -182,7 +203,9 @@ class SpawnPool:
                 self._remove(idle)
                 continue
             pending.popleft()
+            sends[index] += 1
             idle.task_index = index
+            idle.acknowledged = False
 
     def _start_worker(self) -> _Worker:
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)
@@ -203,28 +226,36 @@ class SpawnPool:
         self.workers_started += 1
         return worker
 
-    def _collect(self, worker: _Worker, tasks: Sequence[Task]) -> tuple[int, TaskResult] | None:
-        """Take the worker's reply, or fail its task if it died; a dead worker is removed."""
+    def _collect(
+        self, worker: _Worker, tasks: Sequence[Task], pending: deque[int], sends: list[int]
+    ) -> tuple[int, TaskResult] | None:
+        """Take the worker's reply, or, if it died, fail its task (or queue it again, if the
+        worker never acknowledged it); a dead worker is removed. None: no result yet."""
         index = worker.task_index
         assert index is not None
-        reply = None
         try:
-            if worker.conn.poll():
-                reply = worker.conn.recv()
+            while worker.conn.poll():
+                message = worker.conn.recv()
+                if message == _ACK:
+                    worker.acknowledged = True
+                    continue
+                _, ok, value, error, wall_s, cpu_s = message
+                worker.task_index = None
+                return index, TaskResult(tasks[index].key, ok, value, error, wall_s, cpu_s)
         except (EOFError, OSError):
-            reply = None
-        if reply is not None:
-            _, ok, value, error, wall_s, cpu_s = reply
-            worker.task_index = None
-            return index, TaskResult(tasks[index].key, ok, value, error, wall_s, cpu_s)
+            pass
         if worker.process.is_alive():
             return None
         worker.process.join()
         code = worker.process.exitcode
         self._remove(worker)
-        return index, TaskResult(
-            tasks[index].key, False, None, f"worker process died (exit code {code})", 0.0
-        )
+        if not worker.acknowledged and sends[index] < _MAX_SENDS:
+            pending.appendleft(index)
+            return None
+        error = f"worker process died (exit code {code})"
+        if not worker.acknowledged:
+            error += f" before receiving the task, {sends[index]} times"
+        return index, TaskResult(tasks[index].key, False, None, error, 0.0)
 
     def _finish(
         self,

@@ -46,3 +46,31 @@ def start_child_and_hang(context, pid_file):
     with open(pid_file, "w") as fh:
         fh.write(str(child.pid))
     time.sleep(600)
+
+
+def never_acknowledges(conn, parent):
+    """A stand-in worker loop that never reads its pipe (a worker that dies before taking its
+    task, every time)."""
+    from plansim.lifecycle import die_with_parent
+
+    die_with_parent(parent)
+    time.sleep(600)
+
+
+class ExitsWhenUnpickled:
+    """An argument whose unpickling ends the process (like a task that crashes its worker while
+    its arguments are being read)."""
+
+    def __reduce__(self):
+        return os._exit, (9,)
+
+
+class RaisesWhenUnpickled:
+    """An argument whose unpickling raises (like a task naming a module the worker lacks)."""
+
+    def __reduce__(self):
+        return _raise_import_error, ()
+
+
+def _raise_import_error():
+    raise ImportError("no module named 'elsewhere'")

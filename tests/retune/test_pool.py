@@ -4,12 +4,15 @@ replaced, everything killed at the timeout and on close."""
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import time
 
 import pytest
 import retune_pool_tasks as tasks
 
 from plansim.retune.executor import Executor, Task, TaskContext, run_serially
+from plansim.retune import pool as pool_module
 from plansim.retune.pool import SpawnPool
 
 
@@ -124,8 +127,6 @@ def test_cancel_from_another_thread_stops_the_batch(context):
 
 
 def test_a_worker_killed_between_batches_is_replaced(context):
-    import signal
-
     with SpawnPool(1) as pool:
         pool.run([Task("a", tasks.square, (2,))], context)
         (pid,) = pool.worker_pids()
@@ -141,3 +142,71 @@ def test_a_cancel_between_batches_stops_the_next_batch_only(context):
         assert pool.run([Task("a", tasks.square, (2,))], context).cancelled
         out = pool.run([Task("b", tasks.square, (3,))], context)
         assert not out.cancelled and out.results[0].value == 9
+
+
+def kill_busy_workers(pool: SpawnPool, count: int) -> threading.Thread:
+    """Start a thread that SIGKILLs each worker once it has been sent a task, ``count`` times
+    (or until 30 s have passed, so a pool that sends fewer tasks fails the test, not hangs it)."""
+
+    def kill() -> None:
+        killed: set[int] = set()
+        deadline = time.monotonic() + 30.0
+        while len(killed) < count and time.monotonic() < deadline:
+            # The pool's own record of which worker holds a task: the send has happened.
+            for worker in pool._busy():
+                if worker.process.pid not in killed:
+                    os.kill(worker.process.pid, signal.SIGKILL)
+                    killed.add(worker.process.pid)
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=kill, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_task_sent_to_a_worker_that_dies_before_receiving_it_is_sent_again(context):
+    with SpawnPool(1) as pool:
+        pool.run([Task("a", tasks.square, (2,))], context)
+        (pid,) = pool.worker_pids()
+        # Stopped, the worker is alive when the task is sent and never reads it before the kill
+        # (as a SIGKILLed worker whose threads are still exiting).
+        os.kill(pid, signal.SIGSTOP)
+        killer = kill_busy_workers(pool, 1)
+        out = pool.run([Task("b", tasks.square, (3,))], context)
+        killer.join()
+        assert (out.results[0].ok, out.results[0].value) == (True, 9)
+        assert pool.workers_started == 2
+
+
+def test_a_task_is_sent_at_most_twice_to_workers_that_die_before_receiving_it(
+    context, monkeypatch
+):
+    monkeypatch.setattr(pool_module, "_worker_main", tasks.never_acknowledges)
+    with SpawnPool(1) as pool:
+        killer = kill_busy_workers(pool, 2)
+        out = pool.run([Task("b", tasks.square, (3,))], context)
+        killer.join()
+        assert pool.workers_started == 2
+    (result,) = out.results
+    assert not result.ok
+    assert result.error == "worker process died (exit code -9) before receiving the task, 2 times"
+
+
+def test_a_task_that_ends_its_worker_while_unpickled_fails_once_without_a_retry(context):
+    with SpawnPool(1) as pool:
+        out = pool.run([Task("boom", tasks.square, (tasks.ExitsWhenUnpickled(),)),
+                        Task("b", tasks.square, (3,))], context)
+        assert pool.workers_started == 2  # the first worker, and one replacement for "b"
+    boom, good = out.results
+    assert (boom.ok, boom.error) == (False, "worker process died (exit code 9)")
+    assert (good.ok, good.value) == (True, 9)
+
+
+def test_a_task_that_cannot_be_unpickled_fails_with_that_error_and_the_worker_lives(context):
+    with SpawnPool(1) as pool:
+        out = pool.run([Task("bad", tasks.square, (tasks.RaisesWhenUnpickled(),)),
+                        Task("b", tasks.square, (3,))], context)
+        assert pool.workers_started == 1
+    bad, good = out.results
+    assert (bad.ok, bad.error) == (False, "ImportError: no module named 'elsewhere'")
+    assert (good.ok, good.value) == (True, 9)
