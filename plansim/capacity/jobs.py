@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from plansim.capacity import objective as objectives
 from plansim.capacity.bound import (
     BoundInputs,
     Schedule,
@@ -132,17 +133,24 @@ class RunJobs:
 
     def choose(self, statics: Sequence[StaticSearch]) -> Chosen:
         """The cheapest feasible point; the best infeasible one (within budget, the most good
-        requests, then the lowest cost), among those cheaper than the cheapest when there are
-        any (what spending less buys); and the variant the bound and policies run on."""
+        requests, then the lowest cost), among those with a lower cost per hour than the
+        cheapest when there are any (what spending less buys: a split of as many GPUs that ends
+        a little sooner is not cheaper); and the variant the bound and policies run on."""
         feasible = [(s.variant, s.cheapest) for s in statics if s.cheapest is not None]
         cheapest = min(feasible, key=lambda ve: (ve[1].cost, ve[1].counts)) if feasible else None
         missed = [(s.variant, e) for s in statics for e in s.evaluated
                   if e.within_budget and not e.meets_target]
-        cheaper = [ve for ve in missed if cheapest is not None and ve[1].cost < cheapest[1].cost]
+        cheaper = []
+        if cheapest is not None:
+            limit = self._rate(*cheapest)
+            cheaper = [ve for ve in missed if self._rate(*ve) < limit * (1 - 1e-9)]
         best_bad = min(cheaper or missed, key=lambda ve: (-ve[1].good, ve[1].cost),
                        default=None)
         variant = (cheapest or best_bad or (self.plan.variants[0], None))[0]
         return Chosen(cheapest, best_bad, variant)
+
+    def _rate(self, variant: Variant, point: Evaluated) -> float:
+        return objectives.rate(self.plan.objective, variant.layout, point.counts)
 
     def statics(self, deps: Mapping[str, Any]) -> list[StaticSearch]:
         return [deps[f"static {i}"] for i in range(len(self.plan.variants))]
