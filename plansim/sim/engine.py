@@ -828,6 +828,7 @@ class Rank:
         end = float(ends[-1])
         kv = run.kv0_tokens + (m - 1) * n
         self.last_fpm = self._fpm(float(run.dts_ms[-1]) / 1000.0, 0, 0, n, kv)
+        self.policy.decode_run(m)
         self.hooks.on_run(self, b.rid[:n].copy(), ends, run.dts_ms)
         known += m
         rows = np.flatnonzero(known >= b.total[:n]).tolist()

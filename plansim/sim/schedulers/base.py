@@ -110,3 +110,8 @@ class SchedulerPolicy(Protocol):
         each of them one token and admit nothing until one completes or KV runs short: the
         rank may then time those passes in one step (a decode run)."""
         ...
+
+    def decode_run(self, passes: int) -> None:
+        """A decode run of ``passes`` decode-only passes ended: advance the state ``compose``
+        keeps from pass to pass as that many decode passes would have."""
+        ...

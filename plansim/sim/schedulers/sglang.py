@@ -154,6 +154,20 @@ class SglangScheduler:
         elif rank.pass_tokens:
             self.decodes_since_prefill += 1
 
+    def decode_run(self, passes: int) -> None:
+        # As ``compose`` after each decode pass (no retraction in a run): the ratio decays one
+        # step a pass, subtracted pass by pass so that it is the same float.
+        floor, step = self.ratio_floor, self.ratio_step
+        ratio = self.ratio
+        for _ in range(passes):
+            if ratio <= floor:
+                break
+            ratio -= step
+            if ratio <= floor:
+                ratio = floor
+        self.ratio = ratio
+        self.decodes_since_prefill += passes
+
     def _prefill_batch(self, rank: PassBuilder, now_ms: float) -> tuple[bool, bool]:
         """Compose a prefill batch; returns (any prompt tokens granted, out of memory)."""
         running = rank.running

@@ -138,3 +138,6 @@ class VllmScheduler:
             head = waiting[0]
             return not self.admits(rank, head, rank.prefix_match(head))
         return True
+
+    def decode_run(self, passes: int) -> None:
+        """Nothing is kept from pass to pass."""
