@@ -290,6 +290,8 @@ class ReplayHost:
         worker.inbound -= 1
         if rank.enqueue(req):
             self._kick(rank)
+        elif worker.state == DRAINING:
+            self.pools[worker.pool].drained(worker, self.clock.now)  # refused: nothing left
 
     def _flush_pending(self, pool_name: Role) -> None:
         pending = self._pending[pool_name]
