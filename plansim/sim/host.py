@@ -4,8 +4,8 @@ The host owns time. An arrival source (``plansim.sim.arrivals``: the trace's arr
 0 and gaps divided by ``arrival_speedup_ratio``; closed-loop release on dependencies; a
 concurrency cap) lets requests enter; they are routed to engine ranks; ranks run passes (or
 decode runs) and
-report tokens, completions and rejections back; disaggregated requests move from a prefill rank
-to a decode rank after the KV handoff delay; a sampler records the pools once per virtual second;
+report tokens, completions and rejections back; a disaggregated request is routed to a decode
+rank as its prefill ends and joins it when its KV handoff lands; a sampler records the pools once per virtual second;
 an optional planner is ticked at the times it asks for and its targets are applied (through a
 ``ClusterView``). The finished replay's tables are assembled by ``plansim.sim.assembly``.
 
@@ -17,6 +17,7 @@ arriving exactly when a pass ends joins the next pass, as in the reference).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -65,6 +66,16 @@ def _check_replay_span(last_arrival_ms: float, speedup: float) -> None:
         check_span(last_arrival_ms / 1000.0, what=what, hint="raise arrival_speedup_ratio",
                    field="arrival_speedup_ratio")
     check_span(last_arrival_ms / 1000.0, what=what)
+
+
+@dataclass(frozen=True, slots=True)
+class Handoff:
+    """A prefilled request's KV transfer to the decode rank it is routed to: ``ms_per_token``
+    of prompt moved; ``missing_only``: only the tokens past that rank's cached prefix move
+    (``kv_transfer_timing_mode: destination_missing``), else the whole prompt."""
+
+    ms_per_token: float
+    missing_only: bool
 
 
 class ReplayHost:
@@ -123,8 +134,8 @@ class ReplayHost:
         self._rank_pool: dict[int, Role] = {}
         self._rank_worker: dict[int, Worker] = {}
         self._pending: dict[Role, list[int]] = {name: [] for name in self.pools}
-        # destination_missing handoffs waiting for a destination: rid -> transfer ms per token.
-        self._handoff_ms_per_token: dict[int, float] = {}
+        # KV handoffs with a transfer time, waiting for their decode rank: rid -> Handoff.
+        self._handoffs: dict[int, Handoff] = {}
         self._outstanding = n
         self._last_arrival = self.source.last_release_ms
         self.planner_host = None
@@ -272,11 +283,13 @@ class ReplayHost:
             self.rec.decode_worker[rid] = rank.worker_id
         if not handed_off:
             self.rec.arrived(pool_name)
-        ms_per_token = self._handoff_ms_per_token.pop(rid, None)
-        if ms_per_token is not None:
-            # destination_missing: only the prompt tokens past the rank's cached prefix move.
-            cached = min(rank.prefix_view.overlap(keys) * rank.block_size, isl)
-            transfer_ms = (isl - cached) * ms_per_token
+        handoff = self._handoffs.pop(rid, None)
+        if handoff is not None:
+            moved = isl
+            if handoff.missing_only:
+                # destination_missing: the prompt tokens past the rank's cached prefix move.
+                moved -= min(rank.prefix_view.overlap(keys) * rank.block_size, isl)
+            transfer_ms = moved * handoff.ms_per_token
             if transfer_ms > 0:
                 worker = self._rank_worker[id(rank)]
                 worker.inbound += 1
@@ -405,20 +418,14 @@ class ReplayHost:
         if pool_name.hands_off:
             args = self.pools[pool_name].args
             rid = req.rid
-            handoff_ms = 0.0
             if args.kv_bytes_per_token and args.kv_transfer_bandwidth:
+                # The decode rank is chosen (and its load counted) as the prefill ends, as the
+                # reference reserves the destination then; ``_route`` times the transfer.
                 # kv_transfer_bandwidth is in GB/s.
-                bytes_per_ms = args.kv_transfer_bandwidth * 1e9 / 1000.0
-                if args.kv_transfer_timing_mode == "destination_missing":
-                    # The destination is chosen as the prefill ends; ``_route`` charges the
-                    # prompt blocks it lacks.
-                    self._handoff_ms_per_token[rid] = args.kv_bytes_per_token / bytes_per_ms
-                    self.clock.call_at(end - self.clock.now,
-                                       lambda: self._dispatch(rid, Role.DECODE))
-                    return
-                handoff_ms = req.isl * args.kv_bytes_per_token / (args.kv_transfer_bandwidth * 1e9) * 1000.0
-            self.clock.call_at(end - self.clock.now + handoff_ms,
-                               lambda: self._dispatch(rid, Role.DECODE))
+                self._handoffs[rid] = Handoff(
+                    args.kv_bytes_per_token / (args.kv_transfer_bandwidth * 1e6),
+                    args.kv_transfer_timing_mode == "destination_missing")
+            self.clock.call_at(end - self.clock.now, lambda: self._dispatch(rid, Role.DECODE))
             return
         self.rec.completed(req.rid)
         self.rec.keys[req.rid] = None

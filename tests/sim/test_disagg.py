@@ -63,3 +63,17 @@ def test_destination_missing_charges_only_the_prompt_blocks_the_decode_rank_lack
     ms_per_token = 1000 / (10.0 * 1e9) * 1000
     assert missing_a == pytest.approx(full_a, abs=1e-9)  # nothing cached on arrival: all moves
     assert full_b - missing_b == pytest.approx(1536 * ms_per_token, abs=1e-9)
+
+
+def test_the_decode_rank_is_chosen_and_loaded_as_the_prefill_ends():
+    # A's 8192-token handoff takes 81.92 ms; B's and C's 512-token ones 5.12 ms and land first.
+    # A is counted on its decode rank from its prefill's end, so load-only decode routing sends
+    # B and then C (8 blocks beside A's 128) to the other rank; routed on landing, C would go
+    # to the rank without B.
+    rows = [(0.0, 8192, 200, list(range(1, 17))), (1.0, 512, 200, [100]), (2.0, 512, 200, [200])]
+    prefill = {"kv_bytes_per_token": 10_000, "kv_transfer_bandwidth": 1.0, "worker_type": "prefill"}
+    r = run(rows, mode="disagg", num_prefill_workers=1, num_decode_workers=2,
+            router={"mode": "kv_router"}, prefill_engine=prefill,
+            decode_engine={"worker_type": "decode"})
+    a, b, c = (req(r, i).decode_worker for i in range(3))
+    assert b == c != a
