@@ -121,8 +121,10 @@ def test_a_step_in_load_scales_up_once_and_back_down_once_after_the_stabilizatio
     downs = [e for e in events if e[2] < e[1]]
     assert len(ups) == 1 and len(downs) == 1
     assert 600.0 <= ups[0][0] <= 660.0  # the first interval that saw the step
-    # The drop is seen at 1260 s; the 600 s window keeps the high size until then + 600 s.
-    assert downs[0][0] >= 1260.0 + 600.0 - 60.0
+    # The drop is seen at 1260 s. Every request met the SLA, so the step spent none of the error
+    # budget and the 300 s base window (not stretched for burstiness) keeps the high size until
+    # then + 300 s.
+    assert 1260.0 + 300.0 - 60.0 <= downs[0][0] <= 1260.0 + 300.0 + 60.0
     assert all(reason for *_, reason in events)
 
 
@@ -184,3 +186,22 @@ def test_on_off_bursts_stretch_the_stabilization_window_and_poisson_traffic_does
     # 160000 / 400 = 400 times Poisson noise, capped at 3.
     policy._offered = [(60.0 * i, c) for i, c in enumerate((0.0, 400.0, 0.0, 400.0))]
     assert policy.burstiness() == 3.0
+
+
+def test_bursts_keep_capacity_in_proportion_to_the_error_budget_they_spend():
+    policy = _policy()
+    plan = policy.plans["decode"]
+    policy._offered = [(60.0 * i, c) for i, c in enumerate((0.0, 400.0, 0.0, 400.0))]  # x3
+    # No window with enough requests yet: the full stretch, 300 s x 3.
+    assert policy.hold_s(plan) == pytest.approx(900.0)
+    # Target 5% of 1000 requests = 50 misses allowed; 25 spent: half the stretch, 300 x (1 + 2/2).
+    plan.spent = [(0.0, 600, 20), (60.0, 400, 5)]
+    assert policy.hold_s(plan) == pytest.approx(600.0)
+    # Bursts that cost nothing keep nothing past the base window; an overspent budget, all of it.
+    plan.spent = [(0.0, 1000, 0)]
+    assert policy.hold_s(plan) == pytest.approx(300.0)
+    plan.spent = [(0.0, 1000, 100)]
+    assert policy.hold_s(plan) == pytest.approx(900.0)
+    # Poisson traffic is never stretched, whatever it spent.
+    policy._offered = [(60.0 * i, 100.0) for i in range(4)]
+    assert policy.hold_s(plan) == pytest.approx(300.0)

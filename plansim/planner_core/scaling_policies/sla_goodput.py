@@ -28,7 +28,9 @@ its reason in words (the ``policy_reason*`` columns of the ticks table).
   once (at most doubling, or +4, per interval) and shrinks only to the largest size of the last
   ``scale_down_stabilization_s`` (the Kubernetes HPA scale-down stabilization window), up to 3x
   longer when successive intervals' counts vary far beyond Poisson noise (on/off bursts recur),
-  and not while it is still scaling. The starting size counts as sized at the first tick.
+  the stretch in proportion to the share of the error budget spent over the SLO window (bursts
+  that cost no attainment do not keep their capacity), and not while it is still scaling. The
+  starting size counts as sized at the first tick.
 - **Fast loop** (every load interval): a queue-aware TTFT estimate per worker (the queued prompts'
   full tokens after the observed cache hits, the unfinished tokens of prompts under way, plus the
   next prompt of average size, in chunks at the worker's pass times) and the KV usage; when the
@@ -121,7 +123,8 @@ class SlaGoodputParams(BaseModel):
         300.0, ge=0, le=86400,
         description="a pool shrinks only to the largest size sized within this many seconds "
                     "(the Kubernetes HPA scale-down stabilization window), up to 3x longer for "
-                    "bursty traffic: bursts that recur within it keep their capacity")
+                    "bursty traffic as far as the bursts spend the error budget: bursts that recur "
+                    "within it keep their capacity")
     min_window_requests: int = Field(
         50, ge=1,
         description="completed requests a window needs before it calibrates the model")
@@ -494,7 +497,7 @@ class SlaGoodputPolicy:
         plan.recent = (plan.recent + [sized])[-SMOOTHING_SIZES:]
         if not urgent:
             sized = sorted(plan.recent)[(len(plan.recent) - 1) // 2]
-        window = self.params.scale_down_stabilization_s * self.burstiness()
+        window = self.hold_s(plan)
         if plan.started_s is None:
             # The deployment's starting size counts as sized at the first observation: no
             # evidence of a quiet first interval removes it before a window has passed.
@@ -516,6 +519,19 @@ class SlaGoodputPolicy:
         else:
             plan.reason = why
         return target
+
+    def hold_s(self, plan: RolePlan) -> float:
+        """The scale-down stabilization window: ``scale_down_stabilization_s``, stretched for
+        bursty traffic by up to ``burstiness()`` in proportion to the share of its error budget
+        the pool spent over the SLO window (capacity is kept through the gaps between bursts
+        only as far as the bursts cost attainment; until a window has enough requests to tell,
+        the full stretch)."""
+        stretch = self.burstiness()
+        requests = sum(n for _, n, _ in plan.spent)
+        if stretch > 1.0 and requests >= self.params.min_window_requests:
+            missed = sum(v for _, _, v in plan.spent)
+            stretch = 1.0 + (stretch - 1.0) * min(1.0, missed / (self._role_target(plan) * requests))
+        return self.params.scale_down_stabilization_s * stretch
 
     def burstiness(self) -> float:
         """How much longer than the base stabilization window to keep capacity, from 1 to
