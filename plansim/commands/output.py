@@ -38,7 +38,7 @@ COMPLETE, INCOMPLETE = "complete", "incomplete"
 # (a folder written before run.json existed, or one whose run stopped before listing its files).
 _OWN_NAMES = frozenset({
     RUN_MARKER, schema.INPUTS_JSON, schema.SUMMARY_JSON, schema.REQUESTS_TABLE,
-    schema.TIMESERIES_TABLE, schema.WORKERS_TABLE, schema.TICKS_TABLE,
+    schema.TIMESERIES_TABLE, schema.WORKERS_TABLE, schema.SESSIONS_TABLE, schema.TICKS_TABLE,
     schema.SCALING_EVENTS_JSON, schema.RETUNE_EVENTS_JSON, schema.PREDICTIONS_TABLE,
     schema.WINDOWS_TABLE, schema.WINDOW_RECORDS_DIR, schema.REPLAY_REPORT,
     f"{schema.PLANNER_REPORT}.html", f"{schema.PLANNER_REPORT}.log.jsonl.gz",

@@ -102,3 +102,35 @@ def test_reopen_refuses_an_incomplete_run_and_lists_new_files(tmp_path):
     (out / "run.json").write_text('{"command": "plansim replay run", "status": "incomplete"}')
     with pytest.raises(InputError, match="holds an incomplete run"), OutputFolder.reopen(out):
         pass
+
+
+def _schema_output_names() -> list[str]:
+    """Every folder entry a run can write, as ``plansim.schema`` names them (the planner report
+    is a name stem: its .html and its tick log)."""
+    from plansim import schema
+
+    names = []
+    for attr, value in vars(schema).items():
+        if not isinstance(value, str) or not attr.isupper():
+            continue
+        if attr == "PLANNER_REPORT":
+            names += [f"{value}.html", f"{value}.log.jsonl.gz"]
+        elif attr.endswith(("_JSON", "_TABLE", "_REPORT", "_DIR", "_JS", "_DEPLOYMENT")):
+            names.append(value)
+    return sorted(names)
+
+
+def test_force_replaces_every_file_schema_names_even_when_the_run_never_listed_them(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    # An interrupted run: its marker is incomplete and lists no files.
+    (out / "run.json").write_text('{"command": "plansim replay run", "status": "incomplete"}')
+    names = _schema_output_names()
+    assert "sessions.parquet" in names and "capacity.json" in names
+    for name in names:
+        (out / name).write_text("previous run")
+    (out / "notes.txt").write_text("mine")
+    with OutputFolder.claim(out, "replay", "plansim replay run", force=True).writing() as path:
+        (path / "summary.json").write_text("{}")
+    assert sorted(entry.name for entry in out.iterdir()) == ["notes.txt", "run.json",
+                                                               "summary.json"]
