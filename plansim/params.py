@@ -112,6 +112,11 @@ class Param:
         return value if isinstance(value, int) else number
 
 
+@dataclass(frozen=True, slots=True)
+class NoParams:
+    """The parameters of an extension that declares none."""
+
+
 def param(default: Any, *, help: str, ge: float | None = None, gt: float | None = None,
           le: float | None = None, choices: tuple[str, ...] = (), optional: bool = False,
           patchable: bool = True, alias_of: str | None = None) -> Any:

@@ -39,7 +39,7 @@ from plansim.roles import POOL_COUNT_FIELDS, Mode, Role
 from plansim.sim import engine_config
 from plansim.sim.routing import ROUTERS, all_router_knobs, router_knobs
 from plansim.sim.schedulers import SCHEDULERS
-from plansim.sim.timing import TIMING_MODELS
+from plansim.sim.timing import TIMING_MODELS, timing_params
 from plansim.sim.speculative import accept_rates
 from plansim.validation import StrictModel, config_error
 
@@ -50,8 +50,9 @@ log = logging.getLogger(__name__)
 DERIVED = "derived_from_model"
 
 
-class TimingModelSpec(StrictModel):
-    """The reference's ``timing_model`` object.
+class _TimingModelFields(StrictModel):
+    """The reference's ``timing_model`` object (``TimingModelSpec`` adds the keys of their own
+    that registered types declare, ``TimingKind.Params``).
 
     ``type``: ``polynomial`` (or ``default``): the reference's default formulas;
     ``fixed``: constant ``prefill_ms`` / ``decode_ms`` per pass;
@@ -69,9 +70,6 @@ class TimingModelSpec(StrictModel):
     provider: str | None = None
     config: dict[str, Any] | None = None
     path: str | None = None
-    prefill_ms: float | None = Field(default=None, ge=0)
-    decode_ms: float | None = Field(default=None, ge=0)
-    callable: str | None = None
     aic: AicSpec | None = None
 
     @model_validator(mode="before")
@@ -103,7 +101,7 @@ class TimingModelSpec(StrictModel):
         return value
 
     @model_validator(mode="after")
-    def _complete(self) -> TimingModelSpec:
+    def _complete(self) -> _TimingModelFields:
         TIMING_MODELS.get(self.type).check(self)
         if (self.type == "aic") != (self.aic is not None):
             raise ValueError("aic settings belong to a timing model of type aic")
@@ -113,6 +111,12 @@ class TimingModelSpec(StrictModel):
     def npz_path(self) -> str | None:
         """The NPZ file this spec reads, if any."""
         return TIMING_MODELS.get(self.type).npz_path(self)
+
+
+TimingModelSpec = create_model(
+    "TimingModelSpec", __base__=_TimingModelFields, __module__=__name__,
+    **{name: p.field() for name, p in timing_params().items()
+       if name not in _TimingModelFields.model_fields})
 
 
 class SglangArgs(StrictModel):

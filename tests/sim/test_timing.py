@@ -3,14 +3,18 @@ with extrapolation), fixed times, a Python callable, and NPZ validation."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from plansim.errors import ConfigError
+from plansim.params import param
+from plansim.registry import Registry
 from plansim.sim.deployment import EngineArgs, TimingModelSpec, build_deployment
-from plansim.sim.timing import TIMING_MODELS, PolynomialTiming, load_npz_profile, make_timing_model
+from plansim.sim.timing import (TIMING_MODELS, PolynomialTiming, TimingKind, load_npz_profile,
+                                make_timing_model, timing_params)
 from plansim.sim.timing.fixed import FixedTiming
 from plansim.sim.timing.python_callable import CallableTiming
 
@@ -104,3 +108,40 @@ def test_the_timing_registry_names_every_type_and_rejects_others():
 def test_each_type_checks_the_keys_it_needs(spec, missing):
     with pytest.raises(ConfigError, match=missing):
         build_deployment({"engine": {"timing_model": spec}})
+
+
+def test_a_types_own_keys_are_timing_model_fields_with_their_bounds():
+    assert TimingModelSpec.model_fields["decode_ms"].description.startswith("time of a pass")
+    with pytest.raises(ConfigError) as err:
+        build_deployment({"engine": {"timing_model": {"type": "fixed", "prefill_ms": -1,
+                                                      "decode_ms": 2}}})
+    assert err.value.field == "engine.timing_model.prefill_ms"
+
+
+@dataclass(frozen=True, slots=True)
+class _ScaleA:
+    scale: float = param(1.0, gt=0, help="a multiplier")
+
+
+@dataclass(frozen=True, slots=True)
+class _ScaleB:
+    scale: float = param(2.0, gt=0, help="a multiplier")
+
+
+class _KindA(TimingKind):
+    Params = _ScaleA
+
+
+class _KindB(TimingKind):
+    Params = _ScaleB
+
+
+def test_two_types_declaring_one_key_differently_is_refused():
+    kinds = Registry("timing model type", {"a": f"{__name__}:KIND_A", "b": f"{__name__}:KIND_B"})
+    with pytest.raises(TypeError, match="scale of b differs"):
+        timing_params(kinds)
+    alike = Registry("timing model type", {"a": f"{__name__}:KIND_A", "c": f"{__name__}:KIND_A"})
+    assert list(timing_params(alike)) == ["scale"]
+
+
+KIND_A, KIND_B = _KindA(), _KindB()

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
-from plansim.params import param
+from plansim.params import NoParams, param
 
 # Errors a model fit can raise on awkward data; anything else is a bug and propagates.
 FORECAST_ERRORS: tuple[type[BaseException], ...] = (
@@ -36,11 +36,6 @@ FORECAST_ERRORS: tuple[type[BaseException], ...] = (
     TypeError,
     ValueError,  # includes numpy.linalg.LinAlgError
 )
-
-
-@dataclass(frozen=True, slots=True)
-class NoParams:
-    """The parameters of a predictor that has none."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from plansim.params import Param, params_of
+from plansim.params import NoParams, Param, params_of
 from plansim.roles import Role
 from plansim.sim.engine_protocol import PrefixView
 
@@ -51,11 +51,6 @@ class Route:
     index: int
     overlap_blocks: int
     cached_tokens: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class NoKnobs:
-    """The knobs of a policy that has none."""
 
 
 class RoutingPolicy(Protocol):
@@ -95,7 +90,7 @@ class Policy:
     mapping); ``block_size``: tokens per KV block; ``rng``: the replay's seeded generator;
     ``pool``: the pool's role."""
 
-    Knobs: ClassVar[type] = NoKnobs
+    Knobs: ClassVar[type] = NoParams
 
     def __init__(self, config: Any, block_size: int, rng: np.random.Generator, *,
                  pool: Role, max_batched_tokens: int = 1 << 62) -> None:

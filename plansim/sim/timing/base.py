@@ -12,14 +12,17 @@ total_kv_tokens, prefill_tokens)``: the time decode requests add to a pass that 
 
 A ``TimingKind`` is one ``timing_model.type`` of the engine args: it checks that a spec
 (``plansim.sim.deployment.TimingModelSpec``) has what the type needs, names the NPZ file it
-reads (checked when the deployment is built), and builds the model.
+reads (checked when the deployment is built), and builds the model; keys of its own are
+declared once, as its ``Params``, and become ``timing_model`` fields.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
+
+from plansim.params import NoParams
 
 MIN_DECODE_MS = 1.0
 
@@ -36,7 +39,12 @@ class TimingModel(Protocol):
 
 
 class TimingKind:
-    """Base of a ``timing_model.type``; see the module docstring."""
+    """Base of a ``timing_model.type``; see the module docstring. ``Params``: the keys of its own
+    the type adds to ``timing_model`` (a parameter dataclass, ``plansim.params``; ``fixed``
+    declares ``prefill_ms`` and ``decode_ms``), beyond the shared ``type``, ``path``,
+    ``provider``, ``config`` and ``aic``."""
+
+    Params: ClassVar[type] = NoParams
 
     def check(self, spec: Any) -> None:
         """Raise ``ValueError`` (its message says what is missing) for an incomplete spec."""

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from plansim.params import param
 from plansim.sim.timing.base import TimingKind, TimingModel
 
 
@@ -29,7 +31,19 @@ class FixedTiming:
         return np.full(np.shape(active_kv_tokens), self._decode_pass_ms)
 
 
+@dataclass(frozen=True, slots=True)
+class FixedParams:
+    """The ``timing_model`` keys of type ``fixed``."""
+
+    prefill_ms: float | None = param(None, ge=0, optional=True,
+                                     help="time of a pass that prefills any tokens (ms)")
+    decode_ms: float | None = param(None, ge=0, optional=True,
+                                    help="time of a pass that only decodes (ms)")
+
+
 class FixedKind(TimingKind):
+    Params = FixedParams
+
     def check(self, spec: Any) -> None:
         if spec.prefill_ms is None or spec.decode_ms is None:
             raise ValueError("a fixed timing model needs prefill_ms and decode_ms")

@@ -5,11 +5,13 @@
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from plansim.errors import ConfigError
+from plansim.params import param
 from plansim.sim.timing.base import MIN_DECODE_MS, TimingKind, TimingModel
 
 
@@ -58,7 +60,17 @@ def _import_callable(target: str) -> Any:
     return obj
 
 
+@dataclass(frozen=True, slots=True)
+class PythonParams:
+    """The ``timing_model`` key of type ``python``."""
+
+    callable: str | None = param(None, optional=True,
+                                 help="'module:attr' naming the model, a class or a factory")
+
+
 class PythonKind(TimingKind):
+    Params = PythonParams
+
     def check(self, spec: Any) -> None:
         if not spec.callable:
             raise ValueError("a python timing model needs callable: 'module:attr'")
