@@ -29,6 +29,7 @@ from plansim.capacity.static_search import Evaluated, StaticSearch, required_goo
 from plansim.capacity.tasks import FullReplay
 from plansim.capacity.uncertainty import Interval, bootstrap
 from plansim.capacity.variants import Variant
+from plansim.roles import POOL_COUNT_FIELDS
 
 Counts = tuple[int, ...]
 LATENCY_COLUMNS = ("median_ttft_ms", "p90_ttft_ms", "p90_itl_ms", "p90_e2e_latency_ms")
@@ -248,9 +249,8 @@ class Assembly:
         dims = {d.key: dict(variant.overrides)[d.key] for d in self.plan.dimensions}
         return {
             "kind": kind, "variant": variant.label, **dims, "mode": mode,
-            "num_workers": counts[0] if mode == "agg" else pd.NA,
-            "num_prefill_workers": counts[0] if mode == "disagg" else pd.NA,
-            "num_decode_workers": counts[1] if mode == "disagg" else pd.NA,
+            **dict.fromkeys(POOL_COUNT_FIELDS.values(), pd.NA),
+            **dict(zip(variant.layout.count_keys, counts)),
             "gpus": variant.layout.gpus(counts), "seed": seed, "segment": segment,
             "policy": policy,
         }

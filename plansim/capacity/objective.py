@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from plansim.capacity.variants import PoolLayout
 from plansim.errors import InputError
+from plansim.roles import Mode
 
 
 class Objective(Protocol):
@@ -96,7 +97,7 @@ def measured(objective: Objective, layout: PoolLayout, summary: Mapping[str, Any
     """The cost of a replay from its provisioned worker-seconds (an aggregated replay reports
     its workers as decode); for ``GpuHours`` this is the summary's ``gpu_hours``."""
     rates = objective.worker_rates(layout)
-    if layout.mode == "agg":
+    if layout.mode is Mode.AGG:
         seconds: tuple[float, ...] = (float(summary["decode_worker_seconds"]),)
     else:
         seconds = (float(summary["prefill_worker_seconds"]),

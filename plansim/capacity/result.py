@@ -13,18 +13,18 @@ from typing import Any
 import pandas as pd
 
 from plansim.capacity.uncertainty import Interval
-from plansim.capacity.variants import COUNT_KEYS
+from plansim.roles import Mode
 
 Counts = tuple[int, ...]
 
 
 def counts_json(mode: str, counts: Counts) -> dict[str, int]:
-    return dict(zip(COUNT_KEYS[mode], counts))
+    return dict(zip(Mode(mode).size_keys, counts))
 
 
 def counts_label(mode: str, counts: Counts) -> str:
     """``5`` (aggregated) or ``2P+3D`` (disaggregated)."""
-    return str(counts[0]) if mode == "agg" else f"{counts[0]}P+{counts[1]}D"
+    return str(counts[0]) if Mode(mode) is Mode.AGG else f"{counts[0]}P+{counts[1]}D"
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +94,7 @@ class VariantResult:
         body: dict[str, Any] = self.point.to_json(target) if self.point else {
             "deployment": dict(self.overrides), "variant": self.variant}
         body["feasible"] = self.feasible
-        body["replayed"] = [c[0] if self.mode == "agg" else list(c) for c in self.replayed]
+        body["replayed"] = [c[0] if Mode(self.mode) is Mode.AGG else list(c) for c in self.replayed]
         body["search_complete"] = self.complete
         return body
 

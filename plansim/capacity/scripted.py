@@ -18,6 +18,7 @@ from plansim.planner_core.observations import (
     ScheduledTick,
     TickInput,
 )
+from plansim.roles import Mode
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,6 @@ def change_to(mode: str, at_s: float, counts: Sequence[int | None]) -> CountChan
     def count(n: int | None) -> int | None:
         return None if n is None else int(n)
 
-    if mode == "agg":
+    if Mode(mode) is Mode.AGG:
         return CountChange(at_s, None, count(counts[0]))
     return CountChange(at_s, count(counts[0]), count(counts[1]))

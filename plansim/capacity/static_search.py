@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from plansim.capacity import objective as objectives
 from plansim.capacity.tasks import FullReplay
 from plansim.capacity.variants import Variant
+from plansim.roles import Mode
 
 Counts = tuple[int, ...]
 # A count search yields the counts it wants replayed and receives their evaluations.
@@ -192,7 +193,7 @@ def run_search(variant: Variant, budget: int, objective: objectives.Objective,
                    object, object, list[Evaluated]]]) -> Generator[object, object, StaticSearch]:
     """Drive the variant's count search; ``evaluate_counts`` is a generator (in the scheduler
     protocol) that replays counts and returns their evaluations."""
-    if variant.layout.mode == "agg":
+    if variant.layout.mode is Mode.AGG:
         search: Generator[list[Counts], list[Evaluated], Counts | None] = agg_search(variant,
                                                                                     budget)
     else:

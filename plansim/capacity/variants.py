@@ -24,10 +24,9 @@ from typing import Any
 import yaml
 
 from plansim.errors import ConfigError, InputError
+from plansim.roles import Mode
 from plansim.sim.deployment import Deployment, with_overrides
 
-COUNT_KEYS = {"agg": ("num_workers",), "disagg": ("num_prefill_workers", "num_decode_workers")}
-POOL_NAMES = {"agg": ("agg",), "disagg": ("prefill", "decode")}
 _RESERVED = {
     "num_workers": "worker counts are what plansim capacity searches",
     "num_prefill_workers": "worker counts are what plansim capacity searches",
@@ -83,7 +82,7 @@ def _scalar(text: str) -> Any:
 class PoolLayout:
     """A variant's pools in deployment order (agg: ``agg``; disagg: ``prefill``, ``decode``)."""
 
-    mode: str
+    mode: Mode
     names: tuple[str, ...]
     gpus_per_worker: tuple[int, ...]
     startup_s: tuple[float, ...]
@@ -92,7 +91,7 @@ class PoolLayout:
 
     @property
     def count_keys(self) -> tuple[str, ...]:
-        return COUNT_KEYS[self.mode]
+        return self.mode.size_keys
 
     def gpus(self, counts: Sequence[int]) -> int:
         return sum(n * g for n, g in zip(counts, self.gpus_per_worker))
@@ -154,8 +153,8 @@ class Variant:
 
 
 def layout_of(deployment: Deployment) -> PoolLayout:
-    mode = deployment.mode
-    names = POOL_NAMES[mode]
+    mode = Mode(deployment.mode)
+    names = tuple(mode.pools)
     args = [deployment.pool_args(name) for name in names]
     return PoolLayout(
         mode=mode,

@@ -222,7 +222,8 @@ def _pareto_chart(data: CapacityData) -> go.Figure | str:
 
 
 def _label(row: Mapping[str, Any]) -> str:
-    if row.get("mode") == "disagg" or pd.notna(row.get("num_prefill_workers", pd.NA)):
+    # A disaggregated row sizes its prefill pool; an aggregated one leaves it empty.
+    if pd.notna(row.get("num_prefill_workers", pd.NA)):
         counts = f"{row.get('num_prefill_workers')}P+{row.get('num_decode_workers')}D"
     else:
         counts = f"{row.get('num_workers')} workers"

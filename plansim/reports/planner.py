@@ -373,7 +373,7 @@ def _decision_table(page: Page, data: PlannerData) -> None:
     by_time = ticks.drop_duplicates("at_s", keep="last").set_index("at_s")
     rows = []
     for e in events[:200]:
-        role = "prefill" if e.get("component") == "prefill" else "decode"
+        role = Role(e["component"]).planner_role
         row = by_time.loc[e["at_s"]] if e["at_s"] in by_time.index else None
         why = ""
         if row is not None:
