@@ -1,7 +1,7 @@
 """Connectors: how a host applies the planner's replica targets to a deployment.
 
 ``PlannerConnector`` is the seed's connector interface in synchronous form (an offline host has
-no event loop). ``SimConnector`` (in ``plansim.sim``) applies targets inside a replay.
+no event loop). Inside a replay, ``plansim.sim.planner_host`` applies targets to the cluster.
 ``VirtualConnector`` hands decisions to an external orchestrator with the decision-id handshake:
 
 1. the planner writes ``(num_prefill, num_decode, decision_id)``;

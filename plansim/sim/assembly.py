@@ -17,12 +17,14 @@ from plansim.sim.summary import replay_duration_ms, summarize
 if TYPE_CHECKING:
     import pandas as pd
 
+    from plansim.sim.planner_host import PlannerHost
+
 WORKER_COLUMNS = ["worker_id", "pool", "ready_at_ms", "removed_at_ms", "requests",
                   "input_tokens", "output_tokens", "reused_input_tokens"]
 
 
 def assemble_result(workload: Any, deployment: Any, pools: Mapping[Role, Pool], rec: Recorder,
-                    planner_host: Any, wall_ms: float) -> ReplayResult:
+                    planner_host: PlannerHost | None, wall_ms: float) -> ReplayResult:
     """The result of a replay of ``workload`` on ``deployment`` that ran ``wall_ms``;
     ``planner_host`` is None without a planner."""
     requests = rec.requests_table(workload.request_id)
