@@ -115,6 +115,7 @@ class _TimingModelFields(StrictModel):
 
 TimingModelSpec = create_model(
     "TimingModelSpec", __base__=_TimingModelFields, __module__=__name__,
+    __doc__=_TimingModelFields.__doc__,
     **{name: p.field() for name, p in timing_params().items()
        if name not in _TimingModelFields.model_fields})
 
