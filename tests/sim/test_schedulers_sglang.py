@@ -85,3 +85,20 @@ def test_retraction_takes_the_fewest_output_tokens_then_the_longest_prompt():
 
     running = [R(5, 100), R(2, 100), R(2, 300), R(9, 1)]
     assert policy.victim(running, running[0]) == 2
+
+
+def test_a_retracted_transferred_prompt_is_recomputed_on_its_decode_rank():
+    # The decode rank has 103 blocks of 16 tokens; the three transferred prompts alone need
+    # 45 + 53 + 24 = 122, so one is retracted and, holding its whole prompt again when it is
+    # re-admitted, recomputes it: the KV it holds needs no room (it used to wait for room it
+    # already had, a pass of no tokens forever).
+    rows = [(0.0, 712, 65, [200, 201, 202]), (0.0, 844, 47, [100, 101, 102, 103]),
+            (0.0, 383, 80, [1020, 1021])]
+    engine = {"backend": "sglang", "num_gpu_blocks": 103, "block_size": 16, "max_num_seqs": 4,
+              "enable_chunked_prefill": False}
+    for decode_runs in (True, False):
+        r = run(rows, decode_runs=decode_runs, engine=engine, mode="disagg",
+                num_prefill_workers=1, num_decode_workers=1)
+        assert list(r.requests.status) == ["completed"] * 3
+        assert list(r.requests.output_length) == [65, 47, 80]
+        assert r.requests.readmission_count.sum() >= 1

@@ -189,6 +189,10 @@ class SglangScheduler:
             if req is not chunked:
                 left = req.osl - req.generated
                 room -= (left if left < clip else clip) * ratio
+        if chunked is not None:
+            # KV it already holds past its computed tokens needs no room: a transferred prompt
+            # re-admitted after a retraction holds its whole prompt while it is recomputed.
+            room += max(0, chunked.n_blocks - -(-chunked.computed // page)) * page
         budget = _Budget(room, self.max_prefill_tokens, self.chunk_size, page, clip)
         granted = 0
         if chunked is not None:
