@@ -49,6 +49,7 @@ import numpy as np
 
 from plansim.planner_core.observations import ForwardPassMetrics
 from plansim.roles import Role
+from plansim.sim import batch as soa
 from plansim.sim.batch import Batch
 from plansim.sim.engine_protocol import EngineHooks, RankOccupancy
 from plansim.sim.host_offload import HostOffload, OffloadView
@@ -496,9 +497,11 @@ class Rank:
         the last one granted (``start``: none). The same as ``grant(req, 1)`` row by row."""
         b = self.batch
         n = len(b)
-        if not self.vector_grants or self.sampler is not None or start >= n or budget <= 0:
+        if not self.vector_grants or self.sampler is not None or budget <= 0:
             return start
         stop = n if n - start <= budget else start + budget
+        if stop - start < soa.SCALAR_GRANT_ROWS or stop <= start:
+            return start  # a few rows: ``grant`` one by one costs less than the vector step
         computed = b.computed[start:stop]
         decoding = (b.known[start:stop] - computed == 1) & (computed >= b.isl[start:stop])
         if not decoding[0]:
@@ -763,22 +766,34 @@ class Rank:
         n = len(b)
         if n == 0:
             return None
-        known = b.known[:n]
-        computed = b.computed[:n]
         # Decoding: one known token left, and past the first token (a prompt can also stop
         # one token short of its end, which is still prefill).
-        if not ((known - computed == 1) & (known > b.isl[:n])).all():
-            return None
-        k = int((b.total[:n] - known).min())
+        if n < soa.SCALAR_ROWS:
+            _, isl, total, computed, known_list, blocks, _, _ = b.columns()
+            k = 1 << 30
+            for i in range(n):
+                L = known_list[i]
+                if computed[i] != L - 1 or L <= isl[i]:
+                    return None
+                if total[i] - L < k:
+                    k = total[i] - L
+            sum_len = sum(known_list)
+        else:
+            known = b.known[:n]
+            if not ((known - b.computed[:n] == 1) & (known > b.isl[:n])).all():
+                return None
+            k = int((b.total[:n] - known).min())
+            sum_len = int(known.sum())
         if k < 2 or not self.policy.steady_decode(self):
             return None
         bs = self.block_size
-        # KV shortage: pass j needs a new block for request i when L_i + j > n_blocks_i * bs.
-        first_need = b.blocks[:n] * bs - known + 1
-        k = self._kv_limit(first_need, self.cache.available(), k, bs)
-        if k < 2:
-            return None
-        sum_len = int(known.sum())
+        avail = self.cache.available()
+        if n * (k // bs + 1) > avail:
+            # KV may run short: pass j needs a new block for request i when
+            # L_i + j > n_blocks_i * bs.
+            k = self._kv_limit(b.blocks[:n] * bs - b.known[:n] + 1, avail, k, bs)
+            if k < 2:
+                return None
         j = np.arange(k, dtype=np.int64)
         kv = sum_len + j * n
         raw = self.timing.decode_ms_bulk(np.full(k, n), kv, kv // n, self.total_kv_tokens)
@@ -795,10 +810,9 @@ class Rank:
 
     @staticmethod
     def _kv_limit(first_need: np.ndarray, avail: int, k: int, bs: int) -> int:
-        """Largest run length <= k whose new blocks fit in ``avail``."""
+        """Largest run length <= k whose new blocks fit in ``avail`` (``first_need[i]``: the
+        first pass at which request i needs a new block, then one every ``bs`` passes)."""
         first_need = np.maximum(first_need, 0)
-        if first_need.shape[0] * (k // bs + 1) <= avail:
-            return k
         counts = np.where(first_need < k, (k - 1 - first_need) // bs + 1, 0)
         total = int(counts.sum())
         if total <= avail:
@@ -817,21 +831,40 @@ class Rank:
         n = run.n
         b = self.batch
         bs = self.block_size
-        known = b.known[:n]
-        L = known + (m - 1)
-        need = np.maximum(-(-L // bs) - b.blocks[:n], 0)
-        new_blocks = int(need.sum())
-        if new_blocks:
-            b.blocks[:n] += need
-            self.cache.allocate(new_blocks)
-        b.computed[:n] = L
+        # The batch's state after the run; the hooks below read none of it.
+        if n < soa.SCALAR_ROWS:
+            rid, _, total, _, known, blocks, _, _ = b.columns()
+            new_blocks = 0
+            for i in range(n):
+                need = -(-(known[i] + m - 1) // bs) - blocks[i]
+                if need > 0:
+                    new_blocks += need
+                    blocks[i] += need
+            if new_blocks:
+                b.blocks[:n] = blocks
+                self.cache.allocate(new_blocks)
+            b.computed[:n] = [L + m - 1 for L in known]
+            known = [L + m for L in known]
+            b.known[:n] = known
+            rows = [i for i in range(n) if known[i] >= total[i]]
+            rids = np.array(rid, dtype=np.int64)
+        else:
+            known = b.known[:n]
+            L = known + (m - 1)
+            need = np.maximum(-(-L // bs) - b.blocks[:n], 0)
+            new_blocks = int(need.sum())
+            if new_blocks:
+                b.blocks[:n] += need
+                self.cache.allocate(new_blocks)
+            b.computed[:n] = L
+            known += m
+            rows = np.flatnonzero(known >= b.total[:n]).tolist()
+            rids = b.rid[:n].copy()
         end = float(ends[-1])
         kv = run.kv0_tokens + (m - 1) * n
         self.last_fpm = self._fpm(float(run.dts_ms[-1]) / 1000.0, 0, 0, n, kv)
         self.policy.decode_run(m)
-        self.hooks.on_run(self, b.rid[:n].copy(), ends, run.dts_ms)
-        known += m
-        rows = np.flatnonzero(known >= b.total[:n]).tolist()
+        self.hooks.on_run(self, rids, ends, run.dts_ms)
         if rows:
             self._finish(rows, end)
 

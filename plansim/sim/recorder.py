@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from plansim.roles import Role
+from plansim.sim import batch as soa
 from plansim.sim.cluster import DRAINING, READY, STARTING
 
 if TYPE_CHECKING:
@@ -106,6 +107,8 @@ class Recorder:
         apart); returns the ids whose first token this was."""
         if counts is not None:
             return self._burst_tokens(rids.tolist(), end, counts)
+        if rids.shape[0] < soa.SCALAR_ROWS:
+            return self._few_tokens(rids.tolist(), end)
         n_tokens = self.n_tokens
         k = n_tokens[rids] + 1
         n_tokens[rids] = k
@@ -123,6 +126,43 @@ class Recorder:
         self.last_token[rids] = end
         self._count_tokens(end, rids.shape[0])
         return first
+
+    def _few_tokens(self, rids: list[int], end: float) -> list[int]:
+        """``tokens`` for a few requests, element by element (the same stamps and gaps)."""
+        first = []
+        n_tokens = self.n_tokens
+        last = self.last_token
+        previous = []
+        for rid in rids:
+            k = n_tokens.item(rid) + 1
+            n_tokens[rid] = k
+            if k == 1:
+                self.first_token[rid] = end
+                first.append(rid)
+            else:
+                if k == 2:
+                    self.second_token[rid] = end
+                previous.append(last.item(rid))
+            last[rid] = end
+        self._few_gaps(end, previous)
+        self._count_tokens(end, len(rids))
+        return first
+
+    def _few_gaps(self, end: float, previous: list[float]) -> None:
+        """``_gaps`` for a few previous times (a list), in the same order."""
+        if not previous:
+            return
+        t0 = previous[0]
+        if previous.count(t0) == len(previous):
+            self.gap_value.append(end - t0)
+            self.gap_count.append(len(previous))
+            return
+        counts: dict[float, int] = {}
+        for t in previous:
+            counts[t] = counts.get(t, 0) + 1
+        for t in sorted(counts):
+            self.gap_value.append(end - t)
+            self.gap_count.append(counts[t])
 
     def _gaps(self, end: float, previous: np.ndarray) -> None:
         """Token gaps ending at ``end`` from the requests' previous token times: one weighted
@@ -168,12 +208,24 @@ class Recorder:
         e0 = float(ends[0])
         e_last = float(ends[-1])
         n_tokens = self.n_tokens
-        k = n_tokens[rids]
-        self.second_token[rids[k == 1]] = e0
-        self._gaps(e0, self.last_token[rids])
-        n_tokens[rids] = k + m
-        self.last_token[rids] = e_last
         n = rids.shape[0]
+        if n < soa.SCALAR_ROWS:
+            last = self.last_token
+            previous = []
+            for rid in rids.tolist():
+                k = n_tokens.item(rid)
+                if k == 1:
+                    self.second_token[rid] = e0
+                previous.append(last.item(rid))
+                n_tokens[rid] = k + m
+                last[rid] = e_last
+            self._few_gaps(e0, previous)
+        else:
+            k = n_tokens[rids]
+            self.second_token[rids[k == 1]] = e0
+            self._gaps(e0, self.last_token[rids])
+            n_tokens[rids] = k + m
+            self.last_token[rids] = e_last
         if m > 1:
             self.gap_value.frombytes(np.diff(ends).tobytes())
             self.gap_count.frombytes(np.full(m - 1, n, dtype=np.int64).tobytes())

@@ -3,10 +3,14 @@ must give exactly what pass-by-pass, request-by-request simulation gives, for ev
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from plansim.sim import batch as soa
+from plansim.sim.summary import without_host_keys
 from simkit import run
 
 COLUMNS = ["first_admit_ms", "first_token_ms", "last_token_ms", "ttst_ms", "output_length",
@@ -64,23 +68,80 @@ def test_decode_runs_match_pass_by_pass(case):
     _same_as_pass_by_pass(case)
 
 
+def _straddle(backend):
+    # 30 requests at once in a batch of up to 32: it grows past soa.SCALAR_ROWS as the prompts
+    # are admitted, shrinks below it as the short outputs finish (some at block boundaries), and
+    # grows past it again with the second wave.
+    rows = [(0.0, 40 + 7 * i, 5 + 3 * i, [1000 + 10 * i]) for i in range(30)]
+    rows += [(400.0 + i, 60, 30, [2000 + 10 * i]) for i in range(20)]
+    engine = {"backend": backend, "num_gpu_blocks": 400, "block_size": 16, "max_num_seqs": 32,
+              "max_num_batched_tokens": 1024, "enable_chunked_prefill": True,
+              "preemption_mode": "lifo"}
+    return rows, engine, 1, "round_robin", False
+
+
+# The same waves with too little KV for them: preemptions while the batch is above and below the
+# threshold.
+STRADDLE_TIGHT = (_straddle("vllm")[0], {**_straddle("vllm")[1], "num_gpu_blocks": 160}, 1,
+                  "round_robin", False)
+
+
 @settings(max_examples=40, deadline=None)
 @given(scenario(max_requests=24, max_seqs=16, max_blocks=400))
+@example(_straddle("vllm"))
+@example(_straddle("sglang"))
+@example(_straddle("trtllm"))
+@example(STRADDLE_TIGHT)
 def test_large_batches_match_pass_by_pass(case):
     # Many requests decoding beside prompt chunks, admissions, block-boundary allocations and
-    # preemptions: the vector grants of the decoding rows must change nothing.
+    # preemptions, with batches on both sides of soa.SCALAR_ROWS (the examples cross it both
+    # ways): the vector grants of the decoding rows and the scalar paths of small batches must
+    # change nothing.
     _same_as_pass_by_pass(case)
 
 
-def _same_as_pass_by_pass(case):
+@settings(max_examples=40, deadline=None)
+@given(scenario(max_requests=24, max_seqs=16, max_blocks=400))
+@example(_straddle("vllm"))
+@example(STRADDLE_TIGHT)
+def test_scalar_and_vector_paths_give_identical_results(case):
+    # Every per-pass step forced onto its scalar path, then onto its vector path: the same
+    # requests table to the bit and the same token gaps.
+    with _paths(scalar_rows=1 << 30, grant_rows=1 << 30):
+        scalar = _run(case)
+    with _paths(scalar_rows=0, grant_rows=1):
+        vector = _run(case)
+    a, b = scalar.requests, vector.requests
+    assert a["status"].tolist() == b["status"].tolist()
+    for col in COLUMNS:
+        np.testing.assert_array_equal(a[col].to_numpy(dtype=float), b[col].to_numpy(dtype=float),
+                                      err_msg=col)
+    np.testing.assert_equal(without_host_keys(scalar.summary), without_host_keys(vector.summary))
+
+
+@contextmanager
+def _paths(scalar_rows, grant_rows):
+    saved = soa.SCALAR_ROWS, soa.SCALAR_GRANT_ROWS
+    soa.SCALAR_ROWS, soa.SCALAR_GRANT_ROWS = scalar_rows, grant_rows
+    try:
+        yield
+    finally:
+        soa.SCALAR_ROWS, soa.SCALAR_GRANT_ROWS = saved
+
+
+def _run(case, decode_runs=True):
     rows, engine, workers, mode, disagg = case
     kwargs = dict(engine=engine, router={"mode": mode}, seed=3)
     if disagg:
         kwargs.update(mode="disagg", num_prefill_workers=workers, num_decode_workers=workers)
     else:
         kwargs.update(num_workers=workers)
-    fast = run(rows, **kwargs)
-    slow = run(rows, decode_runs=False, **kwargs)
+    return run(rows, decode_runs=decode_runs, **kwargs)
+
+
+def _same_as_pass_by_pass(case):
+    fast = _run(case)
+    slow = _run(case, decode_runs=False)
     a, b = fast.requests, slow.requests
     assert a["status"].tolist() == b["status"].tolist()
     for col in COLUMNS:
