@@ -149,7 +149,8 @@ class Recorder:
         return first
 
     def _few_gaps(self, end: float, previous: list[float]) -> None:
-        """``_gaps`` for a few previous times (a list), in the same order."""
+        """``_gaps`` for a few previous times (a list): the same samples in the same order (one
+        per distinct time, ascending)."""
         if not previous:
             return
         t0 = previous[0]
