@@ -614,9 +614,9 @@ def test_interruption_leaves_nothing_behind(case: Interruption, tmp_path: Path):
             proc.wait()
 
     if case.status is None:
-        assert proc.returncode == -signal.SIGKILL
+        assert proc.returncode == -signal.SIGKILL, err
     else:
-        assert proc.returncode == case.status
+        assert proc.returncode == case.status, err
         assert err.splitlines() == [case.message]
     assert "Traceback" not in err
     deadline = time.monotonic() + GONE_WITHIN_S
