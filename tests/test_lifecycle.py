@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from proctable import alive, live_children
 
 from plansim.lifecycle import (
     SCRATCH_ENV,
@@ -26,34 +27,13 @@ from plansim.lifecycle import (
 GONE_WITHIN_S = 10.0
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except OSError:
-        return False
-
-
 def _wait_gone(pid: int) -> bool:
     deadline = time.monotonic() + GONE_WITHIN_S
     while time.monotonic() < deadline:
-        if not _alive(pid):
+        if not alive(pid):
             return True
         time.sleep(0.05)
     return False
-
-
-def _children(pid: int) -> list[int]:
-    out = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as fh:
-                    if int(fh.read().rsplit(b")", 1)[1].split()[1]) == pid:
-                        out.append(int(name))
-            except OSError:
-                pass
-    return out
 
 
 def test_scratch_folder_holds_every_temporary_file_and_goes_away(tmp_path):
@@ -94,7 +74,7 @@ def test_a_worker_dies_when_its_parent_is_killed_and_removes_the_scratch(tmp_pat
     parent = subprocess.Popen([sys.executable, "-c", _PARENT], stdout=subprocess.PIPE,
                               text=True, env={**os.environ, SCRATCH_ENV: str(scratch)})
     worker = int(parent.stdout.readline())
-    assert _alive(worker)
+    assert alive(worker)
     parent.kill()
     parent.wait()
     assert _wait_gone(worker)
@@ -126,12 +106,12 @@ def test_reaper_kills_the_descendants_of_a_killed_process_unless_closed(tmp_path
     try:
         if closed:
             time.sleep(1.0)
-            assert _alive(sleeper) and folder.exists()
+            assert alive(sleeper) and folder.exists()
         else:
             assert _wait_gone(sleeper)
             assert _wait_gone_folder(folder)
     finally:
-        if _alive(sleeper):
+        if alive(sleeper):
             os.kill(sleeper, signal.SIGKILL)
 
 
@@ -147,9 +127,9 @@ def _square_plus(x: int, y: int) -> int:
 
 
 def test_parallel_map_keeps_task_order_and_leaves_no_worker():
-    before = set(_children(os.getpid()))
+    before = live_children(os.getpid())
     assert parallel_map(_square_plus, [(i, 1) for i in range(6)], 2) == [1, 2, 5, 10, 17, 26]
-    left = [pid for pid in set(_children(os.getpid())) - before if _alive(pid)]
+    left = [pid for pid in live_children(os.getpid()) - before if alive(pid)]
     # Python's resource tracker may stay (it ends with this process); no worker does.
     assert [pid for pid in left
             if b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()] == []

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from proctable import descendants, live_children, process_table
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -451,21 +452,6 @@ def _snapshot(folder: Path) -> dict[str, str] | None:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def _live_children(pid: int) -> set[int]:
-    out = set()
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid and fields[0] != b"Z":
-            out.add(int(name))
-    return out
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_bad_input(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli):
     case_dir = tmp_path / "case"
@@ -486,7 +472,7 @@ def test_bad_input(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
         case.prepare(case_dir, monkeypatch, run_cli)
     out = case_dir / "out"
     out_before = _snapshot(out)
-    children_before = _live_children(os.getpid())
+    children_before = live_children(os.getpid())
 
     code, stdout, err = run_cli(*(_expand(a, case_dir) for a in case.args))
 
@@ -509,37 +495,10 @@ def test_bad_input(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     else:
         assert json.loads((out / "run.json").read_text())["status"] == "complete"
     assert list(private_tmp.iterdir()) == []
-    assert _live_children(os.getpid()) <= children_before
+    assert live_children(os.getpid()) <= children_before
 
 
 # -- interruptions: a real process, signalled as a terminal or a user would ------------------
-
-
-def _process_table() -> dict[int, tuple[int, int]]:
-    """pid -> (parent pid, start time) of every process."""
-    out = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as fh:
-                    fields = fh.read().rsplit(b")", 1)[1].split()
-                if fields[0] != b"Z":
-                    out[int(name)] = (int(fields[1]), int(fields[19]))
-            except OSError:
-                pass
-    return out
-
-
-def _descendants(root: int, table: dict[int, tuple[int, int]]) -> dict[int, int]:
-    found: dict[int, int] = {}
-    frontier = [root]
-    while frontier:
-        parent = frontier.pop()
-        for pid, (ppid, start) in table.items():
-            if ppid == parent and pid not in found:
-                found[pid] = start
-                frontier.append(pid)
-    return found
 
 
 def _cmdline(pid: int) -> str:
@@ -599,8 +558,8 @@ def test_interruption_leaves_nothing_behind(case: Interruption, tmp_path: Path):
         deadline = time.monotonic() + 120
         while len(seen) < case.ready:
             assert proc.poll() is None and time.monotonic() < deadline, "never got busy"
-            table = _process_table()
-            seen.update(_descendants(proc.pid, table))
+            table = process_table()
+            seen.update(descendants(proc.pid, table))
             seen = {pid: st for pid, st in seen.items() if table.get(pid, (0, None))[1] == st}
             time.sleep(0.05)
         if case.signum == signal.SIGINT:
@@ -621,7 +580,7 @@ def test_interruption_leaves_nothing_behind(case: Interruption, tmp_path: Path):
     assert "Traceback" not in err
     deadline = time.monotonic() + GONE_WITHIN_S
     while True:
-        table = _process_table()
+        table = process_table()
         left = [pid for pid, start in seen.items() if table.get(pid, (0, None))[1] == start]
         if not left or time.monotonic() > deadline:
             break

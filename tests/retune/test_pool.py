@@ -10,6 +10,7 @@ import time
 
 import pytest
 import retune_pool_tasks as tasks
+from proctable import alive
 
 from plansim.retune.executor import Executor, Task, TaskContext, run_serially
 from plansim.retune import pool as pool_module
@@ -19,19 +20,6 @@ from plansim.retune.pool import SpawnPool
 @pytest.fixture
 def context(tmp_path):
     return TaskContext(str(tmp_path))
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie still answers kill(0); it is dead for our purpose.
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def wait_dead(pids, timeout_s=5.0) -> bool:
