@@ -75,6 +75,8 @@ def _timing_for(spec: AicSpec) -> AicTiming:
 class AicKind(TimingKind):
     """``timing_model.type: aic`` (its settings are validated into ``spec.aic``)."""
 
+    shared_keys = frozenset({"aic"})
+
     def build(self, spec: Any) -> AicTiming:
         return AicTiming.for_spec(spec.aic)
 

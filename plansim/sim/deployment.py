@@ -35,6 +35,7 @@ from plansim.aic.spec import AicSpec, parse_aic_spec
 from plansim.configfile import read_config
 from plansim.errors import ConfigError
 from plansim.limits import MAX_POOL_WORKERS, MAX_SEED
+from plansim.params import params_of
 from plansim.roles import POOL_COUNT_FIELDS, Mode, Role
 from plansim.sim import engine_config
 from plansim.sim.routing import ROUTERS, all_router_knobs, router_knobs
@@ -102,8 +103,17 @@ class _TimingModelFields(StrictModel):
 
     @model_validator(mode="after")
     def _complete(self) -> _TimingModelFields:
-        TIMING_MODELS.get(self.type).check(self)
-        if (self.type == "aic") != (self.aic is not None):
+        kind = TIMING_MODELS.get(self.type)
+        own = kind.shared_keys | {p.name for p in params_of(kind.Params)}
+        # A key of another type is refused, not ignored: ``type: polynomial`` with ``path`` is
+        # most likely an npz model whose type was left out.
+        foreign = sorted(k for k in self.model_fields_set - own - {"type"}
+                         if getattr(self, k) is not None)
+        if foreign:
+            raise ValueError(f"{', '.join(foreign)}: not read by a timing model of type "
+                             f"{self.type}")
+        kind.check(self)
+        if self.type == "aic" and self.aic is None:
             raise ValueError("aic settings belong to a timing model of type aic")
         return self
 

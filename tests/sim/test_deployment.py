@@ -70,6 +70,28 @@ def test_bad_values_fail_naming_the_key(raw, field):
     assert field in str(err.value)
 
 
+@pytest.mark.parametrize("timing, field", [
+    ({"type": "polynomial", "path": "p.npz"}, "engine.timing_model.path"),
+    ({"type": "fixed", "prefill_ms": 3, "decode_ms": 2, "callable": "m:f"},
+     "engine.timing_model.callable"),
+    ({"type": "npz", "path": "p.npz", "decode_ms": 2}, "engine.timing_model.decode_ms"),
+    ({"type": "python", "callable": "m:f", "provider": "dynamo_profile"},
+     "engine.timing_model.provider"),
+])
+def test_a_key_of_another_timing_type_is_refused(timing, field):
+    with pytest.raises(ConfigError) as err:
+        build_deployment({"engine": {"timing_model": timing}})
+    assert err.value.field == field
+    assert "not read by a timing model of type" in str(err.value)
+
+
+def test_a_timing_key_left_null_is_not_a_foreign_key():
+    # The reference's normaliser writes unset keys as null.
+    d = build_deployment({"engine": {"timing_model": {"type": "fixed", "prefill_ms": 3,
+                                                      "decode_ms": 2, "path": None}}})
+    assert d.engine.effective_timing.type == "fixed"
+
+
 def test_disagg_pools_must_share_block_size():
     with pytest.raises(ConfigError):
         build_deployment({"mode": "disagg", "prefill_engine": {"block_size": 32},

@@ -42,9 +42,11 @@ class TimingKind:
     """Base of a ``timing_model.type``; see the module docstring. ``Params``: the keys of its own
     the type adds to ``timing_model`` (a parameter dataclass, ``plansim.params``; ``fixed``
     declares ``prefill_ms`` and ``decode_ms``), beyond the shared ``type``, ``path``,
-    ``provider``, ``config`` and ``aic``."""
+    ``provider``, ``config`` and ``aic``. ``shared_keys``: which of those shared keys the type
+    reads; a spec that sets any other key (its own or another type's) is refused."""
 
     Params: ClassVar[type] = NoParams
+    shared_keys: ClassVar[frozenset[str]] = frozenset()
 
     def check(self, spec: Any) -> None:
         """Raise ``ValueError`` (its message says what is missing) for an incomplete spec."""

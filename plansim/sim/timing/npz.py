@@ -99,6 +99,8 @@ def _npz_from_arrays(arrays: dict[str, np.ndarray], path: str) -> NpzTiming:
 class NpzKind(TimingKind):
     """``npz``: the profile at ``path``."""
 
+    shared_keys = frozenset({"path"})
+
     def check(self, spec: Any) -> None:
         if not spec.path:
             raise ValueError("an npz timing model needs path")
@@ -112,6 +114,8 @@ class NpzKind(TimingKind):
 
 class ExternalKind(NpzKind):
     """``external``: the reference's ``dynamo_profile`` provider, the same NPZ profile."""
+
+    shared_keys = frozenset({"path", "provider", "config"})
 
     def check(self, spec: Any) -> None:
         if spec.provider not in (None, "dynamo_profile", "npz"):
