@@ -40,7 +40,7 @@ class Worker:
         self.inbound = 0
 
     def idle(self) -> bool:
-        return not self.inbound and not any(r.busy or r.has_work() for r in self.ranks)
+        return not self.inbound and not any(r.busy or r.holds_requests() for r in self.ranks)
 
 
 class Pool:

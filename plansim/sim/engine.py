@@ -257,6 +257,8 @@ class Rank:
                                        host.d2h_bandwidth_gbps, host.h2d_bandwidth_gbps,
                                        lambda at_ms: hooks.on_wakeup(self, at_ms))
             self.prefix_view = OffloadView(self.cache, self.offload.tier)
+            # A block evicted while a host store still reads it fences the pass reusing it.
+            self.cache.store_sources = self.offload.tier.storing
             self.host_lookup = partial(self.offload.lookup, self)
         self.max_burst = 1 + (args.aic_nextn or 0)
         self.batch = Batch()
@@ -265,6 +267,8 @@ class Rank:
         self.waiting: deque[Request] = deque()
         self.queued = QueueTotals()
         self.busy = False
+        # Nothing can run until a host transfer in flight lands (``wake``) or a request arrives.
+        self.stalled = False
         # The pass being composed: its number, tokens granted, whether a grant was undone.
         self.pass_no = 0
         self.pass_tokens = 0
@@ -294,17 +298,23 @@ class Rank:
         if reason is not None:
             self.hooks.on_reject(self, req, reason)
             return False
+        self.stalled = False
         self._wait(req, left=False)
         return True
 
     def wake(self, now: float) -> None:
         """Time ``now`` asked for by ``on_wakeup``: requests whose host transfer landed rejoin
         the waiting queue."""
+        self.stalled = False
         if self.offload is not None:
             self.offload.settle(self, now)
 
     def has_work(self) -> bool:
-        return bool(self.running or self.waiting)
+        return not self.stalled and bool(self.running or self.waiting)
+
+    def holds_requests(self) -> bool:
+        return bool(self.running or self.waiting or (self.offload is not None
+                                                     and self.offload.held))
 
     def start_pass(self, now: float) -> float:
         """Schedule one pass (or a decode run) starting at ``now``; returns its end time (both
@@ -318,9 +328,17 @@ class Rank:
             end = self._single_pass(now)
             while (not self._emit and not self._slices and not self.pass_tokens
                    and not self.running and self.waiting):
+                if offload is not None and offload.held:
+                    # The head waits for device blocks that loads in flight hold: the rank
+                    # idles until a transfer lands.
+                    self.stalled = True
+                    break
                 # Nothing runs and the head cannot start: it never will, so it must not stall
                 # the rank (a replay never hangs).
-                self.hooks.on_reject(self, self._unwait(self.waiting[0]), "cannot_be_scheduled")
+                stuck = self._unwait(self.waiting[0])
+                if offload is not None:
+                    offload.dropped(stuck)
+                self.hooks.on_reject(self, stuck, "cannot_be_scheduled")
                 end = self._single_pass(now)
         return end
 
@@ -431,7 +449,9 @@ class Rank:
         if req.prebuilt:
             # Transferred prompt KV: allocate and register what was not already cached.
             n_prompt = -(-req.isl // bs)
-            cache.allocate(n_prompt - n_match)
+            fence = cache.allocate(n_prompt - n_match)
+            if fence:
+                self.offload.hold_compute(fence)
             req.n_blocks = n_prompt
             self._register(req, n_match, req.isl // bs)
         else:
@@ -473,7 +493,9 @@ class Rank:
                 if victim is req:
                     return False
         if need > 0:
-            cache.allocate(need)
+            fence = cache.allocate(need)
+            if fence:
+                self.offload.hold_compute(fence)
             req.n_blocks = n_blocks + need
         after = before + n
         req.computed = after
@@ -526,7 +548,9 @@ class Rank:
                 computed = computed[:stop - start]
                 blocks = blocks[:stop - start]
                 total = int(np.count_nonzero(new))
-            cache.allocate(total)
+            fence = cache.allocate(total)
+            if fence:
+                self.offload.hold_compute(fence)
             blocks += new
         b.before[start:stop] = computed
         computed += 1
@@ -622,7 +646,8 @@ class Rank:
             decode_ms = _q(raw / self.decode_div)
         start = now
         if offload is not None and offload.not_before_ms > now:
-            start = offload.not_before_ms  # a preempted request's stores are still running
+            # The pass reuses blocks host stores still read (or a preempted request's).
+            start = offload.not_before_ms
         end = start + prefill_ms + decode_ms
         for req in stores:
             # Prompt blocks computed by the pass's end are offered to the host then.
@@ -760,8 +785,9 @@ class Rank:
         """Start a run of at least two decode-only passes if nothing can change during it."""
         if self._hands_off or not self.decode_runs or self.sampler is not None:
             return None
-        if self.offload is not None and self.offload.not_before_ms > now:
-            return None  # the next pass waits for a preempted request's stores
+        offload = self.offload
+        if offload is not None and offload.not_before_ms > now:
+            return None  # the next pass waits for host stores
         b = self.batch
         n = len(b)
         if n == 0:
@@ -788,6 +814,10 @@ class Rank:
             return None
         bs = self.block_size
         avail = self.cache.available()
+        if offload is not None and offload.tier.d2h.tail_ms > now:
+            # Evicting a block a host store still reads would fence a pass of the run: the run
+            # takes only free blocks.
+            avail = self.cache.free_blocks()
         if n * (k // bs + 1) > avail:
             # KV may run short: pass j needs a new block for request i when
             # L_i + j > n_blocks_i * bs.

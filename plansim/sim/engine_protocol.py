@@ -64,7 +64,13 @@ class EngineRank(Protocol):
 
     def enqueue(self, req: Request) -> bool: ...
 
-    def has_work(self) -> bool: ...
+    def has_work(self) -> bool:
+        """A pass can start now."""
+        ...
+
+    def holds_requests(self) -> bool:
+        """Requests are on the rank (running, waiting, or held back for a host transfer)."""
+        ...
 
     def wake(self, now_ms: float) -> None:
         """The time a rank asked for through ``on_wakeup`` has come."""

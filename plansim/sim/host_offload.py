@@ -22,6 +22,11 @@ offloading connector over a private host pool).
   ``blocks x block_bytes / h2d_bandwidth``. The request is held until the load lands, then
   rejoins the head of the queue with the loaded blocks cached; its admission reuses them and
   its store cursor restarts past the reused prefix.
+- **Reuse of blocks being stored.** A store reads the device blocks it copies until it lands,
+  also after their request has released them. A pass whose allocation evicts such a block
+  computes only once that store lands (vLLM's connector flushes the copy before the memory is
+  rewritten), and a load into such a block starts on the H2D lane only then. So when D2H is
+  slower than the rank fills its pool, the rank runs at the pace of its stores.
 - **Preemption.** vLLM copies a preempted request's blocks out before reusing them: no pass
   computes before its latest store lands.
 
@@ -184,7 +189,7 @@ class HostOffload:
     the coming admission.
     """
 
-    __slots__ = ("tier", "held", "wake", "loading", "not_before_ms")
+    __slots__ = ("tier", "held", "wake", "loading", "not_before_ms", "tails")
 
     def __init__(self, capacity_blocks: int, block_bytes: int, d2h_gbps: float,
                  h2d_gbps: float, wake: Callable[[float], None]) -> None:
@@ -194,9 +199,12 @@ class HostOffload:
         self.wake = wake
         # Host blocks being loaded to the device -> when that load lands.
         self.loading: dict[int, float] = {}
-        # No pass computes before this time: a preempted request's blocks are still being
-        # copied out (vLLM flushes its stores before reusing the memory).
+        # No pass computes before this time: blocks it rewrites (evicted ones, or a preempted
+        # request's) are still being copied out (vLLM flushes those stores first).
         self.not_before_ms = 0.0
+        # Requests whose load is in flight or landed, not yet admitted -> the blocks their
+        # admission will allocate past the loaded prefix.
+        self.tails: dict[Any, int] = {}
 
     def settle(self, rank: Any, now_ms: float) -> None:
         """Requests whose transfer has landed go back to the head of the waiting queue, their
@@ -262,16 +270,34 @@ class HostOffload:
         prefix = match.keys[:base]
         registered = cache.registered
         revived = base - sum(map(registered.__contains__, prefix))
-        if hits + revived > cache.available():
+        available = cache.available()
+        if (hits + revived > available
+                or match.blocks_needed > available - self._headroom(rank)):
             return BLOCKED
         hit = keys[base:base + hits]
         cache.acquire(prefix)
-        cache.allocate(hits)
-        done = tier.load(hit, now_ms)
+        # The copy cannot overwrite evicted blocks a host store still reads.
+        reused = cache.allocate(hits)
+        done = tier.load(hit, reused if reused > now_ms else now_ms)
         for key in hit:
             loading[key] = done
+        # What its admission will still allocate past the loaded prefix.
+        self.tails[req] = -(-(req.isl + req.generated) // rank.block_size) - base - hits
         self._hold(rank, req, done, hit, prefix)
         return HELD
+
+    def _headroom(self, rank: Any) -> int:
+        """Device blocks already promised (vLLM's headroom for a load, which cannot be
+        preempted): what running prefills still need for their known tokens, and what requests
+        whose load is in flight or landed will allocate past it when admitted."""
+        bs = rank.block_size
+        promised = sum(self.tails.values())
+        for r in rank.running:
+            if r.computed < r.isl:
+                left = -(-(r.isl + r.generated) // bs) - r.n_blocks
+                if left > 0:
+                    promised += left
+        return promised
 
     def _hold(self, rank: Any, req: Any, ready_ms: float, keys: list[int],
               prefix: list[int] | None = None) -> None:
@@ -282,9 +308,14 @@ class HostOffload:
     def admitted(self, req: Any, cached_tokens: int, block_size: int) -> None:
         """``req`` is admitted reusing ``cached_tokens``: after a load, its store cursor
         restarts past the reused prefix (loaded blocks are not copied back)."""
+        self.tails.pop(req, None)
         if req.host_loaded:
             req.host_loaded = False
             req.stored_blocks = cached_tokens // block_size
+
+    def dropped(self, req: Any) -> None:
+        """``req`` left the rank without being admitted."""
+        self.tails.pop(req, None)
 
     def store(self, req: Any, block_size: int, end_ms: float) -> None:
         """Offer ``req``'s full prompt blocks computed by ``end_ms`` past its store cursor to
@@ -306,8 +337,12 @@ class HostOffload:
 
     def preempted(self, req: Any) -> None:
         """``req`` was preempted: its blocks are reused only once its stores have landed."""
-        if req.store_done_ms > self.not_before_ms:
-            self.not_before_ms = req.store_done_ms
+        self.hold_compute(req.store_done_ms)
+
+    def hold_compute(self, until_ms: float) -> None:
+        """No pass computes before ``until_ms``: it writes to blocks a host store still reads."""
+        if until_ms > self.not_before_ms:
+            self.not_before_ms = until_ms
 
 
 class OffloadView:

@@ -12,6 +12,10 @@ and then evicts inactive blocks oldest-first. When a request releases its blocks
 inactive in reverse order (its last block first), so eviction takes the tail of a sequence before
 its head, keeping shared prefixes longest.
 
+Host stores (``plansim.sim.host_offload``). A block a host store is still copying out must not be
+overwritten: ``store_sources`` (the host tier's blocks being stored -> when their copy lands)
+lets ``allocate`` say how long the blocks it evicts are still being read.
+
 Speed: registered active keys live in a set (one reference each) with extra references counted
 in ``shared``, so the common operations run as C-level set and dict bulk operations.
 """
@@ -34,7 +38,7 @@ class KvCache:
     """One rank's block pool. Sizes in blocks; ``block_size`` tokens per block."""
 
     __slots__ = ("num_blocks", "block_size", "prefix_caching", "registered", "shared", "inactive",
-                 "used", "active", "evicted_total")
+                 "used", "active", "evicted_total", "store_sources")
 
     def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool = True) -> None:
         self.num_blocks = num_blocks
@@ -49,6 +53,8 @@ class KvCache:
         self.used = 0
         self.active = 0
         self.evicted_total = 0
+        # Blocks a host store is reading -> when it lands (the host tier's dict); None without one.
+        self.store_sources: dict[int, float] | None = None
 
     def available(self) -> int:
         """Blocks that can be allocated now: free plus evictable."""
@@ -108,16 +114,34 @@ class KvCache:
         registered.update(revived)
         self.active += len(revived)
 
-    def allocate(self, n: int) -> None:
-        """Allocate ``n`` fresh blocks; the caller checked ``available() >= n``."""
+    def allocate(self, n: int) -> float:
+        """Allocate ``n`` fresh blocks; the caller checked ``available() >= n``. Returns when the
+        last host store still reading a block it evicted lands (0.0: none): nothing may be
+        written to the blocks before then."""
         free = self.num_blocks - self.used
         take = n if n <= free else free
         self.used += take
         evict = n - take
-        if evict:
-            deque(map(self.inactive.popitem, repeat(False, evict)), 0)
-            self.evicted_total += evict
         self.active += n
+        if not evict:
+            return 0.0
+        self.evicted_total += evict
+        sources = self.store_sources
+        if not sources:
+            deque(map(self.inactive.popitem, repeat(False, evict)), 0)
+            return 0.0
+        popitem = self.inactive.popitem
+        get = sources.get
+        fence = 0.0
+        for _ in range(evict):
+            landing = get(popitem(False)[0])
+            if landing is not None and landing > fence:
+                fence = landing
+        return fence
+
+    def free_blocks(self) -> int:
+        """Blocks never used or returned uncached: allocating them evicts nothing."""
+        return self.num_blocks - self.used
 
     def register(self, keys: list[int], held: list[int]) -> None:
         """Register freshly computed full blocks under ``keys``, appending the registered ones to

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from plansim.sim.host_offload import ALREADY_PRESENT, HostOffload, HostTier
+from plansim.sim.host_offload import ALREADY_PRESENT, BLOCKED, HELD, HostOffload, HostTier
+from plansim.sim.kv import KvCache
+from plansim.sim.schedulers.base import PrefixMatch
 
 BLOCK_BYTES = 64 * 131072  # 64 tokens x 128 KiB per token = 8 MiB
 
@@ -68,10 +70,30 @@ def test_a_store_does_not_evict_the_blocks_it_offers_and_without_room_copies_not
 class _Req:
     """The request fields the host offload reads and writes."""
 
-    def __init__(self, keys, computed, isl):
+    def __init__(self, keys, computed, isl, n_blocks=0):
         self.prompt_keys, self.computed, self.isl = keys, computed, isl
         self.stored_blocks, self.store_done_ms, self.host_loaded = 0, 0.0, False
         self.prebuilt = False
+        self.generated, self.n_blocks = 0, n_blocks
+
+
+class _Rank:
+    """The rank fields a host lookup reads: 64-token blocks, a KV pool, the running batch."""
+
+    block_size = 64
+
+    def __init__(self, num_blocks, running=()):
+        self.cache = KvCache(num_blocks, 64)
+        self.running = list(running)
+        self.unqueued = []
+
+    def unqueue(self, req):
+        self.unqueued.append(req)
+
+
+def _fresh(keys):
+    """What admitting ``keys`` would reuse with nothing cached on the device."""
+    return PrefixMatch(keys, 0, 0, len(keys), 0)
 
 
 def _offload(capacity=16, d2h_gbps=0.0):
@@ -109,6 +131,45 @@ def test_a_preempted_request_delays_passes_until_its_latest_store_lands():
     assert req.store_done_ms == pytest.approx(10.0 + 2 * BLOCK_BYTES / 1e9 * 1e3)
     offload.preempted(req)
     assert offload.not_before_ms == req.store_done_ms
+
+
+def test_a_load_into_blocks_a_store_still_reads_starts_when_that_store_lands():
+    offload = HostOffload(16, BLOCK_BYTES, 1.0, 8.0, wake=lambda at_ms: None)
+    tier = offload.tier
+    store_ms = 2 * BLOCK_BYTES / 1e9 * 1e3  # 16.777216 ms for two blocks at 1 GB/s
+    tier.store([1, 2], now_ms=0.0)  # resident from 16.777216
+    rank = _Rank(4)
+    rank.cache.allocate(2)
+    sources: list[int] = []
+    rank.cache.register([5, 6], sources)
+    tier.store([5, 6], now_ms=20.0)  # copied out until 20 + 16.777216
+    rank.cache.release(sources, 0, [])
+    rank.cache.allocate(2)  # the other two device blocks, held by running work
+    rank.cache.store_sources = tier.storing
+    d = _Req([1, 2], computed=0, isl=128)
+    assert offload.lookup(rank, d, _fresh([1, 2]), now_ms=20.0) == HELD
+    # Its two destination blocks are 5 and 6 evicted: the H2D copy (2.097152 ms at 8 GB/s)
+    # starts when their store lands.
+    (ready_ms, held, _, _), = offload.held
+    assert held is d and ready_ms == pytest.approx(20.0 + store_ms + 2 * BLOCK_BYTES / 8e6)
+
+
+def test_a_host_hit_needs_room_beside_running_prefills_and_loads_in_flight():
+    offload = _offload()
+    offload.tier.store([1, 2, 5, 6], now_ms=0.0)
+    # A running prefill at 128 of 512 tokens holds 2 blocks and will need 6 more.
+    prefill = _Req([40, 41, 42, 43, 44, 45, 46, 47], computed=128, isl=512, n_blocks=2)
+    rank = _Rank(20, running=[prefill])
+    rank.cache.allocate(2)
+    first = _Req([1, 2, 3, 4], computed=0, isl=256)
+    # 4 blocks needed <= 18 available - 6 promised: it loads 1 and 2 and will need 2 more.
+    assert offload.lookup(rank, first, _fresh([1, 2, 3, 4]), now_ms=0.0) == HELD
+    second_keys = [5, 6, 7, 8, 9, 10, 11, 12, 13]
+    second = _Req(second_keys, computed=0, isl=576)
+    # 9 blocks needed > 16 available - 6 - 2 promised: admission stops.
+    assert offload.lookup(rank, second, _fresh(second_keys), now_ms=0.0) == BLOCKED
+    offload.admitted(first, cached_tokens=128, block_size=64)  # its tail is its own now
+    assert offload.lookup(rank, second, _fresh(second_keys), now_ms=0.0) == HELD
 
 
 # ---------------------------------------------------------------- on an engine rank
@@ -166,3 +227,30 @@ def test_host_offload_needs_the_host_block_size():
                                      "native_host_offload": {"num_host_blocks": 8}}})
     old = build_deployment({"engine": {"num_host_blocks": 8, "kv_bytes_per_token": 4096}})
     assert old.engine.kv_cache_bytes_per_token == 4096  # the older flags' sizing
+
+
+def test_a_pass_reusing_blocks_a_store_still_reads_computes_when_the_store_lands():
+    # A's 32 prompt blocks are copied out at 1 GB/s from the end of its prefill (32 x 8 MiB:
+    # 268.435456 ms). B (48 blocks) arrives when A is done: 32 blocks are free, 16 are A's,
+    # evicted while still being read, so B's prefill starts only when A's store lands.
+    rows = [(0.0, 2048, 2, A), (100.0, 3072, 2, [30, 31, 32, 33, 34, 35])]
+    r = run(rows, engine=_engine(d2h_bandwidth_gbps=1.0))
+    a, b = req(r, 0), req(r, 1)
+    assert a.last_token_ms < 100.0
+    landed = prefill_ms(2048) + 32 * 64 * 131072 / 1e9 * 1e3
+    assert b.first_admit_ms == 100.0
+    assert b.ttft_ms == pytest.approx(landed + prefill_ms(3072) - 100.0, abs=1e-6)
+    fast = run(rows, engine=_engine(d2h_bandwidth_gbps=0.0))  # copies are instantaneous
+    assert req(fast, 1).ttft_ms == pytest.approx(prefill_ms(3072), abs=1e-6)
+
+
+def test_a_head_waiting_for_blocks_a_load_holds_waits_for_the_load_and_is_not_refused():
+    # D finds A's prompt in the host and loads 32 blocks (33.554432 ms at 8 GB/s) into 32 of
+    # the 64 device blocks; E, behind it, needs 48 and nothing runs meanwhile: E waits (it
+    # is not refused as unschedulable), D runs once its load lands, E once D is done.
+    rows = ROWS[:3] + [(300.0, 2048, 2, A), (300.0, 3072, 2, [50, 51, 52, 53, 54, 55])]
+    r = run(rows, engine=_engine(h2d_bandwidth_gbps=8.0))
+    d, e = req(r, 3), req(r, 4)
+    assert d.first_admit_ms == pytest.approx(300.0 + 32 * 64 * 131072 / 8e9 * 1e3, abs=1e-6)
+    assert (d.status, e.status) == ("completed", "completed")
+    assert e.first_admit_ms == pytest.approx(d.last_token_ms, abs=1e-9)

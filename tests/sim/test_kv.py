@@ -71,3 +71,12 @@ def test_router_overlap_agrees_with_match_on_prefix_shaped_contents():
     cache, held = _cache_with(list(range(1, 8)))
     assert cache.overlap(list(range(1, 12))) == 7 == cache.match(list(range(1, 12)))[0]
     assert cache.overlap([99, 1]) == 0
+
+
+def test_allocation_says_until_when_a_host_store_still_reads_the_blocks_it_evicts():
+    cache, held = _cache_with([1, 2, 3], num_blocks=4)
+    cache.release(held, 0, [])  # inactive, oldest first: 3, 2, 1
+    cache.store_sources = {3: 50.0, 2: 80.0, 1: 20.0}  # block -> when its host copy lands
+    assert cache.allocate(1) == 0.0  # the free block: nothing evicted
+    assert cache.allocate(2) == 80.0  # evicts 3 and 2: the later landing
+    assert cache.allocate(1) == 20.0
