@@ -337,7 +337,7 @@ class Rank:
                 # the rank (a replay never hangs).
                 stuck = self._unwait(self.waiting[0])
                 if offload is not None:
-                    offload.dropped(stuck)
+                    offload.dropped(stuck, self.cache)
                 self.hooks.on_reject(self, stuck, "cannot_be_scheduled")
                 end = self._single_pass(now)
         return end
@@ -458,7 +458,7 @@ class Rank:
             req.computed = match.cached_tokens
         self.batch.add(req)
         if self.offload is not None:
-            self.offload.admitted(req, match.cached_tokens, bs)
+            self.offload.admitted(req, cache, match.cached_tokens, bs)
         self.hooks.on_admit(self, req, now, match.cached_tokens)
 
     def grant(self, req: Request, n: int) -> bool:

@@ -20,8 +20,12 @@ offloading connector over a private host pool).
 - **Loads.** A hit reserves device blocks for itself and keeps the cached prefix it extends (if
   they do not fit, admission stops for the pass), and is copied back on the H2D lane,
   ``blocks x block_bytes / h2d_bandwidth``. The request is held until the load lands, then
-  rejoins the head of the queue with the loaded blocks cached; its admission reuses them and
-  its store cursor restarts past the reused prefix.
+  rejoins the head of the queue with the loaded blocks cached and, with the prefix they
+  extend, kept for it (not evictable) until it is admitted; its admission reuses them and its
+  store cursor restarts past the reused prefix. A hit loads only if the request's whole known
+  sequence fits beside what running prefills still need and what requests with a load in
+  flight or landed will allocate past it (vLLM's headroom: a load cannot be preempted);
+  otherwise admission stops for the pass. Blocks read back become the most recently used.
 - **Reuse of blocks being stored.** A store reads the device blocks it copies until it lands,
   also after their request has released them. A pass whose allocation evicts such a block
   computes only once that store lands (vLLM's connector flushes the copy before the memory is
@@ -145,14 +149,17 @@ class HostTier:
         self.loaded_blocks += len(keys)
         return self.h2d.submit(now_ms, len(keys))
 
-    def loaded(self, keys: Iterable[int]) -> None:
-        """A load of ``keys`` completed: they are evictable again."""
-        for key in keys:
-            left = self.pins[key] - 1
+    def loaded(self, keys: Sequence[int]) -> None:
+        """A load of ``keys`` (prompt order) completed: the ones no other load reads are
+        evictable again, as the most recently used (the first of them the most recent)."""
+        pins, resident = self.pins, self.resident
+        for key in reversed(keys):
+            left = pins[key] - 1
             if left:
-                self.pins[key] = left
+                pins[key] = left
             else:
-                del self.pins[key]
+                del pins[key]
+                resident.move_to_end(key)
 
     def overlap(self, keys: Sequence[int], start: int) -> int:
         """Leading resident blocks of ``keys[start:]`` (for the router's host credit)."""
@@ -189,7 +196,7 @@ class HostOffload:
     the coming admission.
     """
 
-    __slots__ = ("tier", "held", "wake", "loading", "not_before_ms", "tails")
+    __slots__ = ("tier", "held", "wake", "loading", "not_before_ms", "tails", "kept")
 
     def __init__(self, capacity_blocks: int, block_bytes: int, d2h_gbps: float,
                  h2d_gbps: float, wake: Callable[[float], None]) -> None:
@@ -205,10 +212,14 @@ class HostOffload:
         # Requests whose load is in flight or landed, not yet admitted -> the blocks their
         # admission will allocate past the loaded prefix.
         self.tails: dict[Any, int] = {}
+        # Requests whose load landed, not yet admitted -> the cached blocks kept for them (the
+        # loaded ones and the prefix they extend) and the loaded blocks that stayed private.
+        self.kept: dict[Any, tuple[list[int], int]] = {}
 
     def settle(self, rank: Any, now_ms: float) -> None:
         """Requests whose transfer has landed go back to the head of the waiting queue, their
-        loaded blocks cached on the device."""
+        loaded blocks and the prefix they extend cached on the device and kept for them (not
+        evictable) until they are admitted."""
         if not self.held:
             return
         due = [h for h in self.held if h[0] <= now_ms]
@@ -222,8 +233,9 @@ class HostOffload:
                 self.tier.loaded(keys)
                 for key in keys:
                     loading.pop(key, None)
-                # Loaded blocks and the prefix they extend stay cached for the admission.
-                cache.release(prefix, len(keys), keys)
+                kept: list[int] = []
+                cache.register(keys, kept)  # a block cached meanwhile keeps its own copy
+                self.kept[req] = (prefix + kept, len(keys) - len(kept))
                 req.host_loaded = True  # one load per admission
             rank.requeue(req)
 
@@ -305,17 +317,25 @@ class HostOffload:
         self.held.append((ready_ms, req, keys, prefix or []))
         self.wake(ready_ms)
 
-    def admitted(self, req: Any, cached_tokens: int, block_size: int) -> None:
-        """``req`` is admitted reusing ``cached_tokens``: after a load, its store cursor
-        restarts past the reused prefix (loaded blocks are not copied back)."""
+    def admitted(self, req: Any, cache: Any, cached_tokens: int, block_size: int) -> None:
+        """``req`` is admitted reusing ``cached_tokens`` (it holds its cached blocks now): what
+        its load kept for it is let go, and its store cursor restarts past the reused prefix
+        (loaded blocks are not copied back)."""
         self.tails.pop(req, None)
         if req.host_loaded:
             req.host_loaded = False
             req.stored_blocks = cached_tokens // block_size
+            self._let_go(req, cache)
 
-    def dropped(self, req: Any) -> None:
+    def dropped(self, req: Any, cache: Any) -> None:
         """``req`` left the rank without being admitted."""
         self.tails.pop(req, None)
+        self._let_go(req, cache)
+
+    def _let_go(self, req: Any, cache: Any) -> None:
+        kept = self.kept.pop(req, None)
+        if kept is not None:
+            cache.release(kept[0], kept[1], [])
 
     def store(self, req: Any, block_size: int, end_ms: float) -> None:
         """Offer ``req``'s full prompt blocks computed by ``end_ms`` past its store cursor to

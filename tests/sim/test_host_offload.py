@@ -62,9 +62,21 @@ def test_a_store_does_not_evict_the_blocks_it_offers_and_without_room_copies_not
     assert tier.store([1, 2, 3, 4], now_ms=0.0) is None  # 1 and 2 are offered: no victim
     tier.load([1, 2], now_ms=0.0)
     assert tier.store([3, 4], now_ms=0.0) is None  # both being read: no victim
-    tier.loaded([1, 2])
+    tier.loaded([1, 2])  # read back: the most recently used, 1 the most
     assert tier.store([3, 4], now_ms=0.0) == 0.0
-    assert list(tier.resident) == [2, 3, 4]
+    assert list(tier.resident) == [1, 3, 4]
+
+
+def test_blocks_read_back_become_the_most_recently_used_when_their_load_lands():
+    tier = HostTier(4, BLOCK_BYTES, 0.0, 0.0)
+    tier.store([1, 2], now_ms=0.0)
+    tier.store([3, 4], now_ms=0.0)  # least recently used first: 1, 2, 3, 4
+    tier.load([1, 2], now_ms=0.0)
+    tier.load([2], now_ms=0.0)  # 2 is read twice
+    tier.loaded([1, 2])
+    assert list(tier.resident) == [2, 3, 4, 1]  # 2 is still being read: it stays put
+    tier.loaded([2])
+    assert list(tier.resident) == [3, 4, 1, 2]
 
 
 class _Req:
@@ -89,6 +101,9 @@ class _Rank:
 
     def unqueue(self, req):
         self.unqueued.append(req)
+
+    def requeue(self, req):
+        self.unqueued.remove(req)
 
 
 def _fresh(keys):
@@ -117,10 +132,10 @@ def test_after_a_load_the_store_cursor_restarts_past_the_reused_prefix():
     offload = _offload()
     req = _Req([1, 2, 3, 4], computed=0, isl=256)
     req.host_loaded = True
-    offload.admitted(req, cached_tokens=192, block_size=64)
+    offload.admitted(req, KvCache(8, 64), cached_tokens=192, block_size=64)
     assert (req.stored_blocks, req.host_loaded) == (3, False)
     other = _Req([5, 6], computed=0, isl=128)
-    offload.admitted(other, cached_tokens=128, block_size=64)  # no load: the cursor stays
+    offload.admitted(other, KvCache(8, 64), cached_tokens=128, block_size=64)  # no load: the cursor stays
     assert other.stored_blocks == 0
 
 
@@ -168,8 +183,25 @@ def test_a_host_hit_needs_room_beside_running_prefills_and_loads_in_flight():
     second = _Req(second_keys, computed=0, isl=576)
     # 9 blocks needed > 16 available - 6 - 2 promised: admission stops.
     assert offload.lookup(rank, second, _fresh(second_keys), now_ms=0.0) == BLOCKED
-    offload.admitted(first, cached_tokens=128, block_size=64)  # its tail is its own now
+    offload.admitted(first, rank.cache, cached_tokens=128, block_size=64)  # its tail is its own now
     assert offload.lookup(rank, second, _fresh(second_keys), now_ms=0.0) == HELD
+
+
+def test_blocks_read_back_are_kept_for_their_request_until_it_is_admitted():
+    offload = _offload()
+    offload.tier.store([1, 2], now_ms=0.0)
+    rank = _Rank(4)
+    d = _Req([1, 2], computed=0, isl=192)
+    assert offload.lookup(rank, d, _fresh([1, 2]), now_ms=0.0) == HELD
+    offload.settle(rank, now_ms=0.0)  # instantaneous: landed
+    cache = rank.cache
+    assert not rank.unqueued and d.host_loaded
+    assert cache.match([1, 2]) == (2, 2) and cache.available() == 2  # cached, not evictable
+    cache.acquire([1, 2])  # d's admission takes them
+    offload.admitted(d, cache, cached_tokens=128, block_size=64)
+    assert cache.refcount(1) == 1 and cache.available() == 2
+    cache.release([1, 2], 0, [])  # d done: cached, evictable
+    assert cache.match([1, 2]) == (2, 0) and cache.available() == 4
 
 
 # ---------------------------------------------------------------- on an engine rank
