@@ -16,17 +16,25 @@ Host stores (``plansim.sim.host_offload``). A block a host store is still copyin
 overwritten: ``store_sources`` (the host tier's blocks being stored -> when their copy lands)
 lets ``allocate`` say how long the blocks it evicts are still being read.
 
-Speed: registered active keys live in a set (one reference each) with extra references counted
-in ``shared``, so the common operations run as C-level set and dict bulk operations.
+Speed: every operation is a few C-level set and list bulk operations over a request's keys, not
+Python work per block. ``cached`` holds every cached key (active or inactive) and ``registered``
+the active ones (one reference each; extra references are counted in ``shared``), so a block
+going inactive only leaves ``registered``. The LRU is a list of keys in release order with lazy
+deletion: a block re-activated while inactive leaves its entry in place, counted in ``_stale``,
+and eviction skips it. A key's stale entries always precede its live one (entries are appended),
+so while ``_stale[k] > 0`` the next entry of ``k`` met from the oldest end is a stale one.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
-from itertools import repeat
+from collections import deque
+from itertools import compress, repeat, takewhile
 from operator import add
 
 GEN_STRIDE = 1 << 24
+
+# The LRU list drops its consumed head once it is this long (amortised O(1) per entry).
+_COMPACT_HEAD = 1 << 14
 
 
 def gen_key(rid: int, block_index: int) -> int:
@@ -37,19 +45,23 @@ def gen_key(rid: int, block_index: int) -> int:
 class KvCache:
     """One rank's block pool. Sizes in blocks; ``block_size`` tokens per block."""
 
-    __slots__ = ("num_blocks", "block_size", "prefix_caching", "registered", "shared", "inactive",
-                 "used", "active", "evicted_total", "store_sources")
+    __slots__ = ("num_blocks", "block_size", "prefix_caching", "cached", "registered", "shared",
+                 "used", "active", "evicted_total", "store_sources", "_lru", "_head", "_stale")
 
     def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool = True) -> None:
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.prefix_caching = prefix_caching
-        # Registered blocks referenced by running requests; ``shared`` holds references beyond
-        # the first.
+        # Every cached key; ``registered`` (a subset) the ones referenced by running requests,
+        # with references beyond the first in ``shared``. The others are inactive.
+        self.cached: set[int] = set()
         self.registered: set[int] = set()
         self.shared: dict[int, int] = {}
-        # The first key is the least recently released (OrderedDict pops its head in O(1)).
-        self.inactive: OrderedDict[int, None] = OrderedDict()
+        # Inactive keys in release order from ``_head`` on (the oldest first), with the stale
+        # entries of re-activated keys counted per key in ``_stale``.
+        self._lru: list[int] = []
+        self._head = 0
+        self._stale: dict[int, int] = {}
         self.used = 0
         self.active = 0
         self.evicted_total = 0
@@ -57,8 +69,9 @@ class KvCache:
         self.store_sources: dict[int, float] | None = None
 
     def available(self) -> int:
-        """Blocks that can be allocated now: free plus evictable."""
-        return self.num_blocks - self.used + len(self.inactive)
+        """Blocks that can be allocated now: free plus evictable (``used`` is the active blocks
+        plus the inactive ones)."""
+        return self.num_blocks - self.active
 
     def refcount(self, key: int) -> int:
         """References on a registered active block (0 if inactive or unknown)."""
@@ -70,15 +83,8 @@ class KvCache:
         """Leading blocks of ``keys`` that are cached: (all cached, of which active)."""
         if not self.prefix_caching:
             return 0, 0
-        registered, inactive = self.registered, self.inactive
-        n = n_active = 0
-        for k in keys:
-            if k in registered:
-                n_active += 1
-            elif k not in inactive:
-                break
-            n += 1
-        return n, n_active
+        n = len(list(takewhile(self.cached.__contains__, keys)))
+        return n, sum(map(self.registered.__contains__, keys[:n])) if n else 0
 
     def overlap(self, keys: list[int]) -> int:
         """Leading cached blocks of ``keys`` (active or inactive), for routing.
@@ -89,15 +95,13 @@ class KvCache:
         """
         if not self.prefix_caching or not keys:
             return 0
-        registered, inactive = self.registered, self.inactive
-        k0 = keys[0]
-        if k0 not in registered and k0 not in inactive:
+        cached = self.cached
+        if keys[0] not in cached:
             return 0
         lo, hi = 1, len(keys)  # keys[:lo] cached; answer in [lo, hi]
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            k = keys[mid - 1]
-            if k in registered or k in inactive:
+            if keys[mid - 1] in cached:
                 lo = mid
             else:
                 hi = mid - 1
@@ -105,14 +109,19 @@ class KvCache:
 
     def acquire(self, keys: list[int]) -> None:
         """Take references on cached blocks (re-activating inactive ones)."""
-        registered, inactive, shared = self.registered, self.inactive, self.shared
+        registered, shared = self.registered, self.shared
         again = [k for k in keys if k in registered]
         if again:
             shared.update(zip(again, map(add, map(shared.get, again, repeat(0)), repeat(1))))
-        revived = [k for k in keys if k not in registered] if again else keys
-        deque(map(inactive.pop, revived), 0)
-        registered.update(revived)
-        self.active += len(revived)
+            revived = [k for k in keys if k not in registered]
+        else:
+            revived = keys
+        if revived:
+            # Their LRU entries stay behind, stale.
+            stale = self._stale
+            stale.update(zip(revived, map(add, map(stale.get, revived, repeat(0)), repeat(1))))
+            registered.update(revived)
+            self.active += len(revived)
 
     def allocate(self, n: int) -> float:
         """Allocate ``n`` fresh blocks; the caller checked ``available() >= n``. Returns when the
@@ -126,60 +135,118 @@ class KvCache:
         if not evict:
             return 0.0
         self.evicted_total += evict
+        gone = self._evict(evict)
         sources = self.store_sources
-        if not sources:
-            deque(map(self.inactive.popitem, repeat(False, evict)), 0)
+        if not sources or sources.keys().isdisjoint(gone):
             return 0.0
-        popitem = self.inactive.popitem
-        get = sources.get
-        fence = 0.0
-        for _ in range(evict):
-            landing = get(popitem(False)[0])
-            if landing is not None and landing > fence:
-                fence = landing
-        return fence
+        fence = max(map(sources.get, gone, repeat(0.0)))
+        return fence if fence > 0.0 else 0.0
 
     def free_blocks(self) -> int:
         """Blocks never used or returned uncached: allocating them evicts nothing."""
         return self.num_blocks - self.used
+
+    def _evict(self, n: int) -> list[int]:
+        """Drop the ``n`` least recently released inactive blocks from the cache; returns their
+        keys."""
+        lru, stale = self._lru, self._stale
+        head = self._head
+        gone: list[int] = []
+        while n:
+            chunk = lru[head:head + n]
+            if not chunk:
+                raise RuntimeError("KV pool: fewer inactive blocks than counted")
+            head += len(chunk)
+            if not stale or stale.keys().isdisjoint(chunk):
+                gone += chunk
+                n -= len(chunk)
+                continue
+            # Skip the stale entries (the live ones around them are taken in slices).
+            prev = 0
+            for j in compress(range(len(chunk)), map(stale.__contains__, chunk)):
+                k = chunk[j]
+                c = stale.get(k)
+                if c:
+                    gone += chunk[prev:j]
+                    prev = j + 1
+                    n += 1
+                    if c == 1:
+                        del stale[k]
+                    else:
+                        stale[k] = c - 1
+            gone += chunk[prev:]
+            n -= len(chunk)
+        self.cached.difference_update(gone)
+        if head >= _COMPACT_HEAD and 2 * head >= len(lru):
+            del lru[:head]
+            head = 0
+        self._head = head
+        return gone
+
+    def _retire(self, keys: list[int]) -> None:
+        """``keys`` (no longer referenced, oldest first) become the newest inactive blocks."""
+        lru = self._lru
+        lru += keys
+        if len(lru) - self._head > 2 * self.num_blocks + _COMPACT_HEAD:
+            self._drop_stale()
+
+    def _drop_stale(self) -> None:
+        """Rebuild the LRU list without its stale entries (once they outnumber the live ones,
+        so amortised O(1) per entry)."""
+        stale = self._stale
+        live = []
+        for k in self._lru[self._head:]:
+            c = stale.get(k)
+            if c:
+                if c == 1:
+                    del stale[k]
+                else:
+                    stale[k] = c - 1
+            else:
+                live.append(k)
+        self._lru = live
+        self._head = 0
 
     def register(self, keys: list[int], held: list[int]) -> None:
         """Register freshly computed full blocks under ``keys``, appending the registered ones to
         ``held``; a block equal to one already cached stays private to its request."""
         if not self.prefix_caching or not keys:
             return
-        registered, inactive = self.registered, self.inactive
-        if registered.isdisjoint(keys) and inactive.keys().isdisjoint(keys):
-            registered.update(keys)
-            held.extend(keys)
-            return
-        for k in keys:
-            if k not in registered and k not in inactive:
-                registered.add(k)
-                held.append(k)
+        cached = self.cached
+        if cached.isdisjoint(keys):
+            fresh = keys
+            cached.update(keys)
+        else:
+            fresh = []
+            for k in keys:
+                if k not in cached:
+                    cached.add(k)
+                    fresh.append(k)
+        self.registered.update(fresh)
+        held.extend(fresh)
 
     def release(self, keys: list[int], n_private: int, cache_keys: list[int]) -> None:
         """Return a request's blocks: ``keys`` are its registered blocks in sequence order,
         ``n_private`` its other blocks, of which the ones keyed by ``cache_keys`` (sequence order)
         stay cached as inactive."""
-        registered, inactive, shared = self.registered, self.inactive, self.shared
+        registered, cached, shared = self.registered, self.cached, self.shared
         self.active -= n_private
         if not self.prefix_caching:
             self.used -= n_private
             return
+        self.used -= n_private
         if cache_keys:
-            if registered.isdisjoint(cache_keys) and inactive.keys().isdisjoint(cache_keys):
-                inactive.update(zip(reversed(cache_keys), repeat(None)))
-                self.used -= n_private - len(cache_keys)
+            if cached.isdisjoint(cache_keys):
+                kept = cache_keys[::-1]
+                cached.update(kept)
             else:
+                kept = []
                 for k in reversed(cache_keys):
-                    if k in registered or k in inactive:
-                        self.used -= 1
-                    else:
-                        inactive[k] = None
-                self.used -= n_private - len(cache_keys)
-        else:
-            self.used -= n_private
+                    if k not in cached:
+                        cached.add(k)
+                        kept.append(k)
+            self.used += len(kept)
+            self._retire(kept)
         if shared and not shared.keys().isdisjoint(keys):
             gone = []
             for k in reversed(keys):
@@ -190,10 +257,8 @@ class KvCache:
                     del shared[k]
                 else:
                     shared[k] = c - 1
-            registered.difference_update(gone)
-            inactive.update(zip(gone, repeat(None)))
-            self.active -= len(gone)
         else:
-            registered.difference_update(keys)
-            inactive.update(zip(reversed(keys), repeat(None)))
-            self.active -= len(keys)
+            gone = keys[::-1]
+        registered.difference_update(gone)
+        self.active -= len(gone)
+        self._retire(gone)

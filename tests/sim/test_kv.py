@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from unittest.mock import patch
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from plansim.sim import kv
 from plansim.sim.kv import KvCache, gen_key
 
 
@@ -80,3 +86,132 @@ def test_allocation_says_until_when_a_host_store_still_reads_the_blocks_it_evict
     assert cache.allocate(1) == 0.0  # the free block: nothing evicted
     assert cache.allocate(2) == 80.0  # evicts 3 and 2: the later landing
     assert cache.allocate(1) == 20.0
+
+
+class _ModelPool:
+    """The pool's rules stated plainly: a reference count per cached key (0: inactive), the
+    inactive keys in a list oldest first, one list operation per block."""
+
+    def __init__(self, num_blocks):
+        self.num_blocks = num_blocks
+        self.refs: dict[int, int] = {}
+        self.lru: list[int] = []
+        self.used = self.active = self.evicted_total = 0
+
+    def available(self):
+        return self.num_blocks - self.used + len(self.lru)
+
+    def match(self, keys):
+        n = n_active = 0
+        for k in keys:
+            if k not in self.refs:
+                break
+            n += 1
+            n_active += self.refs[k] > 0
+        return n, n_active
+
+    def acquire(self, keys):
+        for k in keys:
+            if self.refs[k] == 0:
+                self.lru.remove(k)
+                self.active += 1
+            self.refs[k] += 1
+
+    def allocate(self, n):
+        take = min(n, self.num_blocks - self.used)
+        self.used += take
+        for _ in range(n - take):
+            del self.refs[self.lru.pop(0)]
+            self.evicted_total += 1
+        self.active += n
+
+    def register(self, keys, held):
+        for k in keys:
+            if k not in self.refs:
+                self.refs[k] = 1
+                held.append(k)
+
+    def release(self, keys, n_private, cache_keys):
+        self.active -= n_private
+        self.used -= n_private
+        for k in reversed(cache_keys):
+            if k not in self.refs:
+                self.refs[k] = 0
+                self.lru.append(k)
+                self.used += 1
+        for k in reversed(keys):
+            self.refs[k] -= 1
+            if self.refs[k] == 0:
+                self.lru.append(k)
+                self.active -= 1
+
+
+def _binary_overlap(cached, keys):
+    """``KvCache.overlap``'s contract: binary search for the last cached leading block."""
+    if not keys or keys[0] not in cached:
+        return 0
+    lo, hi = 1, len(keys)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if keys[mid - 1] in cached else (lo, mid - 1)
+    return lo
+
+
+# Prompts are paths in a small prefix tree (key = 10 * parent + branch), so prompts share
+# prefixes, blocks are evicted, re-activated while inactive and released again many times.
+_prompt = st.lists(st.integers(0, 2), min_size=1, max_size=6).map(
+    lambda branches: [int("1" + "".join(str(b) for b in branches[:i + 1]))
+                      for i in range(len(branches))])
+_step = st.one_of(st.tuples(st.just("admit"), _prompt, st.integers(0, 3)),
+                  st.tuples(st.just("release"), st.integers(0, 99), st.integers(0, 3)))
+
+
+# One prompt admitted and released again and again: its LRU entries go stale faster than
+# eviction consumes them, so the list is rebuilt without them.
+_CYCLES = [("admit", [1, 10, 100, 1000, 10000], 1), ("release", 0, 1)] * 12 + [
+    ("admit", [2, 20, 200, 2000], 3), ("admit", [1, 11, 110], 2)]
+
+
+@settings(max_examples=300, deadline=None)
+@example(num_blocks=14, steps=_CYCLES)
+@example(num_blocks=6, steps=_CYCLES)
+@given(num_blocks=st.integers(4, 14), steps=st.lists(_step, max_size=60))
+def test_pool_follows_the_lru_and_reference_count_rules(num_blocks, steps):
+    # A tiny compaction threshold, so that the LRU list's head is dropped and its stale
+    # entries are rebuilt away within a short test.
+    with patch.object(kv, "_COMPACT_HEAD", 2):
+        _check_against_model(num_blocks, steps)
+
+
+def _check_against_model(num_blocks, steps):
+    cache, model = KvCache(num_blocks, 64), _ModelPool(num_blocks)
+    running: list[tuple[list[int], int, int]] = []  # held keys, private blocks, request id
+    probes = [[1, 10, 100], [1, 11, 111, 1112], [12, 120], [1, 12, 121, 1210, 12101]]
+    for rid, (action, arg, extra) in enumerate(steps):
+        if action == "admit":
+            keys = arg
+            n_match, _ = cache.match(keys)
+            need = len(keys) - n_match + extra
+            revived = n_match - cache.match(keys)[1]
+            if need + revived > cache.available():
+                continue
+            for pool in (cache, model):
+                pool.acquire(keys[:n_match])
+                pool.allocate(need)
+            held, model_held = keys[:n_match], keys[:n_match]
+            cache.register(keys[n_match:], held)
+            model.register(keys[n_match:], model_held)
+            assert held == model_held
+            running.append((held, need - (len(held) - n_match), rid))
+        elif running:
+            held, n_private, owner = running.pop(arg % len(running))
+            cache_keys = [gen_key(owner, b) for b in range(min(extra, n_private))]
+            cache.release(held, n_private, cache_keys)
+            model.release(held, n_private, cache_keys)
+        assert (cache.available(), cache.used, cache.active, cache.evicted_total) == (
+            model.available(), model.used, model.active, model.evicted_total)
+        for keys in probes + [list(model.refs)]:
+            assert cache.match(keys) == model.match(keys)
+            assert cache.overlap(keys) == _binary_overlap(model.refs, keys)
+        for k in model.refs:
+            assert cache.refcount(k) == model.refs[k]
