@@ -4,10 +4,16 @@ command with one line.
 
 - ``die_with_parent()``: called first thing in a worker process (spawn-pool workers, which
   ``parallel_map`` uses too). A daemon thread watches the parent: when it is gone
-  (the worker was re-parented), the worker kills its own process group if it leads one (Stan
-  processes a Prophet fit started), removes the scratch folder it was told about and exits. A
-  parent-death signal is not used: Linux sends it when the *thread* that started the child
-  ends, and the sweep threads that start pool workers end before the process does.
+  (the worker was re-parented), the worker kills the rest of its process group if it leads one
+  (Stan processes a Prophet fit started), removes the scratch folder it was told about and
+  exits. A parent-death signal is not used: Linux sends it when the *thread* that started the
+  child ends, and the sweep threads that start pool workers end before the process does.
+- ``parent_lost()``: for a worker whose pipe to its parent broke. A dying process closes its
+  files before the kernel re-parents its children, so the worker sees the broken pipe first,
+  while its watchdog still sees the old parent; a worker that simply returned then would end
+  without removing the scratch folder (a killed sweep whose workers were all between tasks left
+  it behind). ``parent_lost()`` waits for the re-parenting and ends the worker as the watchdog
+  would.
 - ``parallel_map(fn, tasks, jobs)``: a map over such workers, for work that is not a retune
   sweep (``predict compare``'s backtests).
 - ``ProcessReaper``: for process trees plansim does not control (a local Ray instance: its
@@ -41,12 +47,21 @@ from typing import Any
 # How often a worker checks that its parent is alive, and the reaper snapshots descendants (s).
 WATCHDOG_PERIOD_S = 0.2
 REAPER_PERIOD_S = 0.1
+# How long a worker whose pipe broke waits for its parent to be gone (s): a process that closed
+# its files is all but gone; a live pool never closes a live worker's pipe.
+PARENT_EXIT_WAIT_S = 5.0
+# Removals of the scratch folder an orphaned worker tries while a task thread may still write.
+_REMOVE_TRIES = 20
 # The scratch folder of the command, for workers (their parent's folder outlives them).
 SCRATCH_ENV = "PLANSIM_SCRATCH"
 SCRATCH_PREFIX = ".plansim-scratch-"
 
 _watched_pid: int | None = None
+_watched_parent: int | None = None
+_watched_scratch: str | None = None
 _watch_lock = threading.Lock()
+# Held by the one thread that ends an orphaned worker (the watchdog or the main thread).
+_orphan_lock = threading.Lock()
 
 
 class Terminated(KeyboardInterrupt):
@@ -80,7 +95,7 @@ def die_with_parent(parent: int | None = None) -> None:
     """Make this worker process exit when its parent process (``parent``, the pid that started
     it, when known: a worker re-parented before it got here then exits at once) is gone;
     idempotent per process."""
-    global _watched_pid
+    global _watched_pid, _watched_parent, _watched_scratch
     with _watch_lock:
         if _watched_pid == os.getpid():
             return
@@ -88,11 +103,27 @@ def die_with_parent(parent: int | None = None) -> None:
     scratch = os.environ.get(SCRATCH_ENV)
     if parent is None:
         parent = os.getppid()
+    _watched_parent, _watched_scratch = parent, scratch
     if os.getppid() != parent or parent == 1:  # the parent died before we got here
         _orphaned(scratch)
     watcher = threading.Thread(target=_watch_parent, args=(parent, scratch), daemon=True,
                                name="plansim-parent-watchdog")
     watcher.start()
+
+
+def parent_lost(timeout_s: float = PARENT_EXIT_WAIT_S) -> None:
+    """For a worker (after ``die_with_parent``) whose pipe to its parent broke: wait up to
+    ``timeout_s`` for the parent to be gone, then end this process as an orphan (the rest of
+    its group killed, the scratch folder removed). Returns only if the parent is still there
+    (or this process is not a watched worker)."""
+    if _watched_pid != os.getpid() or _watched_parent is None:
+        return
+    deadline = time.monotonic() + timeout_s
+    while os.getppid() == _watched_parent:
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.01)
+    _orphaned(_watched_scratch)
 
 
 def _watch_parent(parent: int, scratch: str | None) -> None:
@@ -102,12 +133,31 @@ def _watch_parent(parent: int, scratch: str | None) -> None:
 
 
 def _orphaned(scratch: str | None) -> None:
-    """Remove the dead parent's scratch folder, kill our own group if we lead one, exit."""
-    if scratch:
-        shutil.rmtree(scratch, ignore_errors=True)
+    """Kill the rest of our group if we lead one, remove the dead parent's scratch folder,
+    exit. The writers go first, so that none of them adds a file to the folder after it is
+    removed; the removal is retried because a task thread of this process may still write."""
+    _orphan_lock.acquire()  # never released: the holder ends the process
     if os.getpgid(0) == os.getpid():
-        os.killpg(os.getpid(), signal.SIGKILL)  # includes ourselves
+        _kill_group_members()
+    if scratch:
+        for _ in range(_REMOVE_TRIES):
+            shutil.rmtree(scratch, ignore_errors=True)
+            if not os.path.lexists(scratch):
+                break
+            time.sleep(0.01)
     os._exit(1)
+
+
+def _kill_group_members() -> None:
+    """SIGKILL every other process of this process's group (``killpg`` would include us)."""
+    me = os.getpid()
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != me:
+            try:
+                if os.getpgid(int(name)) == me:
+                    os.kill(int(name), signal.SIGKILL)
+            except OSError:  # gone meanwhile
+                pass
 
 
 def parallel_map(fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], jobs: int) -> list[Any]:

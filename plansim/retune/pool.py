@@ -4,7 +4,8 @@ Up to ``max_parallel`` worker processes, started with the spawn method (no inher
 locks or simulator state) at niceness 10 so a sweep never starves the host, each in its own
 process group so that killing a worker also kills anything it started (Prophet's Stan fits),
 with SIGINT blocked (Ctrl-C is the parent's) and dying with its parent
-(``plansim.lifecycle.die_with_parent``: a killed sweep leaves no orphan).
+(``plansim.lifecycle.die_with_parent``, and ``parent_lost`` when the pipe to the parent breaks
+first: a killed sweep leaves no orphan and no scratch folder).
 Each worker gets one task at a time over its own pipe and acknowledges it on receipt, before
 unpickling and running it; the calling thread dispatches and collects. A worker that dies after
 acknowledging fails only its task (a task that cannot be unpickled fails with that error). A
@@ -29,7 +30,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
-from plansim.lifecycle import block_sigint_for_children
+from plansim.lifecycle import block_sigint_for_children, parent_lost
 from plansim.retune.executor import BatchOutcome, Task, TaskContext, TaskResult, describe_error
 
 WORKER_NICENESS = 10
@@ -41,7 +42,9 @@ _MAX_SENDS = 2
 
 def _worker_main(conn: Connection, parent: int) -> None:
     """Worker loop: receive ``(index, fn, args, sweep_dir)``, acknowledge it, run it, send the
-    result ``(index, ok, value, error, wall_s, cpu_s)`` back."""
+    result ``(index, ok, value, error, wall_s, cpu_s)`` back. A broken pipe means the parent is
+    gone (the pool never closes a live worker's pipe): ``parent_lost`` ends the worker as an
+    orphan, so that it removes the scratch folder like its watchdog would."""
     import tempfile
 
     from plansim.lifecycle import die_with_parent
@@ -56,11 +59,13 @@ def _worker_main(conn: Connection, parent: int) -> None:
             data = conn.recv_bytes()
             conn.send(_ACK)
         except (EOFError, OSError):
+            parent_lost()
             return
         try:
             message = ForkingPickler.loads(data)
         except Exception as exc:  # noqa: BLE001 - e.g. a task function the worker cannot import
-            conn.send((None, False, None, describe_error(exc), 0.0, 0.0))
+            if not _reply(conn, (None, False, None, describe_error(exc), 0.0, 0.0)):
+                return
             continue
         if message is None:
             return
@@ -74,11 +79,23 @@ def _worker_main(conn: Connection, parent: int) -> None:
             ok, error = True, None
         except Exception as exc:  # noqa: BLE001 - the task fails, the worker lives on
             ok, value, error = False, None, describe_error(exc)
-        reply = (index, ok, value, error, time.perf_counter() - start, time.process_time() - cpu)
+        wall_s, cpu_s = time.perf_counter() - start, time.process_time() - cpu
         try:
-            conn.send(reply)
+            sent = _reply(conn, (index, ok, value, error, wall_s, cpu_s))
         except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result
-            conn.send((index, False, None, describe_error(exc), reply[4], reply[5]))
+            sent = _reply(conn, (index, False, None, describe_error(exc), wall_s, cpu_s))
+        if not sent:
+            return
+
+
+def _reply(conn: Connection, message: tuple[Any, ...]) -> bool:
+    """Send ``message`` to the parent; False (after ``parent_lost``) if the pipe broke."""
+    try:
+        conn.send(message)
+    except OSError:  # a broken pipe: the parent is gone
+        parent_lost()
+        return False
+    return True
 
 
 @dataclass(slots=True)

@@ -198,3 +198,76 @@ def test_a_task_that_cannot_be_unpickled_fails_with_that_error_and_the_worker_li
     bad, good = out.results
     assert (bad.ok, bad.error) == (False, "ImportError: no module named 'elsewhere'")
     assert (good.ok, good.value) == (True, 9)
+
+
+# A parent that dies the way a SIGKILLed one does, in slow motion: its pipes to the workers
+# close first (the kernel closes a dying process's files before it re-parents its children),
+# then, once the worker has had ample time to react to the broken pipe, the process is killed.
+_DYING_PARENT = """
+import os, signal, sys, time
+sys.path.insert(0, sys.argv[2])
+import retune_pool_tasks as tasks
+from plansim.retune.executor import Task, TaskContext
+from plansim.retune.pool import SpawnPool
+
+scratch = os.environ["PLANSIM_SCRATCH"]
+pool = SpawnPool(1)
+pool.run([Task("warm", tasks.square, (2,))], TaskContext(scratch))
+worker = pool._workers[0]
+if sys.argv[1] == "writer":  # the worker's group holds a process writing into the scratch
+    writer = pool.run([Task("w", tasks.start_writer, (scratch,))], TaskContext(scratch))
+    while not os.path.exists(os.path.join(scratch, "fit", "out.csv")):
+        time.sleep(0.01)
+    print(worker.process.pid, writer.results[0].value, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+if sys.argv[1] == "busy":  # a task in flight: its reply will find the pipe broken
+    worker.conn.send((0, tasks.sleep_then, (0.5, 1), scratch))
+    assert worker.conn.recv() == "ack"
+print(worker.process.pid, flush=True)
+worker.conn.close()
+worker.process.join(timeout=2.0)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _dying_parent(state: str, scratch) -> "subprocess.Popen[str]":
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from plansim.lifecycle import SCRATCH_ENV
+
+    return subprocess.Popen(
+        [sys.executable, "-c", _DYING_PARENT, state, str(Path(tasks.__file__).parent)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, SCRATCH_ENV: str(scratch)})
+
+
+@pytest.mark.parametrize("state", ["idle", "busy"])
+def test_a_worker_that_sees_its_pipe_break_before_its_parent_is_gone_removes_the_scratch(
+        tmp_path, state):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (scratch / "window.parquet").write_bytes(b"x")
+    parent = _dying_parent(state, scratch)
+    out, err = parent.communicate(timeout=120)  # returns once the worker, too, has ended
+    assert parent.returncode == -signal.SIGKILL, err
+    assert wait_dead([int(out)])
+    # The worker removes the folder before it exits: nothing to wait for.
+    assert not scratch.exists()
+    assert "Traceback" not in err
+
+
+def test_an_orphaned_worker_kills_its_group_and_removes_the_scratch(tmp_path):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    parent = _dying_parent("writer", scratch)
+    worker, writer = map(int, parent.stdout.readline().split())
+    try:
+        _, err = parent.communicate(timeout=60)  # returns once the writer, too, has ended
+        assert parent.returncode == -signal.SIGKILL, err
+        assert wait_dead([worker, writer])
+        assert not scratch.exists()
+    finally:
+        if alive(writer):
+            os.kill(writer, signal.SIGKILL)
