@@ -53,9 +53,16 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> Path:
 
 
 def write_parquet_atomic(path: str | os.PathLike[str], frame: Any) -> Path:
-    """Write a pandas DataFrame as Parquet atomically."""
+    """Write a pandas DataFrame or a ``plansim.result_table.Table`` (through Arrow, no DataFrame
+    built) as Parquet atomically."""
+    to_arrow = getattr(frame, "to_arrow", None)
     with atomic_open(path) as fh:
-        frame.to_parquet(fh, index=False)
+        if to_arrow is None:
+            frame.to_parquet(fh, index=False)
+        else:
+            import pyarrow.parquet as pq
+
+            pq.write_table(to_arrow(), fh)
     return Path(path)
 
 

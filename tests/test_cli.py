@@ -50,3 +50,27 @@ def test_a_command_runs_after_another_was_registered_alone(run_cli):
     assert code == 0
     code, stdout, _ = run_cli("trace", "--help")
     assert code == 0 and "Usage: plansim trace" in " ".join(stdout.split())
+
+
+# Runs a whole ``plansim replay run`` in a fresh interpreter and prints, as it exits, whether
+# pandas was ever loaded.
+_AT_EXIT = """
+import atexit, sys
+atexit.register(lambda: print("pandas" in sys.modules, flush=True))
+sys.argv = ["plansim", *sys.argv[1:]]
+from plansim.cli import main
+main()
+"""
+
+
+def test_replay_run_writes_its_tables_without_pandas(tmp_path):
+    azure = tmp_path / "a.csv"
+    azure.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                     "2023-11-16 18:17:03.9799600,1000,10\n2023-11-16 18:17:04.0319600,513,8\n")
+    for trace, fmt in ((MICRO_TRACE, "mooncake"), (azure, "azure")):
+        out = subprocess.run(
+            [sys.executable, "-c", _AT_EXIT, "replay", "run", str(trace), "--format", fmt,
+             "--trace-block-size", "512", "--num-workers", "3", "--out", str(tmp_path / fmt),
+             "--no-report", "--quiet"], capture_output=True, text=True, check=True)
+        assert out.stdout.strip().splitlines()[-1] == "False", fmt
+        assert (tmp_path / fmt / "requests.parquet").exists()

@@ -209,11 +209,12 @@ def write_replay_outputs(out_dir: Path, result: Any, inputs: dict[str, Any]) -> 
 
     atomic_write_json(out_dir / schema.INPUTS_JSON, inputs)
     atomic_write_json(out_dir / schema.SUMMARY_JSON, without_host_keys(result.summary))
-    write_parquet_atomic(out_dir / schema.REQUESTS_TABLE, result.requests)
-    write_parquet_atomic(out_dir / schema.TIMESERIES_TABLE, result.timeseries)
-    write_parquet_atomic(out_dir / schema.WORKERS_TABLE, result.workers)
-    if result.sessions is not None:
-        write_parquet_atomic(out_dir / schema.SESSIONS_TABLE, result.sessions)
+    tables = result.tables
+    write_parquet_atomic(out_dir / schema.REQUESTS_TABLE, tables["requests"])
+    write_parquet_atomic(out_dir / schema.TIMESERIES_TABLE, tables["timeseries"])
+    write_parquet_atomic(out_dir / schema.WORKERS_TABLE, tables["workers"])
+    if "sessions" in tables:
+        write_parquet_atomic(out_dir / schema.SESSIONS_TABLE, tables["sessions"])
     if result.ticks is not None:
         write_parquet_atomic(out_dir / schema.TICKS_TABLE, result.ticks)
         atomic_write_json(out_dir / schema.SCALING_EVENTS_JSON, result.scaling_events)

@@ -316,7 +316,7 @@ def _execute(ctx: typer.Context, load: Any, *, traces: list[Path], trace_format:
                         trace_block_size), **result.inputs}
     with folder.writing() as out_dir:
         write_replay_outputs(out_dir, result, inputs)
-        n_rejected = int((result.requests["status"] == "rejected").sum())
+        n_rejected = int((result.tables["requests"]["status"] == "rejected").sum())
         _print_summary(result.summary, n_rejected, out_dir, deployment.sla.model_dump())
         if not p["no_report"]:
             write_reports(out_dir, self_contained=p["self_contained"])

@@ -7,16 +7,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from plansim.roles import Mode, Role
 from plansim.sim.cluster import Pool
 from plansim.sim.recorder import Recorder
 from plansim.sim.result import ReplayResult
 from plansim.sim.sessions import session_columns, session_summary
 from plansim.sim.summary import replay_duration_ms, summarize
+from plansim.result_table import Table
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from plansim.sim.planner_host import PlannerHost
 
 WORKER_COLUMNS = ["worker_id", "pool", "ready_at_ms", "removed_at_ms", "requests",
@@ -53,38 +54,43 @@ def assemble_result(workload: Any, deployment: Any, pools: Mapping[Role, Pool], 
     if planner_host is not None:
         ticks = planner_host.ticks_table()
         scaling = planner_host.scaling_events
+    tables = {"requests": requests,
+              "timeseries": rec.timeseries_table(Mode(d.mode).visible_pool),
+              "workers": workers_table(pools, requests)}
+    if sessions is not None:
+        tables["sessions"] = sessions
     return ReplayResult(
         summary=summary,
-        requests=requests,
-        timeseries=rec.timeseries_table(Mode(d.mode).visible_pool),
-        workers=workers_table(pools, requests),
+        tables=tables,
         ticks=ticks,
-        sessions=sessions,
         scaling_events=scaling or [],
         inputs={"num_requests": len(workload), "deployment": d.model_dump(mode="json")},
     )
 
 
-def workers_table(pools: Mapping[Role, Pool], requests: pd.DataFrame) -> pd.DataFrame:
+def workers_table(pools: Mapping[Role, Pool], requests: Table) -> Table:
     """One row per worker ever provisioned, with the requests and tokens it served."""
-    import pandas as pd  # the tables' library, loaded once the replay has run
-
     rows = []
     for pool in pools.values():
         col = "prefill_worker" if pool.name.hands_off else "decode_worker"
-        served = requests[requests[col] >= 0]
-        by_worker = served.groupby(col)
-        n_req = by_worker.size()
-        inp = by_worker["input_length"].sum()
-        out = by_worker["output_length"].sum()
-        reused = by_worker["reused_input_tokens"].sum()
+        served = requests[col] >= 0
+        ids = requests[col][served]
+        size = 1 + max(max((w.worker_id for w in pool.workers), default=-1),
+                       int(ids.max(initial=-1)))
+
+        def per_worker(name: str) -> np.ndarray:
+            total = np.zeros(size, dtype=np.int64)
+            np.add.at(total, ids, requests[name][served])
+            return total
+
+        n_req = np.bincount(ids, minlength=size)
+        inp, out = per_worker("input_length"), per_worker("output_length")
+        reused = per_worker("reused_input_tokens")
         for w in pool.workers:
             wid = w.worker_id
-            rows.append({
-                "worker_id": wid, "pool": pool.name.value, "ready_at_ms": w.ready_ms,
-                "removed_at_ms": w.removed_ms, "requests": int(n_req.get(wid, 0)),
-                "input_tokens": int(inp.get(wid, 0)),
-                "output_tokens": int(out.get(wid, 0)) if pool.name.decodes else 0,
-                "reused_input_tokens": int(reused.get(wid, 0)),
-            })
-    return pd.DataFrame(rows, columns=WORKER_COLUMNS)
+            rows.append((wid, pool.name.value, w.ready_ms, w.removed_ms, int(n_req[wid]),
+                         int(inp[wid]), int(out[wid]) if pool.name.decodes else 0,
+                         int(reused[wid])))
+    dtypes = (np.int64, str, np.float64, np.float64, np.int64, np.int64, np.int64, np.int64)
+    return Table({name: np.array([row[i] for row in rows], dtype=dtype)
+                  for i, (name, dtype) in enumerate(zip(WORKER_COLUMNS, dtypes))})

@@ -9,19 +9,24 @@ import math
 from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from plansim.roles import Role
 from plansim.sim import batch as soa
 from plansim.sim.cluster import DRAINING, READY, STARTING
+from plansim.result_table import Table
 
-if TYPE_CHECKING:
-    import pandas as pd
 
 NAN = float("nan")
 _COMPACT_AT = 1 << 20
+# The time-series table's sampled columns (``plansim.sim.result``); ``output_tok_s`` follows.
+TIMESERIES_DTYPES = (
+    ("time_s", np.float64), ("pool", str), ("ready", np.int64), ("starting", np.int64),
+    ("draining", np.int64), ("running", np.int64), ("waiting", np.int64),
+    ("queued_prefill_tokens", np.int64), ("kv_usage", np.float64),
+    ("prefix_reuse", np.float64), ("arrivals", np.int64))
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,25 +298,24 @@ class Recorder:
         self._admitted_tokens.clear()
         self._reused_tokens.clear()
 
-    def timeseries_table(self, visible_pool: Role) -> pd.DataFrame:
+    def timeseries_table(self, visible_pool: Role) -> Table:
         """The samples as a table; ``output_tok_s`` on ``visible_pool``'s rows (the pool whose
         tokens the user sees)."""
-        import pandas as pd
-
-        frame = pd.DataFrame(self._samples, columns=[
-            "time_s", "pool", "ready", "starting", "draining", "running", "waiting",
-            "queued_prefill_tokens", "kv_usage", "prefix_reuse", "arrivals"])
-        frame["output_tok_s"] = 0.0
-        if len(frame):
+        samples = self._samples
+        table = Table({name: np.array([row[name] for row in samples], dtype=dtype)
+                       for name, dtype in TIMESERIES_DTYPES})
+        rates = np.zeros(len(samples))
+        if samples:
             # The sample at second s reports the tokens emitted during second s - 1.
-            mask = (frame["pool"] == visible_pool.value).to_numpy()
-            sec = np.floor(frame["time_s"].to_numpy()[mask]).astype(np.int64) - 1
+            mask = table["pool"] == visible_pool.value
+            sec = np.floor(table["time_s"][mask]).astype(np.int64) - 1
             counts = self._tok_per_s
             inside = (sec >= 0) & (sec < counts.shape[0])
-            rates = np.zeros(sec.shape[0])
-            rates[inside] = counts[sec[inside]]
-            frame.loc[mask, "output_tok_s"] = rates
-        return frame
+            shown = np.zeros(sec.shape[0])
+            shown[inside] = counts[sec[inside]]
+            rates[mask] = shown
+        table.columns["output_tok_s"] = rates
+        return table
 
     # ---------------------------------------------------------------- tables
 
@@ -331,7 +335,7 @@ class Recorder:
         self._compact_gaps()
         return self._gap_us / 1000.0, self._gap_us_count.copy()
 
-    def requests_table(self, request_id: np.ndarray) -> pd.DataFrame:
+    def requests_table(self, request_id: np.ndarray) -> Table:
         arrival = self.arrival
         first = self.first_token
         second = self.second_token
@@ -344,9 +348,7 @@ class Recorder:
         ttst = np.where(done & (n_tok > 1), second - first, np.nan)
         with np.errstate(invalid="ignore", divide="ignore"):
             tpot = np.where(done & (n_tok > 1), (last - first) / (n_tok - 1), np.nan)
-        import pandas as pd
-
-        return pd.DataFrame({
+        return Table({
             "request_id": np.asarray(request_id, dtype=object),
             "release_ms": arrival if self.release is None else self.release,
             "arrival_ms": arrival,

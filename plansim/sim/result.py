@@ -1,6 +1,8 @@
 """``ReplayResult``: what ``sim.replay`` returns, and the table schemas reports read.
 
-Tables (pandas DataFrames; times in ms of virtual time from the first arrival unless named _s):
+Tables (``plansim.result_table.Table`` columns in ``ReplayResult.tables``, as pandas DataFrames
+from the properties of the same names, built on first use; times in ms of virtual time from the
+first arrival unless named _s):
 
 ``requests`` (one row per request, in workload order):
     request_id (str), release_ms (when it became eligible: its trace arrival, or for a
@@ -45,16 +47,42 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
+    from plansim.result_table import Table
 
 
 @dataclass(frozen=True, slots=True)
 class ReplayResult:
+    """``tables``: ``requests``, ``timeseries``, ``workers`` and, for a closed-loop replay,
+    ``sessions``; the properties of those names give each as a DataFrame (built once)."""
+
     summary: dict[str, Any]
-    requests: pd.DataFrame
-    timeseries: pd.DataFrame
-    workers: pd.DataFrame
+    tables: dict[str, Table]
     ticks: pd.DataFrame | None = None
-    sessions: pd.DataFrame | None = None
     scaling_events: list[dict[str, Any]] = field(default_factory=list)
     retune_events: list[dict[str, Any]] | None = None
     inputs: dict[str, Any] = field(default_factory=dict)
+    _frames: dict[str, pd.DataFrame] = field(default_factory=dict, init=False, repr=False,
+                                             compare=False)
+
+    def frame(self, name: str) -> pd.DataFrame | None:
+        """Table ``name`` as a DataFrame (None when the replay has no such table)."""
+        if name not in self._frames:
+            table = self.tables.get(name)
+            self._frames[name] = None if table is None else table.to_pandas()
+        return self._frames[name]
+
+    @property
+    def requests(self) -> pd.DataFrame:
+        return self.frame("requests")
+
+    @property
+    def timeseries(self) -> pd.DataFrame:
+        return self.frame("timeseries")
+
+    @property
+    def workers(self) -> pd.DataFrame:
+        return self.frame("workers")
+
+    @property
+    def sessions(self) -> pd.DataFrame | None:
+        return self.frame("sessions")

@@ -8,68 +8,81 @@ cluster) minus its release.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from plansim.sim.summary import STAT_NAMES, weighted_stats
+from plansim.result_table import Table, column
 from plansim.traces.graph import RequestGraph
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 SESSION_COLUMNS = ("session_id", "turns", "completed_turns", "first_release_ms",
                    "last_token_ms", "total_ms", "status")
 UNRELEASED = "never released"
 
 
-def session_columns(requests: pd.DataFrame, graph: RequestGraph) -> pd.DataFrame:
+def session_columns(requests: Table, graph: RequestGraph) -> Table:
     """``requests`` (workload order) with ``session_id`` ("" outside a session) and
     ``turn_index`` (-1 outside one) after ``request_id``."""
     names = np.append(np.asarray(graph.session_ids, dtype=object), "")
-    out = requests.copy()
-    out.insert(1, "session_id", names[graph.session].astype(str))
-    out.insert(2, "turn_index", graph.turn_index.astype(np.int64))
-    return out
+    columns = dict(requests.columns)
+    request_id = columns.pop("request_id")
+    return Table({"request_id": request_id, "session_id": names[graph.session].astype(str),
+                  "turn_index": graph.turn_index.astype(np.int64), **columns})
 
 
-def sessions_table(requests: pd.DataFrame) -> pd.DataFrame:
-    """One row per session (``SESSION_COLUMNS``), in order of first appearance."""
-    rows = requests[requests["session_id"] != ""]
-    done = rows["status"] == "completed"
-    grouped = rows.assign(done=done, last=rows["last_token_ms"].where(done)).groupby(
-        "session_id", sort=False)
-    import pandas as pd
-
-    table = pd.DataFrame({
-        "turns": grouped.size(),
-        "completed_turns": grouped["done"].sum().astype(np.int64),
-        "first_release_ms": grouped["release_ms"].min(),
-        "last_token_ms": grouped["last"].max(),
+def sessions_table(requests: Any) -> Table:
+    """One row per session (``SESSION_COLUMNS``), in order of first appearance, of a requests
+    ``Table`` or DataFrame with ``session_id``."""
+    session = column(requests, "session_id").astype(str)
+    inside = np.flatnonzero(session != "")
+    names, first, codes = np.unique(session[inside], return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size, dtype=np.int64)
+    group = rank[codes.reshape(-1)]
+    n = order.size
+    done = column(requests, "status")[inside] == "completed"
+    turns = np.bincount(group, minlength=n).astype(np.int64)
+    completed = np.bincount(group, weights=done, minlength=n).astype(np.int64)
+    # fmin/fmax skip NaN as a group's min/max does; a group of NaN stays NaN.
+    first_release = np.full(n, np.nan)
+    np.fmin.at(first_release, group, column(requests, "release_ms", np.float64)[inside])
+    last_token = np.full(n, np.nan)
+    np.fmax.at(last_token, group,
+               np.where(done, column(requests, "last_token_ms", np.float64)[inside], np.nan))
+    complete = completed == turns
+    return Table({
+        "session_id": names[order],
+        "turns": turns,
+        "completed_turns": completed,
+        "first_release_ms": first_release,
+        "last_token_ms": last_token,
+        "total_ms": np.where(complete, last_token - first_release, np.nan),
+        "status": np.where(complete, "completed", "incomplete"),
     })
-    complete = table["completed_turns"] == table["turns"]
-    table["total_ms"] = (table["last_token_ms"] - table["first_release_ms"]).where(complete)
-    table["status"] = np.where(complete, "completed", "incomplete")
-    return table.reset_index()[list(SESSION_COLUMNS)]
 
 
-def session_summary(requests: pd.DataFrame,
-                    max_concurrency: int | None) -> tuple[pd.DataFrame | None, dict[str, Any]]:
+def session_summary(requests: Any,
+                    max_concurrency: int | None) -> tuple[Table | None, dict[str, Any]]:
     """The sessions table (``None`` without sessions) and the summary keys: ``num_sessions``,
     ``completed_sessions`` and ``{stat}_session_total_ms`` (completed sessions);
     ``unreleased_requests`` (closed loop: requests that waited on a rejected one); with a cap,
-    ``{stat}_release_wait_ms`` (requests that entered)."""
+    ``{stat}_release_wait_ms`` (requests that entered). ``requests``: a ``Table`` or a
+    DataFrame."""
     out: dict[str, Any] = {}
     sessions = None
     if "session_id" in requests.columns:
-        out["unreleased_requests"] = int(requests["reason"].str.startswith(UNRELEASED).sum())
-        if (requests["session_id"] != "").any():
+        reason = column(requests, "reason").astype(str)
+        out["unreleased_requests"] = int(np.char.startswith(reason, UNRELEASED).sum())
+        if (column(requests, "session_id") != "").any():
             sessions = sessions_table(requests)
             out["num_sessions"] = len(sessions)
             out["completed_sessions"] = int((sessions["status"] == "completed").sum())
-            _put(out, "session_total_ms", sessions["total_ms"].to_numpy(dtype=np.float64))
+            _put(out, "session_total_ms", sessions["total_ms"])
     if max_concurrency is not None:
-        wait = (requests["arrival_ms"] - requests["release_ms"]).to_numpy(dtype=np.float64)
+        wait = column(requests, "arrival_ms", np.float64) - column(requests, "release_ms",
+                                                                   np.float64)
         _put(out, "release_wait_ms", wait)
     return sessions, out
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from plansim.schema import SUMMARY_STATS
+from plansim.result_table import column
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -98,10 +99,11 @@ def weighted_stats(values: np.ndarray, counts: np.ndarray | None = None) -> dict
     return stats
 
 
-def replay_duration_ms(requests: pd.DataFrame) -> float:
-    """The latest last-token time (virtual ms) over completed requests; 0.0 when there is none."""
-    done = requests["status"] == "completed"
-    last_ms = requests["last_token_ms"].to_numpy(dtype=np.float64)[done.to_numpy()]
+def replay_duration_ms(requests: Any) -> float:
+    """The latest last-token time (virtual ms) over completed requests of a requests ``Table``
+    or DataFrame; 0.0 when there is none."""
+    done = column(requests, "status") == "completed"
+    last_ms = column(requests, "last_token_ms", np.float64)[done]
     return float(np.nanmax(last_ms)) if np.isfinite(last_ms).any() else 0.0
 
 
@@ -111,7 +113,7 @@ def _put(out: dict[str, Any], prefix: str, stats: dict[str, float], suffix: str 
 
 
 def summarize(
-    requests: pd.DataFrame,
+    requests: Any,
     itl_gap_ms: np.ndarray,
     itl_gap_count: np.ndarray,
     *,
@@ -124,20 +126,25 @@ def summarize(
 ) -> dict[str, Any]:
     """The summary dict (keys in the module docstring) of one replay.
 
-    ``requests`` follows the ``requests`` schema of ``plansim.sim.result`` (needs ``status``,
-    ``input_length``, ``output_length``, ``reused_input_tokens``, ``arrival_ms``,
-    ``first_token_ms``, ``last_token_ms``, ``ttst_ms``, ``tpot_ms``). ``itl_gap_ms`` /
+    ``requests`` (a ``plansim.result_table.Table`` or a DataFrame) follows the ``requests``
+    schema of ``plansim.sim.result`` (needs ``status``, ``input_length``, ``output_length``,
+    ``reused_input_tokens``, ``arrival_ms``, ``first_token_ms``, ``last_token_ms``,
+    ``ttst_ms``, ``tpot_ms``). ``itl_gap_ms`` /
     ``itl_gap_count`` are weighted samples of the token gaps (ms) of completed requests:
     gap value i occurred ``itl_gap_count[i]`` times. Worker-seconds are provisioned-worker
     integrals over virtual time; aggregated replays report theirs as decode.
     ``sla`` is any object with ``ttft_ms``/``itl_ms``/``e2e_ms`` attributes (None = unset).
     """
-    done = requests[requests["status"] == "completed"]
-    n_done = len(done)
-    input_tokens = int(done["input_length"].sum())
-    output_tokens = int(done["output_length"].sum())
-    reused_tokens = int(done["reused_input_tokens"].sum())
-    last_ms = done["last_token_ms"].to_numpy(dtype=np.float64)
+    done = column(requests, "status") == "completed"
+
+    def completed(name: str, dtype: Any = np.float64) -> np.ndarray:
+        return column(requests, name, dtype)[done]
+
+    n_done = int(done.sum())
+    input_tokens = int(completed("input_length", None).sum())
+    output_tokens = int(completed("output_length", None).sum())
+    reused_tokens = int(completed("reused_input_tokens", None).sum())
+    last_ms = completed("last_token_ms")
     duration_ms = replay_duration_ms(requests)
     duration_s = max(duration_ms / 1000.0, 1e-9)
 
@@ -163,12 +170,12 @@ def summarize(
         "prefix_cache_reused_ratio": reused_tokens / input_tokens if input_tokens else 0.0,
     }
 
-    arrival = done["arrival_ms"].to_numpy(dtype=np.float64)
-    ttft = np.maximum(done["first_token_ms"].to_numpy(dtype=np.float64) - arrival, 0.0)
+    arrival = completed("arrival_ms")
+    ttft = np.maximum(completed("first_token_ms") - arrival, 0.0)
     e2e = np.maximum(last_ms - arrival, 0.0)
     _put(out, "ttft", weighted_stats(ttft))
-    _put(out, "ttst", weighted_stats(done["ttst_ms"].to_numpy(dtype=np.float64)))
-    _put(out, "tpot", weighted_stats(done["tpot_ms"].to_numpy(dtype=np.float64)))
+    _put(out, "ttst", weighted_stats(completed("ttst_ms")))
+    _put(out, "tpot", weighted_stats(completed("tpot_ms")))
     gaps = np.maximum(np.asarray(itl_gap_ms, dtype=np.float64), 0.0)
     gap_counts = np.asarray(itl_gap_count, dtype=np.float64)
     itl = weighted_stats(gaps, gap_counts)
@@ -180,7 +187,7 @@ def summarize(
     _put(out, "output_token_throughput_per_user", per_user, suffix="")
 
     if sla is not None and _sla_is_set(sla):
-        n_out = done["output_length"].to_numpy(dtype=np.int64)
+        n_out = completed("output_length", np.int64)
         good = _good_mask(sla, ttft, e2e, n_out)
         good_requests = int(good.sum())
         good_tokens = int(n_out[good].sum())

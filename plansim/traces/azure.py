@@ -3,11 +3,18 @@
 ``TIMESTAMP`` is a wall-clock time with up to 9 fractional digits (the public files use 7);
 arrival is its Unix time in ms. The trace has no prefix hashes, so every request gets
 ``ceil(ContextTokens / trace_block_size)`` blocks of its own (``raw_hashes`` is ``None``).
+
+A plain file (no quotes, no blank or ragged lines, LF or CRLF line ends, naive timestamps
+``YYYY-MM-DD HH:MM:SS[.f]`` and unsigned integers, like the public files) is parsed with numpy;
+anything else goes to the pandas CSV reader, which also reports bad input. Both give the same
+columns for a plain file.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -19,15 +26,80 @@ DEFAULT_BLOCK_SIZE = 512
 COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 
 
+# One field of a plain file (the whole column is matched at once, one field per line).
+_PLAIN_STAMP = r"(?:19|20)\d\d-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d{1,9})?"
+_PLAIN_COUNT = r"\d{1,15}"  # exact through float64, as the pandas path converts
+# Larger files go to the pandas reader: it streams, and its import is small beside the parse.
+_PLAIN_MAX_BYTES = 16 << 20
+
+
 def read_azure(path: Path, *, trace_block_size: int | None = None) -> TraceColumns:
     """Read one Azure CSV; block size only shapes the unshared blocks (default 512)."""
-    import pandas as pd  # the CSV reader; only this format needs it
-
     source = str(path)
     bs = DEFAULT_BLOCK_SIZE if trace_block_size is None else int(trace_block_size)
     try:
         with open_binary(path) as fh:
-            frame = pd.read_csv(fh, dtype=str, keep_default_na=False, skip_blank_lines=True)
+            head = fh.read(_PLAIN_MAX_BYTES + 1)
+            plain = _read_plain(head) if len(head) <= _PLAIN_MAX_BYTES else None
+            if plain is None:
+                fh.seek(0)
+                plain = _read_pandas(fh, source)
+    except (EOFError, OSError) as exc:
+        raise TraceError(f"not a readable CSV: {exc}".splitlines()[0], source=source) from None
+    arrival_ms, isl, osl = plain
+    return TraceColumns(
+        source=source,
+        line=np.arange(len(isl), dtype=np.int64) + 2,
+        arrival_ms=arrival_ms,
+        isl_tokens=isl,
+        osl_tokens=osl,
+        request_id=np.empty(len(isl), dtype=object),
+        hash_counts=-(-isl // bs),
+        raw_hashes=None,
+        trace_block_size=bs,
+    )
+
+
+def _read_plain(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(arrival ms, ContextTokens, GeneratedTokens) of a plain file, or None when it is not
+    one (the pandas reader then reads it)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    text = text.replace("\r\n", "\n")
+    if '"' in text or "\r" in text or text.startswith("\ufeff"):
+        return None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) < 2:
+        return None
+    header = lines[0].split(",")
+    if len(set(header)) != len(header) or any(c not in header for c in COLUMNS):
+        return None
+    rows = [line.split(",") for line in lines[1:]]
+    if any(len(row) != len(header) for row in rows):
+        return None  # ragged or blank lines
+    fields = list(zip(*rows))
+    stamps, context, generated = (fields[header.index(c)] for c in COLUMNS)
+    for column, pattern in ((stamps, _PLAIN_STAMP), (context, _PLAIN_COUNT),
+                            (generated, _PLAIN_COUNT)):
+        if re.fullmatch(f"(?:{pattern}\n)*{pattern}", "\n".join(column)) is None:
+            return None
+    try:
+        ns = np.array(stamps).astype("datetime64[ns]")
+    except ValueError:
+        return None  # not a date (Feb 30, hour 24): the pandas reader names it
+    return (ns.astype(np.int64) / 1e6, np.array(context).astype(np.int64),
+            np.array(generated).astype(np.int64))
+
+
+def _read_pandas(fh: BinaryIO, source: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    import pandas as pd  # the general CSV reader, for files that are not plain
+
+    try:
+        frame = pd.read_csv(fh, dtype=str, keep_default_na=False, skip_blank_lines=True)
     except pd.errors.EmptyDataError:
         raise TraceError("empty file", source=source) from None
     except (pd.errors.ParserError, UnicodeDecodeError, EOFError, OSError) as exc:
@@ -76,16 +148,4 @@ def read_azure(path: Path, *, trace_block_size: int | None = None) -> TraceColum
                 field=name,
             )
         lengths[name] = arr.astype(np.int64)
-    isl = lengths["ContextTokens"]
-    rid = np.empty(len(frame), dtype=object)
-    return TraceColumns(
-        source=source,
-        line=line,
-        arrival_ms=arrival_ms,
-        isl_tokens=isl,
-        osl_tokens=lengths["GeneratedTokens"],
-        request_id=rid,
-        hash_counts=-(-isl // bs),
-        raw_hashes=None,
-        trace_block_size=bs,
-    )
+    return arrival_ms, lengths["ContextTokens"], lengths["GeneratedTokens"]

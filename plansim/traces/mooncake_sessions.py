@@ -41,10 +41,7 @@ def mooncake_graph(parts: list, request_id: np.ndarray,
     delay = np.concatenate([p.links.delay_ms if p.links is not None
                             else np.full(len(p), np.nan) for p in parts])
     ts = np.concatenate([p.arrival_ms for p in parts])
-    import pandas as pd
-
-    codes, uniques = pd.factorize(session, use_na_sentinel=True)
-    codes = codes.astype(np.int64)
+    codes, uniques = _factorize(session)
     inside = np.flatnonzero(codes >= 0)
     rows = inside[np.argsort(codes[inside], kind="stable")]  # by session, then file order
     first = np.r_[True, codes[rows[1:]] != codes[rows[:-1]]] if rows.size else np.zeros(0, bool)
@@ -83,6 +80,17 @@ def mooncake_graph(parts: list, request_id: np.ndarray,
     edges = Edges(target, source, delay_ms, np.full(target.size, TERMINAL, dtype=np.int8))
     return build_graph(len(ts), not_before, edges, codes, np.asarray(uniques, dtype=object),
                        request_id=request_id, locate=locate)
+
+
+def _factorize(session: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Codes (int64, by first appearance; -1 for ``None``) and the distinct session ids in that
+    order. A dict, not ``pandas.factorize``: loading a trace does not import pandas."""
+    index: dict[str, int] = {}
+    codes = np.fromiter((-1 if s is None else index.setdefault(s, len(index))
+                         for s in session.tolist()), dtype=np.int64, count=len(session))
+    uniques = np.empty(len(index), dtype=object)
+    uniques[:] = list(index)
+    return codes, uniques
 
 
 def _sessions(part) -> np.ndarray:

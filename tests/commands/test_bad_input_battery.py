@@ -219,7 +219,7 @@ CASES = [
          "--out: cannot write in /sys: Permission denied"),
     Case("disk-full-while-writing", ("replay", "run", str(MICRO), "--out", "{out}",
                                      "--no-report"), 1, "No space left on device",
-         prepare=_full_disk_after(20_000)),
+         prepare=_full_disk_after(10_000)),
     Case("synth-output-is-a-folder", ("trace", "synth", "--rate", "1", "--duration", "10",
                                       "-o", "{d}/dir"), 2,
          "--output: {d}/dir is a folder; give a file name", files={"dir/keep": "x"}),

@@ -24,7 +24,7 @@ def _requests():
 
 
 def test_session_total_runs_from_first_release_to_last_token_of_complete_sessions():
-    t = sessions_table(_requests()).set_index("session_id")
+    t = sessions_table(_requests()).to_pandas().set_index("session_id")
     assert t.loc["a", "total_ms"] == 1_400.0 and t.loc["a", "status"] == "completed"
     assert np.isnan(t.loc["b", "total_ms"]) and t.loc["b", "status"] == "incomplete"
     assert t.loc["b", ["turns", "completed_turns"]].tolist() == [2, 1]
