@@ -64,13 +64,19 @@ main()
 
 
 def test_replay_run_writes_its_tables_without_pandas(tmp_path):
+    from plansim.traces import load_workload
+    from plansim.traces.writers import write_dynamo
+
     azure = tmp_path / "a.csv"
     azure.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
                      "2023-11-16 18:17:03.9799600,1000,10\n2023-11-16 18:17:04.0319600,513,8\n")
-    for trace, fmt in ((MICRO_TRACE, "mooncake"), (azure, "azure")):
+    dynamo = write_dynamo(load_workload(MICRO_TRACE, format="mooncake", trace_block_size=512),
+                          tmp_path / "d.jsonl")
+    for trace, fmt in ((MICRO_TRACE, "mooncake"), (azure, "azure"), (dynamo, "dynamo")):
         out = subprocess.run(
             [sys.executable, "-c", _AT_EXIT, "replay", "run", str(trace), "--format", fmt,
-             "--trace-block-size", "512", "--num-workers", "3", "--out", str(tmp_path / fmt),
-             "--no-report", "--quiet"], capture_output=True, text=True, check=True)
+             *(["--trace-block-size", "512"] if fmt != "dynamo" else []), "--num-workers", "3",
+             "--out", str(tmp_path / fmt), "--no-report", "--quiet"],
+            capture_output=True, text=True, check=True)
         assert out.stdout.strip().splitlines()[-1] == "False", fmt
         assert (tmp_path / fmt / "requests.parquet").exists()

@@ -11,12 +11,14 @@ Closed loop (``load_workload``): the ``agent_context`` of each request (``sessio
 them into the dependency graph. The retune window reader (``strict=False``) collects none of
 it: windows replay open-loop, ``agent_context`` stripped.
 
-Speed: a background thread inflates the file into blocks of whole lines; each block is parsed
-by pyarrow's JSON reader against the typed fields replay needs (a value of the wrong JSON type
-fails the block) and the value rules are checked in bulk with numpy. Only a block in which
-anything is unusual (a parse failure, a blank line, a rule broken) is read again row by row by
-``_validate_row``, which names the exact line and field. Both paths apply the same rules, so a
-valid file reads the same either way; a bad one always fails in the per-row path.
+Speed: a background thread inflates the file into blocks of whole lines. The blocks of a file's
+first ``ROW_BY_ROW_BYTES`` are read row by row by ``_validate_row``; every later block is
+parsed by pyarrow's JSON reader against the typed fields replay needs
+(``plansim.traces.dynamo_arrow``; a value of the wrong JSON type fails the block) and the value
+rules are checked in bulk with numpy. A block in which anything is unusual (a parse failure, a
+blank line, a rule broken) is read again row by row, which names the exact line and field. Both
+paths apply the same rules, so a valid file reads the same either way; a bad one always fails
+in the per-row path.
 """
 
 from __future__ import annotations
@@ -25,11 +27,10 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from typing import Any
+
 import numpy as np
 import orjson
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.json as pj
 
 from plansim.errors import TraceError
 from plansim.traces.buffers import GrowingArray
@@ -46,48 +47,12 @@ SKIPPED_EVENT_TYPES = frozenset(
 # Skipped before any other check: their content is not ours to validate.
 _SKIPPED_UNREAD = frozenset({"tool_start", "request_payload"})
 _TOOL_END = frozenset({"tool_end", "tool_error"})
+# The first this many bytes of a file are read row by row: below a few tens of thousands of
+# rows that is quicker than importing and starting pyarrow's JSON reader and compute kernels.
+# A module constant so that tests can send every block down either path.
+ROW_BY_ROW_BYTES = 8 << 20
 _U64_MAX = (1 << 64) - 1
 _I64_MAX = (1 << 63) - 1
-
-# The fields replay reads, typed as the format defines them; pyarrow rejects a row whose value
-# has another JSON type, which sends the block to the per-row validator. Other fields are ignored.
-_REPLAY = pa.struct(
-    [
-        ("trace_block_size", pa.int64()),
-        ("input_length", pa.int64()),
-        ("input_sequence_hashes", pa.list_(pa.uint64())),
-    ]
-)
-_REQUEST = pa.struct(
-    [
-        ("request_id", pa.string()),
-        ("model", pa.string()),
-        ("request_received_ms", pa.float64()),
-        ("output_tokens", pa.int64()),
-        ("ttft_ms", pa.float64()),
-        ("total_time_ms", pa.float64()),
-        ("replay", _REPLAY),
-    ]
-)
-_RECORD = [
-    ("schema", pa.string()),
-    ("event_type", pa.string()),
-    ("event_time_unix_ms", pa.float64()),
-    ("agent_context", pa.struct([("session_id", pa.string()),
-                                 ("parent_session_id", pa.string())])),
-    ("request", _REQUEST),
-]
-# One schema per row form: a bare record, or the writer's {"timestamp", "event"} envelope.
-_PARSE_BARE = pj.ParseOptions(explicit_schema=pa.schema(_RECORD), unexpected_field_behavior="ignore")
-_PARSE_ENVELOPE = pj.ParseOptions(
-    explicit_schema=pa.schema([("event", pa.struct(_RECORD))]), unexpected_field_behavior="ignore"
-)
-_READ = pj.ReadOptions(block_size=1 << 20)
-# The system allocator hands freed parse buffers back at once; pyarrow's default pool keeps
-# them cached per thread, which costs ~80 MB of peak RSS on a 1M-row trace. Every call that
-# allocates is given this pool, compute kernels included.
-_POOL = pa.system_memory_pool()
-
 
 @dataclass(slots=True)
 class _Lists:
@@ -127,7 +92,7 @@ _WINDOW_ONLY = {"event_time": ("event_time_ms", np.float64), "agent": ("has_agen
 @dataclass(slots=True)
 class _Batch:
     line: np.ndarray
-    request_id: pa.Array | list[str]
+    request_id: Any  # a pyarrow string array (bulk path) or a list of str
     received: np.ndarray
     output_tokens: np.ndarray
     block_size: np.ndarray
@@ -168,11 +133,18 @@ def read_dynamo(
     block_size_line: int | None = None
     any_row = False
     agents = _AgentParts() if strict else None
+    arrow_batch = None
+    read_bytes = 0
     # One block read ahead: enough to overlap inflating with parsing, and few blocks in flight.
     for first_line, block in prefetch(text_chunks(path), depth=1):
         if not any_row:
             any_row = bool(block.strip())
-        batch = _arrow_batch(block, source, first_line, strict)
+        read_bytes += len(block)
+        batch = None
+        if read_bytes > ROW_BY_ROW_BYTES:
+            if arrow_batch is None:
+                from plansim.traces.dynamo_arrow import arrow_batch
+            batch = arrow_batch(block, source, first_line, strict)
         if batch is None:
             batch = _checked_batch(block, source, first_line, strict, block_size)
         if batch.block_size.size:
@@ -261,113 +233,6 @@ def _checked_batch(
         lines.pop()
     records = _parse_each(lines, source, first_line)
     return _lists_to_batch(_slow_extract(records, source, first_line, strict, block_size), first_line)
-
-
-def _arrow_batch(block: bytes, source: str, first_line: int, strict: bool) -> _Batch | None:
-    """Parse a block of well-formed rows with pyarrow; ``None`` when anything is unusual."""
-    n_lines = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
-    # pyarrow skips blank lines and splits "}{": then rows no longer map to lines.
-    if b"}{" in block:
-        return None
-    # The first row says which form the block uses; a block mixing forms fails the null checks
-    # below and goes to the per-row path.
-    try:
-        first = orjson.loads(block[: block.find(b"\n")] if n_lines > 1 else block)
-    except orjson.JSONDecodeError:
-        return None
-    envelope = isinstance(first, dict) and isinstance(first.get("event"), dict)
-    try:
-        table = pj.read_json(
-            pa.BufferReader(block),
-            read_options=_READ,
-            parse_options=_PARSE_ENVELOPE if envelope else _PARSE_BARE,
-            memory_pool=_POOL,
-        )
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return None
-    if table.num_rows != n_lines:
-        return None
-    table = table.combine_chunks(memory_pool=_POOL)
-    if envelope:
-        row = table.column("event").chunk(0)
-        if row.null_count:
-            return None
-    else:
-        row = pa.StructArray.from_arrays(
-            [table.column(name).chunk(0) for name, _ in _RECORD], names=[n for n, _ in _RECORD]
-        )
-    schema = pc.struct_field(row, "schema")
-    if schema.null_count or not pc.all(pc.equal(schema, SCHEMA, memory_pool=_POOL)).as_py():
-        return None
-    event_type = pc.struct_field(row, "event_type")
-    if event_type.null_count:
-        return None
-    is_end = pc.equal(event_type, REQUEST_END, memory_pool=_POOL)
-    skipped: dict[str, int] = {}
-    n_end = pc.sum(is_end).as_py() or 0
-    if n_end != len(row):
-        for item in pc.value_counts(pc.filter(event_type, pc.invert(is_end), memory_pool=_POOL)).to_pylist():
-            if item["values"] not in SKIPPED_EVENT_TYPES:
-                return None
-            skipped[item["values"]] = item["counts"]
-        row = pc.filter(row, is_end, memory_pool=_POOL)
-    tools: list[ToolLink] = []
-    if strict and any(t in skipped for t in _TOOL_END):
-        tool_rows = np.flatnonzero(pc.is_in(event_type, pa.array(sorted(_TOOL_END))).to_numpy(
-            zero_copy_only=False))
-        lines = block.split(b"\n")
-        for i in tool_rows.tolist():
-            link = tool_link(_event(orjson.loads(lines[i])), source, first_line + i)
-            if link is not None:
-                tools.append(link)
-    index = np.flatnonzero(is_end.to_numpy(zero_copy_only=False))
-    req = pc.struct_field(row, "request")
-    rp = pc.struct_field(req, "replay")
-    rid = pc.struct_field(req, "request_id")
-    bsz = pc.struct_field(rp, "trace_block_size")
-    isl = pc.struct_field(rp, "input_length")
-    hs = pc.struct_field(rp, "input_sequence_hashes")
-    received = pc.struct_field(req, "request_received_ms")
-    osl = pc.struct_field(req, "output_tokens")
-    if req.null_count or rp.null_count or rid.null_count or bsz.null_count or isl.null_count:
-        return None
-    if hs.null_count or (strict and (received.null_count or osl.null_count)):
-        return None
-    flat = pc.list_flatten(hs)
-    if flat.null_count:
-        return None
-    batch = _Batch(
-        line=first_line + index,
-        request_id=rid,
-        received=_float_column(received),
-        output_tokens=pc.coalesce(osl, pa.scalar(-1, pa.int64()), memory_pool=_POOL).to_numpy(),
-        block_size=bsz.to_numpy(),
-        input_length=isl.to_numpy(),
-        counts=pc.list_value_length(hs, memory_pool=_POOL).to_numpy().astype(np.int64),
-        hashes=flat.to_numpy(),
-        ttft=_float_column(pc.struct_field(req, "ttft_ms")),
-        total=_float_column(pc.struct_field(req, "total_time_ms")),
-        event_time=_float_column(pc.struct_field(row, "event_time_unix_ms")),
-        agent=pc.is_valid(pc.struct_field(row, "agent_context"), memory_pool=_POOL).to_numpy(
-            zero_copy_only=False
-        ),
-        skipped=skipped,
-        tools=tools,
-    )
-    if strict and batch.agent.any():
-        ctx = pc.struct_field(row, "agent_context")
-        session = pc.struct_field(ctx, "session_id")
-        if session.null_count != ctx.null_count:
-            return None  # an agent_context without session_id: the per-row path names it
-        batch.session = session.to_numpy(zero_copy_only=False)
-        batch.parent = pc.struct_field(ctx, "parent_session_id").to_numpy(zero_copy_only=False)
-        batch.model = pc.struct_field(req, "model").to_numpy(zero_copy_only=False)
-    return batch if _values_ok(batch, strict) else None
-
-
-def _float_column(arr: pa.Array) -> np.ndarray:
-    filled = pc.coalesce(arr, pa.scalar(float("nan"), arr.type), memory_pool=_POOL)
-    return filled.to_numpy().astype(np.float64, copy=False)
 
 
 def _values_ok(b: _Batch, strict: bool) -> bool:

@@ -46,9 +46,17 @@ class IdCollector:
 
     def extend(self, ids: pa.Array | list[str]) -> None:
         """Append ``ids``: a pyarrow string array without nulls, or a list of ``str``."""
-        import pyarrow as pa  # only readers that collect ids (Dynamo) need it
-
-        arr = ids if isinstance(ids, pa.Array) else pa.array(ids, type=pa.string())
+        if isinstance(ids, list):
+            # Encoded here: pyarrow's conversion of a list imports pandas.
+            encoded = [s.encode() for s in ids]
+            if not encoded:
+                return
+            ends = np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)))
+            self._bytes.extend(np.frombuffer(b"".join(encoded), dtype=np.uint8))
+            self._offsets.extend(ends + self._size)
+            self._size += int(ends[-1])
+            return
+        arr = ids
         if len(arr) == 0:
             return
         offsets_buf, data_buf = arr.buffers()[1:3]
@@ -61,11 +69,18 @@ class IdCollector:
 
     def array(self) -> np.ndarray:
         """All ids collected, as a ``StringDType`` array (call once)."""
-        import pyarrow as pa
-
         offsets = self._offsets.array()
         data = self._bytes.array()
         n = offsets.size - 1
+        if n <= _HASH_ROWS:
+            # Decoded here: pyarrow's conversion to numpy imports pandas, a cost only many ids
+            # repay.
+            raw = data.tobytes()
+            bounds = offsets.tolist()
+            return np.array([raw[a:b].decode() for a, b in zip(bounds[:-1], bounds[1:])],
+                            dtype=STRING)
+        import pyarrow as pa
+
         strings = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data))
         out = np.empty(n, dtype=STRING)
         for lo in range(0, n, _HASH_ROWS):

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from trace_files import SCHEMA, dynamo_row, write_jsonl
+from trace_files import SCHEMA, dynamo_reading_path, dynamo_row, write_jsonl
 
 from plansim.errors import TraceError
 from plansim.traces import load_workload
 from plansim.traces.graph import COMPLETION, DISPATCH
+
+pytestmark = pytest.mark.usefixtures(dynamo_reading_path.__name__)
 
 
 def _req(rid, start, total, session=None, parent=None, model=None, **kw):

@@ -7,10 +7,12 @@ import gzip
 import numpy as np
 import orjson
 import pytest
-from trace_files import dynamo_row, envelope, tool_row, write_gz, write_jsonl
+from trace_files import dynamo_reading_path, dynamo_row, envelope, tool_row, write_gz, write_jsonl
 
 from plansim.errors import TraceError
-from plansim.traces import load_workload
+from plansim.traces import dynamo, load_workload
+
+pytestmark = pytest.mark.usefixtures(dynamo_reading_path.__name__)
 
 
 def _err(path, **kw) -> TraceError:
@@ -200,8 +202,9 @@ def test_unreadable_file_is_one_trace_error(tmp_path, monkeypatch):
     assert e.source == str(p) and "Permission denied" in e.message
 
 
-def test_large_block_of_rows_matches_row_by_row_reading(tmp_path):
+def test_large_block_of_rows_matches_row_by_row_reading(tmp_path, monkeypatch):
     """The bulk path and the per-row path (forced by a blank line) give the same workload."""
+    monkeypatch.setattr(dynamo, "ROW_BY_ROW_BYTES", 0)
     rng = np.random.default_rng(3)
     rows = [
         dynamo_row(f"r{i}", received_ms=int(rng.integers(0, 10_000)), isl=int(rng.integers(1, 3_000)),

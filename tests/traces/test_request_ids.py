@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from plansim.traces import request_ids
 from plansim.traces.request_ids import STRING, IdCollector, fill_missing, first_repeat
@@ -29,8 +30,9 @@ def test_missing_ids_become_their_ordinals_from_the_start():
     assert fill_missing(np.array([None, None], dtype=object), 0).tolist() == ["0", "1"]
 
 
-def test_collected_ids_come_back_in_order_from_slices_and_lists(monkeypatch):
-    monkeypatch.setattr(request_ids, "_HASH_ROWS", 2)  # several conversion steps
+@pytest.mark.parametrize("step_rows", [2, 1000])  # several pyarrow steps; decoded at once
+def test_collected_ids_come_back_in_order_from_slices_and_lists(monkeypatch, step_rows):
+    monkeypatch.setattr(request_ids, "_HASH_ROWS", step_rows)
     col = IdCollector()
     sliced = pa.array(["skip", "ä-1", "", "long-" + "x" * 40]).slice(1, 3)  # non-zero offset
     col.extend(sliced)
@@ -40,3 +42,6 @@ def test_collected_ids_come_back_in_order_from_slices_and_lists(monkeypatch):
     assert out.dtype == STRING
     assert out.tolist() == ["ä-1", "", "long-" + "x" * 40, "b", "ç"]
     assert isinstance(out[0], str)
+    col = IdCollector()
+    col.extend([])
+    assert col.array().tolist() == []

@@ -7,13 +7,15 @@ import logging
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from trace_files import dynamo_row, tool_row, write_gz, write_jsonl
+from trace_files import dynamo_reading_path, dynamo_row, tool_row, write_gz, write_jsonl
 
 from plansim.errors import TraceError
 from plansim.traces.windows import read_window
 
 # Window [10_000, 20_000) ms, cutoff L_k = 25_000 ms.
 WIN = {"start_ms": 10_000, "end_ms": 20_000, "cutoff_ms": 25_000}
+
+pytestmark = pytest.mark.usefixtures(dynamo_reading_path.__name__)
 
 
 def _trace(tmp_path, rows, name="t.jsonl"):

@@ -6,6 +6,7 @@ import gzip
 from pathlib import Path
 
 import orjson
+import pytest
 
 SCHEMA = "dynamo.request.trace.v1"
 
@@ -108,3 +109,14 @@ def agentic_row(rid: str, session: str, not_before_ms: float, deps=(), **extra) 
         row["dependencies"] = [{"request_id": d, "trigger": t, "delay_ms": ms, "relation": "sequence"}
                                for d, t, ms in deps]
     return row
+
+
+@pytest.fixture(params=["row-by-row", "bulk"])
+def dynamo_reading_path(request, monkeypatch):
+    """Read Dynamo files both ways: row by row (a small file's first blocks) and with the bulk
+    pyarrow path (a large file's later blocks). Use with ``pytest.mark.usefixtures``."""
+    from plansim.traces import dynamo
+
+    if request.param == "bulk":
+        monkeypatch.setattr(dynamo, "ROW_BY_ROW_BYTES", 0)
+    return request.param
