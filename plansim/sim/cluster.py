@@ -48,7 +48,8 @@ class Pool:
     pool's name is its role."""
 
     def __init__(self, name: Role, args: Any, timing: TimingModel, hooks: EngineHooks,
-                 new_worker_id: Callable[[], int], *, decode_runs: bool = True) -> None:
+                 new_worker_id: Callable[[], int], *, decode_runs: bool = True,
+                 prompt_runs: bool = False) -> None:
         self.name = name
         self.rank_role = rank_role(name, args.role)
         self.args = args
@@ -56,6 +57,8 @@ class Pool:
         self.hooks = hooks
         self._new_worker_id = new_worker_id
         self.decode_runs = decode_runs
+        # Its ranks' runs may carry prompt chunks: nothing reads their prefix caches mid-run.
+        self.prompt_runs = prompt_runs
         self.workers: list[Worker] = []
         # Routing candidates, rebuilt when membership changes: the ranks, the router's view of
         # their prefix caches and its load records of them, index for index.
@@ -70,7 +73,8 @@ class Pool:
         # DP ranks pass in lockstep (sim.host), so each of their passes is timed on its own.
         runs = self.decode_runs and dp == 1
         ranks = [Rank(wid, r, self.args, self.timing, self.hooks, role=self.rank_role,
-                      decode_runs=runs, vector_grants=self.decode_runs, stream=first + r)
+                      decode_runs=runs, vector_grants=self.decode_runs,
+                      prompt_runs=self.prompt_runs, stream=first + r)
                  for r in range(dp)]
         worker = Worker(wid, self.name, ranks, now_ms)
         self.workers.append(worker)

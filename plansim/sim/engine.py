@@ -35,6 +35,13 @@ Decode runs: when every running request is decoding, the policy says nothing wou
 (``steady_decode``), and KV suffices, the passes up to the first completion are timed with numpy
 in one step. An arrival during the run truncates it after the pass in flight (``interrupt``),
 so the arrival joins the next pass exactly as in pass-by-pass simulation.
+
+Prompt runs (ranks built with ``prompt_runs``): when the last running request is computing its
+prompt, the others decode, and the policy says each pass would give the prompt a fixed chunk and
+admit nothing (``steady_prompt``), the passes up to the prompt's last chunk (or the first
+completion, or the first pass short of KV) are timed in one step, each as its own pass; their
+grants (allocations, then the chunk's prompt blocks registered, pass by pass) are applied when
+the run ends, which is why only ranks whose prefix cache no router reads meanwhile use them.
 """
 
 from __future__ import annotations
@@ -206,6 +213,28 @@ class DecodeRun:
     start_ms: float
 
 
+@dataclass(frozen=True, slots=True)
+class PromptRun:
+    """A prompt run in flight: the last row's prompt takes ``chunks[j]`` tokens in pass ``j``
+    while the ``n - 1`` rows before it decode one token each (``kv0_tokens`` tokens long in all
+    at the start); pass ``j`` ends at ``ends_ms[j]`` and its metrics are ``fpms[j]``; the run
+    started at ``start_ms``. The prompt's last chunk, when the run holds it, emits its first
+    token at the run's end."""
+
+    n: int
+    kv0_tokens: int
+    chunks: tuple[int, ...]
+    ends_ms: np.ndarray
+    dts_ms: np.ndarray
+    fpms: tuple[ForwardPassMetrics, ...]
+    start_ms: float
+
+    def kept(self, passes: int) -> PromptRun:
+        """The run cut to its first ``passes`` passes."""
+        return PromptRun(self.n, self.kv0_tokens, self.chunks[:passes], self.ends_ms[:passes],
+                         self.dts_ms[:passes], self.fpms[:passes], self.start_ms)
+
+
 class Rank:
     """One data-parallel rank of one worker (an ``EngineRank``) with engine ``args``
     (``EngineArgs``), playing ``role`` (default: the args' role), scheduled by ``policy``
@@ -216,9 +245,11 @@ class Rank:
     def __init__(self, worker_id: int, dp_rank: int, args: Any, timing: TimingModel,
                  hooks: EngineHooks, *, policy: SchedulerPolicy | None = None,
                  role: Role | None = None, decode_runs: bool = True, vector_grants: bool = True,
-                 stream: int = 0) -> None:
+                 prompt_runs: bool = False, stream: int = 0) -> None:
         """``stream``: the rank's index in its pool (``worker x dp_size + dp_rank``), which
-        offsets its speculative-decoding seed."""
+        offsets its speculative-decoding seed. ``prompt_runs``: runs of passes may carry a
+        prompt's chunks (with ``decode_runs``; only where nothing reads the rank's prefix cache
+        while it runs, since a run applies its KV changes at its end)."""
         role = args.role if role is None else role
         self.worker_id = worker_id
         self.dp_rank = dp_rank
@@ -238,6 +269,7 @@ class Rank:
         self.hooks = hooks
         self.policy = make_scheduler(args) if policy is None else policy
         self.decode_runs = decode_runs
+        self.prompt_runs = decode_runs and prompt_runs and role.prefills and role.decodes
         self.vector_grants = vector_grants
         # Speculative decoding: a verification pass emits 1 + accepted drafts per request.
         self.sampler: DraftSampler | None = None
@@ -280,7 +312,7 @@ class Rank:
         self._granted: list[Request] = []
         self._slices: list[tuple[int, int]] = []
         self._emit: list[Request] = []
-        self._run: DecodeRun | None = None
+        self._run: DecodeRun | PromptRun | None = None
         self.last_fpm: ForwardPassMetrics | None = None
         # Completed passes since the planner host last took them; a decode run's first
         # ``_run_taken`` passes are already in it.
@@ -324,6 +356,8 @@ class Rank:
         if offload is not None:
             offload.settle(self, now)
         end = self._try_run(now)
+        if end is None and self.prompt_runs:
+            end = self._try_prompt_run(now)
         if end is None:
             end = self._single_pass(now)
             while (not self._emit and not self._slices and not self.pass_tokens
@@ -356,14 +390,19 @@ class Rank:
             return None
         if kept == 0:
             kept = 1  # the first pass is already running at its own start time
-        self._run = DecodeRun(run.n, run.kv0_tokens, ends[:kept], run.dts_ms[:kept],
-                              run.start_ms)
+        if isinstance(run, PromptRun):
+            self._run = run.kept(kept)
+        else:
+            self._run = DecodeRun(run.n, run.kv0_tokens, ends[:kept], run.dts_ms[:kept],
+                                  run.start_ms)
         return float(ends[kept - 1])
 
     def finish(self, now: float) -> None:
         """Apply the pass (or run) ending at ``now`` (virtual ms)."""
         self.busy = False
-        if self._run is not None:
+        if isinstance(self._run, PromptRun):
+            self._finish_prompt_run(now)
+        elif self._run is not None:
             self._finish_run()
         else:
             f = self.last_fpm
@@ -386,6 +425,11 @@ class Rank:
         rows = np.flatnonzero(b.computed[:n] < b.isl[:n]).tolist()
         running = self.running
         inflight = sum(int(b.isl[i] - b.computed[i]) for i in rows if not running[i].prebuilt)
+        if isinstance(run, PromptRun) and self.busy:
+            # The prompt's chunks granted by ``t``: those of the passes started before it (the
+            # batch holds the prompt's state at the run's start).
+            started = 1 + int(np.searchsorted(run.ends_ms[:-1], t, side="left"))
+            inflight -= sum(run.chunks[:started])
         q = self.queued
         return ForwardPassMetrics.from_window(
             self.worker_id, self.dp_rank, mixed, decode_only,
@@ -397,6 +441,13 @@ class Rank:
         run = self._run
         lo = self._run_taken
         if upto <= lo:
+            return
+        if isinstance(run, PromptRun):
+            for f in run.fpms[lo:upto]:
+                self.passes.add_pass(f.wall_time_s, f.num_prefill_requests,
+                                     f.sum_prefill_tokens, f.num_decode_requests,
+                                     f.sum_decode_kv_tokens)
+            self._run_taken = upto
             return
         n = run.n
         k = upto - lo
@@ -895,6 +946,156 @@ class Rank:
         self.last_fpm = self._fpm(float(run.dts_ms[-1]) / 1000.0, 0, 0, n, kv)
         self.policy.decode_run(m)
         self.hooks.on_run(self, rids, ends, run.dts_ms)
+        if rows:
+            self._finish(rows, end)
+
+    # ---------------------------------------------------------------- prompt runs
+
+    def _try_prompt_run(self, now: float) -> float | None:
+        """Start a run of at least two passes in which the last running request's prompt
+        takes the policy's steady chunk each pass (the last chunk too, if the policy says it
+        admits nothing) while every other running request decodes one token, if nothing else
+        can change during it: no completion before its last pass, no preemption, no offload
+        or speculative decoding. Batches under ``SCALAR_ROWS`` rows (the run is planned row by
+        row)."""
+        if self.sampler is not None or self.offload is not None:
+            return None
+        b = self.batch
+        n = len(b)
+        if n == 0 or n >= soa.SCALAR_ROWS:
+            return None
+        _, isl, total, computed, known, blocks, _, _ = b.columns()
+        p = n - 1
+        c0 = computed[p]
+        if known[p] != isl[p] or c0 >= isl[p] - 1 or self.running[p].prebuilt:
+            return None  # the last request is not a fresh prompt with chunks to go
+        k_dec = 1 << 30
+        for i in range(p):
+            L = known[i]
+            if computed[i] != L - 1 or L <= isl[i]:
+                return None
+            if total[i] - L < k_dec:
+                k_dec = total[i] - L
+        chunk, last_admits_nothing = self.policy.steady_prompt(self)
+        if chunk <= 0:
+            return None
+        # The passes: full chunks, then the last one if it fills the budget or admits nothing;
+        # no more than up to the first decoder's completion.
+        left = isl[p] - c0
+        full = (left - 1) // chunk
+        chunks = [chunk] * full
+        if left - full * chunk == chunk or last_admits_nothing:
+            chunks.append(left - full * chunk)
+        if len(chunks) > k_dec:
+            del chunks[k_dec:]
+        # KV: pass j needs the blocks its grants reach; stop before the first that cannot
+        # allocate without preempting.
+        bs = self.block_size
+        avail = self.cache.available()
+        reach = c0
+        for j, c in enumerate(chunks):
+            reach += c
+            need_p = -(-reach // bs) - blocks[p]
+            need_d = 0
+            for i in range(p):
+                extra = -(-(known[i] + j) // bs) - blocks[i]
+                if extra > 0:
+                    need_d += extra
+            need = need_d + (need_p if need_p > 0 else 0)
+            if need > avail:
+                del chunks[j:]
+                break
+        if len(chunks) < 2:
+            return None
+        # Each pass timed as ``_single_pass`` times it: one prompt chunk, the decoders.
+        timing = self.timing
+        m = p
+        kv0 = sum(known[:p])
+        ends = []
+        dts = []
+        fpms = []
+        start = now
+        before = c0
+        for j, c in enumerate(chunks):
+            prefill_ms = 0.0
+            if self.prefill_div > 0:
+                prefill_ms = _q(timing.prefill_ms(c, 1, before + c, before) / self.prefill_div)
+            decode_ms = 0.0
+            kv = kv0 + j * m
+            if m and self._decode_timed and self.decode_div > 0:
+                if self._mixed_decode is not None:
+                    raw = self._mixed_decode(m, kv, kv // m, self.total_kv_tokens, c)
+                else:
+                    raw = timing.decode_ms(m, kv, kv // m, self.total_kv_tokens)
+                decode_ms = _q(raw / self.decode_div)
+            end = start + prefill_ms + decode_ms
+            fpms.append(self._fpm((end - start) / 1000.0, 1, c, m, kv))
+            dts.append(end - start)
+            # The next pass starts when the clock reaches this one's end, as the host
+            # schedules it.
+            start = start + (end - start)
+            ends.append(start)
+            before += c
+        self._run = PromptRun(n, kv0, tuple(chunks), np.array(ends), np.array(dts), tuple(fpms),
+                              now)
+        self._run_taken = 0
+        self._emit = []
+        self._slices = []
+        return ends[-1]
+
+    def _finish_prompt_run(self, now: float) -> None:
+        run = self._run
+        self._add_run_passes(len(run.chunks))
+        self._run = None
+        b = self.batch
+        bs = self.block_size
+        cache = self.cache
+        n = run.n
+        p = n - 1
+        prompt = self.running[p]
+        rid, isl, total, computed, known, blocks, _, _ = b.columns()
+        # The passes' grants in order: each pass allocates the blocks its decoders and its
+        # chunk reach, then registers the prompt blocks the chunk filled (an eviction in one
+        # pass can change what the next pass registers).
+        before = computed[p]
+        n_pk = len(prompt.prompt_keys)
+        for j, c in enumerate(run.chunks):
+            need = 0
+            for i in range(p):
+                extra = -(-(known[i] + j) // bs) - blocks[i]
+                if extra > 0:
+                    need += extra
+                    blocks[i] += extra
+            extra = -(-(before + c) // bs) - blocks[p]
+            if extra > 0:
+                need += extra
+                blocks[p] += extra
+            if need:
+                cache.allocate(need)
+            lo = before // bs
+            before += c
+            hi = before // bs
+            if cache.prefix_caching and lo < n_pk and hi > lo:
+                self._register(prompt, lo, hi if hi < n_pk else n_pk)
+        m = len(run.chunks)
+        b.blocks[:n] = blocks
+        b.computed[:p] = [L + m - 1 for L in known[:p]]
+        b.known[:p] = [L + m for L in known[:p]]
+        b.computed[p] = before
+        # Tokens are stamped at the clock's time, as a pass's are.
+        end = now
+        ends = run.ends_ms.copy()
+        ends[-1] = now
+        self.last_fpm = run.fpms[-1]
+        if p:
+            self.hooks.on_run(self, np.array(rid[:p], dtype=np.int64), ends, run.dts_ms)
+        rows = [i for i in range(p) if known[i] + m >= total[i]]
+        if before >= isl[p]:
+            # The last chunk: the prompt's first token.
+            b.known[p] = known[p] + 1
+            self.hooks.on_tokens(self, np.array(rid[p:], dtype=np.int64), end)
+            if known[p] + 1 >= total[p]:
+                rows.append(p)
         if rows:
             self._finish(rows, end)
 

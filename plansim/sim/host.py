@@ -118,12 +118,13 @@ class ReplayHost:
         self.routers: dict[Role, RoutingPolicy] = {}
         for name, count in deployment.pool_sizes().items():
             args = deployment.pool_args(name)
+            router = make_router(deployment.router, args.block_size, self.rng, pool=name,
+                                 max_batched_tokens=args.max_num_batched_tokens)
+            self.routers[name] = router
             pool = Pool(name, args, make_timing_model(args.effective_timing), hooks,
-                        self._next_worker_id, decode_runs=decode_runs)
+                        self._next_worker_id, decode_runs=decode_runs,
+                        prompt_runs=not router.reads_prefix_cache)
             self.pools[name] = pool
-            self.routers[name] = make_router(deployment.router, args.block_size, self.rng,
-                                             pool=name,
-                                             max_batched_tokens=args.max_num_batched_tokens)
             for _ in range(count):
                 pool.mark_ready(pool.provision(0.0), 0.0)
         self.block_size = deployment.pool_args(self.mode.visible_pool).block_size

@@ -109,3 +109,16 @@ def test_a_busy_worker_drains_before_it_is_removed():
     long_done = result.requests.loc[1, "last_token_ms"]
     assert workers.loc[1, "removed_at_ms"] == pytest.approx(long_done)
     assert result.requests.loc[2, "decode_worker"] == 0
+
+
+def test_only_aggregated_ranks_whose_router_never_reads_prefix_caches_run_prompt_chunks():
+    # A prompt run applies its KV changes when it ends, so a router that reads the caches
+    # in between (kv_router) would see them late; prefill ranks hand prompts off and decode
+    # ranks receive them computed.
+    for deployment, expected in (({"router": {"mode": "round_robin"}}, True),
+                                 ({"router": {"mode": "random"}}, True),
+                                 ({"router": {"mode": "kv_router"}}, False),
+                                 ({"mode": "disagg", "router": {"mode": "round_robin"}}, False)):
+        host = ReplayHost(workload(ROWS), build_deployment(deployment))
+        ranks = [r for pool in host.pools.values() for w in pool.workers for r in w.ranks]
+        assert ranks and all(r.prompt_runs is expected for r in ranks), deployment

@@ -60,10 +60,26 @@ SGLANG_RATIO = ([(0.0, 471, 56, [1010, 1011]), (0.0, 119, 80, [1020]), (318.0, 2
                  "preemption_mode": "lifo"}, 1, "round_robin", False)
 
 
+def _prompt_runs(num_gpu_blocks, max_num_seqs=4):
+    # A 1500-token prompt in chunks of 255 beside a decoding request (budget 256), another
+    # prompt arriving during its run (which cuts it), a third while the batch is full; with
+    # few blocks the runs stop before a pass that would preempt.
+    rows = [(0.0, 100, 40, [1000]), (5.0, 1500, 5, [1010 + b for b in range(6)]),
+            (60.0, 300, 3, [1020, 1021]), (61.0, 700, 2, [1030, 1031, 1032])]
+    engine = {"num_gpu_blocks": num_gpu_blocks, "block_size": 16, "max_num_seqs": max_num_seqs,
+              "max_num_batched_tokens": 256, "enable_chunked_prefill": True,
+              "preemption_mode": "lifo"}
+    return rows, engine, 1, "round_robin", False
+
+
 @settings(max_examples=120, deadline=None)
 @given(scenario())
 @example(ONE_SHORT)
 @example(SGLANG_RATIO)
+@example(_prompt_runs(400))
+@example(_prompt_runs(400, max_num_seqs=2))
+@example(_prompt_runs(120))
+@example(_prompt_runs(60))
 def test_decode_runs_match_pass_by_pass(case):
     _same_as_pass_by_pass(case)
 

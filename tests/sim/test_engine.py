@@ -322,6 +322,68 @@ def test_take_fpm_counts_the_unfinished_prompt_tokens_of_a_chunked_prefill():
     assert (fpm.queued_prefill_requests, fpm.queued_prefill_tokens) == (1, 700)
 
 
+def test_a_prompt_run_times_each_chunk_and_reports_what_each_observation_would_see():
+    from plansim.sim.deployment import EngineArgs
+    from plansim.sim.engine import EngineHooks, Rank, Request
+    from plansim.sim.timing import PolynomialTiming
+
+    def ignore(*_args):
+        return None
+
+    firsts = []
+    hooks = EngineHooks(ignore, lambda _rank, rids, end, *_: firsts.append((rids.tolist(), end)),
+                        ignore, ignore, ignore)
+    rank = Rank(0, 0, EngineArgs(max_num_batched_tokens=2048), PolynomialTiming(), hooks,
+                prompt_runs=True)
+    rank.enqueue(Request(0, 10000, 5, []))
+    t0 = rank.start_pass(0.0)  # admission and the first 2048-token chunk
+    rank.finish(t0)
+    assert rank.pass_no == 1
+    end = rank.start_pass(t0)  # one run: chunks of 2048, 2048, 2048 and the last 1808
+    p = [prefill_ms(2048)] * 3 + [prefill_ms(1808)]
+    assert end == pytest.approx(t0 + sum(p), **APPROX)
+    assert rank.pass_no == 1  # no pass was composed one by one
+    mid = rank.take_fpm(t0 + p[0] + p[1] + p[2] / 2)  # two chunks done, the third in flight
+    assert mid.mixed.passes == 3 and mid.mixed.prefill_tokens == 3 * 2048
+    assert mid.inflight_prefill_tokens == 10000 - 4 * 2048  # the third chunk is granted
+    assert firsts == []
+    rank.finish(end)
+    assert firsts == [([0], end)]  # the last chunk's pass emits the first token
+    rest = rank.take_fpm(end)
+    assert (rest.mixed.passes, rest.mixed.prefill_tokens) == (2, 2048 + 1808)
+    assert rest.inflight_prefill_tokens == 0
+    assert rank.cache.active == -(-10000 // 64)
+
+
+def test_an_arrival_cuts_a_prompt_run_after_the_pass_in_flight():
+    from plansim.sim.deployment import EngineArgs
+    from plansim.sim.engine import EngineHooks, Rank, Request
+    from plansim.sim.timing import PolynomialTiming
+
+    def ignore(*_args):
+        return None
+
+    rank = Rank(0, 0, EngineArgs(max_num_batched_tokens=2048), PolynomialTiming(),
+                EngineHooks(ignore, ignore, ignore, ignore, ignore), prompt_runs=True)
+    rank.enqueue(Request(0, 10000, 5, []))
+    t0 = rank.start_pass(0.0)
+    rank.finish(t0)
+    rank.start_pass(t0)
+    p = prefill_ms(2048)
+    cut = rank.interrupt(t0 + p + p / 2)  # during the second chunk of the run
+    assert cut == pytest.approx(t0 + 2 * p, **APPROX)
+    rank.enqueue(Request(1, 100, 5, []))
+    rank.finish(cut)
+    assert rank.batch.computed[0] == 3 * 2048  # the chunks of the passes that started
+    # The next passes are composed one by one: a full chunk (no budget left to admit the
+    # arrival), then the last chunk, which leaves room to admit it.
+    t = rank.start_pass(cut)
+    assert rank.pass_no == 2 and [r.rid for r in rank.waiting] == [1]
+    rank.finish(t)
+    rank.start_pass(t)
+    assert rank.pass_no == 3 and [r.rid for r in rank.running] == [0, 1]
+
+
 def test_a_timing_model_with_mixed_decode_ms_times_the_decode_share_of_mixed_passes():
     # Budget 8192: pass 1 = A 3000 + B 5192 (prefill only); pass 2 = B's last 808 + A's decode
     # (mixed: A adds 0.05 x 3001 - 0.01 x 808); pass 3 = both decoding (decode_ms).

@@ -57,6 +57,8 @@ class RoutingPolicy(Protocol):
     """One pool's router; see the module docstring."""
 
     Knobs: ClassVar[type]
+    # Whether ``choose`` or ``hold`` reads the views (``Policy`` says True unless told).
+    reads_prefix_cache: ClassVar[bool]
 
     def choose(self, isl: int, keys: list[int], views: Sequence[PrefixView],
                loads: Sequence[RankLoad]) -> Route: ...
@@ -91,6 +93,9 @@ class Policy:
     ``pool``: the pool's role."""
 
     Knobs: ClassVar[type] = NoParams
+    # Whether ``choose`` or ``hold`` reads the ranks' prefix-cache views (the ranks of a pool
+    # whose router never does may run passes with prompt chunks in one step).
+    reads_prefix_cache: ClassVar[bool] = True
 
     def __init__(self, config: Any, block_size: int, rng: np.random.Generator, *,
                  pool: Role, max_batched_tokens: int = 1 << 62) -> None:

@@ -9,6 +9,8 @@ from plansim.sim.routing.base import Policy, RankLoad, Route
 
 
 class RandomChoice(Policy):
+    reads_prefix_cache = False
+
     def choose(self, isl: int, keys: list[int], views: Sequence[PrefixView],
                loads: Sequence[RankLoad]) -> Route:
         return Route(int(self.rng.integers(len(views))), 0)

@@ -12,6 +12,8 @@ from plansim.sim.routing.base import Policy, RankLoad, Route
 class RoundRobin(Policy):
     """The next candidate after the previous choice (by position in the candidate list)."""
 
+    reads_prefix_cache = False
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._next = 0

@@ -111,6 +111,16 @@ class SchedulerPolicy(Protocol):
         rank may then time those passes in one step (a decode run)."""
         ...
 
+    def steady_prompt(self, rank: PassBuilder) -> tuple[int, bool]:
+        """With the last running request's prompt being computed and every other running
+        request decoding: ``(chunk, last_admits_nothing)`` when each following pass would give
+        each decoding request one token and the prompt ``chunk`` tokens (its last chunk what is
+        left), admitting nothing while the chunk takes all ``chunk`` tokens, and also in the
+        pass of a shorter last chunk when ``last_admits_nothing``; ``(0, False)`` when passes
+        are not that steady. The rank may then time those passes in one step (a prompt run);
+        the policy keeps no state from those passes."""
+        ...
+
     def decode_run(self, passes: int) -> None:
         """A decode run of ``passes`` decode-only passes ended: advance the state ``compose``
         keeps from pass to pass as that many decode passes would have."""

@@ -154,6 +154,10 @@ class SglangScheduler:
         elif rank.pass_tokens:
             self.decodes_since_prefill += 1
 
+    def steady_prompt(self, rank: PassBuilder) -> tuple[int, bool]:
+        """A chunk's size follows the KV room left each pass: no prompt runs."""
+        return 0, False
+
     def decode_run(self, passes: int) -> None:
         # As ``compose`` after each decode pass (no retraction in a run): the ratio decays one
         # step a pass, subtracted pass by pass so that it is the same float.

@@ -139,5 +139,17 @@ class VllmScheduler:
             return not self.admits(rank, head, rank.prefix_match(head))
         return True
 
+    def steady_prompt(self, rank: PassBuilder) -> tuple[int, bool]:
+        # Each decoding request ahead of the prompt takes one token of the budget, the prompt
+        # the rest; while its chunk fills the budget nothing is admitted, and its last chunk
+        # leaves room for an admission unless no one waits or the batch is full.
+        if not self.chunked:
+            return 0, False
+        running = rank.running
+        chunk = self.budget - (len(running) - 1)
+        if chunk <= 0:
+            return 0, False
+        return chunk, not rank.waiting or len(running) >= self.max_num_seqs
+
     def decode_run(self, passes: int) -> None:
         """Nothing is kept from pass to pass."""
