@@ -344,6 +344,9 @@ class Rank:
     def has_work(self) -> bool:
         return not self.stalled and bool(self.running or self.waiting)
 
+    def cached_blocks(self, keys: list[int]) -> int:
+        return self.cache.cached_run(keys)
+
     def holds_requests(self) -> bool:
         return bool(self.running or self.waiting or (self.offload is not None
                                                      and self.offload.held))
@@ -400,10 +403,13 @@ class Rank:
     def finish(self, now: float) -> None:
         """Apply the pass (or run) ending at ``now`` (virtual ms)."""
         self.busy = False
+        self.cache.publish()  # the router learns the pass's blocks now
         if isinstance(self._run, PromptRun):
             self._finish_prompt_run(now)
+            self.cache.publish()
         elif self._run is not None:
             self._finish_run()
+            self.cache.publish()
         else:
             f = self.last_fpm
             self.passes.add_pass(f.wall_time_s, f.num_prefill_requests, f.sum_prefill_tokens,

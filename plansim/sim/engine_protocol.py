@@ -45,7 +45,8 @@ class PrefixView(Protocol):
 
     def overlap(self, keys: list[int]) -> int:
         """Leading blocks of ``keys`` (prompt block keys, ``plansim.sim.kv``) cached on the
-        rank, active or not."""
+        rank, active or not, as of its last pass end (the reference engine's KV events reach
+        the router when a pass ends)."""
         ...
 
 
@@ -66,6 +67,10 @@ class EngineRank(Protocol):
 
     def has_work(self) -> bool:
         """A pass can start now."""
+        ...
+
+    def cached_blocks(self, keys: list[int]) -> int:
+        """Leading blocks of ``keys`` cached on the rank now (its engine's own view)."""
         ...
 
     def holds_requests(self) -> bool:

@@ -289,7 +289,7 @@ class ReplayHost:
             moved = isl
             if handoff.missing_only:
                 # destination_missing: the prompt tokens past the rank's cached prefix move.
-                moved -= min(rank.prefix_view.overlap(keys) * rank.block_size, isl)
+                moved -= min(rank.cached_blocks(keys) * rank.block_size, isl)
             transfer_ms = moved * handoff.ms_per_token
             if transfer_ms > 0:
                 worker = self._rank_worker[id(rank)]

@@ -12,6 +12,10 @@ and then evicts inactive blocks oldest-first. When a request releases its blocks
 inactive in reverse order (its last block first), so eviction takes the tail of a sequence before
 its head, keeping shared prefixes longest.
 
+What the router sees (``overlap``). The reference engine's KV events reach its router when a pass
+ends: blocks a pass registers are invisible to routing until then, and blocks it evicts stay
+visible until then (``unpublished``, ``vanished``; ``publish`` at each pass end).
+
 Host stores (``plansim.sim.host_offload``). A block a host store is still copying out must not be
 overwritten: ``store_sources`` (the host tier's blocks being stored -> when their copy lands)
 lets ``allocate`` say how long the blocks it evicts are still being read.
@@ -28,6 +32,7 @@ so while ``_stale[k] > 0`` the next entry of ``k`` met from the oldest end is a 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from itertools import compress, repeat, takewhile
 from operator import add
 
@@ -46,7 +51,8 @@ class KvCache:
     """One rank's block pool. Sizes in blocks; ``block_size`` tokens per block."""
 
     __slots__ = ("num_blocks", "block_size", "prefix_caching", "cached", "registered", "shared",
-                 "used", "active", "evicted_total", "store_sources", "_lru", "_head", "_stale")
+                 "used", "active", "evicted_total", "store_sources", "unpublished", "vanished",
+                 "_lru", "_head", "_stale")
 
     def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool = True) -> None:
         self.num_blocks = num_blocks
@@ -67,6 +73,10 @@ class KvCache:
         self.evicted_total = 0
         # Blocks a host store is reading -> when it lands (the host tier's dict); None without one.
         self.store_sources: dict[int, float] | None = None
+        # Since the last pass end: blocks registered (the router does not know them yet) and
+        # blocks evicted (it still counts them).
+        self.unpublished: set[int] = set()
+        self.vanished: set[int] = set()
 
     def available(self) -> int:
         """Blocks that can be allocated now: free plus evictable (``used`` is the active blocks
@@ -87,7 +97,19 @@ class KvCache:
         return n, sum(map(self.registered.__contains__, keys[:n])) if n else 0
 
     def overlap(self, keys: list[int]) -> int:
-        """Leading cached blocks of ``keys`` (active or inactive), for routing.
+        """Leading cached blocks of ``keys`` (active or inactive) as the router knows them: the
+        cache as of the rank's last pass end (``publish``)."""
+        unpublished, vanished = self.unpublished, self.vanished
+        if not unpublished and not vanished:
+            return self.cached_run(keys)
+        if not self.prefix_caching or not keys:
+            return 0
+        cached = self.cached
+        return _leading_run(keys, lambda k: k in vanished or (k in cached
+                                                            and k not in unpublished))
+
+    def cached_run(self, keys: list[int]) -> int:
+        """Leading cached blocks of ``keys`` (active or inactive) now.
 
         Found by binary search for the last cached block, which assumes the cached blocks of a
         prefix form a prefix (eviction takes sequence tails first); a hole in the middle of a
@@ -95,17 +117,14 @@ class KvCache:
         """
         if not self.prefix_caching or not keys:
             return 0
-        cached = self.cached
-        if keys[0] not in cached:
-            return 0
-        lo, hi = 1, len(keys)  # keys[:lo] cached; answer in [lo, hi]
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if keys[mid - 1] in cached:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
+        return _leading_run(keys, self.cached.__contains__)
+
+    def publish(self) -> None:
+        """A pass ended: the router learns what it registered and evicted."""
+        if self.unpublished:
+            self.unpublished.clear()
+        if self.vanished:
+            self.vanished.clear()
 
     def acquire(self, keys: list[int]) -> None:
         """Take references on cached blocks (re-activating inactive ones)."""
@@ -136,6 +155,7 @@ class KvCache:
             return 0.0
         self.evicted_total += evict
         gone = self._evict(evict)
+        self.vanished.update(gone)
         sources = self.store_sources
         if not sources or sources.keys().isdisjoint(gone):
             return 0.0
@@ -223,6 +243,7 @@ class KvCache:
                     cached.add(k)
                     fresh.append(k)
         self.registered.update(fresh)
+        self.unpublished.update(fresh)
         held.extend(fresh)
 
     def release(self, keys: list[int], n_private: int, cache_keys: list[int]) -> None:
@@ -262,3 +283,18 @@ class KvCache:
         registered.difference_update(gone)
         self.active -= len(gone)
         self._retire(gone)
+
+
+def _leading_run(keys: list[int], present: Callable[[int], bool]) -> int:
+    """Leading ``keys`` for which ``present`` holds, by binary search (``present`` is assumed
+    to hold on a prefix of ``keys``)."""
+    if not present(keys[0]):
+        return 0
+    lo, hi = 1, len(keys)  # keys[:lo] present; answer in [lo, hi]
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if present(keys[mid - 1]):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

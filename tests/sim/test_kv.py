@@ -75,8 +75,21 @@ def test_without_prefix_caching_nothing_is_matched_or_kept():
 
 def test_router_overlap_agrees_with_match_on_prefix_shaped_contents():
     cache, held = _cache_with(list(range(1, 8)))
+    cache.publish()
     assert cache.overlap(list(range(1, 12))) == 7 == cache.match(list(range(1, 12)))[0]
     assert cache.overlap([99, 1]) == 0
+
+
+def test_the_router_learns_what_a_pass_registers_and_evicts_when_the_pass_ends():
+    cache, held = _cache_with([1, 2, 3], num_blocks=4)
+    assert cache.overlap([1, 2, 3]) == 0 and cache.cached_run([1, 2, 3]) == 3
+    cache.publish()
+    assert cache.overlap([1, 2, 3]) == 3
+    cache.release(held, 0, [])
+    cache.allocate(3)  # the free block, then 3 and 2 evicted (tail first)
+    assert cache.overlap([1, 2, 3]) == 3 and cache.cached_run([1, 2, 3]) == 1
+    cache.publish()
+    assert cache.overlap([1, 2, 3]) == 1
 
 
 def test_allocation_says_until_when_a_host_store_still_reads_the_blocks_it_evicts():
@@ -212,6 +225,6 @@ def _check_against_model(num_blocks, steps):
             model.available(), model.used, model.active, model.evicted_total)
         for keys in probes + [list(model.refs)]:
             assert cache.match(keys) == model.match(keys)
-            assert cache.overlap(keys) == _binary_overlap(model.refs, keys)
+            assert cache.cached_run(keys) == _binary_overlap(model.refs, keys)
         for k in model.refs:
             assert cache.refcount(k) == model.refs[k]

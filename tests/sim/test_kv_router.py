@@ -28,6 +28,19 @@ def test_kv_router_sends_a_request_to_the_worker_holding_its_prefix():
         assert req(r, 1).ttft_ms == pytest.approx(prefill_ms(512), abs=1e-6)
 
 
+def test_kv_router_sees_a_prefix_only_once_the_pass_computing_it_ends():
+    # B arrives during A's prefill pass (85.756 ms) sharing A's 4096-token prompt. The router
+    # does not see A's blocks yet: A's rank costs 2 x 128 prefill plus 64 + 128 decode blocks,
+    # the idle one 128 + 128, so B goes there and recomputes. Had the router seen them
+    # (credit 2 per block), A's rank would cost 192 - 128 + 64 + 64 and win.
+    a_ids, b_ids = [1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]
+    rows = [(0.0, 4096, 50, a_ids), (40.0, 8192, 2, b_ids)]
+    r = run(rows, num_workers=2, router={"mode": "kv_router", "overlap_score_credit": 2.0})
+    a, b = req(r, 0), req(r, 1)
+    assert b.decode_worker != a.decode_worker and b.reused_input_tokens == 0
+    assert b.ttft_ms == pytest.approx(prefill_ms(8192), abs=1e-6)
+
+
 def test_kv_router_avoids_a_worker_with_queued_prefill_work():
     # Both arrive while nothing is cached: the second sees the first's queued prompt tokens.
     rows = [(0.0, 4000, 2, [1, 2, 3, 4, 5, 6, 7, 8]), (1.0, 1000, 2, [9, 10])]
