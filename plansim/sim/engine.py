@@ -852,14 +852,10 @@ class Rank:
         # Decoding: one known token left, and past the first token (a prompt can also stop
         # one token short of its end, which is still prefill).
         if n < soa.SCALAR_ROWS:
-            _, isl, total, computed, known_list, blocks, _, _ = b.columns()
-            k = 1 << 30
-            for i in range(n):
-                L = known_list[i]
-                if computed[i] != L - 1 or L <= isl[i]:
-                    return None
-                if total[i] - L < k:
-                    k = total[i] - L
+            _, isl, total, computed, known_list, _, _, _ = b.columns()
+            k = self._decoding_left(isl, total, computed, known_list, n)
+            if k is None:
+                return None
             sum_len = sum(known_list)
         else:
             known = b.known[:n]
@@ -894,6 +890,21 @@ class Rank:
         self._emit = []
         self._slices = []
         return float(ends[-1])
+
+    @staticmethod
+    def _decoding_left(isl: list[int], total: list[int], computed: list[int],
+                       known: list[int], rows: int) -> int | None:
+        """The fewest tokens any of the first ``rows`` rows (``Batch.columns``) has left to
+        emit when every one of them is decoding (one known token left, past the first token);
+        None when one is not; ``1 << 30`` for no rows."""
+        k = 1 << 30
+        for i in range(rows):
+            L = known[i]
+            if computed[i] != L - 1 or L <= isl[i]:
+                return None
+            if total[i] - L < k:
+                k = total[i] - L
+        return k
 
     @staticmethod
     def _kv_limit(first_need: np.ndarray, avail: int, k: int, bs: int) -> int:
@@ -975,13 +986,9 @@ class Rank:
         c0 = computed[p]
         if known[p] != isl[p] or c0 >= isl[p] - 1 or self.running[p].prebuilt:
             return None  # the last request is not a fresh prompt with chunks to go
-        k_dec = 1 << 30
-        for i in range(p):
-            L = known[i]
-            if computed[i] != L - 1 or L <= isl[i]:
-                return None
-            if total[i] - L < k_dec:
-                k_dec = total[i] - L
+        k_dec = self._decoding_left(isl, total, computed, known, p)
+        if k_dec is None:
+            return None
         chunk, last_admits_nothing = self.policy.steady_prompt(self)
         if chunk <= 0:
             return None
