@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 import typer
 
-from plansim.commands.output import ForceOption, OutputFolder, write_reports
+from plansim.commands.output import ForceOption, OutputFolder, records_option, write_reports
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.commands.retune_windows import Backend
 from plansim.errors import InputError
@@ -153,7 +153,7 @@ def _inputs(options: Mapping[str, Any], traces: Sequence[Path], workload: Any, p
              str(value) if isinstance(value, Path) else
              value.value if hasattr(value, "value") else value
              for name, value in options.items()
-             if name != "traces" and value is not None and value is not False}
+             if name != "traces" and records_option(name, value)}
     return {
         "command": "plansim capacity",
         "options": given,

@@ -47,6 +47,18 @@ _OWN_NAMES = frozenset({
     schema.RECOMMENDED_DEPLOYMENT, schema.CAPACITY_REPORT,
 })
 
+# Options that say where and how a run is written, not what ran: inputs.json leaves them out, so
+# that the same inputs write the same inputs.json whatever folder they go to (the folder is
+# where its run.json is; nothing needs its path recorded).
+WRITING_OPTIONS = frozenset({"out", "force", "no_report", "self_contained", "quiet"})
+
+
+def records_option(name: str, value: Any) -> bool:
+    """Whether inputs.json records option ``name`` with ``value``: one that says what ran (not
+    in ``WRITING_OPTIONS``) and was given (not left unset, off or empty)."""
+    return (name not in WRITING_OPTIONS and value is not None and value is not False
+            and value != () and value != [])
+
 ForceOption = Annotated[bool, typer.Option(
     "--force", help="Replace the run already in --out (only plansim's files are removed).")]
 

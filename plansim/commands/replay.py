@@ -20,7 +20,13 @@ import typer
 
 from plansim.commands import synth_options
 from plansim.commands.options import with_options
-from plansim.commands.output import ForceOption, OutputFolder, write_replay_outputs, write_reports
+from plansim.commands.output import (
+    ForceOption,
+    OutputFolder,
+    records_option,
+    write_replay_outputs,
+    write_reports,
+)
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.commands.router_flags import (
     ROUTER_MODE_HELP,
@@ -158,10 +164,11 @@ def _print_summary(s: Mapping[str, Any], n_rejected: int, out_dir: Path,
 def _inputs(ctx: typer.Context, traces: list[Path], workload: Any, deployment: Any,
             planner_raw: Mapping[str, Any] | None, trace_format: str,
             trace_block_size: int | None) -> dict[str, Any]:
-    """What ran: the command and the options given, the traces, the validated deployment."""
+    """What ran: the command and the options given (not those that say how the run is
+    written), the traces, the validated deployment."""
     given = {name: str(value) if isinstance(value, Path) else value
              for name, value in ctx.params.items()
-             if name != "traces" and value is not None and value is not False}
+             if name != "traces" and records_option(name, value)}
     return {
         "command": f"plansim replay {ctx.info_name}",
         "options": given,

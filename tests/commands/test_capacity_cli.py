@@ -64,7 +64,11 @@ def test_writes_the_answer_table_and_every_output(tmp_path, files, run_cli):
     assert points[points["kind"] == "static"]["num_workers"].tolist() == [1, 2, 4, 3]
     recommended = (out / "recommended_deployment.yaml").read_text()
     assert "num_workers: 4" in recommended
-    assert json.loads((out / "inputs.json").read_text())["command"] == "plansim capacity"
+    inputs = json.loads((out / "inputs.json").read_text())
+    assert inputs["command"] == "plansim capacity"
+    # What ran, not where or how it was written.
+    assert inputs["options"]["jobs"] == 1
+    assert not {"out", "quiet", "no_report"} & set(inputs["options"])
     lines = stdout.splitlines()
     assert lines[0].startswith("recommended   4 workers (base): goodput 100.0% >= 95.0% target")
     assert any(line.startswith("lower bound") for line in lines)

@@ -51,15 +51,20 @@ def test_happy_path_writes_every_output_file(tmp_path, run_cli):
 
 
 def test_same_inputs_write_byte_identical_files(tmp_path, run_cli):
+    # Into another folder, and with options that only say how the run is written: inputs.json
+    # records what ran, so it is identical too.
     outs = []
-    for name in ("a", "b"):
+    for name, writing in (("a", ()), ("b", ("--force", "--self-contained"))):
         out = tmp_path / name
         code, _, err = run_cli("replay", "run", str(MICRO_TRACE), "--num-workers", "3",
                                "--trace-block-size", "512", "--out", str(out), "--no-report",
-                               "--quiet")
+                               "--quiet", *writing)
         assert code == 0, err
         outs.append(out)
-    for name in ("summary.json", "requests.parquet", "timeseries.parquet", "workers.parquet"):
+    assert json.loads((outs[0] / "inputs.json").read_text())["options"] == {
+        "num_workers": 3, "trace_block_size": 512, "trace_format": "auto"}
+    for name in ("inputs.json", "summary.json", "requests.parquet", "timeseries.parquet",
+                 "workers.parquet"):
         first, second = ((o / name).read_bytes() for o in outs)
         assert first == second, name
 
