@@ -14,7 +14,7 @@ from plansim.sim.cluster import Pool
 from plansim.sim.recorder import Recorder
 from plansim.sim.result import ReplayResult
 from plansim.sim.sessions import session_columns, session_summary
-from plansim.sim.summary import replay_duration_ms, summarize
+from plansim.sim.summary import replay_end_ms, summarize
 from plansim.result_table import Table
 
 if TYPE_CHECKING:
@@ -32,13 +32,13 @@ def assemble_result(workload: Any, deployment: Any, pools: Mapping[Role, Pool], 
     graph = workload.graph
     if graph is not None:
         requests = session_columns(requests, graph)
-    done_ms = replay_duration_ms(requests)
+    end_ms = replay_end_ms(requests)
     d = deployment
     # Worker-seconds and GPUs per worker by planner role (an aggregated pool is decode).
     seconds = {Role.PREFILL: 0.0, Role.DECODE: 0.0}
     gpus = {Role.PREFILL: 0, Role.DECODE: 0}
     for name, pool in pools.items():
-        seconds[name.planner_role] = pool.worker_seconds(done_ms)
+        seconds[name.planner_role] = pool.worker_seconds(end_ms)
         gpus[name.planner_role] = d.pool_args(name).gpus_per_worker
     gaps, counts = rec.itl_samples()
     summary = summarize(requests, gaps, counts, prefill_worker_seconds=seconds[Role.PREFILL],

@@ -9,8 +9,10 @@ engine collected, and returns a flat dict (JSON-ready floats and ints) with thes
   from the first arrival; throughputs over ``duration_s = max(duration_ms / 1000, 1e-9)``:
   ``request_throughput_rps``, ``input_throughput_tok_s``, ``output_throughput_tok_s``,
   ``total_throughput_tok_s``;
-- capacity: ``prefill_worker_seconds``, ``decode_worker_seconds``, ``prefill_gpus_per_worker``,
-  ``decode_gpus_per_worker``, ``gpu_hours = (pws * pgpw + dws * dgpw) / 3600``;
+- capacity: ``prefill_worker_seconds``, ``decode_worker_seconds`` (provisioned workers over the
+  replay, until ``replay_end_ms``: the last completion or the last arrival, whichever is later),
+  ``prefill_gpus_per_worker``, ``decode_gpus_per_worker``,
+  ``gpu_hours = (pws * pgpw + dws * dgpw) / 3600``;
 - ``prefix_cache_reused_ratio``: reused input tokens / input tokens over completed requests;
 - distributions ``{mean,min,max,median,p75,p90,p95,p99,std}_{x}_ms`` for x in ``ttft``,
   ``ttst``, ``tpot``, ``itl``, ``e2e_latency`` (completed requests; ``itl`` over every token gap),
@@ -105,6 +107,17 @@ def replay_duration_ms(requests: Any) -> float:
     done = column(requests, "status") == "completed"
     last_ms = column(requests, "last_token_ms", np.float64)[done]
     return float(np.nanmax(last_ms)) if np.isfinite(last_ms).any() else 0.0
+
+
+def replay_end_ms(requests: Any) -> float:
+    """When the replay of a requests ``Table`` or DataFrame ends (virtual ms), the span its
+    workers are provisioned for: the last completion or the last arrival, whichever is later (a
+    request rejected on arrival ends there), as the reference integrates worker time. A replay
+    whose requests were all rejected still held its workers until the last of them arrived."""
+    arrival_ms = column(requests, "arrival_ms", np.float64)
+    arrived = arrival_ms[np.isfinite(arrival_ms)]
+    last_arrival_ms = float(arrived.max()) if arrived.size else 0.0
+    return max(replay_duration_ms(requests), last_arrival_ms)
 
 
 def _put(out: dict[str, Any], prefix: str, stats: dict[str, float], suffix: str = "_ms") -> None:

@@ -395,3 +395,19 @@ def test_a_timing_model_with_mixed_decode_ms_times_the_decode_share_of_mixed_pas
     assert req(r, 1).first_token_ms == pytest.approx(p1 + p2, **APPROX)
     assert req(r, 0).ttst_ms == pytest.approx(p2, **APPROX)
     assert req(r, 0).last_token_ms == pytest.approx(p1 + p2 + q(0.05 * (3002 + 6001)), **APPROX)
+
+
+def test_workers_count_until_the_last_arrival_when_it_is_after_the_last_completion():
+    # Two workers provisioned from 0 ms; prompts of 3,000 tokens cannot fit a 40-block pool
+    # (2,560 tokens) and are rejected on arrival. The reference holds the workers until the
+    # replay ends: 2 workers x 2 s with every request rejected, 2 x 3 s when the first completes.
+    big = [(1000.0 * i, 3000, 10, [10 * i + k for k in range(6)]) for i in range(3)]
+    rejected = run(big, engine={"num_gpu_blocks": 40}, num_workers=2)
+    assert rejected.summary["completed_requests"] == 0
+    assert rejected.summary["duration_ms"] == 0.0
+    assert rejected.summary["gpu_hours"] == pytest.approx(2 * 2.0 / 3600)
+    small_first = [(0.0, 100, 4, [900])] + [(t + 1000.0, n, o, h) for t, n, o, h in big]
+    one_ok = run(small_first, engine={"num_gpu_blocks": 40}, num_workers=2)
+    assert one_ok.summary["completed_requests"] == 1
+    assert one_ok.summary["duration_ms"] < 1000.0
+    assert one_ok.summary["gpu_hours"] == pytest.approx(2 * 3.0 / 3600)
