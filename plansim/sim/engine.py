@@ -270,6 +270,8 @@ class Rank:
         self.policy = make_scheduler(args) if policy is None else policy
         self.decode_runs = decode_runs
         self.prompt_runs = decode_runs and prompt_runs and role.prefills and role.decodes
+        # Nothing routes by the prefix cache: the router's view of it need not be kept.
+        self.cache.publishes = not prompt_runs
         self.vector_grants = vector_grants
         # Speculative decoding: a verification pass emits 1 + accepted drafts per request.
         self.sampler: DraftSampler | None = None

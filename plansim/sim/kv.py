@@ -51,7 +51,8 @@ class KvCache:
     """One rank's block pool. Sizes in blocks; ``block_size`` tokens per block."""
 
     __slots__ = ("num_blocks", "block_size", "prefix_caching", "cached", "registered", "shared",
-                 "used", "active", "evicted_total", "store_sources", "unpublished", "vanished",
+                 "used", "active", "evicted_total", "store_sources", "publishes",
+                 "unpublished", "vanished",
                  "_lru", "_head", "_stale")
 
     def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool = True) -> None:
@@ -74,7 +75,9 @@ class KvCache:
         # Blocks a host store is reading -> when it lands (the host tier's dict); None without one.
         self.store_sources: dict[int, float] | None = None
         # Since the last pass end: blocks registered (the router does not know them yet) and
-        # blocks evicted (it still counts them).
+        # blocks evicted (it still counts them); kept only while ``publishes`` (a router reads
+        # the pool).
+        self.publishes = True
         self.unpublished: set[int] = set()
         self.vanished: set[int] = set()
 
@@ -99,12 +102,13 @@ class KvCache:
     def overlap(self, keys: list[int]) -> int:
         """Leading cached blocks of ``keys`` (active or inactive) as the router knows them: the
         cache as of the rank's last pass end (``publish``)."""
-        unpublished, vanished = self.unpublished, self.vanished
-        if not unpublished and not vanished:
-            return self.cached_run(keys)
         if not self.prefix_caching or not keys:
             return 0
-        cached = self.cached
+        cached, unpublished, vanished = self.cached, self.unpublished, self.vanished
+        if keys[0] not in cached and keys[0] not in vanished:
+            return 0  # the common case: nothing of the prompt here
+        if not unpublished and not vanished:
+            return _leading_run(keys, cached.__contains__)
         return _leading_run(keys, lambda k: k in vanished or (k in cached
                                                             and k not in unpublished))
 
@@ -155,7 +159,8 @@ class KvCache:
             return 0.0
         self.evicted_total += evict
         gone = self._evict(evict)
-        self.vanished.update(gone)
+        if self.publishes:
+            self.vanished.update(gone)
         sources = self.store_sources
         if not sources or sources.keys().isdisjoint(gone):
             return 0.0
@@ -243,7 +248,8 @@ class KvCache:
                     cached.add(k)
                     fresh.append(k)
         self.registered.update(fresh)
-        self.unpublished.update(fresh)
+        if self.publishes:
+            self.unpublished.update(fresh)
         held.extend(fresh)
 
     def release(self, keys: list[int], n_private: int, cache_keys: list[int]) -> None:
