@@ -20,7 +20,9 @@ command with one line.
   raylet's agents outlive a killed driver by a minute). A small helper process snapshots the
   command's descendants every ``REAPER_PERIOD_S`` and, when the command's end of a pipe closes
   (however the command ended, SIGKILL included), kills every process of the last snapshot that
-  still runs.
+  still runs, then, round by round until none is left, the children those started before they
+  died and every process holding a file open in its folders (a Ray agent whose raylet died
+  just after starting it is re-parented out of the tree, and lived on for a minute).
 - ``scratch_folder(parent)``: one folder for every temporary file of the command and its
   workers (``tempfile``, ``TMPDIR``), in the system's temporary folder, removed on every exit
   path the process lives through (and by the workers' watchdogs when it is killed).
@@ -249,7 +251,8 @@ class ProcessReaper:
 # a recycled pid is never killed.
 _REAPER_SOURCE = r"""
 import os, select, shutil, signal, sys, time
-root, period, folders = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3:]
+root, period = int(sys.argv[1]), float(sys.argv[2])
+folders = [os.path.realpath(f) for f in sys.argv[3:]]
 
 def table():
     out = {}
@@ -273,6 +276,30 @@ def descendants(procs, roots):
                 frontier.append(pid)
     return found
 
+# Whether the process has a file open in one of the folders: a process of ours that left the
+# tree (a Ray agent whose raylet died just after starting it is re-parented away, and keeps its
+# logs open in the Ray session folder).
+def holds_a_folder(pid):
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if any(target == f or target.startswith(f + "/") for f in folders):
+            return True
+    return False
+
+def kill(pids):
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
 seen = {}  # every descendant seen and still running (a re-parented one stays in it)
 while True:
     ready, _, _ = select.select([0], [], [], period)
@@ -288,14 +315,23 @@ while True:
 now = table()
 seen.update(descendants(now, [pid for pid, start in seen.items()
                               if now.get(pid, (0, None))[1] == start]))
-for pid, start in seen.items():
-    if now.get(pid, (None, None))[1] == start:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-if folders:
+killed = {pid: start for pid, start in seen.items() if now.get(pid, (None, None))[1] == start}
+kill(killed)
+# Then, until a round finds none: children the killed ones started before they died, and the
+# processes out of the tree that hold files in the folders.
+for _ in range(20):
+    if not folders:
+        break
     time.sleep(period)  # let the killed processes go before their files
+    now = table()
+    found = descendants(now, list(killed))
+    found.update({pid: start for pid, (_, start) in now.items()
+                  if pid != os.getpid() and holds_a_folder(pid)})
+    found = {pid: start for pid, start in found.items() if killed.get(pid) != start}
+    if not found:
+        break
+    kill(found)
+    killed.update(found)
 for folder in folders:
     shutil.rmtree(folder, ignore_errors=True)
 """

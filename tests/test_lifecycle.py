@@ -115,6 +115,44 @@ def test_reaper_kills_the_descendants_of_a_killed_process_unless_closed(tmp_path
             os.kill(sleeper, signal.SIGKILL)
 
 
+# A process of the command outside its process tree: a child starts a grandchild that keeps a
+# log open in the folder and exits, so the grandchild is re-parented away before the reaper
+# starts (as a Ray agent is when its raylet dies just after starting it).
+_ESCAPED = textwrap.dedent("""
+    import os, subprocess, sys, time
+    folder, pid_file = sys.argv[1], sys.argv[2]
+    grandchild = ("import os, sys, time; log = open(os.path.join(sys.argv[1], 'agent.log'), 'w'); "
+                  "open(sys.argv[2], 'w').write(str(os.getpid())); time.sleep(60)")
+    subprocess.run([sys.executable, "-c",
+                    "import subprocess, sys; subprocess.Popen(sys.argv[1:])",
+                    sys.executable, "-c", grandchild, folder, pid_file], check=True)
+    while not os.path.exists(pid_file) or not open(pid_file).read():
+        time.sleep(0.01)
+    from plansim.lifecycle import ProcessReaper
+    reaper = ProcessReaper(folders=[folder])
+    time.sleep(0.5)  # several snapshots, none of which can see the grandchild
+    print(open(pid_file).read(), flush=True)
+    time.sleep(60)
+""")
+
+
+def test_reaper_kills_a_process_out_of_the_tree_that_holds_a_file_in_its_folders(tmp_path):
+    folder = tmp_path / "ray-session"
+    folder.mkdir()
+    parent = subprocess.Popen([sys.executable, "-c", _ESCAPED, str(folder),
+                               str(tmp_path / "agent.pid")], stdout=subprocess.PIPE, text=True)
+    escaped = int(parent.stdout.readline())
+    assert escaped not in live_children(parent.pid)
+    parent.kill()
+    parent.wait()
+    try:
+        assert _wait_gone(escaped)
+        assert _wait_gone_folder(folder)
+    finally:
+        if alive(escaped):
+            os.kill(escaped, signal.SIGKILL)
+
+
 def _wait_gone_folder(folder: Path) -> bool:
     deadline = time.monotonic() + GONE_WITHIN_S
     while folder.exists() and time.monotonic() < deadline:
