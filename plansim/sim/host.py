@@ -56,6 +56,14 @@ def replay(workload: Any, deployment: Deployment, planner: Any = None, *,
     return host.result(wall_ms=(time.perf_counter() - wall_start) * 1000.0)
 
 
+def block_end_offsets(block_size: int, trace_block_size: int) -> np.ndarray | None:
+    """Where each engine block ends inside its trace block (token offsets), when engine blocks
+    tile trace blocks; None otherwise."""
+    if trace_block_size <= 0 or trace_block_size % block_size:
+        return None
+    return np.arange(block_size - 1, trace_block_size, block_size, dtype=np.int64)
+
+
 def _check_replay_span(last_arrival_ms: float, speedup: float) -> None:
     """Refuse a virtual span over ``limits.MAX_SPAN_S`` before anything is sized by it."""
     what = "the replay"
@@ -128,6 +136,7 @@ class ReplayHost:
             for _ in range(count):
                 pool.mark_ready(pool.provision(0.0), 0.0)
         self.block_size = deployment.pool_args(self.mode.visible_pool).block_size
+        self._block_offsets = block_end_offsets(self.block_size, workload.trace_block_size)
         self.entry_pool = self.mode.entry_pool
         self._finish_call: dict[int, Handle] = {}  # id(rank) -> its pass end's call
         self._start_pending: set[int] = set()  # ids of ranks (of workers with DP) to start
@@ -215,6 +224,9 @@ class ReplayHost:
     # ---------------------------------------------------------------- routing
 
     def _prompt_keys(self, rid: int) -> list[int]:
+        """The keys of the request's full prompt blocks (``plansim.sim.kv``): block ``j`` ends at
+        token ``e = j * bs + bs - 1`` and is keyed ``hash[e // tbs] * tbs + e % tbs``, for the
+        blocks whose trace block has a hash."""
         bs = self.block_size
         isl = int(self.isl[rid])
         n_full = isl // bs
@@ -222,6 +234,14 @@ class ReplayHost:
             return []
         h = self.workload.hashes(rid)
         tbs = self.workload.trace_block_size
+        offsets = self._block_offsets
+        if offsets is not None:
+            # Whole engine blocks per trace block: block j is hash[j // per] * tbs + offsets[j %
+            # per], so the keys are one outer sum.
+            per = offsets.shape[0]
+            n = min(n_full, h.shape[0] * per)
+            used = h[: -(-n // per)].astype(np.int64)
+            return (used[:, None] * tbs + offsets).ravel()[:n].tolist()
         ends = np.arange(bs - 1, n_full * bs, bs, dtype=np.int64)
         idx = ends // tbs
         ends = ends[idx < h.shape[0]]

@@ -234,7 +234,7 @@ class Recorder:
             self.last_token[rids] = e_last
         if m > 1:
             self.gap_value.frombytes(np.diff(ends).tobytes())
-            self.gap_count.frombytes(np.full(m - 1, n, dtype=np.int64).tobytes())
+            self.gap_count.extend(array("q", (n,)) * (m - 1))
         if len(self.gap_value) >= _COMPACT_AT:
             self._compact_gaps()
         first_s, last_s = int(e0 // 1000.0), int(e_last // 1000.0)
@@ -242,7 +242,9 @@ class Recorder:
             self._count_tokens(e0, n * m)
         else:
             self._grow(last_s)
-            np.add.at(self._tok_per_s, (ends // 1000.0).astype(np.int64), n)
+            # Pass ends ascend: per second from the first, how many passes end in it.
+            per_s = np.bincount((ends // 1000.0).astype(np.int64) - first_s)
+            self._tok_per_s[first_s : last_s + 1] += per_s * n
 
     def _count_tokens(self, end: float, k: int) -> None:
         sec = int(end // 1000.0)

@@ -288,3 +288,30 @@ def test_leading_run_equals_a_walk_over_whole_prompts(paths, data):
         while walk < len(keys) and keys[walk] in held:
             walk += 1
         assert leading_run(keys, held) == walk
+
+
+# Prompts as prefix-chain keys: a prompt is a path from the root of a small tree of blocks
+# (block i's key is the tuple of its path), so equal keys mean equal prefixes.
+_prompts = st.lists(st.integers(0, 2), min_size=1, max_size=8).map(
+    lambda path: [hash(tuple(path[: i + 1])) for i in range(len(path))])
+
+
+@settings(max_examples=200, deadline=None)
+@given(events=st.lists(st.tuples(st.booleans(), _prompts), min_size=1, max_size=40))
+def test_a_ranks_counted_blocks_are_the_distinct_blocks_of_its_unfinished_requests(events):
+    router = KvRouter({}, 64, np.random.default_rng(0), pool=Role.AGG)
+    load = RankLoad()
+    active: dict[int, list[int]] = {}
+    for rid, (finish, keys) in enumerate(events):
+        if finish and active:
+            gone = min(active)
+            router.finished(gone)
+            del active[gone]
+        else:
+            router.sent(rid, 64 * len(keys), keys, Route(0, 0), load)
+            active[rid] = keys
+        counts: dict[int, int] = {}
+        for prompt in active.values():
+            for k in prompt:
+                counts[k] = counts.get(k, 0) + 1
+        assert load.blocks == counts and load.n_blocks == len(counts)

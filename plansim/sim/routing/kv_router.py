@@ -40,11 +40,12 @@ changes scores and the queue's order and threshold only.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Container, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from operator import add, sub
+from operator import add, neg, sub
 from typing import Any
 
 import numpy as np
@@ -254,7 +255,7 @@ class KvRouter(Policy):
             self._sent[rid] = Sent(load, (), len(keys), queued)
             return
         blocks = load.blocks
-        present = sum(map(blocks.__contains__, keys))
+        present = leading_run(keys, blocks)
         # Reference counts per block, updated with C-level map/zip (keys are unique per request).
         blocks.update(zip(keys, map(add, map(blocks.get, keys, repeat(0)), repeat(1))))
         load.n_blocks += len(keys) - present
@@ -276,7 +277,9 @@ class KvRouter(Policy):
         blocks = load.blocks
         counts = list(map(sub, map(blocks.__getitem__, keys), repeat(1)))
         blocks.update(zip(keys, counts))
-        gone = [k for k, c in zip(keys, counts) if not c]
+        # A prompt's counts never rise along it (a request holding a block holds every block
+        # before it), so the blocks no request holds any more are its tail.
+        gone = keys[bisect_left(counts, 0, key=neg):]
         deque(map(blocks.pop, gone), 0)
         load.n_blocks -= entry.extra_blocks + len(gone)
 
