@@ -69,18 +69,16 @@ def _arrow_column(values: np.ndarray) -> Any:
                                                 bitorder="little"))
         return pa.Array.from_buffers(pa.large_string(), n, [
             validity, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
-    values = np.ascontiguousarray(values)
-    kinds = {"f": pa.float64(), "i": pa.int64(), "b": pa.bool_()}
-    arrow_type = kinds.get(values.dtype.kind)
-    if arrow_type is None or values.dtype.itemsize != (1 if values.dtype.kind == "b" else 8):
+    if values.dtype not in (np.float64, np.int64):
         raise TypeError(f"no Arrow column for dtype {values.dtype}")
+    values = np.ascontiguousarray(values)
     validity = None
-    if values.dtype.kind == "f":  # NaN is a null, as pandas writes it
+    if values.dtype == np.float64:  # NaN is a null, as pandas writes it
         valid = ~np.isnan(values)
         if not valid.all():
             validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
-    data = np.packbits(values, bitorder="little") if values.dtype.kind == "b" else values
-    return pa.Array.from_buffers(arrow_type, n, [validity, pa.py_buffer(data)])
+        return pa.Array.from_buffers(pa.float64(), n, [validity, pa.py_buffer(values)])
+    return pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(values)])
 
 
 def column(table: Any, name: str, dtype: Any = None) -> np.ndarray:
