@@ -32,7 +32,6 @@ so while ``_stale[k] > 0`` the next entry of ``k`` met from the oldest end is a 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
 from itertools import compress, repeat, takewhile
 from operator import add
 
@@ -108,9 +107,21 @@ class KvCache:
         if keys[0] not in cached and keys[0] not in vanished:
             return 0  # the common case: nothing of the prompt here
         if not unpublished and not vanished:
-            return _leading_run(keys, cached.__contains__)
-        return _leading_run(keys, lambda k: k in vanished or (k in cached
-                                                            and k not in unpublished))
+            return _leading_run(keys, cached)
+        # ``_leading_run`` with the published view's membership written out (the router asks
+        # every rank for every request: no call per probe).
+        k = keys[0]
+        if k not in vanished and (k not in cached or k in unpublished):
+            return 0
+        lo, hi = 1, len(keys)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            k = keys[mid - 1]
+            if k in vanished or (k in cached and k not in unpublished):
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
 
     def cached_run(self, keys: list[int]) -> int:
         """Leading cached blocks of ``keys`` (active or inactive) now.
@@ -121,7 +132,7 @@ class KvCache:
         """
         if not self.prefix_caching or not keys:
             return 0
-        return _leading_run(keys, self.cached.__contains__)
+        return _leading_run(keys, self.cached)
 
     def publish(self) -> None:
         """A pass ended: the router learns what it registered and evicted."""
@@ -291,15 +302,15 @@ class KvCache:
         self._retire(gone)
 
 
-def _leading_run(keys: list[int], present: Callable[[int], bool]) -> int:
-    """Leading ``keys`` for which ``present`` holds, by binary search (``present`` is assumed
-    to hold on a prefix of ``keys``)."""
-    if not present(keys[0]):
+def _leading_run(keys: list[int], present: set[int]) -> int:
+    """Leading ``keys`` in ``present``, by binary search (assumed to hold on a prefix of
+    ``keys``)."""
+    if keys[0] not in present:
         return 0
     lo, hi = 1, len(keys)  # keys[:lo] present; answer in [lo, hi]
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if present(keys[mid - 1]):
+        if keys[mid - 1] in present:
             lo = mid
         else:
             hi = mid - 1
