@@ -678,8 +678,9 @@ class Rank:
                     # A prompt's own pass verifies drafts only where the backend does so.
                     draws.append(verifies or prompt == 0 or not prefill_timed)
                 # With speculative decoding a request finishing its prompt also runs the
-                # verification step in this pass.
-                if prompt == 0 or not prefill_timed or verifies:
+                # verification step in this pass. A preempted request recomputing its output
+                # past the prompt is timed as a decode too (its length in the decode KV).
+                if prompt == 0 or req.generated or not prefill_timed or verifies:
                     n_dec += 1
                     kv_dec += length
         for lo, hi in slices:

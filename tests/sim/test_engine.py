@@ -99,6 +99,27 @@ def test_lifo_preemption_recomputes_the_newest_request_with_its_cached_prefix():
     assert b.ttst_ms == pytest.approx(decode_ms(2002, 40 * 64), **APPROX)
 
 
+def test_a_readmission_recomputing_prompt_and_output_tokens_is_timed_as_a_prefill_and_a_decode():
+    # 40 blocks of 64. A and B grow in lockstep; at 1281 tokens A needs a 41st block and B is
+    # preempted with 281 generated tokens and 20 cached blocks (15 full prompt blocks, 5 holding
+    # output). A grows to 25 blocks (1599 tokens), evicting B's 5 output blocks (the tail goes
+    # first): B keeps its 960 prompt tokens cached. When A finishes B returns alone and computes
+    # its 40 uncached prompt tokens and its 281 output tokens in one pass: the reference times
+    # that as a prefill of 40 new tokens plus a decode over its 1281 KV tokens (a request with
+    # output already is a decode, whether or not its prompt is finished in the pass).
+    r = run([(0.0, 1000, 600, [1, 2]), (0.0, 1000, 400, [3, 4])], engine={"num_gpu_blocks": 40})
+    a, b = req(r, 0), req(r, 1)
+    assert (a.readmission_count, b.readmission_count) == (0, 1)
+    assert b.reused_input_tokens == 960
+    readmission_ms = prefill_ms(40) + decode_ms(1281, 40 * 64)
+    # Then tokens 283..400, one decode pass each over 1282..1399 KV tokens.
+    expected_last = a.last_token_ms + readmission_ms
+    for length in range(1282, 1400):
+        expected_last += decode_ms(length, 40 * 64)
+    assert b.last_token_ms == pytest.approx(expected_last, **APPROX)
+    assert b.output_length == 400
+
+
 def test_fifo_preemption_takes_the_oldest_running_request():
     r = run(_preemption_rows(), engine={"num_gpu_blocks": 40, "preemption_mode": "fifo"})
     assert req(r, 0).readmission_count == 1
