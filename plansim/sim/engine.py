@@ -17,10 +17,11 @@ decides who gets tokens in a pass, who is admitted and who is preempted; the ran
 3. Prefill time from the requests granted prompt tokens: ``T = count * (mean_isl -
    mean_prefix)`` new tokens (integer means), divided by ``speedup_ratio``; 0 on decode workers.
 4. Every granted request whose computed tokens reach its known length emits one token. Decode
-   time from those granted no prompt tokens (batch, KV tokens = sum of their lengths, mean
-   context), divided by ``speedup_ratio * decode_speedup_ratio``; 0 on prefill workers (their
-   one token is part of the prefill pass). In a pass that also prefills, a timing model with
-   ``mixed_decode_ms`` gives the decode share instead.
+   time from those granted no prompt tokens, and, where the policy ``recompute_decodes``, from
+   preempted requests recomputing prompt and output tokens (batch, KV tokens = sum of their
+   lengths, mean context), divided by ``speedup_ratio * decode_speedup_ratio``; 0 on prefill
+   workers (their one token is part of the prefill pass). In a pass that also prefills, a timing
+   model with ``mixed_decode_ms`` gives the decode share instead.
 5. Pass end = start + prefill + decode, each rounded to whole nanoseconds as the reference's
    durations are. Tokens are stamped at the pass end.
 
@@ -679,8 +680,9 @@ class Rank:
                     draws.append(verifies or prompt == 0 or not prefill_timed)
                 # With speculative decoding a request finishing its prompt also runs the
                 # verification step in this pass. A preempted request recomputing its output
-                # past the prompt is timed as a decode too (its length in the decode KV).
-                if prompt == 0 or req.generated or not prefill_timed or verifies:
+                # past the prompt is timed as a decode too where the policy says so.
+                if (prompt == 0 or not prefill_timed or verifies
+                        or (req.generated and self.policy.recompute_decodes)):
                     n_dec += 1
                     kv_dec += length
         for lo, hi in slices:

@@ -91,6 +91,10 @@ class SchedulerPolicy(Protocol):
     # With speculative decoding: whether a request's prompt-completing pass also verifies
     # drafts (emits 1 + accepted drafts and is timed as a decode too).
     verifies_prefill: bool
+    # Whether a pass in which a preempted request recomputes its prompt's last tokens and its
+    # output also times it as a decode over its KV length (the reference's vLLM core: every
+    # request with output is a decode).
+    recompute_decodes: bool
 
     def refusal(self, req: Request) -> str | None:
         """Why a request reaching the rank can never run there (None: accept it). May clip

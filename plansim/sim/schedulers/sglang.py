@@ -98,6 +98,9 @@ class SglangScheduler:
     # With speculative decoding, a request finishing its prompt also runs verification (its
     # first pass emits 1 + accepted drafts and is timed as a decode too).
     verifies_prefill = False
+    # Not yet checked on the reference's SGLang core: a retracted request re-prefills as a
+    # prompt, as before.
+    recompute_decodes = False
     default_block_size = 1
 
     __slots__ = ("max_running", "lpm", "max_prefill_tokens", "chunk_size", "clip", "ratio",

@@ -34,6 +34,7 @@ class VllmScheduler:
     # With speculative decoding, a request finishing its prompt also runs verification (its
     # first pass emits 1 + accepted drafts and is timed as a decode too).
     verifies_prefill = True
+    recompute_decodes = True
     default_block_size = 64
 
     def __init__(self, args: Any) -> None:
