@@ -32,6 +32,7 @@ so while ``_stale[k] > 0`` the next entry of ``k`` met from the oldest end is a 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Container, Sequence
 from itertools import compress, repeat, takewhile
 from operator import add
 
@@ -107,8 +108,8 @@ class KvCache:
         if keys[0] not in cached and keys[0] not in vanished:
             return 0  # the common case: nothing of the prompt here
         if not unpublished and not vanished:
-            return _leading_run(keys, cached)
-        # ``_leading_run`` with the published view's membership written out (the router asks
+            return leading_run(keys, cached)
+        # ``leading_run`` with the published view's membership written out (the router asks
         # every rank for every request: no call per probe).
         k = keys[0]
         if k not in vanished and (k not in cached or k in unpublished):
@@ -132,7 +133,7 @@ class KvCache:
         """
         if not self.prefix_caching or not keys:
             return 0
-        return _leading_run(keys, self.cached)
+        return leading_run(keys, self.cached)
 
     def publish(self) -> None:
         """A pass ended: the router learns what it registered and evicted."""
@@ -302,12 +303,13 @@ class KvCache:
         self._retire(gone)
 
 
-def _leading_run(keys: list[int], present: set[int]) -> int:
-    """Leading ``keys`` in ``present``, by binary search (assumed to hold on a prefix of
-    ``keys``)."""
-    if keys[0] not in present:
+def leading_run(keys: Sequence[int], present: Container[int]) -> int:
+    """How many leading ``keys`` are in ``present``, by binary search: ``keys`` are prefix-chain
+    ids and ``present`` holds a key only with every key before it (a cache evicts sequence tails
+    first; a rank's sent blocks are whole prompts), so the present keys are a leading run."""
+    if not keys or keys[0] not in present:
         return 0
-    lo, hi = 1, len(keys)  # keys[:lo] present; answer in [lo, hi]
+    lo, hi = 1, len(keys)  # keys[:lo] present; the answer is in [lo, hi]
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if keys[mid - 1] in present:

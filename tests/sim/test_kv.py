@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from unittest.mock import patch
 
+import pytest
+
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from plansim.sim import kv
-from plansim.sim.kv import KvCache, gen_key
+from plansim.sim.kv import KvCache, gen_key, leading_run
 
 
 def _cache_with(keys, num_blocks=10):
@@ -228,3 +230,34 @@ def _check_against_model(num_blocks, steps):
             assert cache.cached_run(keys) == _binary_overlap(model.refs, keys)
         for k in model.refs:
             assert cache.refcount(k) == model.refs[k]
+
+
+@pytest.mark.parametrize(("held", "expected"), [
+    (set(), 0), ({10}, 1), ({10, 11}, 2), ({10, 11, 12, 13, 14}, 5), ({10, 11, 12, 99}, 3)])
+def test_leading_run_counts_the_held_leading_keys(held, expected):
+    # Held keys of whole prompts: a prefix of this prompt's keys, whatever else is held.
+    assert leading_run([10, 11, 12, 13, 14], held) == expected
+
+
+def test_leading_run_of_no_keys_is_zero():
+    assert leading_run([], {1}) == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 3), min_size=0, max_size=6), min_size=1, max_size=8),
+       st.data())
+def test_leading_run_equals_a_walk_over_whole_prompts(paths, data):
+    # Prompts as paths in a prefix tree (a key names its whole prefix); the router holds the
+    # keys of some whole prompts; the binary search must find what a walk from the front finds.
+    def keys_of(path):
+        return [hash(tuple(path[:i + 1])) for i in range(len(path))]
+
+    held = set()
+    for path in data.draw(st.lists(st.sampled_from(paths), max_size=len(paths))):
+        held.update(keys_of(path))
+    for path in paths:
+        keys = keys_of(path)
+        walk = 0
+        while walk < len(keys) and keys[walk] in held:
+            walk += 1
+        assert leading_run(keys, held) == walk

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from plansim.roles import Role
 from plansim.sim.routing import RankLoad, Route
-from plansim.sim.routing.kv_router import KvRouter, leading_run, softmax_probabilities
+from plansim.sim.routing.kv_router import KvRouter, softmax_probabilities
 from simkit import prefill_ms, req, run, workload
 
 from plansim.sim.deployment import build_deployment
@@ -257,37 +257,6 @@ def test_a_rank_queues_the_prompt_less_its_device_and_weighted_host_cached_token
     assert (route.index, route.overlap_blocks, route.cached_tokens) == (0, 2, 320)
     router.sent(1, 640, list(range(10)), route, load)
     assert load.prefill_tokens == 320
-
-
-@pytest.mark.parametrize(("held", "expected"), [
-    (set(), 0), ({10}, 1), ({10, 11}, 2), ({10, 11, 12, 13, 14}, 5), ({10, 11, 12, 99}, 3)])
-def test_leading_run_counts_the_held_leading_keys(held, expected):
-    # Held keys of whole prompts: a prefix of this prompt's keys, whatever else is held.
-    assert leading_run([10, 11, 12, 13, 14], held) == expected
-
-
-def test_leading_run_of_no_keys_is_zero():
-    assert leading_run([], {1}) == 0
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(st.integers(0, 3), min_size=0, max_size=6), min_size=1, max_size=8),
-       st.data())
-def test_leading_run_equals_a_walk_over_whole_prompts(paths, data):
-    # Prompts as paths in a prefix tree (a key names its whole prefix); the router holds the
-    # keys of some whole prompts; the binary search must find what a walk from the front finds.
-    def keys_of(path):
-        return [hash(tuple(path[:i + 1])) for i in range(len(path))]
-
-    held = set()
-    for path in data.draw(st.lists(st.sampled_from(paths), max_size=len(paths))):
-        held.update(keys_of(path))
-    for path in paths:
-        keys = keys_of(path)
-        walk = 0
-        while walk < len(keys) and keys[walk] in held:
-            walk += 1
-        assert leading_run(keys, held) == walk
 
 
 # Prompts as prefix-chain keys: a prompt is a path from the root of a small tree of blocks

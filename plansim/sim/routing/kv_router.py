@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Container, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from operator import add, neg, sub
@@ -52,6 +52,7 @@ import numpy as np
 
 from plansim.params import param
 from plansim.sim.engine_protocol import PrefixView
+from plansim.sim.kv import leading_run
 from plansim.sim.router_queue import QUEUE_POLICIES, RouterQueue
 from plansim.sim.routing.base import Policy, RankLoad, Route
 
@@ -282,22 +283,6 @@ class KvRouter(Policy):
         gone = keys[bisect_left(counts, 0, key=neg):]
         deque(map(blocks.pop, gone), 0)
         load.n_blocks -= entry.extra_blocks + len(gone)
-
-
-def leading_run(keys: list[int], held: Container[int]) -> int:
-    """How many leading ``keys`` are in ``held``, by binary search: ``held`` is the blocks of
-    whole prompts (a rank's sent requests), and keys are prefix-chain ids, so a key is held only
-    with every key before it and the held keys of a prompt are always a leading run."""
-    if not keys or keys[0] not in held:
-        return 0
-    lo, hi = 1, len(keys)  # keys[:lo] held; the answer is in [lo, hi]
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if keys[mid - 1] in held:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 def softmax_probabilities(logits: np.ndarray, temperature: float) -> np.ndarray:
