@@ -9,7 +9,9 @@ offloading connector over a private host pool).
   after another (a FIFO lane). A block is visible once its transfer lands. Room is made by
   evicting the least recently used resident blocks that no load is reading and that are not
   among the offered ones; without enough room nothing is copied and the cursor stays (the next
-  pass offers again). A copy touches the request's prompt blocks.
+  pass offers again). A copy touches the request's prompt blocks. A landed store is one
+  cohort: its blocks become the most recently used together, and which of them goes first
+  is unrelated to their prompt positions (``cohort_rank``).
 - **Lookups.** When the scheduler considers a waiting request for admission (a request the
   pass never reaches is not looked up), its prompt blocks past the device-cached prefix are
   looked up: the leading run of blocks resident, being stored or being loaded counts. A run
@@ -25,7 +27,8 @@ offloading connector over a private host pool).
   store cursor restarts past the reused prefix. A hit loads only if the request's whole known
   sequence fits beside what running prefills still need and what requests with a load in
   flight or landed will allocate past it (vLLM's headroom: a load cannot be preempted);
-  otherwise admission stops for the pass. Blocks read back become the most recently used.
+  otherwise admission stops for the pass. Blocks read back become the most recently used,
+  as one cohort like a landed store.
 - **Reuse of blocks being stored.** A store reads the device blocks it copies until it lands,
   also after their request has released them. A pass whose allocation evicts such a block
   computes only once that store lands (vLLM's connector flushes the copy before the memory is
@@ -46,6 +49,22 @@ from typing import Any
 
 # ``HostTier.store``'s answer when the host has (or is receiving) every block offered.
 ALREADY_PRESENT = -1.0
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def cohort_rank(key: int) -> int:
+    """Eviction order inside a cohort of blocks that became evictable together (a landed
+    store or load): lowest rank first. vLLM's offloading connector hands such a cohort over
+    as a Python set, so its order is unrelated to the blocks' prompt positions; the reference
+    breaks the tie by block hash. Ranking by a 64-bit mix of the key keeps that property
+    deterministically: partly evicting a cohort leaves holes anywhere in its prompt, not a
+    clean cut at one end."""
+    x = (key + 0x9E3779B97F4A7C15) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
 
 
 class _Lane:
@@ -85,7 +104,8 @@ class HostTier:
         self.loaded_blocks = 0
 
     def advance(self, now_ms: float) -> None:
-        """Stores completed by ``now_ms`` become resident (most recently used)."""
+        """Stores completed by ``now_ms`` become resident, each transfer one cohort of the
+        most recently used (see ``cohort_rank``)."""
         storing = self.storing
         if not storing:
             return
@@ -96,9 +116,18 @@ class HostTier:
             if t > now_ms:
                 break
             landed.append(key)
+        if not landed:
+            return
+        # One transfer (one landing time) is one cohort, most recently used as a whole.
+        resident = self.resident
+        start = 0
+        for i in range(1, len(landed) + 1):
+            if i == len(landed) or storing[landed[i]] != storing[landed[start]]:
+                for key in sorted(landed[start:i], key=cohort_rank):
+                    resident[key] = None
+                start = i
         for key in landed:
             del storing[key]
-            self.resident[key] = None
 
     def store(self, keys: Sequence[int], now_ms: float) -> float | None:
         """Copy the ones of ``keys`` (a request's prompt blocks) the host lacks to it; returns
@@ -150,16 +179,19 @@ class HostTier:
         return self.h2d.submit(now_ms, len(keys))
 
     def loaded(self, keys: Sequence[int]) -> None:
-        """A load of ``keys`` (prompt order) completed: the ones no other load reads are
-        evictable again, as the most recently used (the first of them the most recent)."""
+        """A load of ``keys`` completed: the ones no other load reads are evictable again, as
+        one cohort of the most recently used (see ``cohort_rank``)."""
         pins, resident = self.pins, self.resident
-        for key in reversed(keys):
+        unpinned = []
+        for key in keys:
             left = pins[key] - 1
             if left:
                 pins[key] = left
             else:
                 del pins[key]
-                resident.move_to_end(key)
+                unpinned.append(key)
+        for key in sorted(unpinned, key=cohort_rank):
+            resident.move_to_end(key)
 
     def overlap(self, keys: Sequence[int], start: int) -> int:
         """Leading resident blocks of ``keys[start:]`` (for the router's host credit)."""

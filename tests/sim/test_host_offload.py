@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from plansim.sim.host_offload import ALREADY_PRESENT, BLOCKED, HELD, HostOffload, HostTier
+from plansim.sim.host_offload import (ALREADY_PRESENT, BLOCKED, HELD, HostOffload, HostTier,
+                                      cohort_rank)
 from plansim.sim.kv import KvCache
 from plansim.sim.schedulers.base import PrefixMatch
 
@@ -62,9 +63,33 @@ def test_a_store_does_not_evict_the_blocks_it_offers_and_without_room_copies_not
     assert tier.store([1, 2, 3, 4], now_ms=0.0) is None  # 1 and 2 are offered: no victim
     tier.load([1, 2], now_ms=0.0)
     assert tier.store([3, 4], now_ms=0.0) is None  # both being read: no victim
-    tier.loaded([1, 2])  # read back: the most recently used, 1 the most
+    tier.loaded([1, 2])  # read back: one cohort of the most recently used, 1 ranked first
     assert tier.store([3, 4], now_ms=0.0) == 0.0
-    assert list(tier.resident) == [1, 3, 4]
+    assert list(tier.resident) == [2, 3, 4]
+
+
+def test_a_landed_store_is_one_cohort_whose_eviction_order_ignores_prompt_position():
+    # The reference (1.6.1, probe in the issue-16 s3c report): host 24 blocks, A's 16 prompt
+    # blocks then B's 16 evict 8 of A's, and A's prompt then still finds 4 of them in a row:
+    # its cohort is not cut at one end. Here keys 1..4 rank 3, 4, 1, 2 inside their cohort.
+    assert sorted([1, 2, 3, 4], key=cohort_rank) == [3, 4, 1, 2]
+    tier = HostTier(6, BLOCK_BYTES, 0.0, 0.0)
+    tier.store([1, 2, 3, 4], now_ms=0.0)
+    tier.store([9, 10], now_ms=0.0)  # a later cohort: all of the first one goes before it
+    tier.store([11, 12], now_ms=0.0)
+    assert set(tier.resident) == {1, 2, 9, 10, 11, 12}
+    assert tier.overlap([1, 2, 3, 4], 0) == 2  # 3 and 4 went first: 1, 2 still a run
+
+
+def test_blocks_read_back_as_one_cohort_are_evicted_in_cohort_order():
+    assert sorted([5, 6, 7, 8], key=cohort_rank) == [5, 7, 8, 6]
+    tier = HostTier(5, BLOCK_BYTES, 0.0, 0.0)
+    tier.store([5, 6, 7, 8], now_ms=0.0)
+    tier.load([5, 6, 7, 8], now_ms=0.0)
+    tier.loaded([5, 6, 7, 8])
+    tier.store([20, 21], now_ms=0.0)  # one free block: one victim, 5 (ranked first)
+    assert set(tier.resident) == {6, 7, 8, 20, 21}
+    assert tier.overlap([5, 6, 7, 8], 0) == 0
 
 
 def test_blocks_read_back_become_the_most_recently_used_when_their_load_lands():
