@@ -712,8 +712,9 @@ class Rank:
             start = offload.not_before_ms
         end = start + prefill_ms + decode_ms
         for req in stores:
-            # Prompt blocks computed by the pass's end are offered to the host then.
-            offload.store(req, self.block_size, end)
+            # Prompt blocks computed by the pass's end are offered to the host as it is
+            # scheduled (vLLM's connector prepares stores then) and copied from its end.
+            offload.store(req, self.block_size, end, now)
         if sampler is not None:
             self._bursts = self._draw_bursts(emit, draws)
         self._emit = emit

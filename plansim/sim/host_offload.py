@@ -1,8 +1,10 @@
 """Host (G2) KV offload tier of one engine rank (reference ``native_host_offload``, vLLM's
 offloading connector over a private host pool).
 
-- **Stores.** Each request has a store cursor, in prompt blocks. At the end of every pass it
-  runs in, the full prompt blocks it has computed past the cursor are offered to the host: the
+- **Stores.** Each request has a store cursor, in prompt blocks. For every pass it runs in,
+  the full prompt blocks it will have computed past the cursor are offered to the host as the
+  pass is scheduled (vLLM's connector prepares stores then: what is missing, the victims and
+  the touch see the pool before the pass; the copy starts at the pass's end): the
   ones the host lacks (neither resident nor being stored) are copied in one transfer and the
   cursor moves past all offered blocks; when the host has them all the cursor just moves. A
   transfer takes ``blocks x block_bytes / d2h_bandwidth``; transfers in one direction run one
@@ -129,11 +131,13 @@ class HostTier:
         for key in landed:
             del storing[key]
 
-    def store(self, keys: Sequence[int], now_ms: float) -> float | None:
+    def store(self, keys: Sequence[int], now_ms: float,
+              submit_ms: float | None = None) -> float | None:
         """Copy the ones of ``keys`` (a request's prompt blocks) the host lacks to it; returns
         the completion time, ``ALREADY_PRESENT`` when it has them all, or None when there is no room (the
         least recently used resident blocks not being loaded and not among ``keys`` are
-        evicted to make it)."""
+        evicted to make it). What is missing and what is evicted are decided on the pool as
+        it is at ``now_ms``; the copy joins the D2H lane at ``submit_ms`` (default ``now_ms``)."""
         self.advance(now_ms)
         resident, storing = self.resident, self.storing
         missing = [k for k in keys if k not in resident and k not in storing]
@@ -154,11 +158,11 @@ class HostTier:
                 return None
             for key in victims:
                 del resident[key]
-        done = self.d2h.submit(now_ms, len(missing))
+        done = self.d2h.submit(now_ms if submit_ms is None else submit_ms, len(missing))
         for key in missing:
             storing[key] = done
         self.stored_blocks += len(missing)
-        self.advance(now_ms)  # an instantaneous transfer lands at once
+        self.advance(now_ms)  # an instantaneous transfer submitted now lands at once
         return done
 
     def touch(self, keys: Sequence[int]) -> None:
@@ -369,17 +373,22 @@ class HostOffload:
         if kept is not None:
             cache.release(kept[0], kept[1], [])
 
-    def store(self, req: Any, block_size: int, end_ms: float) -> None:
+    def store(self, req: Any, block_size: int, end_ms: float,
+              scheduled_ms: float | None = None) -> None:
         """Offer ``req``'s full prompt blocks computed by ``end_ms`` past its store cursor to
         the host: those it lacks are copied (the prompt is then touched), or, without room,
-        retried after its next pass; the cursor moves past what was offered."""
+        retried after its next pass; the cursor moves past what was offered. As vLLM's
+        connector, the store is prepared when the pass is scheduled (``scheduled_ms``, default
+        ``end_ms``): the missing blocks, the victims and the touch see the pool as it is then
+        (a store landing during the pass is not yet resident); the copy starts at ``end_ms``."""
         computed = req.computed if req.computed < req.isl else req.isl
         done = computed // block_size
         start = req.stored_blocks
         if done <= start:
             return
         keys = req.prompt_keys
-        landing = self.tier.store(keys[start:done], end_ms)
+        landing = self.tier.store(keys[start:done],
+                                  end_ms if scheduled_ms is None else scheduled_ms, end_ms)
         if landing is None:
             return  # no room: the cursor stays, the next pass retries
         req.stored_blocks = done
