@@ -146,6 +146,9 @@ class ReplayHost:
         self._pending: dict[Role, list[int]] = {name: [] for name in self.pools}
         # KV handoffs with a transfer time, waiting for their decode rank: rid -> Handoff.
         self._handoffs: dict[int, Handoff] = {}
+        # Pools whose router queue re-checks once the pass ending now is fully applied; None
+        # outside a pass end (a re-check then runs at once).
+        self._recheck: set[Role] | None = None
         self._outstanding = n
         self._last_arrival = self.source.last_release_ms
         self.planner_host = None
@@ -272,7 +275,13 @@ class ReplayHost:
         return changed
 
     def _release(self, pool_name: Role) -> None:
-        """Route the requests the pool's router releases from its queue."""
+        """Route the requests the pool's router releases from its queue. During a pass end
+        this waits until the whole pass is applied: the reference's router learns a pass's
+        first tokens and its finished requests together, so a request it releases then sees
+        the finished requests' blocks gone."""
+        if self._recheck is not None:
+            self._recheck.add(pool_name)
+            return
         router = self.routers[pool_name]
         pool = self.pools[pool_name]
         while pool.ready_ranks:
@@ -386,17 +395,27 @@ class ReplayHost:
         self._group_pass[key] = started
         self.clock.call_at(end - now, lambda: self._finish_group(worker), Priority.PASS_END)
 
+    def _apply_pass_end(self, ranks: list[EngineRank], now: float) -> None:
+        """End the pass of ``ranks`` at ``now``, then re-check the router queues it touched."""
+        self._recheck = recheck = set()
+        try:
+            for rank in ranks:
+                rank.finish(now)
+        finally:
+            self._recheck = None
+        for pool_name in sorted(recheck):
+            self._release(pool_name)
+
     def _finish_group(self, worker: Worker) -> None:
         now = self.clock.now
-        for rank in self._group_pass.pop(id(worker)):
-            rank.finish(now)
+        self._apply_pass_end(self._group_pass.pop(id(worker)), now)
         if worker.state == DRAINING:
             self.pools[worker.pool].drained(worker, now)
         self._kick_group(worker)
 
     def _finish(self, rank: EngineRank) -> None:
         now = self.clock.now
-        rank.finish(now)
+        self._apply_pass_end([rank], now)
         worker = self._rank_worker[id(rank)]
         if worker.state == DRAINING:
             self.pools[worker.pool].drained(worker, now)

@@ -284,3 +284,24 @@ def test_a_ranks_counted_blocks_are_the_distinct_blocks_of_its_unfinished_reques
             for k in prompt:
                 counts[k] = counts.get(k, 0) + 1
         assert load.blocks == counts and load.n_blocks == len(counts)
+
+
+def test_a_request_released_at_a_pass_end_sees_the_requests_that_pass_finished_gone():
+    # Queue threshold 0.5 x 8192: a rank is busy above 4096 queued prefill tokens. A (16384
+    # tokens, 256 blocks, 1 output token) takes two 8192-token passes, ending at
+    # 2 x prefill_ms(8192) = 338.27 ms, where it also finishes. B (4160 tokens, 65 blocks)
+    # arrives at 300 and goes to the idle rank (65 + 65 against A's 321 + 321), busy until
+    # 300 + prefill_ms(4160) = 386.95. C (1 block) arrives at 310 with both busy and waits.
+    # A's pass end releases C with A's blocks gone: A's rank costs 1 + 0 + 1 = 2, B's
+    # (4160 + 64) / 64 + 65 + 1 = 132, so C goes to A's rank and is prefilled at once. Had
+    # the router still counted A's 256 blocks (1 + 256 + 1 = 258), C would go to B's rank.
+    rows = [(0.0, 16384, 1, list(range(32))), (300.0, 4160, 20, list(range(100, 109))),
+            (310.0, 64, 2, [200])]
+    router = {"mode": "kv_router", "router_queue_threshold": 0.5}
+    for seed in range(2):  # whichever rank A's tie picks
+        r = run(rows, num_workers=2, router=router, seed=seed)
+        a, b, c = req(r, 0), req(r, 1), req(r, 2)
+        assert a.ttft_ms == pytest.approx(2 * prefill_ms(8192), abs=1e-6)
+        assert b.decode_worker != a.decode_worker
+        assert c.decode_worker == a.decode_worker
+        assert c.ttft_ms == pytest.approx(2 * prefill_ms(8192) + prefill_ms(64) - 310.0, abs=1e-6)
