@@ -32,7 +32,8 @@ is sampled from a softmax over the negated, range-normalised costs at ``router_t
 Queue (``plansim.sim.router_queue``): with ``router_queue_threshold`` set, a request waits at the
 router while every candidate is prefill-busy (or others wait), and is released in
 ``router_queue_policy`` order as prefill capacity frees; it keeps the cache overlaps seen on
-arrival, as the reference does.
+arrival, as the reference does. The queue re-checks at a pass end only once the whole pass is
+applied (``ReplayHost._release``), so the requests that pass finished no longer count.
 
 Every knob but the tracking switches and the host credit can be patched mid-replay; a patch
 changes scores and the queue's order and threshold only.
