@@ -689,23 +689,13 @@ class Rank:
             # Decoding rows: every one emits and is timed as a decode.
             n_dec += hi - lo
             kv_dec += int(b.known[lo:hi].sum())
-        prefill_ms = 0.0
-        new_tokens = 0
+        mean_isl = mean_prefix = new_tokens = 0
         if count:
             mean_isl = total_isl // count
             mean_prefix = total_prefix // count
             new_tokens = count * (mean_isl - mean_prefix)
-            if self.prefill_div > 0:
-                prefill_ms = _q(self.timing.prefill_ms(new_tokens, count, mean_isl, mean_prefix)
-                                / self.prefill_div)
-        decode_ms = 0.0
-        if n_dec and self._decode_timed and self.decode_div > 0:
-            if count and self._mixed_decode is not None:
-                raw = self._mixed_decode(n_dec, kv_dec, kv_dec // n_dec, self.total_kv_tokens,
-                                         new_tokens)
-            else:
-                raw = self.timing.decode_ms(n_dec, kv_dec, kv_dec // n_dec, self.total_kv_tokens)
-            decode_ms = _q(raw / self.decode_div)
+        prefill_ms, decode_ms = self._pass_ms(count, new_tokens, mean_isl, mean_prefix, n_dec,
+                                              kv_dec)
         start = now
         if offload is not None and offload.not_before_ms > now:
             # The pass reuses blocks host stores still read (or a preempted request's).
@@ -723,6 +713,25 @@ class Rank:
         self._run = None
         self.last_fpm = self._fpm((end - now) / 1000.0, count, sum_prefill_tokens, n_dec, kv_dec)
         return end
+
+    def _pass_ms(self, count: int, new_tokens: int, mean_isl: int, mean_prefix: int,
+                 n_dec: int, kv_dec: int) -> tuple[float, float]:
+        """(prefill ms, decode ms) of a pass: ``count`` prompts computing ``new_tokens`` (their
+        mean length and cached prefix), ``n_dec`` decoding requests over ``kv_dec`` tokens; each
+        part divided by its speedup and quantised."""
+        prefill_ms = 0.0
+        if count and self.prefill_div > 0:
+            prefill_ms = _q(self.timing.prefill_ms(new_tokens, count, mean_isl, mean_prefix)
+                            / self.prefill_div)
+        decode_ms = 0.0
+        if n_dec and self._decode_timed and self.decode_div > 0:
+            if count and self._mixed_decode is not None:
+                raw = self._mixed_decode(n_dec, kv_dec, kv_dec // n_dec, self.total_kv_tokens,
+                                         new_tokens)
+            else:
+                raw = self.timing.decode_ms(n_dec, kv_dec, kv_dec // n_dec, self.total_kv_tokens)
+            decode_ms = _q(raw / self.decode_div)
+        return prefill_ms, decode_ms
 
     def _register(self, req: Request, lo: int, hi: int) -> None:
         self.cache.register(req.prompt_keys[lo:hi], req.held)
@@ -1027,7 +1036,6 @@ class Rank:
         if len(chunks) < 2:
             return None
         # Each pass timed as ``_single_pass`` times it: one prompt chunk, the decoders.
-        timing = self.timing
         m = p
         kv0 = sum(known[:p])
         ends = []
@@ -1036,17 +1044,8 @@ class Rank:
         start = now
         before = c0
         for j, c in enumerate(chunks):
-            prefill_ms = 0.0
-            if self.prefill_div > 0:
-                prefill_ms = _q(timing.prefill_ms(c, 1, before + c, before) / self.prefill_div)
-            decode_ms = 0.0
             kv = kv0 + j * m
-            if m and self._decode_timed and self.decode_div > 0:
-                if self._mixed_decode is not None:
-                    raw = self._mixed_decode(m, kv, kv // m, self.total_kv_tokens, c)
-                else:
-                    raw = timing.decode_ms(m, kv, kv // m, self.total_kv_tokens)
-                decode_ms = _q(raw / self.decode_div)
+            prefill_ms, decode_ms = self._pass_ms(1, c, before + c, before, m, kv)
             end = start + prefill_ms + decode_ms
             fpms.append(self._fpm((end - start) / 1000.0, 1, c, m, kv))
             dts.append(end - start)

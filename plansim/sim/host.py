@@ -17,8 +17,8 @@ arriving exactly when a pass ends joins the next pass, as in the reference).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
