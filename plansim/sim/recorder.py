@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from plansim.result_table import Table
 from plansim.roles import Role
 from plansim.sim import batch as soa
 from plansim.sim.cluster import DRAINING, READY, STARTING
-from plansim.result_table import Table
 
 
 NAN = float("nan")
