@@ -52,10 +52,11 @@ DATA = ROOT / "bench" / "_data" / "vs_reference"
 RSS_TARGET_MB = 512.0
 
 # Reaches the first simulated pass, prints the seconds since ``T0`` (the parent's clock) and
-# exits at once.
+# exits at once. The engine is patched once ``main`` has registered the command, so that what
+# ``main`` does before any import (the BLAS thread setting) happens as in a real run.
 _FIRST_PASS = """
 import os, sys, time
-import plansim.sim.engine as engine
+import plansim.cli as cli
 
 def first_pass(self, now):
     cpu = os.times()
@@ -63,10 +64,14 @@ def first_pass(self, now):
           f"{cpu.user + cpu.system:.4f}", flush=True)
     os._exit(0)
 
-engine.Rank.start_pass = first_pass
+def register_and_patch(args, register=cli.register_commands):
+    register(args)
+    import plansim.sim.engine as engine
+    engine.Rank.start_pass = first_pass
+
+cli.register_commands = register_and_patch
 sys.argv = ["plansim", *sys.argv[1:]]
-from plansim.cli import main
-main()
+cli.main()
 """
 
 

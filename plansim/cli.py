@@ -90,8 +90,20 @@ def _warnings_to_stderr() -> None:
         logger.addHandler(_WarningLine())
 
 
+def _one_blas_thread() -> None:
+    """Run numpy's OpenBLAS with one thread, unless the user set ``OPENBLAS_NUM_THREADS``.
+
+    plansim's numeric work is on small arrays and its parallelism is processes (retune and
+    capacity workers), so BLAS threads only spin: their busy-wait after starting and after each
+    call cost 0.1-0.2 s of CPU a process, and a threaded dot product sums in an order that
+    depends on the machine's core count (the summary's last digits did). It must run before
+    numpy is imported, which ``plansim.cli`` itself never does; workers inherit it."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 def main() -> None:
     """Console entry point; see the module docstring for how a command ends."""
+    _one_blas_thread()
     _warnings_to_stderr()
     register_commands(sys.argv[1:])
     command = typer.main.get_command(app)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -80,3 +81,43 @@ def test_replay_run_writes_its_tables_without_pandas(tmp_path):
             capture_output=True, text=True, check=True)
         assert out.stdout.strip().splitlines()[-1] == "False", fmt
         assert (tmp_path / fmt / "requests.parquet").exists()
+
+
+# Runs ``plansim replay run`` in a fresh interpreter and, at the first simulated pass (numpy
+# loaded and used), prints OPENBLAS_NUM_THREADS and the process's thread count, then exits.
+_BLAS_AT_FIRST_PASS = """
+import os, sys
+import plansim.cli as cli
+
+def first_pass(self, now):
+    tasks = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 1
+    print(os.environ["OPENBLAS_NUM_THREADS"], tasks, flush=True)
+    os._exit(0)
+
+def register_and_patch(args, register=cli.register_commands):
+    register(args)
+    import plansim.sim.engine as engine
+    engine.Rank.start_pass = first_pass
+
+cli.register_commands = register_and_patch
+sys.argv = ["plansim", *sys.argv[1:]]
+cli.main()
+"""
+
+
+def _blas_at_first_pass(tmp_path, env):
+    out = subprocess.run(
+        [sys.executable, "-c", _BLAS_AT_FIRST_PASS, "replay", "run", str(MICRO_TRACE),
+         "--format", "mooncake", "--trace-block-size", "512", "--num-workers", "3",
+         "--out", str(tmp_path / "out"), "--no-report", "--quiet"],
+        capture_output=True, text=True, check=True, env=env)
+    setting, threads = out.stdout.split()
+    return setting, int(threads)
+
+
+def test_the_command_line_runs_blas_single_threaded_unless_the_user_says(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    # One thread: the process has no BLAS worker threads beside its own.
+    assert _blas_at_first_pass(tmp_path, env) == ("1", 1)
+    setting, _ = _blas_at_first_pass(tmp_path, {**env, "OPENBLAS_NUM_THREADS": "2"})
+    assert setting == "2"
