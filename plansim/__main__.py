@@ -1,3 +1,3 @@
-from plansim.cli import main
+from plansim.cli import run
 
-main()
+run()

@@ -38,12 +38,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from plansim.errors import located
-from plansim.planner_core.config import PlannerConfig, parse_planner_config
 from plansim.sim.deployment import Deployment, load_deployment
 from plansim.sim.result import ReplayResult
+
+if TYPE_CHECKING:  # a replay without a planner never loads the planner's config models
+    from plansim.planner_core.config import PlannerConfig
 
 __all__ = ["ReplayResult", "ReplaySetup", "load_deployment", "replay", "setup"]
 
@@ -70,6 +72,8 @@ def setup(deployment: Deployment, planner: Any = None, *, source: str = "") -> R
         return ReplaySetup(deployment, source=source)
     if hasattr(planner, "tick") and hasattr(planner, "initial_tick"):
         return ReplaySetup(deployment, planner=planner, source=source)
+    from plansim.planner_core.config import PlannerConfig, parse_planner_config
+
     config = planner if isinstance(planner, PlannerConfig) else parse_planner_config(
         dict(planner), source=source or None)
     if config.retune is not None:

@@ -13,6 +13,7 @@ Anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import logging
 import os
@@ -25,6 +26,7 @@ from typer.exceptions import Abort, Exit, TyperException
 
 from plansim.errors import InputError
 from plansim.lifecycle import Terminated, handle_termination, scratch_folder
+from plansim.runtime import exit_now, long_lived, one_blas_thread
 
 app = typer.Typer(
     name="plansim",
@@ -90,23 +92,33 @@ def _warnings_to_stderr() -> None:
         logger.addHandler(_WarningLine())
 
 
-def _one_blas_thread() -> None:
-    """Run numpy's OpenBLAS with one thread, unless the user set ``OPENBLAS_NUM_THREADS``.
-
-    plansim's numeric work is on small arrays and its parallelism is processes (retune and
-    capacity workers), so BLAS threads only spin: their busy-wait after starting and after each
-    call cost 0.1-0.2 s of CPU a process, and a threaded dot product sums in an order that
-    depends on the machine's core count (the summary's last digits did). It must run before
-    numpy is imported, which ``plansim.cli`` itself never does; workers inherit it."""
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
-
 def main() -> None:
-    """Console entry point; see the module docstring for how a command ends."""
-    _one_blas_thread()
+    """Run the command line ``sys.argv`` names; see the module docstring for how a command
+    ends (always ``SystemExit`` with the status, or a bug's exception)."""
+    one_blas_thread()
     _warnings_to_stderr()
-    register_commands(sys.argv[1:])
-    command = typer.main.get_command(app)
+    try:
+        _main()
+    finally:
+        gc.unfreeze()  # what start-up froze (``runtime.long_lived``), for an in-process caller
+
+
+def run() -> NoReturn:
+    """The ``plansim`` executable and ``python -m plansim``: ``main()``, then the process ends
+    at once (``runtime.exit_now``) with its status."""
+    try:
+        main()
+    except SystemExit as exc:
+        if exc.code is not None and not isinstance(exc.code, int):
+            raise
+        exit_now(exc.code or 0)
+    exit_now(0)
+
+
+def _main() -> NoReturn:
+    with long_lived():
+        register_commands(sys.argv[1:])
+        command = typer.main.get_command(app)
     try:
         with (handle_termination(), scratch_folder(),
               command.make_context("plansim", sys.argv[1:]) as ctx):

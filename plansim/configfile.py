@@ -11,11 +11,10 @@ Values are not checked here: the pydantic models behind each file do that (``pla
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from plansim.errors import ConfigError
 
@@ -84,8 +83,10 @@ def _unique_pairs(source: str):
 
 
 def _yaml(text: str, source: str) -> Any:
+    import yaml  # only for YAML files: a JSON-only run never loads it
+
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_unique_key_loader())  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -102,24 +103,30 @@ class _DuplicateKey(Exception):
         self.key, self.line, self.first_line = key, line, first_line
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+@functools.cache
+def _unique_key_loader() -> type:
     """PyYAML's safe loader, except that a key given twice in one mapping is an error (merge
     keys, ``<<: *anchor``, may still be overridden: that is what they are for)."""
+    import yaml
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            if key_node.tag == _MERGE_TAG:
-                continue
-            key = self.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            try:
-                if key in seen:
-                    raise _DuplicateKey(key, line, seen[key])
-                seen[key] = line
-            except TypeError:  # an unhashable key: the base loader reports it
-                continue
-        return super().construct_mapping(node, deep=deep)
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: yaml.MappingNode,
+                              deep: bool = False) -> dict[Any, Any]:
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == _MERGE_TAG:
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    if key in seen:
+                        raise _DuplicateKey(key, line, seen[key])
+                    seen[key] = line
+                except TypeError:  # an unhashable key: the base loader reports it
+                    continue
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
 
 
 def _kind(value: Any) -> str:

@@ -35,6 +35,7 @@ from plansim.commands.router_flags import (
     router_param_overrides,
 )
 from plansim.errors import InputError
+from plansim.runtime import long_lived
 
 app = typer.Typer(help="Replay request traces against a simulated deployment.",
                   no_args_is_help=True)
@@ -294,20 +295,23 @@ def _execute(ctx: typer.Context, load: Any, *, traces: list[Path], trace_format:
                                 force=p["force"])
     overrides, flags = _overrides(**{name: p[name] for name in (*_DEPLOYMENT_FLAGS, "seed")})
     overrides.update(router_param_overrides(p["router_param"] or []))
-    # Validate everything (deployment, planner) before reading possibly large traces.
-    deployment = load_deployment(config, overrides, flags=flags)
-    planner_raw: Mapping[str, Any] | None = None
-    planner_source = ""
-    if planner_config is not None:
-        from plansim.planner_io import read_planner_mapping
+    # The deployment, the planner and the workload live until the command ends.
+    with long_lived():
+        # Validate everything (deployment, planner) before reading possibly large traces.
+        deployment = load_deployment(config, overrides, flags=flags)
+        planner_raw: Mapping[str, Any] | None = None
+        planner_source = ""
+        if planner_config is not None:
+            from plansim.planner_io import read_planner_mapping
 
-        planner_raw, planner_source = read_planner_mapping(planner_config), str(planner_config)
-    elif deployment.planner is not None:
-        planner_raw, planner_source = deployment.planner, str(config or "deployment")
-    from plansim import api
+            planner_raw = read_planner_mapping(planner_config)
+            planner_source = str(planner_config)
+        elif deployment.planner is not None:
+            planner_raw, planner_source = deployment.planner, str(config or "deployment")
+        from plansim import api
 
-    setup = api.setup(deployment, planner_raw, source=planner_source)
-    workload = load(deployment)
+        setup = api.setup(deployment, planner_raw, source=planner_source)
+        workload = load(deployment)
     if setup.retune and not traces:
         raise InputError("retune replays windows of a trace file: use plansim replay run",
                          field="--planner-config")
