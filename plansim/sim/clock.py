@@ -1,7 +1,8 @@
 """The replay's virtual clock: time in milliseconds and a queue of timed calls.
 
 ``call_at(delay_ms, fn, priority)`` runs ``fn`` at ``now + delay_ms`` and returns a ``Handle``
-that can cancel it. ``process(steps)`` runs a generator that yields delays (ms): its first step
+that can cancel it; ``call_at_time(at_ms, fn, priority)`` runs it at ``at_ms`` (a time computed
+as the clock would have reached it step by step, e.g. a run of passes' last end). ``process(steps)`` runs a generator that yields delays (ms): its first step
 runs at once (at ``FIRST`` priority), each later one after the delay it yielded. ``run()``
 advances until nothing is left.
 
@@ -71,6 +72,13 @@ class Clock:
         """Run ``fn`` ``delay_ms`` (>= 0) from now."""
         handle = Handle(fn)
         heapq.heappush(self._queue, (self.now + delay_ms, priority, next(self._order), handle))
+        return handle
+
+    def call_at_time(self, at_ms: float, fn: Callable[[], None],
+                     priority: Priority = Priority.NORMAL) -> Handle:
+        """Run ``fn`` at virtual time ``at_ms`` (>= now)."""
+        handle = Handle(fn)
+        heapq.heappush(self._queue, (at_ms, priority, next(self._order), handle))
         return handle
 
     def process(self, steps: Generator[float, None, None]) -> None:

@@ -49,7 +49,7 @@ class Pool:
 
     def __init__(self, name: Role, args: Any, timing: TimingModel, hooks: EngineHooks,
                  new_worker_id: Callable[[], int], *, decode_runs: bool = True,
-                 prompt_runs: bool = False) -> None:
+                 prompt_runs: bool = False, head_runs: bool = False) -> None:
         self.name = name
         self.rank_role = rank_role(name, args.role)
         self.args = args
@@ -59,6 +59,9 @@ class Pool:
         self.decode_runs = decode_runs
         # Its ranks' runs may carry prompt chunks: nothing reads their prefix caches mid-run.
         self.prompt_runs = prompt_runs
+        # Its ranks may report a pass's tokens at the end of the decode run it runs on into:
+        # nothing acts on a request's first token when it comes.
+        self.head_runs = head_runs
         self.workers: list[Worker] = []
         # Routing candidates, rebuilt when membership changes: the ranks, the router's view of
         # their prefix caches and its load records of them, index for index.
@@ -74,7 +77,8 @@ class Pool:
         runs = self.decode_runs and dp == 1
         ranks = [Rank(wid, r, self.args, self.timing, self.hooks, role=self.rank_role,
                       decode_runs=runs, vector_grants=self.decode_runs,
-                      prompt_runs=self.prompt_runs, stream=first + r)
+                      prompt_runs=self.prompt_runs, head_runs=self.head_runs,
+                      stream=first + r)
                  for r in range(dp)]
         worker = Worker(wid, self.name, ranks, now_ms)
         self.workers.append(worker)

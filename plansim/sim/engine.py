@@ -47,11 +47,12 @@ the run ends, which is why only ranks whose prefix cache no router reads meanwhi
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -190,6 +191,19 @@ class Request:
         return pk + [gen_key(self.rid, b) for b in range(len(pk), n_full)]
 
 
+class PassRecord(NamedTuple):
+    """One pass as the planner's pass window counts it (``PassWindow.add_pass``'s arguments:
+    wall seconds, prompt requests and tokens, decoding requests and their KV tokens), and the
+    waiting queue's totals as it was scheduled (``ForwardPassMetrics``' queued fields)."""
+
+    wall_s: float
+    prefill_requests: int
+    prefill_tokens: int
+    decode_requests: int
+    decode_kv_tokens: int
+    queued: tuple[int, int, int, int]
+
+
 class QueueTotals:
     """Waiting-queue totals, kept as requests enter and leave it (for pass metrics): fresh
     prompts and their tokens; preempted or transferred requests and their KV tokens."""
@@ -205,13 +219,22 @@ class QueueTotals:
 class DecodeRun:
     """A decode run in flight: every request of the batch (its ``n`` rows, ``kv0_tokens``
     tokens long in all at the start) emits one token at each of ``ends_ms``; ``dts_ms`` are
-    the pass times; the run started at ``start_ms``."""
+    the pass times (lists for short runs, arrays for long ones); the run started at
+    ``start_ms``. ``head``: the metrics of the composed
+    pass the run follows on from (it ends at ``start_ms``; its grants are applied and its
+    tokens are the rank's pending ``_emit`` and ``_slices``), or None."""
 
     n: int
     kv0_tokens: int
-    ends_ms: np.ndarray
-    dts_ms: np.ndarray
+    ends_ms: list[float] | np.ndarray
+    dts_ms: list[float] | np.ndarray
     start_ms: float
+    head: PassRecord | None = None
+
+    def kept(self, passes: int) -> DecodeRun:
+        """The run cut to its first ``passes`` decode passes."""
+        return DecodeRun(self.n, self.kv0_tokens, self.ends_ms[:passes], self.dts_ms[:passes],
+                         self.start_ms, self.head)
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,9 +248,9 @@ class PromptRun:
     n: int
     kv0_tokens: int
     chunks: tuple[int, ...]
-    ends_ms: np.ndarray
-    dts_ms: np.ndarray
-    fpms: tuple[ForwardPassMetrics, ...]
+    ends_ms: list[float]
+    dts_ms: list[float]
+    fpms: tuple[PassRecord, ...]
     start_ms: float
 
     def kept(self, passes: int) -> PromptRun:
@@ -246,11 +269,14 @@ class Rank:
     def __init__(self, worker_id: int, dp_rank: int, args: Any, timing: TimingModel,
                  hooks: EngineHooks, *, policy: SchedulerPolicy | None = None,
                  role: Role | None = None, decode_runs: bool = True, vector_grants: bool = True,
-                 prompt_runs: bool = False, stream: int = 0) -> None:
+                 prompt_runs: bool = False, head_runs: bool = False, stream: int = 0) -> None:
         """``stream``: the rank's index in its pool (``worker x dp_size + dp_rank``), which
         offsets its speculative-decoding seed. ``prompt_runs``: runs of passes may carry a
         prompt's chunks (with ``decode_runs``; only where nothing reads the rank's prefix cache
-        while it runs, since a run applies its KV changes at its end)."""
+        while it runs, since a run applies its KV changes at its end). ``head_runs`` (with
+        ``prompt_runs``): a composed pass after which every request decodes runs on into the
+        decode run that follows it, in one step, and reports its tokens at the run's end (only
+        where nothing acts on a request's first token when it comes)."""
         role = args.role if role is None else role
         self.worker_id = worker_id
         self.dp_rank = dp_rank
@@ -296,6 +322,8 @@ class Rank:
             self.cache.store_sources = self.offload.tier.storing
             self.host_lookup = partial(self.offload.lookup, self)
         self.max_burst = 1 + (args.aic_nextn or 0)
+        self.head_runs = (self.prompt_runs and head_runs and self.sampler is None
+                          and self.offload is None)
         self.batch = Batch()
         # The batch's requests in batch order (the batch owns the list).
         self.running: list[Request] = self.batch.reqs
@@ -316,7 +344,7 @@ class Rank:
         self._slices: list[tuple[int, int]] = []
         self._emit: list[Request] = []
         self._run: DecodeRun | PromptRun | None = None
-        self.last_fpm: ForwardPassMetrics | None = None
+        self._last_pass: PassRecord | None = None
         # Completed passes since the planner host last took them; a decode run's first
         # ``_run_taken`` passes are already in it.
         self.passes = PassWindow()
@@ -355,8 +383,8 @@ class Rank:
                                                      and self.offload.held))
 
     def start_pass(self, now: float) -> float:
-        """Schedule one pass (or a decode run) starting at ``now``; returns its end time (both
-        virtual ms)."""
+        """Schedule one pass (or a run of passes) starting at ``now``; returns its end time as
+        the clock reaches it, pass end after pass end (both virtual ms)."""
         self.busy = True
         offload = self.offload
         if offload is not None:
@@ -380,7 +408,12 @@ class Rank:
                     offload.dropped(stuck, self.cache)
                 self.hooks.on_reject(self, stuck, "cannot_be_scheduled")
                 end = self._single_pass(now)
-        return end
+            if self.head_runs:
+                head_end = now + (end - now)
+                run_end = self._try_run(head_end, head=True)
+                if run_end is not None:
+                    return head_end + (run_end - head_end)
+        return now + (end - now)
 
     def interrupt(self, t: float) -> float | None:
         """An arrival at ``t`` (virtual ms) during a decode run: keep the passes that started
@@ -389,19 +422,19 @@ class Rank:
         if run is None:
             return None
         ends = run.ends_ms
-        k = ends.shape[0]
+        k = len(ends)
         # Pass j starts at ends[j-1] (start for j=0); keep those starting strictly before t.
-        kept = 1 + int(np.searchsorted(ends[:-1], t, side="left")) if t > run.start_ms else 0
+        kept = 1 + bisect_left(ends, t, 0, k - 1) if t > run.start_ms else 0
         if kept >= k:
             return None
         if kept == 0:
+            if isinstance(run, DecodeRun) and run.head is not None:
+                # Only the composed pass the run follows on from is under way.
+                self._run = run.kept(0)
+                return run.start_ms
             kept = 1  # the first pass is already running at its own start time
-        if isinstance(run, PromptRun):
-            self._run = run.kept(kept)
-        else:
-            self._run = DecodeRun(run.n, run.kv0_tokens, ends[:kept], run.dts_ms[:kept],
-                                  run.start_ms)
-        return float(ends[kept - 1])
+        self._run = run.kept(kept)
+        return t + (float(ends[kept - 1]) - t)
 
     def finish(self, now: float) -> None:
         """Apply the pass (or run) ending at ``now`` (virtual ms)."""
@@ -414,9 +447,7 @@ class Rank:
             self._finish_run()
             self.cache.publish()
         else:
-            f = self.last_fpm
-            self.passes.add_pass(f.wall_time_s, f.num_prefill_requests, f.sum_prefill_tokens,
-                                 f.num_decode_requests, f.sum_decode_kv_tokens)
+            self._count_pass(self._last_pass)
             self._finish_pass(now)
 
     def take_fpm(self, t: float) -> ForwardPassMetrics:
@@ -426,7 +457,9 @@ class Rank:
         ended by ``t``."""
         run = self._run
         if run is not None and self.busy:
-            done = int(np.searchsorted(run.ends_ms, t, side="right"))
+            done = bisect_right(run.ends_ms, t)
+            if isinstance(run, DecodeRun) and run.head is not None and t >= run.start_ms:
+                done += 1
             self._add_run_passes(done)
         mixed, decode_only = self.passes.take()
         b = self.batch
@@ -437,7 +470,7 @@ class Rank:
         if isinstance(run, PromptRun) and self.busy:
             # The prompt's chunks granted by ``t``: those of the passes started before it (the
             # batch holds the prompt's state at the run's start).
-            started = 1 + int(np.searchsorted(run.ends_ms[:-1], t, side="left"))
+            started = 1 + bisect_left(run.ends_ms, t, 0, len(run.chunks) - 1)
             inflight -= sum(run.chunks[:started])
         q = self.queued
         return ForwardPassMetrics.from_window(
@@ -446,24 +479,32 @@ class Rank:
             inflight_prefill_tokens=inflight)
 
     def _add_run_passes(self, upto: int) -> None:
-        """Add the decode run's passes ``_run_taken .. upto - 1`` to the pass window."""
+        """Add the run's passes ``_run_taken .. upto - 1`` to the pass window (a decode run's
+        head pass first)."""
         run = self._run
         lo = self._run_taken
         if upto <= lo:
             return
+        self._run_taken = upto
         if isinstance(run, PromptRun):
             for f in run.fpms[lo:upto]:
-                self.passes.add_pass(f.wall_time_s, f.num_prefill_requests,
-                                     f.sum_prefill_tokens, f.num_decode_requests,
-                                     f.sum_decode_kv_tokens)
-            self._run_taken = upto
+                self._count_pass(f)
             return
+        if run.head is not None:
+            if lo == 0:
+                self._count_pass(run.head)
+            else:
+                lo -= 1
+            upto -= 1
+            if upto <= lo:
+                return
         n = run.n
         k = upto - lo
         # Pass j's KV is every request's length at the run start plus j tokens each.
         kv = k * run.kv0_tokens + n * (lo + upto - 1) * k // 2
-        self.passes.add_decode_passes(k, float(run.dts_ms[lo:upto].sum()) / 1000.0, n * k, kv)
-        self._run_taken = upto
+        # numpy's sum for lists too: the same float whichever form the run has.
+        wall_ms = float(np.add.reduce(run.dts_ms[lo:upto]))
+        self.passes.add_decode_passes(k, wall_ms / 1000.0, n * k, kv)
 
     def occupancy(self) -> RankOccupancy:
         cache = self.cache
@@ -711,7 +752,8 @@ class Rank:
         self._slices = slices
         self._granted = []
         self._run = None
-        self.last_fpm = self._fpm((end - now) / 1000.0, count, sum_prefill_tokens, n_dec, kv_dec)
+        self._last_pass = self._record((end - now) / 1000.0, count, sum_prefill_tokens, n_dec,
+                                       kv_dec)
         return end
 
     def _pass_ms(self, count: int, new_tokens: int, mean_isl: int, mean_prefix: int,
@@ -853,8 +895,10 @@ class Rank:
 
     # ---------------------------------------------------------------- decode runs
 
-    def _try_run(self, now: float) -> float | None:
-        """Start a run of at least two decode-only passes if nothing can change during it."""
+    def _try_run(self, now: float, head: bool = False) -> float | None:
+        """Start a run of at least two decode-only passes at ``now`` if nothing can change
+        during it. ``head``: the run follows on from the pass just composed, which ends at
+        ``now`` (its tokens not yet emitted: every request must emit one in it)."""
         if self._hands_off or not self.decode_runs or self.sampler is not None:
             return None
         offload = self.offload
@@ -864,16 +908,21 @@ class Rank:
         n = len(b)
         if n == 0:
             return None
+        if head and len(self._emit) + sum(hi - lo for lo, hi in self._slices) != n:
+            return None
         # Decoding: one known token left, and past the first token (a prompt can also stop
-        # one token short of its end, which is still prefill).
+        # one token short of its end, which is still prefill). After a head pass every known
+        # length is one more.
         if n < soa.SCALAR_ROWS:
             _, isl, total, computed, known_list, _, _, _ = b.columns()
+            if head:
+                known_list = [L + 1 for L in known_list]
             k = self._decoding_left(isl, total, computed, known_list, n)
             if k is None:
                 return None
             sum_len = sum(known_list)
         else:
-            known = b.known[:n]
+            known = b.known[:n] + 1 if head else b.known[:n]
             if not ((known - b.computed[:n] == 1) & (known > b.isl[:n])).all():
                 return None
             k = int((b.total[:n] - known).min())
@@ -889,22 +938,51 @@ class Rank:
         if n * (k // bs + 1) > avail:
             # KV may run short: pass j needs a new block for request i when
             # L_i + j > n_blocks_i * bs.
-            k = self._kv_limit(b.blocks[:n] * bs - b.known[:n] + 1, avail, k, bs)
+            k = self._kv_limit(b.blocks[:n] * bs - b.known[:n] + (0 if head else 1), avail, k,
+                               bs)
             if k < 2:
                 return None
-        j = np.arange(k, dtype=np.int64)
-        kv = sum_len + j * n
-        raw = self.timing.decode_ms_bulk(np.full(k, n), kv, kv // n, self.total_kv_tokens)
-        if self.decode_div <= 0:
-            dts = np.zeros(k)
+        if k <= soa.SCALAR_PASSES:
+            dts, ends = self._run_times(now, n, sum_len, k)
         else:
-            dts = np.round(raw / self.decode_div * _NS) / _NS
-        ends = np.cumsum(np.concatenate(([now], dts)))[1:]
-        self._run = DecodeRun(n, sum_len, ends, dts, now)
+            j = np.arange(k, dtype=np.int64)
+            kv = sum_len + j * n
+            raw = self.timing.decode_ms_bulk(np.full(k, n), kv, kv // n, self.total_kv_tokens)
+            if self.decode_div <= 0:
+                dts = np.zeros(k)
+            else:
+                dts = np.round(raw / self.decode_div * _NS) / _NS
+            ends = np.cumsum(np.concatenate(([now], dts)))[1:]
         self._run_taken = 0
-        self._emit = []
-        self._slices = []
+        if head:
+            self._run = DecodeRun(n, sum_len, ends, dts, now, self._last_pass)
+        else:
+            self._run = DecodeRun(n, sum_len, ends, dts, now)
+            self._emit = []
+            self._slices = []
         return float(ends[-1])
+
+    def _run_times(self, now: float, n: int, kv0: int, k: int) -> tuple[list[float], list[float]]:
+        """(pass times, pass ends) of a decode run of ``k`` passes of ``n`` requests from
+        ``now``, ``kv0`` tokens long in all at the start, in plain Python: each pass timed by
+        ``decode_ms`` and quantised as ``decode_ms_bulk``'s are, the ends summed one by one as
+        the clock would (the same floats as the array path)."""
+        div = self.decode_div
+        if div <= 0:
+            return [0.0] * k, [now] * k
+        decode_ms = self.timing.decode_ms
+        total = self.total_kv_tokens
+        dts = []
+        ends = []
+        t = now
+        kv = kv0
+        for _ in range(k):
+            dt = round(decode_ms(n, kv, kv // n, total) / div * _NS) / _NS
+            dts.append(dt)
+            t += dt
+            ends.append(t)
+            kv += n
+        return dts, ends
 
     @staticmethod
     def _decoding_left(isl: list[int], total: list[int], computed: list[int],
@@ -936,11 +1014,17 @@ class Rank:
         return int(need_at[avail])
 
     def _finish_run(self) -> None:
-        self._add_run_passes(self._run.ends_ms.shape[0])
         run = self._run
-        self._run = None
         ends = run.ends_ms
-        m = ends.shape[0]
+        m = len(ends)
+        self._add_run_passes(m if run.head is None else m + 1)
+        self._run = None
+        if run.head is not None:
+            # The composed pass's tokens at its end, then the run's.
+            self._finish_pass(run.start_ms)
+            if not m:
+                self._last_pass = run.head
+                return
         n = run.n
         b = self.batch
         bs = self.block_size
@@ -975,7 +1059,7 @@ class Rank:
             rids = b.rid[:n].copy()
         end = float(ends[-1])
         kv = run.kv0_tokens + (m - 1) * n
-        self.last_fpm = self._fpm(float(run.dts_ms[-1]) / 1000.0, 0, 0, n, kv)
+        self._last_pass = self._record(float(run.dts_ms[-1]) / 1000.0, 0, 0, n, kv)
         self.policy.decode_run(m)
         self.hooks.on_run(self, rids, ends, run.dts_ms)
         if rows:
@@ -1047,15 +1131,14 @@ class Rank:
             kv = kv0 + j * m
             prefill_ms, decode_ms = self._pass_ms(1, c, before + c, before, m, kv)
             end = start + prefill_ms + decode_ms
-            fpms.append(self._fpm((end - start) / 1000.0, 1, c, m, kv))
+            fpms.append(self._record((end - start) / 1000.0, 1, c, m, kv))
             dts.append(end - start)
             # The next pass starts when the clock reaches this one's end, as the host
             # schedules it.
             start = start + (end - start)
             ends.append(start)
             before += c
-        self._run = PromptRun(n, kv0, tuple(chunks), np.array(ends), np.array(dts), tuple(fpms),
-                              now)
+        self._run = PromptRun(n, kv0, tuple(chunks), ends, dts, tuple(fpms), now)
         self._run_taken = 0
         self._emit = []
         self._slices = []
@@ -1104,7 +1187,7 @@ class Rank:
         end = now
         ends = run.ends_ms.copy()
         ends[-1] = now
-        self.last_fpm = run.fpms[-1]
+        self._last_pass = run.fpms[-1]
         if p:
             self.hooks.on_run(self, np.array(rid[:p], dtype=np.int64), ends, run.dts_ms)
         rows = [i for i in range(p) if known[i] + m >= total[i]]
@@ -1157,12 +1240,28 @@ class Rank:
             q.prefill_tokens -= req.isl
         return req
 
-    def _fpm(self, wall_s: float, n_prefill: int, prefill_tokens: int, n_decode: int,
-             decode_kv: int) -> ForwardPassMetrics:
+    def _record(self, wall_s: float, n_prefill: int, prefill_tokens: int, n_decode: int,
+                decode_kv: int) -> PassRecord:
         q = self.queued
+        return PassRecord(wall_s, n_prefill, prefill_tokens, n_decode, decode_kv,
+                          (q.prefill_requests, q.prefill_tokens, q.decode_requests,
+                           q.decode_kv_tokens))
+
+    def _count_pass(self, f: PassRecord) -> None:
+        self.passes.add_pass(f.wall_s, f.prefill_requests, f.prefill_tokens, f.decode_requests,
+                             f.decode_kv_tokens)
+
+    @property
+    def last_fpm(self) -> ForwardPassMetrics | None:
+        """The metrics of the rank's latest pass (of a run: its last), with the waiting queue as
+        that pass was scheduled; None before any."""
+        f = self._last_pass
+        if f is None:
+            return None
+        qpr, qpt, qdr, qdk = f.queued
         return ForwardPassMetrics(
-            worker_id=self.worker_id, dp_rank=self.dp_rank, wall_time_s=wall_s,
-            num_prefill_requests=n_prefill, sum_prefill_tokens=prefill_tokens,
-            num_decode_requests=n_decode, sum_decode_kv_tokens=decode_kv,
-            queued_prefill_requests=q.prefill_requests, queued_prefill_tokens=q.prefill_tokens,
-            queued_decode_requests=q.decode_requests, queued_decode_kv_tokens=q.decode_kv_tokens)
+            worker_id=self.worker_id, dp_rank=self.dp_rank, wall_time_s=f.wall_s,
+            num_prefill_requests=f.prefill_requests, sum_prefill_tokens=f.prefill_tokens,
+            num_decode_requests=f.decode_requests, sum_decode_kv_tokens=f.decode_kv_tokens,
+            queued_prefill_requests=qpr, queued_prefill_tokens=qpt, queued_decode_requests=qdr,
+            queued_decode_kv_tokens=qdk)

@@ -8,9 +8,10 @@ rank and its scheduler policy, ``plansim.sim.schedulers``). A rank reports throu
 Who uses what:
 
 - the host: ``enqueue`` a request (False: it was rejected through ``on_reject``); when the rank
-  is not ``busy`` and ``has_work``, ``start_pass(now)`` returns the pass's end time and the host
-  calls ``finish(end)`` then; an arrival that reaches a busy rank calls ``interrupt(now)``, which
-  may shorten a decode run in flight (the new end time, or None when unchanged); ``wake(now)``
+  is not ``busy`` and ``has_work``, ``start_pass(now)`` returns the time its pass (or run of
+  passes) ends, as the clock reaches it step by step, and the host calls ``finish(end)`` at that
+  time; an arrival that reaches a busy rank calls ``interrupt(now)``, which may shorten a run in
+  flight (the new end time, the same way, or None when unchanged); ``wake(now)``
   at a time the rank asked for with ``on_wakeup``; ``role`` and ``worker_id`` to relay reports;
 - the recorder: ``occupancy()`` once per sample;
 - the router: ``prefix_view.overlap(keys)`` (the pool hands it the ready ranks' views);

@@ -131,7 +131,8 @@ class ReplayHost:
             self.routers[name] = router
             pool = Pool(name, args, make_timing_model(args.effective_timing), hooks,
                         self._next_worker_id, decode_runs=decode_runs,
-                        prompt_runs=not router.reads_prefix_cache)
+                        prompt_runs=not router.reads_prefix_cache,
+                        head_runs=not router.observes_first_tokens)
             self.pools[name] = pool
             for _ in range(count):
                 pool.mark_ready(pool.provision(0.0), 0.0)
@@ -355,8 +356,8 @@ class ReplayHost:
             new_end = rank.interrupt(now)
             if new_end is not None:
                 self._finish_call[key].cancel()
-                self._finish_call[key] = self.clock.call_at(
-                    new_end - now, lambda: self._finish(rank), Priority.PASS_END)
+                self._finish_call[key] = self.clock.call_at_time(
+                    new_end, lambda: self._finish(rank), Priority.PASS_END)
             return
         if key in self._start_pending or not rank.has_work():
             return
@@ -367,10 +368,9 @@ class ReplayHost:
         self._start_pending.discard(id(rank))
         if rank.busy or not rank.has_work():
             return
-        now = self.clock.now
-        end = rank.start_pass(now)
-        self._finish_call[id(rank)] = self.clock.call_at(
-            end - now, lambda: self._finish(rank), Priority.PASS_END)
+        end = rank.start_pass(self.clock.now)
+        self._finish_call[id(rank)] = self.clock.call_at_time(
+            end, lambda: self._finish(rank), Priority.PASS_END)
 
     # Attention-DP ranks of one worker run each pass together (the reference's group barrier):
     # a pass starts on every rank with work at once, and each of them ends when the slowest
@@ -393,7 +393,7 @@ class ReplayHost:
         now = self.clock.now
         end = max([r.start_pass(now) for r in started])
         self._group_pass[key] = started
-        self.clock.call_at(end - now, lambda: self._finish_group(worker), Priority.PASS_END)
+        self.clock.call_at_time(end, lambda: self._finish_group(worker), Priority.PASS_END)
 
     def _apply_pass_end(self, ranks: list[EngineRank], now: float) -> None:
         """End the pass of ``ranks`` at ``now``, then re-check the router queues it touched."""

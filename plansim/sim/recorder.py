@@ -208,9 +208,11 @@ class Recorder:
         self._count_tokens(end, sum(counts))
         return first
 
-    def run(self, rids: np.ndarray, ends: np.ndarray) -> None:
-        """A decode run: every request of ``rids`` emits one token at each of ``ends``."""
-        m = ends.shape[0]
+    def run(self, rids: np.ndarray, ends: list[float] | np.ndarray) -> None:
+        """A decode run: every request of ``rids`` emits one token at each of ``ends`` (a list
+        for a short run, an array for a long one)."""
+        m = len(ends)
+        short = type(ends) is list
         e0 = float(ends[0])
         e_last = float(ends[-1])
         n_tokens = self.n_tokens
@@ -233,7 +235,10 @@ class Recorder:
             n_tokens[rids] = k + m
             self.last_token[rids] = e_last
         if m > 1:
-            self.gap_value.frombytes(np.diff(ends).tobytes())
+            if short:
+                self.gap_value.extend([b - a for a, b in zip(ends, ends[1:])])
+            else:
+                self.gap_value.frombytes(np.diff(ends).tobytes())
             self.gap_count.extend(array("q", (n,)) * (m - 1))
         if len(self.gap_value) >= _COMPACT_AT:
             self._compact_gaps()
@@ -242,6 +247,11 @@ class Recorder:
             self._count_tokens(e0, n * m)
         else:
             self._grow(last_s)
+            if short:
+                tok = self._tok_per_s
+                for e in ends:
+                    tok[int(e // 1000.0)] += n
+                return
             # Pass ends ascend: per second from the first, how many passes end in it.
             per_s = np.bincount((ends // 1000.0).astype(np.int64) - first_s)
             self._tok_per_s[first_s : last_s + 1] += per_s * n

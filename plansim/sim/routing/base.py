@@ -59,6 +59,9 @@ class RoutingPolicy(Protocol):
     Knobs: ClassVar[type]
     # Whether ``choose`` or ``hold`` reads the views (``Policy`` says True unless told).
     reads_prefix_cache: ClassVar[bool]
+    # Whether ``prefill_done`` or ``release`` act on a request's first token (``Policy`` says
+    # True unless told).
+    observes_first_tokens: ClassVar[bool]
 
     def choose(self, isl: int, keys: list[int], views: Sequence[PrefixView],
                loads: Sequence[RankLoad]) -> Route: ...
@@ -96,6 +99,10 @@ class Policy:
     # Whether ``choose`` or ``hold`` reads the ranks' prefix-cache views (the ranks of a pool
     # whose router never does may run passes with prompt chunks in one step).
     reads_prefix_cache: ClassVar[bool] = True
+    # Whether ``prefill_done`` or ``release`` act on a request's first token (the ranks of a
+    # pool whose router never does may report a pass's tokens at the end of the decode run
+    # that pass runs on into).
+    observes_first_tokens: ClassVar[bool] = True
 
     def __init__(self, config: Any, block_size: int, rng: np.random.Generator, *,
                  pool: Role, max_batched_tokens: int = 1 << 62) -> None:

@@ -10,6 +10,7 @@ from plansim.sim.routing.base import Policy, RankLoad, Route
 
 class RandomChoice(Policy):
     reads_prefix_cache = False
+    observes_first_tokens = False
 
     def choose(self, isl: int, keys: list[int], views: Sequence[PrefixView],
                loads: Sequence[RankLoad]) -> Route:

@@ -13,6 +13,7 @@ class RoundRobin(Policy):
     """The next candidate after the previous choice (by position in the candidate list)."""
 
     reads_prefix_cache = False
+    observes_first_tokens = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
