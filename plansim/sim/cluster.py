@@ -49,7 +49,8 @@ class Pool:
 
     def __init__(self, name: Role, args: Any, timing: TimingModel, hooks: EngineHooks,
                  new_worker_id: Callable[[], int], *, decode_runs: bool = True,
-                 prompt_runs: bool = False, head_runs: bool = False) -> None:
+                 prompt_runs: bool = False, head_runs: bool = False,
+                 pass_window: bool = True) -> None:
         self.name = name
         self.rank_role = rank_role(name, args.role)
         self.args = args
@@ -62,6 +63,8 @@ class Pool:
         # Its ranks may report a pass's tokens at the end of the decode run it runs on into:
         # nothing acts on a request's first token when it comes.
         self.head_runs = head_runs
+        # Something (a planner) takes its ranks' pass metrics.
+        self.pass_window = pass_window
         self.workers: list[Worker] = []
         # Routing candidates, rebuilt when membership changes: the ranks, the router's view of
         # their prefix caches and its load records of them, index for index.
@@ -78,7 +81,7 @@ class Pool:
         ranks = [Rank(wid, r, self.args, self.timing, self.hooks, role=self.rank_role,
                       decode_runs=runs, vector_grants=self.decode_runs,
                       prompt_runs=self.prompt_runs, head_runs=self.head_runs,
-                      stream=first + r)
+                      pass_window=self.pass_window, stream=first + r)
                  for r in range(dp)]
         worker = Worker(wid, self.name, ranks, now_ms)
         self.workers.append(worker)

@@ -269,14 +269,17 @@ class Rank:
     def __init__(self, worker_id: int, dp_rank: int, args: Any, timing: TimingModel,
                  hooks: EngineHooks, *, policy: SchedulerPolicy | None = None,
                  role: Role | None = None, decode_runs: bool = True, vector_grants: bool = True,
-                 prompt_runs: bool = False, head_runs: bool = False, stream: int = 0) -> None:
+                 prompt_runs: bool = False, head_runs: bool = False, pass_window: bool = True,
+                 stream: int = 0) -> None:
         """``stream``: the rank's index in its pool (``worker x dp_size + dp_rank``), which
         offsets its speculative-decoding seed. ``prompt_runs``: runs of passes may carry a
         prompt's chunks (with ``decode_runs``; only where nothing reads the rank's prefix cache
         while it runs, since a run applies its KV changes at its end). ``head_runs`` (with
         ``prompt_runs``): a composed pass after which every request decodes runs on into the
         decode run that follows it, in one step, and reports its tokens at the run's end (only
-        where nothing acts on a request's first token when it comes)."""
+        where nothing acts on a request's first token when it comes). ``pass_window=False``:
+        nothing takes the rank's pass metrics (no planner), so they are not accumulated and
+        ``take_fpm`` is not available."""
         role = args.role if role is None else role
         self.worker_id = worker_id
         self.dp_rank = dp_rank
@@ -347,7 +350,7 @@ class Rank:
         self._last_pass: PassRecord | None = None
         # Completed passes since the planner host last took them; a decode run's first
         # ``_run_taken`` passes are already in it.
-        self.passes = PassWindow()
+        self.passes: PassWindow | None = PassWindow() if pass_window else None
         self._run_taken = 0
 
     # ---------------------------------------------------------------- host interface
@@ -483,7 +486,7 @@ class Rank:
         head pass first)."""
         run = self._run
         lo = self._run_taken
-        if upto <= lo:
+        if upto <= lo or self.passes is None:
             return
         self._run_taken = upto
         if isinstance(run, PromptRun):
@@ -945,14 +948,18 @@ class Rank:
         if k <= soa.SCALAR_PASSES:
             dts, ends = self._run_times(now, n, sum_len, k)
         else:
-            j = np.arange(k, dtype=np.int64)
-            kv = sum_len + j * n
+            # Pass j: every request one token longer than at pass j - 1.
+            kv = np.arange(sum_len, sum_len + k * n, n, dtype=np.int64)
             raw = self.timing.decode_ms_bulk(np.full(k, n), kv, kv // n, self.total_kv_tokens)
             if self.decode_div <= 0:
                 dts = np.zeros(k)
             else:
-                dts = np.round(raw / self.decode_div * _NS) / _NS
-            ends = np.cumsum(np.concatenate(([now], dts)))[1:]
+                # Quantised as _q does, in place.
+                dts = raw / self.decode_div
+                dts *= _NS
+                np.rint(dts, out=dts)
+                dts /= _NS
+            ends = np.concatenate(([now], dts)).cumsum()[1:]
         self._run_taken = 0
         if head:
             self._run = DecodeRun(n, sum_len, ends, dts, now, self._last_pass)
@@ -1248,6 +1255,8 @@ class Rank:
                            q.decode_kv_tokens))
 
     def _count_pass(self, f: PassRecord) -> None:
+        if self.passes is None:
+            return
         self.passes.add_pass(f.wall_s, f.prefill_requests, f.prefill_tokens, f.decode_requests,
                              f.decode_kv_tokens)
 

@@ -132,7 +132,8 @@ class ReplayHost:
             pool = Pool(name, args, make_timing_model(args.effective_timing), hooks,
                         self._next_worker_id, decode_runs=decode_runs,
                         prompt_runs=not router.reads_prefix_cache,
-                        head_runs=not router.observes_first_tokens)
+                        head_runs=not router.observes_first_tokens,
+                        pass_window=planner is not None)
             self.pools[name] = pool
             for _ in range(count):
                 pool.mark_ready(pool.provision(0.0), 0.0)

@@ -13,7 +13,7 @@ import numpy as np
 
 from plansim.errors import ConfigError
 from plansim.sim.timing.base import MIN_DECODE_MS, TimingKind, TimingModel
-from plansim.sim.timing.interp import Grid, interp1_scalar, interp2, interp2_scalar
+from plansim.sim.timing.interp import Grid, Surface, interp1_scalar, interp2_scalar
 
 
 class NpzTiming:
@@ -32,6 +32,7 @@ class NpzTiming:
         self._kv = Grid(decode_kv)
         self._ctx = Grid(decode_ctx)
         self._itl = decode_itl.tolist()
+        self._surface = Surface(decode_kv, decode_ctx, decode_itl)
 
     def prefill_ms(self, new_tokens: int, batch_size: int, mean_isl: float,
                    mean_prefix: float) -> float:
@@ -47,10 +48,9 @@ class NpzTiming:
 
     def decode_ms_bulk(self, batch_size: np.ndarray, active_kv_tokens: np.ndarray,
                        mean_context: np.ndarray, total_kv_tokens: int) -> np.ndarray:
-        value = interp2(self.decode_kv, self.decode_ctx, self.decode_itl,
-                         np.asarray(active_kv_tokens, dtype=np.float64),
-                         np.asarray(mean_context, dtype=np.float64))
-        return np.maximum(MIN_DECODE_MS, value)
+        value = self._surface(np.asarray(active_kv_tokens, dtype=np.float64),
+                              np.asarray(mean_context, dtype=np.float64))
+        return np.maximum(MIN_DECODE_MS, value, out=value)
 
 
 @lru_cache(maxsize=16)
