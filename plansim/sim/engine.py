@@ -1026,18 +1026,27 @@ class Rank:
         m = len(ends)
         self._add_run_passes(m if run.head is None else m + 1)
         self._run = None
-        if run.head is not None:
-            # The composed pass's tokens at its end, then the run's.
-            self._finish_pass(run.start_ms)
+        head = run.head is not None
+        if head:
             if not m:
+                # Cut to the composed pass alone.
+                self._finish_pass(run.start_ms)
                 self._last_pass = run.head
                 return
+            # Every request emits in the composed pass too: its tokens are the run's first
+            # (its end, the run's start, comes first among the ends reported).
+            self._emit = []
+            self._slices = []
+            ends = ([run.start_ms] + ends if type(ends) is list
+                    else np.concatenate(([run.start_ms], ends)))
         n = run.n
         b = self.batch
         bs = self.block_size
         # The batch's state after the run; the hooks below read none of it.
         if n < soa.SCALAR_ROWS:
             rid, _, total, _, known, blocks, _, _ = b.columns()
+            if head:
+                known = [L + 1 for L in known]
             new_blocks = 0
             for i in range(n):
                 need = -(-(known[i] + m - 1) // bs) - blocks[i]
@@ -1054,6 +1063,8 @@ class Rank:
             rids = np.array(rid, dtype=np.int64)
         else:
             known = b.known[:n]
+            if head:
+                known += 1
             L = known + (m - 1)
             need = np.maximum(-(-L // bs) - b.blocks[:n], 0)
             new_blocks = int(need.sum())
@@ -1068,7 +1079,7 @@ class Rank:
         kv = run.kv0_tokens + (m - 1) * n
         self._last_pass = self._record(float(run.dts_ms[-1]) / 1000.0, 0, 0, n, kv)
         self.policy.decode_run(m)
-        self.hooks.on_run(self, rids, ends, run.dts_ms)
+        self.hooks.on_run(self, rids, ends)
         if rows:
             self._finish(rows, end)
 
@@ -1196,7 +1207,7 @@ class Rank:
         ends[-1] = now
         self._last_pass = run.fpms[-1]
         if p:
-            self.hooks.on_run(self, np.array(rid[:p], dtype=np.int64), ends, run.dts_ms)
+            self.hooks.on_run(self, np.array(rid[:p], dtype=np.int64), ends)
         rows = [i for i in range(p) if known[i] + m >= total[i]]
         if before >= isl[p]:
             # The last chunk: the prompt's first token.

@@ -209,8 +209,9 @@ class Recorder:
         return first
 
     def run(self, rids: np.ndarray, ends: list[float] | np.ndarray) -> None:
-        """A decode run: every request of ``rids`` emits one token at each of ``ends`` (a list
-        for a short run, an array for a long one)."""
+        """A run of passes: every request of ``rids`` emits one token at each of ``ends`` (a
+        list for a short run, an array for a long one), its first token possibly at the
+        first."""
         m = len(ends)
         short = type(ends) is list
         e0 = float(ends[0])
@@ -222,16 +223,28 @@ class Recorder:
             previous = []
             for rid in rids.tolist():
                 k = n_tokens.item(rid)
-                if k == 1:
-                    self.second_token[rid] = e0
-                previous.append(last.item(rid))
+                if k == 0:
+                    self.first_token[rid] = e0
+                    if m > 1:
+                        self.second_token[rid] = ends[1]
+                else:
+                    if k == 1:
+                        self.second_token[rid] = e0
+                    previous.append(last.item(rid))
                 n_tokens[rid] = k + m
                 last[rid] = e_last
             self._few_gaps(e0, previous)
         else:
             k = n_tokens[rids]
             self.second_token[rids[k == 1]] = e0
-            self._gaps(e0, self.last_token[rids])
+            fresh = k == 0
+            if fresh.any():
+                self.first_token[rids[fresh]] = e0
+                if m > 1:
+                    self.second_token[rids[fresh]] = ends[1]
+                self._gaps(e0, self.last_token[rids[~fresh]])
+            else:
+                self._gaps(e0, self.last_token[rids])
             n_tokens[rids] = k + m
             self.last_token[rids] = e_last
         if m > 1:
