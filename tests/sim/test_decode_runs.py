@@ -1,5 +1,6 @@
-"""The fast paths (decode runs, decoding rows granted in one vector step, array token stamps)
-must give exactly what pass-by-pass, request-by-request simulation gives, for every backend."""
+"""The fast paths (decode runs, prompt runs, head runs, decoding rows granted in one vector step,
+array token stamps, runs timed as lists or arrays) must give exactly what pass-by-pass,
+request-by-request simulation gives, for every backend."""
 
 from __future__ import annotations
 
@@ -72,8 +73,20 @@ def _prompt_runs(num_gpu_blocks, max_num_seqs=4):
     return rows, engine, 1, "round_robin", False
 
 
+# Round robin: each prefill pass runs on into the decode run after it (a head run); arrivals at
+# 30.5 and 31 ms reach the ranks during a prefill pass (cut to that pass) and during a decode
+# part; two workers, so that both ranks' head runs interleave.
+HEAD_RUNS = ([(0.0, 900, 40, [1000, 1001, 1002, 1003]), (0.0, 300, 25, [1010, 1011]),
+              (30.5, 600, 30, [1020, 1021, 1022]), (31.0, 200, 3, [1030]),
+              (90.0, 1200, 20, [1000, 1001, 1002, 1040, 1041])],
+             {"num_gpu_blocks": 400, "block_size": 16, "max_num_seqs": 4,
+              "max_num_batched_tokens": 8192, "enable_chunked_prefill": True,
+              "preemption_mode": "lifo"}, 2, "round_robin", False)
+
+
 @settings(max_examples=120, deadline=None)
 @given(scenario())
+@example(HEAD_RUNS)
 @example(ONE_SHORT)
 @example(SGLANG_RATIO)
 @example(_prompt_runs(400))
@@ -120,12 +133,13 @@ def test_large_batches_match_pass_by_pass(case):
 @given(scenario(max_requests=24, max_seqs=16, max_blocks=400))
 @example(_straddle("vllm"))
 @example(STRADDLE_TIGHT)
+@example(HEAD_RUNS)
 def test_scalar_and_vector_paths_give_identical_results(case):
     # Every per-pass step forced onto its scalar path, then onto its vector path: the same
     # requests table to the bit and the same token gaps.
-    with _paths(scalar_rows=1 << 30, grant_rows=1 << 30):
+    with _paths(scalar_rows=1 << 30, grant_rows=1 << 30, scalar_passes=1 << 30):
         scalar = _run(case)
-    with _paths(scalar_rows=0, grant_rows=1):
+    with _paths(scalar_rows=0, grant_rows=1, scalar_passes=0):
         vector = _run(case)
     a, b = scalar.requests, vector.requests
     assert a["status"].tolist() == b["status"].tolist()
@@ -136,13 +150,14 @@ def test_scalar_and_vector_paths_give_identical_results(case):
 
 
 @contextmanager
-def _paths(scalar_rows, grant_rows):
-    saved = soa.SCALAR_ROWS, soa.SCALAR_GRANT_ROWS
-    soa.SCALAR_ROWS, soa.SCALAR_GRANT_ROWS = scalar_rows, grant_rows
+def _paths(scalar_rows, grant_rows, scalar_passes):
+    saved = soa.SCALAR_ROWS, soa.SCALAR_GRANT_ROWS, soa.SCALAR_PASSES
+    soa.SCALAR_ROWS, soa.SCALAR_GRANT_ROWS, soa.SCALAR_PASSES = (scalar_rows, grant_rows,
+                                                                 scalar_passes)
     try:
         yield
     finally:
-        soa.SCALAR_ROWS, soa.SCALAR_GRANT_ROWS = saved
+        soa.SCALAR_ROWS, soa.SCALAR_GRANT_ROWS, soa.SCALAR_PASSES = saved
 
 
 def _run(case, decode_runs=True):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from plansim.sim.timing import PolynomialTiming
 from simkit import decode_ms, prefill_ms, q, req, run
 
 APPROX = {"abs": 1e-6}
@@ -322,6 +323,69 @@ def test_a_decode_run_in_flight_reports_the_passes_ended_by_the_observation():
     assert (rest.mixed.passes, rest.decode_only.passes) == (0, 3)
     assert rest.decode_only.decode_kv_tokens == 1003 + 1004 + 1005
     assert rest.sum_decode_kv_tokens == pytest.approx(1004)
+
+
+def _head_rank(log):
+    from plansim.sim.deployment import EngineArgs
+    from plansim.sim.engine import EngineHooks, Rank
+
+    def ignore(*_args):
+        return None
+
+    hooks = EngineHooks(ignore, lambda _r, rids, end, *_: log.append(("tokens", rids.tolist(), end)),
+                        lambda _r, req, end: log.append(("complete", req.rid, end)), ignore,
+                        lambda _r, rids, ends: log.append(("run", rids.tolist(), list(ends))))
+    return Rank(0, 0, EngineArgs(), PolynomialTiming(), hooks, prompt_runs=True,
+                head_runs=True)
+
+
+def test_a_head_run_takes_the_prefill_pass_into_its_decode_run_and_reports_each_pass():
+    from plansim.sim.engine import Request
+
+    log = []
+    rank = _head_rank(log)
+    rank.enqueue(Request(0, 1000, 6, []))
+    end = rank.start_pass(0.0)  # the prefill pass, then 5 decode passes over 1001..1005
+    p = prefill_ms(1000)
+    d = [decode_ms(kv) for kv in range(1001, 1006)]
+    assert end == pytest.approx(p + sum(d), **APPROX)
+    early = rank.take_fpm(p / 2)  # the prefill pass in flight: nothing ended yet
+    assert (early.mixed.passes, early.decode_only.passes) == (0, 0)
+    mid = rank.take_fpm(p + d[0] + d[1] / 2)
+    assert (mid.mixed.passes, mid.mixed.prefill_tokens) == (1, 1000)
+    assert (mid.decode_only.passes, mid.decode_only.decode_kv_tokens) == (1, 1001)
+    assert log == []
+    rank.finish(end)
+    # One report: the first token at the prefill pass's end, then one a pass; done at the end.
+    ((kind, rids, ends), done) = log
+    assert (kind, rids) == ("run", [0])
+    expected = [p]
+    for dt in d:
+        expected.append(expected[-1] + dt)
+    assert ends == pytest.approx(expected, **APPROX)
+    assert done == ("complete", 0, ends[-1])
+    rest = rank.take_fpm(end)
+    assert (rest.mixed.passes, rest.decode_only.passes) == (0, 4)
+    assert rest.decode_only.decode_kv_tokens == 1002 + 1003 + 1004 + 1005
+
+
+def test_an_arrival_during_the_prefill_pass_cuts_a_head_run_to_that_pass():
+    from plansim.sim.engine import Request
+
+    log = []
+    rank = _head_rank(log)
+    rank.enqueue(Request(0, 1000, 6, []))
+    rank.start_pass(0.0)
+    p = prefill_ms(1000)
+    cut = rank.interrupt(p / 2)
+    assert cut == pytest.approx(p, **APPROX)
+    assert rank.interrupt(p * 0.75) is None  # already only the pass in flight
+    rank.enqueue(Request(1, 100, 5, []))
+    rank.finish(cut)
+    assert log == [("tokens", [0], cut)]  # the first token, as a pass of its own reports it
+    assert rank.batch.known[0] == 1001 and rank.last_fpm.sum_prefill_tokens == 1000
+    rank.start_pass(cut)  # the arrival joins the next pass
+    assert [r.rid for r in rank.running] == [0, 1]
 
 
 def test_take_fpm_counts_the_unfinished_prompt_tokens_of_a_chunked_prefill():
