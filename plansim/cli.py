@@ -26,7 +26,7 @@ from typer.exceptions import Abort, Exit, TyperException
 
 from plansim.errors import InputError
 from plansim.lifecycle import Terminated, handle_termination, scratch_folder
-from plansim.runtime import exit_now, long_lived, one_blas_thread
+from plansim.runtime import exit_now, long_lived, no_pydantic_plugins, one_blas_thread
 
 app = typer.Typer(
     name="plansim",
@@ -96,6 +96,7 @@ def main() -> None:
     """Run the command line ``sys.argv`` names; see the module docstring for how a command
     ends (always ``SystemExit`` with the status, or a bug's exception)."""
     one_blas_thread()
+    no_pydantic_plugins()
     _warnings_to_stderr()
     try:
         _main()

@@ -7,6 +7,9 @@ safe, for a process that plansim owns from start to end (the library never appli
   starting and after each call cost 0.1-0.2 s of CPU a process, and a threaded dot product sums
   in an order that depends on the machine's core count (the summary's last digits did). Must
   run before numpy is imported.
+- ``no_pydantic_plugins()``: pydantic does not scan every installed package's entry points
+  for plugins (5-10 ms) unless ``PYDANTIC_DISABLE_PLUGINS`` is set (an empty value enables
+  them): plansim's models are its own input checks, which no plugin is meant to observe.
 - ``long_lived()``: a block that builds what lives until the process ends (the command's
   modules, a validated deployment, a loaded trace) runs without cyclic garbage collection, and
   what it built is then left out of every later collection (``gc.freeze``). Start-up allocates
@@ -36,6 +39,11 @@ _NEEDS_TEARDOWN = ("multiprocessing", "concurrent.futures", "joblib", "ray")
 def one_blas_thread() -> None:
     """See the module docstring."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
+def no_pydantic_plugins() -> None:
+    """See the module docstring."""
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 
 @contextmanager

@@ -55,10 +55,14 @@ def prefix_chain_ids(raw_hashes: np.ndarray, counts: np.ndarray) -> np.ndarray:
     n = raw.size
     if n == 0:
         return np.zeros(0, dtype=id_dtype(0))
-    part, bounds = _group_by_partition(raw)
-    n_unique = _compact_groups(raw, bounds)
-    ids = _ungroup(raw, part, id_dtype(n))
-    del raw, part
+    if n <= _GROUP_ROWS:
+        ids, n_unique = _compact_one_slice(raw, id_dtype(n))
+    else:
+        part, bounds = _group_by_partition(raw)
+        n_unique = _compact_groups(raw, bounds)
+        ids = _ungroup(raw, part, id_dtype(n))
+        del part
+    del raw
     starts = np.zeros(counts.size, dtype=np.int64)
     np.cumsum(counts[:-1], out=starts[1:])
     starts = starts[counts > 0]
@@ -116,6 +120,18 @@ def _compact_groups(raw: np.ndarray, bounds: np.ndarray) -> int:
                 pos += b - a
         base += len(seen)
     return base
+
+
+def _compact_one_slice(raw: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, int]:
+    """The codes that grouping and ``_compact_groups`` give a single slice, in row order, and
+    their count, from one sort: partition by partition, each partition's distinct values by
+    first appearance (one slice's partitions keep the row order). Half the time of the grouped
+    path on a small trace, whose 128 partitions are tiny."""
+    uniques, first, inverse = np.unique(raw, return_index=True, return_inverse=True)
+    part = np.right_shift(uniques * _MIX, _PARTITION_SHIFT)
+    rank = np.empty(uniques.size, dtype=np.int64)
+    rank[np.lexsort((first, part))] = np.arange(uniques.size, dtype=np.int64)
+    return rank[inverse.reshape(-1)].astype(dtype), int(uniques.size)
 
 
 def _ungroup(buf: np.ndarray, part: np.ndarray, dtype: np.dtype) -> np.ndarray:

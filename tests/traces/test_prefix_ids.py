@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -102,6 +103,19 @@ def test_slicing_and_batching_do_not_change_the_ids(monkeypatch):
     ids = prefix_chain_ids(flat.copy(), counts)
     _assert_prefix_ids(rows, _split(ids, counts))
     assert ids.tolist() == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([0, 1, 2, 2**63, 2**64 - 1]) | st.integers(0, 2**64 - 1),
+                         max_size=6), min_size=1, max_size=40))
+def test_a_single_slice_gets_the_ids_of_the_grouped_path(rows):
+    flat, counts = _csr(rows)
+    one_slice = prefix_chain_ids(flat.copy(), counts)
+    with pytest.MonkeyPatch.context() as m:  # every input takes the grouped path, in slices
+        m.setattr(prefix, "_GROUP_ROWS", 4)
+        grouped = prefix_chain_ids(flat.copy(), counts)
+    assert one_slice.tolist() == grouped.tolist()
+    assert one_slice.dtype == grouped.dtype
 
 
 def test_a_mapped_buffer_is_reused_for_the_ids():
