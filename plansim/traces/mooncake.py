@@ -120,7 +120,9 @@ def _row(rec: object, source: str, line: int):
     session = rec.get("session_id")
     if session is not None and type(session) is not str:
         raise fail(f"session_id must be a string, got {session!r}", "session_id")
-    delay = _delay(rec, fail)
+    # Most rows have neither delay key: two lookups, not _delay's list.
+    delay = None if rec.get("delay") is None and rec.get("delay_ms") is None \
+        else _delay(rec, fail)
     if delay is not None and session is None:
         raise fail("delay needs a session_id: it is the think time after the previous turn "
                    "of the same session", _delay_name(rec))
