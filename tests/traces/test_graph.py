@@ -41,6 +41,13 @@ def test_levels_put_every_dependency_in_an_earlier_level():
     assert [lv.tolist() for lv in topological_levels(g)] == [[0, 3], [1], [2]]
 
 
+def test_a_row_waiting_on_two_rows_of_one_level_is_released_after_both():
+    # r2 depends on r0 and r1 (one level), r3 on r2 twice over (a completion and a dispatch).
+    g = _graph(4, [0, 0, NAN, NAN], [(2, 0, 0.0, COMPLETION), (2, 1, 0.0, COMPLETION),
+                                     (3, 2, 0.0, COMPLETION), (3, 2, 1.0, DISPATCH)])
+    assert [lv.tolist() for lv in topological_levels(g)] == [[0, 1], [2], [3]]
+
+
 def test_estimate_is_the_release_if_requests_took_no_time():
     # r2 joins r0 (+10) and r1 (+1 after r1, which is r0 + 5): max(10, 6) = 10, not before 4.
     g = _graph(3, [0, NAN, 4], [(1, 0, 5.0, COMPLETION), (2, 0, 10.0, COMPLETION),
