@@ -21,6 +21,9 @@ from plansim.sim.cluster import DRAINING, READY, STARTING
 
 NAN = float("nan")
 _COMPACT_AT = 1 << 20
+# Gap values spanning at most this many microseconds per sample are totalled by counting over
+# the span (linear, and no more memory than the samples); wider ones by sorting.
+DENSE_SPAN_PER_SAMPLE = 1
 # The time-series table's sampled columns (``plansim.sim.result``); ``output_tok_s`` follows.
 TIMESERIES_DTYPES = (
     ("time_s", np.float64), ("pool", str), ("ready", np.int64), ("starting", np.int64),
@@ -347,11 +350,9 @@ class Recorder:
     def _compact_gaps(self) -> None:
         us = np.rint(np.frombuffer(self.gap_value, dtype=np.float64) * 1000.0).astype(np.int64)
         counts = np.frombuffer(self.gap_count, dtype=np.int64)
-        values, inverse = np.unique(np.concatenate((self._gap_us, us)), return_inverse=True)
-        self._gap_us_count = np.bincount(
-            inverse, weights=np.concatenate((self._gap_us_count, counts)),
-            minlength=values.shape[0]).astype(np.int64)
-        self._gap_us = values
+        values = np.concatenate((self._gap_us, us))
+        weights = np.concatenate((self._gap_us_count, counts))
+        self._gap_us, self._gap_us_count = _distinct_totals(values, weights)
         self.gap_value = array("d")
         self.gap_count = array("q")
 
@@ -391,3 +392,22 @@ class Recorder:
             "status": status.astype(str),
             "reason": np.array(self.reason, dtype=object).astype(str),
         })
+
+
+def _distinct_totals(values: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``values`` (int64), ascending, and each one's total weight (int64): what
+    ``np.unique(values, return_inverse=True)`` and a weighted bincount of the inverse give, in
+    a fraction of their time on many samples of few values."""
+    if not values.shape[0]:
+        return values, weights.astype(np.int64)
+    lo = int(values.min())
+    span = int(values.max()) - lo + 1
+    if span <= DENSE_SPAN_PER_SAMPLE * values.shape[0]:
+        offset = values - lo
+        present = np.bincount(offset, minlength=span) > 0
+        totals = np.bincount(offset, weights=weights, minlength=span)
+        return np.flatnonzero(present) + lo, totals[present].astype(np.int64)
+    ordered = np.sort(values)
+    distinct = ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
+    return distinct, np.bincount(np.searchsorted(distinct, values), weights=weights,
+                                 minlength=distinct.shape[0]).astype(np.int64)

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-import pytest
+from array import array
 
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from plansim.sim import recorder as recorder_module
+from plansim.sim.recorder import Recorder
 from simkit import run
 
 
@@ -26,3 +33,31 @@ def test_every_token_gap_is_sampled_once():
     req = r.requests
     total = ((req["last_token_ms"] - req["first_token_ms"])).sum()
     assert r.summary["mean_itl_ms"] == pytest.approx(total / n_gaps, abs=5e-4)
+
+
+_GAPS = st.lists(st.tuples(st.sampled_from([0.0, 0.0004, 0.0006, 1.0, 5.8125, 7.0, 80.0]) |
+                           st.floats(0, 100, allow_nan=False), st.integers(1, 50)), max_size=40)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(_GAPS, min_size=1, max_size=4), st.sampled_from([0, 1, 10**5]))
+@example([[(0.001, 2), (2e6, 1), (0.001, 3)]], 1)  # a 2000 s gap: sorted, not counted over
+def test_gap_samples_are_each_microsecond_value_with_its_total_count(batches, span):
+    # Gaps arrive in batches, each compacted into what came before (as the recorder does
+    # every million samples and at the end); totalled by sorting (span 0), by counting over
+    # the values' span (10**5), or as their spread decides.
+    rec = Recorder(1, np.zeros(1), np.zeros(1, dtype=np.int64))
+    expected: dict[int, int] = {}
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(recorder_module, "DENSE_SPAN_PER_SAMPLE", span)
+        for batch in batches:
+            for value_ms, count in batch:
+                rec.gap_value.append(value_ms)
+                rec.gap_count.append(count)
+                us = int(np.rint(value_ms * 1000.0))
+                expected[us] = expected.get(us, 0) + count
+            rec._compact_gaps()
+            assert len(rec.gap_value) == 0 and rec.gap_count == array("q")
+        values, counts = rec.itl_samples()
+    assert (values * 1000.0).round().astype(np.int64).tolist() == sorted(expected)
+    assert counts.tolist() == [expected[k] for k in sorted(expected)]
