@@ -94,8 +94,13 @@ class Batch:
             req._batch = None
         n = len(reqs)
         first = rows[0]
-        if len(rows) == 1 and first == n - 1:
-            reqs.pop()
+        if len(rows) == 1:
+            # One request (the usual completion): the rows behind it move up one.
+            del reqs[first]
+            if first < n - 1:
+                state[:, first:n - 1] = state[:, first + 1:n]
+                for i in range(first, n - 1):
+                    reqs[i]._row = i
             return
         keep = np.ones(n - first, dtype=bool)
         keep[np.asarray(rows) - first] = False

@@ -50,7 +50,6 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -215,14 +214,14 @@ class QueueTotals:
         self.decode_requests = self.decode_kv_tokens = 0
 
 
-@dataclass(frozen=True, slots=True)
-class DecodeRun:
+class DecodeRun(NamedTuple):
     """A decode run in flight: every request of the batch (its ``n`` rows, ``kv0_tokens``
     tokens long in all at the start) emits one token at each of ``ends_ms``; ``dts_ms`` are
     the pass times (lists for short runs, arrays for long ones); the run started at
-    ``start_ms``. ``head``: the metrics of the composed
-    pass the run follows on from (it ends at ``start_ms``; its grants are applied and its
-    tokens are the rank's pending ``_emit`` and ``_slices``), or None."""
+    ``start_ms``. ``head``: the metrics of the composed pass the run follows on from (it ends
+    at ``start_ms``; its grants are applied and its tokens are the rank's pending ``_emit`` and
+    ``_slices``), or None. (A named tuple: one is made for most passes a rank starts, and it
+    costs a fifth of a frozen dataclass.)"""
 
     n: int
     kv0_tokens: int
@@ -237,8 +236,7 @@ class DecodeRun:
                          self.start_ms, self.head)
 
 
-@dataclass(frozen=True, slots=True)
-class PromptRun:
+class PromptRun(NamedTuple):
     """A prompt run in flight: the last row's prompt takes ``chunks[j]`` tokens in pass ``j``
     while the ``n - 1`` rows before it decode one token each (``kv0_tokens`` tokens long in all
     at the start); pass ``j`` ends at ``ends_ms[j]`` and its metrics are ``fpms[j]``; the run

@@ -40,6 +40,8 @@ from plansim.sim.routing import RoutingPolicy, make_router
 from plansim.sim.timing import make_timing_model
 
 SAMPLE_INTERVAL_MS = 1000.0
+# Prompts of up to this many full blocks get their keys in plain Python (``_prompt_keys``).
+_FEW_KEYS = 64
 
 
 def replay(workload: Any, deployment: Deployment, planner: Any = None, *,
@@ -245,8 +247,14 @@ class ReplayHost:
             # per], so the keys are one outer sum.
             per = offsets.shape[0]
             n = min(n_full, h.shape[0] * per)
-            used = h[: -(-n // per)].astype(np.int64)
-            return (used[:, None] * tbs + offsets).ravel()[:n].tolist()
+            used = h[: -(-n // per)]
+            if n <= _FEW_KEYS:
+                # A short prompt: the same sums in plain Python cost less than the array steps.
+                offs = offsets.tolist()
+                keys = [c * tbs + o for c in used.tolist() for o in offs]
+                del keys[n:]
+                return keys
+            return (used.astype(np.int64)[:, None] * tbs + offsets).ravel()[:n].tolist()
         ends = np.arange(bs - 1, n_full * bs, bs, dtype=np.int64)
         idx = ends // tbs
         ends = ends[idx < h.shape[0]]

@@ -32,6 +32,17 @@ TIMESERIES_DTYPES = (
     ("prefix_reuse", np.float64), ("arrivals", np.int64))
 
 
+def _mean(values: list[float]) -> float:
+    """``np.mean`` of a list (0 for none): a plain sum below 8 values, where numpy's sum is that
+    same left-to-right sum (its pairwise blocks start at 8), so the float is the same."""
+    n = len(values)
+    if not n:
+        return 0.0
+    if n < 8:
+        return sum(values) / n
+    return float(np.mean(values))
+
+
 @dataclass(frozen=True, slots=True)
 class Completion:
     """One completed request as the planner observes it: prompt and output tokens, cached
@@ -305,20 +316,30 @@ class Recorder:
         workers by state, and the ``occupancy`` of the ranks still serving (ready or draining;
         KV usage over ready ones)."""
         for name, pool in pools.items():
-            ready = [w for w in pool.workers if w.state == READY]
-            by_state = [(w.state, r.occupancy()) for w in pool.workers
-                        if w.state in (READY, DRAINING) for r in w.ranks]
-            serving = [o for _, o in by_state]
-            kv = [o.kv_usage for state, o in by_state if state == READY]
+            ready = starting = draining = running = waiting = queued = 0
+            kv = []
+            for w in pool.workers:
+                state = w.state
+                if state == READY:
+                    ready += 1
+                elif state == DRAINING:
+                    draining += 1
+                else:
+                    starting += state == STARTING
+                    continue
+                for r in w.ranks:
+                    o = r.occupancy()
+                    running += o.running
+                    waiting += o.waiting
+                    queued += o.queued_prefill_tokens
+                    if state == READY:
+                        kv.append(o.kv_usage)
             admitted = self._admitted_tokens.get(name, 0)
             self._samples.append({
                 "time_s": now / 1000.0, "pool": name.value,
-                "ready": len(ready), "starting": pool.count(STARTING),
-                "draining": pool.count(DRAINING),
-                "running": sum(o.running for o in serving),
-                "waiting": sum(o.waiting for o in serving),
-                "queued_prefill_tokens": sum(o.queued_prefill_tokens for o in serving),
-                "kv_usage": float(np.mean(kv)) if kv else 0.0,
+                "ready": ready, "starting": starting, "draining": draining,
+                "running": running, "waiting": waiting, "queued_prefill_tokens": queued,
+                "kv_usage": _mean(kv),
                 "prefix_reuse": (self._reused_tokens.get(name, 0) / admitted if admitted else 0.0),
                 "arrivals": self._arrived.get(name, 0),
             })
