@@ -66,6 +66,20 @@ def block_end_offsets(block_size: int, trace_block_size: int) -> np.ndarray | No
     return np.arange(block_size - 1, trace_block_size, block_size, dtype=np.int64)
 
 
+def key_grid(block_size: int, trace_block_size: int, *,
+             dense: bool) -> tuple[int, np.ndarray] | None:
+    """``(stride, subs)`` when engine blocks tile trace blocks: the ``k``-th block of a trace
+    block of hash ``c`` is keyed ``c * stride + subs[k]``, with ``(trace_block_size, block end
+    offsets)`` (the rule of ``plansim.sim.kv``) or, ``dense``, ``(blocks per trace block,
+    0, 1, ...)``; None otherwise."""
+    offsets = block_end_offsets(block_size, trace_block_size)
+    if offsets is None:
+        return None
+    if dense:
+        return offsets.shape[0], np.arange(offsets.shape[0], dtype=np.int64)
+    return trace_block_size, offsets
+
+
 def _check_replay_span(last_arrival_ms: float, speedup: float) -> None:
     """Refuse a virtual span over ``limits.MAX_SPAN_S`` before anything is sized by it."""
     what = "the replay"
@@ -140,7 +154,9 @@ class ReplayHost:
             for _ in range(count):
                 pool.mark_ready(pool.provision(0.0), 0.0)
         self.block_size = deployment.pool_args(self.mode.visible_pool).block_size
-        self._block_offsets = block_end_offsets(self.block_size, workload.trace_block_size)
+        # Dense keys unless a host tier orders blocks by their key values (``cohort_rank``).
+        self._key_grid = key_grid(self.block_size, workload.trace_block_size, dense=all(
+            p.args.native_host_offload is None for p in self.pools.values()))
         self.entry_pool = self.mode.entry_pool
         self._finish_call: dict[int, Handle] = {}  # id(rank) -> its pass end's call
         self._start_pending: set[int] = set()  # ids of ranks (of workers with DP) to start
@@ -233,7 +249,11 @@ class ReplayHost:
     def _prompt_keys(self, rid: int) -> list[int]:
         """The keys of the request's full prompt blocks (``plansim.sim.kv``): block ``j`` ends at
         token ``e = j * bs + bs - 1`` and is keyed ``hash[e // tbs] * tbs + e % tbs``, for the
-        blocks whose trace block has a hash."""
+        blocks whose trace block has a hash. Where engine blocks tile trace blocks (``per`` to
+        one) and no host tier orders blocks by key, block ``j`` is keyed ``hash[j // per] * per
+        + j % per`` instead (``key_grid``): the same blocks are equal, and the keys' low bits
+        vary, which the prefix cache's hash sets probe far faster (the first form's low bits
+        take only ``per`` values)."""
         bs = self.block_size
         isl = int(self.isl[rid])
         n_full = isl // bs
@@ -241,20 +261,21 @@ class ReplayHost:
             return []
         h = self.workload.hashes(rid)
         tbs = self.workload.trace_block_size
-        offsets = self._block_offsets
-        if offsets is not None:
+        grid = self._key_grid
+        if grid is not None:
             # Whole engine blocks per trace block: block j is hash[j // per] * tbs + offsets[j %
             # per], so the keys are one outer sum.
-            per = offsets.shape[0]
+            stride, subs = grid
+            per = subs.shape[0]
             n = min(n_full, h.shape[0] * per)
             used = h[: -(-n // per)]
             if n <= _FEW_KEYS:
                 # A short prompt: the same sums in plain Python cost less than the array steps.
-                offs = offsets.tolist()
-                keys = [c * tbs + o for c in used.tolist() for o in offs]
+                offs = subs.tolist()
+                keys = [c * stride + o for c in used.tolist() for o in offs]
                 del keys[n:]
                 return keys
-            return (used.astype(np.int64)[:, None] * tbs + offsets).ravel()[:n].tolist()
+            return (used.astype(np.int64)[:, None] * stride + subs).ravel()[:n].tolist()
         ends = np.arange(bs - 1, n_full * bs, bs, dtype=np.int64)
         idx = ends // tbs
         ends = ends[idx < h.shape[0]]
