@@ -21,6 +21,7 @@ from plansim.sim.cluster import DRAINING, READY, STARTING
 
 NAN = float("nan")
 _COMPACT_AT = 1 << 20
+_FLUSH_RUNS_AT = 1 << 16
 # Gap values spanning at most this many microseconds per sample are totalled by counting over
 # the span (linear, and no more memory than the samples); wider ones by sorting.
 DENSE_SPAN_PER_SAMPLE = 1
@@ -99,6 +100,9 @@ class Recorder:
         self._admitted_tokens: dict[str, int] = {}
         self._reused_tokens: dict[str, int] = {}
         self._samples: list[dict[str, Any]] = []
+        # Runs not yet totalled (``_flush_runs``): (pass ends, requests), and their passes.
+        self._runs: list[tuple[list[float] | np.ndarray, int]] = []
+        self._run_passes = 0
 
     # ---------------------------------------------------------------- events
 
@@ -227,7 +231,6 @@ class Recorder:
         list for a short run, an array for a long one), its first token possibly at the
         first."""
         m = len(ends)
-        short = type(ends) is list
         e0 = float(ends[0])
         e_last = float(ends[-1])
         n_tokens = self.n_tokens
@@ -261,27 +264,34 @@ class Recorder:
                 self._gaps(e0, self.last_token[rids])
             n_tokens[rids] = k + m
             self.last_token[rids] = e_last
-        if m > 1:
-            if short:
-                self.gap_value.extend([b - a for a, b in zip(ends, ends[1:])])
-            else:
-                self.gap_value.frombytes(np.diff(ends).tobytes())
-            self.gap_count.extend(array("q", (n,)) * (m - 1))
+        # The gaps between the run's passes and its tokens per second are totalled for many
+        # runs at once (``_flush_runs``): both are sums, whatever their order.
+        self._runs.append((ends, n))
+        self._run_passes += m
+        if self._run_passes >= _FLUSH_RUNS_AT:
+            self._flush_runs()
+
+    def _flush_runs(self) -> None:
+        """The runs recorded since the last flush: each gap between consecutive passes of a run
+        as a sample weighted by the run's requests, and their tokens per virtual second."""
+        runs = self._runs
+        if not runs:
+            return
+        self._runs = []
+        self._run_passes = 0
+        lengths = np.fromiter((len(e) for e, _ in runs), dtype=np.int64, count=len(runs))
+        ns = np.fromiter((n for _, n in runs), dtype=np.int64, count=len(runs))
+        ends = np.concatenate([np.asarray(e, dtype=np.float64) for e, _ in runs])
+        within = np.ones(ends.shape[0] - 1, dtype=bool)
+        within[np.cumsum(lengths[:-1]) - 1] = False  # a run's last end to the next's first
+        self.gap_value.frombytes(np.diff(ends)[within].tobytes())
+        self.gap_count.frombytes(np.repeat(ns, lengths - 1).tobytes())
         if len(self.gap_value) >= _COMPACT_AT:
             self._compact_gaps()
-        first_s, last_s = int(e0 // 1000.0), int(e_last // 1000.0)
-        if first_s == last_s:
-            self._count_tokens(e0, n * m)
-        else:
-            self._grow(last_s)
-            if short:
-                tok = self._tok_per_s
-                for e in ends:
-                    tok[int(e // 1000.0)] += n
-                return
-            # Pass ends ascend: per second from the first, how many passes end in it.
-            per_s = np.bincount((ends // 1000.0).astype(np.int64) - first_s)
-            self._tok_per_s[first_s : last_s + 1] += per_s * n
+        secs = (ends // 1000.0).astype(np.int64)
+        per_s = np.bincount(secs, weights=np.repeat(ns, lengths))
+        self._grow(per_s.shape[0] - 1)
+        self._tok_per_s[: per_s.shape[0]] += per_s
 
     def _count_tokens(self, end: float, k: int) -> None:
         sec = int(end // 1000.0)
@@ -350,6 +360,7 @@ class Recorder:
     def timeseries_table(self, visible_pool: Role) -> Table:
         """The samples as a table; ``output_tok_s`` on ``visible_pool``'s rows (the pool whose
         tokens the user sees)."""
+        self._flush_runs()
         samples = self._samples
         table = Table({name: np.array([row[name] for row in samples], dtype=dtype)
                        for name, dtype in TIMESERIES_DTYPES})
@@ -379,6 +390,7 @@ class Recorder:
 
     def itl_samples(self) -> tuple[np.ndarray, np.ndarray]:
         """Weighted token-gap samples: (values in ms, to the microsecond; counts)."""
+        self._flush_runs()
         self._compact_gaps()
         return self._gap_us / 1000.0, self._gap_us_count.copy()
 

@@ -61,3 +61,45 @@ def test_gap_samples_are_each_microsecond_value_with_its_total_count(batches, sp
         values, counts = rec.itl_samples()
     assert (values * 1000.0).round().astype(np.int64).tolist() == sorted(expected)
     assert counts.tolist() == [expected[k] for k in sorted(expected)]
+
+
+@st.composite
+def _runs(draw):
+    # Runs on disjoint request sets, each a few ascending pass ends, some across seconds.
+    runs, t, rid = [], 0.0, 0
+    for _ in range(draw(st.integers(1, 8))):
+        n = draw(st.integers(1, 3))
+        gaps = draw(st.lists(st.floats(0.5, 900.0), min_size=1, max_size=20))
+        ends = []
+        for g in gaps:
+            t += g
+            ends.append(t)
+        runs.append((list(range(rid, rid + n)), ends, draw(st.booleans())))
+        rid += n
+    return runs, rid
+
+
+@settings(max_examples=60, deadline=None)
+@given(_runs(), st.sampled_from([1, 5, 1 << 16]))
+def test_a_run_records_what_its_passes_one_by_one_would(case, flush_at):
+    # Recorder.run (stamps at once; gaps and tokens per second totalled every flush_at
+    # passes) against Recorder.tokens pass by pass: the same stamps, gaps and rates.
+    runs, n = case
+    by_run = Recorder(n, np.zeros(n), np.zeros(n, dtype=np.int64))
+    by_pass = Recorder(n, np.zeros(n), np.zeros(n, dtype=np.int64))
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(recorder_module, "_FLUSH_RUNS_AT", flush_at)
+        for rids, ends, as_array in runs:
+            ids = np.array(rids, dtype=np.int64)
+            by_run.run(ids, np.array(ends) if as_array else ends)
+            for end in ends:
+                by_pass.tokens(ids, end)
+        for name in ("n_tokens", "first_token", "second_token", "last_token"):
+            np.testing.assert_array_equal(getattr(by_run, name), getattr(by_pass, name))
+        for a, b in zip(by_run.itl_samples(), by_pass.itl_samples()):
+            np.testing.assert_array_equal(a, b)
+        by_run._flush_runs()
+        rates_run, rates_pass = by_run._tok_per_s, by_pass._tok_per_s
+        width = max(rates_run.shape[0], rates_pass.shape[0])
+        np.testing.assert_array_equal(np.pad(rates_run, (0, width - rates_run.shape[0])),
+                                      np.pad(rates_pass, (0, width - rates_pass.shape[0])))
