@@ -326,7 +326,10 @@ def _execute(ctx: typer.Context, load: Any, *, traces: list[Path], trace_format:
     inputs = {**_inputs(ctx, traces, workload, deployment, planner_raw, trace_format,
                         trace_block_size), **result.inputs}
     with folder.writing() as out_dir:
-        write_replay_outputs(out_dir, result, inputs)
+        # The result and the table writer's modules (pyarrow) live until the command ends too:
+        # a collection while they load would walk every structure the replay built.
+        with long_lived():
+            write_replay_outputs(out_dir, result, inputs)
         n_rejected = int((result.tables["requests"]["status"] == "rejected").sum())
         _print_summary(result.summary, n_rejected, out_dir, deployment.sla.model_dump())
         if not p["no_report"]:
