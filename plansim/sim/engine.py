@@ -43,6 +43,15 @@ admit nothing (``steady_prompt``), the passes up to the prompt's last chunk (or 
 completion, or the first pass short of KV) are timed in one step, each as its own pass; their
 grants (allocations, then the chunk's prompt blocks registered, pass by pass) are applied when
 the run ends, which is why only ranks whose prefix cache no router reads meanwhile use them.
+
+Head runs (ranks built with ``head_runs`` too): a composed pass in which every running request
+emits, none for the last time, runs on into the decode run that would start at its end, in one
+step: its grants are applied as it is composed, its tokens are reported as the run's first, and
+an arrival during it cuts the run to that pass alone. Only where nothing acts on a request's
+first token when it comes (the router's ``observes_first_tokens``).
+
+Every end time a rank returns is the one the clock reaches pass end after pass end
+(``start + (end - start)`` each pass), so a run ends at the very float its passes would.
 """
 
 from __future__ import annotations
@@ -462,6 +471,8 @@ class Rank:
             if isinstance(run, DecodeRun) and run.head is not None and t >= run.start_ms:
                 done += 1
             self._add_run_passes(done)
+        if self.passes is None:
+            raise RuntimeError("take_fpm: this rank keeps no pass window (pass_window=False)")
         mixed, decode_only = self.passes.take()
         b = self.batch
         n = len(b)

@@ -122,3 +122,28 @@ def test_only_aggregated_ranks_whose_router_never_reads_prefix_caches_run_prompt
         host = ReplayHost(workload(ROWS), build_deployment(deployment))
         ranks = [r for pool in host.pools.values() for w in pool.workers for r in w.ranks]
         assert ranks and all(r.prompt_runs is expected for r in ranks), deployment
+
+
+def test_only_ranks_whose_router_ignores_first_tokens_run_a_pass_into_its_decode_run():
+    # A head run reports its composed pass's tokens at the run's end: the KV router acts on
+    # a request's first token (prefill_done, its queue), so its ranks take no head runs.
+    for deployment, expected in (({"router": {"mode": "round_robin"}}, True),
+                                 ({"router": {"mode": "random"}}, True),
+                                 ({"router": {"mode": "kv_router"}}, False),
+                                 ({"mode": "disagg", "router": {"mode": "round_robin"}}, False)):
+        host = ReplayHost(workload(ROWS), build_deployment(deployment))
+        ranks = [r for pool in host.pools.values() for w in pool.workers for r in w.ranks]
+        assert ranks and all(r.head_runs is expected for r in ranks), deployment
+
+
+def _ranks(host):
+    return [r for pool in host.pools.values() for w in pool.workers for r in w.ranks]
+
+
+def test_ranks_keep_pass_metrics_only_for_a_planner():
+    alone = ReplayHost(workload(ROWS), build_deployment({}))
+    assert all(r.passes is None for r in _ranks(alone))
+    with pytest.raises(RuntimeError, match="pass window"):
+        _ranks(alone)[0].take_fpm(0.0)
+    planned = ReplayHost(workload(ROWS), build_deployment({}), FakePlanner(up=1, down=1))
+    assert all(r.passes is not None for r in _ranks(planned))
