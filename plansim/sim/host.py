@@ -40,8 +40,9 @@ from plansim.sim.routing import RoutingPolicy, make_router
 from plansim.sim.timing import make_timing_model
 
 SAMPLE_INTERVAL_MS = 1000.0
-# Prompts of up to this many full blocks get their keys in plain Python (``_prompt_keys``).
-_FEW_KEYS = 64
+# Block keys are computed for this many requests (at most this many trace blocks) at a time.
+_KEY_CHUNK_REQUESTS = 256
+_KEY_CHUNK_HASHES = 1 << 15
 
 
 def replay(workload: Any, deployment: Deployment, planner: Any = None, *,
@@ -90,6 +91,17 @@ def _check_replay_span(last_arrival_ms: float, speedup: float) -> None:
         check_span(last_arrival_ms / 1000.0, what=what, hint="raise arrival_speedup_ratio",
                    field="arrival_speedup_ratio")
     check_span(last_arrival_ms / 1000.0, what=what)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyChunk:
+    """The prompt block keys of requests ``lo .. hi - 1``: request ``i``'s trace blocks give
+    ``keys[starts[i - lo]:starts[i - lo + 1]]``, of which its full blocks are the first."""
+
+    lo: int
+    hi: int
+    keys: np.ndarray
+    starts: list[int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +169,7 @@ class ReplayHost:
         # Dense keys unless a host tier orders blocks by their key values (``cohort_rank``).
         self._key_grid = key_grid(self.block_size, workload.trace_block_size, dense=all(
             p.args.native_host_offload is None for p in self.pools.values()))
+        self._key_chunk: KeyChunk | None = None
         self.entry_pool = self.mode.entry_pool
         self._finish_call: dict[int, Handle] = {}  # id(rank) -> its pass end's call
         self._start_pending: set[int] = set()  # ids of ranks (of workers with DP) to start
@@ -259,28 +272,34 @@ class ReplayHost:
         n_full = isl // bs
         if n_full == 0:
             return []
+        if self._key_grid is not None:
+            chunk = self._key_chunk
+            if chunk is None or not chunk.lo <= rid < chunk.hi:
+                chunk = self._key_chunk = self._grid_keys(rid)
+            first = chunk.starts[rid - chunk.lo]
+            last = chunk.starts[rid - chunk.lo + 1]
+            return chunk.keys[first:min(first + n_full, last)].tolist()
         h = self.workload.hashes(rid)
         tbs = self.workload.trace_block_size
-        grid = self._key_grid
-        if grid is not None:
-            # Whole engine blocks per trace block: block j is hash[j // per] * tbs + offsets[j %
-            # per], so the keys are one outer sum.
-            stride, subs = grid
-            per = subs.shape[0]
-            n = min(n_full, h.shape[0] * per)
-            used = h[: -(-n // per)]
-            if n <= _FEW_KEYS:
-                # A short prompt: the same sums in plain Python cost less than the array steps.
-                offs = subs.tolist()
-                keys = [c * stride + o for c in used.tolist() for o in offs]
-                del keys[n:]
-                return keys
-            return (used.astype(np.int64)[:, None] * stride + subs).ravel()[:n].tolist()
         ends = np.arange(bs - 1, n_full * bs, bs, dtype=np.int64)
         idx = ends // tbs
         ends = ends[idx < h.shape[0]]
         idx = idx[: ends.shape[0]]
         return (h[idx].astype(np.int64) * tbs + ends % tbs).tolist()
+
+    def _grid_keys(self, rid: int) -> KeyChunk:
+        """Every block key of requests ``rid`` onwards (up to ``_KEY_CHUNK_REQUESTS`` of them and
+        ``_KEY_CHUNK_HASHES`` trace blocks) in one outer sum: the ``k``-th engine block of a
+        trace block of hash ``c`` is keyed ``c * stride + subs[k]`` (``key_grid``)."""
+        stride, subs = self._key_grid
+        off = self.workload.hash_offsets
+        last = off.shape[0] - 1
+        hi = min(last, rid + _KEY_CHUNK_REQUESTS,
+                 int(np.searchsorted(off, off[rid] + _KEY_CHUNK_HASHES, side="right")) - 1)
+        hi = max(hi, rid + 1)
+        h = self.workload.hash_ids[off[rid]:off[hi]]
+        keys = (h.astype(np.int64)[:, None] * stride + subs).ravel()
+        return KeyChunk(rid, hi, keys, ((off[rid:hi + 1] - off[rid]) * subs.shape[0]).tolist())
 
     def _dispatch(self, rid: int, pool_name: Role) -> None:
         pool = self.pools[pool_name]

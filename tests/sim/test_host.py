@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,9 +26,12 @@ def _keys_by_rule(isl: int, bs: int, tbs: int, hashes: list[int]) -> list[int]:
 
 def _host(isl: int, bs: int, tbs: int, hashes: list[int], dense: bool = False) -> SimpleNamespace:
     h = np.array(hashes, dtype=np.uint64)
-    workload = SimpleNamespace(hashes=lambda rid: h, trace_block_size=tbs)
-    return SimpleNamespace(block_size=bs, isl=np.array([isl]), workload=workload,
-                           _key_grid=key_grid(bs, tbs, dense=dense))
+    workload = SimpleNamespace(hashes=lambda rid: h, hash_ids=h,
+                               hash_offsets=np.array([0, len(hashes)]), trace_block_size=tbs)
+    host = SimpleNamespace(block_size=bs, isl=np.array([isl]), workload=workload,
+                           _key_grid=key_grid(bs, tbs, dense=dense), _key_chunk=None)
+    host._grid_keys = lambda rid: ReplayHost._grid_keys(host, rid)
+    return host
 
 
 @settings(max_examples=300, deadline=None)
@@ -63,3 +67,38 @@ def test_blocks_tiling_trace_blocks_take_the_offset_pattern():
     assert ReplayHost._prompt_keys(host, 0) == [
         7 * 64 + 15, 7 * 64 + 31, 7 * 64 + 47, 7 * 64 + 63,
         8 * 64 + 15, 8 * 64 + 31, 8 * 64 + 47, 8 * 64 + 63, 9 * 64 + 15]
+
+
+@settings(max_examples=150, deadline=None)
+@given(bs=st.sampled_from([16, 64]), tbs=st.sampled_from([64, 512]),
+       prompts=st.lists(st.tuples(st.integers(0, 3000), st.lists(st.integers(0, 1 << 20),
+                                                                 max_size=8)),
+                        min_size=1, max_size=12),
+       chunk=st.sampled_from([(1, 1 << 15), (3, 1 << 15), (256, 5), (256, 1 << 15)]),
+       order=st.randoms(use_true_random=False), dense=st.booleans())
+def test_keys_computed_for_many_requests_at_once_are_each_requests_own(bs, tbs, prompts, chunk,
+                                                                       order, dense):
+    # Requests asked for in any order, with chunks of a few requests or a few trace blocks:
+    # each gets its own keys, as computed alone.
+    import plansim.sim.host as host_module
+
+    isl = np.array([p[0] for p in prompts])
+    ids = [h for _, hs in prompts for h in hs]
+    offsets = np.cumsum([0] + [len(hs) for _, hs in prompts])
+    workload = SimpleNamespace(hash_ids=np.array(ids, dtype=np.int64), hash_offsets=offsets,
+                               hashes=lambda rid: np.array(prompts[rid][1], dtype=np.int64),
+                               trace_block_size=tbs)
+    host = SimpleNamespace(block_size=bs, isl=isl, workload=workload,
+                           _key_grid=key_grid(bs, tbs, dense=dense), _key_chunk=None)
+    host._grid_keys = lambda rid: ReplayHost._grid_keys(host, rid)
+    rids = list(range(len(prompts)))
+    order.shuffle(rids)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(host_module, "_KEY_CHUNK_REQUESTS", chunk[0])
+        m.setattr(host_module, "_KEY_CHUNK_HASHES", chunk[1])
+        for rid in rids:
+            alone = _host(int(isl[rid]), bs, tbs, prompts[rid][1], dense=dense)
+            assert ReplayHost._prompt_keys(host, rid) == ReplayHost._prompt_keys(alone, 0)
+            if not dense:
+                assert ReplayHost._prompt_keys(host, rid) == _keys_by_rule(
+                    int(isl[rid]), bs, tbs, prompts[rid][1])
