@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from plansim.roles import Role
 from plansim.sim.routing import RankLoad, Route
-from plansim.sim.routing.kv_router import KvRouter, softmax_probabilities
+from plansim.sim.routing.kv_router import KvRouter, _shared_runs, softmax_probabilities
 from simkit import prefill_ms, req, run, workload
 
 from plansim.sim.deployment import build_deployment
@@ -305,3 +305,35 @@ def test_a_request_released_at_a_pass_end_sees_the_requests_that_pass_finished_g
         assert b.decode_worker != a.decode_worker
         assert c.decode_worker == a.decode_worker
         assert c.ttft_ms == pytest.approx(2 * prefill_ms(8192) + prefill_ms(64) - 310.0, abs=1e-6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(events=st.lists(st.tuples(st.integers(0, 3), st.booleans(), _prompts), min_size=1,
+                       max_size=40),
+       probes=st.lists(_prompts, min_size=1, max_size=4))
+def test_a_prompts_shared_blocks_on_a_rank_are_its_longest_prefix_held_there(events, probes):
+    # Four ranks; a request is sent to one of them or the oldest one there finishes. A
+    # prompt's shared blocks on a rank (the decode term's discount) are its longest common
+    # prefix with an unfinished request there, found per rank by hand.
+    router = KvRouter({}, 64, np.random.default_rng(0), pool=Role.AGG)
+    loads = [RankLoad() for _ in range(4)]
+    active: list[dict[int, list[int]]] = [{} for _ in loads]
+    for rid, (rank, finish, keys) in enumerate(events):
+        if finish and active[rank]:
+            gone = min(active[rank])
+            router.finished(gone)
+            del active[rank][gone]
+        else:
+            router.sent(rid, 64 * len(keys), keys, Route(rank, 0), loads[rank])
+            active[rank][rid] = keys
+    for keys in probes:
+        expected = []
+        for held in active:
+            best = 0
+            for prompt in held.values():
+                n = 0
+                while n < min(len(prompt), len(keys)) and prompt[n] == keys[n]:
+                    n += 1
+                best = max(best, n)
+            expected.append(best)
+        assert _shared_runs(keys, loads) == expected

@@ -45,8 +45,8 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import repeat
-from operator import add, neg, sub
+from itertools import compress, repeat
+from operator import add, attrgetter, contains, neg, sub
 from typing import Any
 
 import numpy as np
@@ -180,6 +180,7 @@ class KvRouter(Policy):
         floor = min(load.prefill_tokens for load in loads) if decay > 0 else 0
         request_blocks = -(-isl // bs) or 1
         n_keys = len(keys)
+        shared = _shared_runs(keys, loads) if track_blocks and shares_blocks else [0] * n
         logits = np.empty(n)
         for c, load in enumerate(loads):
             cost = 0.0
@@ -191,8 +192,7 @@ class KvRouter(Policy):
                 prefill = (load.prefill_tokens + isl) / bs - device_credit - host_weight * host[c]
                 cost = scale * prefill if prefill > 0 else 0.0
             if track_blocks:
-                shared = leading_run(keys, load.blocks) if shares_blocks else 0
-                cost += load.n_blocks + n_keys - shared
+                cost += load.n_blocks + n_keys - shared[c]
             if active_weight:
                 cost += active_weight * load.requests
             logits[c] = cost
@@ -284,6 +284,33 @@ class KvRouter(Policy):
         gone = keys[bisect_left(counts, 0, key=neg):]
         deque(map(blocks.pop, gone), 0)
         load.n_blocks -= entry.extra_blocks + len(gone)
+
+
+_BLOCKS = attrgetter("blocks")
+
+
+def _shared_runs(keys: list[int], loads: Sequence[RankLoad]) -> list[int]:
+    """``leading_run(keys, load.blocks)`` of every candidate. A rank's counted blocks are whole
+    prompts, so the prompt's blocks held there are exactly its first ``run``: a run another
+    candidate has is confirmed by two lookups (its last block held, the next one not), and only
+    a new run is searched for. Only the ranks holding the first block look (one C-level map
+    finds them)."""
+    held = list(map(_BLOCKS, loads))
+    out = [0] * len(held)
+    if not keys:
+        return out
+    n = len(keys)
+    runs: list[int] = []
+    for c in compress(range(len(held)), map(contains, held, repeat(keys[0]))):
+        blocks = held[c]
+        for run in runs:
+            if keys[run - 1] in blocks and (run == n or keys[run] not in blocks):
+                break
+        else:
+            run = leading_run(keys, blocks)
+            runs.append(run)
+        out[c] = run
+    return out
 
 
 def softmax_probabilities(logits: np.ndarray, temperature: float) -> np.ndarray:
