@@ -38,14 +38,17 @@ from collections.abc import Container, Sequence
 from itertools import compress, repeat, takewhile
 from operator import add
 
-GEN_STRIDE = 1 << 24
+# Odd, so generated blocks of different requests differ in their low bits (with ``1 << 24`` the
+# low 24 bits were the block index alone: every request's block b fell in one hash slot).
+GEN_STRIDE = (1 << 24) + 1
 
 # The LRU list drops its consumed head once it is this long (amortised O(1) per entry).
 _COMPACT_HEAD = 1 << 14
 
 
 def gen_key(rid: int, block_index: int) -> int:
-    """Key of a block holding generated tokens of request ``rid``."""
+    """Key of a block holding generated tokens of request ``rid`` (``block_index`` below
+    ``GEN_STRIDE``): negative, and distinct for every (request, block)."""
     return -(rid * GEN_STRIDE + block_index) - 1
 
 

@@ -10,7 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from plansim.sim import kv
-from plansim.sim.kv import KvCache, gen_key, leading_run
+from plansim.sim.kv import GEN_STRIDE, KvCache, gen_key, leading_run
 
 
 def _cache_with(keys, num_blocks=10):
@@ -63,6 +63,13 @@ def test_private_generated_blocks_are_cached_under_their_request_key():
     # two cached, one freed
     assert cache.used == 2 and cache.active == 0
     assert cache.match([gen_key(7, 0), gen_key(7, 1)]) == (2, 0)
+
+
+def test_generated_block_keys_are_negative_and_distinct_per_request_and_block():
+    keys = [gen_key(rid, b) for rid in range(50) for b in [*range(40), GEN_STRIDE - 1]]
+    assert len(set(keys)) == len(keys) and max(keys) < 0
+    # Prompt keys are chain ids times a stride plus an offset, never negative.
+    assert gen_key(0, 0) == -1
 
 
 def test_without_prefix_caching_nothing_is_matched_or_kept():
