@@ -166,7 +166,7 @@ class KvRouter(Policy):
         return int((device + self.host_cache_hit_weight * host) * self.block_size + 0.5)
 
     def _costs(self, isl: int, keys: list[int], loads: Sequence[RankLoad], device: list[int],
-               host: list[int]) -> np.ndarray:
+               host: list[int]) -> list[float]:
         n = len(loads)
         bs = self.block_size
         scale = self.prefill_load_scale
@@ -181,7 +181,7 @@ class KvRouter(Policy):
         request_blocks = -(-isl // bs) or 1
         n_keys = len(keys)
         shared = _shared_runs(keys, loads) if track_blocks and shares_blocks else [0] * n
-        logits = np.empty(n)
+        logits = [0.0] * n
         for c, load in enumerate(loads):
             cost = 0.0
             if track_prefill:
@@ -198,14 +198,20 @@ class KvRouter(Policy):
             logits[c] = cost
         return logits
 
-    def _pick(self, logits: np.ndarray) -> int:
+    def _pick(self, logits: list[float]) -> int:
         if self.router_temperature <= 0.0:
-            best = np.flatnonzero(logits == logits.min())
-            return int(best[0]) if best.size == 1 else int(best[self.rng.integers(best.size)])
-        p = softmax_probabilities(logits, self.router_temperature)
+            # The cheapest, ties broken by the seeded generator (a plain list: a few ranks cost
+            # less in Python than in numpy's per-call overhead).
+            low = min(logits)
+            if logits.count(low) == 1:
+                return logits.index(low)
+            best = [c for c, cost in enumerate(logits) if cost == low]
+            return best[self.rng.integers(len(best))]
+        costs = np.array(logits)
+        p = softmax_probabilities(costs, self.router_temperature)
         u = self.rng.random()
         i = int(np.searchsorted(np.cumsum(p), u, side="left"))
-        return min(i, logits.size - 1)
+        return min(i, costs.size - 1)
 
     # ---------------------------------------------------------------- queue
 
