@@ -76,8 +76,11 @@ class _InFlight:
     launch_s: float
     launch_tick: int
     plan: SweepPlan
-    thread: threading.Thread
     box: list[SweepReport] = field(default_factory=list)
+    # Set once the sweep thread no longer touches the executor. Waited on instead of
+    # ``Thread.join``: in CPython 3.11 a join interrupted by a signal handler's exception (Ctrl-C,
+    # SIGTERM) can mark the running thread as stopped, and a later join then returns at once.
+    ended: threading.Event = field(default_factory=threading.Event)
 
     def done(self) -> bool:
         return bool(self.box)
@@ -193,7 +196,7 @@ class RetuneController:
         if self._executor is not None:
             self._executor.cancel()
         if self._inflight is not None:
-            self._inflight.thread.join()
+            self._inflight.ended.wait()
             self._inflight = None
         if self._executor is not None:
             self._executor.close()
@@ -282,19 +285,19 @@ class RetuneController:
         plan = self.build_plan(k, self.ready_counts_at(start, end))
         self._forget_counts_before(self.window_bounds(self.next_window)[0])
         executor = self.executor()
-        box: list[SweepReport] = []
 
         def sweep() -> None:
             try:
-                box.append(run_sweep(plan, executor, sweep_root=self.sweep_root))
+                flight.box.append(run_sweep(plan, executor, sweep_root=self.sweep_root))
             except BaseException as exc:  # a bug: re-raised on the planner's thread
-                box.append(exc)  # type: ignore[arg-type]
+                flight.box.append(exc)  # type: ignore[arg-type]
+            finally:
+                flight.ended.set()
 
-        thread = threading.Thread(target=sweep, name="plansim-retune-sweep", daemon=True)
-        self._inflight = _InFlight(plan.window, now_s, self._tick, plan, thread, box)
-        thread.start()
+        flight = self._inflight = _InFlight(plan.window, now_s, self._tick, plan)
+        threading.Thread(target=sweep, name="plansim-retune-sweep", daemon=True).start()
         if self.wait_for_sweep:
-            thread.join()
+            flight.ended.wait()
             self._raise_sweep_error()
 
     def _raise_sweep_error(self) -> None:

@@ -339,3 +339,40 @@ def test_a_predictor_swap_with_enough_warmup_carries_its_warmup_observations():
     assert event["planner_changes"] == {"load_predictor": "kalman"}
     assert event["predictor_warmup"] == [[10.0 + 2.0 * i, 100.0, 20.0] for i in range(10)]
     assert ctl.live_config.load_predictor == "kalman"
+
+
+class _Interrupt(Exception):
+    pass
+
+
+def test_close_after_an_interrupted_wait_for_the_sweep_waits_until_the_sweep_has_ended():
+    """Ctrl-C while the planner waits for a sweep: ``close`` cancels it and waits for its
+    thread to finish with the executor before closing it (a CPython 3.11 ``Thread.join`` cut
+    short by a signal handler's exception marks the running thread as stopped, so a join-based
+    close closed the pool under the sweep thread's feet)."""
+    import signal
+    import threading
+    import time
+
+    events: list[str] = []
+    release = threading.Event()
+
+    def blocking_read(spec):
+        release.wait(10.0)  # the sweep runs until close() cancels it
+        time.sleep(0.2)  # and is still busy for a while after that
+        events.append("sweep ended")
+        return WindowData("unused", 10, {})
+
+    ctl, executor = make(read=blocking_read)
+    executor.cancel = lambda: (events.append("cancelled"), release.set())
+    executor.close = lambda: events.append("closed")
+    previous = signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(_Interrupt()))
+    signal.setitimer(signal.ITIMER_REAL, 0.2)
+    try:
+        with pytest.raises(_Interrupt):
+            run_ticks(ctl, 70.0)  # window 0 launches at 65 s and waits for its sweep
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    ctl.close()
+    assert events == ["cancelled", "sweep ended", "closed"]
