@@ -184,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[tuple[Path, object]] = []
     if not args.skip_cases:
         for path in args.cases:
+            # Absolute: a case's NPZ path is relative to its file, and the config written for
+            # plansim sits in another folder.
+            path = path.resolve()
             runs += [(path, c) for c in load_cases(path)]
     if not args.skip_heavy and args.heavy:
         sizes = [int(n) for n in args.heavy.split(",") if n]
