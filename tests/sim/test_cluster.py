@@ -111,29 +111,31 @@ def test_a_busy_worker_drains_before_it_is_removed():
     assert result.requests.loc[2, "decode_worker"] == 0
 
 
-def test_only_aggregated_ranks_whose_router_never_reads_prefix_caches_run_prompt_chunks():
+# Aggregated ranks behind round robin or random, which neither read the prefix caches nor act
+# on first tokens, may take prompt and head runs; no other rank does.
+RUN_ELIGIBLE = [({"router": {"mode": "round_robin"}}, True),
+                ({"router": {"mode": "random"}}, True),
+                ({"router": {"mode": "kv_router"}}, False),
+                ({"mode": "disagg", "router": {"mode": "round_robin"}}, False)]
+
+
+@pytest.mark.parametrize(("deployment", "expected"), RUN_ELIGIBLE)
+def test_only_aggregated_ranks_whose_router_never_reads_prefix_caches_run_prompt_chunks(
+        deployment, expected):
     # A prompt run applies its KV changes when it ends, so a router that reads the caches
     # in between (kv_router) would see them late; prefill ranks hand prompts off and decode
     # ranks receive them computed.
-    for deployment, expected in (({"router": {"mode": "round_robin"}}, True),
-                                 ({"router": {"mode": "random"}}, True),
-                                 ({"router": {"mode": "kv_router"}}, False),
-                                 ({"mode": "disagg", "router": {"mode": "round_robin"}}, False)):
-        host = ReplayHost(workload(ROWS), build_deployment(deployment))
-        ranks = [r for pool in host.pools.values() for w in pool.workers for r in w.ranks]
-        assert ranks and all(r.prompt_runs is expected for r in ranks), deployment
+    ranks = _ranks(ReplayHost(workload(ROWS), build_deployment(deployment)))
+    assert ranks and all(r.prompt_runs is expected for r in ranks)
 
 
-def test_only_ranks_whose_router_ignores_first_tokens_run_a_pass_into_its_decode_run():
+@pytest.mark.parametrize(("deployment", "expected"), RUN_ELIGIBLE)
+def test_only_ranks_whose_router_ignores_first_tokens_run_a_pass_into_its_decode_run(
+        deployment, expected):
     # A head run reports its composed pass's tokens at the run's end: the KV router acts on
     # a request's first token (prefill_done, its queue), so its ranks take no head runs.
-    for deployment, expected in (({"router": {"mode": "round_robin"}}, True),
-                                 ({"router": {"mode": "random"}}, True),
-                                 ({"router": {"mode": "kv_router"}}, False),
-                                 ({"mode": "disagg", "router": {"mode": "round_robin"}}, False)):
-        host = ReplayHost(workload(ROWS), build_deployment(deployment))
-        ranks = [r for pool in host.pools.values() for w in pool.workers for r in w.ranks]
-        assert ranks and all(r.head_runs is expected for r in ranks), deployment
+    ranks = _ranks(ReplayHost(workload(ROWS), build_deployment(deployment)))
+    assert ranks and all(r.head_runs is expected for r in ranks)
 
 
 def _ranks(host):
