@@ -22,7 +22,7 @@ import numpy as np
 from plansim.aic.spec import AicSpec
 from plansim.aic.table import AicTable, load_table
 from plansim.sim.timing.base import MIN_DECODE_MS, TimingKind
-from plansim.sim.timing.interp import segment
+from plansim.sim.timing.interp import Axis
 
 
 class AicTiming:
@@ -96,6 +96,7 @@ class Grid:
             raise ValueError(f"grid values shaped {self.values.shape}, axes "
                              f"{tuple(a.size for a in self.axes)}")
         self._lists = tuple(a.tolist() for a in self.axes)
+        self._segments = tuple(Axis(a) for a in self.axes)
         self._flat = self.values.ravel().tolist()
         self._strides = [int(s // 8) for s in self.values.strides]
 
@@ -121,8 +122,8 @@ class Grid:
         return out
 
     def bulk(self, points: tuple[np.ndarray, ...]) -> np.ndarray:
-        segments = [segment(axis, np.asarray(x, dtype=np.float64))
-                    for axis, x in zip(self.axes, points)]
+        segments = [axis.segment(np.asarray(x, dtype=np.float64))
+                    for axis, x in zip(self._segments, points)]
         out = np.zeros(np.broadcast(*[i for i, _ in segments]).shape)
         for corner in range(1 << len(segments)):
             index = []

@@ -3,11 +3,11 @@
 The host owns time. An arrival source (``plansim.sim.arrivals``: the trace's arrivals, first at
 0 and gaps divided by ``arrival_speedup_ratio``; closed-loop release on dependencies; a
 concurrency cap) lets requests enter; they are routed to engine ranks; ranks run passes (or
-decode runs) and
-report tokens, completions and rejections back; a disaggregated request is routed to a decode
-rank as its prefill ends and joins it when its KV handoff lands; a sampler records the pools once per virtual second;
-an optional planner is ticked at the times it asks for and its targets are applied (through a
-``ClusterView``). The finished replay's tables are assembled by ``plansim.sim.assembly``.
+runs of passes) and report tokens, completions and rejections back; a disaggregated request is
+routed to a decode rank as its prefill ends and joins it when its KV handoff lands; a sampler
+records the pools once per virtual second; an optional planner is ticked at the times it asks
+for and its targets are applied (through a ``ClusterView``). The finished replay's tables are
+assembled by ``plansim.sim.assembly``.
 
 Time is ``plansim.sim.clock``'s; its docstring states the order of events at one instant (pass
 ends first, then arrivals, pass starts, handoffs, ticks in scheduling order, so a request

@@ -5,8 +5,9 @@ token index ``e`` (inclusive) gets ``chain_id(e // trace_block_size) * trace_blo
 e % trace_block_size``, so equal keys mean equal prefixes (``Workload.hash_ids`` are prefix-chain
 ids); where engine blocks tile trace blocks, ``per`` to one, the host keys the ``k``-th of them
 ``chain_id * per + k`` instead (``plansim.sim.host.key_grid``: the same identities, with varied
-low bits for the hash sets). A block that holds generated tokens can only ever be reused by its own request (after a
-preemption); it gets the negative key ``-(rid * GEN_STRIDE + block_index) - 1``.
+low bits for the hash sets). A block that holds generated tokens can only ever be reused by its
+own request (after a preemption); it gets the negative key ``-(rid * GEN_STRIDE + block_index)
+- 1``.
 
 Accounting. ``used`` counts every block that is not free: active blocks (referenced by running
 requests, registered or private) plus inactive cached blocks. Allocation takes free blocks first

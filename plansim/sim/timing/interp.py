@@ -8,19 +8,9 @@ from bisect import bisect_right
 import numpy as np
 
 
-def segment(grid: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Index of the left grid point of x's segment (end segments extend outwards) and the
-    fractional position within it (outside [0, 1] when extrapolating)."""
-    # Counting the inner points at or below x is the left point's index clipped to the end
-    # segments, without np.clip's per-call cost.
-    i = np.searchsorted(grid[1:-1], x, side="right")
-    t = (x - grid[i]) / (grid[i + 1] - grid[i])
-    return i, t
-
-
 class Axis:
-    """One axis for array look-ups with the fewest numpy calls: ``segment``'s index and fraction
-    from the grid's inner points, left points and widths, precomputed (the same floats)."""
+    """One axis for array look-ups with the fewest numpy calls (the grid's inner points, left
+    points and widths precomputed)."""
 
     __slots__ = ("inner", "left", "width")
 
@@ -30,6 +20,10 @@ class Axis:
         self.width = grid[1:] - grid[:-1]
 
     def segment(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Index of the left grid point of x's segment (end segments extend outwards) and the
+        fractional position within it (outside [0, 1] when extrapolating)."""
+        # Counting the inner points at or below x is the left point's index clipped to the end
+        # segments, without np.clip's per-call cost.
         i = self.inner.searchsorted(x, side="right")
         return i, (x - self.left.take(i)) / self.width.take(i)
 
@@ -63,7 +57,7 @@ class Surface:
 
 class Grid:
     """One axis for scalar look-ups in plain Python (a pass is timed one value at a time, where
-    numpy's per-call cost dominates); the arithmetic is ``segment``'s, so scalar and array
+    numpy's per-call cost dominates); the arithmetic is ``Axis.segment``'s, so scalar and array
     results agree to the bit."""
 
     __slots__ = ("points", "last")
