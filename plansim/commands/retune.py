@@ -22,6 +22,7 @@ from plansim.commands.retune_text import (
     scoring_sla,
     window_line,
 )
+from plansim.commands.retune_windows import NoTimeoutOption
 
 app = typer.Typer(help="Retune router and planner parameters over traffic windows.",
                   no_args_is_help=True)
@@ -95,8 +96,7 @@ def window(
     config: Annotated[Path, typer.Argument(help="Retune run file (YAML/JSON).", show_default=False)],
     index: Annotated[int, typer.Option("--window", "-k", min=0,
                                        help="Window index k: planner time [kT, (k+1)T).")],
-    no_timeout: Annotated[bool, typer.Option(
-        "--no-timeout", help="Ignore retune.timeout_seconds.")] = False,
+    no_timeout: NoTimeoutOption = False,
     out: Annotated[Path | None, typer.Option(
         help="Output folder (default: a new plansim-out/retune-window-<time>).",
         show_default=False)] = None,
@@ -110,8 +110,6 @@ def window(
     The sweep starts from the startup point with the deployment's starting worker counts. The
     output folder is the one 'retune windows' writes, for this one window, with its report.
     """
-    from dataclasses import replace
-
     from plansim.commands.retune_windows import plans_of_run, write_window_outputs
     from plansim.retune.batch import make_executor, score_windows
     from plansim.retune.config import planner_retune_config
@@ -121,9 +119,7 @@ def window(
     run = load_retune_run(config)
     cfg = planner_retune_config(run.planner_config)
     plans = plans_of_run(run, first=index, last=index, first_option="--window",
-                         last_option="--window")
-    if no_timeout:
-        plans = [replace(plan, timeout_s=None) for plan in plans]
+                         last_option="--window", no_timeout=no_timeout)
     executor = make_executor("spawn", cfg.max_parallel)
     try:
         results = score_windows(plans, executor)

@@ -32,6 +32,11 @@ class Backend(str, Enum):
     ray = "ray"
 
 
+NoTimeoutOption = Annotated[bool, typer.Option(
+    "--no-timeout", help="Ignore retune.timeout_seconds (each window's sweep runs to its end, so "
+                         "the ranking does not depend on how busy the machine is).")]
+
+
 def load_window_plans(
     config: str | Path, *, first: int, last: int | None
 ) -> tuple[Any, list[Any]]:
@@ -44,10 +49,14 @@ def load_window_plans(
 
 
 def plans_of_run(run: Any, *, first: int, last: int | None, first_option: str = "--from",
-                 last_option: str = "--to") -> list[Any]:
+                 last_option: str = "--to", no_timeout: bool = False) -> list[Any]:
     """The sweep plans of windows ``first..last`` (default: the trace's last complete window)
-    of a loaded retune run; a window past the last complete one is an ``InputError`` naming the
-    option that asked for it and the last window."""
+    of a loaded retune run, without the wall-clock limit if ``no_timeout``; a window past the
+    last complete one is an ``InputError`` naming the option that asked for it and the last
+    window."""
+    from dataclasses import replace
+
+
     from plansim.retune.batch import window_plans
     from plansim.retune.runner import count_windows, load_run_workload
 
@@ -65,7 +74,8 @@ def plans_of_run(run: Any, *, first: int, last: int | None, first_option: str = 
     if last >= count:
         raise InputError(f"{complete}; window {last} is past the last", source=run.source,
                          field=last_option)
-    return window_plans(run, workload, range(first, last + 1))
+    plans = window_plans(run, workload, range(first, last + 1))
+    return [replace(plan, timeout_s=None) for plan in plans] if no_timeout else plans
 
 
 def windows(
@@ -90,6 +100,7 @@ def windows(
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip the HTML report.")] = False,
     self_contained: Annotated[bool, typer.Option(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
+    no_timeout: NoTimeoutOption = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     force: ForceOption = False,
 ) -> None:
@@ -113,7 +124,7 @@ def windows(
     executor = make_executor(backend.value, cfg.max_parallel, ray_address)
     bar = None
     try:
-        plans = plans_of_run(run, first=first, last=last)
+        plans = plans_of_run(run, first=first, last=last, no_timeout=no_timeout)
         typer.echo(score_legend(cfg, run.planner_config))
         bar = WindowBar(len(plans)) if (not quiet and sys.stderr.isatty()) else None
         printer = _InOrder([plan.window.index for plan in plans], bar, cfg, top, ranked_table)
@@ -127,7 +138,7 @@ def windows(
         summary = write_window_outputs(
             out_dir, run, cfg, plans, results, command="plansim retune windows", config=config,
             extra={"backend": backend.value, "ray_address": ray_address,
-                   "max_parallel": executor.max_parallel},
+                   "max_parallel": executor.max_parallel, "no_timeout": no_timeout},
         )
         for line in summary_lines(summary):
             typer.echo(line)

@@ -37,8 +37,10 @@ def run_file(tmp_path: Path) -> Path:
 
 def test_windows_prints_tables_in_order_and_writes_the_folder(run_file, tmp_path, run_cli):
     out = tmp_path / "out"
+    # --no-timeout: the window's wall-clock limit (10 s here) is not under test (tests/retune/
+    # test_sweep.py), and a loaded machine could hit it and leave a window unranked.
     code, stdout, err = run_cli("retune", "windows", str(run_file), "--from", "1", "--to", "2",
-                                "--out", str(out), "-q")
+                                "--no-timeout", "--out", str(out), "-q")
     assert code == 0, err
     printed = stdout.splitlines()
     headers = [line for line in printed if line.startswith("window ")]
@@ -57,9 +59,21 @@ def test_windows_prints_tables_in_order_and_writes_the_folder(run_file, tmp_path
     assert sum(c["wins"] for c in summary["candidates"]) == summary["ranked_windows"]
     inputs = json.loads((out / "inputs.json").read_text())
     assert inputs["command"] == "plansim retune windows" and inputs["windows"] == [1, 2]
+    assert inputs["no_timeout"] is True
     assert inputs["scoring_sla"]["itl_ms"] == 50  # the planner's default target: none set
     assert summary["reader_counts"]["requests"] == sum(
         json.loads((out / "windows" / f"{k}.json").read_text())["window_requests"] for k in (1, 2)
     )
     assert "reader:" not in stdout
     assert (out / "retune_windows_report.html").is_file()
+
+
+def test_no_timeout_lifts_every_windows_wall_clock_limit(run_file):
+    from plansim.commands.retune_windows import plans_of_run
+    from plansim.retune.runner import load_retune_run
+
+    run = load_retune_run(run_file)
+    # timeout_seconds defaults to half of interval_seconds (20 s).
+    assert [p.timeout_s for p in plans_of_run(run, first=1, last=2)] == [10.0, 10.0]
+    assert [p.timeout_s for p in plans_of_run(run, first=1, last=2, no_timeout=True)] == [None,
+                                                                                          None]
