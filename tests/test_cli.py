@@ -10,13 +10,15 @@ from pathlib import Path
 MICRO_TRACE = Path(__file__).parent / "sim" / "reference" / "micro" / "M7-round-robin.jsonl"
 
 # Runs ``plansim replay run`` in a fresh interpreter and, at the first simulated pass, prints
-# which of the heavy libraries are loaded, then exits.
+# which of the modules a round-robin replay without a planner does not use are loaded (the
+# heavy libraries, numpy's random generators, the planner's records), then exits.
 _AT_FIRST_PASS = """
 import os, sys
 import plansim.sim.engine as engine
 
 def first_pass(self, now):
-    heavy = ("pandas", "pyarrow", "plotly", "statsmodels", "prophet", "scipy")
+    heavy = ("pandas", "pyarrow", "plotly", "statsmodels", "prophet", "scipy", "numpy.random",
+             "plansim.planner_core.observations")
     print(",".join(m for m in heavy if m in sys.modules), flush=True)
     os._exit(0)
 
@@ -27,7 +29,7 @@ main()
 """
 
 
-def test_replay_run_reaches_its_first_pass_without_the_table_and_report_libraries(tmp_path):
+def test_replay_run_reaches_its_first_pass_without_what_it_does_not_use(tmp_path):
     out = subprocess.run(
         [sys.executable, "-c", _AT_FIRST_PASS, "replay", "run", str(MICRO_TRACE),
          "--format", "mooncake", "--trace-block-size", "512", "--num-workers", "3",

@@ -60,21 +60,25 @@ from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable
 from functools import partial
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from plansim.planner_core.observations import ForwardPassMetrics
 from plansim.roles import Role
 from plansim.sim import batch as soa
 from plansim.sim.batch import Batch
 from plansim.sim.engine_protocol import EngineHooks, RankOccupancy
 from plansim.sim.host_offload import HostOffload, OffloadView
 from plansim.sim.kv import KvCache, gen_key
-from plansim.sim.pass_window import PassWindow
 from plansim.sim.schedulers import PrefixMatch, SchedulerPolicy, make_scheduler
 from plansim.sim.speculative import DraftSampler, accept_rates
 from plansim.sim.timing import TimingModel
+
+# Imported where used: a replay without a planner never loads them (the planner's
+# observation records cost about 6 ms to define).
+if TYPE_CHECKING:
+    from plansim.planner_core.observations import ForwardPassMetrics
+    from plansim.sim.pass_window import PassWindow
 
 _NS = 1e6  # ns per ms
 
@@ -357,7 +361,11 @@ class Rank:
         self._last_pass: PassRecord | None = None
         # Completed passes since the planner host last took them; a decode run's first
         # ``_run_taken`` passes are already in it.
-        self.passes: PassWindow | None = PassWindow() if pass_window else None
+        self.passes: PassWindow | None = None
+        if pass_window:
+            from plansim.sim.pass_window import PassWindow
+
+            self.passes = PassWindow()
         self._run_taken = 0
 
     # ---------------------------------------------------------------- host interface
@@ -485,6 +493,8 @@ class Rank:
             started = 1 + bisect_left(run.ends_ms, t, 0, len(run.chunks) - 1)
             inflight -= sum(run.chunks[:started])
         q = self.queued
+        from plansim.planner_core.observations import ForwardPassMetrics
+
         return ForwardPassMetrics.from_window(
             self.worker_id, self.dp_rank, mixed, decode_only,
             queued=(q.prefill_requests, q.prefill_tokens, q.decode_requests, q.decode_kv_tokens),
@@ -1288,6 +1298,8 @@ class Rank:
         if f is None:
             return None
         qpr, qpt, qdr, qdk = f.queued
+        from plansim.planner_core.observations import ForwardPassMetrics
+
         return ForwardPassMetrics(
             worker_id=self.worker_id, dp_rank=self.dp_rank, wall_time_s=f.wall_s,
             num_prefill_requests=f.prefill_requests, sum_prefill_tokens=f.prefill_tokens,

@@ -16,10 +16,11 @@ arriving exactly when a pass ends joins the next pass, as in the reference).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,15 +30,16 @@ from plansim.sim.arrivals import OpenLoop, arrival_source
 from plansim.sim.assembly import assemble_result
 from plansim.sim.clock import Clock, Handle, Priority
 from plansim.sim.cluster import DRAINING, STARTING, Pool, Worker
-from plansim.sim.cluster_view import ClusterView
 from plansim.sim.deployment import Deployment
 from plansim.sim.engine import Request
 from plansim.sim.engine_protocol import EngineHooks, EngineRank
-from plansim.sim.planner_host import PlannerHost
 from plansim.sim.recorder import Recorder
 from plansim.sim.result import ReplayResult
 from plansim.sim.routing import RoutingPolicy, make_router
 from plansim.sim.timing import make_timing_model
+
+if TYPE_CHECKING:
+    from plansim.sim.planner_host import PlannerHost
 
 SAMPLE_INTERVAL_MS = 1000.0
 # Block keys are computed for this many requests (at most this many trace blocks) at a time.
@@ -146,7 +148,8 @@ class ReplayHost:
             self.enter = self._enter_tracked
             self._terminal = self.source.on_terminal
         self.mode = Mode(deployment.mode)
-        self.rng = np.random.default_rng(deployment.seed)
+        # Built at the routers' first draw (``Policy.rng``): most replays never draw.
+        rng = functools.cache(lambda: np.random.default_rng(deployment.seed))
         hooks = EngineHooks(self._on_admit, self._on_tokens, self._on_complete, self._on_reject,
                             self._on_run, self._on_wakeup)
         self._worker_ids = 0
@@ -154,7 +157,7 @@ class ReplayHost:
         self.routers: dict[Role, RoutingPolicy] = {}
         for name, count in deployment.pool_sizes().items():
             args = deployment.pool_args(name)
-            router = make_router(deployment.router, args.block_size, self.rng, pool=name,
+            router = make_router(deployment.router, args.block_size, rng, pool=name,
                                  max_batched_tokens=args.max_num_batched_tokens)
             self.routers[name] = router
             pool = Pool(name, args, make_timing_model(args.effective_timing), hooks,
@@ -184,8 +187,12 @@ class ReplayHost:
         self._recheck: set[Role] | None = None
         self._outstanding = n
         self._last_arrival = self.source.last_release_ms
-        self.planner_host = None
+        self.planner_host: PlannerHost | None = None
         if planner is not None:
+            # Imported here: a replay without a planner never loads the planner's records.
+            from plansim.sim.cluster_view import ClusterView
+            from plansim.sim.planner_host import PlannerHost
+
             view = ClusterView(self.clock, self.mode, self.pools, self.routers,
                                scale=self.scale_pool, patch_router=self.patch_router,
                                arrived_by=self.source.arrived_by,

@@ -17,7 +17,8 @@ Adding a policy: one module with a policy class and one line in
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -92,8 +93,8 @@ class Policy:
     hot path), patches of the patchable ones, and no-op progress hooks.
 
     ``config``: the deployment's router block (anything with the knobs as attributes, or a
-    mapping); ``block_size``: tokens per KV block; ``rng``: the replay's seeded generator;
-    ``pool``: the pool's role."""
+    mapping); ``block_size``: tokens per KV block; ``rng``: the replay's seeded generator, or a
+    function returning it, called at the first draw (see ``rng``); ``pool``: the pool's role."""
 
     Knobs: ClassVar[type] = NoParams
     # Whether ``choose`` or ``hold`` reads the ranks' prefix-cache views (the ranks of a pool
@@ -104,10 +105,11 @@ class Policy:
     # that pass runs on into).
     observes_first_tokens: ClassVar[bool] = True
 
-    def __init__(self, config: Any, block_size: int, rng: np.random.Generator, *,
+    def __init__(self, config: Any, block_size: int,
+                 rng: np.random.Generator | Callable[[], np.random.Generator], *,
                  pool: Role, max_batched_tokens: int = 1 << 62) -> None:
         self.block_size = block_size
-        self.rng = rng
+        self._rng = rng
         self.pool = pool
         self.max_batched_tokens = max_batched_tokens
         aliases = []
@@ -120,6 +122,12 @@ class Policy:
                 aliases.append((knob.alias_of, value))
         for target, value in aliases:  # a deprecated spelling, when given, wins
             setattr(self, target, value)
+
+    @functools.cached_property
+    def rng(self) -> np.random.Generator:
+        """The seeded generator, from the function given for it at the first draw: most
+        replays never draw, and importing ``numpy.random`` costs about 9 ms."""
+        return self._rng() if callable(self._rng) else self._rng
 
     @classmethod
     def knobs(cls) -> tuple[Param, ...]:
