@@ -31,14 +31,15 @@ from plansim.sim.engine_protocol import PrefixView
 
 class RankLoad:
     """What a router tracks for one rank: prompt tokens it sent there that are still queued,
-    the blocks of the requests it sent there and has not seen finish (per block, how many),
-    and how many such requests there are."""
+    the blocks of the requests it sent there and has not seen finish (``blocks``: the
+    policy's record for each block; ``n_blocks`` how many it counts), and how many such
+    requests there are."""
 
     __slots__ = ("prefill_tokens", "blocks", "n_blocks", "requests")
 
     def __init__(self) -> None:
         self.prefill_tokens = 0
-        self.blocks: dict[int, int] = {}
+        self.blocks: dict[int, Any] = {}
         self.n_blocks = 0
         self.requests = 0
 

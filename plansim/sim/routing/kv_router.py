@@ -41,12 +41,11 @@ changes scores and the queue's order and threshold only.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
-from operator import add, attrgetter, contains, neg, sub
+from operator import attrgetter, contains
 from typing import Any
 
 import numpy as np
@@ -94,9 +93,17 @@ class KvRouterKnobs:
 
 class Sent:
     """A request the router sent and has not seen finish: the rank's load record, the block
-    keys it counts there, blocks counted beyond them, and its prompt tokens still queued."""
+    keys it counts there, blocks counted beyond them, and its prompt tokens still queued.
 
-    __slots__ = ("load", "keys", "extra_blocks", "queued_tokens")
+    Where blocks are counted once per rank (``router_assume_kv_reuse``), a rank's counted
+    blocks are a tree of prefix chains, and each record owns the blocks its prompt added to
+    it: ``keys[depth:end]`` (``RankLoad.blocks`` maps them to it). Its prompt's first
+    ``depth`` blocks were ``parent``'s (or its ancestors') when it was sent; ``children`` holds
+    the depths at which later prompts extend its owned blocks. A finished record keeps the
+    owned blocks its children still reach (``keys[depth:max(children)]``) until they finish."""
+
+    __slots__ = ("load", "keys", "extra_blocks", "queued_tokens", "parent", "depth", "end",
+                 "children", "live")
 
     def __init__(self, load: RankLoad, keys: Sequence[int], extra_blocks: int,
                  queued_tokens: int) -> None:
@@ -104,6 +111,34 @@ class Sent:
         self.keys = keys
         self.extra_blocks = extra_blocks
         self.queued_tokens = queued_tokens
+        self.parent: Sent | None = None
+        self.depth = 0
+        self.end = 0
+        self.children: list[int] = []
+        self.live = True
+
+    def let_go(self) -> None:
+        """The request finished: its owned blocks no later prompt reaches leave the rank's
+        count, and so, up the tree, do finished ancestors' blocks reached only through it."""
+        node = self
+        node.live = False
+        load = node.load
+        blocks = load.blocks
+        while True:
+            children = node.children
+            keep = max(children) if children else node.depth
+            if keep < node.end:
+                gone = node.keys[keep:node.end]
+                deque(map(blocks.pop, gone), 0)
+                load.n_blocks -= len(gone)
+                node.end = keep
+            parent = node.parent
+            if children or parent is None:
+                return
+            parent.children.remove(node.depth)
+            if parent.live:
+                return
+            node = parent
 
 
 class KvRouter(Policy):
@@ -263,11 +298,21 @@ class KvRouter(Policy):
             self._sent[rid] = Sent(load, (), len(keys), queued)
             return
         blocks = load.blocks
+        entry = Sent(load, keys, 0, queued)
+        # Counted blocks are whole prompts (prefix-closed): the prompt's blocks already here
+        # are its first ``present``, and the rest are new (the record owns them).
         present = leading_run(keys, blocks)
-        # Reference counts per block, updated with C-level map/zip (keys are unique per request).
-        blocks.update(zip(keys, map(add, map(blocks.get, keys, repeat(0)), repeat(1))))
-        load.n_blocks += len(keys) - present
-        self._sent[rid] = Sent(load, keys, 0, queued)
+        if present:
+            parent = blocks[keys[present - 1]]
+            entry.parent = parent
+            entry.depth = present
+            parent.children.append(present)
+        n = len(keys)
+        if present < n:
+            blocks.update(zip(keys[present:] if present else keys, repeat(entry)))
+        entry.end = n
+        load.n_blocks += n - present
+        self._sent[rid] = entry
 
     def prefill_done(self, rid: int) -> None:
         entry = self._sent.get(rid)
@@ -279,17 +324,12 @@ class KvRouter(Policy):
         entry = self._sent.pop(rid, None)
         if entry is None:
             return
-        load, keys = entry.load, entry.keys
+        load = entry.load
         load.requests -= 1
         load.prefill_tokens -= entry.queued_tokens
-        blocks = load.blocks
-        counts = list(map(sub, map(blocks.__getitem__, keys), repeat(1)))
-        blocks.update(zip(keys, counts))
-        # A prompt's counts never rise along it (a request holding a block holds every block
-        # before it), so the blocks no request holds any more are its tail.
-        gone = keys[bisect_left(counts, 0, key=neg):]
-        deque(map(blocks.pop, gone), 0)
-        load.n_blocks -= entry.extra_blocks + len(gone)
+        load.n_blocks -= entry.extra_blocks
+        if entry.keys:
+            entry.let_go()
 
 
 _BLOCKS = attrgetter("blocks")
