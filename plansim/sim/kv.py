@@ -23,13 +23,17 @@ Host stores (``plansim.sim.host_offload``). A block a host store is still copyin
 overwritten: ``store_sources`` (the host tier's blocks being stored -> when their copy lands)
 lets ``allocate`` say how long the blocks it evicts are still being read.
 
-Speed: every operation is a few C-level set and list bulk operations over a request's keys, not
-Python work per block. ``cached`` holds every cached key (active or inactive) and ``registered``
-the active ones (one reference each; extra references are counted in ``shared``), so a block
-going inactive only leaves ``registered``. The LRU is a list of keys in release order with lazy
-deletion: a block re-activated while inactive leaves its entry in place, counted in ``_stale``,
-and eviction skips it. A key's stale entries always precede its live one (entries are appended),
-so while ``_stale[k] > 0`` the next entry of ``k`` met from the oldest end is a stale one.
+Speed: a request's keys are handled in a few bulk passes, C-level set, dict and list operations
+where one pass does (releasing shared blocks is one Python pass: over a large dict, each extra
+C-level pass costs another cache miss per block, which measured slower). ``cached`` holds every cached key (active or inactive) and
+``registered`` the active ones (one reference each; extra references are counted in ``shared``),
+so a block going inactive only leaves ``registered``. The LRU holds runs, not keys: each release
+appends the blocks it makes inactive as one run (a list, its last block first), of which a slice
+``keys[lo:hi]`` is still inactive. Eviction takes slices from the oldest runs. Re-activation
+shortens runs from their end: the blocks ``acquire`` takes are a leading run of one prefix chain,
+and a run's blocks are one chain's in descending order, so the ones taken from a run are always
+its last inactive ones: the blocks of a run that are taken are found from its last inactive
+block (``_tails``: each run's last inactive key), walking back while they are taken.
 """
 
 from __future__ import annotations
@@ -43,8 +47,9 @@ from operator import add
 # low 24 bits were the block index alone: every request's block b fell in one hash slot).
 GEN_STRIDE = (1 << 24) + 1
 
-# The LRU list drops its consumed head once it is this long (amortised O(1) per entry).
-_COMPACT_HEAD = 1 << 14
+# The LRU drops its emptied runs once it holds more than twice as many runs as after the last
+# time, and at least this many (amortised O(1) per run).
+_COMPACT_RUNS = 1 << 10
 
 
 def gen_key(rid: int, block_index: int) -> int:
@@ -53,13 +58,25 @@ def gen_key(rid: int, block_index: int) -> int:
     return -(rid * GEN_STRIDE + block_index) - 1
 
 
+class _Run:
+    """Blocks one release made inactive, its last block first; ``keys[lo:hi]`` are still
+    inactive (the ones before ``lo`` were evicted, the ones from ``hi`` re-activated)."""
+
+    __slots__ = ("keys", "lo", "hi")
+
+    def __init__(self, keys: list[int]) -> None:
+        self.keys = keys
+        self.lo = 0
+        self.hi = len(keys)
+
+
 class KvCache:
     """One rank's block pool. Sizes in blocks; ``block_size`` tokens per block."""
 
     __slots__ = ("num_blocks", "block_size", "prefix_caching", "cached", "registered", "shared",
                  "used", "active", "evicted_total", "store_sources", "publishes",
                  "unpublished", "vanished",
-                 "_lru", "_head", "_stale")
+                 "_runs", "_tails", "_compact_at")
 
     def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool = True) -> None:
         self.num_blocks = num_blocks
@@ -70,11 +87,11 @@ class KvCache:
         self.cached: set[int] = set()
         self.registered: set[int] = set()
         self.shared: dict[int, int] = {}
-        # Inactive keys in release order from ``_head`` on (the oldest first), with the stale
-        # entries of re-activated keys counted per key in ``_stale``.
-        self._lru: list[int] = []
-        self._head = 0
-        self._stale: dict[int, int] = {}
+        # Inactive blocks as runs in release order (the oldest first), and each run's last
+        # inactive key -> the run.
+        self._runs: deque[_Run] = deque()
+        self._tails: dict[int, _Run] = {}
+        self._compact_at = _COMPACT_RUNS
         self.used = 0
         self.active = 0
         self.evicted_total = 0
@@ -149,7 +166,8 @@ class KvCache:
             self.vanished.clear()
 
     def acquire(self, keys: list[int]) -> None:
-        """Take references on cached blocks (re-activating inactive ones)."""
+        """Take references on cached blocks (re-activating inactive ones): ``keys`` are a
+        leading run of one prefix chain (a request's first blocks), all cached."""
         registered, shared = self.registered, self.shared
         again = [k for k in keys if k in registered]
         if again:
@@ -158,9 +176,21 @@ class KvCache:
         else:
             revived = keys
         if revived:
-            # Their LRU entries stay behind, stale.
-            stale = self._stale
-            stale.update(zip(revived, map(add, map(stale.get, revived, repeat(0)), repeat(1))))
+            # Each run taken from loses its last inactive blocks: the ones taken.
+            tails = self._tails
+            ends = list(compress(revived, map(tails.__contains__, revived)))
+            # (Every run taken from has its last inactive block taken: one end, one run.)
+            taken = set(revived) if len(ends) > 1 else None
+            for key in ends:
+                run = tails.pop(key)
+                lo, hi = run.lo, run.hi
+                if taken is None:
+                    hi -= len(revived)
+                else:
+                    hi -= len(list(takewhile(taken.__contains__, reversed(run.keys[lo:hi]))))
+                run.hi = hi
+                if hi > lo:
+                    tails[run.keys[hi - 1]] = run
             registered.update(revived)
             self.active += len(revived)
 
@@ -192,63 +222,50 @@ class KvCache:
     def _evict(self, n: int) -> list[int]:
         """Drop the ``n`` least recently released inactive blocks from the cache; returns their
         keys."""
-        lru, stale = self._lru, self._stale
-        head = self._head
+        runs = self._runs
         gone: list[int] = []
         while n:
-            chunk = lru[head:head + n]
-            if not chunk:
+            if not runs:
                 raise RuntimeError("KV pool: fewer inactive blocks than counted")
-            head += len(chunk)
-            if not stale or stale.keys().isdisjoint(chunk):
-                gone += chunk
-                n -= len(chunk)
-                continue
-            # Skip the stale entries (the live ones around them are taken in slices).
-            prev = 0
-            for j in compress(range(len(chunk)), map(stale.__contains__, chunk)):
-                k = chunk[j]
-                c = stale.get(k)
-                if c:
-                    gone += chunk[prev:j]
-                    prev = j + 1
-                    n += 1
-                    if c == 1:
-                        del stale[k]
-                    else:
-                        stale[k] = c - 1
-            gone += chunk[prev:]
-            n -= len(chunk)
+            run = runs[0]
+            lo, hi = run.lo, run.hi
+            if hi - lo <= n:
+                if hi > lo:
+                    gone += run.keys[lo:hi]
+                    n -= hi - lo
+                    del self._tails[run.keys[hi - 1]]
+                runs.popleft()
+            else:
+                gone += run.keys[lo:lo + n]
+                run.lo = lo + n
+                n = 0
         self.cached.difference_update(gone)
-        if head >= _COMPACT_HEAD and 2 * head >= len(lru):
-            del lru[:head]
-            head = 0
-        self._head = head
         return gone
 
     def _retire(self, keys: list[int]) -> None:
-        """``keys`` (no longer referenced, oldest first) become the newest inactive blocks."""
-        lru = self._lru
-        lru += keys
-        if len(lru) - self._head > 2 * self.num_blocks + _COMPACT_HEAD:
-            self._drop_stale()
+        """``keys`` (no longer referenced, newest first; the caller's own list) become the
+        newest inactive blocks, as one run."""
+        if not keys:
+            return
+        run = _Run(keys)
+        runs = self._runs
+        runs.append(run)
+        self._tails[keys[-1]] = run
+        if len(runs) > self._compact_at:
+            self._compact()
 
-    def _drop_stale(self) -> None:
-        """Rebuild the LRU list without its stale entries (once they outnumber the live ones,
-        so amortised O(1) per entry)."""
-        stale = self._stale
-        live = []
-        for k in self._lru[self._head:]:
-            c = stale.get(k)
-            if c:
-                if c == 1:
-                    del stale[k]
-                else:
-                    stale[k] = c - 1
-            else:
-                live.append(k)
-        self._lru = live
-        self._head = 0
+    def _compact(self) -> None:
+        """Drop the runs re-activation emptied, and the dead ends of the others."""
+        live = deque()
+        for run in self._runs:
+            lo, hi = run.lo, run.hi
+            if lo < hi:
+                if lo or hi < len(run.keys):
+                    run.keys = run.keys[lo:hi]
+                    run.lo, run.hi = 0, hi - lo
+                live.append(run)
+        self._runs = live
+        self._compact_at = max(2 * len(live), _COMPACT_RUNS)
 
     def register(self, keys: list[int], held: list[int]) -> None:
         """Register freshly computed full blocks under ``keys``, appending the registered ones to

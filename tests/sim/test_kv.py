@@ -37,6 +37,17 @@ def test_released_blocks_become_inactive_tail_first_and_are_evicted_oldest_first
     assert cache.evicted_total == 1
 
 
+def test_a_reactivated_prefix_leaves_the_lru_and_the_rest_of_its_release_keeps_its_place():
+    cache, held = _cache_with([1, 2, 3, 4], num_blocks=6)
+    cache.release(held, 0, [])  # inactive, oldest first: 4 3 2 1
+    cache.acquire([1, 2])  # a request reuses the first two: inactive 4 3
+    cache.allocate(3)  # two free blocks, then the oldest inactive: 4
+    assert cache.match([1, 2, 3, 4]) == (3, 2) and cache.evicted_total == 1
+    cache.release([1, 2], 0, [])  # inactive: 3 (released first), then 2 1
+    cache.allocate(2)  # evicts 3, then 2
+    assert cache.match([1, 2, 3]) == (1, 0) and cache.evicted_total == 3
+
+
 def test_shared_blocks_stay_active_until_the_last_reference_goes():
     cache, held = _cache_with([1, 2])
     cache.acquire([1, 2])
@@ -188,8 +199,8 @@ _step = st.one_of(st.tuples(st.just("admit"), _prompt, st.integers(0, 3)),
                   st.tuples(st.just("release"), st.integers(0, 99), st.integers(0, 3)))
 
 
-# One prompt admitted and released again and again: its LRU entries go stale faster than
-# eviction consumes them, so the list is rebuilt without them.
+# One prompt admitted and released again and again: its runs are emptied by re-activation faster
+# than eviction consumes them, so the LRU drops them.
 _CYCLES = [("admit", [1, 10, 100, 1000, 10000], 1), ("release", 0, 1)] * 12 + [
     ("admit", [2, 20, 200, 2000], 3), ("admit", [1, 11, 110], 2)]
 
@@ -199,9 +210,8 @@ _CYCLES = [("admit", [1, 10, 100, 1000, 10000], 1), ("release", 0, 1)] * 12 + [
 @example(num_blocks=6, steps=_CYCLES)
 @given(num_blocks=st.integers(4, 14), steps=st.lists(_step, max_size=60))
 def test_pool_follows_the_lru_and_reference_count_rules(num_blocks, steps):
-    # A tiny compaction threshold, so that the LRU list's head is dropped and its stale
-    # entries are rebuilt away within a short test.
-    with patch.object(kv, "_COMPACT_HEAD", 2):
+    # A tiny compaction threshold, so that the LRU drops its emptied runs within a short test.
+    with patch.object(kv, "_COMPACT_RUNS", 2):
         _check_against_model(num_blocks, steps)
 
 
@@ -237,6 +247,9 @@ def _check_against_model(num_blocks, steps):
             assert cache.cached_run(keys) == _binary_overlap(model.refs, keys)
         for k in model.refs:
             assert cache.refcount(k) == model.refs[k]
+        assert cache.cached == set(model.refs)
+        # The inactive blocks in eviction order (the runs' live slices, oldest first).
+        assert [k for r in cache._runs for k in r.keys[r.lo:r.hi]] == model.lru
 
 
 @pytest.mark.parametrize(("held", "expected"), [
