@@ -305,6 +305,7 @@ class Rank:
         self.timing = timing
         # Timing models that know a mixed pass shares one weights pass (see sim.timing).
         self._mixed_decode = getattr(timing, "mixed_decode_ms", None)
+        self._decode_series = getattr(timing, "decode_ms_series", None)
         self.cache = KvCache(args.num_gpu_blocks, args.block_size, args.enable_prefix_caching)
         self.prefix_view = self.cache
         self.hooks = hooks
@@ -990,24 +991,28 @@ class Rank:
 
     def _run_times(self, now: float, n: int, kv0: int, k: int) -> tuple[list[float], list[float]]:
         """(pass times, pass ends) of a decode run of ``k`` passes of ``n`` requests from
-        ``now``, ``kv0`` tokens long in all at the start, in plain Python: each pass timed by
-        ``decode_ms`` and quantised as ``decode_ms_bulk``'s are, the ends summed one by one as
-        the clock would (the same floats as the array path)."""
+        ``now``, ``kv0`` tokens long in all at the start, in plain Python: the passes timed by
+        the model's ``decode_ms_series`` (or ``decode_ms`` pass by pass) and quantised as
+        ``decode_ms_bulk``'s are, the ends summed one by one as the clock would (the same
+        floats as the array path)."""
         div = self.decode_div
         if div <= 0:
             return [0.0] * k, [now] * k
-        decode_ms = self.timing.decode_ms
         total = self.total_kv_tokens
+        series = self._decode_series
+        if series is not None:
+            raws = series(n, kv0, k, total)
+        else:
+            decode_ms = self.timing.decode_ms
+            raws = [decode_ms(n, kv, kv // n, total) for kv in range(kv0, kv0 + k * n, n)]
         dts = []
         ends = []
         t = now
-        kv = kv0
-        for _ in range(k):
-            dt = round(decode_ms(n, kv, kv // n, total) / div * _NS) / _NS
+        for raw in raws:
+            dt = round(raw / div * _NS) / _NS
             dts.append(dt)
             t += dt
             ends.append(t)
-            kv += n
         return dts, ends
 
     @staticmethod

@@ -13,7 +13,8 @@ import numpy as np
 
 from plansim.errors import ConfigError
 from plansim.sim.timing.base import MIN_DECODE_MS, TimingKind, TimingModel
-from plansim.sim.timing.interp import Grid, Surface, interp1_scalar, interp2_scalar
+from plansim.sim.timing.interp import (Grid, Surface, interp1_scalar, interp2_rising,
+                                       interp2_scalar)
 
 
 class NpzTiming:
@@ -45,6 +46,13 @@ class NpzTiming:
         value = interp2_scalar(self._kv, self._ctx, self._itl, float(active_kv_tokens),
                                float(mean_context))
         return max(MIN_DECODE_MS, value)
+
+    def decode_ms_series(self, batch_size: int, kv0_tokens: int, passes: int,
+                         total_kv_tokens: int) -> list[float]:
+        floor = MIN_DECODE_MS
+        values = interp2_rising(self._kv, self._ctx, self._itl, kv0_tokens, batch_size,
+                                kv0_tokens // batch_size, passes)
+        return [v if v > floor else floor for v in values]
 
     def decode_ms_bulk(self, batch_size: np.ndarray, active_kv_tokens: np.ndarray,
                        mean_context: np.ndarray, total_kv_tokens: int) -> np.ndarray:

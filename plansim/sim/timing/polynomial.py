@@ -26,6 +26,18 @@ class PolynomialTiming:
         u = active_kv_tokens / total_kv_tokens
         return max(MIN_DECODE_MS, -25.74 * u * u + 54.01 * u + 5.74)
 
+    def decode_ms_series(self, batch_size: int, kv0_tokens: int, passes: int,
+                         total_kv_tokens: int) -> list[float]:
+        floor = MIN_DECODE_MS
+        out = []
+        kv = kv0_tokens
+        for _ in range(passes):
+            u = kv / total_kv_tokens
+            v = -25.74 * u * u + 54.01 * u + 5.74
+            out.append(v if v > floor else floor)
+            kv += batch_size
+        return out
+
     def decode_ms_bulk(self, batch_size: np.ndarray, active_kv_tokens: np.ndarray,
                        mean_context: np.ndarray, total_kv_tokens: int) -> np.ndarray:
         u = active_kv_tokens / total_kv_tokens
