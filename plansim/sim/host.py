@@ -424,6 +424,9 @@ class ReplayHost:
         self._start_pending.discard(id(rank))
         if rank.busy or not rank.has_work():
             return
+        self._begin(rank)
+
+    def _begin(self, rank: EngineRank) -> None:
         end = rank.start_pass(self.clock.now)
         self._finish_call[id(rank)] = self.clock.call_at_time(
             end, lambda: self._finish(rank), Priority.PASS_END)
@@ -475,6 +478,12 @@ class ReplayHost:
         worker = self._rank_worker[id(rank)]
         if worker.state == DRAINING:
             self.pools[worker.pool].drained(worker, now)
+        if (len(worker.ranks) == 1 and not rank.busy and self.clock.peek() > now
+                and id(rank) not in self._start_pending and rank.has_work()):
+            # Nothing else is due at this instant: the pass start ``_kick`` would schedule now
+            # would be the very next call, so it runs here.
+            self._begin(rank)
+            return
         self._kick(rank)
 
     # ---------------------------------------------------------------- engine hooks

@@ -102,3 +102,28 @@ def test_keys_computed_for_many_requests_at_once_are_each_requests_own(bs, tbs, 
             if not dense:
                 assert ReplayHost._prompt_keys(host, rid) == _keys_by_rule(
                     int(isl[rid]), bs, tbs, prompts[rid][1])
+
+
+def test_a_request_arriving_exactly_at_a_pass_end_joins_the_pass_starting_then():
+    # A's prompt pass ends at t1 = prefill_ms(1000) with one token left (no run follows it);
+    # B arrives at that very instant: the next pass, starting at t1, is A's decode and B's
+    # prompt together.
+    from simkit import decode_ms, prefill_ms, req, run
+
+    t1 = prefill_ms(1000)
+    r = run([(0.0, 1000, 2, [1, 2]), (t1, 800, 3, [3, 4])])
+    assert req(r, 1).first_admit_ms == t1
+    assert req(r, 1).first_token_ms == pytest.approx(t1 + prefill_ms(800) + decode_ms(1001),
+                                                     abs=1e-9)
+    assert req(r, 0).last_token_ms == req(r, 1).first_token_ms
+
+
+def test_a_pass_ending_with_nothing_else_due_then_is_followed_by_the_next_pass_at_once():
+    # A alone: its prompt pass, then its one decode pass straight after; B arrives later, during
+    # that decode pass, and joins the pass after it.
+    from simkit import decode_ms, prefill_ms, req, run
+
+    t1 = prefill_ms(1000)
+    r = run([(0.0, 1000, 2, [1, 2]), (t1 + 1.0, 800, 3, [3, 4])])
+    assert req(r, 0).last_token_ms == t1 + decode_ms(1001)
+    assert req(r, 1).first_admit_ms == t1 + decode_ms(1001)
