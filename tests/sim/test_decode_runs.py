@@ -66,6 +66,18 @@ SGLANG_RATIO = ([(0.0, 471, 56, [1010, 1011]), (0.0, 119, 80, [1020]), (318.0, 2
                  "preemption_mode": "lifo"}, 1, "round_robin", False)
 
 
+# Disaggregated, 34 blocks: a decode rank's waiting head is matched against its cache when a run
+# is considered, then the pass composed instead allocates blocks that evict part of that prefix:
+# the admission must see the cache as it is then.
+STALE_MATCH = ([(0.0, 20, 1, [1000]), (0.0, 20, 1, [1010]), (0.0, 20, 1, [1020]),
+                (0.0, 20, 1, [1030]), (0.0, 20, 16, [100]), (0.0, 20, 1, [1050]),
+                (0.0, 20, 1, [1060]), (0.0, 147, 15, [1070]), (0.0, 369, 1, [100, 101]),
+                (0.0, 20, 1, [1090]), (0.0, 20, 1, [1100])],
+               {"backend": "vllm", "num_gpu_blocks": 34, "block_size": 16, "max_num_seqs": 3,
+                "max_num_batched_tokens": 1024, "enable_chunked_prefill": False,
+                "preemption_mode": "lifo"}, 1, "round_robin", True)
+
+
 def _prompt_runs(num_gpu_blocks, max_num_seqs=4):
     # A 1500-token prompt in chunks of 255 beside a decoding request (budget 256), another
     # prompt arriving during its run (which cuts it), a third while the batch is full; with
@@ -94,6 +106,7 @@ HEAD_RUNS = ([(0.0, 900, 40, [1000, 1001, 1002, 1003]), (0.0, 300, 25, [1010, 10
 @example(HEAD_RUNS)
 @example(ONE_SHORT)
 @example(SGLANG_RATIO)
+@example(STALE_MATCH)
 @example(_prompt_runs(400))
 @example(_prompt_runs(400, max_num_seqs=2))
 @example(_prompt_runs(120))
