@@ -113,21 +113,41 @@ def first_repeat(ids: np.ndarray) -> int | None:
     hashes collide are compared as strings, so the answer is exact (and does not depend on
     Python's per-process hash seed).
     """
-    if ids.size < 2:
-        return None
-    ordered = _hashes(ids)
-    ordered.sort()
-    shared = ordered[1:][ordered[1:] == ordered[:-1]]
-    del ordered
-    if shared.size == 0:
-        return None
     seen: set[str] = set()
-    for i in np.flatnonzero(np.isin(_hashes(ids), shared)).tolist():
+    for i in _colliding_rows(ids):
         rid = str(ids[i])
         if rid in seen:
             return i
         seen.add(rid)
     return None
+
+
+def repeated(ids: np.ndarray) -> np.ndarray:
+    """Whether each id equals an earlier one (bool per row; an id's first row is False), found
+    as ``first_repeat`` finds the first."""
+    out = np.zeros(ids.size, dtype=bool)
+    seen: set[str] = set()
+    for i in _colliding_rows(ids):
+        rid = str(ids[i])
+        if rid in seen:
+            out[i] = True
+        else:
+            seen.add(rid)
+    return out
+
+
+def _colliding_rows(ids: np.ndarray) -> list[int]:
+    """The rows, in order, whose id's 64-bit hash another row's shares: the only rows that can
+    repeat an id."""
+    if ids.size < 2:
+        return []
+    ordered = _hashes(ids)
+    ordered.sort()
+    shared = ordered[1:][ordered[1:] == ordered[:-1]]
+    del ordered
+    if shared.size == 0:
+        return []
+    return np.flatnonzero(np.isin(_hashes(ids), shared)).tolist()
 
 
 def _hashes(ids: np.ndarray) -> np.ndarray:

@@ -29,13 +29,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from plansim.errors import TraceError
 from plansim.traces.columns import TraceColumns, check_block_size, concat_columns, take_rows
 from plansim.traces.detect import detect_format
 from plansim.traces.dynamo import read_dynamo
 from plansim.traces.load import workload_from_columns
+from plansim.traces.request_ids import repeated
 from plansim.traces.sources import resolve_paths
 from plansim.traces.workload import Workload
 
@@ -160,7 +160,7 @@ def _read_rows(paths: PathsArg, trace_block_size: int | None) -> _Rows:
             field="request_received_ms",
         )
     completion = np.where(np.isnan(received) | np.isnan(total), event, received + total)
-    dup = pd.Series(cols.request_id).duplicated(keep="first").to_numpy()
+    dup = repeated(cols.request_id)
     usable = ~dup & (cols.osl_tokens >= 0)
     return _Rows(cols, arrival, completion, usable, dup)
 

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from plansim.traces import request_ids
-from plansim.traces.request_ids import STRING, IdCollector, fill_missing, first_repeat
+from plansim.traces.request_ids import STRING, IdCollector, fill_missing, first_repeat, repeated
 
 
 def test_first_repeat_is_the_earliest_row_equal_to_an_earlier_one():
@@ -21,6 +21,15 @@ def test_colliding_hashes_are_settled_by_the_strings(monkeypatch):
     monkeypatch.setattr(request_ids, "_hashes", lambda ids: np.zeros(ids.size, dtype=np.int64))
     assert first_repeat(np.array(["a", "b", "c"], dtype=STRING)) is None
     assert first_repeat(np.array(["a", "b", "c", "b"], dtype=STRING)) == 3
+    assert repeated(np.array(["a", "b", "c", "b"], dtype=STRING)).tolist() == [
+        False, False, False, True]
+
+
+def test_repeated_marks_every_row_after_an_ids_first():
+    ids = np.array(["a", "b", "a", "c", "b", "a"], dtype=STRING)
+    assert repeated(ids).tolist() == [False, False, True, False, True, True]
+    assert repeated(np.array(["x", "y"], dtype=STRING)).tolist() == [False, False]
+    assert repeated(np.array([], dtype=STRING)).tolist() == []
 
 
 def test_missing_ids_become_their_ordinals_from_the_start():
