@@ -338,3 +338,13 @@ def test_a_prompts_shared_blocks_on_a_rank_are_its_longest_prefix_held_there(eve
                 best = max(best, n)
             expected.append(best)
         assert _shared_runs(keys, loads) == expected
+
+
+def test_a_decode_pool_is_routed_by_load_alone_so_its_ranks_keep_no_router_view():
+    # Disaggregated: the prefill pool's router reads the prefix caches as of each pass end;
+    # the decode pool's never does, so its ranks need not keep that view.
+    host = ReplayHost(workload([(0.0, 128, 2, [1, 2])]),
+                      build_deployment({"mode": "disagg", "router": {"mode": "kv_router"}}))
+    publishes = {role: {r.cache.publishes for w in pool.workers for r in w.ranks}
+                 for role, pool in host.pools.items()}
+    assert publishes == {Role.PREFILL: {True}, Role.DECODE: {False}}

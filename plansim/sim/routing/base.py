@@ -59,8 +59,9 @@ class RoutingPolicy(Protocol):
     """One pool's router; see the module docstring."""
 
     Knobs: ClassVar[type]
-    # Whether ``choose`` or ``hold`` reads the views (``Policy`` says True unless told).
-    reads_prefix_cache: ClassVar[bool]
+    # Whether ``choose`` or ``hold`` reads the views (``Policy`` says True unless told; a
+    # policy may decide per pool).
+    reads_prefix_cache: bool
     # Whether ``prefill_done`` or ``release`` act on a request's first token (``Policy`` says
     # True unless told).
     observes_first_tokens: ClassVar[bool]
@@ -99,8 +100,9 @@ class Policy:
 
     Knobs: ClassVar[type] = NoParams
     # Whether ``choose`` or ``hold`` reads the ranks' prefix-cache views (the ranks of a pool
-    # whose router never does may run passes with prompt chunks in one step).
-    reads_prefix_cache: ClassVar[bool] = True
+    # whose router never does may run passes with prompt chunks in one step, and keep no view
+    # of their cache for it).
+    reads_prefix_cache: bool = True
     # Whether ``prefill_done`` or ``release`` act on a request's first token (the ranks of a
     # pool whose router never does may report a pass's tokens at the end of the decode run
     # that pass runs on into).

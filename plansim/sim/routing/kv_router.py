@@ -161,6 +161,8 @@ class KvRouter(Policy):
         super().__init__(*args, **kwargs)
         self.decode_pool = self.pool.receives_handoff
         self.prefill_pool = self.pool.hands_off
+        # A decode pool is routed by load alone.
+        self.reads_prefix_cache = not self.decode_pool
         self.queue = RouterQueue(self.router_queue_policy, self.router_queue_threshold)
         # Overlaps (device, host) of each queued request, as seen on its arrival.
         self._held: dict[int, tuple[list[int], list[int]]] = {}
