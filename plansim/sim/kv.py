@@ -17,7 +17,8 @@ its head, keeping shared prefixes longest.
 
 What the router sees (``overlap``). The reference engine's KV events reach its router when a pass
 ends: blocks a pass registers are invisible to routing until then, and blocks it evicts stay
-visible until then (``unpublished``, ``vanished``; ``publish`` at each pass end).
+visible until then (``unpublished``, ``vanished``; ``publish`` at each pass end). The key lists
+behind them are merged into them only when the router looks: most passes end unseen.
 
 Host stores (``plansim.sim.host_offload``). A block a host store is still copying out must not be
 overwritten: ``store_sources`` (the host tier's blocks being stored -> when their copy lands)
@@ -75,7 +76,7 @@ class KvCache:
 
     __slots__ = ("num_blocks", "block_size", "prefix_caching", "cached", "registered", "shared",
                  "used", "active", "evicted_total", "store_sources", "publishes",
-                 "unpublished", "vanished",
+                 "unpublished", "vanished", "_registered_since", "_evicted_since",
                  "_runs", "_tails", "_compact_at")
 
     def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool = True) -> None:
@@ -103,6 +104,10 @@ class KvCache:
         self.publishes = True
         self.unpublished: set[int] = set()
         self.vanished: set[int] = set()
+        # The key lists registered and evicted since, not yet in those sets: they are merged
+        # only when the router looks (most passes end before any request arrives).
+        self._registered_since: list[list[int]] = []
+        self._evicted_since: list[list[int]] = []
 
     def available(self) -> int:
         """Blocks that can be allocated now: free plus evictable (``used`` is the active blocks
@@ -127,6 +132,8 @@ class KvCache:
         cache as of the rank's last pass end (``publish``)."""
         if not self.prefix_caching or not keys:
             return 0
+        if self._registered_since or self._evicted_since:
+            self._merge_since()
         cached, unpublished, vanished = self.cached, self.unpublished, self.vanished
         if keys[0] not in cached and keys[0] not in vanished:
             return 0  # the common case: nothing of the prompt here
@@ -158,8 +165,20 @@ class KvCache:
             return 0
         return leading_run(keys, self.cached)
 
+    def _merge_since(self) -> None:
+        if self._registered_since:
+            self.unpublished.update(*self._registered_since)
+            self._registered_since.clear()
+        if self._evicted_since:
+            self.vanished.update(*self._evicted_since)
+            self._evicted_since.clear()
+
     def publish(self) -> None:
         """A pass ended: the router learns what it registered and evicted."""
+        if self._registered_since:
+            self._registered_since.clear()
+        if self._evicted_since:
+            self._evicted_since.clear()
         if self.unpublished:
             self.unpublished.clear()
         if self.vanished:
@@ -208,7 +227,7 @@ class KvCache:
         self.evicted_total += evict
         gone = self._evict(evict)
         if self.publishes:
-            self.vanished.update(gone)
+            self._evicted_since.append(gone)
         sources = self.store_sources
         if not sources or sources.keys().isdisjoint(gone):
             return 0.0
@@ -268,8 +287,9 @@ class KvCache:
         self._compact_at = max(2 * len(live), _COMPACT_RUNS)
 
     def register(self, keys: list[int], held: list[int]) -> None:
-        """Register freshly computed full blocks under ``keys``, appending the registered ones to
-        ``held``; a block equal to one already cached stays private to its request."""
+        """Register freshly computed full blocks under ``keys`` (a list the caller leaves as it
+        is), appending the registered ones to ``held``; a block equal to one already cached stays
+        private to its request."""
         if not self.prefix_caching or not keys:
             return
         cached = self.cached
@@ -284,7 +304,7 @@ class KvCache:
                     fresh.append(k)
         self.registered.update(fresh)
         if self.publishes:
-            self.unpublished.update(fresh)
+            self._registered_since.append(fresh)
         held.extend(fresh)
 
     def release(self, keys: list[int], n_private: int, cache_keys: list[int]) -> None:

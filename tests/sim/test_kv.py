@@ -112,6 +112,25 @@ def test_the_router_learns_what_a_pass_registers_and_evicts_when_the_pass_ends()
     assert cache.overlap([1, 2, 3]) == 1
 
 
+def test_what_a_pass_registers_and_evicts_after_the_router_looked_stays_hidden_too():
+    # Within one pass: register 1 2, the router looks, then 3 4 are registered and 1 2's
+    # successors evicted; every change since the last pass end stays out of the router's view.
+    cache = KvCache(8, 64)
+    cache.allocate(6)
+    held: list[int] = []
+    cache.register([1, 2], held)
+    cache.publish()
+    cache.register([3, 4], held)
+    assert cache.overlap([1, 2, 3, 4]) == 2
+    cache.register([5, 6], held)
+    assert cache.overlap([1, 2, 3, 4, 5, 6]) == 2
+    cache.release(held[2:], 0, [])  # 6 5 4 3 inactive
+    cache.allocate(4)  # the two free blocks, then 6 and 5 evicted
+    assert cache.overlap([1, 2, 3, 4, 5, 6]) == 2 and cache.cached_run([1, 2, 3, 4, 5, 6]) == 4
+    cache.publish()
+    assert cache.overlap([1, 2, 3, 4, 5, 6]) == 4
+
+
 def test_allocation_says_until_when_a_host_store_still_reads_the_blocks_it_evicts():
     cache, held = _cache_with([1, 2, 3], num_blocks=4)
     cache.release(held, 0, [])  # inactive, oldest first: 3, 2, 1
