@@ -971,15 +971,22 @@ class Rank:
             # Pass j: every request one token longer than at pass j - 1.
             kv = np.arange(sum_len, sum_len + k * n, n, dtype=np.int64)
             raw = self.timing.decode_ms_bulk(np.full(k, n), kv, kv // n, self.total_kv_tokens)
-            if self.decode_div <= 0:
+            div = self.decode_div
+            if div <= 0:
                 dts = np.zeros(k)
             else:
                 # Quantised as _q does, in place.
-                dts = raw / self.decode_div
-                dts *= _NS
+                if div == 1.0:
+                    dts = raw * _NS  # x / 1.0 is x
+                else:
+                    dts = raw / div
+                    dts *= _NS
                 np.rint(dts, out=dts)
                 dts /= _NS
-            ends = np.concatenate(([now], dts)).cumsum()[1:]
+            # The clock's sums, pass end after pass end: now + dts[0], then + dts[1], ...
+            ends = dts.copy()
+            ends[0] += now
+            np.cumsum(ends, out=ends)
         self._run_taken = 0
         if head:
             self._run = DecodeRun(n, sum_len, ends, dts, now, self._last_pass)

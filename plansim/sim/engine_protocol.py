@@ -21,8 +21,7 @@ Who uses what:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from plansim.planner_core.observations import ForwardPassMetrics
@@ -30,10 +29,10 @@ if TYPE_CHECKING:
     from plansim.sim.engine import Request
 
 
-@dataclass(frozen=True, slots=True)
-class RankOccupancy:
+class RankOccupancy(NamedTuple):
     """A rank's state at one instant, for the time series: requests running and waiting,
-    prompt tokens of fresh requests waiting, and the fraction of KV blocks active (0..1)."""
+    prompt tokens of fresh requests waiting, and the fraction of KV blocks active (0..1). (A
+    named tuple: the sampler takes one of every rank every virtual second.)"""
 
     running: int
     waiting: int

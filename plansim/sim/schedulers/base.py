@@ -18,21 +18,21 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from plansim.sim.engine import Request
 
 
-@dataclass(frozen=True, slots=True)
-class PrefixMatch:
+class PrefixMatch(NamedTuple):
     """What admitting a waiting request would reuse, from the rank's cache now.
 
     ``n_match`` leading blocks are cached and would be acquired (``keys[:n_match]``), of which
     ``n_active`` are held by running requests; ``cached_tokens`` of the prompt would not be
     recomputed; ``blocks_needed`` more blocks would hold the request's whole known sequence
-    (``n_active`` counts as present, inactive cached blocks must be re-acquired)."""
+    (``n_active`` counts as present, inactive cached blocks must be re-acquired). (A named
+    tuple: one is made for every admission and every run the waiting head may stop, at a third
+    of a frozen dataclass's cost.)"""
 
     keys: list[int]
     n_match: int
