@@ -1129,11 +1129,12 @@ class Rank:
         n = len(b)
         if n == 0 or n >= soa.SCALAR_ROWS:
             return None
-        _, isl, total, computed, known, blocks, _, _ = b.columns()
         p = n - 1
-        c0 = computed[p]
-        if known[p] != isl[p] or c0 >= isl[p] - 1 or self.running[p].prebuilt:
+        last = self.running[p]
+        c0 = b.computed.item(p)
+        if b.known.item(p) != last.isl or c0 >= last.isl - 1 or last.prebuilt:
             return None  # the last request is not a fresh prompt with chunks to go
+        _, isl, total, computed, known, blocks, _, _ = b.columns()
         k_dec = self._decoding_left(isl, total, computed, known, p)
         if k_dec is None:
             return None

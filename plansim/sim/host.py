@@ -370,7 +370,7 @@ class ReplayHost:
             self.rec.decode_worker[rid] = rank.worker_id
         if not handed_off:
             self.rec.arrived(pool_name)
-        handoff = self._handoffs.pop(rid, None)
+        handoff = self._handoffs.pop(rid, None) if self._handoffs else None
         if handoff is not None:
             moved = isl
             if handoff.missing_only:
