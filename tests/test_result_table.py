@@ -37,6 +37,15 @@ def test_parquet_holds_what_pandas_writes_for_the_same_frame(tmp_path, n):
                                   pd.read_parquet(tmp_path / "pandas.parquet"), check_exact=True)
 
 
+def test_text_columns_are_dictionary_encoded_and_numbers_are_not(tmp_path):
+    write_parquet_atomic(tmp_path / "t.parquet", _table(1000))
+    group = pq.ParquetFile(tmp_path / "t.parquet").metadata.row_group(0)
+    encodings = {group.column(i).path_in_schema: group.column(i).encodings
+                 for i in range(group.num_columns)}
+    assert "RLE_DICTIONARY" in encodings["request_id"] and "RLE_DICTIONARY" in encodings["status"]
+    assert "RLE_DICTIONARY" not in encodings["x_ms"] and "RLE_DICTIONARY" not in encodings["count"]
+
+
 def test_a_missing_string_is_a_null():
     arrow = Table({"s": np.array(["a", None, "b"], dtype=object)}).to_arrow()
     assert arrow.column("s").to_pylist() == ["a", None, "b"]
