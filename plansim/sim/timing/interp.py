@@ -77,13 +77,20 @@ class Grid:
             i = self.last
         return i, (x - pts[i]) / (pts[i + 1] - pts[i])
 
+    def cell(self, x: float) -> tuple[int, float, float, float]:
+        """``segment``'s index for x, the segment's left point and width, and where the points
+        leaving it start (its right point; infinity for the last, which extends outwards)."""
+        i, _ = self.segment(x)
+        pts = self.points
+        lo = pts[i]
+        return i, lo, pts[i + 1] - lo, pts[i + 1] if i < self.last else INFINITY
+
 
 def interp2_rising(xs: Grid, ys: Grid, z: list[list[float]], x0: int, dx: int, y0: int,
                    k: int) -> list[float]:
     """``interp2_scalar`` at ``(x0 + j * dx, y0 + j)`` for ``j`` in ``range(k)`` (integer
     coordinates, ``dx >= 0``), with the same arithmetic, so the same floats: as both rise, each
     grid cell's corners and edge differences are looked up once, when the points enter it."""
-    xp, yp = xs.points, ys.points
     out = []
     x_hi = y_hi = -INFINITY  # no cell yet
     x_int, y_int = x0, y0
@@ -92,23 +99,9 @@ def interp2_rising(xs: Grid, ys: Grid, z: list[list[float]], x0: int, dx: int, y
         y = float(y_int)
         if x >= x_hi or y >= y_hi:
             if x >= x_hi:
-                i = bisect_right(xp, x) - 1
-                if i < 0:
-                    i = 0
-                elif i > xs.last:
-                    i = xs.last
-                x_lo = xp[i]
-                x_width = xp[i + 1] - x_lo
-                x_hi = xp[i + 1] if i < xs.last else INFINITY
+                i, x_lo, x_width, x_hi = xs.cell(x)
             if y >= y_hi:
-                j = bisect_right(yp, y) - 1
-                if j < 0:
-                    j = 0
-                elif j > ys.last:
-                    j = ys.last
-                y_lo = yp[j]
-                y_width = yp[j + 1] - y_lo
-                y_hi = yp[j + 1] if j < ys.last else INFINITY
+                j, y_lo, y_width, y_hi = ys.cell(y)
             row, nxt = z[i], z[i + 1]
             z00 = row[j]
             d0 = row[j + 1] - z00
