@@ -986,7 +986,7 @@ class Rank:
             # The clock's sums, pass end after pass end: now + dts[0], then + dts[1], ...
             ends = dts.copy()
             ends[0] += now
-            np.cumsum(ends, out=ends)
+            ends.cumsum(out=ends)
         self._run_taken = 0
         if head:
             self._run = DecodeRun(n, sum_len, ends, dts, now, self._last_pass)

@@ -34,14 +34,33 @@ TIMESERIES_DTYPES = (
 
 
 def _mean(values: list[float]) -> float:
-    """``np.mean`` of a list (0 for none): a plain sum below 8 values, where numpy's sum is that
-    same left-to-right sum (its pairwise blocks start at 8), so the float is the same."""
+    """``np.mean`` of a list (0 for none), in plain Python up to 128 values with numpy's own
+    summation order, so the float is the same: below 8 values one left-to-right sum; up to 128
+    (numpy's pairwise block) eight running sums over the multiples of 8, combined as
+    ``((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))``, then the rest added in order."""
     n = len(values)
     if not n:
         return 0.0
     if n < 8:
         return sum(values) / n
-    return float(np.mean(values))
+    if n > 128:
+        return float(np.mean(values))
+    r0, r1, r2, r3, r4, r5, r6, r7 = values[:8]
+    whole = n - n % 8
+    for i in range(8, whole, 8):
+        a0, a1, a2, a3, a4, a5, a6, a7 = values[i:i + 8]
+        r0 += a0
+        r1 += a1
+        r2 += a2
+        r3 += a3
+        r4 += a4
+        r5 += a5
+        r6 += a6
+        r7 += a7
+    total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    for v in values[whole:]:
+        total += v
+    return total / n
 
 
 @dataclass(frozen=True, slots=True)

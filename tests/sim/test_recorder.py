@@ -103,3 +103,14 @@ def test_a_run_records_what_its_passes_one_by_one_would(case, flush_at):
         width = max(rates_run.shape[0], rates_pass.shape[0])
         np.testing.assert_array_equal(np.pad(rates_run, (0, width - rates_run.shape[0])),
                                       np.pad(rates_pass, (0, width - rates_pass.shape[0])))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.floats(-1e12, 1e12, allow_nan=False) | st.floats(0, 1), max_size=140))
+def test_the_mean_of_the_ranks_kv_usage_is_numpys_mean_to_the_bit(values):
+    # numpy sums up to 128 values in eight running sums (pairwise beyond): the sample's mean
+    # keeps that order, so its float is np.mean's, for any magnitudes.
+    from plansim.sim.recorder import _mean
+
+    expected = float(np.mean(values)) if values else 0.0
+    assert _mean(values) == expected
