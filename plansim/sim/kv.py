@@ -189,11 +189,11 @@ class KvCache:
         leading run of one prefix chain (a request's first blocks), all cached."""
         registered, shared = self.registered, self.shared
         again = [k for k in keys if k in registered]
-        if again:
-            shared.update(zip(again, map(add, map(shared.get, again, repeat(0)), repeat(1))))
-            revived = [k for k in keys if k not in registered]
-        else:
+        if not again:
             revived = keys
+        else:
+            shared.update(zip(again, map(add, map(shared.get, again, repeat(0)), repeat(1))))
+            revived = [k for k in keys if k not in registered] if len(again) < len(keys) else ()
         if revived:
             # Each run taken from loses its last inactive blocks: the ones taken.
             tails = self._tails

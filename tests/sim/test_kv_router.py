@@ -348,3 +348,18 @@ def test_a_decode_pool_is_routed_by_load_alone_so_its_ranks_keep_no_router_view(
     publishes = {role: {r.cache.publishes for w in pool.workers for r in w.ranks}
                  for role, pool in host.pools.items()}
     assert publishes == {Role.PREFILL: {True}, Role.DECODE: {False}}
+
+
+def test_a_route_says_how_many_leading_prompt_blocks_its_rank_already_counts():
+    # Rank 0 counts an unfinished [1, 2, 3]; rank 1 nothing. The prompt [1, 2, 9] shares two
+    # blocks with rank 0; sent then counts only block 9 anew there.
+    router = KvRouter({}, 64, np.random.default_rng(0), pool=Role.AGG)
+    loads = [RankLoad(), RankLoad()]
+    router.sent(0, 192, [1, 2, 3], Route(0, 0), loads[0])
+    for target, shared in ((0, 2), (1, 0)):
+        loads[1 - target].prefill_tokens = 6400  # the other rank has 100 blocks queued
+        route = router.choose(192, [1, 2, 9], [_CachedView(0)] * 2, loads)
+        assert (route.index, route.shared_blocks) == (target, shared)
+        loads[1 - target].prefill_tokens = 0
+    router.sent(1, 192, [1, 2, 9], Route(0, 0, 0, 2), loads[0])
+    assert loads[0].n_blocks == 4 and set(loads[0].blocks) == {1, 2, 3, 9}

@@ -47,12 +47,14 @@ class RankLoad:
 @dataclass(frozen=True, slots=True)
 class Route:
     """Where ``choose`` sends a request: the candidate's index, the prompt blocks cached there
-    (0 when the policy does not look) and the prompt tokens the policy counts as cached there
-    (its load records the rest as queued prefill)."""
+    (0 when the policy does not look), the prompt tokens the policy counts as cached there
+    (its load records the rest as queued prefill) and the prompt's leading blocks its load
+    record there already counts (None: not looked up)."""
 
     index: int
     overlap_blocks: int
     cached_tokens: int = 0
+    shared_blocks: int | None = None
 
 
 class RoutingPolicy(Protocol):

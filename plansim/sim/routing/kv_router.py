@@ -191,9 +191,16 @@ class KvRouter(Policy):
                loads: Sequence[RankLoad], *, overlaps: tuple[list[int], list[int]] | None = None
                ) -> Route:
         device, host = overlaps if overlaps is not None else self._overlaps(keys, views)
-        logits = self._costs(isl, keys, loads, device, host)
+        shared = _shared_runs(keys, loads) if self._shares_blocks() else None
+        logits = self._costs(isl, keys, loads, device, host, shared)
         i = self._pick(logits)
-        return Route(i, device[i], self._cached_tokens(device[i], host[i]))
+        return Route(i, device[i], self._cached_tokens(device[i], host[i]),
+                     None if shared is None else shared[i])
+
+    def _shares_blocks(self) -> bool:
+        """Whether the decode term discounts the prompt blocks a rank already counts."""
+        return (self.router_track_active_blocks and not self.prefill_pool
+                and self.router_assume_kv_reuse and not self.decode_pool)
 
     def _cached_tokens(self, device: int, host: int) -> int:
         """The prompt tokens counted as cached on a rank: its device blocks plus its host
@@ -203,7 +210,9 @@ class KvRouter(Policy):
         return int((device + self.host_cache_hit_weight * host) * self.block_size + 0.5)
 
     def _costs(self, isl: int, keys: list[int], loads: Sequence[RankLoad], device: list[int],
-               host: list[int]) -> list[float]:
+               host: list[int], shared: list[int] | None) -> list[float]:
+        """Each candidate's cost; ``shared``: the prompt blocks each already counts (None: the
+        decode term discounts none)."""
         n = len(loads)
         bs = self.block_size
         scale = self.prefill_load_scale
@@ -212,12 +221,12 @@ class KvRouter(Policy):
         active_weight = self.decode_active_request_weight
         track_prefill = self.router_track_prefill_tokens and not self.decode_pool
         track_blocks = self.router_track_active_blocks and not self.prefill_pool
-        shares_blocks = self.router_assume_kv_reuse and not self.decode_pool
         decay = self.overlap_score_credit_decay if track_prefill else 0.0
         floor = min(load.prefill_tokens for load in loads) if decay > 0 else 0
         request_blocks = -(-isl // bs) or 1
         n_keys = len(keys)
-        shared = _shared_runs(keys, loads) if track_blocks and shares_blocks else [0] * n
+        if shared is None:
+            shared = [0] * n
         logits = [0.0] * n
         for c, load in enumerate(loads):
             cost = 0.0
@@ -302,8 +311,11 @@ class KvRouter(Policy):
         blocks = load.blocks
         entry = Sent(load, keys, 0, queued)
         # Counted blocks are whole prompts (prefix-closed): the prompt's blocks already here
-        # are its first ``present``, and the rest are new (the record owns them).
-        present = leading_run(keys, blocks)
+        # are its first ``present`` (``choose`` found them), and the rest are new (the record
+        # owns them).
+        present = route.shared_blocks
+        if present is None:
+            present = leading_run(keys, blocks)
         if present:
             parent = blocks[keys[present - 1]]
             entry.parent = parent
