@@ -363,3 +363,54 @@ def test_a_route_says_how_many_leading_prompt_blocks_its_rank_already_counts():
         loads[1 - target].prefill_tokens = 0
     router.sent(1, 192, [1, 2, 9], Route(0, 0, 0, 2), loads[0])
     assert loads[0].n_blocks == 4 and set(loads[0].blocks) == {1, 2, 3, 9}
+
+
+_knobs = st.fixed_dictionaries({
+    "overlap_score_credit": st.sampled_from([0.0, 0.5, 1.0, 2.0]),
+    "overlap_score_credit_decay": st.sampled_from([0.0, 0.5, 4.0]),
+    "prefill_load_scale": st.sampled_from([0.0, 1.0, 3.0]),
+    "decode_active_request_weight": st.sampled_from([0.0, 1.0, 8.0]),
+    "router_track_active_blocks": st.booleans(),
+    "router_track_prefill_tokens": st.booleans(),
+})
+
+
+@settings(max_examples=300, deadline=None)
+@given(knobs=_knobs.map(lambda k: {**k, "host_cache_hit_weight": 0.5}),
+       pool=st.sampled_from([Role.AGG, Role.PREFILL, Role.DECODE]),
+       ranks=st.lists(st.tuples(st.integers(0, 5000), st.integers(0, 3000), st.integers(0, 40),
+                                st.integers(0, 12), st.integers(0, 12), st.integers(0, 3)),
+                      min_size=1, max_size=6),
+       host_tier=st.booleans(), isl=st.integers(1, 1000))
+def test_a_ranks_cost_is_the_documented_formula(knobs, pool, ranks, host_tier, isl):
+    # The module docstring's cost, stated plainly, rank by rank (float for float), with and
+    # without host blocks.
+    router = KvRouter(knobs, 64, np.random.default_rng(0), pool=pool)
+    loads = []
+    for queued, blocks, requests, *_ in ranks:
+        load = RankLoad()
+        load.prefill_tokens, load.n_blocks, load.requests = queued, blocks, requests
+        loads.append(load)
+    device = [d for *_, d, _, _ in ranks]
+    shared = [s for *_, s, _ in ranks]
+    host = [h if host_tier else 0 for *_, h in ranks]
+    keys = list(range(isl // 64))
+    track_prefill = knobs["router_track_prefill_tokens"] and pool is not Role.DECODE
+    track_blocks = knobs["router_track_active_blocks"] and pool is not Role.PREFILL
+    floor = min(load.prefill_tokens for load in loads)
+    expected = []
+    for load, d, s, h in zip(loads, device, shared, host):
+        cost = 0.0
+        if track_prefill:
+            credit = knobs["overlap_score_credit"] * d
+            if knobs["overlap_score_credit_decay"] > 0:
+                excess = (load.prefill_tokens - floor) / 64 / (-(-isl // 64) or 1)
+                credit /= 1.0 + knobs["overlap_score_credit_decay"] * excess
+            prefill = (load.prefill_tokens + isl) / 64 - credit - 0.5 * h
+            cost = knobs["prefill_load_scale"] * prefill if prefill > 0 else 0.0
+        if track_blocks:
+            cost += load.n_blocks + len(keys) - s
+        if knobs["decode_active_request_weight"]:
+            cost += knobs["decode_active_request_weight"] * load.requests
+        expected.append(cost)
+    assert router._costs(isl, keys, loads, device, host, shared) == expected

@@ -227,6 +227,22 @@ class KvRouter(Policy):
         n_keys = len(keys)
         if shared is None:
             shared = [0] * n
+        if track_prefill and decay <= 0 and not any(host):
+            # The usual knobs in comprehensions: the loop's float operations, less the host
+            # term's ``- 0.0``.
+            if track_blocks:
+                logits = [(scale * prefill if (prefill := (load.prefill_tokens + isl) / bs
+                                              - credit * d) > 0 else 0.0)
+                          + (load.n_blocks + n_keys - s)
+                          for load, d, s in zip(loads, device, shared)]
+            else:
+                logits = [scale * prefill if (prefill := (load.prefill_tokens + isl) / bs
+                                              - credit * d) > 0 else 0.0
+                          for load, d in zip(loads, device)]
+            if active_weight:
+                logits = [cost + active_weight * load.requests
+                          for cost, load in zip(logits, loads)]
+            return logits
         logits = [0.0] * n
         for c, load in enumerate(loads):
             cost = 0.0
