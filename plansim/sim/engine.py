@@ -969,8 +969,12 @@ class Rank:
             dts, ends = self._run_times(now, n, sum_len, k)
         else:
             # Pass j: every request one token longer than at pass j - 1.
-            kv = np.arange(sum_len, sum_len + k * n, n, dtype=np.int64)
-            raw = self.timing.decode_ms_bulk(np.full(k, n), kv, kv // n, self.total_kv_tokens)
+            if self._decode_series is not None:
+                raw = self._decode_series(n, sum_len, k, self.total_kv_tokens, array=True)
+            else:
+                kv = np.arange(sum_len, sum_len + k * n, n, dtype=np.int64)
+                raw = self.timing.decode_ms_bulk(np.full(k, n), kv, kv // n,
+                                                 self.total_kv_tokens)
             div = self.decode_div
             if div <= 0:
                 dts = np.zeros(k)

@@ -9,8 +9,9 @@ milliseconds, before the engine's speedup ratios.
 A model may also offer ``decode_ms_series(batch_size, kv0_tokens, passes, total_kv_tokens)``:
 the ``decode_ms`` of ``passes`` passes of ``batch_size`` requests, the first over ``kv0_tokens``
 KV tokens and each next one over ``batch_size`` more (mean context ``kv // batch_size``), as a
-list of the very floats ``decode_ms`` gives, in one call (the engine times short decode runs
-with it; without it, pass by pass with ``decode_ms``).
+list of the very floats ``decode_ms`` gives, in one call, or with ``array=True`` as a new
+float64 array of them (the engine times its decode runs with it: short ones as lists, long ones
+as arrays; without it, pass by pass with ``decode_ms`` and with ``decode_ms_bulk``).
 
 A model may also offer ``mixed_decode_ms(batch_size, active_kv_tokens, mean_context,
 total_kv_tokens, prefill_tokens)``: the time decode requests add to a pass that also prefills

@@ -27,7 +27,11 @@ class PolynomialTiming:
         return max(MIN_DECODE_MS, -25.74 * u * u + 54.01 * u + 5.74)
 
     def decode_ms_series(self, batch_size: int, kv0_tokens: int, passes: int,
-                         total_kv_tokens: int) -> list[float]:
+                         total_kv_tokens: int, *, array: bool = False) -> list[float] | np.ndarray:
+        if array:
+            kv = np.arange(kv0_tokens, kv0_tokens + passes * batch_size, batch_size,
+                           dtype=np.int64)
+            return self.decode_ms_bulk(None, kv, None, total_kv_tokens)
         floor = MIN_DECODE_MS
         out = []
         kv = kv0_tokens
