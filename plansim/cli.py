@@ -26,7 +26,13 @@ from typer.exceptions import Abort, Exit, TyperException
 
 from plansim.errors import InputError
 from plansim.lifecycle import Terminated, handle_termination, scratch_folder
-from plansim.runtime import exit_now, long_lived, no_pydantic_plugins, one_blas_thread
+from plansim.runtime import (
+    exit_now,
+    long_lived,
+    no_pydantic_plugins,
+    one_blas_thread,
+    rare_collections,
+)
 
 app = typer.Typer(
     name="plansim",
@@ -106,7 +112,9 @@ def main() -> None:
 
 def run() -> NoReturn:
     """The ``plansim`` executable and ``python -m plansim``: ``main()``, then the process ends
-    at once (``runtime.exit_now``) with its status."""
+    at once (``runtime.exit_now``) with its status; cyclic garbage is collected rarely
+    (``runtime.rare_collections``), as for a process plansim owns."""
+    rare_collections()
     try:
         main()
     except SystemExit as exc:

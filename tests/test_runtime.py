@@ -69,3 +69,22 @@ threading.Thread(target=work).start()
     assert done.returncode == 3
     assert (tmp_path / "thread").read_text() == "finished"
     assert (tmp_path / "atexit").read_text() == "ran"
+
+
+def test_the_executable_collects_the_young_generation_every_10000_allocations_not_700():
+    script = """
+import atexit, gc, sys
+atexit.register(lambda: sys.stderr.write(f"threshold {gc.get_threshold()}"))
+sys.argv = ["plansim", "--help"]
+from plansim.cli import main, run
+before = gc.get_threshold()
+try:
+    main()  # in-process callers keep their own collection settings
+except SystemExit:
+    pass
+assert gc.get_threshold() == before, gc.get_threshold()
+run()
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.endswith("threshold (10000, 10, 10)")
