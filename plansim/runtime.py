@@ -20,7 +20,7 @@ safe, for a process that plansim owns from start to end (the library never appli
   and per-run lists, the KV pools' runs), so each young collection moved survivors on and the
   older one re-walked them, while a whole replay's collections found fewer than 50 objects of
   cyclic garbage: they cost 7-23 ms of a shared case's replay run, and 1-2 ms after the change.
-  The threshold still bounds cyclic garbage, at a few MB.
+  The threshold still bounds cyclic garbage, at a few MB. The sweep pool's workers take it too.
 - ``exit_now(status)``: ends the process without the interpreter's teardown (freeing every
   module and object one by one: 40-50 ms after a replay run) once nothing is left for it to do:
   the exit handlers are run and the standard streams flushed first, and the ordinary exit is

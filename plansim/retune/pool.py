@@ -48,7 +48,9 @@ def _worker_main(conn: Connection, parent: int) -> None:
     import tempfile
 
     from plansim.lifecycle import die_with_parent
+    from plansim.runtime import rare_collections
 
+    rare_collections()  # a worker is a process plansim owns, replaying like the command
     os.setpgid(0, 0)
     die_with_parent(parent)
     raise_by = WORKER_NICENESS - os.getpriority(os.PRIO_PROCESS, 0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -37,6 +38,7 @@ def worker_facts(context):
         "own_group": os.getpgid(0) == os.getpid(),
         "tempdir": tempfile.gettempdir(),
         "start_method_spawn": "fork" not in sys.argv[0],
+        "young_threshold": gc.get_threshold()[0],
     }
 
 

@@ -52,12 +52,15 @@ def test_results_do_not_depend_on_max_parallel(context, max_parallel):
         assert pool.workers_started <= max_parallel
 
 
-def test_workers_run_at_niceness_10_in_their_own_group_with_temp_files_in_the_sweep_folder(context):
+def test_workers_run_niced_in_their_own_group_collecting_rarely_with_temp_files_in_the_sweep_folder(
+    context,
+):
     with SpawnPool(1) as pool:
         facts = pool.run([Task("f", tasks.worker_facts)], context).results[0].value
     assert facts["niceness"] >= 10
     assert facts["own_group"]
     assert facts["tempdir"] == context.sweep_dir
+    assert facts["young_threshold"] == 10_000  # runtime.rare_collections, as in the command
 
 
 def test_a_raising_task_fails_alone_with_a_one_line_error(context):
