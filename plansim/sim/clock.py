@@ -16,9 +16,10 @@ Order at one instant (the rules every replay figure depends on):
    a sample. A rank is kicked when work reaches it, and its pass start is scheduled then, so it
    runs after every call already due at that instant: a request arriving exactly when a pass
    ends joins the next pass, as in the reference. (A rank whose pass ends with nothing else due
-   at that instant starts its next pass at once: the scheduled start would be the next call.) A planner tick due at the same instant as an
-   arrival runs before it when it was scheduled first (ticks are scheduled one interval
-   ahead; the arrival walker schedules its next step when it emits the previous arrivals).
+   at that instant starts its next pass at once: the scheduled start would be the next call.)
+   A planner tick due at the same instant as an arrival runs before it when it was scheduled
+   first (ticks are scheduled one interval ahead; the arrival walker schedules its next step
+   when it emits the previous arrivals).
 
 Time is the float sum ``now + delay`` (as SimPy computed it, whose queue this replaces: the
 same (time, priority, scheduling order) keys, without its event objects).

@@ -26,15 +26,16 @@ lets ``allocate`` say how long the blocks it evicts are still being read.
 
 Speed: a request's keys are handled in a few bulk passes, C-level set, dict and list operations
 where one pass does (releasing shared blocks is one Python pass: over a large dict, each extra
-C-level pass costs another cache miss per block, which measured slower). ``cached`` holds every cached key (active or inactive) and
-``registered`` the active ones (one reference each; extra references are counted in ``shared``),
-so a block going inactive only leaves ``registered``. The LRU holds runs, not keys: each release
-appends the blocks it makes inactive as one run (a list, its last block first), of which a slice
-``keys[lo:hi]`` is still inactive. Eviction takes slices from the oldest runs. Re-activation
-shortens runs from their end: the blocks ``acquire`` takes are a leading run of one prefix chain,
-and a run's blocks are one chain's in descending order, so the ones taken from a run are always
-its last inactive ones: the blocks of a run that are taken are found from its last inactive
-block (``_tails``: each run's last inactive key), walking back while they are taken.
+C-level pass costs another cache miss per block, which measured slower). ``cached`` holds every
+cached key (active or inactive) and ``registered`` the active ones (one reference each; extra
+references are counted in ``shared``), so a block going inactive only leaves ``registered``.
+The LRU holds runs, not keys: each release appends the blocks it makes inactive as one run (a
+list, its last block first), of which a slice ``keys[lo:hi]`` is still inactive. Eviction takes
+slices from the oldest runs. Re-activation shortens runs from their end: the blocks ``acquire``
+takes are a leading run of one prefix chain, and a run's blocks are one chain's in descending
+order, so the ones taken from a run are always its last inactive ones. They are found from the
+run's last inactive block (``_tails``: each run's last inactive key), walking back while they
+are taken.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ import numpy as np
 
 from plansim.sim.timing.base import MIN_DECODE_MS, TimingKind, TimingModel
 
+# Decode time in ms from the KV fill fraction u: U2 * u^2 + U1 * u + U0.
+U2, U1, U0 = -25.74, 54.01, 5.74
+
 
 class PolynomialTiming:
     """The reference mocker's default polynomial model."""
@@ -24,7 +27,7 @@ class PolynomialTiming:
     def decode_ms(self, batch_size: int, active_kv_tokens: int, mean_context: float,
                   total_kv_tokens: int) -> float:
         u = active_kv_tokens / total_kv_tokens
-        return max(MIN_DECODE_MS, -25.74 * u * u + 54.01 * u + 5.74)
+        return max(MIN_DECODE_MS, U2 * u * u + U1 * u + U0)
 
     def decode_ms_series(self, batch_size: int, kv0_tokens: int, passes: int,
                          total_kv_tokens: int, *, array: bool = False) -> list[float] | np.ndarray:
@@ -32,12 +35,12 @@ class PolynomialTiming:
             kv = np.arange(kv0_tokens, kv0_tokens + passes * batch_size, batch_size,
                            dtype=np.int64)
             return self.decode_ms_bulk(None, kv, None, total_kv_tokens)
-        floor = MIN_DECODE_MS
+        floor, u2, u1, u0 = MIN_DECODE_MS, U2, U1, U0
         out = []
         kv = kv0_tokens
         for _ in range(passes):
             u = kv / total_kv_tokens
-            v = -25.74 * u * u + 54.01 * u + 5.74
+            v = u2 * u * u + u1 * u + u0
             out.append(v if v > floor else floor)
             kv += batch_size
         return out
@@ -46,7 +49,7 @@ class PolynomialTiming:
                        mean_context: np.ndarray, total_kv_tokens: int) -> np.ndarray:
         u = active_kv_tokens / total_kv_tokens
         # Same operation order as decode_ms, so bulk and single passes agree to the bit.
-        return np.maximum(MIN_DECODE_MS, -25.74 * u * u + 54.01 * u + 5.74)
+        return np.maximum(MIN_DECODE_MS, U2 * u * u + U1 * u + U0)
 
 
 class PolynomialKind(TimingKind):
