@@ -2,9 +2,10 @@
 
 ``call_at(delay_ms, fn, priority)`` runs ``fn`` at ``now + delay_ms`` and returns a ``Handle``
 that can cancel it; ``call_at_time(at_ms, fn, priority)`` runs it at ``at_ms`` (a time computed
-as the clock would have reached it step by step, e.g. a run of passes' last end). ``process(steps)`` runs a generator that yields delays (ms): its first step
-runs at once (at ``FIRST`` priority), each later one after the delay it yielded. ``run()``
-advances until nothing is left.
+as the clock would have reached it step by step, e.g. a run of passes' last end).
+``process(steps)`` runs a generator that yields delays (ms): its first step runs at once (at
+``FIRST`` priority), each later one after the delay it yielded. ``run()`` advances until nothing
+is left.
 
 Order at one instant (the rules every replay figure depends on):
 

@@ -965,32 +965,8 @@ class Rank:
                                bs)
             if k < 2:
                 return None
-        if k <= soa.SCALAR_PASSES:
-            dts, ends = self._run_times(now, n, sum_len, k)
-        else:
-            # Pass j: every request one token longer than at pass j - 1.
-            if self._decode_series is not None:
-                raw = self._decode_series(n, sum_len, k, self.total_kv_tokens, array=True)
-            else:
-                kv = np.arange(sum_len, sum_len + k * n, n, dtype=np.int64)
-                raw = self.timing.decode_ms_bulk(np.full(k, n), kv, kv // n,
-                                                 self.total_kv_tokens)
-            div = self.decode_div
-            if div <= 0:
-                dts = np.zeros(k)
-            else:
-                # Quantised as _q does, in place.
-                if div == 1.0:
-                    dts = raw * _NS  # x / 1.0 is x
-                else:
-                    dts = raw / div
-                    dts *= _NS
-                np.rint(dts, out=dts)
-                dts /= _NS
-            # The clock's sums, pass end after pass end: now + dts[0], then + dts[1], ...
-            ends = dts.copy()
-            ends[0] += now
-            ends.cumsum(out=ends)
+        times = self._run_times if k <= soa.SCALAR_PASSES else self._run_times_array
+        dts, ends = times(now, n, sum_len, k)
         self._run_taken = 0
         if head:
             self._run = DecodeRun(n, sum_len, ends, dts, now, self._last_pass)
@@ -1020,10 +996,37 @@ class Rank:
         ends = []
         t = now
         for raw in raws:
-            dt = round(raw / div * _NS) / _NS
+            dt = round(raw / div * _NS) / _NS  # _q(raw / div), without a call per pass
             dts.append(dt)
             t += dt
             ends.append(t)
+        return dts, ends
+
+    def _run_times_array(self, now: float, n: int, kv0: int,
+                         k: int) -> tuple[np.ndarray, np.ndarray]:
+        """``_run_times`` as arrays, for long runs: the same floats."""
+        # Pass j: every request one token longer than at pass j - 1.
+        if self._decode_series is not None:
+            raw = self._decode_series(n, kv0, k, self.total_kv_tokens, array=True)
+        else:
+            kv = np.arange(kv0, kv0 + k * n, n, dtype=np.int64)
+            raw = self.timing.decode_ms_bulk(np.full(k, n), kv, kv // n, self.total_kv_tokens)
+        div = self.decode_div
+        if div <= 0:
+            dts = np.zeros(k)
+        else:
+            # Quantised as _q does, in place.
+            if div == 1.0:
+                dts = raw * _NS  # x / 1.0 is x
+            else:
+                dts = raw / div
+                dts *= _NS
+            np.rint(dts, out=dts)
+            dts /= _NS
+        # The clock's sums, pass end after pass end: now + dts[0], then + dts[1], ...
+        ends = dts.copy()
+        ends[0] += now
+        ends.cumsum(out=ends)
         return dts, ends
 
     @staticmethod

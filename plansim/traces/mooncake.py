@@ -31,7 +31,6 @@ _U64_MAX = (1 << 64) - 1
 _TIMESTAMP = ("timestamp", "created_time")
 _INPUT = ("input_length", "input_tokens")
 _OUTPUT = ("output_length", "output_tokens")
-_DELAY = ("delay", "delay_ms")
 _NAN = float("nan")
 
 
@@ -120,9 +119,7 @@ def _row(rec: object, source: str, line: int):
     session = rec.get("session_id")
     if session is not None and type(session) is not str:
         raise fail(f"session_id must be a string, got {session!r}", "session_id")
-    # Most rows have neither delay key: two lookups, not _delay's list.
-    delay = None if rec.get("delay") is None and rec.get("delay_ms") is None \
-        else _delay(rec, fail)
+    delay = _delay(rec, fail)
     if delay is not None and session is None:
         raise fail("delay needs a session_id: it is the think time after the previous turn "
                    "of the same session", _delay_name(rec))
@@ -158,13 +155,17 @@ def _delay_name(rec: dict) -> str:
 
 
 def _delay(rec: dict, fail) -> float | None:
-    """The row's ``delay`` (or ``delay_ms``) in ms, ``None`` when absent."""
-    given = [name for name in _DELAY if rec.get(name) is not None]
-    if len(given) == 2:
+    """The row's ``delay`` (or ``delay_ms``) in ms, ``None`` when absent (most rows: two
+    lookups)."""
+    delay, delay_ms = rec.get("delay"), rec.get("delay_ms")
+    if delay is None:
+        if delay_ms is None:
+            return None
+        name, v = "delay_ms", delay_ms
+    elif delay_ms is not None:
         raise fail("give delay or delay_ms, not both", "delay_ms")
-    if not given:
-        return None
-    v = rec[given[0]]
+    else:
+        name, v = "delay", delay
     if type(v) not in (int, float) or not math.isfinite(v) or v < 0:
-        raise fail(f"{given[0]} must be a non-negative number of ms, got {v!r}", given[0])
+        raise fail(f"{name} must be a non-negative number of ms, got {v!r}", name)
     return float(v)

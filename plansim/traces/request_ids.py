@@ -8,6 +8,7 @@ comparisons, fancy indexing and ``np.asarray(ids, dtype=object)`` work as for an
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -113,27 +114,27 @@ def first_repeat(ids: np.ndarray) -> int | None:
     hashes collide are compared as strings, so the answer is exact (and does not depend on
     Python's per-process hash seed).
     """
-    seen: set[str] = set()
-    for i in _colliding_rows(ids):
-        rid = str(ids[i])
-        if rid in seen:
-            return i
-        seen.add(rid)
-    return None
+    return next(_repeats(ids), None)
 
 
 def repeated(ids: np.ndarray) -> np.ndarray:
     """Whether each id equals an earlier one (bool per row; an id's first row is False), found
     as ``first_repeat`` finds the first."""
     out = np.zeros(ids.size, dtype=bool)
+    out[list(_repeats(ids))] = True
+    return out
+
+
+def _repeats(ids: np.ndarray) -> Iterator[int]:
+    """The rows whose id equals an earlier row's, in order: only the rows whose hashes collide
+    are compared as strings."""
     seen: set[str] = set()
     for i in _colliding_rows(ids):
         rid = str(ids[i])
         if rid in seen:
-            out[i] = True
+            yield i
         else:
             seen.add(rid)
-    return out
 
 
 def _colliding_rows(ids: np.ndarray) -> list[int]:

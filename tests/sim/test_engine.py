@@ -332,7 +332,10 @@ def _head_rank(log):
     def ignore(*_args):
         return None
 
-    hooks = EngineHooks(ignore, lambda _r, rids, end, *_: log.append(("tokens", rids.tolist(), end)),
+    def tokens(_r, rids, end, *_):
+        log.append(("tokens", rids.tolist(), end))
+
+    hooks = EngineHooks(ignore, tokens,
                         lambda _r, req, end: log.append(("complete", req.rid, end)), ignore,
                         lambda _r, rids, ends: log.append(("run", rids.tolist(), list(ends))))
     return Rank(0, 0, EngineArgs(), PolynomialTiming(), hooks, prompt_runs=True,
