@@ -4,9 +4,11 @@ lookups as the scheduler considers a request."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from plansim.sim.host_offload import (ALREADY_PRESENT, BLOCKED, HELD, HostOffload, HostTier,
-                                      cohort_rank)
+                                      cohort_rank, in_cohort_order)
 from plansim.sim.kv import KvCache
 from plansim.sim.schedulers.base import PrefixMatch
 
@@ -102,6 +104,124 @@ def test_blocks_read_back_become_the_most_recently_used_when_their_load_lands():
     assert list(tier.resident) == [2, 3, 4, 1]  # 2 is still being read: it stays put
     tier.loaded([2])
     assert list(tier.resident) == [3, 4, 1, 2]
+
+
+def test_transfers_landing_at_one_time_are_one_cohort():
+    # An instantaneous lane submitting two stores at a pass end: both land then, together.
+    tier = HostTier(8, BLOCK_BYTES, 0.0, 0.0)
+    tier.store([1, 2], now_ms=0.0, submit_ms=5.0)
+    tier.store([3, 4], now_ms=0.0, submit_ms=5.0)
+    tier.advance(5.0)
+    assert list(tier.resident) == [3, 4, 1, 2]  # sorted by cohort_rank as one cohort
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(-(1 << 63), (1 << 63) - 1), unique=True, max_size=40))
+def test_cohort_order_is_the_order_of_cohort_rank(keys):
+    assert in_cohort_order(keys) == sorted(keys, key=cohort_rank)
+
+
+class _PlainTier:
+    """The host tier's rules block by block (the model ``HostTier`` must match): an LRU of
+    resident blocks, stores in flight with their landing times, pins of blocks being loaded."""
+
+    def __init__(self, capacity, ms_per_block):
+        self.capacity, self.ms_per_block, self.tail = capacity, ms_per_block, 0.0
+        self.resident, self.storing, self.pins = [], {}, {}
+
+    def advance(self, now):
+        landed = [k for k, t in self.storing.items() if t <= now]
+        for t in sorted({self.storing[k] for k in landed}):
+            self.resident += sorted((k for k in landed if self.storing[k] == t), key=cohort_rank)
+        for k in landed:
+            del self.storing[k]
+
+    def store(self, keys, now, submit):
+        self.advance(now)
+        missing = [k for k in keys if k not in self.resident and k not in self.storing]
+        if not missing:
+            return ALREADY_PRESENT
+        need = len(missing) - (self.capacity - len(self.resident) - len(self.storing))
+        if need > 0:
+            victims = [k for k in self.resident if k not in self.pins and k not in keys][:need]
+            if len(victims) < need:
+                return None
+            self.resident = [k for k in self.resident if k not in victims]
+        self.tail = max(self.tail, submit) + len(missing) * self.ms_per_block
+        self.storing.update(dict.fromkeys(missing, self.tail))
+        self.advance(now)
+        return self.tail
+
+    def touch(self, keys):
+        for k in reversed(keys):
+            if k in self.resident and k not in self.pins:
+                self.resident.remove(k)
+                self.resident.append(k)
+
+    def load(self, keys):
+        for k in keys:
+            self.pins[k] = self.pins.get(k, 0) + 1
+
+    def loaded(self, keys):
+        free = []
+        for k in keys:
+            self.pins[k] -= 1
+            if not self.pins[k]:
+                del self.pins[k]
+                free.append(k)
+        for k in sorted(free, key=cohort_rank):
+            self.resident.remove(k)
+            self.resident.append(k)
+
+
+_OPS = st.lists(st.tuples(st.sampled_from(["store", "touch", "load", "advance"]),
+                          st.lists(st.integers(0, 30), unique=True, max_size=12),
+                          st.floats(0.0, 3.0), st.floats(0.0, 2.0)), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_OPS, st.integers(1, 24), st.sampled_from([0.0, BLOCK_BYTES / 64e9 * 1e3 * 100]))
+def test_the_tier_follows_the_plain_block_by_block_rules(ops, capacity, ms_per_block):
+    gbps = BLOCK_BYTES / (ms_per_block * 1e6) if ms_per_block else 0.0
+    tier = HostTier(capacity, BLOCK_BYTES, gbps, 0.0)
+    model = _PlainTier(capacity, tier.d2h.ms_per_block)
+    now, loads = 0.0, []
+    for op, keys, step, delay in ops:
+        now += step
+        if op == "store":
+            got = tier.store(keys, now, now + delay)
+            want = model.store(keys, now, now + delay)
+            assert got == want
+        elif op == "touch":
+            tier.touch(keys)
+            model.touch(keys)
+        elif op == "load":
+            # A load reads resident blocks; an earlier load lands first when there is one.
+            tier.advance(now)
+            model.advance(now)
+            if loads and delay > 1.0:
+                done = loads.pop(0)
+                tier.loaded(done)
+                model.loaded(done)
+            hit = [k for k in keys if k in model.resident]
+            tier.load(hit, now)
+            model.load(hit)
+            loads.append(hit)
+        else:
+            tier.advance(now)
+            model.advance(now)
+        assert list(tier.resident) == model.resident
+        assert tier.storing == model.storing
+        assert tier.pins == model.pins
+        assert [tier.overlap(keys, s) for s in range(3)] == [
+            len(list(_leading(keys[s:], model.resident))) for s in range(3)]
+
+
+def _leading(keys, present):
+    for k in keys:
+        if k not in present:
+            return
+        yield k
 
 
 class _Req:
