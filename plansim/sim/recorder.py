@@ -22,8 +22,8 @@ from plansim.sim.cluster import DRAINING, READY, STARTING
 NAN = float("nan")
 _COMPACT_AT = 1 << 20
 _FLUSH_RUNS_AT = 1 << 16
-# Gap values spanning at most this many microseconds per sample are totalled by counting over
-# the span (linear, and no more memory than the samples); wider ones by sorting.
+# Gap values up to this many microseconds per sample above the smallest are totalled by counting
+# over their span (linear, and no more memory than the samples); the rest by sorting.
 DENSE_SPAN_PER_SAMPLE = 1
 # The time-series table's sampled columns (``plansim.sim.result``); ``output_tok_s`` follows.
 TIMESERIES_DTYPES = (
@@ -399,11 +399,19 @@ class Recorder:
     # ---------------------------------------------------------------- tables
 
     def _compact_gaps(self) -> None:
-        us = np.rint(np.frombuffer(self.gap_value, dtype=np.float64) * 1000.0).astype(np.int64)
+        ms = np.frombuffer(self.gap_value, dtype=np.float64)
         counts = np.frombuffer(self.gap_count, dtype=np.int64)
-        values = np.concatenate((self._gap_us, us))
-        weights = np.concatenate((self._gap_us_count, counts))
-        self._gap_us, self._gap_us_count = _distinct_totals(values, weights)
+        # One new array for the microseconds (scaled and rounded in place), and no
+        # concatenation while nothing is compacted yet (the usual replay): at the end of a
+        # replay these temporaries are fresh memory, whose page faults cost more than the
+        # arithmetic.
+        us = np.multiply(ms, 1000.0)
+        np.rint(us, out=us)
+        values = us.astype(np.int64)
+        if self._gap_us.shape[0]:
+            values = np.concatenate((self._gap_us, values))
+            counts = np.concatenate((self._gap_us_count, counts))
+        self._gap_us, self._gap_us_count = _distinct_totals(values, counts)
         self.gap_value = array("d")
         self.gap_count = array("q")
 
@@ -447,19 +455,39 @@ class Recorder:
 
 
 def _distinct_totals(values: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct ``values`` (int64), ascending, and each one's total weight (int64): what
-    ``np.unique(values, return_inverse=True)`` and a weighted bincount of the inverse give, in
-    a fraction of their time on many samples of few values."""
-    if not values.shape[0]:
+    """The distinct ``values`` (int64; overwritten), ascending, and each one's total weight
+    (int64, every weight positive): what ``np.unique(values, return_inverse=True)`` and a
+    weighted bincount of the inverse give, in a fraction of their time on many samples of few
+    values.
+
+    Values less than ``DENSE_SPAN_PER_SAMPLE`` per sample above the smallest are totalled by
+    counting over their span (a value is present when its total is, weights being positive);
+    the others, a long tail of rare gaps (a preemption, a stall), by sorting them alone."""
+    n = values.shape[0]
+    if not n:
         return values, weights.astype(np.int64)
     lo = int(values.min())
-    span = int(values.max()) - lo + 1
-    if span <= DENSE_SPAN_PER_SAMPLE * values.shape[0]:
-        offset = values - lo
-        present = np.bincount(offset, minlength=span) > 0
-        totals = np.bincount(offset, weights=weights, minlength=span)
-        return np.flatnonzero(present) + lo, totals[present].astype(np.int64)
-    ordered = np.sort(values)
+    width = DENSE_SPAN_PER_SAMPLE * n
+    offset = np.subtract(values, lo, out=values)
+    tail = None
+    if int(offset.max()) >= width:
+        tail = np.flatnonzero(offset >= width)
+        if tail.shape[0] == n:
+            return _sorted_totals(offset, weights, lo)
+        sparse = _sorted_totals(offset[tail], weights[tail], lo)
+        np.minimum(offset, width, out=offset)  # the tail's weights fall in one bin past the span
+    totals = np.bincount(offset, weights=weights)
+    present = np.flatnonzero(totals[:width])
+    dense = present + lo, totals[present].astype(np.int64)
+    if tail is None:
+        return dense
+    return np.concatenate((dense[0], sparse[0])), np.concatenate((dense[1], sparse[1]))
+
+
+def _sorted_totals(offset: np.ndarray, weights: np.ndarray, lo: int) -> tuple[np.ndarray, np.ndarray]:
+    """``_distinct_totals`` of ``offset + lo`` by sorting."""
+    ordered = np.sort(offset)
     distinct = ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
-    return distinct, np.bincount(np.searchsorted(distinct, values), weights=weights,
-                                 minlength=distinct.shape[0]).astype(np.int64)
+    totals = np.bincount(np.searchsorted(distinct, offset), weights=weights,
+                         minlength=distinct.shape[0])
+    return distinct + lo, totals.astype(np.int64)

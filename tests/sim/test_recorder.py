@@ -63,6 +63,25 @@ def test_gap_samples_are_each_microsecond_value_with_its_total_count(batches, sp
     assert counts.tolist() == [expected[k] for k in sorted(expected)]
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(-10**4, 10**4) | st.integers(0, 10**9), st.integers(1, 10**6)),
+                min_size=1, max_size=60), st.sampled_from([0, 1, 3, 10**5]))
+def test_distinct_totals_are_uniques_and_their_summed_weights_whatever_the_spread(pairs, span):
+    # Counted over the span, sorted, or counted below the cut with a sorted tail above it: the
+    # same distinct values and totals as a plain dict of sums.
+    values = np.array([v for v, _ in pairs], dtype=np.int64)
+    weights = np.array([w for _, w in pairs], dtype=np.int64)
+    expected: dict[int, int] = {}
+    for v, w in pairs:
+        expected[v] = expected.get(v, 0) + w
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(recorder_module, "DENSE_SPAN_PER_SAMPLE", span)
+        distinct, totals = recorder_module._distinct_totals(values, weights)
+    assert distinct.tolist() == sorted(expected)
+    assert totals.tolist() == [expected[v] for v in sorted(expected)]
+    assert distinct.dtype == totals.dtype == np.int64
+
+
 @st.composite
 def _runs(draw):
     # Runs on disjoint request sets, each a few ascending pass ends, some across seconds.
