@@ -401,10 +401,9 @@ class Recorder:
     def _compact_gaps(self) -> None:
         ms = np.frombuffer(self.gap_value, dtype=np.float64)
         counts = np.frombuffer(self.gap_count, dtype=np.int64)
-        # One new array for the microseconds (scaled and rounded in place), and no
-        # concatenation while nothing is compacted yet (the usual replay): at the end of a
-        # replay these temporaries are fresh memory, whose page faults cost more than the
-        # arithmetic.
+        # The microseconds are scaled and rounded in one array, and nothing is concatenated
+        # while nothing is compacted yet (the usual replay): at the end of a replay such
+        # temporaries are fresh memory, whose page faults cost more than the arithmetic.
         us = np.multiply(ms, 1000.0)
         np.rint(us, out=us)
         values = us.astype(np.int64)
