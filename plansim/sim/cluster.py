@@ -71,6 +71,8 @@ class Pool:
         self.ready_ranks: list[Rank] = []
         self.ready_views: list[PrefixView] = []
         self.ready_loads: list[RankLoad] = []
+        # What its ranks share: their decode-time tables (``plansim.sim.decode_table``).
+        self._decode_tables: dict = {}
 
     def provision(self, now_ms: float) -> Worker:
         wid = self._new_worker_id()
@@ -81,7 +83,8 @@ class Pool:
         ranks = [Rank(wid, r, self.args, self.timing, self.hooks, role=self.rank_role,
                       decode_runs=runs, vector_grants=self.decode_runs,
                       prompt_runs=self.prompt_runs, head_runs=self.head_runs,
-                      pass_window=self.pass_window, stream=first + r)
+                      pass_window=self.pass_window, stream=first + r,
+                      decode_tables=self._decode_tables)
                  for r in range(dp)]
         worker = Worker(wid, self.name, ranks, now_ms)
         self.workers.append(worker)

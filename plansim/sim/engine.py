@@ -60,12 +60,14 @@ from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable
 from functools import partial
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from plansim.roles import Role
 from plansim.sim import batch as soa
+from plansim.sim import decode_table
 from plansim.sim.batch import Batch
 from plansim.sim.engine_protocol import EngineHooks, RankOccupancy
 from plansim.sim.host_offload import HostOffload, OffloadView
@@ -80,7 +82,7 @@ if TYPE_CHECKING:
     from plansim.planner_core.observations import ForwardPassMetrics
     from plansim.sim.pass_window import PassWindow
 
-_NS = 1e6  # ns per ms
+_NS = decode_table.NS_PER_MS
 
 
 def _q(ms: float) -> float:
@@ -216,6 +218,16 @@ class PassRecord(NamedTuple):
     queued: tuple[int, int, int, int]
 
 
+_UNRECORDED = PassRecord(0.0, 0, 0, 0, 0, (0, 0, 0, 0))
+
+
+def _unrecorded(wall_s: float, n_prefill: int, prefill_tokens: int, n_decode: int,
+                decode_kv: int) -> PassRecord:
+    """``Rank._record`` of a rank without a pass window: nothing reads the record (about a
+    microsecond saved per pass and run)."""
+    return _UNRECORDED
+
+
 class QueueTotals:
     """Waiting-queue totals, kept as requests enter and leave it (for pass metrics): fresh
     prompts and their tokens; preempted or transferred requests and their KV tokens."""
@@ -281,7 +293,7 @@ class Rank:
                  hooks: EngineHooks, *, policy: SchedulerPolicy | None = None,
                  role: Role | None = None, decode_runs: bool = True, vector_grants: bool = True,
                  prompt_runs: bool = False, head_runs: bool = False, pass_window: bool = True,
-                 stream: int = 0) -> None:
+                 stream: int = 0, decode_tables: dict | None = None) -> None:
         """``stream``: the rank's index in its pool (``worker x dp_size + dp_rank``), which
         offsets its speculative-decoding seed. ``prompt_runs``: runs of passes may carry a
         prompt's chunks (with ``decode_runs``; only where nothing reads the rank's prefix cache
@@ -289,8 +301,9 @@ class Rank:
         ``prompt_runs``): a composed pass after which every request decodes runs on into the
         decode run that follows it, in one step, and reports its tokens at the run's end (only
         where nothing acts on a request's first token when it comes). ``pass_window=False``:
-        nothing takes the rank's pass metrics (no planner), so they are not accumulated and
-        ``take_fpm`` is not available."""
+        nothing takes the rank's pass metrics (no planner), so they are neither recorded nor
+        accumulated, and ``take_fpm`` and ``last_fpm`` are not available. ``decode_tables``: a
+        cache the ranks of one pool share (``decode_table.shared``; None: the rank's own)."""
         role = args.role if role is None else role
         self.worker_id = worker_id
         self.dp_rank = dp_rank
@@ -306,6 +319,8 @@ class Rank:
         # Timing models that know a mixed pass shares one weights pass (see sim.timing).
         self._mixed_decode = getattr(timing, "mixed_decode_ms", None)
         self._decode_series = getattr(timing, "decode_ms_series", None)
+        self._decode_table = decode_table.shared({} if decode_tables is None else decode_tables,
+                                                 timing, self.total_kv_tokens, self.decode_div)
         self.cache = KvCache(args.num_gpu_blocks, args.block_size, args.enable_prefix_caching)
         self.prefix_view = self.cache
         self.hooks = hooks
@@ -367,6 +382,9 @@ class Rank:
             from plansim.sim.pass_window import PassWindow
 
             self.passes = PassWindow()
+        else:
+            # Nothing reads a pass's record without a window: one placeholder stands for all.
+            self._record = _unrecorded
         self._run_taken = 0
 
     # ---------------------------------------------------------------- host interface
@@ -978,13 +996,19 @@ class Rank:
 
     def _run_times(self, now: float, n: int, kv0: int, k: int) -> tuple[list[float], list[float]]:
         """(pass times, pass ends) of a decode run of ``k`` passes of ``n`` requests from
-        ``now``, ``kv0`` tokens long in all at the start, in plain Python: the passes timed by
-        the model's ``decode_ms_series`` (or ``decode_ms`` pass by pass) and quantised as
-        ``decode_ms_bulk``'s are, the ends summed one by one as the clock would (the same
-        floats as the array path)."""
+        ``now``, ``kv0`` tokens long in all at the start, in plain Python: the passes taken from
+        the decode table, or timed by the model's ``decode_ms_series`` (or ``decode_ms`` pass by
+        pass) and quantised as ``decode_ms_bulk``'s are, the ends summed one by one as the clock
+        would (the same floats as the array path)."""
         div = self.decode_div
         if div <= 0:
             return [0.0] * k, [now] * k
+        table = self._decode_table
+        if table is not None:
+            dts = table.run(kv0, n, k).tolist()
+            ends = list(accumulate(dts, initial=now))
+            del ends[0]
+            return dts, ends
         total = self.total_kv_tokens
         series = self._decode_series
         if series is not None:
@@ -1005,24 +1029,21 @@ class Rank:
     def _run_times_array(self, now: float, n: int, kv0: int,
                          k: int) -> tuple[np.ndarray, np.ndarray]:
         """``_run_times`` as arrays, for long runs: the same floats."""
-        # Pass j: every request one token longer than at pass j - 1.
-        if self._decode_series is not None:
-            raw = self._decode_series(n, kv0, k, self.total_kv_tokens, array=True)
-        else:
-            kv = np.arange(kv0, kv0 + k * n, n, dtype=np.int64)
-            raw = self.timing.decode_ms_bulk(np.full(k, n), kv, kv // n, self.total_kv_tokens)
         div = self.decode_div
-        if div <= 0:
+        table = self._decode_table
+        if table is not None:
+            dts = table.run(kv0, n, k)
+        elif div <= 0:
             dts = np.zeros(k)
         else:
-            # Quantised as _q does, in place.
-            if div == 1.0:
-                dts = raw * _NS  # x / 1.0 is x
+            # Pass j: every request one token longer than at pass j - 1.
+            if self._decode_series is not None:
+                raw = self._decode_series(n, kv0, k, self.total_kv_tokens, array=True)
             else:
-                dts = raw / div
-                dts *= _NS
-            np.rint(dts, out=dts)
-            dts /= _NS
+                kv = np.arange(kv0, kv0 + k * n, n, dtype=np.int64)
+                raw = self.timing.decode_ms_bulk(np.full(k, n), kv, kv // n,
+                                                 self.total_kv_tokens)
+            dts = decode_table.quantised(raw, div)
         # The clock's sums, pass end after pass end: now + dts[0], then + dts[1], ...
         ends = dts.copy()
         ends[0] += now
@@ -1299,6 +1320,7 @@ class Rank:
 
     def _record(self, wall_s: float, n_prefill: int, prefill_tokens: int, n_decode: int,
                 decode_kv: int) -> PassRecord:
+        """A pass's record (``_unrecorded`` stands in for it on ranks without a pass window)."""
         q = self.queued
         return PassRecord(wall_s, n_prefill, prefill_tokens, n_decode, decode_kv,
                           (q.prefill_requests, q.prefill_tokens, q.decode_requests,
@@ -1313,7 +1335,9 @@ class Rank:
     @property
     def last_fpm(self) -> ForwardPassMetrics | None:
         """The metrics of the rank's latest pass (of a run: its last), with the waiting queue as
-        that pass was scheduled; None before any."""
+        that pass was scheduled; None before any. Kept with the pass window only."""
+        if self.passes is None:
+            raise RuntimeError("last_fpm: this rank keeps no pass window (pass_window=False)")
         f = self._last_pass
         if f is None:
             return None

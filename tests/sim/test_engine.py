@@ -221,18 +221,35 @@ def test_an_arrival_during_a_pass_joins_the_next_pass():
 
 
 def test_last_fpm_is_the_latest_pass_of_a_rank():
-    from simkit import workload
+    from plansim.sim.engine import Request
 
-    from plansim.sim.deployment import build_deployment
-    from plansim.sim.host import ReplayHost
-
-    host = ReplayHost(workload([(0.0, 1000, 3, [1, 2])]), build_deployment({}))
-    host.run()
-    rank = host.pools["agg"].workers[0].ranks[0]
+    rank = _lone_rank(decode_runs=True)
+    rank.enqueue(Request(0, 1000, 3, []))
+    t = 0.0
+    while rank.has_work():
+        t = rank.start_pass(t)
+        rank.finish(t)
     fpm = rank.last_fpm
-    # The last pass decoded one sequence of 1002 tokens.
+    # The last pass (of the decode run after the prefill) decoded one sequence of 1002 tokens.
     assert (fpm.num_decode_requests, fpm.sum_decode_kv_tokens) == (1, 1002)
     assert fpm.wall_time_s == pytest.approx(decode_ms(1002) / 1000, abs=1e-9)
+
+
+def test_a_rank_without_a_pass_window_keeps_no_pass_metrics():
+    from plansim.sim.deployment import EngineArgs
+    from plansim.sim.engine import EngineHooks, Rank, Request
+
+    def ignore(*_args):
+        return None
+
+    rank = Rank(0, 0, EngineArgs(), PolynomialTiming(), EngineHooks(*[ignore] * 5),
+                pass_window=False)
+    rank.enqueue(Request(0, 1000, 3, []))
+    rank.finish(rank.start_pass(0.0))
+    with pytest.raises(RuntimeError, match="no pass window"):
+        rank.last_fpm
+    with pytest.raises(RuntimeError, match="no pass window"):
+        rank.take_fpm(0.0)
 
 
 def test_the_package_exposes_the_replay_function():

@@ -13,6 +13,11 @@ list of the very floats ``decode_ms`` gives, in one call, or with ``array=True``
 float64 array of them (the engine times its decode runs with it: short ones as lists, long ones
 as arrays; without it, pass by pass with ``decode_ms`` and with ``decode_ms_bulk``).
 
+A model whose decode time depends on a pass's KV tokens alone may also offer
+``decode_ms_by_kv(active_kv_tokens, total_kv_tokens)``: ``decode_ms`` of an array of KV token
+counts, whatever the batch and mean context (the engine then tabulates quantised decode times
+by KV tokens, ``plansim.sim.decode_table``, and times decode runs from the table).
+
 A model may also offer ``mixed_decode_ms(batch_size, active_kv_tokens, mean_context,
 total_kv_tokens, prefill_tokens)``: the time decode requests add to a pass that also prefills
 ``prefill_tokens`` tokens. Without it a mixed pass costs ``prefill_ms + decode_ms``.

@@ -34,7 +34,7 @@ class PolynomialTiming:
         if array:
             kv = np.arange(kv0_tokens, kv0_tokens + passes * batch_size, batch_size,
                            dtype=np.int64)
-            return self.decode_ms_bulk(None, kv, None, total_kv_tokens)
+            return self.decode_ms_by_kv(kv, total_kv_tokens)
         floor, u2, u1, u0 = MIN_DECODE_MS, U2, U1, U0
         out = []
         kv = kv0_tokens
@@ -47,6 +47,11 @@ class PolynomialTiming:
 
     def decode_ms_bulk(self, batch_size: np.ndarray, active_kv_tokens: np.ndarray,
                        mean_context: np.ndarray, total_kv_tokens: int) -> np.ndarray:
+        return self.decode_ms_by_kv(active_kv_tokens, total_kv_tokens)
+
+    def decode_ms_by_kv(self, active_kv_tokens: np.ndarray, total_kv_tokens: int) -> np.ndarray:
+        """``decode_ms`` of passes over ``active_kv_tokens``: the batch and context play no
+        part."""
         u = active_kv_tokens / total_kv_tokens
         # Same operation order as decode_ms, so bulk and single passes agree to the bit.
         return np.maximum(MIN_DECODE_MS, U2 * u * u + U1 * u + U0)

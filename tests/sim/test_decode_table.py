@@ -1,0 +1,87 @@
+"""The decode-time table: quantised decode pass times by KV tokens, shared by a pool's ranks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from plansim.sim import decode_table
+from plansim.sim.decode_table import DecodeTable, quantised
+from plansim.sim.timing import PolynomialTiming, load_npz_profile
+from test_timing import NPZ
+
+TOTAL = 16384 * 64
+
+
+def _pass_ms(model, kv, div):
+    # A decode-only pass as the engine times it one by one: the model's time divided by the
+    # speedup and rounded to whole nanoseconds (``engine._q``).
+    return round(model.decode_ms(1, kv, kv, TOTAL) / div * 1e6) / 1e6
+
+
+@settings(max_examples=300, deadline=None)
+@given(kv0=st.integers(0, 3 * TOTAL // 2), n=st.integers(1, 300), passes=st.integers(1, 400),
+       div=st.sampled_from([1.0, 0.5, 1.3, 2.0, 1e-3]))
+def test_a_run_s_times_are_each_pass_s_quantised_decode_ms(kv0, n, passes, div):
+    # Runs anywhere in the pool (and past it, where the polynomial goes under its 1 ms floor),
+    # each from a fresh table and from one grown by the run before it.
+    model = PolynomialTiming()
+    expected = [_pass_ms(model, kv, div) for kv in range(kv0, kv0 + passes * n, n)]
+    assert DecodeTable(model.decode_ms_by_kv, TOTAL, div).run(kv0, n, passes).tolist() == expected
+    grown = DecodeTable(model.decode_ms_by_kv, TOTAL, div)
+    grown.run(kv0 // 2, 1, 2)
+    assert grown.run(kv0, n, passes).tolist() == expected
+
+
+def test_the_table_grows_to_the_furthest_kv_a_run_reaches_keeping_what_it_had():
+    model = PolynomialTiming()
+    table = DecodeTable(model.decode_ms_by_kv, TOTAL, 1.0)
+    first = table.run(10, 3, 4)  # KV 10, 13, 16, 19
+    assert table._times.shape[0] == 4096  # the first size
+    far = table.run(4000, 50, 10)  # up to KV 4450: doubled
+    assert table._times.shape[0] == 8192
+    assert first.tolist() == [_pass_ms(model, kv, 1.0) for kv in (10, 13, 16, 19)]
+    assert far.tolist() == [_pass_ms(model, kv, 1.0) for kv in range(4000, 4500, 50)]
+    table.run(100_000, 1, 1)  # past twice the size: exactly as far as asked
+    assert table._times.shape[0] == 100_001
+    with pytest.raises(ValueError):
+        far[0] = 0.0  # a view of the table: read-only
+
+
+@settings(max_examples=200, deadline=None)
+@given(raw=st.lists(st.one_of(st.floats(0.0, 1e4), st.integers(0, 10**7).map(lambda k: k / 2e6)),
+                    min_size=1, max_size=20),
+       div=st.sampled_from([1.0, 3.0, 0.7]))
+def test_quantised_is_python_s_round_to_whole_nanoseconds(raw, div):
+    # Halves of a nanosecond among them (k / 2e6 ms): both round half to even.
+    assert quantised(np.array(raw), div).tolist() == [round(x / div * 1e6) / 1e6 for x in raw]
+
+
+def test_ranks_of_one_pool_share_one_table_and_models_of_more_than_kv_get_none():
+    model = PolynomialTiming()
+    tables = {}
+    one = decode_table.shared(tables, model, TOTAL, 1.0)
+    assert decode_table.shared(tables, model, TOTAL, 1.0) is one
+    assert decode_table.shared(tables, model, TOTAL, 2.0) is not one  # another speedup
+    assert decode_table.shared({}, model, TOTAL, 1.0) is not one  # another pool
+    assert decode_table.shared(tables, model, TOTAL, 0.0) is None  # passes take no time
+    # The NPZ profile's decode time depends on the batch and context too.
+    assert decode_table.shared(tables, load_npz_profile(NPZ), TOTAL, 1.0) is None
+
+
+def test_a_pool_s_ranks_time_their_runs_from_one_table():
+    from plansim.roles import Role
+    from plansim.sim.cluster import Pool
+    from plansim.sim.deployment import EngineArgs
+    from plansim.sim.engine_protocol import EngineHooks
+
+    def ignore(*_args):
+        return None
+
+    ids = iter(range(10))
+    pool = Pool(Role.AGG, EngineArgs(), PolynomialTiming(), EngineHooks(*[ignore] * 5),
+                lambda: next(ids))
+    a, b = (pool.provision(0.0).ranks[0] for _ in range(2))
+    assert a._decode_table is not None and a._decode_table is b._decode_table
