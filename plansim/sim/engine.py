@@ -953,7 +953,12 @@ class Rank:
             return None
         # Decoding: one known token left, and past the first token (a prompt can also stop
         # one token short of its end, which is still prefill). After a head pass every known
-        # length is one more.
+        # length is one more. The last row first, from its own items: the newest request
+        # still computing its prompt is the usual failure.
+        last = n - 1
+        known_last = b.known.item(last) + (1 if head else 0)
+        if b.computed.item(last) != known_last - 1 or known_last <= b.isl.item(last):
+            return None
         if n < soa.SCALAR_ROWS:
             _, isl, total, computed, known_list, _, _, _ = b.columns()
             if head:

@@ -220,7 +220,11 @@ class ReplayHost:
         self.clock.call_at(delay_ms, fn)
 
     def _enter_open(self, rid: int) -> None:
-        self._dispatch(rid, self.entry_pool)
+        # Request ``rid`` is the ``rid``-th arrival: it is its instant's last when the next one
+        # comes later, and may then start an idle rank's pass at once (``_kick``).
+        arrival = self.source.arrival_ms
+        last = rid + 1 == arrival.shape[0] or arrival.item(rid + 1) != arrival.item(rid)
+        self._dispatch(rid, self.entry_pool, last)
 
     def _enter_tracked(self, rid: int) -> None:
         self.rec.arrival[rid] = self.clock.now
@@ -308,7 +312,9 @@ class ReplayHost:
         keys = (h.astype(np.int64)[:, None] * stride + subs).ravel()
         return KeyChunk(rid, hi, keys, ((off[rid:hi + 1] - off[rid]) * subs.shape[0]).tolist())
 
-    def _dispatch(self, rid: int, pool_name: Role) -> None:
+    def _dispatch(self, rid: int, pool_name: Role, last: bool = False) -> None:
+        """Route request ``rid`` to ``pool_name`` now. ``last``: nothing else happens at this
+        instant after it but what is already scheduled (see ``_kick``)."""
         pool = self.pools[pool_name]
         if not pool.ready_ranks:
             self._pending[pool_name].append(rid)
@@ -321,7 +327,7 @@ class ReplayHost:
         if self.routers[pool_name].hold(rid, isl, keys, pool.ready_views, pool.ready_loads,
                                         self.clock.now):
             return
-        self._route(rid, pool_name, isl, keys)
+        self._route(rid, pool_name, isl, keys, last=last)
 
     def patch_router(self, pool_name: Role, params: Mapping[str, Any]) -> dict[str, Any]:
         """Patch a pool's router knobs mid-replay; returns what changed. A changed queue
@@ -349,7 +355,7 @@ class ReplayHost:
             self._route(rid, pool_name, int(self.isl[rid]), self.rec.keys[rid], overlaps)
 
     def _route(self, rid: int, pool_name: Role, isl: int, keys: list[int],
-               overlaps: Any = None) -> None:
+               overlaps: Any = None, last: bool = False) -> None:
         pool = self.pools[pool_name]
         ranks = pool.ready_ranks
         router = self.routers[pool_name]
@@ -383,7 +389,7 @@ class ReplayHost:
                 self.clock.call_at(transfer_ms, lambda: self._land(worker, rank, req))
                 return
         if rank.enqueue(req):
-            self._kick(rank)
+            self._kick(rank, last)
 
     def _land(self, worker: Worker, rank: EngineRank, req: Request) -> None:
         """A handoff routed to ``rank`` before its transfer has landed there."""
@@ -401,7 +407,9 @@ class ReplayHost:
 
     # ---------------------------------------------------------------- rank events
 
-    def _kick(self, rank: EngineRank) -> None:
+    def _kick(self, rank: EngineRank, last: bool = False) -> None:
+        """Work reached ``rank``: cut its decode run, or schedule its next pass start. ``last``:
+        the caller does nothing more at this instant (the instant's last arrival)."""
         worker = self._rank_worker[id(rank)]
         if len(worker.ranks) > 1:
             self._kick_group(worker)
@@ -416,6 +424,11 @@ class ReplayHost:
                     new_end, lambda: self._finish(rank), Priority.PASS_END)
             return
         if key in self._start_pending or not rank.has_work():
+            return
+        if last and self.clock.peek() > self.clock.now:
+            # Nothing else is due at this instant: the pass start scheduled below would be the
+            # very next call, so it runs here.
+            self._begin(rank)
             return
         self._start_pending.add(key)
         self.clock.call_at(0.0, lambda: self._start(rank))

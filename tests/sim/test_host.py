@@ -127,3 +127,27 @@ def test_a_pass_ending_with_nothing_else_due_then_is_followed_by_the_next_pass_a
     r = run([(0.0, 1000, 2, [1, 2]), (t1 + 1.0, 800, 3, [3, 4])])
     assert req(r, 0).last_token_ms == t1 + decode_ms(1001)
     assert req(r, 1).first_admit_ms == t1 + decode_ms(1001)
+
+
+def test_arrivals_at_one_instant_at_an_idle_rank_join_its_first_pass_together():
+    # The instant's last arrival starts the idle rank's pass at once; an earlier one at the same
+    # instant must not, or the next would wait for the pass after it.
+    from simkit import req, run
+
+    r = run([(0.0, 100, 2, [1]), (500.0, 300, 2, [2]), (500.0, 400, 2, [3]),
+             (500.0, 500, 2, [4])])
+    assert req(r, 0).last_token_ms < 500.0
+    assert [req(r, i).first_admit_ms for i in (1, 2, 3)] == [500.0, 500.0, 500.0]
+    assert req(r, 1).first_token_ms == req(r, 3).first_token_ms
+
+
+def test_an_arrival_at_an_idle_rank_starts_its_pass_after_the_calls_due_then():
+    # B arrives at 1000 ms exactly, at the idle rank (A finished long before), as the sampler
+    # takes its 1 s sample (scheduled after the arrival's step, at 0): the pass start comes after
+    # that sample, which sees B waiting, not running.
+    from simkit import req, run
+
+    r = run([(0.0, 100, 2, [1]), (1000.0, 100, 2, [2])])
+    assert req(r, 1).first_admit_ms == 1000.0
+    row = r.timeseries.set_index("time_s").loc[1.0]
+    assert (row.running, row.waiting) == (0, 1)
