@@ -951,6 +951,11 @@ class Rank:
             return None
         if head and len(self._emit) + sum(hi - lo for lo, hi in self._slices) != n:
             return None
+        # With requests waiting, the policy first (it admits the head, the usual failure, with
+        # no need to look at the rows); else after the rows (it then costs little).
+        waiting = bool(self.waiting)
+        if waiting and not self.policy.steady_decode(self):
+            return None
         # Decoding: one known token left, and past the first token (a prompt can also stop
         # one token short of its end, which is still prefill). After a head pass every known
         # length is one more. The last row first, from its own items: the newest request
@@ -973,7 +978,7 @@ class Rank:
                 return None
             k = int((b.total[:n] - known).min())
             sum_len = int(known.sum())
-        if k < 2 or not self.policy.steady_decode(self):
+        if k < 2 or (not waiting and not self.policy.steady_decode(self)):
             return None
         bs = self.block_size
         avail = self.cache.available()

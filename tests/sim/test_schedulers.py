@@ -126,3 +126,49 @@ def test_a_grant_beyond_the_pool_preempts_the_policy_victim_and_gives_back_its_t
     assert rank.preemptions == 1 and b.preempted and not b.in_batch
     assert list(rank.waiting) == [b] and b.computed == 0
     assert rank.pass_tokens == 1  # A's one decode token; B never got its grant
+
+
+def _rank_with_cached_prefix(num_gpu_blocks: int, shared_blocks: int) -> Rank:
+    # A running request holds a 16-token-block prompt whose first ``shared_blocks`` blocks a
+    # waiting request shares (keys 0, 1, ...): those count as present for the waiting one.
+    rank = Rank(0, 0, EngineArgs(num_gpu_blocks=num_gpu_blocks, block_size=16, max_num_seqs=4),
+                PolynomialTiming(), Log().hooks(), decode_runs=False)
+    rank.enqueue(Request(0, 16 * shared_blocks + 8, 50, list(range(shared_blocks))))
+    rank.finish(rank.start_pass(0.0))
+    return rank
+
+
+def test_vllm_admits_a_head_whose_whole_sequence_fits_without_matching_its_prefix():
+    # 20 blocks, 2 held by the running request: 18 available. A 17-block head (270 tokens) fits
+    # whatever it shares; a 19-block head (300 tokens) fits only by its 2 active shared blocks.
+    policy = VllmScheduler(EngineArgs(block_size=16))
+    rank = _rank_with_cached_prefix(20, 1)
+    assert rank.kv_available() == 18
+    fits = Request(1, 270, 5, [0])
+    assert policy.admits_uncached(rank, fits)
+    assert policy.admits(rank, fits, rank.prefix_match(fits))
+    rank = _rank_with_cached_prefix(20, 2)
+    assert rank.kv_available() == 17
+    shares = Request(1, 300, 5, [0, 1])
+    assert not policy.admits_uncached(rank, shares)
+    assert policy.admits(rank, shares, rank.prefix_match(shares))  # 19 - 2 active <= 17
+    alone = Request(2, 300, 5, [7, 8])
+    assert not policy.admits(rank, alone, rank.prefix_match(alone))
+
+
+@pytest.mark.parametrize("blocks", [8, 12, 20, 40])
+@pytest.mark.parametrize("isl", [1, 16, 100, 160, 300, 600])
+@pytest.mark.parametrize("shared", [0, 1, 3])
+def test_vllm_admits_uncached_only_where_admits_does(blocks, isl, shared):
+    policy = VllmScheduler(EngineArgs(block_size=16))
+    rank = _rank_with_cached_prefix(blocks, 3)
+    head = Request(1, isl, 5, list(range(min(shared, isl // 16))))
+    if policy.admits_uncached(rank, head):
+        assert policy.admits(rank, head, rank.prefix_match(head))
+
+
+def test_trtllm_takes_no_shortcut_past_its_reservations():
+    from plansim.sim.schedulers.trtllm import TrtllmScheduler
+
+    rank = _rank_with_cached_prefix(20, 1)
+    assert not TrtllmScheduler(EngineArgs(block_size=16)).admits_uncached(rank, Request(1, 16, 5, []))

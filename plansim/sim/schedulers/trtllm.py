@@ -57,6 +57,10 @@ class TrtllmScheduler(VllmScheduler):
                 reserved += rest
         return needed <= rank.kv_available() - reserved
 
+    def admits_uncached(self, rank: PassBuilder, req: Request) -> bool:
+        """No shortcut: ``admits`` sets the running requests' reservations aside."""
+        return False
+
     def victim(self, running: Sequence[Request], needy: Request) -> int:
         # No-evict admission leaves nothing to preempt; if KV still runs short (a cached prefix
         # evicted before its request claimed it), the newest request yields, as in vLLM.

@@ -137,8 +137,15 @@ class VllmScheduler:
         if waiting and len(running) < self.max_num_seqs:
             # The head would be admitted at the next pass.
             head = waiting[0]
+            if self.admits_uncached(rank, head):
+                return False
             return not self.admits(rank, head, rank.prefix_match(head))
         return True
+
+    def admits_uncached(self, rank: PassBuilder, req: Request) -> bool:
+        """KV admits the waiting head whatever its cached prefix: its whole known sequence fits
+        with no block present (``admits`` without a prefix match, which can only need fewer)."""
+        return -(-(req.isl + req.generated) // rank.block_size) <= rank.kv_available()
 
     def steady_prompt(self, rank: PassBuilder) -> tuple[int, bool]:
         # Each decoding request ahead of the prompt takes one token of the budget, the prompt
