@@ -35,7 +35,7 @@ from plansim.sim.engine import Request
 from plansim.sim.engine_protocol import EngineHooks, EngineRank
 from plansim.sim.recorder import Recorder
 from plansim.sim.result import ReplayResult
-from plansim.sim.routing import RoutingPolicy, make_router
+from plansim.sim.routing import RoutingPolicy, make_router, recurring_blocks
 from plansim.sim.timing import make_timing_model
 
 if TYPE_CHECKING:
@@ -173,6 +173,13 @@ class ReplayHost:
         self._key_grid = key_grid(self.block_size, workload.trace_block_size, dense=all(
             p.args.native_host_offload is None for p in self.pools.values()))
         self._key_chunk: KeyChunk | None = None
+        indexing = [r for r in self.routers.values() if r.indexes_prompt_blocks]
+        if indexing and n:
+            # The prompt blocks each request may share with another (routers index only those).
+            recurring = recurring_blocks(workload.hash_ids, workload.hash_offsets,
+                                         workload.trace_block_size, self.block_size)
+            for router in indexing:
+                router.recurring = recurring
         self.entry_pool = self.mode.entry_pool
         self._finish_call: dict[int, Handle] = {}  # id(rank) -> its pass end's call
         self._start_pending: set[int] = set()  # ids of ranks (of workers with DP) to start

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from plansim.roles import Role
 from plansim.sim.routing import RankLoad, Route
+from plansim.sim.routing.base import recurring_blocks
 from plansim.sim.routing.kv_router import KvRouter, _shared_runs, softmax_probabilities
 from simkit import prefill_ms, req, run, workload
 
@@ -271,7 +272,24 @@ _prompts = st.lists(st.integers(0, 2), min_size=1, max_size=8).map(
 def test_a_ranks_counted_blocks_are_the_distinct_blocks_of_its_unfinished_requests(events):
     # Requests finish in any order (a prefix's first sender may finish before the requests
     # extending it): the counted blocks are the union of the unfinished prompts, by hand.
+    for recurring in (None, _recurring(events)):
+        _check_counted_blocks(events, recurring)
+
+
+def _recurring(events):
+    """Per request (event index), its leading blocks up to the last one another event's
+    prompt also has (``Policy.recurring``, worked out from the prompts themselves)."""
+    prompts = [event[-1] for event in events]
+    out = []
+    for rid, keys in enumerate(prompts):
+        others = {k for j, prompt in enumerate(prompts) if j != rid for k in prompt}
+        out.append(max((i + 1 for i, k in enumerate(keys) if k in others), default=0))
+    return out
+
+
+def _check_counted_blocks(events, recurring):
     router = KvRouter({}, 64, np.random.default_rng(0), pool=Role.AGG)
+    router.recurring = recurring
     load = RankLoad()
     active: dict[int, list[int]] = {}
     for rid, (finish, which, keys) in enumerate(events):
@@ -283,7 +301,10 @@ def test_a_ranks_counted_blocks_are_the_distinct_blocks_of_its_unfinished_reques
             router.sent(rid, 64 * len(keys), keys, Route(0, 0), load)
             active[rid] = keys
         union = {k for prompt in active.values() for k in prompt}
-        assert set(load.blocks) == union and load.n_blocks == len(union)
+        # Indexed: all of them, or (given what recurs) the ones another prompt may share.
+        indexed = union if recurring is None else {
+            k for r, prompt in active.items() for k in prompt[:recurring[r]]}
+        assert set(load.blocks) == indexed and load.n_blocks == len(union)
         assert load.requests == len(active)
 
 
@@ -315,8 +336,15 @@ def test_a_request_released_at_a_pass_end_sees_the_requests_that_pass_finished_g
 def test_a_prompts_shared_blocks_on_a_rank_are_its_longest_prefix_held_there(events, probes):
     # Four ranks; a request is sent to one of them or one there finishes (any of them). A
     # prompt's shared blocks on a rank (the decode term's discount) are its longest common
-    # prefix with an unfinished request there, found per rank by hand.
+    # prefix with an unfinished request there, found per rank by hand; also when the router
+    # indexes only the blocks that recur (the probes are requests too).
+    _check_shared_runs(events, probes, None)
+    _check_shared_runs(events, probes, _recurring(events + [(0, False, 0, p) for p in probes]))
+
+
+def _check_shared_runs(events, probes, recurring):
     router = KvRouter({}, 64, np.random.default_rng(0), pool=Role.AGG)
+    router.recurring = recurring
     loads = [RankLoad() for _ in range(4)]
     active: list[dict[int, list[int]]] = [{} for _ in loads]
     for rid, (rank, finish, which, keys) in enumerate(events):
@@ -338,6 +366,17 @@ def test_a_prompts_shared_blocks_on_a_rank_are_its_longest_prefix_held_there(eve
                 best = max(best, n)
             expected.append(best)
         assert _shared_runs(keys, loads) == expected
+
+
+def test_a_requests_recurring_blocks_reach_its_last_trace_block_another_request_has():
+    # Trace blocks of 128 tokens, engine blocks of 64. Hashes: request 0 [1, 2, 3], request 1
+    # [1, 2, 9] (1, 2 recur: 2 trace blocks = 4 blocks), request 2 [7, 3] (3 recurs: all 4),
+    # request 3 [] (none), request 4 [5, 5] (a hash twice in one prompt recurs too).
+    ids = np.array([1, 2, 3, 1, 2, 9, 7, 3, 5, 5])
+    offsets = np.array([0, 3, 6, 8, 8, 10])
+    assert recurring_blocks(ids, offsets, 128, 64) == [6, 4, 4, 0, 4]
+    assert recurring_blocks(ids, offsets, 128, 48) == [8, 5, 5, 0, 5]  # 2.67 blocks a hash
+    assert recurring_blocks(np.array([], dtype=np.int64), np.array([0, 0]), 128, 64) == [0]
 
 
 def test_a_decode_pool_is_routed_by_load_alone_so_its_ranks_keep_no_router_view():

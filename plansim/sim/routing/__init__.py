@@ -16,7 +16,7 @@ import numpy as np
 from plansim.params import Param
 from plansim.registry import Registry
 from plansim.roles import Role
-from plansim.sim.routing.base import RankLoad, Route, RoutingPolicy
+from plansim.sim.routing.base import RankLoad, Route, RoutingPolicy, recurring_blocks
 
 ROUTERS: Registry[type] = Registry("router mode", {
     "round_robin": "plansim.sim.routing.round_robin:RoundRobin",
@@ -56,4 +56,4 @@ def make_router(config: Any, block_size: int,
 
 
 __all__ = ["ROUTERS", "RankLoad", "Route", "RoutingPolicy", "all_router_knobs", "make_router",
-           "router_knobs"]
+           "recurring_blocks", "router_knobs"]

@@ -32,8 +32,8 @@ from plansim.sim.engine_protocol import PrefixView
 class RankLoad:
     """What a router tracks for one rank: prompt tokens it sent there that are still queued,
     the blocks of the requests it sent there and has not seen finish (``blocks``: the
-    policy's record for each block; ``n_blocks`` how many it counts), and how many such
-    requests there are."""
+    policy's record for each block it indexes; ``n_blocks`` how many it counts), and how many
+    such requests there are."""
 
     __slots__ = ("prefill_tokens", "blocks", "n_blocks", "requests")
 
@@ -57,6 +57,25 @@ class Route:
     shared_blocks: int | None = None
 
 
+def recurring_blocks(hash_ids: np.ndarray, hash_offsets: np.ndarray, trace_block_size: int,
+                     block_size: int) -> list[int]:
+    """For each request, how many of its prompt's leading (full) blocks may be another
+    request's too: those up to its last trace block whose hash occurs more than once in the
+    trace. A block past them is keyed from a hash no other request has, so no other prompt can
+    share it (a superset: a repeated hash need not make an equal block)."""
+    n = hash_offsets.shape[0] - 1
+    if not hash_ids.size:
+        return [0] * n
+    _, inverse, counts = np.unique(hash_ids, return_inverse=True, return_counts=True)
+    repeated = counts[inverse] > 1
+    lengths = np.diff(hash_offsets)
+    owner = np.repeat(np.arange(n), lengths)
+    position = np.arange(hash_ids.size) - np.repeat(hash_offsets[:-1], lengths)
+    last = np.zeros(n, dtype=np.int64)
+    np.maximum.at(last, owner[repeated], position[repeated] + 1)
+    return ((last * trace_block_size) // block_size).tolist()
+
+
 class RoutingPolicy(Protocol):
     """One pool's router; see the module docstring."""
 
@@ -67,6 +86,11 @@ class RoutingPolicy(Protocol):
     # Whether ``prefill_done`` or ``release`` act on a request's first token (``Policy`` says
     # True unless told).
     observes_first_tokens: ClassVar[bool]
+    # Whether the router indexes the prompt blocks it sends (then the host hands it
+    # ``recurring``: per request id, the leading blocks another request's prompt may share,
+    # ``recurring_blocks``; None: any may). A router sees each request once.
+    indexes_prompt_blocks: bool
+    recurring: Sequence[int] | None
 
     def choose(self, isl: int, keys: list[int], views: Sequence[PrefixView],
                loads: Sequence[RankLoad]) -> Route: ...
@@ -109,6 +133,8 @@ class Policy:
     # pool whose router never does may report a pass's tokens at the end of the decode run
     # that pass runs on into).
     observes_first_tokens: ClassVar[bool] = True
+    indexes_prompt_blocks: bool = False
+    recurring: Sequence[int] | None = None
 
     def __init__(self, config: Any, block_size: int,
                  rng: np.random.Generator | Callable[[], np.random.Generator], *,

@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import compress, repeat
+from itertools import compress, islice, repeat
 from operator import attrgetter, contains
 from typing import Any
 
@@ -97,13 +97,15 @@ class Sent:
 
     Where blocks are counted once per rank (``router_assume_kv_reuse``), a rank's counted
     blocks are a tree of prefix chains, and each record owns the blocks its prompt added to
-    it: ``keys[depth:end]`` (``RankLoad.blocks`` maps them to it). Its prompt's first
-    ``depth`` blocks were ``parent``'s (or its ancestors') when it was sent; ``children`` holds
-    the depths at which later prompts extend its owned blocks. A finished record keeps the
-    owned blocks its children still reach (``keys[depth:max(children)]``) until they finish."""
+    it: ``keys[depth:end]``. ``RankLoad.blocks`` maps them to it up to ``top``: the blocks
+    from there on recur in no other prompt (``Policy.recurring``), so no later prompt can
+    share them, and they are only counted. Its prompt's first ``depth`` blocks were
+    ``parent``'s (or its ancestors') when it was sent; ``children`` holds the depths at which
+    later prompts extend its owned blocks. A finished record keeps the owned blocks its
+    children still reach (``keys[depth:max(children)]``) until they finish."""
 
     __slots__ = ("load", "keys", "extra_blocks", "queued_tokens", "parent", "depth", "end",
-                 "children", "live")
+                 "top", "children", "live")
 
     def __init__(self, load: RankLoad, keys: Sequence[int], extra_blocks: int,
                  queued_tokens: int) -> None:
@@ -114,6 +116,7 @@ class Sent:
         self.parent: Sent | None = None
         self.depth = 0
         self.end = 0
+        self.top = 0
         self.children: list[int] = []
         self.live = True
 
@@ -128,9 +131,10 @@ class Sent:
             children = node.children
             keep = max(children) if children else node.depth
             if keep < node.end:
-                gone = node.keys[keep:node.end]
-                deque(map(blocks.pop, gone), 0)
-                load.n_blocks -= len(gone)
+                if keep < node.top:
+                    deque(map(blocks.pop, node.keys[keep:node.top]), 0)
+                    node.top = keep
+                load.n_blocks -= node.end - keep
                 node.end = keep
             parent = node.parent
             if children or parent is None:
@@ -163,6 +167,7 @@ class KvRouter(Policy):
         self.prefill_pool = self.pool.hands_off
         # A decode pool is routed by load alone.
         self.reads_prefix_cache = not self.decode_pool
+        self.indexes_prompt_blocks = self._shares_blocks()
         self.queue = RouterQueue(self.router_queue_policy, self.router_queue_threshold)
         # Overlaps (device, host) of each queued request, as seen on its arrival.
         self._held: dict[int, tuple[list[int], list[int]]] = {}
@@ -328,7 +333,8 @@ class KvRouter(Policy):
         entry = Sent(load, keys, 0, queued)
         # Counted blocks are whole prompts (prefix-closed): the prompt's blocks already here
         # are its first ``present`` (``choose`` found them), and the rest are new (the record
-        # owns them).
+        # owns them). Those no other prompt can share are counted, not indexed: a later
+        # prompt's blocks found here are ones it shares with another, so they are all indexed.
         present = route.shared_blocks
         if present is None:
             present = leading_run(keys, blocks)
@@ -338,9 +344,13 @@ class KvRouter(Policy):
             entry.depth = present
             parent.children.append(present)
         n = len(keys)
-        if present < n:
-            blocks.update(zip(keys[present:] if present else keys, repeat(entry)))
+        top = n if self.recurring is None else min(n, self.recurring[rid])
+        if top > present:
+            blocks.update(zip(islice(keys, present, top), repeat(entry)))
+        else:
+            top = present
         entry.end = n
+        entry.top = top
         load.n_blocks += n - present
         self._sent[rid] = entry
 
