@@ -28,6 +28,7 @@ from plansim.traces.sources import line_batches
 
 DEFAULT_BLOCK_SIZE = 512
 _U64_MAX = (1 << 64) - 1
+_I64_MAX = (1 << 63) - 1  # counts are int64 columns
 _TIMESTAMP = ("timestamp", "created_time")
 _INPUT = ("input_length", "input_tokens")
 _OUTPUT = ("output_length", "output_tokens")
@@ -129,12 +130,12 @@ def _row(rec: object, source: str, line: int):
     if ts is not None and (type(ts) not in (int, float) or not math.isfinite(ts) or ts < 0):
         raise fail(f"timestamp must be a non-negative number of ms, got {ts!r}", "timestamp")
     isl = _alias(rec, _INPUT)
-    if isl is not None and not (type(isl) is int and isl >= 0):
+    if isl is not None and not (type(isl) is int and 0 <= isl <= _I64_MAX):
         raise fail(f"input_length must be a non-negative integer, got {isl!r}", "input_length")
     osl = _alias(rec, _OUTPUT)
     if osl is None:
         raise fail("output_length is missing", "output_length")
-    if not (type(osl) is int and osl >= 0):
+    if not (type(osl) is int and 0 <= osl <= _I64_MAX):
         raise fail(f"output_length must be a non-negative integer, got {osl!r}", "output_length")
     hs = rec.get("hash_ids")
     if not isinstance(hs, list):
