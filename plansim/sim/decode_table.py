@@ -1,13 +1,18 @@
-"""Decode pass times tabulated by KV tokens, for the timing models whose decode time depends on
-a pass's KV tokens alone (those with ``decode_ms_by_kv``, e.g. the reference's polynomial).
+"""Decode pass times tabulated by KV tokens, for the timing models whose decode time is known
+for a whole array of KV token counts at once: those with ``decode_ms_by_kv`` (the time depends
+on a pass's KV tokens alone, e.g. the reference's polynomial) and those with
+``decode_ms_by_batch`` (it depends on the batch size too, with mean context ``kv // batch``, as
+a decode run's passes have; e.g. the NPZ profile).
 
-Entry ``kv`` of a ``DecodeTable`` is the time of a decode-only pass over ``kv`` KV tokens,
-divided by the rank's decode speedup and quantised to whole nanoseconds: the very float the
-engine times such a pass with (``quantised``). A decode run of ``n`` requests from ``kv0``
-tokens then takes its pass times as one strided slice (``kv0, kv0 + n, ...``) instead of about
-ten numpy calls a run. The table grows, doubling, to the furthest KV a run reaches (at most the
-KV pool), and is shared by the ranks of one pool (``shared``), whose model, KV pool and speedup
-are the same.
+Entry ``kv`` of a table is the time of a decode-only pass over ``kv`` KV tokens, divided by the
+rank's decode speedup and quantised to whole nanoseconds: the very float the engine times such a
+pass with (``quantised``). A decode run of ``n`` requests from ``kv0`` tokens then takes its pass
+times as one strided slice (``kv0, kv0 + n, ...``) instead of timing each run (about ten numpy
+calls, or a Python loop over its passes). A ``DecodeTable`` (KV alone) grows, doubling, to the
+furthest KV a run reaches (at most the KV pool); ``DecodePages`` (by batch size) keeps a page of
+``PAGE`` KV values per batch size and page reached, made on first use, and starts over past
+``MAX_PAGES`` pages (bounded memory; the same floats either way). Either is shared by the ranks
+of one pool (``shared``), whose model, KV pool and speedup are the same.
 """
 
 from __future__ import annotations
@@ -67,17 +72,68 @@ class DecodeTable:
         self._times = times
 
 
-def shared(tables: dict[Any, DecodeTable], timing: Any, total_kv_tokens: int,
-           div: float) -> DecodeTable | None:
+PAGE_BITS = 12
+PAGE = 1 << PAGE_BITS
+MAX_PAGES = 1024  # 32 MB
+
+
+class DecodePages:
+    """Quantised decode pass times by batch size and KV tokens (see the module docstring):
+    ``by_batch(n, kv, total_kv_tokens)`` gives the model's raw times of ``n`` requests over an
+    array of KV token counts; ``div`` (> 0) is the decode speedup."""
+
+    __slots__ = ("_by_batch", "_total", "_div", "_pages")
+
+    def __init__(self, by_batch: Callable[[int, np.ndarray, int], np.ndarray],
+                 total_kv_tokens: int, div: float) -> None:
+        self._by_batch = by_batch
+        self._total = total_kv_tokens
+        self._div = div
+        self._pages: dict[tuple[int, int], np.ndarray] = {}
+
+    def run(self, kv0_tokens: int, batch_size: int, passes: int) -> np.ndarray:
+        """``DecodeTable.run``: a read-only view of one page, or a new array for a run
+        reaching past its first page."""
+        last = kv0_tokens + (passes - 1) * batch_size
+        first = kv0_tokens >> PAGE_BITS
+        lo = first << PAGE_BITS
+        page = self._page(batch_size, first)
+        if last - lo >= PAGE:
+            page = np.concatenate([page] + [self._page(batch_size, p) for p in
+                                            range(first + 1, (last >> PAGE_BITS) + 1)])
+        return page[kv0_tokens - lo:last - lo + 1:batch_size]
+
+    def _page(self, batch_size: int, index: int) -> np.ndarray:
+        key = (batch_size, index)
+        page = self._pages.get(key)
+        if page is None:
+            if len(self._pages) >= MAX_PAGES:
+                self._pages.clear()
+            kv = np.arange(index << PAGE_BITS, (index + 1) << PAGE_BITS, dtype=np.int64)
+            page = quantised(self._by_batch(batch_size, kv, self._total), self._div)
+            page.flags.writeable = False
+            self._pages[key] = page
+        return page
+
+
+def shared(tables: dict[Any, DecodeTable | DecodePages], timing: Any, total_kv_tokens: int,
+           div: float) -> DecodeTable | DecodePages | None:
     """The table of ``timing`` for a KV pool of ``total_kv_tokens`` and decode speedup ``div``
     from ``tables`` (a cache the ranks of one pool share; made on first use); None when the
-    model's decode time depends on more than the KV tokens, or passes take no time (``div`` <=
-    0)."""
-    by_kv = getattr(timing, "decode_ms_by_kv", None)
-    if by_kv is None or div <= 0:
+    model offers neither ``decode_ms_by_kv`` nor ``decode_ms_by_batch``, or passes take no time
+    (``div`` <= 0)."""
+    if div <= 0:
         return None
     key = (id(timing), total_kv_tokens, div)
     table = tables.get(key)
     if table is None:
-        table = tables[key] = DecodeTable(by_kv, total_kv_tokens, div)
+        by_kv = getattr(timing, "decode_ms_by_kv", None)
+        by_batch = getattr(timing, "decode_ms_by_batch", None)
+        if by_kv is not None:
+            table = DecodeTable(by_kv, total_kv_tokens, div)
+        elif by_batch is not None:
+            table = DecodePages(by_batch, total_kv_tokens, div)
+        else:
+            return None
+        tables[key] = table
     return table

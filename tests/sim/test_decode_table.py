@@ -1,4 +1,5 @@
-"""The decode-time table: quantised decode pass times by KV tokens, shared by a pool's ranks."""
+"""The decode-time tables: quantised decode pass times by KV tokens (and batch size), shared by
+a pool's ranks."""
 
 from __future__ import annotations
 
@@ -8,17 +9,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from plansim.sim import decode_table
-from plansim.sim.decode_table import DecodeTable, quantised
+from plansim.sim.decode_table import PAGE, DecodePages, DecodeTable, quantised
 from plansim.sim.timing import PolynomialTiming, load_npz_profile
 from test_timing import NPZ
 
 TOTAL = 16384 * 64
 
 
-def _pass_ms(model, kv, div):
-    # A decode-only pass as the engine times it one by one: the model's time divided by the
-    # speedup and rounded to whole nanoseconds (``engine._q``).
-    return round(model.decode_ms(1, kv, kv, TOTAL) / div * 1e6) / 1e6
+def _pass_ms(model, kv, div, n=1):
+    # A decode-only pass of n requests as the engine times it one by one: the model's time
+    # (mean context kv // n) divided by the speedup and rounded to whole nanoseconds
+    # (``engine._q``).
+    return round(model.decode_ms(n, kv, kv // n, TOTAL) / div * 1e6) / 1e6
 
 
 @settings(max_examples=300, deadline=None)
@@ -67,8 +69,42 @@ def test_ranks_of_one_pool_share_one_table_and_models_of_more_than_kv_get_none()
     assert decode_table.shared(tables, model, TOTAL, 2.0) is not one  # another speedup
     assert decode_table.shared({}, model, TOTAL, 1.0) is not one  # another pool
     assert decode_table.shared(tables, model, TOTAL, 0.0) is None  # passes take no time
-    # The NPZ profile's decode time depends on the batch and context too.
-    assert decode_table.shared(tables, load_npz_profile(NPZ), TOTAL, 1.0) is None
+    # The NPZ profile's decode time depends on the batch and context too: pages by batch size.
+    npz = load_npz_profile(NPZ)
+    pages = decode_table.shared(tables, npz, TOTAL, 1.0)
+    assert isinstance(pages, DecodePages) and decode_table.shared(tables, npz, TOTAL, 1.0) is pages
+    assert decode_table.shared({}, object(), TOTAL, 1.0) is None  # neither form
+
+
+@settings(max_examples=300, deadline=None)
+@given(kv0=st.integers(0, 300_000), n=st.integers(1, 64), passes=st.integers(1, 400),
+       div=st.sampled_from([1.0, 0.5, 1.3]), cap=st.sampled_from([1, 2, 1024]))
+def test_an_npz_run_s_times_from_pages_are_each_pass_s_quantised_decode_ms(kv0, n, passes, div,
+                                                                          cap):
+    # Runs inside a page and across pages (through the profile's grid cells and past its
+    # ends), from a fresh set of pages and from one filled by a run before it; with a cap of
+    # one or two pages the pages are dropped and made again as runs come.
+    model = load_npz_profile(NPZ)
+    expected = [_pass_ms(model, kv, div, n) for kv in range(kv0, kv0 + passes * n, n)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(decode_table, "MAX_PAGES", cap)
+        pages = DecodePages(model.decode_ms_by_batch, TOTAL, div)
+        assert pages.run(kv0, n, passes).tolist() == expected
+        pages.run(kv0 + PAGE, n, 3)
+        pages.run(max(kv0 - PAGE, 0), 1, 2)
+        assert pages.run(kv0, n, passes).tolist() == expected
+        assert len(pages._pages) <= max(cap, 2 + passes * n // PAGE)
+
+
+def test_pages_are_made_once_per_batch_size_and_page_a_run_reaches():
+    model = load_npz_profile(NPZ)
+    pages = DecodePages(model.decode_ms_by_batch, TOTAL, 1.0)
+    pages.run(100, 4, 10)
+    pages.run(PAGE - 10, 4, 5)  # into the second page
+    pages.run(200, 8, 10)
+    assert sorted(pages._pages) == [(4, 0), (4, 1), (8, 0)]
+    with pytest.raises(ValueError):
+        pages.run(100, 4, 10)[0] = 0.0  # a view of a page: read-only
 
 
 def test_a_pool_s_ranks_time_their_runs_from_one_table():

@@ -16,7 +16,10 @@ as arrays; without it, pass by pass with ``decode_ms`` and with ``decode_ms_bulk
 A model whose decode time depends on a pass's KV tokens alone may also offer
 ``decode_ms_by_kv(active_kv_tokens, total_kv_tokens)``: ``decode_ms`` of an array of KV token
 counts, whatever the batch and mean context (the engine then tabulates quantised decode times
-by KV tokens, ``plansim.sim.decode_table``, and times decode runs from the table).
+by KV tokens, ``plansim.sim.decode_table``, and times decode runs from the table). A model
+whose decode time depends on the batch size too may offer ``decode_ms_by_batch(batch_size,
+active_kv_tokens, total_kv_tokens)``: ``decode_ms`` of one batch size over an array of KV token
+counts, each with mean context ``kv // batch_size`` (tabulated by batch size and KV tokens).
 
 A model may also offer ``mixed_decode_ms(batch_size, active_kv_tokens, mean_context,
 total_kv_tokens, prefill_tokens)``: the time decode requests add to a pass that also prefills

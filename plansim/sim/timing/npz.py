@@ -82,6 +82,14 @@ class NpzTiming:
             value += near
         return np.maximum(MIN_DECODE_MS, value, out=value)
 
+    def decode_ms_by_batch(self, batch_size: int, active_kv_tokens: np.ndarray,
+                           total_kv_tokens: int) -> np.ndarray:
+        """``decode_ms`` of ``batch_size`` requests over each of ``active_kv_tokens`` (int64),
+        with mean context ``kv // batch_size``."""
+        value = self._surface(active_kv_tokens.astype(np.float64),
+                              (active_kv_tokens // batch_size).astype(np.float64))
+        return np.maximum(MIN_DECODE_MS, value, out=value)
+
     def decode_ms_bulk(self, batch_size: np.ndarray, active_kv_tokens: np.ndarray,
                        mean_context: np.ndarray, total_kv_tokens: int) -> np.ndarray:
         value = self._surface(np.asarray(active_kv_tokens, dtype=np.float64),
