@@ -604,11 +604,15 @@ class Rank:
         self.hooks.on_admit(self, req, now, match.cached_tokens)
 
     def grant(self, req: Request, n: int) -> bool:
+        # ``req`` runs: its state is read and written in its batch row (the attributes would do
+        # the same through a property call each).
         bs = self.block_size
         cache = self.cache
-        before = req.computed
+        b = self.batch
+        row = req._row
+        before = b.computed.item(row)
         reach = before + n
-        if self.sampler is not None and reach == req.isl + req.generated:
+        if self.sampler is not None and reach == b.known.item(row):
             # A verification pass writes KV for its drafts too: reserve room for the tokens it
             # may emit.
             lookahead = req.osl - req.generated
@@ -616,7 +620,7 @@ class Rank:
                 lookahead = self.max_burst
             if lookahead > 1:
                 reach += lookahead - 1
-        n_blocks = req.n_blocks
+        n_blocks = b.blocks.item(row)
         need = -(-reach // bs) - n_blocks
         if need > cache.available():
             running = self.running
@@ -634,21 +638,22 @@ class Rank:
                 self._preempt(victim, index)
                 if victim is req:
                     return False
+            row = req._row  # the rows behind a preempted request moved up
         if need > 0:
             fence = cache.allocate(need)
             if fence:
                 self.offload.hold_compute(fence)
-            req.n_blocks = n_blocks + need
+            b.blocks[row] = n_blocks + need
         after = before + n
-        req.computed = after
+        b.computed[row] = after
         if cache.prefix_caching:
             n_pk = len(req.prompt_keys)
             lo = before // bs
             hi = after // bs
             if lo < n_pk and hi > lo:
                 self._register(req, lo, hi if hi < n_pk else n_pk)
-        req.pass_no = self.pass_no
-        req.computed_before = before
+        b.pass_no[row] = self.pass_no
+        b.before[row] = before
         self.pass_tokens += n
         self._granted.append(req)
         return True
@@ -739,13 +744,16 @@ class Rank:
         emit: list[Request] = []
         n_dec = kv_dec = 0
         sum_prefill_tokens = 0
+        # Every granted request runs: its state is read from its batch row.
+        pass_nos, befores, computeds, knowns = b.pass_no, b.before, b.computed, b.known
         for req in granted:
-            if req.pass_no != pass_no:
+            row = req._row
+            if pass_nos.item(row) != pass_no:
                 continue
             isl = req.isl
-            before = req.computed_before
+            before = befores.item(row)
             prefix = before if before < isl else isl
-            computed = req.computed
+            computed = computeds.item(row)
             prompt = (computed if computed < isl else isl) - prefix
             if offload is not None and req.stored_blocks < len(req.prompt_keys):
                 stores.append(req)
@@ -754,7 +762,7 @@ class Rank:
                 total_isl += prefix + prompt
                 total_prefix += prefix
                 sum_prefill_tokens += prompt
-            length = isl + req.generated
+            length = knowns.item(row)
             if computed >= length:
                 emit.append(req)
                 if sampler is not None:
@@ -764,7 +772,7 @@ class Rank:
                 # verification step in this pass. A preempted request recomputing its output
                 # past the prompt is timed as a decode too where the policy says so.
                 if (prompt == 0 or not prefill_timed or verifies
-                        or (req.generated and self.policy.recompute_decodes)):
+                        or (length > isl and self.policy.recompute_decodes)):
                     n_dec += 1
                     kv_dec += length
         for lo, hi in slices:
