@@ -429,27 +429,30 @@ class Rank:
         end = self._try_run(now)
         if end is None and self.prompt_runs:
             end = self._try_prompt_run(now)
-        if end is None:
+        if end is not None:
+            # A run's last end is already the clock's, pass end after pass end (``now + (end -
+            # now)`` on it could be a float off when the run lasts longer than ``now``).
+            return end
+        end = self._single_pass(now)
+        while (not self._emit and not self._slices and not self.pass_tokens
+               and not self.running and self.waiting):
+            if offload is not None and offload.held:
+                # The head waits for device blocks that loads in flight hold: the rank
+                # idles until a transfer lands.
+                self.stalled = True
+                break
+            # Nothing runs and the head cannot start: it never will, so it must not stall
+            # the rank (a replay never hangs).
+            stuck = self._unwait(self.waiting[0])
+            if offload is not None:
+                offload.dropped(stuck, self.cache)
+            self.hooks.on_reject(self, stuck, "cannot_be_scheduled")
             end = self._single_pass(now)
-            while (not self._emit and not self._slices and not self.pass_tokens
-                   and not self.running and self.waiting):
-                if offload is not None and offload.held:
-                    # The head waits for device blocks that loads in flight hold: the rank
-                    # idles until a transfer lands.
-                    self.stalled = True
-                    break
-                # Nothing runs and the head cannot start: it never will, so it must not stall
-                # the rank (a replay never hangs).
-                stuck = self._unwait(self.waiting[0])
-                if offload is not None:
-                    offload.dropped(stuck, self.cache)
-                self.hooks.on_reject(self, stuck, "cannot_be_scheduled")
-                end = self._single_pass(now)
-            if self.head_runs:
-                head_end = now + (end - now)
-                run_end = self._try_run(head_end, head=True)
-                if run_end is not None:
-                    return head_end + (run_end - head_end)
+        if self.head_runs:
+            head_end = now + (end - now)
+            run_end = self._try_run(head_end, head=True)
+            if run_end is not None:
+                return run_end
         return now + (end - now)
 
     def interrupt(self, t: float) -> float | None:
@@ -471,7 +474,7 @@ class Rank:
                 return run.start_ms
             kept = 1  # the first pass is already running at its own start time
         self._run = run.kept(kept)
-        return t + (float(ends[kept - 1]) - t)
+        return float(ends[kept - 1])
 
     def finish(self, now: float) -> None:
         """Apply the pass (or run) ending at ``now`` (virtual ms)."""
