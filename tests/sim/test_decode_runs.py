@@ -82,6 +82,15 @@ STALE_MATCH = ([(0.0, 20, 1, [1000]), (0.0, 20, 1, [1010]), (0.0, 20, 1, [1020])
                 "preemption_mode": "lifo"}, 1, "round_robin", True)
 
 
+# A prompt run from 20.4 ms to 100.5 ms (NPZ timing): its end must be the float its passes reach
+# one by one, not the run's start plus its length (a float off).
+PROMPT_RUN_END = ([(0.0, 1177, 1, [1000, 1001, 1002, 1003, 1004])],
+                  {"backend": "vllm", "num_gpu_blocks": 30, "block_size": 64, "max_num_seqs": 1,
+                   "max_num_batched_tokens": 256, "enable_chunked_prefill": True,
+                   "preemption_mode": "lifo", "timing_model": {"type": "npz", "path": str(NPZ)}},
+                  1, "round_robin", False)
+
+
 def _prompt_runs(num_gpu_blocks, max_num_seqs=4):
     # A 1500-token prompt in chunks of 255 beside a decoding request (budget 256), another
     # prompt arriving during its run (which cuts it), a third while the batch is full; with
@@ -111,6 +120,7 @@ HEAD_RUNS = ([(0.0, 900, 40, [1000, 1001, 1002, 1003]), (0.0, 300, 25, [1010, 10
 @example(ONE_SHORT)
 @example(SGLANG_RATIO)
 @example(STALE_MATCH)
+@example(PROMPT_RUN_END)
 @example(_prompt_runs(400))
 @example(_prompt_runs(400, max_num_seqs=2))
 @example(_prompt_runs(120))
@@ -156,6 +166,7 @@ def test_large_batches_match_pass_by_pass(case):
 @example(_straddle("vllm"))
 @example(STRADDLE_TIGHT)
 @example(HEAD_RUNS)
+@example(PROMPT_RUN_END)
 def test_scalar_and_vector_paths_give_identical_results(case):
     # Every per-pass step forced onto its scalar path, then onto its vector path: the same
     # requests table to the bit and the same token gaps.
@@ -198,7 +209,7 @@ def _same_as_pass_by_pass(case):
     a, b = fast.requests, slow.requests
     assert a["status"].tolist() == b["status"].tolist()
     for col in COLUMNS:
-        np.testing.assert_allclose(a[col].to_numpy(dtype=float), b[col].to_numpy(dtype=float),
-                                   rtol=0, atol=1e-6, equal_nan=True, err_msg=col)
+        np.testing.assert_array_equal(a[col].to_numpy(dtype=float), b[col].to_numpy(dtype=float),
+                                      err_msg=col)
     ga, ca = fast.summary["median_itl_ms"], slow.summary["median_itl_ms"]
     assert ga == ca
