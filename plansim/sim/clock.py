@@ -17,7 +17,8 @@ Order at one instant (the rules every replay figure depends on):
    a sample. A rank is kicked when work reaches it, and its pass start is scheduled then, so it
    runs after every call already due at that instant: a request arriving exactly when a pass
    ends joins the next pass, as in the reference. (A rank whose pass ends with nothing else due
-   at that instant starts its next pass at once: the scheduled start would be the next call.)
+   at that instant, or an idle one reached by the instant's last open-loop arrival with nothing
+   else due then, starts its next pass at once: the scheduled start would be the next call.)
    A planner tick due at the same instant as an arrival runs before it when it was scheduled
    first (ticks are scheduled one interval ahead; the arrival walker schedules its next step
    when it emits the previous arrivals).
