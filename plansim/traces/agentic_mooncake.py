@@ -47,6 +47,7 @@ VERSION = 2
 TRIGGERS = {"dispatch": DISPATCH, "completion": COMPLETION}
 RELATIONS = ("sequence", "spawn", "join", "replay_barrier")
 _U64_MAX = (1 << 64) - 1
+_I64_MAX = (1 << 63) - 1  # counts are int64 columns
 _ROW_KEYS = frozenset({"request_id", "play_id", "session_id", "model", "input_length",
                        "input_tokens", "output_length", "output_tokens", "hash_ids",
                        "not_before_ms", "dependencies"})
@@ -212,7 +213,7 @@ class _Row:
         if isl is not None and not (type(isl) is int and isl >= 0):
             raise fail(f"input_length must be a non-negative integer, got {isl!r}", "input_length")
         osl = _alias(rec, "output_length", "output_tokens")
-        if not (type(osl) is int and osl >= 0):
+        if not (type(osl) is int and 0 <= osl <= _I64_MAX):
             raise fail(f"output_length must be a non-negative integer, got {osl!r}",
                        "output_length")
         capacity = len(hs) * block_size

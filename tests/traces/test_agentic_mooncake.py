@@ -63,6 +63,7 @@ def test_keys_without_effect_are_named_in_one_warning(tmp_path, caplog):
      "dependencies[0].trigger"),
     ([agentic_row("a", "s", 0, model="m1"), agentic_row("b", "s", 0, model="m2")], 3, "model"),
     ([agentic_row("a", "s", -5)], 2, "not_before_ms"),
+    ([agentic_row("a", "s", 0, output_length=2**63)], 2, "output_length"),
     ([agentic_row("a", "s", 0, colour="red")], 2, "colour"),
     ([AGENTIC_HEADER], 2, "schema"),
 ])
