@@ -28,8 +28,9 @@ _FIELDS = ("rid", "isl", "total", "computed", "known", "blocks", "pass_no", "bef
 # stamps, the decode-run check) to 8 us (a run's stamps) whatever the size, and loops over lists
 # cost as much at about 16 rows (measured on 1 December). Decoding rows are granted one by one
 # below SCALAR_GRANT_ROWS, where the per-request ``grant`` (about 3 us a row) is cheaper than the
-# vector step (about 10 us). Both paths give the same state; the modules read these at call
-# time, so that tests can force either path. Runs of up to SCALAR_PASSES passes are timed and
+# vector step (about 10 us), and from SCALAR_GRANT_ROWS up to SCALAR_ROWS rows in one loop over
+# the rows' lists. The paths give the same state; the modules read these at call time, so that
+# tests can force either path. Runs of up to SCALAR_PASSES passes are timed and
 # stamped as Python lists, pass by pass: about 0.4 (polynomial) to 0.8 us (NPZ) a pass, against
 # 8 to 13 us for the array path whatever the length (measured on 1 December).
 SCALAR_ROWS = 16
@@ -58,11 +59,11 @@ class Batch:
     def __len__(self) -> int:
         return len(self.reqs)
 
-    def columns(self) -> list[list[int]]:
-        """The live rows' state as Python lists, one per field in ``_FIELDS`` order (``rid``,
-        ``isl``, ``total``, ``computed``, ``known``, ``blocks``, ``pass_no``, ``before``), in
-        one numpy call: the scalar path's view of the batch."""
-        return self._state[:, :len(self.reqs)].tolist()
+    def columns(self, start: int = 0, stop: int | None = None) -> list[list[int]]:
+        """The live rows' state (rows ``start:stop``; default all) as Python lists, one per field
+        in ``_FIELDS`` order (``rid``, ``isl``, ``total``, ``computed``, ``known``, ``blocks``,
+        ``pass_no``, ``before``), in one numpy call: the scalar path's view of the batch."""
+        return self._state[:, start:len(self.reqs) if stop is None else stop].tolist()
 
     def add(self, req: Request) -> None:
         """Append ``req`` (its state from its attributes) as the last row."""

@@ -674,6 +674,8 @@ class Rank:
         stop = n if n - start <= budget else start + budget
         if stop - start < soa.SCALAR_GRANT_ROWS or stop <= start:
             return start  # a few rows: ``grant`` one by one costs less than the vector step
+        if stop - start < soa.SCALAR_ROWS:
+            return self._grant_decoding_rows(start, stop)
         computed = b.computed[start:stop]
         decoding = (b.known[start:stop] - computed == 1) & (computed >= b.isl[start:stop])
         if not decoding[0]:
@@ -706,6 +708,46 @@ class Rank:
         computed += 1
         b.pass_no[start:stop] = self.pass_no
         self.pass_tokens += stop - start
+        self._slices.append((start, stop))
+        return stop
+
+    def _grant_decoding_rows(self, start: int, stop: int) -> int:
+        """``grant_decoding`` of rows ``start:stop`` in one loop over their lists (fewer rows
+        than ``soa.SCALAR_ROWS``): the same rows granted, blocks allocated and state."""
+        b = self.batch
+        _, isl, _, computed, known, blocks, _, _ = b.columns(start, stop)
+        bs = self.block_size
+        avail = -1
+        grown = []
+        m = 0
+        for i in range(stop - start):
+            c = computed[i]
+            if known[i] - c != 1 or c < isl[i]:
+                break  # not decoding
+            if c >= blocks[i] * bs:
+                # A new block: stop before the first row the pool cannot give one without
+                # preempting.
+                if avail < 0:
+                    avail = self.cache.available()
+                if len(grown) == avail:
+                    break
+                grown.append(i)
+            m += 1
+        if not m:
+            return start
+        stop = start + m
+        if grown:
+            fence = self.cache.allocate(len(grown))
+            if fence:
+                self.offload.hold_compute(fence)
+            rows = b.blocks
+            for i in grown:
+                rows[start + i] = blocks[i] + 1
+        del computed[m:]
+        b.before[start:stop] = computed
+        b.computed[start:stop] = [c + 1 for c in computed]
+        b.pass_no[start:stop] = self.pass_no
+        self.pass_tokens += m
         self._slices.append((start, stop))
         return stop
 

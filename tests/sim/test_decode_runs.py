@@ -91,6 +91,16 @@ PROMPT_RUN_END = ([(0.0, 1177, 1, [1000, 1001, 1002, 1003, 1004])],
                   1, "round_robin", False)
 
 
+# Four decoding requests ahead of a prompt that a cut prompt run leaves one token short of its
+# end (428 of 429; budget 256, the 30 ms arrival cuts the run): the decoding rows granted in one
+# step must stop at it, a prompt still.
+SHORT_BEHIND_DECODERS = ([(0.0, 20, 60, [1000]), (0.0, 20, 60, [1010]), (0.0, 20, 60, [1020]),
+                          (0.0, 20, 60, [1030]), (0.0, 429, 5, [1040]), (30.0, 20, 5, [1050])],
+                         {"num_gpu_blocks": 400, "block_size": 16, "max_num_seqs": 8,
+                          "max_num_batched_tokens": 256, "enable_chunked_prefill": True,
+                          "preemption_mode": "lifo"}, 1, "round_robin", False)
+
+
 def _prompt_runs(num_gpu_blocks, max_num_seqs=4):
     # A 1500-token prompt in chunks of 255 beside a decoding request (budget 256), another
     # prompt arriving during its run (which cuts it), a third while the batch is full; with
@@ -121,6 +131,7 @@ HEAD_RUNS = ([(0.0, 900, 40, [1000, 1001, 1002, 1003]), (0.0, 300, 25, [1010, 10
 @example(SGLANG_RATIO)
 @example(STALE_MATCH)
 @example(PROMPT_RUN_END)
+@example(SHORT_BEHIND_DECODERS)
 @example(_prompt_runs(400))
 @example(_prompt_runs(400, max_num_seqs=2))
 @example(_prompt_runs(120))
