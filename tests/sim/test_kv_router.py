@@ -377,6 +377,8 @@ def test_a_requests_recurring_blocks_reach_its_last_trace_block_another_request_
     assert recurring_blocks(ids, offsets, 128, 64) == [6, 4, 4, 0, 4]
     assert recurring_blocks(ids, offsets, 128, 48) == [8, 5, 5, 0, 5]  # 2.67 blocks a hash
     assert recurring_blocks(np.array([], dtype=np.int64), np.array([0, 0]), 128, 64) == [0]
+    # Offsets into a longer array: only the requests' own hashes count (4 outside recurs not).
+    assert recurring_blocks(np.array([4, 1, 2, 1, 3, 4]), np.array([1, 3, 5]), 128, 64) == [2, 2]
 
 
 def test_a_decode_pool_is_routed_by_load_alone_so_its_ranks_keep_no_router_view():

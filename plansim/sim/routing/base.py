@@ -64,13 +64,15 @@ def recurring_blocks(hash_ids: np.ndarray, hash_offsets: np.ndarray, trace_block
     trace. A block past them is keyed from a hash no other request has, so no other prompt can
     share it (a superset: a repeated hash need not make an equal block)."""
     n = hash_offsets.shape[0] - 1
-    if not hash_ids.size:
+    # The requests' hashes (the offsets need not start at 0 nor end at the array's end).
+    ids = hash_ids[hash_offsets[0]:hash_offsets[-1]]
+    if not ids.size:
         return [0] * n
-    _, inverse, counts = np.unique(hash_ids, return_inverse=True, return_counts=True)
+    _, inverse, counts = np.unique(ids, return_inverse=True, return_counts=True)
     repeated = counts[inverse] > 1
     lengths = np.diff(hash_offsets)
     owner = np.repeat(np.arange(n), lengths)
-    position = np.arange(hash_ids.size) - np.repeat(hash_offsets[:-1], lengths)
+    position = np.arange(ids.size) - np.repeat(hash_offsets[:-1] - hash_offsets[0], lengths)
     last = np.zeros(n, dtype=np.int64)
     np.maximum.at(last, owner[repeated], position[repeated] + 1)
     return ((last * trace_block_size) // block_size).tolist()
