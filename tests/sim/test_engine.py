@@ -223,12 +223,7 @@ def test_an_arrival_during_a_pass_joins_the_next_pass():
 def test_last_fpm_is_the_latest_pass_of_a_rank():
     from plansim.sim.engine import Request
 
-    rank = _lone_rank(decode_runs=True)
-    rank.enqueue(Request(0, 1000, 3, []))
-    t = 0.0
-    while rank.has_work():
-        t = rank.start_pass(t)
-        rank.finish(t)
+    rank, _ = _served(_lone_rank(decode_runs=True), Request(0, 1000, 3, []))
     fpm = rank.last_fpm
     # The last pass (of the decode run after the prefill) decoded one sequence of 1002 tokens.
     assert (fpm.num_decode_requests, fpm.sum_decode_kv_tokens) == (1, 1002)
@@ -295,15 +290,20 @@ def _lone_rank(decode_runs):
     return Rank(0, 0, EngineArgs(), PolynomialTiming(), hooks, decode_runs=decode_runs)
 
 
-def test_take_fpm_averages_every_pass_since_the_previous_take_each_counting_once():
-    from plansim.sim.engine import Request
-
-    rank = _lone_rank(decode_runs=False)
-    rank.enqueue(Request(0, 1000, 3, []))
+def _served(rank, req):
+    """``rank`` after serving ``req`` alone from 0 ms, and when it ended (ms)."""
+    rank.enqueue(req)
     t = 0.0
     while rank.has_work():
         t = rank.start_pass(t)
         rank.finish(t)
+    return rank, t
+
+
+def test_take_fpm_averages_every_pass_since_the_previous_take_each_counting_once():
+    from plansim.sim.engine import Request
+
+    rank, t = _served(_lone_rank(decode_runs=False), Request(0, 1000, 3, []))
     fpm = rank.take_fpm(t)
     # Passes: a 1000-token prefill, then decodes over 1001 and 1002 KV tokens.
     p, d1, d2 = prefill_ms(1000) / 1000, decode_ms(1001) / 1000, decode_ms(1002) / 1000
