@@ -318,7 +318,6 @@ class Rank:
         self.timing = timing
         # Timing models that know a mixed pass shares one weights pass (see sim.timing).
         self._mixed_decode = getattr(timing, "mixed_decode_ms", None)
-        self._decode_series = getattr(timing, "decode_ms_series", None)
         self._decode_table = decode_table.shared({} if decode_tables is None else decode_tables,
                                                  timing, self.total_kv_tokens, self.decode_div)
         self.cache = KvCache(args.num_gpu_blocks, args.block_size, args.enable_prefix_caching)
@@ -1060,9 +1059,9 @@ class Rank:
     def _run_times(self, now: float, n: int, kv0: int, k: int) -> tuple[list[float], list[float]]:
         """(pass times, pass ends) of a decode run of ``k`` passes of ``n`` requests from
         ``now``, ``kv0`` tokens long in all at the start, in plain Python: the passes taken from
-        the decode table, or timed by the model's ``decode_ms_series`` (or ``decode_ms`` pass by
-        pass) and quantised as ``decode_ms_bulk``'s are, the ends summed one by one as the clock
-        would (the same floats as the array path)."""
+        the decode table, or timed by the model's ``decode_ms`` pass by pass and quantised as
+        ``decode_ms_bulk``'s are, the ends summed one by one as the clock would (the same floats
+        as the array path)."""
         div = self.decode_div
         if div <= 0:
             return [0.0] * k, [now] * k
@@ -1073,12 +1072,8 @@ class Rank:
             del ends[0]
             return dts, ends
         total = self.total_kv_tokens
-        series = self._decode_series
-        if series is not None:
-            raws = series(n, kv0, k, total)
-        else:
-            decode_ms = self.timing.decode_ms
-            raws = [decode_ms(n, kv, kv // n, total) for kv in range(kv0, kv0 + k * n, n)]
+        decode_ms = self.timing.decode_ms
+        raws = [decode_ms(n, kv, kv // n, total) for kv in range(kv0, kv0 + k * n, n)]
         dts = []
         ends = []
         t = now
@@ -1100,12 +1095,8 @@ class Rank:
             dts = np.zeros(k)
         else:
             # Pass j: every request one token longer than at pass j - 1.
-            if self._decode_series is not None:
-                raw = self._decode_series(n, kv0, k, self.total_kv_tokens, array=True)
-            else:
-                kv = np.arange(kv0, kv0 + k * n, n, dtype=np.int64)
-                raw = self.timing.decode_ms_bulk(np.full(k, n), kv, kv // n,
-                                                 self.total_kv_tokens)
+            kv = np.arange(kv0, kv0 + k * n, n, dtype=np.int64)
+            raw = self.timing.decode_ms_bulk(np.full(k, n), kv, kv // n, self.total_kv_tokens)
             dts = decode_table.quantised(raw, div)
         # The clock's sums, pass end after pass end: now + dts[0], then + dts[1], ...
         ends = dts.copy()

@@ -46,7 +46,7 @@ def scenario(draw, max_requests=6, max_seqs=4, max_blocks=120):
         engine["speedup_ratio"] = draw(st.sampled_from([0.8, 1.7]))
         engine["decode_speedup_ratio"] = draw(st.sampled_from([1.0, 1.3]))
     if draw(st.integers(0, 3)) == 0:
-        # The NPZ profile's pass times (its runs are timed as series of grid look-ups).
+        # The NPZ profile's pass times (its runs are timed from pages by batch size).
         engine["timing_model"] = {"type": "npz", "path": str(NPZ)}
     workers = draw(st.integers(1, 2))
     mode = draw(st.sampled_from(["round_robin", "kv_router"]))

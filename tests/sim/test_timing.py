@@ -147,26 +147,3 @@ def test_two_types_declaring_one_key_differently_is_refused():
 
 
 KIND_A, KIND_B = _KindA(), _KindB()
-
-
-@pytest.mark.parametrize("model", [PolynomialTiming(), load_npz_profile(NPZ)],
-                         ids=["polynomial", "npz"])
-@pytest.mark.parametrize("n, kv0, passes", [(1, 1, 5), (3, 4000, 200), (7, 1 << 20, 50),
-                                            (64, 100_000, 300), (2, 0, 0)])
-def test_a_series_of_decode_passes_is_each_pass_s_decode_ms(model, n, kv0, passes):
-    # A decode run: pass j of n requests over kv0 + j * n KV tokens (mean context kv // n),
-    # through the grid's cells and past its ends (npz), or past the polynomial's fill range.
-    total = 1 << 20
-    expected = [model.decode_ms(n, kv, kv // n, total) for kv in range(kv0, kv0 + passes * n, n)]
-    assert model.decode_ms_series(n, kv0, passes, total) == expected
-    assert model.decode_ms_series(n, kv0, passes, total, array=True).tolist() == expected
-
-
-@settings(max_examples=300, deadline=None)
-@given(n=st.integers(1, 64), kv0=st.integers(0, 300_000), passes=st.integers(0, 400))
-def test_an_npz_decode_run_as_an_array_is_each_pass_s_decode_ms(n, kv0, passes):
-    # Runs inside one grid cell take the cell's corners as scalars, runs crossing cells the
-    # surface look-up: both the scalar model's floats.
-    m = load_npz_profile(NPZ)
-    expected = [m.decode_ms(n, kv, kv // n, 1) for kv in range(kv0, kv0 + passes * n, n)]
-    assert m.decode_ms_series(n, kv0, passes, 1, array=True).tolist() == expected

@@ -6,13 +6,6 @@ are no new tokens) and ``decode_ms(batch_size, active_kv_tokens, mean_context, t
 arguments, which the engine uses to time a run of decode-only passes in one call. Times are
 milliseconds, before the engine's speedup ratios.
 
-A model may also offer ``decode_ms_series(batch_size, kv0_tokens, passes, total_kv_tokens)``:
-the ``decode_ms`` of ``passes`` passes of ``batch_size`` requests, the first over ``kv0_tokens``
-KV tokens and each next one over ``batch_size`` more (mean context ``kv // batch_size``), as a
-list of the very floats ``decode_ms`` gives, in one call, or with ``array=True`` as a new
-float64 array of them (the engine times its decode runs with it: short ones as lists, long ones
-as arrays; without it, pass by pass with ``decode_ms`` and with ``decode_ms_bulk``).
-
 A model whose decode time depends on a pass's KV tokens alone may also offer
 ``decode_ms_by_kv(active_kv_tokens, total_kv_tokens)``: ``decode_ms`` of an array of KV token
 counts, whatever the batch and mean context (the engine then tabulates quantised decode times

@@ -7,8 +7,6 @@ from bisect import bisect_right
 
 import numpy as np
 
-INFINITY = float("inf")
-
 
 class Axis:
     """One axis for array look-ups with the fewest numpy calls (the grid's inner points, left
@@ -76,45 +74,6 @@ class Grid:
         elif i > self.last:
             i = self.last
         return i, (x - pts[i]) / (pts[i + 1] - pts[i])
-
-    def cell(self, x: float) -> tuple[int, float, float, float]:
-        """``segment``'s index for x, the segment's left point and width, and where the points
-        leaving it start (its right point; infinity for the last, which extends outwards)."""
-        i, _ = self.segment(x)
-        pts = self.points
-        lo = pts[i]
-        return i, lo, pts[i + 1] - lo, pts[i + 1] if i < self.last else INFINITY
-
-
-def interp2_rising(xs: Grid, ys: Grid, z: list[list[float]], x0: int, dx: int, y0: int,
-                   k: int) -> list[float]:
-    """``interp2_scalar`` at ``(x0 + j * dx, y0 + j)`` for ``j`` in ``range(k)`` (integer
-    coordinates, ``dx >= 0``), with the same arithmetic, so the same floats: as both rise, each
-    grid cell's corners and edge differences are looked up once, when the points enter it."""
-    out = []
-    x_hi = y_hi = -INFINITY  # no cell yet
-    x_int, y_int = x0, y0
-    for _ in range(k):
-        x = float(x_int)
-        y = float(y_int)
-        if x >= x_hi or y >= y_hi:
-            if x >= x_hi:
-                i, x_lo, x_width, x_hi = xs.cell(x)
-            if y >= y_hi:
-                j, y_lo, y_width, y_hi = ys.cell(y)
-            row, nxt = z[i], z[i + 1]
-            z00 = row[j]
-            d0 = row[j + 1] - z00
-            z10 = nxt[j]
-            d1 = nxt[j + 1] - z10
-        tx = (x - x_lo) / x_width
-        ty = (y - y_lo) / y_width
-        near = z00 + ty * d0
-        far = z10 + ty * d1
-        out.append(near + tx * (far - near))
-        x_int += dx
-        y_int += 1
-    return out
 
 
 def interp1_scalar(xs: Grid, ys: list[float], x: float) -> float:

@@ -13,8 +13,7 @@ import numpy as np
 
 from plansim.errors import ConfigError
 from plansim.sim.timing.base import MIN_DECODE_MS, TimingKind, TimingModel
-from plansim.sim.timing.interp import (Grid, Surface, interp1_scalar, interp2_rising,
-                                       interp2_scalar)
+from plansim.sim.timing.interp import Grid, Surface, interp1_scalar, interp2_scalar
 
 
 class NpzTiming:
@@ -46,41 +45,6 @@ class NpzTiming:
         value = interp2_scalar(self._kv, self._ctx, self._itl, float(active_kv_tokens),
                                float(mean_context))
         return max(MIN_DECODE_MS, value)
-
-    def decode_ms_series(self, batch_size: int, kv0_tokens: int, passes: int,
-                         total_kv_tokens: int, *, array: bool = False) -> list[float] | np.ndarray:
-        ctx0 = kv0_tokens // batch_size
-        if not array:
-            floor = MIN_DECODE_MS
-            values = interp2_rising(self._kv, self._ctx, self._itl, kv0_tokens, batch_size,
-                                    ctx0, passes)
-            return [v if v > floor else floor for v in values]
-        if not passes:
-            return np.zeros(0)
-        kv = np.arange(kv0_tokens, kv0_tokens + passes * batch_size, batch_size,
-                       dtype=np.int64).astype(np.float64)
-        ctx = np.arange(ctx0, ctx0 + passes, dtype=np.int64).astype(np.float64)
-        i, x_lo, x_width, x_hi = self._kv.cell(kv[0])
-        j, y_lo, y_width, y_hi = self._ctx.cell(ctx[0])
-        if kv[-1] >= x_hi or ctx[-1] >= y_hi:
-            value = self._surface(kv, ctx)  # the points cross cells
-        else:
-            # Every point in one cell (the usual run): its corners as scalars, the arithmetic
-            # of Surface (and interp2_scalar) element by element.
-            row, nxt = self._itl[i], self._itl[i + 1]
-            z00, z10 = row[j], nxt[j]
-            kv -= x_lo
-            kv /= x_width
-            ctx -= y_lo
-            ctx /= y_width
-            near = ctx * (row[j + 1] - z00)
-            near += z00
-            value = ctx * (nxt[j + 1] - z10)
-            value += z10
-            value -= near
-            value *= kv
-            value += near
-        return np.maximum(MIN_DECODE_MS, value, out=value)
 
     def decode_ms_by_batch(self, batch_size: int, active_kv_tokens: np.ndarray,
                            total_kv_tokens: int) -> np.ndarray:

@@ -29,22 +29,6 @@ class PolynomialTiming:
         u = active_kv_tokens / total_kv_tokens
         return max(MIN_DECODE_MS, U2 * u * u + U1 * u + U0)
 
-    def decode_ms_series(self, batch_size: int, kv0_tokens: int, passes: int,
-                         total_kv_tokens: int, *, array: bool = False) -> list[float] | np.ndarray:
-        if array:
-            kv = np.arange(kv0_tokens, kv0_tokens + passes * batch_size, batch_size,
-                           dtype=np.int64)
-            return self.decode_ms_by_kv(kv, total_kv_tokens)
-        floor, u2, u1, u0 = MIN_DECODE_MS, U2, U1, U0
-        out = []
-        kv = kv0_tokens
-        for _ in range(passes):
-            u = kv / total_kv_tokens
-            v = u2 * u * u + u1 * u + u0
-            out.append(v if v > floor else floor)
-            kv += batch_size
-        return out
-
     def decode_ms_bulk(self, batch_size: np.ndarray, active_kv_tokens: np.ndarray,
                        mean_context: np.ndarray, total_kv_tokens: int) -> np.ndarray:
         return self.decode_ms_by_kv(active_kv_tokens, total_kv_tokens)
