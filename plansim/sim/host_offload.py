@@ -173,8 +173,12 @@ class HostTier:
                 victims = list(islice(filterfalse(guarded.__contains__, resident), need))
                 deque(map(resident.__delitem__, victims), 0)
         done = self.d2h.submit(now_ms if submit_ms is None else submit_ms, len(missing))
+        before = len(storing)
         storing.update(zip(missing, repeat(done)))
-        self._transfers.append((done, missing))
+        # A block offered twice lands once (``advance`` takes each landed block out once).
+        landing = (missing if len(storing) - before == len(missing)
+                   else list(dict.fromkeys(missing)))
+        self._transfers.append((done, landing))
         self.stored_blocks += len(missing)
         self.advance(now_ms)  # an instantaneous transfer submitted now lands at once
         return done

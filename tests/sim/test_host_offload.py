@@ -115,6 +115,13 @@ def test_transfers_landing_at_one_time_are_one_cohort():
     assert list(tier.resident) == [3, 4, 1, 2]  # sorted by cohort_rank as one cohort
 
 
+def test_a_block_offered_twice_in_one_store_lands_once():
+    tier = HostTier(8, BLOCK_BYTES, 0.0, 0.0)
+    tier.store([5, 6, 5], now_ms=0.0, submit_ms=5.0)
+    tier.advance(5.0)
+    assert sorted(tier.resident) == [5, 6] and not tier.storing
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.integers(-(1 << 63), (1 << 63) - 1), unique=True, max_size=40))
 def test_cohort_order_is_the_order_of_cohort_rank(keys):
