@@ -1157,23 +1157,28 @@ class Rank:
         bs = self.block_size
         # The batch's state after the run; the hooks below read none of it.
         if n < soa.SCALAR_ROWS:
-            rid, _, total, _, known, blocks, _, _ = b.columns()
-            if head:
-                known = [L + 1 for L in known]
+            # One loop over the rows' lists: each emits ``d`` tokens, holds the blocks its
+            # last pass reaches, and is done when its known length reaches its total.
+            rids, _, total, _, known, blocks, _, _ = b.columns()
+            d = m + 1 if head else m
             new_blocks = 0
+            computed = []
+            rows = []
             for i in range(n):
-                need = -(-(known[i] + m - 1) // bs) - blocks[i]
+                L = known[i] + d
+                need = -(-(L - 1) // bs) - blocks[i]
                 if need > 0:
                     new_blocks += need
                     blocks[i] += need
+                known[i] = L
+                computed.append(L - 1)
+                if L >= total[i]:
+                    rows.append(i)
             if new_blocks:
                 b.blocks[:n] = blocks
                 self.cache.allocate(new_blocks)
-            b.computed[:n] = [L + m - 1 for L in known]
-            known = [L + m for L in known]
+            b.computed[:n] = computed
             b.known[:n] = known
-            rows = [i for i in range(n) if known[i] >= total[i]]
-            rids = np.array(rid, dtype=np.int64)
         else:
             known = b.known[:n]
             if head:
@@ -1321,7 +1326,7 @@ class Rank:
         ends[-1] = now
         self._last_pass = run.fpms[-1]
         if p:
-            self.hooks.on_run(self, np.array(rid[:p], dtype=np.int64), ends)
+            self.hooks.on_run(self, rid[:p], ends)
         rows = [i for i in range(p) if known[i] + m >= total[i]]
         if before >= isl[p]:
             # The last chunk: the prompt's first token.

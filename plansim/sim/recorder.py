@@ -245,19 +245,19 @@ class Recorder:
         self._count_tokens(end, sum(counts))
         return first
 
-    def run(self, rids: np.ndarray, ends: list[float] | np.ndarray) -> None:
-        """A run of passes: every request of ``rids`` emits one token at each of ``ends`` (a
-        list for a short run, an array for a long one), its first token possibly at the
-        first."""
+    def run(self, rids: list[int] | np.ndarray, ends: list[float] | np.ndarray) -> None:
+        """A run of passes: every request of ``rids`` (a list for a short batch, an int64
+        array for a long one) emits one token at each of ``ends`` (a list for a short run, an
+        array for a long one), its first token possibly at the first."""
         m = len(ends)
         e0 = float(ends[0])
         e_last = float(ends[-1])
         n_tokens = self.n_tokens
-        n = rids.shape[0]
-        if n < soa.SCALAR_ROWS:
+        n = len(rids)
+        if type(rids) is list:
             last = self.last_token
             previous = []
-            for rid in rids.tolist():
+            for rid in rids:
                 k = n_tokens.item(rid)
                 if k == 0:
                     self.first_token[rid] = e0

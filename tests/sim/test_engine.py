@@ -354,7 +354,7 @@ def _head_rank(log):
 
     hooks = EngineHooks(ignore, tokens,
                         lambda _r, req, end: log.append(("complete", req.rid, end)), ignore,
-                        lambda _r, rids, ends: log.append(("run", rids.tolist(), list(ends))))
+                        lambda _r, rids, ends: log.append(("run", list(map(int, rids)), list(ends))))
     return Rank(0, 0, EngineArgs(), PolynomialTiming(), hooks, prompt_runs=True,
                 head_runs=True)
 
