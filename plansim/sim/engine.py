@@ -245,8 +245,10 @@ class DecodeRun(NamedTuple):
     the pass times (lists for short runs, arrays for long ones); the run started at
     ``start_ms``. ``head``: the metrics of the composed pass the run follows on from (it ends
     at ``start_ms``; its grants are applied and its tokens are the rank's pending ``_emit`` and
-    ``_slices``), or None. (A named tuple: one is made for most passes a rank starts, and it
-    costs a fifth of a frozen dataclass.)"""
+    ``_slices``), or None. ``columns``: for a batch under ``SCALAR_ROWS`` rows, its
+    ``Batch.columns`` as the run starts (no row changes until the run's end), else None. (A
+    named tuple: one is made for most passes a rank starts, and it costs a fifth of a frozen
+    dataclass.)"""
 
     n: int
     kv0_tokens: int
@@ -254,11 +256,12 @@ class DecodeRun(NamedTuple):
     dts_ms: list[float] | np.ndarray
     start_ms: float
     head: PassRecord | None = None
+    columns: list[list[int]] | None = None
 
     def kept(self, passes: int) -> DecodeRun:
         """The run cut to its first ``passes`` decode passes."""
         return DecodeRun(self.n, self.kv0_tokens, self.ends_ms[:passes], self.dts_ms[:passes],
-                         self.start_ms, self.head)
+                         self.start_ms, self.head, self.columns)
 
 
 class PromptRun(NamedTuple):
@@ -1016,8 +1019,10 @@ class Rank:
         known_last = b.known.item(last) + (1 if head else 0)
         if b.computed.item(last) != known_last - 1 or known_last <= b.isl.item(last):
             return None
+        columns = None
         if n < soa.SCALAR_ROWS:
-            _, isl, total, computed, known_list, _, _, _ = b.columns()
+            columns = b.columns()
+            _, isl, total, computed, known_list, _, _, _ = columns
             if head:
                 known_list = [L + 1 for L in known_list]
             k = self._decoding_left(isl, total, computed, known_list, n)
@@ -1049,9 +1054,9 @@ class Rank:
         dts, ends = times(now, n, sum_len, k)
         self._run_taken = 0
         if head:
-            self._run = DecodeRun(n, sum_len, ends, dts, now, self._last_pass)
+            self._run = DecodeRun(n, sum_len, ends, dts, now, self._last_pass, columns)
         else:
-            self._run = DecodeRun(n, sum_len, ends, dts, now)
+            self._run = DecodeRun(n, sum_len, ends, dts, now, None, columns)
             self._emit = []
             self._slices = []
         return float(ends[-1])
@@ -1157,9 +1162,10 @@ class Rank:
         bs = self.block_size
         # The batch's state after the run; the hooks below read none of it.
         if n < soa.SCALAR_ROWS:
-            # One loop over the rows' lists: each emits ``d`` tokens, holds the blocks its
-            # last pass reaches, and is done when its known length reaches its total.
-            rids, _, total, _, known, blocks, _, _ = b.columns()
+            # One loop over the rows' lists (as the run started: they are the batch's now):
+            # each emits ``d`` tokens, holds the blocks its last pass reaches, and is done when
+            # its known length reaches its total.
+            rids, _, total, _, known, blocks, _, _ = run.columns
             d = m + 1 if head else m
             new_blocks = 0
             computed = []
