@@ -428,9 +428,11 @@ class Rank:
         offload = self.offload
         if offload is not None:
             offload.settle(self, now)
-        end = self._try_run(now)
-        if end is None and self.prompt_runs:
-            end = self._try_prompt_run(now)
+        end = None
+        if self.running:  # a run needs running requests (an idle rank's start admits first)
+            end = self._try_run(now)
+            if end is None and self.prompt_runs:
+                end = self._try_prompt_run(now)
         if end is not None:
             # A run's last end is already the clock's, pass end after pass end (``now + (end -
             # now)`` on it could be a float off when the run lasts longer than ``now``).
