@@ -1006,8 +1006,12 @@ class Rank:
         n = len(b)
         if n == 0:
             return None
-        if head and len(self._emit) + sum(hi - lo for lo, hi in self._slices) != n:
-            return None
+        if head:
+            emitting = len(self._emit)
+            for lo, hi in self._slices:
+                emitting += hi - lo
+            if emitting != n:
+                return None
         # With requests waiting, the policy first (it admits the head, the usual failure, with
         # no need to look at the rows); else after the rows (it then costs little).
         waiting = bool(self.waiting)
