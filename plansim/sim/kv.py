@@ -125,8 +125,20 @@ class KvCache:
         """Leading blocks of ``keys`` that are cached: (all cached, of which active)."""
         if not self.prefix_caching:
             return 0, 0
-        n = len(list(takewhile(self.cached.__contains__, keys)))
-        return n, sum(map(self.registered.__contains__, keys[:n])) if n else 0
+        # The binary search's answer ``n`` has ``keys[n]`` uncached, so it is the leading run
+        # when all of ``keys[:n]`` is cached (one C-level pass); else a hole before it ends the
+        # run sooner: walk. Most prompts hold no active block: one C-level pass says so.
+        cached = self.cached
+        n = leading_run(keys, cached)
+        if not n:
+            return 0, 0
+        head = keys if n == len(keys) else keys[:n]
+        if not cached.issuperset(head):
+            head = list(takewhile(cached.__contains__, keys))
+        registered = self.registered
+        if registered.isdisjoint(head):
+            return len(head), 0
+        return len(head), sum(map(registered.__contains__, head))
 
     def overlap(self, keys: list[int]) -> int:
         """Leading cached blocks of ``keys`` (active or inactive) as the router knows them: the
@@ -228,38 +240,42 @@ class KvCache:
         self.evicted_total += evict
         gone = self._evict(evict)
         if self.publishes:
-            self._evicted_since.append(gone)
+            self._evicted_since.extend(gone)
         sources = self.store_sources
-        if not sources or sources.keys().isdisjoint(gone):
+        if not sources:
             return 0.0
-        fence = max(map(sources.get, gone, repeat(0.0)))
-        return fence if fence > 0.0 else 0.0
+        fence = 0.0
+        for keys in gone:
+            if not sources.keys().isdisjoint(keys):
+                fence = max(fence, *map(sources.get, keys, repeat(0.0)))
+        return fence
 
     def free_blocks(self) -> int:
         """Blocks never used or returned uncached: allocating them evicts nothing."""
         return self.num_blocks - self.used
 
-    def _evict(self, n: int) -> list[int]:
+    def _evict(self, n: int) -> list[list[int]]:
         """Drop the ``n`` least recently released inactive blocks from the cache; returns their
-        keys."""
+        keys as lists, one per run taken from (a run's own list when all of it goes: no copy,
+        no joined list, each key handled once more only by the set)."""
         runs = self._runs
-        gone: list[int] = []
+        gone: list[list[int]] = []
         while n:
             if not runs:
                 raise RuntimeError("KV pool: fewer inactive blocks than counted")
             run = runs[0]
-            lo, hi = run.lo, run.hi
+            keys, lo, hi = run.keys, run.lo, run.hi
             if hi - lo <= n:
                 if hi > lo:
-                    gone += run.keys[lo:hi]
+                    gone.append(keys if not lo and hi == len(keys) else keys[lo:hi])
                     n -= hi - lo
-                    del self._tails[run.keys[hi - 1]]
+                    del self._tails[keys[hi - 1]]
                 runs.popleft()
             else:
-                gone += run.keys[lo:lo + n]
+                gone.append(keys[lo:lo + n])
                 run.lo = lo + n
                 n = 0
-        self.cached.difference_update(gone)
+        self.cached.difference_update(*gone)
         return gone
 
     def _retire(self, keys: list[int]) -> None:

@@ -83,6 +83,19 @@ def test_generated_block_keys_are_negative_and_distinct_per_request_and_block():
     assert gen_key(0, 0) == -1
 
 
+def test_match_stops_at_a_hole_the_binary_search_would_step_over():
+    # Cached 1, 3, 4, 5 (2 was never registered): the leading run of [1..5] is [1] alone,
+    # although 3, 4 and 5, where a binary search probes, are cached. 1 and 4 are active.
+    cache = KvCache(8, 64)
+    cache.allocate(5)
+    held: list[int] = []
+    cache.register([1, 3, 4, 5, 6], held)
+    cache.release([3, 5, 6], 0, [])
+    assert cache.match([1, 2, 3, 4, 5]) == (1, 1)
+    assert cache.match([4, 5, 2]) == (2, 1)
+    assert cache.match([3, 5, 6]) == (3, 0)
+
+
 def test_without_prefix_caching_nothing_is_matched_or_kept():
     cache = KvCache(10, 64, prefix_caching=False)
     cache.allocate(3)
