@@ -185,6 +185,9 @@ class ReplayHost:
         self._start_pending: set[int] = set()  # ids of ranks (of workers with DP) to start
         self._group_pass: dict[int, list[EngineRank]] = {}  # id(worker) -> ranks in its pass
         self._rank_pool: dict[int, Role] = {}
+        # The pools' handoff roles, read per request: a dict look-up each, not a property call.
+        self._hands_off = {name: name.hands_off for name in self.pools}
+        self._receives_handoff = {name: name.receives_handoff for name in self.pools}
         self._rank_worker: dict[int, Worker] = {}
         self._pending: dict[Role, list[int]] = {name: [] for name in self.pools}
         # KV handoffs with a transfer time, waiting for their decode rank: rid -> Handoff.
@@ -375,9 +378,9 @@ class ReplayHost:
         router.sent(rid, isl, keys, route, pool.ready_loads[route.index])
         # A request reaching the decode pool has been counted on arrival at the prefill pool and
         # brings its prompt KV with it.
-        handed_off = pool_name.receives_handoff
+        handed_off = self._receives_handoff[pool_name]
         req = Request(rid, isl, int(self.osl[rid]), keys, prebuilt=handed_off)
-        if pool_name.hands_off:
+        if self._hands_off[pool_name]:
             self.rec.prefill_worker[rid] = rank.worker_id
         else:
             self.rec.decode_worker[rid] = rank.worker_id
@@ -540,7 +543,7 @@ class ReplayHost:
         pool_name = self._rank_pool[id(rank)]
         self.routers[pool_name].finished(req.rid)
         self._release(pool_name)
-        if pool_name.hands_off:
+        if self._hands_off[pool_name]:
             args = self.pools[pool_name].args
             rid = req.rid
             if args.kv_bytes_per_token and args.kv_transfer_bandwidth:
