@@ -30,9 +30,10 @@ _FIELDS = ("rid", "isl", "total", "computed", "known", "blocks", "pass_no", "bef
 # below SCALAR_GRANT_ROWS, where the per-request ``grant`` (about 3 us a row) is cheaper than the
 # vector step (about 10 us), and from SCALAR_GRANT_ROWS up to SCALAR_ROWS rows in one loop over
 # the rows' lists. The paths give the same state; the modules read these at call time, so that
-# tests can force either path. Runs of up to SCALAR_PASSES passes are timed and
-# stamped as Python lists, pass by pass: about 0.4 (polynomial) to 0.8 us (NPZ) a pass, against
-# 8 to 13 us for the array path whatever the length (measured on 1 December).
+# tests can force either path. Runs of up to SCALAR_PASSES passes are timed and stamped as
+# Python lists (their pass times a slice of the decode table, or ``decode_ms`` pass by pass),
+# longer ones as arrays: a run's stamps cost about 8 us as arrays whatever its length
+# (measured on 1 December), more than a short run's lists.
 SCALAR_ROWS = 16
 SCALAR_GRANT_ROWS = 4
 SCALAR_PASSES = 16

@@ -125,9 +125,9 @@ class KvCache:
         """Leading blocks of ``keys`` that are cached: (all cached, of which active)."""
         if not self.prefix_caching:
             return 0, 0
-        # The binary search's answer ``n`` has ``keys[n]`` uncached, so it is the leading run
-        # when all of ``keys[:n]`` is cached (one C-level pass); else a hole before it ends the
-        # run sooner: walk. Most prompts hold no active block: one C-level pass says so.
+        # The binary search's answer is the leading run when all of ``keys[:n]`` is cached
+        # (``leading_run``; one C-level pass checks it); else a hole before it ends the run
+        # sooner: walk. Most prompts hold no active block: one C-level pass says so.
         cached = self.cached
         n = leading_run(keys, cached)
         if not n:
@@ -366,7 +366,11 @@ class KvCache:
 def leading_run(keys: Sequence[int], present: Container[int]) -> int:
     """How many leading ``keys`` are in ``present``, by binary search: ``keys`` are prefix-chain
     ids and ``present`` holds a key only with every key before it (a cache evicts sequence tails
-    first; a rank's sent blocks are whole prompts), so the present keys are a leading run."""
+    first; a rank's sent blocks are whole prompts), so the present keys are a leading run.
+
+    Whatever ``present`` holds, the answer ``n`` has ``keys[n - 1]`` present (when ``n`` > 0)
+    and ``keys[n]`` absent (when ``n < len(keys)``): it is the leading run exactly when all of
+    ``keys[:n]`` is present (``KvCache.match`` checks that for a cache with holes)."""
     if not keys or keys[0] not in present:
         return 0
     lo, hi = 1, len(keys)  # keys[:lo] present; the answer is in [lo, hi]
