@@ -1,7 +1,8 @@
 """``SpawnPool``: the default ``Executor``, worker processes on this machine.
 
-Up to ``max_parallel`` worker processes, started with the spawn method (no inherited threads,
-locks or simulator state) at niceness 10 so a sweep never starves the host, each in its own
+Up to ``max_parallel`` worker processes (all started together when the pool has none and a
+task comes), started with the spawn method (no inherited threads, locks or simulator state) at
+niceness 10 so a sweep never starves the host, each in its own
 process group so that killing a worker also kills anything it started (Prophet's Stan fits),
 with SIGINT blocked (Ctrl-C is the parent's) and dying with its parent
 (``plansim.lifecycle.die_with_parent``, and ``parent_lost`` when the pipe to the parent breaks
@@ -207,6 +208,12 @@ class SpawnPool:
                 if len(self._workers) >= self.max_parallel:
                     return
                 idle = self._start_worker()
+                if len(self._workers) == 1:
+                    # A pool with no worker starts them all together, so that their start-up
+                    # (a new interpreter, imports) overlaps the first tasks instead of delaying
+                    # the next batch's (multiprocessing.Pool starts all its workers too).
+                    while len(self._workers) < self.max_parallel:
+                        self._start_worker()
             if not idle.process.is_alive():
                 # Died while idle (killed from outside): replace it before handing it a task.
                 idle.process.join()

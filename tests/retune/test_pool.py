@@ -52,6 +52,24 @@ def test_results_do_not_depend_on_max_parallel(context, max_parallel):
         assert pool.workers_started <= max_parallel
 
 
+def test_a_pool_without_workers_starts_them_all_at_its_first_task(context):
+    with SpawnPool(2) as pool:
+        out = pool.run([Task("a", tasks.square, (2,))], context)
+        assert out.results[0].value == 4
+        assert pool.workers_started == 2 and len(pool.worker_pids()) == 2
+
+
+def test_a_worker_lost_between_batches_is_replaced_alone(context):
+    with SpawnPool(2) as pool:
+        pool.run([Task("a", tasks.square, (2,))], context)
+        first, second = pool.worker_pids()
+        os.kill(first, signal.SIGKILL)
+        assert wait_dead([first])
+        out = pool.run([Task("b", tasks.square, (3,)), Task("c", tasks.square, (4,))], context)
+        assert [r.value for r in out.results] == [9, 16]
+        assert pool.workers_started == 3 and second in pool.worker_pids()
+
+
 def test_workers_run_niced_in_their_own_group_collecting_rarely_with_temp_files_in_the_sweep_folder(
     context,
 ):
