@@ -76,6 +76,23 @@ def test_npz_with_wrong_shapes_fails_naming_the_key(tmp_path):
     assert "decode_itl" in str(err.value)
 
 
+@pytest.mark.parametrize("key", ["prefill_isl", "prefill_ttft_ms", "decode_active_kv_tokens",
+                                 "decode_context_length", "decode_itl"])
+@pytest.mark.parametrize("bad_value", [np.nan, np.inf])
+def test_npz_with_a_value_that_is_not_finite_fails_naming_the_array(tmp_path, key, bad_value):
+    arrays = {"prefill_isl": np.array([1.0, 2.0]), "prefill_ttft_ms": np.array([1.0, 2.0]),
+              "decode_active_kv_tokens": np.array([0.0, 1.0]),
+              "decode_context_length": np.array([1.0, 2.0]), "decode_itl": np.ones((2, 2))}
+    arrays[key] = arrays[key].copy()
+    arrays[key].flat[-1] = bad_value
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, **arrays)
+    with pytest.raises(ConfigError) as err:
+        build_deployment({"engine": {"planner_profile_data": str(bad)}})
+    assert err.value.field == "engine.planner_profile_data"
+    assert f"{key} holds a value that is not finite" in str(err.value)
+
+
 def test_missing_npz_fails_before_the_replay():
     with pytest.raises(ConfigError) as err:
         build_deployment({"engine": {"timing_model": {"type": "npz", "path": "/nowhere.npz"}}})

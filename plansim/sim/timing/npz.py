@@ -97,6 +97,11 @@ def _npz_from_arrays(arrays: dict[str, np.ndarray], path: str) -> NpzTiming:
     if kv.ndim != 1 or ctx.ndim != 1 or kv.size < 2 or ctx.size < 2 or itl.shape != (kv.size, ctx.size):
         raise ConfigError(f"NPZ {path}: decode_itl must have shape (len(decode_active_kv_tokens), "
                           f"len(decode_context_length)) = ({kv.size}, {ctx.size}), got {itl.shape}")
+    # NaN passes every comparison below and would time passes as NaN (or as the 1 ms floor,
+    # where a scalar max() drops it): a profile is finite or refused.
+    for name in need:
+        if not np.all(np.isfinite(arrays[name])):
+            raise ConfigError(f"NPZ {path}: {name} holds a value that is not finite (NaN or inf)")
     for name, arr in (("prefill_isl", isl), ("decode_active_kv_tokens", kv),
                       ("decode_context_length", ctx)):
         if np.any(np.diff(arr) <= 0):
