@@ -147,6 +147,21 @@ def test_bad_config_exits_2_with_one_line_naming_the_key(tmp_path, config_text, 
     assert not (tmp_path / "out").exists()  # nothing written before validation passed
 
 
+def test_a_user_timing_model_returning_nan_exits_2_with_one_line_and_writes_nothing(
+    tmp_path, run_cli, monkeypatch
+):
+    monkeypatch.syspath_prepend(str(REFERENCE.parent))  # tests/sim: simkit_timing
+    config = _write(tmp_path / "deploy.yaml",
+                    "engine: {timing_model: {type: python, callable: 'simkit_timing:NanDecode'}}\n")
+    code, _, err = run_cli("replay", "run", str(MICRO_TRACE), "--config", str(config),
+                           "--out", str(tmp_path / "out"), "--no-report", "-q")
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "timing_model.callable" in lines[0] and "decode_ms returned nan" in lines[0]
+    assert not (tmp_path / "out").exists()
+
+
 def test_router_param_sets_any_declared_knob(tmp_path, run_cli):
     import json
 

@@ -99,6 +99,23 @@ def test_missing_npz_fails_before_the_replay():
     assert err.value.field == "engine.timing_model"
 
 
+@pytest.mark.parametrize(("model", "call", "method"), [
+    ("NanDecode", lambda m: m.decode_ms(1, 10, 10.0, 100), "decode_ms returned nan"),
+    ("InfPrefill", lambda m: m.prefill_ms(5, 1, 5.0, 0.0), "prefill_ms returned inf"),
+    ("NanBulk", lambda m: m.decode_ms_bulk(np.array([1, 1]), np.array([10, 20]),
+                                           np.array([10.0, 20.0]), 100),
+     "decode_ms_bulk returned nan"),
+])
+def test_a_user_model_time_that_is_not_finite_is_a_config_error(model, call, method):
+    user = make_timing_model(EngineArgs(timing_model={"type": "python",
+                                                      "callable": f"simkit_timing:{model}"}
+                                        ).effective_timing)
+    with pytest.raises(ConfigError) as err:
+        call(user)
+    assert err.value.field == "timing_model.callable"
+    assert method in str(err.value)
+
+
 def test_fixed_and_callable_models():
     fixed = make_timing_model(TimingModelSpec(type="fixed", prefill_ms=10, decode_ms=2))
     assert isinstance(fixed, FixedTiming)
