@@ -15,12 +15,12 @@ process ``--repeat`` times and prints the median CPU time (user + system) of eac
 - ``setup``: the replay's pools and routers built, up to the first simulated pass;
 - ``replay``: the replay itself (not outside it: shown for scale);
 - ``assembly``: the result assembled (the recorder's totals, the summary, the tables);
-- ``tables``: the output folder written (pyarrow imported, Parquet and JSON written);
+- ``tables``: the output folder written (Parquet and JSON);
 - ``exit``: the summary printed and the process ended;
 
 then ``outside``, everything but the replay, and ``floor``: the CPU of a process that only
 imports the libraries a replay run cannot do without (numpy, pydantic with one model built,
-typer, pyarrow's Parquet module, orjson), which no change to plansim can take away.
+typer, orjson), which no change to plansim can take away.
 
 Each phase ends where a plansim function is entered or left (stamped by patching it when its
 module is first imported, so imports happen in their natural order). Python may write
@@ -109,7 +109,7 @@ runpy.run_module("plansim", run_name="__main__", alter_sys=True)
 
 # Ends as plansim does, without the interpreter's teardown (``runtime.exit_now``).
 _FLOOR = """
-import os, numpy, orjson, typer, pyarrow.parquet
+import os, numpy, orjson, typer
 from pydantic import BaseModel
 class One(BaseModel):
     x: int = 1
@@ -164,7 +164,7 @@ def main() -> None:
     cases = [c for f in args.cases for c in load_cases(f)
              if args.only is None or c.name in args.only]
     print(f"floor {floor_cpu(env, args.repeat):.3f} s CPU (numpy, pydantic + one model, typer, "
-          f"pyarrow.parquet, orjson), load {os.getloadavg()[0]:.1f}")
+          f"orjson), load {os.getloadavg()[0]:.1f}")
     print(f"{'case':26s} " + " ".join(f"{p:>10s}" for p in PHASES) + f" {'outside':>9s}  load")
     with tempfile.TemporaryDirectory(prefix="outside_replay") as tmp:
         work = Path(tmp)

@@ -53,21 +53,17 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> Path:
 
 
 def write_parquet_atomic(path: str | os.PathLike[str], frame: Any) -> Path:
-    """Write a pandas DataFrame or a ``plansim.result_table.Table`` (through Arrow, no DataFrame
-    built) as Parquet atomically. A ``Table``'s text columns are dictionary-encoded, its numeric
-    ones are not: their values are mostly distinct, and trying a dictionary for each was most
-    of the write (4 of 7 ms for 8,819 requests), for a larger file."""
-    to_arrow = getattr(frame, "to_arrow", None)
-    with atomic_open(path) as fh:
-        if to_arrow is None:
-            frame.to_parquet(fh, index=False)
-        else:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
+    """Write a pandas DataFrame (through pandas) or a ``plansim.result_table.Table`` (through
+    ``plansim.parquet``, without importing pyarrow) as Parquet atomically."""
+    from plansim.result_table import Table
 
-            table = to_arrow()
-            text = [f.name for f in table.schema if pa.types.is_large_string(f.type)]
-            pq.write_table(table, fh, use_dictionary=text)
+    with atomic_open(path) as fh:
+        if isinstance(frame, Table):
+            from plansim.parquet import write_table
+
+            write_table(fh, frame.columns)
+        else:
+            frame.to_parquet(fh, index=False)
     return Path(path)
 
 
