@@ -44,9 +44,9 @@ Times are virtual ms; bandwidths are decimal GB/s (0 means instantaneous).
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from itertools import filterfalse, islice, repeat, takewhile
+from itertools import compress, filterfalse, islice, repeat, takewhile
 from typing import Any
 
 import numpy as np
@@ -116,8 +116,11 @@ class HostTier:
     def __init__(self, capacity_blocks: int, block_bytes: int, d2h_gbps: float,
                  h2d_gbps: float) -> None:
         self.capacity = capacity_blocks
-        # Resident blocks, least recently used first.
-        self.resident: OrderedDict[int, None] = OrderedDict()
+        # Resident blocks, least recently used first: a plain dict's insertion order (making a
+        # block the most recent takes it out and puts it back), far smaller than an ordered
+        # dict's linked nodes, which is what its probes cost. Values are True, so that
+        # ``pop(key, False)`` tells a resident block from an absent one.
+        self.resident: dict[int, bool] = {}
         # Blocks being stored -> the time their transfer completes.
         self.storing: dict[int, float] = {}
         # The stores in flight in submission order, (completion ms, keys): the D2H lane
@@ -142,7 +145,7 @@ class HostTier:
             # Transfers landing at the same time (an instantaneous lane) are one cohort.
             while transfers and transfers[0][0] == done:
                 cohort = cohort + transfers.popleft()[1]
-            resident.update(zip(in_cohort_order(cohort), repeat(None)))
+            resident.update(zip(in_cohort_order(cohort), repeat(True)))
             deque(map(storing.__delitem__, cohort), 0)
 
     def store(self, keys: Sequence[int], now_ms: float,
@@ -167,11 +170,9 @@ class HostTier:
                 guarded.update(filter(resident.__contains__, keys))
             if len(resident) - len(guarded) < need:
                 return None
-            if not guarded:
-                deque(map(resident.popitem, repeat(False, need)), 0)
-            else:
-                victims = list(islice(filterfalse(guarded.__contains__, resident), need))
-                deque(map(resident.__delitem__, victims), 0)
+            victims = list(islice(filterfalse(guarded.__contains__, resident) if guarded
+                                  else resident, need))
+            deque(map(resident.__delitem__, victims), 0)
         done = self.d2h.submit(now_ms if submit_ms is None else submit_ms, len(missing))
         before = len(storing)
         storing.update(zip(missing, repeat(done)))
@@ -187,9 +188,13 @@ class HostTier:
         """Mark the resident blocks of ``keys`` not being loaded most recently used, the first
         of ``keys`` the most recent."""
         resident = self.resident
-        deque(map(resident.move_to_end,
-                  filterfalse(self.pins.__contains__,
-                              filter(resident.__contains__, reversed(keys)))), 0)
+        if self.pins:
+            keys = list(filterfalse(self.pins.__contains__, keys))
+        # The rule moves them one by one from the last of ``keys`` to the first: a block given
+        # twice ends where its first place in ``keys`` puts it. So one pass takes the resident
+        # ones out in ``keys`` order (a repeat finds its block gone) and they go back reversed.
+        moved = list(compress(keys, map(resident.pop, keys, repeat(False))))
+        resident.update(zip(reversed(moved), repeat(True)))
 
     def load(self, keys: Iterable[int], now_ms: float) -> float:
         """Copy resident ``keys`` back to the device; returns the completion time. They cannot
@@ -204,7 +209,7 @@ class HostTier:
         """A load of ``keys`` completed: the ones no other load reads are evictable again, as
         one cohort of the most recently used (see ``cohort_rank``)."""
         pins, resident = self.pins, self.resident
-        unpinned = []
+        unpinned: list[int] = []
         for key in keys:
             left = pins[key] - 1
             if left:
@@ -212,7 +217,9 @@ class HostTier:
             else:
                 del pins[key]
                 unpinned.append(key)
-        deque(map(resident.move_to_end, in_cohort_order(unpinned)), 0)
+        order = in_cohort_order(unpinned)
+        deque(map(resident.__delitem__, order), 0)
+        resident.update(zip(order, repeat(True)))
 
     def overlap(self, keys: Sequence[int], start: int) -> int:
         """Leading resident blocks of ``keys[start:]`` (for the router's host credit)."""

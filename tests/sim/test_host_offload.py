@@ -122,6 +122,17 @@ def test_a_block_offered_twice_in_one_store_lands_once():
     assert sorted(tier.resident) == [5, 6] and not tier.storing
 
 
+def test_a_block_given_twice_in_a_touch_ends_where_its_first_place_puts_it():
+    tier = HostTier(8, BLOCK_BYTES, d2h_gbps=0.0, h2d_gbps=0.0)
+    for key in (1, 2, 3):
+        tier.store([key], now_ms=0.0)  # instantaneous: each lands at once, oldest first
+    tier.touch([2, 3, 2])  # moves 2, then 3, then 2 again: 2 is the most recent
+    assert list(tier.resident) == [1, 3, 2]
+    tier.load([3], now_ms=0.0)
+    tier.touch([3, 1, 3])  # 3 is being loaded: it stays put
+    assert list(tier.resident) == [3, 2, 1]
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.integers(-(1 << 63), (1 << 63) - 1), unique=True, max_size=40))
 def test_cohort_order_is_the_order_of_cohort_rank(keys):
@@ -181,8 +192,9 @@ class _PlainTier:
             self.resident.append(k)
 
 
+# Keys may repeat within one call: a prompt whose trace repeats a block hash has repeated keys.
 _OPS = st.lists(st.tuples(st.sampled_from(["store", "touch", "load", "advance"]),
-                          st.lists(st.integers(0, 30), unique=True, max_size=12),
+                          st.lists(st.integers(0, 30), max_size=12),
                           st.floats(0.0, 3.0), st.floats(0.0, 2.0)), max_size=40)
 
 
