@@ -58,8 +58,11 @@ ALREADY_PRESENT = -1.0
 
 _MASK64 = (1 << 64) - 1
 _GOLDEN, _MIX1, _MIX2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
-# From this many keys a cohort is ranked in numpy (a fixed ~5 us against ~0.37 us a key).
+# From this many keys a cohort is ranked in numpy (a fixed ~4 us against ~0.37 us a key).
 _NUMPY_COHORT = 16
+# The mix's constants as numpy words, made once (a scalar made per call costs ~0.2 us).
+_U_GOLDEN, _U_MIX1, _U_MIX2 = np.uint64(_GOLDEN), np.uint64(_MIX1), np.uint64(_MIX2)
+_U30, _U27, _U31 = np.uint64(30), np.uint64(27), np.uint64(31)
 
 
 def cohort_rank(key: int) -> int:
@@ -82,12 +85,12 @@ def in_cohort_order(keys: list[int]) -> list[int]:
     if len(keys) < _NUMPY_COHORT:
         return sorted(keys, key=cohort_rank)
     k = np.array(keys, dtype=np.int64)
-    x = k.view(np.uint64) + np.uint64(_GOLDEN)
-    x ^= x >> np.uint64(30)
-    x *= np.uint64(_MIX1)
-    x ^= x >> np.uint64(27)
-    x *= np.uint64(_MIX2)
-    x ^= x >> np.uint64(31)
+    x = k.view(np.uint64) + _U_GOLDEN
+    x ^= x >> _U30
+    x *= _U_MIX1
+    x ^= x >> _U27
+    x *= _U_MIX2
+    x ^= x >> _U31
     return k[x.argsort()].tolist()
 
 
