@@ -94,23 +94,14 @@ class Batch:
             req._pass_no = pass_no
             req._before = before
             req._batch = None
+        # From the last removed row back: the rows behind each move up one (a copy of the rows
+        # behind, and a list deletion), then the rows from the first removed one on are numbered
+        # again.
         n = len(reqs)
-        first = rows[0]
-        if len(rows) == 1:
-            # One request (the usual completion): the rows behind it move up one.
-            del reqs[first]
-            if first < n - 1:
-                state[:, first:n - 1] = state[:, first + 1:n]
-                for i in range(first, n - 1):
-                    reqs[i]._row = i
-            return
-        keep = np.ones(n - first, dtype=bool)
-        keep[np.asarray(rows) - first] = False
-        kept = n - first - len(rows)
-        state[:, first:first + kept] = state[:, first:n][:, keep]
-        gone = set(rows)
-        tail = [r for i, r in enumerate(reqs[first:], first) if i not in gone]
-        del reqs[first:]
-        reqs.extend(tail)
-        for i, req in enumerate(tail, first):
-            req._row = i
+        for row in reversed(rows):
+            if row < n - 1:
+                state[:, row:n - 1] = state[:, row + 1:n]
+            del reqs[row]
+            n -= 1
+        for i in range(rows[0], n):
+            reqs[i]._row = i
