@@ -74,15 +74,18 @@ def _walk(clock: Clock, times: np.ndarray, rows: np.ndarray | None,
           emit: Callable[[int], None]):
     """A clock process calling ``emit(row)`` at each of the sorted ``times`` (rows: the row of
     each time, or the position itself when ``None``)."""
-    n = times.shape[0]
+    # Walked element by element: as lists (a numpy scalar costs more to index and compare).
+    times = times.tolist()
+    rows = None if rows is None else rows.tolist()
+    n = len(times)
     i = 0
     while i < n:
-        at = float(times[i])
+        at = times[i]
         if at > clock.now:
             yield at - clock.now
         j = i
         while j < n and times[j] == at:
-            emit(j if rows is None else int(rows[j]))
+            emit(j if rows is None else rows[j])
             j += 1
         i = j
 
@@ -163,22 +166,29 @@ class ClosedLoop:
         n = len(graph)
         self._origin_ms, self._speedup = graph.origin_ms, speedup
         bound = (graph.not_before_ms - graph.origin_ms) / speedup
-        self.bound = np.where(np.isnan(bound), -np.inf, bound)
-        self.waiting = np.diff(graph.dep_offsets).astype(np.int64)
-        self.out_offsets, by_source = graph.out_edges()
-        self.out_target = graph.targets()[by_source]
-        self.out_delay_ms = graph.dep_delay_ms[by_source] / speedup
-        self.out_trigger = graph.dep_trigger[by_source]
-        self.blocked = np.zeros(n, dtype=bool)
+        bound = np.where(np.isnan(bound), -np.inf, bound)
+        waiting = np.diff(graph.dep_offsets).astype(np.int64)
+        roots = np.flatnonzero(waiting == 0)
+        self._roots = roots[np.argsort(bound[roots], kind="stable")]
+        self._root_ms = np.maximum(bound[self._roots], 0.0)
+        self._last_bound_ms = float(bound[np.isfinite(bound)].max()) if np.isfinite(
+            bound).any() else 0.0
+        # Read and written a few times per request as the replay runs: Python lists (a numpy
+        # scalar costs more to index, and more again to compute with); the same values.
+        out_offsets, by_source = graph.out_edges()
+        self.bound: list[float] = bound.tolist()
+        self.waiting: list[int] = waiting.tolist()
+        self.out_offsets: list[int] = out_offsets.tolist()
+        self.out_target: list[int] = graph.targets()[by_source].tolist()
+        self.out_delay_ms: list[float] = (graph.dep_delay_ms[by_source] / speedup).tolist()
+        self.out_trigger: list[int] = graph.dep_trigger[by_source].tolist()
+        self.blocked = [False] * n
         self._entered = 0
-        self._roots = np.flatnonzero(self.waiting == 0)
-        self._roots = self._roots[np.argsort(self.bound[self._roots], kind="stable")]
 
     @property
     def last_release_ms(self) -> float:
         """Latest release bound known up front (the last first turn): for progress only."""
-        finite = self.bound[np.isfinite(self.bound)]
-        return float(finite.max()) if finite.size else 0.0
+        return self._last_bound_ms
 
     def span_ms(self, workload: Any) -> float:
         """Virtual span of the open-loop estimate (the replay's span if service took no
@@ -188,8 +198,8 @@ class ClosedLoop:
 
     def start(self) -> None:
         if self._roots.size:
-            times = np.maximum(self.bound[self._roots], 0.0)
-            self.host.clock.process(_walk(self.host.clock, times, self._roots, self._release))
+            self.host.clock.process(_walk(self.host.clock, self._root_ms, self._roots,
+                                          self._release))
 
     def _release(self, rid: int) -> None:
         self.host.released(rid)
@@ -201,21 +211,20 @@ class ClosedLoop:
     def on_enter(self, rid: int) -> None:
         self._entered += 1
         now = self.host.clock.now
-        lo, hi = self.out_offsets[rid], self.out_offsets[rid + 1]
-        for e in range(lo, hi):
-            if self.out_trigger[e] == DISPATCH:
-                self._fire(int(self.out_target[e]), now + float(self.out_delay_ms[e]), now)
+        triggers = self.out_trigger
+        for e in range(self.out_offsets[rid], self.out_offsets[rid + 1]):
+            if triggers[e] == DISPATCH:
+                self._fire(self.out_target[e], now + self.out_delay_ms[e], now)
 
     def on_terminal(self, rid: int, completed: bool) -> None:
         if self.cap is not None:
             self.cap.finished()
         now = self.host.clock.now
-        lo, hi = self.out_offsets[rid], self.out_offsets[rid + 1]
-        for e in range(lo, hi):
+        for e in range(self.out_offsets[rid], self.out_offsets[rid + 1]):
             trigger = self.out_trigger[e]
-            target = int(self.out_target[e])
+            target = self.out_target[e]
             if trigger == TERMINAL or (trigger == COMPLETION and completed):
-                self._fire(target, now + float(self.out_delay_ms[e]), now)
+                self._fire(target, now + self.out_delay_ms[e], now)
             elif trigger == COMPLETION:
                 self._block(target, rid)
 
@@ -223,11 +232,12 @@ class ClosedLoop:
         return self._entered
 
     def _fire(self, target: int, at_ms: float, now_ms: float) -> None:
-        if at_ms > self.bound[target]:
-            self.bound[target] = at_ms
+        bound = self.bound
+        if at_ms > bound[target]:
+            bound[target] = at_ms
         self.waiting[target] -= 1
         if self.waiting[target] == 0 and not self.blocked[target]:
-            at = max(float(self.bound[target]), now_ms)
+            at = max(bound[target], now_ms)
             self.host.call_at(at - now_ms, lambda: self._release(target))
 
     def _block(self, target: int, rejected: int) -> None:
@@ -239,5 +249,4 @@ class ClosedLoop:
                 continue
             self.blocked[rid] = True
             self.host.never_released(rid, rejected)
-            lo, hi = self.out_offsets[rid], self.out_offsets[rid + 1]
-            stack.extend(self.out_target[lo:hi].tolist())
+            stack.extend(self.out_target[self.out_offsets[rid]:self.out_offsets[rid + 1]])
