@@ -356,6 +356,8 @@ class Rank:
         self.max_burst = 1 + (args.aic_nextn or 0)
         self.head_runs = (self.prompt_runs and head_runs and self.sampler is None
                           and self.offload is None)
+        # Decode runs are possible at all (``_try_run``'s first test, fixed from here on).
+        self._may_run = not role.hands_off and decode_runs and self.sampler is None
         self.batch = Batch()
         # The batch's requests in batch order (the batch owns the list).
         self.running: list[Request] = self.batch.reqs
@@ -483,16 +485,22 @@ class Rank:
     def finish(self, now: float) -> None:
         """Apply the pass (or run) ending at ``now`` (virtual ms)."""
         self.busy = False
-        self.cache.publish()  # the router learns the pass's blocks now
-        if isinstance(self._run, PromptRun):
-            self._finish_prompt_run(now)
-            self.cache.publish()
-        elif self._run is not None:
-            self._finish_run()
-            self.cache.publish()
-        else:
-            self._count_pass(self._last_pass)
+        cache = self.cache
+        publishes = cache.publishes  # else nothing is kept to publish
+        if publishes:
+            cache.publish()  # the router learns the pass's blocks now
+        run = self._run
+        if run is None:
+            if self.passes is not None:
+                self._count_pass(self._last_pass)
             self._finish_pass(now)
+            return
+        if type(run) is PromptRun:
+            self._finish_prompt_run(now)
+        else:
+            self._finish_run()
+        if publishes:
+            cache.publish()
 
     def take_fpm(self, t: float) -> ForwardPassMetrics:
         """The rank's per-pass means over the passes completed since the previous call, with
@@ -509,7 +517,7 @@ class Rank:
             raise RuntimeError("take_fpm: this rank keeps no pass window (pass_window=False)")
         mixed, decode_only = self.passes.take()
         b = self.batch
-        n = len(b)
+        n = len(self.running)
         rows = np.flatnonzero(b.computed[:n] < b.isl[:n]).tolist()
         running = self.running
         inflight = sum(int(b.isl[i] - b.computed[i]) for i in rows if not running[i].prebuilt)
@@ -672,7 +680,7 @@ class Rank:
         can extend (a grant that would preempt is left to ``grant``). Returns the row after
         the last one granted (``start``: none). The same as ``grant(req, 1)`` row by row."""
         b = self.batch
-        n = len(b)
+        n = len(self.running)
         if not self.vector_grants or self.sampler is not None or budget <= 0:
             return start
         stop = n if n - start <= budget else start + budget
@@ -773,7 +781,7 @@ class Rank:
         if self.preemptions != preemptions:
             # Requests left the batch while it was composed: row slices moved; every granted
             # request is counted one by one.
-            n = len(b)
+            n = len(self.running)
             rows = np.flatnonzero(b.pass_no[:n] == pass_no).tolist()
             running = self.running
             granted = [running[i] for i in rows]
@@ -997,13 +1005,13 @@ class Rank:
         """Start a run of at least two decode-only passes at ``now`` if nothing can change
         during it. ``head``: the run follows on from the pass just composed, which ends at
         ``now`` (its tokens not yet emitted: every request must emit one in it)."""
-        if self._hands_off or not self.decode_runs or self.sampler is not None:
+        if not self._may_run:
             return None
         offload = self.offload
         if offload is not None and offload.not_before_ms > now:
             return None  # the next pass waits for host stores
         b = self.batch
-        n = len(b)
+        n = len(self.running)
         if n == 0:
             return None
         if head:
@@ -1148,21 +1156,22 @@ class Rank:
         run = self._run
         ends = run.ends_ms
         m = len(ends)
-        self._add_run_passes(m if run.head is None else m + 1)
-        self._run = None
         head = run.head is not None
+        if self.passes is not None:
+            self._add_run_passes(m + 1 if head else m)
+        self._run = None
+        first_ms = None
         if head:
             if not m:
                 # Cut to the composed pass alone.
                 self._finish_pass(run.start_ms)
                 self._last_pass = run.head
                 return
-            # Every request emits in the composed pass too: its tokens are the run's first
-            # (its end, the run's start, comes first among the ends reported).
+            # Every request emits in the composed pass too: its tokens are the run's first, at
+            # its end (the run's start).
             self._emit = []
             self._slices = []
-            ends = ([run.start_ms] + ends if type(ends) is list
-                    else np.concatenate(([run.start_ms], ends)))
+            first_ms = run.start_ms
         n = run.n
         b = self.batch
         bs = self.block_size
@@ -1204,12 +1213,12 @@ class Rank:
             b.computed[:n] = L
             known += m
             rows = np.flatnonzero(known >= b.total[:n]).tolist()
-            rids = b.rid[:n].copy()
+            rids = b.rid[:n]  # read by the hook before any row leaves the batch
         end = float(ends[-1])
         kv = run.kv0_tokens + (m - 1) * n
         self._last_pass = self._record(float(run.dts_ms[-1]) / 1000.0, 0, 0, n, kv)
         self.policy.decode_run(m)
-        self.hooks.on_run(self, rids, ends)
+        self.hooks.on_run(self, rids, ends, first_ms)
         if rows:
             self._finish(rows, end)
 
@@ -1225,7 +1234,7 @@ class Rank:
         if self.sampler is not None or self.offload is not None:
             return None
         b = self.batch
-        n = len(b)
+        n = len(self.running)
         if n == 0 or n >= soa.SCALAR_ROWS:
             return None
         p = n - 1
@@ -1338,7 +1347,7 @@ class Rank:
         ends[-1] = now
         self._last_pass = run.fpms[-1]
         if p:
-            self.hooks.on_run(self, rid[:p], ends)
+            self.hooks.on_run(self, rid[:p], ends, None)
         rows = [i for i in range(p) if known[i] + m >= total[i]]
         if before >= isl[p]:
             # The last chunk: the prompt's first token.

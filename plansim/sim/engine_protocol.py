@@ -116,10 +116,11 @@ class EngineHooks:
         self.on_tokens = on_tokens
         self.on_complete = on_complete    # (rank, req, end_ms)
         self.on_reject = on_reject        # (rank, req, reason)
-        # (rank, rids, ends_ms): a finished run, every request of ``rids`` (a list of ints
-        # for a short batch, else an int64 array) emitting one token at each of ``ends_ms`` (a
-        # list or an array; the first may be a request's first token, for a run that follows
-        # on from a composed pass)
+        # (rank, rids, ends_ms, first_ms): a finished run, every request of ``rids`` (a list of
+        # ints for a short batch, else an int64 array, valid during the call) emitting one
+        # token at ``first_ms`` unless it is None (the end of the composed pass a run follows
+        # on from) and one at each of ``ends_ms`` (a list or an array); the first may be a
+        # request's first token
         self.on_run = on_run
         # (rank, at_ms): the rank has work becoming ready at ``at_ms`` (a host KV transfer)
         self.on_wakeup = on_wakeup

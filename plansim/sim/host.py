@@ -535,9 +535,9 @@ class ReplayHost:
 
         self.clock.call_at(max(at_ms - self.clock.now, 0.0), wake)
 
-    def _on_run(self, rank: EngineRank, rids: np.ndarray,
-                ends: list[float] | np.ndarray) -> None:
-        self.rec.run(rids, ends)
+    def _on_run(self, rank: EngineRank, rids: list[int] | np.ndarray,
+                ends: list[float] | np.ndarray, first_ms: float | None) -> None:
+        self.rec.run(rids, ends, first_ms)
 
     def _on_complete(self, rank: EngineRank, req: Request, end: float) -> None:
         pool_name = self._rank_pool[id(rank)]

@@ -245,27 +245,42 @@ class Recorder:
         self._count_tokens(end, sum(counts))
         return first
 
-    def run(self, rids: list[int] | np.ndarray, ends: list[float] | np.ndarray) -> None:
+    def run(self, rids: list[int] | np.ndarray, ends: list[float] | np.ndarray,
+            first_ms: float | None = None) -> None:
         """A run of passes: every request of ``rids`` (a list for a short batch, an int64
-        array for a long one) emits one token at each of ``ends`` (a list for a short run, an
-        array for a long one), its first token possibly at the first."""
-        m = len(ends)
-        e0 = float(ends[0])
+        array for a long one) emits one token at ``first_ms`` unless it is None, then one at
+        each of ``ends`` (a list for a short run, an array for a long one); its first token
+        possibly at the first of them."""
+        n = len(rids)
+        if first_ms is None:
+            m = len(ends)
+            e0 = float(ends[0])
+            e1 = ends[1] if m > 1 else None
+        else:
+            # The first stamp's gap to the next and its tokens are counted here; the run's
+            # own are totalled with the other runs' (``_flush_runs``: sums, in any order).
+            m = len(ends) + 1
+            e0 = first_ms
+            e1 = float(ends[0])
+            self.gap_value.append(e1 - e0)
+            self.gap_count.append(n)
+            self._count_tokens(e0, n)
         e_last = float(ends[-1])
         n_tokens = self.n_tokens
-        n = len(rids)
         if type(rids) is list:
+            first = self.first_token
+            second = self.second_token
             last = self.last_token
             previous = []
             for rid in rids:
                 k = n_tokens.item(rid)
                 if k == 0:
-                    self.first_token[rid] = e0
+                    first[rid] = e0
                     if m > 1:
-                        self.second_token[rid] = ends[1]
+                        second[rid] = e1
                 else:
                     if k == 1:
-                        self.second_token[rid] = e0
+                        second[rid] = e0
                     previous.append(last.item(rid))
                 n_tokens[rid] = k + m
                 last[rid] = e_last
@@ -277,7 +292,7 @@ class Recorder:
             if fresh.any():
                 self.first_token[rids[fresh]] = e0
                 if m > 1:
-                    self.second_token[rids[fresh]] = ends[1]
+                    self.second_token[rids[fresh]] = e1
                 self._gaps(e0, self.last_token[rids[~fresh]])
             else:
                 self._gaps(e0, self.last_token[rids])
@@ -286,7 +301,7 @@ class Recorder:
         # The gaps between the run's passes and its tokens per second are totalled for many
         # runs at once (``_flush_runs``): both are sums, whatever their order.
         self._runs.append((ends, n))
-        self._run_passes += m
+        self._run_passes += len(ends)
         if self._run_passes >= _FLUSH_RUNS_AT:
             self._flush_runs()
 

@@ -352,9 +352,14 @@ def _head_rank(log):
     def tokens(_r, rids, end, *_):
         log.append(("tokens", rids.tolist(), end))
 
+    def run(_r, rids, ends, first_ms):
+        # The stamps in order: the composed pass's end (when the run follows on from one), then
+        # the run's.
+        stamps = ([] if first_ms is None else [first_ms]) + list(ends)
+        log.append(("run", list(map(int, rids)), stamps))
+
     hooks = EngineHooks(ignore, tokens,
-                        lambda _r, req, end: log.append(("complete", req.rid, end)), ignore,
-                        lambda _r, rids, ends: log.append(("run", list(map(int, rids)), list(ends))))
+                        lambda _r, req, end: log.append(("complete", req.rid, end)), ignore, run)
     return Rank(0, 0, EngineArgs(), PolynomialTiming(), hooks, prompt_runs=True,
                 head_runs=True)
 

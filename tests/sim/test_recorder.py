@@ -84,21 +84,28 @@ def test_distinct_totals_are_uniques_and_their_summed_weights_whatever_the_sprea
 
 @st.composite
 def _runs(draw):
-    # Runs on disjoint request sets, each a few ascending pass ends, some across seconds.
+    # Runs, each a few ascending pass ends (some across seconds), on fresh requests or on the
+    # previous run's (then past their first tokens); request ids as a list or an array, ends
+    # as a list or an array, and the first end given apart (``first_ms``: a run that follows
+    # on from a composed pass) or not.
     runs, t, rid = [], 0.0, 0
+    rids: list[int] = []
     for _ in range(draw(st.integers(1, 8))):
-        n = draw(st.integers(1, 3))
+        if not rids or draw(st.booleans()):
+            n = draw(st.integers(1, 3))
+            rids = list(range(rid, rid + n))
+            rid += n
         gaps = draw(st.lists(st.floats(0.5, 900.0), min_size=1, max_size=20))
         ends = []
         for g in gaps:
             t += g
             ends.append(t)
-        runs.append((list(range(rid, rid + n)), ends, draw(st.booleans())))
-        rid += n
+        head = len(ends) > 1 and draw(st.booleans())
+        runs.append((rids, ends, draw(st.booleans()), draw(st.booleans()), head))
     return runs, rid
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(_runs(), st.sampled_from([1, 5, 1 << 16]))
 def test_a_run_records_what_its_passes_one_by_one_would(case, flush_at):
     # Recorder.run (stamps at once; gaps and tokens per second totalled every flush_at
@@ -108,9 +115,12 @@ def test_a_run_records_what_its_passes_one_by_one_would(case, flush_at):
     by_pass = Recorder(n, np.zeros(n), np.zeros(n, dtype=np.int64))
     with pytest.MonkeyPatch.context() as m:
         m.setattr(recorder_module, "_FLUSH_RUNS_AT", flush_at)
-        for rids, ends, as_array in runs:
+        for rids, ends, ids_as_array, ends_as_array, head in runs:
             ids = np.array(rids, dtype=np.int64)
-            by_run.run(ids, np.array(ends) if as_array else ends)
+            run_ends = ends[1:] if head else ends
+            by_run.run(ids if ids_as_array else list(rids),
+                       np.array(run_ends) if ends_as_array else run_ends,
+                       ends[0] if head else None)
             for end in ends:
                 by_pass.tokens(ids, end)
         for name in ("n_tokens", "first_token", "second_token", "last_token"):
