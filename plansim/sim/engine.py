@@ -71,7 +71,7 @@ from plansim.sim import decode_table
 from plansim.sim.batch import Batch
 from plansim.sim.engine_protocol import EngineHooks, RankOccupancy
 from plansim.sim.host_offload import HostOffload, OffloadView
-from plansim.sim.kv import KvCache, gen_key
+from plansim.sim.kv import KvCache, gen_keys
 from plansim.sim.schedulers import PrefixMatch, SchedulerPolicy, make_scheduler
 from plansim.sim.speculative import DraftSampler, accept_rates
 from plansim.sim.timing import TimingModel
@@ -202,7 +202,7 @@ class Request:
         pk = self.prompt_keys
         if n_full <= len(pk):
             return pk[:n_full]
-        return pk + [gen_key(self.rid, b) for b in range(len(pk), n_full)]
+        return pk + gen_keys(self.rid, len(pk), n_full)
 
 
 class PassRecord(NamedTuple):
@@ -602,17 +602,18 @@ class Rank:
         held = match.keys[:n_match]
         cache.acquire(held)
         req.held = held
-        req.n_blocks = n_match
+        # Not in the batch yet: its state is in its attributes.
+        req._n_blocks = n_match
         if req.prebuilt:
             # Transferred prompt KV: allocate and register what was not already cached.
             n_prompt = -(-req.isl // bs)
             fence = cache.allocate(n_prompt - n_match)
             if fence:
                 self.offload.hold_compute(fence)
-            req.n_blocks = n_prompt
+            req._n_blocks = n_prompt
             self._register(req, n_match, req.isl // bs)
         else:
-            req.computed = match.cached_tokens
+            req._computed = match.cached_tokens
         self.batch.add(req)
         if self.offload is not None:
             self.offload.admitted(req, cache, match.cached_tokens, bs)
@@ -909,14 +910,13 @@ class Rank:
         while i >= 0 and held[i] < 0:
             start += 1
             i -= 1
-        full = req.computed // bs
-        cache_keys = [gen_key(req.rid, b) for b in range(start, full)] if full > start else []
-        n_private = req.n_blocks - len(req.held)
-        if len(cache_keys) > n_private:
-            cache_keys = cache_keys[:n_private]
-        self.cache.release(req.held, n_private, cache_keys)
+        # The request has left the batch: its state is in its attributes.
+        n_private = req._n_blocks - len(held)
+        # Its full generated blocks, at most one per private block.
+        full = min(req._computed // bs, start + n_private)
+        self.cache.release(held, n_private, gen_keys(req.rid, start, full))
         req.held = []
-        req.n_blocks = 0
+        req._n_blocks = 0
 
     def _draw_bursts(self, emit: list[Request], draws: list[bool]) -> list[int]:
         """Tokens each emitting request emits this pass: ``1 + accepted drafts`` (drawn, in
@@ -947,22 +947,32 @@ class Rank:
             self._finish_burst(emit, end)
             return
         b = self.batch
+        hands_off = self._hands_off
+        # The requests emitting one by one: each one's known length (its row) one longer; done
+        # when its output is (every one, for a prefill worker handing off).
+        known = b.known
+        rids = []
+        rows = []
         for req in emit:
-            req.generated += 1
+            row = req._row
+            length = known.item(row) + 1
+            known[row] = length
+            rids.append(req.rid)
+            if hands_off or length - req.isl >= req.osl:
+                rows.append(row)
         for lo, hi in slices:
-            b.known[lo:hi] += 1
-        parts = [b.rid[lo:hi] for lo, hi in slices]
-        if emit:
-            parts.append(np.fromiter((r.rid for r in emit), dtype=np.int64, count=len(emit)))
-        self.hooks.on_tokens(self, parts[0] if len(parts) == 1 else np.concatenate(parts), end)
-        if self._hands_off:
-            rows = [r._row for r in emit]
-            for lo, hi in slices:
+            known[lo:hi] += 1
+        if slices:
+            parts = [b.rid[lo:hi] for lo, hi in slices]
+            if rids:
+                parts.append(np.array(rids, dtype=np.int64))
+            rids = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        self.hooks.on_tokens(self, rids, end)
+        for lo, hi in slices:
+            if hands_off:
                 rows.extend(range(lo, hi))
-        else:
-            rows = [r._row for r in emit if r.generated >= r.osl]
-            for lo, hi in slices:
-                done = np.flatnonzero(b.known[lo:hi] >= b.total[lo:hi])
+            else:
+                done = np.flatnonzero(known[lo:hi] >= b.total[lo:hi])
                 if done.size:
                     rows.extend((done + lo).tolist())
         if rows:
@@ -983,8 +993,7 @@ class Rank:
             if spare > 0:
                 cache.release((), spare, ())
                 req.n_blocks -= spare
-        rids = np.fromiter((r.rid for r in emit), dtype=np.int64, count=len(emit))
-        self.hooks.on_tokens(self, rids, end, bursts)
+        self.hooks.on_tokens(self, [r.rid for r in emit], end, bursts)
         done = emit if self._hands_off else [r for r in emit if r.generated >= r.osl]
         if done:
             self._finish([r._row for r in done], end)
@@ -1352,7 +1361,7 @@ class Rank:
         if before >= isl[p]:
             # The last chunk: the prompt's first token.
             b.known[p] = known[p] + 1
-            self.hooks.on_tokens(self, np.array(rid[p:], dtype=np.int64), end)
+            self.hooks.on_tokens(self, rid[p:], end)
             if known[p] + 1 >= total[p]:
                 rows.append(p)
         if rows:

@@ -110,9 +110,9 @@ class EngineHooks:
                  on_run: Callable[..., None],
                  on_wakeup: Callable[[EngineRank, float], None] | None = None) -> None:
         self.on_admit = on_admit          # (rank, req, now_ms, reused_tokens)
-        # (rank, rids, end_ms[, counts]): one pass's tokens, one for each request id of the
-        # int64 array ``rids`` (distinct ids), or counts[i] of rids[i] when a speculative pass
-        # emits several
+        # (rank, rids, end_ms[, counts]): one pass's tokens, one for each request id of
+        # ``rids`` (distinct ids; a list of ints, or an int64 array valid during the call), or
+        # counts[i] of rids[i] when a speculative pass emits several
         self.on_tokens = on_tokens
         self.on_complete = on_complete    # (rank, req, end_ms)
         self.on_reject = on_reject        # (rank, req, reason)

@@ -60,6 +60,13 @@ def gen_key(rid: int, block_index: int) -> int:
     return -(rid * GEN_STRIDE + block_index) - 1
 
 
+def gen_keys(rid: int, lo: int, hi: int) -> list[int]:
+    """``gen_key(rid, b)`` for ``b`` in ``lo .. hi - 1``, in one C-level range (the keys fall by
+    one a block)."""
+    first = gen_key(rid, lo)
+    return list(range(first, first - (hi - lo), -1)) if hi > lo else []
+
+
 class _Run:
     """Blocks one release made inactive, its last block first; ``keys[lo:hi]`` are still
     inactive (the ones before ``lo`` were evicted, the ones from ``hi`` re-activated)."""

@@ -119,8 +119,11 @@ class Recorder:
         self._admitted_tokens: dict[str, int] = {}
         self._reused_tokens: dict[str, int] = {}
         self._samples: list[dict[str, Any]] = []
-        # Runs not yet totalled (``_flush_runs``): (pass ends, requests), and their passes.
-        self._runs: list[tuple[list[float] | np.ndarray, int]] = []
+        # Runs not yet totalled (``_flush_runs``): their pass ends, how many and their requests,
+        # and their passes in all.
+        self._run_ends: list[list[float] | np.ndarray] = []
+        self._run_lengths: list[int] = []
+        self._run_requests: list[int] = []
         self._run_passes = 0
 
     # ---------------------------------------------------------------- events
@@ -143,13 +146,20 @@ class Recorder:
             self._admitted_tokens[pool] = self._admitted_tokens.get(pool, 0) + int(self.isl[rid])
             self._reused_tokens[pool] = self._reused_tokens.get(pool, 0) + reused
 
-    def tokens(self, rids: np.ndarray, end: float, counts: list[int] | None = None) -> list[int]:
-        """One pass's visible tokens: one for each request of ``rids`` (distinct ids), or
-        ``counts[i]`` for ``rids[i]`` (a speculative pass; tokens emitted together are 0 ms
-        apart); returns the ids whose first token this was."""
-        if counts is not None:
+    def tokens(self, rids: list[int] | np.ndarray, end: float,
+               counts: list[int] | None = None) -> list[int]:
+        """One pass's visible tokens: one for each request of ``rids`` (distinct ids; a list or
+        an int64 array), or ``counts[i]`` for ``rids[i]`` (a speculative pass; tokens emitted
+        together are 0 ms apart); returns the ids whose first token this was."""
+        if type(rids) is list:
+            if counts is not None:
+                return self._burst_tokens(rids, end, counts)
+            if len(rids) < soa.SCALAR_ROWS:
+                return self._few_tokens(rids, end)
+            rids = np.array(rids, dtype=np.int64)
+        elif counts is not None:
             return self._burst_tokens(rids.tolist(), end, counts)
-        if rids.shape[0] < soa.SCALAR_ROWS:
+        elif rids.shape[0] < soa.SCALAR_ROWS:
             return self._few_tokens(rids.tolist(), end)
         n_tokens = self.n_tokens
         k = n_tokens[rids] + 1
@@ -300,22 +310,26 @@ class Recorder:
             self.last_token[rids] = e_last
         # The gaps between the run's passes and its tokens per second are totalled for many
         # runs at once (``_flush_runs``): both are sums, whatever their order.
-        self._runs.append((ends, n))
-        self._run_passes += len(ends)
+        passes = len(ends)
+        self._run_ends.append(ends)
+        self._run_lengths.append(passes)
+        self._run_requests.append(n)
+        self._run_passes += passes
         if self._run_passes >= _FLUSH_RUNS_AT:
             self._flush_runs()
 
     def _flush_runs(self) -> None:
         """The runs recorded since the last flush: each gap between consecutive passes of a run
         as a sample weighted by the run's requests, and their tokens per virtual second."""
-        runs = self._runs
-        if not runs:
+        if not self._run_ends:
             return
-        self._runs = []
+        lengths = np.array(self._run_lengths, dtype=np.int64)
+        ns = np.array(self._run_requests, dtype=np.int64)
+        ends = np.concatenate(self._run_ends, dtype=np.float64)
+        self._run_ends = []
+        self._run_lengths = []
+        self._run_requests = []
         self._run_passes = 0
-        lengths = np.fromiter((len(e) for e, _ in runs), dtype=np.int64, count=len(runs))
-        ns = np.fromiter((n for _, n in runs), dtype=np.int64, count=len(runs))
-        ends = np.concatenate([np.asarray(e, dtype=np.float64) for e, _ in runs])
         within = np.ones(ends.shape[0] - 1, dtype=bool)
         within[np.cumsum(lengths[:-1]) - 1] = False  # a run's last end to the next's first
         self.gap_value.frombytes(np.diff(ends)[within].tobytes())

@@ -350,7 +350,7 @@ def _head_rank(log):
         return None
 
     def tokens(_r, rids, end, *_):
-        log.append(("tokens", rids.tolist(), end))
+        log.append(("tokens", list(map(int, rids)), end))
 
     def run(_r, rids, ends, first_ms):
         # The stamps in order: the composed pass's end (when the run follows on from one), then
@@ -441,7 +441,8 @@ def test_a_prompt_run_times_each_chunk_and_reports_what_each_observation_would_s
         return None
 
     firsts = []
-    hooks = EngineHooks(ignore, lambda _rank, rids, end, *_: firsts.append((rids.tolist(), end)),
+    hooks = EngineHooks(ignore,
+                        lambda _rank, rids, end, *_: firsts.append((list(map(int, rids)), end)),
                         ignore, ignore, ignore)
     rank = Rank(0, 0, EngineArgs(max_num_batched_tokens=2048), PolynomialTiming(), hooks,
                 prompt_runs=True)

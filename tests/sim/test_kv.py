@@ -10,7 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from plansim.sim import kv
-from plansim.sim.kv import GEN_STRIDE, KvCache, gen_key, leading_run
+from plansim.sim.kv import GEN_STRIDE, KvCache, gen_key, gen_keys, leading_run
 
 
 def _cache_with(keys, num_blocks=10):
@@ -313,3 +313,8 @@ def test_leading_run_equals_a_walk_over_whole_prompts(paths, data):
         while walk < len(keys) and keys[walk] in held:
             walk += 1
         assert leading_run(keys, held) == walk
+
+
+@given(st.integers(0, 10**6), st.integers(0, 300), st.integers(-5, 300))
+def test_gen_keys_are_gen_key_block_by_block(rid, lo, hi):
+    assert gen_keys(rid, lo, hi) == [gen_key(rid, b) for b in range(lo, hi)]

@@ -27,7 +27,7 @@ class Log:
     def hooks(self) -> EngineHooks:
         return EngineHooks(
             lambda rank, req, now, reused: self.admitted.append(req.rid),
-            lambda rank, rids, end: self.tokens.append((end, rids.tolist())),
+            lambda rank, rids, end: self.tokens.append((end, list(map(int, rids)))),
             lambda *a: None,
             lambda rank, req, reason: self.rejected.append((req.rid, reason)),
             lambda *a: None)
