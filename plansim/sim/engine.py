@@ -693,9 +693,12 @@ class Rank:
         decoding = (b.known[start:stop] - computed == 1) & (computed >= b.isl[start:stop])
         if not decoding[0]:
             return start
-        if not decoding.all():
-            stop = start + int(decoding.argmin())
-            computed = computed[:stop - start]
+        # The first row not decoding (0: every one is, the first being so); argmin costs a
+        # fraction of all().
+        short = int(decoding.argmin())
+        if short:
+            stop = start + short
+            computed = computed[:short]
         bs = self.block_size
         blocks = b.blocks[start:stop]
         # A decode token needs a new block exactly when the computed tokens fill the held ones.
@@ -836,7 +839,7 @@ class Rank:
         for lo, hi in slices:
             # Decoding rows: every one emits and is timed as a decode.
             n_dec += hi - lo
-            kv_dec += int(b.known[lo:hi].sum())
+            kv_dec += int(np.add.reduce(b.known[lo:hi]))
         mean_isl = mean_prefix = new_tokens = 0
         if count:
             mean_isl = total_isl // count
@@ -1054,10 +1057,12 @@ class Rank:
             sum_len = sum(known_list)
         else:
             known = b.known[:n] + 1 if head else b.known[:n]
-            if not ((known - b.computed[:n] == 1) & (known > b.isl[:n])).all():
+            decoding = (known - b.computed[:n] == 1) & (known > b.isl[:n])
+            if np.count_nonzero(decoding) != n:
                 return None
-            k = int((b.total[:n] - known).min())
-            sum_len = int(known.sum())
+            # ufunc reductions: the ndarray methods add a Python-level wrapper each.
+            k = int(np.minimum.reduce(b.total[:n] - known))
+            sum_len = int(np.add.reduce(known))
         if k < 2 or (not waiting and not self.policy.steady_decode(self)):
             return None
         bs = self.block_size
@@ -1215,7 +1220,7 @@ class Rank:
                 known += 1
             L = known + (m - 1)
             need = np.maximum(-(-L // bs) - b.blocks[:n], 0)
-            new_blocks = int(need.sum())
+            new_blocks = int(np.add.reduce(need))
             if new_blocks:
                 b.blocks[:n] += need
                 self.cache.allocate(new_blocks)

@@ -162,20 +162,31 @@ class Recorder:
         elif rids.shape[0] < soa.SCALAR_ROWS:
             return self._few_tokens(rids.tolist(), end)
         n_tokens = self.n_tokens
-        k = n_tokens[rids] + 1
+        k = n_tokens[rids]
+        k += 1
         n_tokens[rids] = k
+        last = self.last_token
+        previous = last[rids]
+        last[rids] = end
         first: list[int] = []
-        if k.min() <= 2:
-            once = k == 1
-            if once.any():
-                ids = rids[once]
-                self.first_token[ids] = end
-                first = ids.tolist()
-            self.second_token[rids[k == 2]] = end
-            self._gaps(end, self.last_token[rids[~once]])
-        else:
-            self._gaps(end, self.last_token[rids])
-        self.last_token[rids] = end
+        # First and second tokens: a few of the pass's requests, taken one by one.
+        early = np.flatnonzero(k <= 2)
+        if early.shape[0]:
+            once = []
+            for i in early.tolist():
+                rid = rids.item(i)
+                if k.item(i) == 1:
+                    self.first_token[rid] = end
+                    first.append(rid)
+                    once.append(i)
+                else:
+                    self.second_token[rid] = end
+            if once:
+                # A first token has no gap before it.
+                keep = np.ones(previous.shape[0], dtype=bool)
+                keep[once] = False
+                previous = previous[keep]
+        self._gaps(end, previous)
         self._count_tokens(end, rids.shape[0])
         return first
 
@@ -223,7 +234,7 @@ class Recorder:
         if not previous.shape[0]:
             return
         t0 = previous[0]
-        if (previous == t0).all():
+        if not np.count_nonzero(previous != t0):  # one previous time (count_nonzero: cheap)
             self.gap_value.append(end - float(t0))
             self.gap_count.append(previous.shape[0])
             return
@@ -299,7 +310,7 @@ class Recorder:
             k = n_tokens[rids]
             self.second_token[rids[k == 1]] = e0
             fresh = k == 0
-            if fresh.any():
+            if np.count_nonzero(fresh):
                 self.first_token[rids[fresh]] = e0
                 if m > 1:
                     self.second_token[rids[fresh]] = e1

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from plansim.sim import batch as soa
 from plansim.sim import recorder as recorder_module
 from plansim.sim.recorder import Recorder
 from simkit import run
@@ -143,3 +144,28 @@ def test_the_mean_of_the_ranks_kv_usage_is_numpys_mean_to_the_bit(values):
 
     expected = float(np.mean(values)) if values else 0.0
     assert _mean(values) == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 39), min_size=1, max_size=40, unique=True), min_size=1,
+                max_size=12),
+       st.lists(st.floats(0.5, 900.0), min_size=12, max_size=12))
+def test_a_pass_of_many_requests_records_what_one_by_one_would(passes, gaps):
+    # Recorder.tokens on an id array (16 or more ids: the vector path, first and second tokens
+    # among them) against the same passes one request at a time (the list path).
+    n = 40
+    vector = Recorder(n, np.zeros(n), np.zeros(n, dtype=np.int64))
+    scalar = Recorder(n, np.zeros(n), np.zeros(n, dtype=np.int64))
+    end = 0.0
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(soa, "SCALAR_ROWS", 1)
+        for rids, gap in zip(passes, gaps):
+            end += gap
+            first_v = vector.tokens(np.array(rids, dtype=np.int64), end)
+            first_s = [rid for rid in rids if scalar._few_tokens([rid], end)]
+            assert first_v == first_s
+    for name in ("n_tokens", "first_token", "second_token", "last_token"):
+        np.testing.assert_array_equal(getattr(vector, name), getattr(scalar, name))
+    for a, b in zip(vector.itl_samples(), scalar.itl_samples()):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(vector._tok_per_s, scalar._tok_per_s)
