@@ -1272,6 +1272,8 @@ class Rank:
             chunks.append(left - full * chunk)
         if len(chunks) > k_dec:
             del chunks[k_dec:]
+        if len(chunks) < 2:
+            return None  # one pass (the usual failure: a prompt's last chunk is next)
         # KV: pass j needs the blocks its grants reach; stop before the first that cannot
         # allocate without preempting.
         bs = self.block_size
