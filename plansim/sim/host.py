@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -289,7 +289,7 @@ class ReplayHost:
         vary, which the prefix cache's hash sets probe far faster (the first form's low bits
         take only ``per`` values)."""
         bs = self.block_size
-        isl = int(self.isl[rid])
+        isl = self.isl.item(rid)
         n_full = isl // bs
         if n_full == 0:
             return []
@@ -333,7 +333,7 @@ class ReplayHost:
         if keys is None:
             keys = self._prompt_keys(rid)
             self.rec.keys[rid] = keys
-        isl = int(self.isl[rid])
+        isl = self.isl.item(rid)
         if self.routers[pool_name].hold(rid, isl, keys, pool.ready_views, pool.ready_loads,
                                         self.clock.now):
             return
@@ -362,7 +362,7 @@ class ReplayHost:
             if released is None:
                 return
             rid, overlaps = released
-            self._route(rid, pool_name, int(self.isl[rid]), self.rec.keys[rid], overlaps)
+            self._route(rid, pool_name, self.isl.item(rid), self.rec.keys[rid], overlaps)
 
     def _route(self, rid: int, pool_name: Role, isl: int, keys: list[int],
                overlaps: Any = None, last: bool = False) -> None:
@@ -379,7 +379,7 @@ class ReplayHost:
         # A request reaching the decode pool has been counted on arrival at the prefill pool and
         # brings its prompt KV with it.
         handed_off = self._receives_handoff[pool_name]
-        req = Request(rid, isl, int(self.osl[rid]), keys, prebuilt=handed_off)
+        req = Request(rid, isl, self.osl.item(rid), keys, prebuilt=handed_off)
         if self._hands_off[pool_name]:
             self.rec.prefill_worker[rid] = rank.worker_id
         else:
@@ -420,11 +420,11 @@ class ReplayHost:
     def _kick(self, rank: EngineRank, last: bool = False) -> None:
         """Work reached ``rank``: cut its decode run, or schedule its next pass start. ``last``:
         the caller does nothing more at this instant (the instant's last arrival)."""
-        worker = self._rank_worker[id(rank)]
+        key = id(rank)
+        worker = self._rank_worker[key]
         if len(worker.ranks) > 1:
             self._kick_group(worker)
             return
-        key = id(rank)
         if rank.busy:
             now = self.clock.now
             new_end = rank.interrupt(now)
@@ -477,7 +477,7 @@ class ReplayHost:
         self._group_pass[key] = started
         self.clock.call_at_time(end, lambda: self._finish_group(worker), Priority.PASS_END)
 
-    def _apply_pass_end(self, ranks: list[EngineRank], now: float) -> None:
+    def _apply_pass_end(self, ranks: Sequence[EngineRank], now: float) -> None:
         """End the pass of ``ranks`` at ``now``, then re-check the router queues it touched."""
         self._recheck = recheck = set()
         try:
@@ -485,8 +485,9 @@ class ReplayHost:
                 rank.finish(now)
         finally:
             self._recheck = None
-        for pool_name in sorted(recheck):
-            self._release(pool_name)
+        if recheck:
+            for pool_name in sorted(recheck):
+                self._release(pool_name)
 
     def _finish_group(self, worker: Worker) -> None:
         now = self.clock.now
@@ -497,12 +498,13 @@ class ReplayHost:
 
     def _finish(self, rank: EngineRank) -> None:
         now = self.clock.now
-        self._apply_pass_end([rank], now)
-        worker = self._rank_worker[id(rank)]
+        self._apply_pass_end((rank,), now)
+        key = id(rank)
+        worker = self._rank_worker[key]
         if worker.state == DRAINING:
             self.pools[worker.pool].drained(worker, now)
         if (len(worker.ranks) == 1 and not rank.busy and self.clock.peek() > now
-                and id(rank) not in self._start_pending and rank.has_work()):
+                and key not in self._start_pending and rank.has_work()):
             # Nothing else is due at this instant: the pass start ``_kick`` would schedule now
             # would be the very next call, so it runs here.
             self._begin(rank)

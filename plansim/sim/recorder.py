@@ -143,7 +143,7 @@ class Recorder:
             # admission computes nothing, as the reference reports it.
             if reused > self.reused[rid]:
                 self.reused[rid] = reused
-            self._admitted_tokens[pool] = self._admitted_tokens.get(pool, 0) + int(self.isl[rid])
+            self._admitted_tokens[pool] = self._admitted_tokens.get(pool, 0) + self.isl.item(rid)
             self._reused_tokens[pool] = self._reused_tokens.get(pool, 0) + reused
 
     def tokens(self, rids: list[int] | np.ndarray, end: float,
