@@ -963,21 +963,23 @@ class Rank:
             rids.append(req.rid)
             if hands_off or length - req.isl >= req.osl:
                 rows.append(row)
-        for lo, hi in slices:
-            known[lo:hi] += 1
         if slices:
-            parts = [b.rid[lo:hi] for lo, hi in slices]
+            parts = []
+            total = b.total
+            for lo, hi in slices:
+                grown = known[lo:hi]
+                grown += 1
+                parts.append(b.rid[lo:hi])
+                if hands_off:
+                    rows.extend(range(lo, hi))
+                else:
+                    done = np.flatnonzero(grown >= total[lo:hi])
+                    if done.shape[0]:
+                        rows.extend((done + lo).tolist())
             if rids:
                 parts.append(np.array(rids, dtype=np.int64))
             rids = parts[0] if len(parts) == 1 else np.concatenate(parts)
         self.hooks.on_tokens(self, rids, end)
-        for lo, hi in slices:
-            if hands_off:
-                rows.extend(range(lo, hi))
-            else:
-                done = np.flatnonzero(known[lo:hi] >= b.total[lo:hi])
-                if done.size:
-                    rows.extend((done + lo).tolist())
         if rows:
             rows.sort()
             self._finish(rows, end)
