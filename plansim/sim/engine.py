@@ -564,9 +564,9 @@ class Rank:
 
     def occupancy(self) -> RankOccupancy:
         cache = self.cache
-        return RankOccupancy(running=len(self.running), waiting=len(self.waiting),
-                             queued_prefill_tokens=self.queued.prefill_tokens,
-                             kv_usage=cache.active / cache.num_blocks)
+        # Positional (running, waiting, queued_prefill_tokens, kv_usage): one a rank a sample.
+        return RankOccupancy(len(self.running), len(self.waiting), self.queued.prefill_tokens,
+                             cache.active / cache.num_blocks)
 
     # ---------------------------------------------------------------- policy interface
 
@@ -1051,12 +1051,11 @@ class Rank:
         if n < soa.SCALAR_ROWS:
             columns = b.columns()
             _, isl, total, computed, known_list, _, _, _ = columns
-            if head:
-                known_list = [L + 1 for L in known_list]
-            k = self._decoding_left(isl, total, computed, known_list, n)
+            d = 1 if head else 0
+            k = self._decoding_left(isl, total, computed, known_list, n, d)
             if k is None:
                 return None
-            sum_len = sum(known_list)
+            sum_len = sum(known_list) + n * d
         else:
             known = b.known[:n] + 1 if head else b.known[:n]
             decoding = (known - b.computed[:n] == 1) & (known > b.isl[:n])
@@ -1141,13 +1140,14 @@ class Rank:
 
     @staticmethod
     def _decoding_left(isl: list[int], total: list[int], computed: list[int],
-                       known: list[int], rows: int) -> int | None:
+                       known: list[int], rows: int, ahead: int = 0) -> int | None:
         """The fewest tokens any of the first ``rows`` rows (``Batch.columns``) has left to
-        emit when every one of them is decoding (one known token left, past the first token);
+        emit when every one of them is decoding (one known token left, past the first token),
+        each ``ahead`` tokens longer than ``known`` says (a pass's tokens not yet emitted);
         None when one is not; ``1 << 30`` for no rows."""
         k = 1 << 30
         for i in range(rows):
-            L = known[i]
+            L = known[i] + ahead
             if computed[i] != L - 1 or L <= isl[i]:
                 return None
             if total[i] - L < k:
