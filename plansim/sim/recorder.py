@@ -354,8 +354,10 @@ class Recorder:
 
     def _count_tokens(self, end: float, k: int) -> None:
         sec = int(end // 1000.0)
-        self._grow(sec)
-        self._tok_per_s[sec] += k
+        if sec >= self._tok_per_s.shape[0]:
+            self._grow(sec)
+        per_s = self._tok_per_s
+        per_s[sec] = per_s.item(sec) + k  # the same float sum, without numpy scalars
 
     def _grow(self, sec: int) -> None:
         if sec >= self._tok_per_s.shape[0]:
