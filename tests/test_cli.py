@@ -85,6 +85,32 @@ def test_replay_run_writes_its_tables_without_pandas_or_pyarrow(tmp_path):
         assert (tmp_path / fmt / "requests.parquet").exists()
 
 
+# Runs a whole ``plansim replay run`` in a fresh interpreter and prints, as it exits, whether
+# numpy's random generators were ever loaded, and how many ties the KV router broke.
+_DRAWS_AT_EXIT = """
+import atexit, sys
+import plansim.sim.seeded_draws as seeded
+draws = []
+integers = seeded.SeededDraws.integers
+seeded.SeededDraws.integers = lambda self, n: draws.append(n) or integers(self, n)
+atexit.register(lambda: print("numpy.random" in sys.modules, sum(n > 1 for n in draws),
+                              flush=True))
+sys.argv = ["plansim", *sys.argv[1:]]
+from plansim.cli import main
+main()
+"""
+
+
+def test_a_kv_router_replay_breaks_its_ties_without_numpy_random(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-c", _DRAWS_AT_EXIT, "replay", "run", str(MICRO_TRACE),
+         "--format", "mooncake", "--trace-block-size", "512", "--num-workers", "3",
+         "--router-mode", "kv_router", "--out", str(tmp_path / "out"), "--no-report",
+         "--quiet"], capture_output=True, text=True, check=True)
+    loaded, ties = out.stdout.strip().splitlines()[-1].split()
+    assert loaded == "False" and int(ties) > 0
+
+
 # Runs ``plansim replay run`` in a fresh interpreter and, at the first simulated pass (numpy
 # loaded and used), prints OPENBLAS_NUM_THREADS and the process's thread count, then exits.
 _BLAS_AT_FIRST_PASS = """

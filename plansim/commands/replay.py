@@ -326,7 +326,7 @@ def _execute(ctx: typer.Context, load: Any, *, traces: list[Path], trace_format:
     inputs = {**_inputs(ctx, traces, workload, deployment, planner_raw, trace_format,
                         trace_block_size), **result.inputs}
     with folder.writing() as out_dir:
-        # The result and the table writer's modules (pyarrow) live until the command ends too:
+        # The result and the table writer's modules live until the command ends too:
         # a collection while they load would walk every structure the replay built.
         with long_lived():
             write_replay_outputs(out_dir, result, inputs)

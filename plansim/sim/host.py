@@ -16,7 +16,6 @@ arriving exactly when a pass ends joins the next pass, as in the reference).
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from plansim.sim.engine_protocol import EngineHooks, EngineRank
 from plansim.sim.recorder import Recorder
 from plansim.sim.result import ReplayResult
 from plansim.sim.routing import RoutingPolicy, make_router, recurring_blocks
+from plansim.sim.seeded_draws import SeededDraws
 from plansim.sim.timing import make_timing_model
 
 if TYPE_CHECKING:
@@ -148,8 +148,9 @@ class ReplayHost:
             self.enter = self._enter_tracked
             self._terminal = self.source.on_terminal
         self.mode = Mode(deployment.mode)
-        # Built at the routers' first draw (``Policy.rng``): most replays never draw.
-        rng = functools.cache(lambda: np.random.default_rng(deployment.seed))
+        # One stream for every pool's router: numpy's default_rng(seed), drawn without
+        # importing numpy.random (sim.seeded_draws).
+        rng = SeededDraws(deployment.seed)
         hooks = EngineHooks(self._on_admit, self._on_tokens, self._on_complete, self._on_reject,
                             self._on_run, self._on_wakeup)
         self._worker_ids = 0

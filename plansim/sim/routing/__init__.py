@@ -8,15 +8,13 @@ policy's (one entry per name), for the deployment model, the command line and re
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from typing import Any
-
-import numpy as np
 
 from plansim.params import Param
 from plansim.registry import Registry
 from plansim.roles import Role
 from plansim.sim.routing.base import RankLoad, Route, RoutingPolicy, recurring_blocks
+from plansim.sim.seeded_draws import Draws
 
 ROUTERS: Registry[type] = Registry("router mode", {
     "round_robin": "plansim.sim.routing.round_robin:RoundRobin",
@@ -44,13 +42,12 @@ def all_router_knobs() -> dict[str, Param]:
     return out
 
 
-def make_router(config: Any, block_size: int,
-                rng: np.random.Generator | Callable[[], np.random.Generator], *,
+def make_router(config: Any, block_size: int, rng: Draws, *,
                 pool: Role, max_batched_tokens: int = 1 << 62) -> RoutingPolicy:
     """The router of one pool: policy ``config.mode`` with the config's knob values;
-    ``rng``: the seeded generator, or a function returning it at the first draw (one
-    generator shared by the pools' routers); ``max_batched_tokens`` is the pool's per-rank
-    token budget (a queue's busy rule)."""
+    ``rng``: the seeded draws (one stream shared by the pools' routers: a
+    ``plansim.sim.seeded_draws.SeededDraws`` or a numpy ``Generator``); ``max_batched_tokens``
+    is the pool's per-rank token budget (a queue's busy rule)."""
     return ROUTERS.get(config.mode)(config, block_size, rng, pool=pool,
                                     max_batched_tokens=max_batched_tokens)
 

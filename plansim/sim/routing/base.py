@@ -17,8 +17,7 @@ Adding a policy: one module with a policy class and one line in
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -27,6 +26,7 @@ import numpy as np
 from plansim.params import NoParams, Param, params_of
 from plansim.roles import Role
 from plansim.sim.engine_protocol import PrefixView
+from plansim.sim.seeded_draws import Draws
 
 
 class RankLoad:
@@ -123,8 +123,8 @@ class Policy:
     hot path), patches of the patchable ones, and no-op progress hooks.
 
     ``config``: the deployment's router block (anything with the knobs as attributes, or a
-    mapping); ``block_size``: tokens per KV block; ``rng``: the replay's seeded generator, or a
-    function returning it, called at the first draw (see ``rng``); ``pool``: the pool's role."""
+    mapping); ``block_size``: tokens per KV block; ``rng``: the replay's seeded draws
+    (``plansim.sim.seeded_draws``); ``pool``: the pool's role."""
 
     Knobs: ClassVar[type] = NoParams
     # Whether ``choose`` or ``hold`` reads the ranks' prefix-cache views (the ranks of a pool
@@ -138,11 +138,10 @@ class Policy:
     indexes_prompt_blocks: bool = False
     recurring: Sequence[int] | None = None
 
-    def __init__(self, config: Any, block_size: int,
-                 rng: np.random.Generator | Callable[[], np.random.Generator], *,
+    def __init__(self, config: Any, block_size: int, rng: Draws, *,
                  pool: Role, max_batched_tokens: int = 1 << 62) -> None:
         self.block_size = block_size
-        self._rng = rng
+        self.rng = rng  # the seeded stream of draws, shared by the pools' routers
         self.pool = pool
         self.max_batched_tokens = max_batched_tokens
         aliases = []
@@ -155,12 +154,6 @@ class Policy:
                 aliases.append((knob.alias_of, value))
         for target, value in aliases:  # a deprecated spelling, when given, wins
             setattr(self, target, value)
-
-    @functools.cached_property
-    def rng(self) -> np.random.Generator:
-        """The seeded generator, from the function given for it at the first draw: most
-        replays never draw, and importing ``numpy.random`` costs about 9 ms."""
-        return self._rng() if callable(self._rng) else self._rng
 
     @classmethod
     def knobs(cls) -> tuple[Param, ...]:
