@@ -379,6 +379,29 @@ def test_a_requests_recurring_blocks_reach_its_last_trace_block_another_request_
     assert recurring_blocks(np.array([], dtype=np.int64), np.array([0, 0]), 128, 64) == [0]
     # Offsets into a longer array: only the requests' own hashes count (4 outside recurs not).
     assert recurring_blocks(np.array([4, 1, 2, 1, 3, 4]), np.array([1, 3, 5]), 128, 64) == [2, 2]
+    # Ids far apart (not a compact range) are counted by sorting: the same answers.
+    assert recurring_blocks(ids * 10**12, offsets, 128, 64) == [6, 4, 4, 0, 4]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 12), max_size=6), min_size=1, max_size=8),
+       st.sampled_from([(1, np.int32), (7, np.int64), (10**12, np.int64), (10**12, np.uint64)]))
+def test_recurring_blocks_are_those_up_to_the_last_hash_another_occurrence_shares(
+        prompts, spread_dtype):
+    # Compact ids (counted) and ids far apart (sorted), in the dtypes a workload holds.
+    spread, dtype = spread_dtype
+    ids = np.array([h * spread for p in prompts for h in p], dtype=dtype)
+    offsets = np.cumsum([0] + [len(p) for p in prompts])
+    occurrences = {}
+    for h in ids.tolist():
+        occurrences[h] = occurrences.get(h, 0) + 1
+    expected, lo = [], 0
+    for p in prompts:
+        mine = ids[lo:lo + len(p)].tolist()
+        lo += len(p)
+        last = max((i + 1 for i, h in enumerate(mine) if occurrences[h] > 1), default=0)
+        expected.append(last * 128 // 64)
+    assert recurring_blocks(ids, offsets, 128, 64) == expected
 
 
 def test_a_decode_pool_is_routed_by_load_alone_so_its_ranks_keep_no_router_view():

@@ -68,8 +68,13 @@ def recurring_blocks(hash_ids: np.ndarray, hash_offsets: np.ndarray, trace_block
     ids = hash_ids[hash_offsets[0]:hash_offsets[-1]]
     if not ids.size:
         return [0] * n
-    _, inverse, counts = np.unique(ids, return_inverse=True, return_counts=True)
-    repeated = counts[inverse] > 1
+    if ids.dtype.kind in "iu" and int(ids.min()) >= 0 and int(ids.max()) < 4 * ids.size:
+        # Compact ids (a trace's prefix-chain ids are): counted in one linear pass.
+        counts = np.bincount(ids.astype(np.intp, copy=False))
+        repeated = counts[ids] > 1
+    else:
+        _, inverse, counts = np.unique(ids, return_inverse=True, return_counts=True)
+        repeated = counts[inverse] > 1
     lengths = np.diff(hash_offsets)
     owner = np.repeat(np.arange(n), lengths)
     position = np.arange(ids.size) - np.repeat(hash_offsets[:-1] - hash_offsets[0], lengths)
