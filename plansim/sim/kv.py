@@ -24,9 +24,10 @@ Host stores (``plansim.sim.host_offload``). A block a host store is still copyin
 overwritten: ``store_sources`` (the host tier's blocks being stored -> when their copy lands)
 lets ``allocate`` say how long the blocks it evicts are still being read.
 
-Speed: a request's keys are handled in a few bulk passes, C-level set, dict and list operations
-where one pass does (releasing shared blocks is one Python pass: over a large dict, each extra
-C-level pass costs another cache miss per block, which measured slower). ``cached`` holds every
+Speed: a request's keys are handled in a few bulk passes, C-level set and list operations where
+one pass does. Reference counts are plain loops (taking shared blocks, releasing them): a loop
+writing a dict's computed values beats a ``map``/``zip`` chain into ``dict.update``, and over a
+large dict each extra C-level pass costs another cache miss per block. ``cached`` holds every
 cached key (active or inactive) and ``registered`` the active ones (one reference each; extra
 references are counted in ``shared``), so a block going inactive only leaves ``registered``.
 The LRU holds runs, not keys: each release appends the blocks it makes inactive as one run (a
@@ -43,7 +44,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Container, Sequence
 from itertools import compress, repeat, takewhile
-from operator import add
 
 # Odd, so generated blocks of different requests differ in their low bits (with ``1 << 24`` the
 # low 24 bits were the block index alone: every request's block b fell in one hash slot).
@@ -212,7 +212,8 @@ class KvCache:
         if not again:
             revived = keys
         else:
-            shared.update(zip(again, map(add, map(shared.get, again, repeat(0)), repeat(1))))
+            for k in again:
+                shared[k] = shared.get(k, 0) + 1
             revived = [k for k in keys if k not in registered] if len(again) < len(keys) else ()
         if revived:
             # Each run taken from loses its last inactive blocks: the ones taken.

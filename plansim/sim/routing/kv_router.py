@@ -41,11 +41,8 @@ changes scores and the queue's order and threshold only.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import compress, islice, repeat
-from operator import attrgetter, contains
 from typing import Any
 
 import numpy as np
@@ -132,7 +129,8 @@ class Sent:
             keep = max(children) if children else node.depth
             if keep < node.end:
                 if keep < node.top:
-                    deque(map(blocks.pop, node.keys[keep:node.top]), 0)
+                    for key in node.keys[keep:node.top]:
+                        del blocks[key]
                     node.top = keep
                 load.n_blocks -= node.end - keep
                 node.end = keep
@@ -346,7 +344,8 @@ class KvRouter(Policy):
         n = len(keys)
         top = n if self.recurring is None else min(n, self.recurring[rid])
         if top > present:
-            blocks.update(zip(islice(keys, present, top), repeat(entry)))
+            for key in keys[present:top]:
+                blocks[key] = entry
         else:
             top = present
         entry.end = n
@@ -372,23 +371,21 @@ class KvRouter(Policy):
             entry.let_go()
 
 
-_BLOCKS = attrgetter("blocks")
-
-
 def _shared_runs(keys: list[int], loads: Sequence[RankLoad]) -> list[int]:
     """``leading_run(keys, load.blocks)`` of every candidate. A rank's counted blocks are whole
     prompts, so the prompt's blocks held there are exactly its first ``run``: a run another
     candidate has is confirmed by two lookups (its last block held, the next one not), and only
-    a new run is searched for. Only the ranks holding the first block look (one C-level map
-    finds them)."""
-    held = list(map(_BLOCKS, loads))
-    out = [0] * len(held)
+    a new run is searched for. Only the ranks holding the first block look."""
+    out = [0] * len(loads)
     if not keys:
         return out
     n = len(keys)
+    first = keys[0]
     runs: list[int] = []
-    for c in compress(range(len(held)), map(contains, held, repeat(keys[0]))):
-        blocks = held[c]
+    for c, load in enumerate(loads):
+        blocks = load.blocks
+        if first not in blocks:
+            continue
         for run in runs:
             if keys[run - 1] in blocks and (run == n or keys[run] not in blocks):
                 break
