@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from itertools import compress, filterfalse, islice, repeat, takewhile
+from itertools import filterfalse, islice, takewhile
 from typing import Any
 
 import numpy as np
@@ -148,8 +148,10 @@ class HostTier:
             # Transfers landing at the same time (an instantaneous lane) are one cohort.
             while transfers and transfers[0][0] == done:
                 cohort = cohort + transfers.popleft()[1]
-            resident.update(zip(in_cohort_order(cohort), repeat(True)))
-            deque(map(storing.__delitem__, cohort), 0)
+            for key in in_cohort_order(cohort):
+                resident[key] = True
+            for key in cohort:
+                del storing[key]
 
     def store(self, keys: Sequence[int], now_ms: float,
               submit_ms: float | None = None) -> float | None:
@@ -175,10 +177,12 @@ class HostTier:
                 return None
             victims = list(islice(filterfalse(guarded.__contains__, resident) if guarded
                                   else resident, need))
-            deque(map(resident.__delitem__, victims), 0)
+            for key in victims:
+                del resident[key]
         done = self.d2h.submit(now_ms if submit_ms is None else submit_ms, len(missing))
         before = len(storing)
-        storing.update(zip(missing, repeat(done)))
+        for key in missing:
+            storing[key] = done
         # A block offered twice lands once (``advance`` takes each landed block out once).
         landing = (missing if len(storing) - before == len(missing)
                    else list(dict.fromkeys(missing)))
@@ -196,8 +200,10 @@ class HostTier:
         # The rule moves them one by one from the last of ``keys`` to the first: a block given
         # twice ends where its first place in ``keys`` puts it. So one pass takes the resident
         # ones out in ``keys`` order (a repeat finds its block gone) and they go back reversed.
-        moved = list(compress(keys, map(resident.pop, keys, repeat(False))))
-        resident.update(zip(reversed(moved), repeat(True)))
+        pop = resident.pop
+        moved = [key for key in keys if pop(key, False)]
+        for key in reversed(moved):
+            resident[key] = True
 
     def load(self, keys: Iterable[int], now_ms: float) -> float:
         """Copy resident ``keys`` back to the device; returns the completion time. They cannot
@@ -221,8 +227,10 @@ class HostTier:
                 del pins[key]
                 unpinned.append(key)
         order = in_cohort_order(unpinned)
-        deque(map(resident.__delitem__, order), 0)
-        resident.update(zip(order, repeat(True)))
+        for key in order:
+            del resident[key]
+        for key in order:
+            resident[key] = True
 
     def overlap(self, keys: Sequence[int], start: int) -> int:
         """Leading resident blocks of ``keys[start:]`` (for the router's host credit)."""
