@@ -160,7 +160,8 @@ class KvCache:
         if not unpublished and not vanished:
             return leading_run(keys, cached)
         # ``leading_run`` with the published view's membership written out (the router asks
-        # every rank for every request: no call per probe).
+        # every rank for every request: no call per probe). Most probes find a block cached
+        # and published: two look-ups, the small sets' one after the cache's.
         k = keys[0]
         if k not in vanished and (k not in cached or k in unpublished):
             return 0
@@ -168,7 +169,7 @@ class KvCache:
         while lo < hi:
             mid = (lo + hi + 1) // 2
             k = keys[mid - 1]
-            if k in vanished or (k in cached and k not in unpublished):
+            if (k in cached and k not in unpublished) or k in vanished:
                 lo = mid
             else:
                 hi = mid - 1
