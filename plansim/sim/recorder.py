@@ -443,16 +443,19 @@ class Recorder:
     def _compact_gaps(self) -> None:
         ms = np.frombuffer(self.gap_value, dtype=np.float64)
         counts = np.frombuffer(self.gap_count, dtype=np.int64)
-        # The microseconds are scaled and rounded in one array, and nothing is concatenated
-        # while nothing is compacted yet (the usual replay): at the end of a replay such
-        # temporaries are fresh memory, whose page faults cost more than the arithmetic.
-        us = np.multiply(ms, 1000.0)
+        # The microseconds are scaled and rounded in the samples' own buffer (dropped below),
+        # and nothing is concatenated while nothing is compacted yet (the usual replay): at
+        # the end of a replay temporaries are fresh memory, whose page faults cost more than
+        # the arithmetic.
+        us = np.multiply(ms, 1000.0, out=ms)
         np.rint(us, out=us)
         values = us.astype(np.int64)
+        weights = us  # that buffer again, now free: the counts as the floats bincount weighs
+        np.copyto(weights, counts)
         if self._gap_us.shape[0]:
             values = np.concatenate((self._gap_us, values))
-            counts = np.concatenate((self._gap_us_count, counts))
-        self._gap_us, self._gap_us_count = _distinct_totals(values, counts)
+            weights = np.concatenate((self._gap_us_count, weights))
+        self._gap_us, self._gap_us_count = _distinct_totals(values, weights)
         self.gap_value = array("d")
         self.gap_count = array("q")
 
@@ -497,9 +500,9 @@ class Recorder:
 
 def _distinct_totals(values: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct ``values`` (int64; overwritten), ascending, and each one's total weight
-    (int64, every weight positive): what ``np.unique(values, return_inverse=True)`` and a
-    weighted bincount of the inverse give, in a fraction of their time on many samples of few
-    values.
+    (int64; the weights are positive integers, as int64 or as float64, the form bincount weighs
+    in): what ``np.unique(values, return_inverse=True)`` and a weighted bincount of the inverse
+    give, in a fraction of their time on many samples of few values.
 
     Values less than ``DENSE_SPAN_PER_SAMPLE`` per sample above the smallest are totalled by
     counting over their span (a value is present when its total is, weights being positive);

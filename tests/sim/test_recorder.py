@@ -66,12 +66,15 @@ def test_gap_samples_are_each_microsecond_value_with_its_total_count(batches, sp
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.integers(-10**4, 10**4) | st.integers(0, 10**9), st.integers(1, 10**6)),
-                min_size=1, max_size=60), st.sampled_from([0, 1, 3, 10**5]))
-def test_distinct_totals_are_uniques_and_their_summed_weights_whatever_the_spread(pairs, span):
+                min_size=1, max_size=60), st.sampled_from([0, 1, 3, 10**5]),
+       st.sampled_from([np.int64, np.float64]))
+def test_distinct_totals_are_uniques_and_their_summed_weights_whatever_the_spread(
+        pairs, span, weight_dtype):
     # Counted over the span, sorted, or counted below the cut with a sorted tail above it: the
-    # same distinct values and totals as a plain dict of sums.
+    # same distinct values and totals as a plain dict of sums, whether the weights come as
+    # ints or as the floats bincount weighs.
     values = np.array([v for v, _ in pairs], dtype=np.int64)
-    weights = np.array([w for _, w in pairs], dtype=np.int64)
+    weights = np.array([w for _, w in pairs], dtype=weight_dtype)
     expected: dict[int, int] = {}
     for v, w in pairs:
         expected[v] = expected.get(v, 0) + w
