@@ -29,13 +29,16 @@ main()
 """
 
 
+def _replay_micro(script: str, out: Path, *flags: str) -> str:
+    """The stdout of ``script`` running ``plansim replay run`` on the micro trace, 3 workers."""
+    return subprocess.run(
+        [sys.executable, "-c", script, "replay", "run", str(MICRO_TRACE), "--format", "mooncake",
+         "--trace-block-size", "512", "--num-workers", "3", *flags, "--out", str(out),
+         "--no-report", "--quiet"], capture_output=True, text=True, check=True).stdout
+
+
 def test_replay_run_reaches_its_first_pass_without_what_it_does_not_use(tmp_path):
-    out = subprocess.run(
-        [sys.executable, "-c", _AT_FIRST_PASS, "replay", "run", str(MICRO_TRACE),
-         "--format", "mooncake", "--trace-block-size", "512", "--num-workers", "3",
-         "--out", str(tmp_path / "out"), "--no-report", "--quiet"],
-        capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == ""
+    assert _replay_micro(_AT_FIRST_PASS, tmp_path / "out").strip() == ""
 
 
 def test_help_lists_every_command(run_cli):
@@ -102,12 +105,8 @@ main()
 
 
 def test_a_kv_router_replay_breaks_its_ties_without_numpy_random(tmp_path):
-    out = subprocess.run(
-        [sys.executable, "-c", _DRAWS_AT_EXIT, "replay", "run", str(MICRO_TRACE),
-         "--format", "mooncake", "--trace-block-size", "512", "--num-workers", "3",
-         "--router-mode", "kv_router", "--out", str(tmp_path / "out"), "--no-report",
-         "--quiet"], capture_output=True, text=True, check=True)
-    loaded, ties = out.stdout.strip().splitlines()[-1].split()
+    stdout = _replay_micro(_DRAWS_AT_EXIT, tmp_path / "out", "--router-mode", "kv_router")
+    loaded, ties = stdout.strip().splitlines()[-1].split()
     assert loaded == "False" and int(ties) > 0
 
 
