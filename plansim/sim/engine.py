@@ -486,8 +486,7 @@ class Rank:
         """Apply the pass (or run) ending at ``now`` (virtual ms)."""
         self.busy = False
         cache = self.cache
-        publishes = cache.publishes  # else nothing is kept to publish
-        if publishes:
+        if cache.pending:  # only while it ``publishes`` (a router reads it)
             cache.publish()  # the router learns the pass's blocks now
         run = self._run
         if run is None:
@@ -499,7 +498,7 @@ class Rank:
             self._finish_prompt_run(now)
         else:
             self._finish_run()
-        if publishes:
+        if cache.pending:
             cache.publish()
 
     def take_fpm(self, t: float) -> ForwardPassMetrics:

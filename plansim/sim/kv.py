@@ -84,7 +84,7 @@ class KvCache:
 
     __slots__ = ("num_blocks", "block_size", "prefix_caching", "cached", "registered", "shared",
                  "used", "active", "evicted_total", "store_sources", "publishes",
-                 "unpublished", "vanished", "_registered_since", "_evicted_since",
+                 "unpublished", "vanished", "_registered_since", "_evicted_since", "pending",
                  "_runs", "_tails", "_compact_at")
 
     def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool = True) -> None:
@@ -116,6 +116,9 @@ class KvCache:
         # only when the router looks (most passes end before any request arrives).
         self._registered_since: list[list[int]] = []
         self._evicted_since: list[list[int]] = []
+        # Whether anything was registered or evicted since the last ``publish`` (else a pass
+        # end has nothing to publish).
+        self.pending = False
 
     def available(self) -> int:
         """Blocks that can be allocated now: free plus evictable (``used`` is the active blocks
@@ -196,6 +199,7 @@ class KvCache:
 
     def publish(self) -> None:
         """A pass ended: the router learns what it registered and evicted."""
+        self.pending = False
         if self._registered_since:
             self._registered_since.clear()
         if self._evicted_since:
@@ -250,6 +254,7 @@ class KvCache:
         gone = self._evict(evict)
         if self.publishes:
             self._evicted_since.extend(gone)
+            self.pending = True
         sources = self.store_sources
         if not sources:
             return 0.0
@@ -331,6 +336,7 @@ class KvCache:
         self.registered.update(fresh)
         if self.publishes:
             self._registered_since.append(fresh)
+            self.pending = True
         held.extend(fresh)
 
     def release(self, keys: list[int], n_private: int, cache_keys: list[int]) -> None:

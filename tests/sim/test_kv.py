@@ -144,6 +144,35 @@ def test_what_a_pass_registers_and_evicts_after_the_router_looked_stays_hidden_t
     assert cache.overlap([1, 2, 3, 4, 5, 6]) == 4
 
 
+def test_a_pass_end_has_something_to_publish_only_after_a_registration_or_an_eviction():
+    cache = KvCache(4, 64)
+    assert not cache.pending
+    cache.allocate(3)  # free blocks: nothing evicted
+    assert not cache.pending
+    held: list[int] = []
+    cache.register([1, 2, 3], held)
+    assert cache.pending
+    cache.publish()
+    assert not cache.pending
+    cache.release(held, 0, [])
+    assert not cache.pending  # released blocks stay cached: the router's view is unchanged
+    cache.allocate(3)  # the free block, then 3 and 2 evicted
+    assert cache.pending
+    cache.publish()
+    assert not cache.pending
+
+
+def test_a_pool_no_router_reads_never_has_anything_to_publish():
+    cache = KvCache(4, 64)
+    cache.publishes = False
+    cache.allocate(3)
+    held: list[int] = []
+    cache.register([1, 2, 3], held)
+    cache.release(held, 0, [])
+    cache.allocate(3)
+    assert not cache.pending
+
+
 def test_allocation_says_until_when_a_host_store_still_reads_the_blocks_it_evicts():
     cache, held = _cache_with([1, 2, 3], num_blocks=4)
     cache.release(held, 0, [])  # inactive, oldest first: 3, 2, 1
