@@ -118,7 +118,8 @@ class Recorder:
         self._arrived: dict[str, int] = {}
         self._admitted_tokens: dict[str, int] = {}
         self._reused_tokens: dict[str, int] = {}
-        self._samples: list[dict[str, Any]] = []
+        # One tuple a pool a sample, in ``TIMESERIES_DTYPES``' column order.
+        self._samples: list[tuple] = []
         # Runs not yet totalled (``_flush_runs``): their pass ends, how many and their requests,
         # and their passes in all.
         self._run_ends: list[list[float] | np.ndarray] = []
@@ -386,6 +387,9 @@ class Recorder:
         """One time-series row per pool at virtual time ``now`` (ms; stored as ``time_s``):
         workers by state, and the ``occupancy`` of the ranks still serving (ready or draining;
         KV usage over ready ones)."""
+        samples = self._samples
+        arrived, admitted_tokens, reused_tokens = (self._arrived, self._admitted_tokens,
+                                                   self._reused_tokens)
         for name, pool in pools.items():
             ready = starting = draining = running = waiting = queued = 0
             kv = []
@@ -399,32 +403,30 @@ class Recorder:
                     starting += state == STARTING
                     continue
                 for r in w.ranks:
-                    o = r.occupancy()
-                    running += o.running
-                    waiting += o.waiting
-                    queued += o.queued_prefill_tokens
+                    n_running, n_waiting, n_queued, kv_usage = r.occupancy()
+                    running += n_running
+                    waiting += n_waiting
+                    queued += n_queued
                     if state == READY:
-                        kv.append(o.kv_usage)
-            admitted = self._admitted_tokens.get(name, 0)
-            self._samples.append({
-                "time_s": now / 1000.0, "pool": name.value,
-                "ready": ready, "starting": starting, "draining": draining,
-                "running": running, "waiting": waiting, "queued_prefill_tokens": queued,
-                "kv_usage": _mean(kv),
-                "prefix_reuse": (self._reused_tokens.get(name, 0) / admitted if admitted else 0.0),
-                "arrivals": self._arrived.get(name, 0),
-            })
-        self._arrived.clear()
-        self._admitted_tokens.clear()
-        self._reused_tokens.clear()
+                        kv.append(kv_usage)
+            admitted = admitted_tokens.get(name, 0)
+            # A row in ``TIMESERIES_DTYPES``' column order.
+            samples.append((now / 1000.0, name.value, ready, starting, draining, running,
+                            waiting, queued, _mean(kv),
+                            reused_tokens.get(name, 0) / admitted if admitted else 0.0,
+                            arrived.get(name, 0)))
+        arrived.clear()
+        admitted_tokens.clear()
+        reused_tokens.clear()
 
     def timeseries_table(self, visible_pool: Role) -> Table:
         """The samples as a table; ``output_tok_s`` on ``visible_pool``'s rows (the pool whose
         tokens the user sees)."""
         self._flush_runs()
         samples = self._samples
-        table = Table({name: np.array([row[name] for row in samples], dtype=dtype)
-                       for name, dtype in TIMESERIES_DTYPES})
+        columns = list(zip(*samples)) if samples else [()] * len(TIMESERIES_DTYPES)
+        table = Table({name: np.array(column, dtype=dtype)
+                       for (name, dtype), column in zip(TIMESERIES_DTYPES, columns)})
         rates = np.zeros(len(samples))
         if samples:
             # The sample at second s reports the tokens emitted during second s - 1.
