@@ -83,6 +83,9 @@ if TYPE_CHECKING:
     from plansim.sim.pass_window import PassWindow
 
 _NS = decode_table.NS_PER_MS
+# ``_kv_limit`` lists the passes needing a new block in Python up to this many at most (a
+# few array calls cost more than that many list items).
+_KV_LIMIT_LIST = 64
 
 
 def _q(ms: float) -> float:
@@ -1157,6 +1160,15 @@ class Rank:
     def _kv_limit(first_need: np.ndarray, avail: int, k: int, bs: int) -> int:
         """Largest run length <= k whose new blocks fit in ``avail`` (``first_need[i]``: the
         first pass at which request i needs a new block, then one every ``bs`` passes)."""
+        if first_need.shape[0] * (k // bs + 1) <= _KV_LIMIT_LIST:
+            # Few new blocks at most: the passes needing one as a list (no array calls).
+            need_at = []
+            for f in first_need.tolist():
+                need_at.extend(range(f if f > 0 else 0, k, bs))
+            if len(need_at) <= avail:
+                return k
+            need_at.sort()
+            return need_at[avail]
         first_need = np.maximum(first_need, 0)
         counts = np.where(first_need < k, (k - 1 - first_need) // bs + 1, 0)
         total = int(counts.sum())
