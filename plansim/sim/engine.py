@@ -330,7 +330,6 @@ class Rank:
         self.prefix_view = self.cache
         self.hooks = hooks
         self.policy = make_scheduler(args) if policy is None else policy
-        self.decode_runs = decode_runs
         self.prompt_runs = decode_runs and prompt_runs and role.prefills and role.decodes
         # Nothing routes by the prefix cache: the router's view of it need not be kept.
         self.cache.publishes = not prompt_runs
