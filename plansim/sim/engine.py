@@ -456,12 +456,12 @@ class Rank:
                 offload.dropped(stuck, self.cache)
             self.hooks.on_reject(self, stuck, "cannot_be_scheduled")
             end = self._single_pass(now)
+        end = now + (end - now)  # the pass end as the clock reaches it
         if self.head_runs:
-            head_end = now + (end - now)
-            run_end = self._try_run(head_end, head=True)
+            run_end = self._try_run(end, head=True)
             if run_end is not None:
                 return run_end
-        return now + (end - now)
+        return end
 
     def interrupt(self, t: float) -> float | None:
         """An arrival at ``t`` (virtual ms) during a decode run: keep the passes that started
