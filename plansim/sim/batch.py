@@ -57,9 +57,6 @@ class Batch:
         for name, row in zip(_FIELDS, state):
             setattr(self, name, row)
 
-    def __len__(self) -> int:
-        return len(self.reqs)
-
     def columns(self, start: int = 0, stop: int | None = None) -> list[list[int]]:
         """The live rows' state (rows ``start:stop``; default all) as Python lists, one per field
         in ``_FIELDS`` order (``rid``, ``isl``, ``total``, ``computed``, ``known``, ``blocks``,
