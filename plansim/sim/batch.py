@@ -3,10 +3,11 @@
 Row ``i`` is ``reqs[i]``, the ``i``-th request of the batch. While a request runs, these arrays
 hold its changing state: tokens computed, known length (prompt + generated), KV blocks held,
 the rank pass that last granted it tokens and its computed tokens before that grant. The rank
-advances every decoding request of a pass in one vector step over a slice of rows; only the
-requests whose state changes otherwise (prompt chunks, admissions, completions, preemptions)
-take a Python path, through the ``Request`` attributes of the same names, which read and write
-the row while the request is in the batch (``plansim.sim.engine.Request``).
+advances every decoding request of a pass in one step over a slice of rows (a vector step, or
+one loop over the rows' lists for a short slice); only the requests whose state changes
+otherwise (prompt chunks, admissions, completions, preemptions) are handled one by one, from
+their rows or through the ``Request`` attributes of the same names, which read and write the
+row while the request is in the batch (``plansim.sim.engine.Request``).
 
 Rows stay in batch order: removing requests closes the gap (the arrays shift, and so do the
 row numbers of the requests behind).

@@ -33,9 +33,10 @@ the pass end. With drafts, a cached prefix is reused minus its last block (the d
 its hidden states). Speculative ranks time every pass one by one.
 
 Decode runs: when every running request is decoding, the policy says nothing would be admitted
-(``steady_decode``), and KV suffices, the passes up to the first completion are timed with numpy
-in one step. An arrival during the run truncates it after the pass in flight (``interrupt``),
-so the arrival joins the next pass exactly as in pass-by-pass simulation.
+(``steady_decode``), and KV suffices, the passes up to the first completion are timed in one
+step (a slice of the pool's ``plansim.sim.decode_table`` where the timing model offers one).
+An arrival during the run truncates it after the pass in flight (``interrupt``), so the arrival
+joins the next pass exactly as in pass-by-pass simulation.
 
 Prompt runs (ranks built with ``prompt_runs``): when the last running request is computing its
 prompt, the others decode, and the policy says each pass would give the prompt a fixed chunk and
