@@ -678,10 +678,11 @@ class Rank:
 
     def grant_decoding(self, start: int, budget: int) -> int:
         """One token each for the decoding requests of the batch from row ``start`` on, in
-        one vector step: the rows up to the first that is not decoding (one known token left,
-        prompt computed), at most ``budget`` of them, and only as many as the KV available
-        can extend (a grant that would preempt is left to ``grant``). Returns the row after
-        the last one granted (``start``: none). The same as ``grant(req, 1)`` row by row."""
+        one step (a vector step, or ``_grant_decoding_rows`` for a short slice): the rows up
+        to the first that is not decoding (one known token left, prompt computed), at most
+        ``budget`` of them, and only as many as the KV available can extend (a grant that
+        would preempt is left to ``grant``). Returns the row after the last one granted
+        (``start``: none). The same as ``grant(req, 1)`` row by row."""
         b = self.batch
         n = len(self.running)
         if not self.vector_grants or self.sampler is not None or budget <= 0:
@@ -1096,8 +1097,8 @@ class Rank:
         """(pass times, pass ends) of a decode run of ``k`` passes of ``n`` requests from
         ``now``, ``kv0`` tokens long in all at the start, in plain Python: the passes taken from
         the decode table, or timed by the model's ``decode_ms`` pass by pass and quantised as
-        ``decode_ms_bulk``'s are, the ends summed one by one as the clock would (the same floats
-        as the array path)."""
+        ``decode_table.quantised`` does, the ends summed one by one as the clock would (the same
+        floats as the array path)."""
         div = self.decode_div
         if div <= 0:
             return [0.0] * k, [now] * k
