@@ -420,7 +420,8 @@ class ReplayHost:
 
     def _kick(self, rank: EngineRank, last: bool = False) -> None:
         """Work reached ``rank``: cut its decode run, or schedule its next pass start. ``last``:
-        the caller does nothing more at this instant (the instant's last arrival)."""
+        the caller does nothing more at this instant (the instant's last arrival, or a pass
+        end)."""
         key = id(rank)
         worker = self._rank_worker[key]
         if len(worker.ranks) > 1:
@@ -500,17 +501,10 @@ class ReplayHost:
     def _finish(self, rank: EngineRank) -> None:
         now = self.clock.now
         self._apply_pass_end((rank,), now)
-        key = id(rank)
-        worker = self._rank_worker[key]
+        worker = self._rank_worker[id(rank)]
         if worker.state == DRAINING:
             self.pools[worker.pool].drained(worker, now)
-        if (len(worker.ranks) == 1 and not rank.busy and self.clock.peek() > now
-                and key not in self._start_pending and rank.has_work()):
-            # Nothing else is due at this instant: the pass start ``_kick`` would schedule now
-            # would be the very next call, so it runs here.
-            self._begin(rank)
-            return
-        self._kick(rank)
+        self._kick(rank, last=True)
 
     # ---------------------------------------------------------------- engine hooks
 
