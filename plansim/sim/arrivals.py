@@ -171,8 +171,8 @@ class ClosedLoop:
         roots = np.flatnonzero(waiting == 0)
         self._roots = roots[np.argsort(bound[roots], kind="stable")]
         self._root_ms = np.maximum(bound[self._roots], 0.0)
-        self._last_bound_ms = float(bound[np.isfinite(bound)].max()) if np.isfinite(
-            bound).any() else 0.0
+        finite = bound[np.isfinite(bound)]
+        self._last_bound_ms = float(finite.max()) if finite.size else 0.0
         # Read and written a few times per request as the replay runs: Python lists (a numpy
         # scalar costs more to index, and more again to compute with); the same values.
         out_offsets, by_source = graph.out_edges()
