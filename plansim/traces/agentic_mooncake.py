@@ -36,7 +36,7 @@ import numpy as np
 import orjson
 
 from plansim.errors import TraceError
-from plansim.traces.columns import TraceColumns
+from plansim.traces.columns import I64_MAX, U64_MAX, TraceColumns
 from plansim.traces.graph import COMPLETION, DISPATCH, Edges, RequestGraph, build_graph
 from plansim.traces.sources import line_batches
 
@@ -46,8 +46,6 @@ SCHEMA = "dynamo.agentic_mooncake"
 VERSION = 2
 TRIGGERS = {"dispatch": DISPATCH, "completion": COMPLETION}
 RELATIONS = ("sequence", "spawn", "join", "replay_barrier")
-_U64_MAX = (1 << 64) - 1
-_I64_MAX = (1 << 63) - 1  # counts are int64 columns
 _ROW_KEYS = frozenset({"request_id", "play_id", "session_id", "model", "input_length",
                        "input_tokens", "output_length", "output_tokens", "hash_ids",
                        "not_before_ms", "dependencies"})
@@ -207,13 +205,13 @@ class _Row:
         if not isinstance(hs, list):
             raise fail("hash_ids is missing or not a list", "hash_ids")
         for h in hs:
-            if not (type(h) is int and 0 <= h <= _U64_MAX):
+            if not (type(h) is int and 0 <= h <= U64_MAX):
                 raise fail(f"hash_ids holds {h!r}, not a non-negative integer", "hash_ids")
         isl = _alias(rec, "input_length", "input_tokens")
         if isl is not None and not (type(isl) is int and isl >= 0):
             raise fail(f"input_length must be a non-negative integer, got {isl!r}", "input_length")
         osl = _alias(rec, "output_length", "output_tokens")
-        if not (type(osl) is int and 0 <= osl <= _I64_MAX):
+        if not (type(osl) is int and 0 <= osl <= I64_MAX):
             raise fail(f"output_length must be a non-negative integer, got {osl!r}",
                        "output_length")
         capacity = len(hs) * block_size

@@ -19,6 +19,11 @@ import numpy as np
 from plansim.errors import TraceError
 from plansim.traces.csr import csr_take
 
+# The largest values the columns hold: raw hashes are uint64, token counts int64 (a reader
+# refuses a row past them with its line, before numpy would overflow).
+U64_MAX = (1 << 64) - 1
+I64_MAX = (1 << 63) - 1
+
 
 @dataclass(slots=True)
 class TraceColumns:

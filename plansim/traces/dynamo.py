@@ -34,7 +34,7 @@ import orjson
 
 from plansim.errors import TraceError
 from plansim.traces.buffers import GrowingArray
-from plansim.traces.columns import TraceColumns
+from plansim.traces.columns import I64_MAX, U64_MAX, TraceColumns
 from plansim.traces.dynamo_agents import DynamoLinks, ToolLink, end_ms, tool_link
 from plansim.traces.request_ids import IdCollector
 from plansim.traces.sources import prefetch, text_chunks
@@ -51,8 +51,7 @@ _TOOL_END = frozenset({"tool_end", "tool_error"})
 # rows that is quicker than importing and starting pyarrow's JSON reader and compute kernels.
 # A module constant so that tests can send every block down either path.
 ROW_BY_ROW_BYTES = 8 << 20
-_U64_MAX = (1 << 64) - 1
-_I64_MAX = (1 << 63) - 1
+
 
 @dataclass(slots=True)
 class _Lists:
@@ -360,7 +359,7 @@ def _agent_fields(ev: dict, req: dict, source: str, line: int):
     return session, parent, model
 
 
-def _is_uint(v: object, limit: int = _I64_MAX) -> bool:
+def _is_uint(v: object, limit: int = I64_MAX) -> bool:
     return type(v) is int and 0 <= v <= limit
 
 
@@ -436,7 +435,7 @@ def _validate_row(rec: object, source: str, line: int, strict: bool, block_size:
     if not isinstance(hs, list):
         raise fail("replay.input_sequence_hashes is missing or not a list", "replay.input_sequence_hashes")
     for h in hs:  # _is_uint written out: one call per hash was a third of reading a row
-        if not (type(h) is int and 0 <= h <= _U64_MAX):
+        if not (type(h) is int and 0 <= h <= U64_MAX):
             raise fail(
                 f"replay.input_sequence_hashes holds {h!r}, not an unsigned 64-bit integer",
                 "replay.input_sequence_hashes",

@@ -22,13 +22,11 @@ import numpy as np
 import orjson
 
 from plansim.errors import TraceError
-from plansim.traces.columns import TraceColumns
+from plansim.traces.columns import I64_MAX, U64_MAX, TraceColumns
 from plansim.traces.mooncake_sessions import MooncakeLinks
 from plansim.traces.sources import line_batches
 
 DEFAULT_BLOCK_SIZE = 512
-_U64_MAX = (1 << 64) - 1
-_I64_MAX = (1 << 63) - 1  # counts are int64 columns
 _TIMESTAMP = ("timestamp", "created_time")
 _INPUT = ("input_length", "input_tokens")
 _OUTPUT = ("output_length", "output_tokens")
@@ -130,18 +128,18 @@ def _row(rec: object, source: str, line: int):
     if ts is not None and (type(ts) not in (int, float) or not math.isfinite(ts) or ts < 0):
         raise fail(f"timestamp must be a non-negative number of ms, got {ts!r}", "timestamp")
     isl = _alias(rec, _INPUT)
-    if isl is not None and not (type(isl) is int and 0 <= isl <= _I64_MAX):
+    if isl is not None and not (type(isl) is int and 0 <= isl <= I64_MAX):
         raise fail(f"input_length must be a non-negative integer, got {isl!r}", "input_length")
     osl = _alias(rec, _OUTPUT)
     if osl is None:
         raise fail("output_length is missing", "output_length")
-    if not (type(osl) is int and 0 <= osl <= _I64_MAX):
+    if not (type(osl) is int and 0 <= osl <= I64_MAX):
         raise fail(f"output_length must be a non-negative integer, got {osl!r}", "output_length")
     hs = rec.get("hash_ids")
     if not isinstance(hs, list):
         raise fail("hash_ids is missing or not a list", "hash_ids")
     for h in hs:
-        if not (type(h) is int and 0 <= h <= _U64_MAX):
+        if not (type(h) is int and 0 <= h <= U64_MAX):
             raise fail(f"hash_ids holds {h!r}, not a non-negative integer", "hash_ids")
     rid = rec.get("request_id")
     if rid is not None and type(rid) is not str:
