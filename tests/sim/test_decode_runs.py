@@ -179,18 +179,24 @@ def test_large_batches_match_pass_by_pass(case):
 @example(HEAD_RUNS)
 @example(PROMPT_RUN_END)
 def test_scalar_and_vector_paths_give_identical_results(case):
-    # Every per-pass step forced onto its scalar path, then onto its vector path: the same
-    # requests table to the bit and the same token gaps.
+    # Every per-pass step forced onto its scalar path, then onto its vector path, then the
+    # grants onto their row loop: the same requests table to the bit and the same token gaps.
     with _paths(scalar_rows=1 << 30, grant_rows=1 << 30, scalar_passes=1 << 30):
         scalar = _run(case)
     with _paths(scalar_rows=0, grant_rows=1, scalar_passes=0):
         vector = _run(case)
-    a, b = scalar.requests, vector.requests
-    assert a["status"].tolist() == b["status"].tolist()
-    for col in COLUMNS:
-        np.testing.assert_array_equal(a[col].to_numpy(dtype=float), b[col].to_numpy(dtype=float),
-                                      err_msg=col)
-    np.testing.assert_equal(without_host_keys(scalar.summary), without_host_keys(vector.summary))
+    # The decoding rows' grants in one loop over the rows' lists (``_grant_decoding_rows``),
+    # every other step scalar.
+    with _paths(scalar_rows=1 << 30, grant_rows=1, scalar_passes=1 << 30):
+        rows = _run(case)
+    for other in (vector, rows):
+        a, b = scalar.requests, other.requests
+        assert a["status"].tolist() == b["status"].tolist()
+        for col in COLUMNS:
+            np.testing.assert_array_equal(a[col].to_numpy(dtype=float),
+                                          b[col].to_numpy(dtype=float), err_msg=col)
+        np.testing.assert_equal(without_host_keys(scalar.summary),
+                                without_host_keys(other.summary))
 
 
 @contextmanager
