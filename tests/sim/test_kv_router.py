@@ -70,7 +70,7 @@ class _CachedView:
         self.cached = cached
 
     def overlap(self, keys):
-        return self.cached
+        return min(self.cached, len(keys))  # the leading blocks of ``keys``: at most all
 
 
 def test_active_blocks_count_full_blocks_only():
@@ -189,7 +189,7 @@ class _HostView(_CachedView):
         self.on_host = on_host
 
     def host_overlap(self, keys, device_blocks):
-        return self.on_host
+        return min(self.on_host, len(keys) - device_blocks)
 
 
 def test_host_cache_hit_weight_credits_blocks_in_the_host_tier():
@@ -478,3 +478,134 @@ def test_a_ranks_cost_is_the_documented_formula(knobs, pool, ranks, host_tier, i
             cost += knobs["decode_active_request_weight"] * load.requests
         expected.append(cost)
     assert router._costs(isl, keys, loads, device, host, shared) == expected
+
+
+class _CountingView:
+    """A prefix view holding ``device`` leading blocks (``host`` more in a host tier when given)
+    that counts how often the router looks at it."""
+
+    def __init__(self, device: int, host: int | None = None) -> None:
+        self.device, self.host, self.looks = device, host, 0
+        if host is not None:
+            self.host_overlap = lambda keys, d: min(self.host, len(keys) - d)
+
+    def overlap(self, keys):
+        self.looks += 1
+        return min(self.device, len(keys))
+
+
+def test_at_temperature_0_the_router_never_looks_at_a_rank_that_cannot_win():
+    # 8-block prompt. Rank 0 is idle: 8 + 8 = 16 with nothing cached. Rank 1 has 6,400 prompt
+    # tokens queued (100 blocks): even with every block cached and counted it costs
+    # 100 + 8 - 8 = 100 > 16, so its cache is never looked at; rank 2 (2 blocks queued) may
+    # still win (2 + 0 + 0 = 2 at best) and is looked at.
+    router = KvRouter({}, 64, np.random.default_rng(0), pool=Role.AGG)
+    loads = [RankLoad(), RankLoad(), RankLoad()]
+    loads[1].prefill_tokens = 6400
+    loads[2].prefill_tokens = 128
+    views = [_CountingView(0), _CountingView(8), _CountingView(0)]
+    route = router.choose(512, list(range(8)), views, loads)
+    assert route.index == 0  # rank 2: 2 + 8 + 8 = 18 > 16
+    assert [v.looks for v in views] == [1, 0, 1]
+
+
+_prune_knobs = st.fixed_dictionaries({
+    "overlap_score_credit": st.sampled_from([0.0, 0.5, 1.0, 2.0]),
+    "overlap_score_credit_decay": st.sampled_from([0.0, 0.5, 4.0]),
+    "prefill_load_scale": st.sampled_from([0.0, 1.0, 3.0]),
+    "decode_active_request_weight": st.sampled_from([0.0, 1.0, 8.0]),
+    "router_track_active_blocks": st.booleans(),
+    "router_track_prefill_tokens": st.booleans(),
+    "router_assume_kv_reuse": st.booleans(),
+    "host_cache_hit_weight": st.sampled_from([0.0, 0.5, 1.0]),
+})
+
+
+@settings(max_examples=300, deadline=None)
+@given(knobs=_prune_knobs, pool=st.sampled_from([Role.AGG, Role.PREFILL, Role.DECODE]),
+       ranks=st.lists(st.tuples(st.sampled_from([0, 64, 128, 640]), st.integers(0, 6),
+                                st.integers(0, 8), st.integers(0, 8), st.integers(0, 2),
+                                st.lists(st.integers(0, 3), max_size=3)),
+                      min_size=1, max_size=8),
+       host_tier=st.booleans(), n_keys=st.integers(0, 8), queued=st.booleans(),
+       seed=st.integers(0, 3))
+def test_the_cheapest_rank_is_the_minimum_of_every_ranks_cost_draws_included(
+        knobs, pool, ranks, host_tier, n_keys, queued, seed):
+    # Costs drawn to tie often (few distinct loads and overlaps). Scoring only the ranks that
+    # can win picks what scoring every rank picks: the cheapest, ties in rank order broken by
+    # the same draws of the generator (its next draw agrees afterwards too). ``queued``: the
+    # overlaps are the ones seen on arrival (a request released by the router queue).
+    keys = list(range(100, 100 + n_keys))
+    isl = n_keys * 64 + 10
+    views, loads = [], []
+    for prefill, blocks, device, host, requests, sent in ranks:
+        load = RankLoad()
+        load.prefill_tokens, load.n_blocks, load.requests = prefill, blocks, requests
+        loads.append(load)
+        views.append(_CountingView(device, host if host_tier else None))
+    routers = [KvRouter(knobs, 64, np.random.default_rng(seed), pool=pool) for _ in range(2)]
+    for c, (*_, sent) in enumerate(ranks):
+        for rid, n in enumerate(sent):  # earlier prompts sharing the first n blocks
+            routers[0].sent(1000 * c + rid, n * 64, keys[:n] + [-1 - rid - 10 * c],
+                            Route(c, 0), loads[c])
+    full = routers[1]
+    overlaps = full._overlaps(keys, views)
+    device, host = overlaps
+    shared = (_shared_runs(keys, loads) if full._shares_blocks() else None)
+    costs = full._costs(isl, keys, loads, device, host, shared)
+    ties = [c for c, cost in enumerate(costs) if cost == min(costs)]
+    expected = ties[full.rng.integers(len(ties))] if len(ties) > 1 else ties[0]
+    route = routers[0].choose(isl, keys, views, loads,
+                              overlaps=overlaps if queued else None)
+    assert route.index == expected
+    assert route.overlap_blocks == device[expected]
+    assert route.cached_tokens == full._cached_tokens(device[expected], host[expected])
+    assert route.shared_blocks == (None if shared is None else shared[expected])
+    assert routers[0].rng.random() == full.rng.random()
+
+
+@settings(max_examples=300, deadline=None)
+@given(knobs=_prune_knobs, pool=st.sampled_from([Role.AGG, Role.PREFILL, Role.DECODE]),
+       prefill=st.integers(0, 5000), floor=st.integers(0, 5000), blocks=st.integers(0, 3000),
+       requests=st.integers(0, 40), isl=st.integers(1, 1000),
+       low=st.tuples(st.integers(0, 16), st.integers(0, 16), st.integers(0, 16)),
+       more=st.tuples(st.integers(0, 16), st.integers(0, 16), st.integers(0, 16)))
+def test_a_ranks_cost_never_rises_as_its_overlaps_and_counted_blocks_grow(
+        knobs, pool, prefill, floor, blocks, requests, isl, low, more):
+    # What lets the router skip ranks: the cost with more device, host or counted blocks is
+    # at most the cost with fewer, float for float.
+    router = KvRouter(knobs, 64, np.random.default_rng(0), pool=pool)
+    load, other = RankLoad(), RankLoad()
+    load.prefill_tokens, load.n_blocks, load.requests = prefill, blocks, requests
+    other.prefill_tokens = min(prefill, floor)  # the least queued rank sets the decay's floor
+    cost = router._cost_function(isl, 16, [load, other])
+    high = tuple(a + b for a, b in zip(low, more))
+    assert cost(load, *high) <= cost(load, *low)
+
+
+def test_a_rank_whose_host_blocks_make_it_cheapest_is_looked_at():
+    # Credit 0.5 per device block, 1.0 per host block; 8-block prompt of 522 tokens. Rank 0 is
+    # idle: 522/64 + 8 = 16.156. Rank 1 (384 tokens queued) holds the prompt in its host tier
+    # and counts its 8 blocks already: 906/64 - 8 + (8 + 8 - 8) = 14.156 wins. Bounded with the
+    # device credit alone it would seem to cost at least 906/64 - 4 + 8 = 18.156 and be skipped.
+    keys = list(range(8))
+    router = KvRouter({"overlap_score_credit": 0.5, "host_cache_hit_weight": 1.0}, 64,
+                      np.random.default_rng(0), pool=Role.AGG)
+    loads = [RankLoad(), RankLoad()]
+    router.sent(0, 512, keys, Route(1, 0), loads[1])
+    loads[1].prefill_tokens = 384
+    route = router.choose(522, keys, [_CountingView(0, 0), _CountingView(0, 8)], loads)
+    assert (route.index, route.shared_blocks) == (1, 8)
+
+
+def test_tied_ranks_are_drawn_among_in_rank_order_whatever_order_they_are_scored_in():
+    # 522-token prompt, 8 blocks. Rank 0 (64 tokens queued, 1 block cached) and rank 1 (idle,
+    # nothing cached) both cost 9.156 - 1 + 8 = 522/64 + 8 = 16.156; rank 1's bound is lower,
+    # so it is scored first. The draw picks the tie's i-th rank counting in rank order.
+    keys = list(range(8))
+    for seed in range(6):
+        router = KvRouter({}, 64, np.random.default_rng(seed), pool=Role.AGG)
+        loads = [RankLoad(), RankLoad()]
+        loads[0].prefill_tokens = 64
+        route = router.choose(522, keys, [_CountingView(1), _CountingView(0)], loads)
+        assert route.index == [0, 1][np.random.default_rng(seed).integers(2)]
