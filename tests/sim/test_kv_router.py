@@ -521,19 +521,29 @@ _prune_knobs = st.fixed_dictionaries({
 })
 
 
-@settings(max_examples=300, deadline=None)
-@given(knobs=_prune_knobs, pool=st.sampled_from([Role.AGG, Role.PREFILL, Role.DECODE]),
+# The knobs that score only the ranks that can win (no decay, no host credit, both tracking
+# switches on, shared blocks counted once), or any.
+_usual_knobs = st.fixed_dictionaries({
+    "overlap_score_credit": st.sampled_from([0.0, 0.5, 1.0, 2.0]),
+    "prefill_load_scale": st.sampled_from([0.0, 1.0, 3.0]),
+    "decode_active_request_weight": st.sampled_from([0.0, 1.0, 8.0]),
+})
+
+
+@settings(max_examples=500, deadline=None)
+@given(knobs=st.one_of(_usual_knobs, _prune_knobs),
+       pool=st.sampled_from([Role.AGG, Role.AGG, Role.PREFILL, Role.DECODE]),
        ranks=st.lists(st.tuples(st.sampled_from([0, 64, 128, 640]), st.integers(0, 6),
                                 st.integers(0, 8), st.integers(0, 8), st.integers(0, 2),
-                                st.lists(st.integers(0, 3), max_size=3)),
+                                st.lists(st.integers(0, 8), max_size=3)),
                       min_size=1, max_size=8),
        host_tier=st.booleans(), n_keys=st.integers(0, 8), queued=st.booleans(),
        seed=st.integers(0, 3))
 def test_the_cheapest_rank_is_the_minimum_of_every_ranks_cost_draws_included(
         knobs, pool, ranks, host_tier, n_keys, queued, seed):
-    # Costs drawn to tie often (few distinct loads and overlaps). Scoring only the ranks that
-    # can win picks what scoring every rank picks: the cheapest, ties in rank order broken by
-    # the same draws of the generator (its next draw agrees afterwards too). ``queued``: the
+    # Costs drawn to tie often (few distinct loads and overlaps). Whatever the router scores,
+    # it picks what scoring every rank picks: the cheapest, ties in rank order broken by the
+    # same draws of the generator (its next draw agrees afterwards too). ``queued``: the
     # overlaps are the ones seen on arrival (a request released by the router queue).
     keys = list(range(100, 100 + n_keys))
     isl = n_keys * 64 + 10
@@ -578,9 +588,13 @@ def test_a_ranks_cost_never_rises_as_its_overlaps_and_counted_blocks_grow(
     load, other = RankLoad(), RankLoad()
     load.prefill_tokens, load.n_blocks, load.requests = prefill, blocks, requests
     other.prefill_tokens = min(prefill, floor)  # the least queued rank sets the decay's floor
-    cost = router._cost_function(isl, 16, [load, other])
+    keys = list(range(48))
+
+    def cost(device, host, shared):
+        return router._costs(isl, keys, [load, other], [device, 0], [host, 0], [shared, 0])[0]
+
     high = tuple(a + b for a, b in zip(low, more))
-    assert cost(load, *high) <= cost(load, *low)
+    assert cost(*high) <= cost(*low)
 
 
 def test_a_rank_whose_host_blocks_make_it_cheapest_is_looked_at():
@@ -609,3 +623,38 @@ def test_tied_ranks_are_drawn_among_in_rank_order_whatever_order_they_are_scored
         loads[0].prefill_tokens = 64
         route = router.choose(522, keys, [_CountingView(1), _CountingView(0)], loads)
         assert route.index == [0, 1][np.random.default_rng(seed).integers(2)]
+
+
+def test_a_rank_tying_the_cheapest_at_its_bound_is_scored():
+    # 8-block prompt of 522 tokens, credit 1. Rank 0 (idle, nothing cached): 522/64 + 8. Rank
+    # 1 (512 tokens queued, the whole prompt cached and counted there): (1034/64 - 8) + 8 - 8,
+    # the same float, and exactly its bound, so it ties and the draw may pick it.
+    keys = list(range(8))
+    picks = set()
+    for seed in range(6):
+        router = KvRouter({}, 64, np.random.default_rng(seed), pool=Role.AGG)
+        loads = [RankLoad(), RankLoad()]
+        router.sent(0, 512, keys, Route(1, 0), loads[1])
+        loads[1].prefill_tokens = 512
+        route = router.choose(522, keys, [_CountingView(0), _CountingView(8)], loads)
+        assert route.index == [0, 1][np.random.default_rng(seed).integers(2)]
+        picks.add(route.index)
+    assert picks == {0, 1}
+
+
+def test_a_rank_not_counting_the_prompts_first_block_is_bounded_with_its_whole_decode_term():
+    # 8-block prompt of 522 tokens. Rank 0 is idle: 522/64 + 8 = 16.156. Rank 1 has 320 tokens
+    # queued and counts other blocks (2): with every block cached its prefill term is
+    # 842/64 - 8 = 5.156, and it counts none of the prompt, so it costs at least
+    # 5.156 + 2 + 8 = 15.156 (could win: looked at). Rank 2 is the same with 4 other blocks:
+    # at least 17.156 > 16.156, never looked at (counting the prompt would have bounded it at
+    # 9.156).
+    keys = list(range(8))
+    router = KvRouter({}, 64, np.random.default_rng(0), pool=Role.AGG)
+    loads = [RankLoad(), RankLoad(), RankLoad()]
+    router.sent(0, 128, [50, 51], Route(1, 0), loads[1])
+    router.sent(1, 256, [60, 61, 62, 63], Route(2, 0), loads[2])
+    loads[1].prefill_tokens = loads[2].prefill_tokens = 320
+    views = [_CountingView(0), _CountingView(0), _CountingView(0)]
+    assert router.choose(522, keys, views, loads).index == 0
+    assert [v.looks for v in views] == [1, 1, 0]

@@ -28,11 +28,12 @@ off drops the prefill term, ``router_track_active_blocks`` off the decode-block 
 
 At temperature 0 the minimum wins with ties broken by the seeded generator, otherwise the rank
 is sampled from a softmax over the negated, range-normalised costs at ``router_temperature``.
-A rank's cost only falls as its overlaps and counted blocks grow, so at temperature 0 the router
-first bounds every rank's cost from its load alone (every prompt block cached and counted there)
-and looks at the caches only of the ranks whose bound does not exceed the cheapest cost found so
-far, in bound order: the others cannot win, nor tie, so the pick and the generator's draws are
-those of scoring every rank.
+A rank's cost only falls as its overlaps and counted blocks grow, so with the usual knobs (no
+credit decay, no host tier, both tracking switches on) the router at temperature 0 first bounds
+every rank's cost from its load alone (every prompt block cached there, and counted there too
+unless it does not count the prompt's first block) and looks at the caches only of the ranks
+whose bound does not exceed the cheapest cost found so far, in bound order: the others cannot
+win, nor tie, so the pick and the generator's draws are those of scoring every rank.
 
 Queue (``plansim.sim.router_queue``): with ``router_queue_threshold`` set, a request waits at the
 router while every candidate is prefill-busy (or others wait), and is released in
@@ -46,7 +47,7 @@ changes scores and the queue's order and threshold only.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -191,73 +192,69 @@ class KvRouter(Policy):
             return [0] * n, [0] * n
         device = [view.overlap(keys) for view in views]
         host = [0] * n
-        if self.host_cache_hit_weight and views and hasattr(views[0], "host_overlap"):
+        if self._host_tier(views):
             host = [view.host_overlap(keys, d) for view, d in zip(views, device)]
         return device, host
+
+    def _host_tier(self, views: Sequence[PrefixView]) -> bool:
+        """Whether the candidates' host tiers earn credit."""
+        return bool(self.host_cache_hit_weight and views and hasattr(views[0], "host_overlap"))
 
     def choose(self, isl: int, keys: list[int], views: Sequence[PrefixView],
                loads: Sequence[RankLoad], *, overlaps: tuple[list[int], list[int]] | None = None
                ) -> Route:
-        if self.router_temperature <= 0.0:
-            return self._cheapest(isl, keys, views, loads, overlaps)
+        if (overlaps is None and self.router_temperature <= 0.0 and self._shares_blocks()
+                and self.router_track_prefill_tokens and self.overlap_score_credit_decay <= 0
+                and not self._host_tier(views)):
+            return self._cheapest(isl, keys, views, loads)
         device, host = overlaps if overlaps is not None else self._overlaps(keys, views)
         shared = _shared_runs(keys, loads) if self._shares_blocks() else None
         logits = self._costs(isl, keys, loads, device, host, shared)
-        i = self._sample(logits)
+        i = self._pick(logits)
         return Route(i, device[i], self._cached_tokens(device[i], host[i]),
                      None if shared is None else shared[i])
 
     def _cheapest(self, isl: int, keys: list[int], views: Sequence[PrefixView],
-                  loads: Sequence[RankLoad],
-                  overlaps: tuple[list[int], list[int]] | None) -> Route:
-        """``choose`` at temperature 0: the cheapest rank, ties broken by the seeded generator,
-        scoring only the ranks that can still win (see the module docstring). ``overlaps``:
-        the (device, host) overlaps seen on the request's arrival, or None to look now."""
-        n = len(loads)
+                  loads: Sequence[RankLoad]) -> Route:
+        """``choose`` at temperature 0 with the usual knobs (``_costs``' comprehensions): the
+        cheapest rank, ties broken by the seeded generator, scoring only the ranks that can
+        still win (see the module docstring)."""
+        bs = self.block_size
+        scale = self.prefill_load_scale
+        credit = self.overlap_score_credit
+        active_weight = self.decode_active_request_weight
         n_keys = len(keys)
-        cost = self._cost_function(isl, n_keys, loads)
-        # The most each rank could have: the overlaps given, else every prompt block (on the
-        # device and in the host tier, whichever can hold it), and every block counted.
-        looks = overlaps is None and not self.decode_pool
-        host_tier = bool(self.host_cache_hit_weight and views
-                         and hasattr(views[0], "host_overlap"))
-        shares = self._shares_blocks()
-        most_shared = n_keys if shares else 0
-        if overlaps is not None:
-            device, host = overlaps
-            bounds = [cost(load, d, h, most_shared) for load, d, h in zip(loads, device, host)]
-        else:
-            most_device = n_keys if looks else 0
-            most_host = n_keys if looks and host_tier else 0
-            bounds = [cost(load, most_device, most_host, most_shared) for load in loads]
+        first = keys[0] if keys else None
+        most = credit * n_keys  # the credit of every prompt block cached
+        bounds = [(scale * prefill if (prefill := (load.prefill_tokens + isl) / bs - most) > 0
+                   else 0.0) + (load.n_blocks + (0 if first in load.blocks else n_keys))
+                  for load in loads]
+        if active_weight:
+            bounds = [bound + active_weight * load.requests for bound, load in zip(bounds, loads)]
         best = float("inf")
-        cheapest: list[tuple[int, int, int, int]] = []  # (rank, device, host, shared)
+        cheapest: list[tuple[int, int, int]] = []  # (rank, device overlap, counted blocks)
         runs: list[int] = []
-        order = sorted(range(n), key=bounds.__getitem__) if n > 1 else range(n)
-        for c in order:
+        for c in sorted(range(len(loads)), key=bounds.__getitem__):
             if bounds[c] > best:
                 break  # the ranks left cost more than the cheapest already found
-            if overlaps is not None:
-                d, h = device[c], host[c]
-            elif looks:
-                view = views[c]
-                d = view.overlap(keys)
-                h = view.host_overlap(keys, d) if host_tier else 0
-            else:
-                d = h = 0
-            s = _shared_run(keys, loads[c].blocks, runs) if shares else 0
-            total = cost(loads[c], d, h, s)
-            if total < best:
-                best = total
-                cheapest = [(c, d, h, s)]
-            elif total == best:
-                cheapest.append((c, d, h, s))
+            load = loads[c]
+            d = views[c].overlap(keys)
+            s = _shared_run(keys, load.blocks, runs)
+            cost = ((scale * prefill if (prefill := (load.prefill_tokens + isl) / bs - credit * d)
+                     > 0 else 0.0) + (load.n_blocks + n_keys - s))
+            if active_weight:
+                cost = cost + active_weight * load.requests
+            if cost < best:
+                best = cost
+                cheapest = [(c, d, s)]
+            elif cost == best:
+                cheapest.append((c, d, s))
         if len(cheapest) > 1:
             cheapest.sort()  # the ties in rank order, as the generator picks among them
-            c, d, h, s = cheapest[self.rng.integers(len(cheapest))]
+            c, d, s = cheapest[self.rng.integers(len(cheapest))]
         else:
-            c, d, h, s = cheapest[0]
-        return Route(c, d, self._cached_tokens(d, h), s if shares else None)
+            c, d, s = cheapest[0]
+        return Route(c, d, self._cached_tokens(d, 0), s)
 
     def _shares_blocks(self) -> bool:
         """Whether the decode term discounts the prompt blocks a rank already counts."""
@@ -275,16 +272,7 @@ class KvRouter(Policy):
                host: list[int], shared: list[int] | None) -> list[float]:
         """Each candidate's cost; ``shared``: the prompt blocks each already counts (None: the
         decode term discounts none)."""
-        cost = self._cost_function(isl, len(keys), loads)
-        if shared is None:
-            shared = [0] * len(loads)
-        return [cost(load, d, h, s) for load, d, h, s in zip(loads, device, host, shared)]
-
-    def _cost_function(self, isl: int, n_keys: int, loads: Sequence[RankLoad]
-                       ) -> Callable[[RankLoad, int, int, int], float]:
-        """The cost of routing an ``isl``-token prompt of ``n_keys`` full blocks to a candidate
-        among ``loads``, given its load record, its device and host overlaps (blocks) and the
-        prompt blocks it already counts; non-increasing in each of the three."""
+        n = len(loads)
         bs = self.block_size
         scale = self.prefill_load_scale
         credit = self.overlap_score_credit
@@ -295,26 +283,51 @@ class KvRouter(Policy):
         decay = self.overlap_score_credit_decay if track_prefill else 0.0
         floor = min(load.prefill_tokens for load in loads) if decay > 0 else 0
         request_blocks = -(-isl // bs) or 1
-
-        def cost(load: RankLoad, device: int, host: int, shared: int) -> float:
-            total = 0.0
+        n_keys = len(keys)
+        if shared is None:
+            shared = [0] * n
+        if track_prefill and decay <= 0 and not any(host):
+            # The usual knobs in comprehensions: the loop's float operations, less the host
+            # term's ``- 0.0``.
+            if track_blocks:
+                logits = [(scale * prefill if (prefill := (load.prefill_tokens + isl) / bs
+                                              - credit * d) > 0 else 0.0)
+                          + (load.n_blocks + n_keys - s)
+                          for load, d, s in zip(loads, device, shared)]
+            else:
+                logits = [scale * prefill if (prefill := (load.prefill_tokens + isl) / bs
+                                              - credit * d) > 0 else 0.0
+                          for load, d in zip(loads, device)]
+            if active_weight:
+                logits = [cost + active_weight * load.requests
+                          for cost, load in zip(logits, loads)]
+            return logits
+        logits = [0.0] * n
+        for c, load in enumerate(loads):
+            cost = 0.0
             if track_prefill:
-                device_credit = credit * device
+                device_credit = credit * device[c]
                 if decay > 0:
                     excess = (load.prefill_tokens - floor) / bs / request_blocks
                     device_credit /= 1.0 + decay * excess
-                prefill = (load.prefill_tokens + isl) / bs - device_credit - host_weight * host
-                total = scale * prefill if prefill > 0 else 0.0
+                prefill = (load.prefill_tokens + isl) / bs - device_credit - host_weight * host[c]
+                cost = scale * prefill if prefill > 0 else 0.0
             if track_blocks:
-                total += load.n_blocks + n_keys - shared
+                cost += load.n_blocks + n_keys - shared[c]
             if active_weight:
-                total += active_weight * load.requests
-            return total
+                cost += active_weight * load.requests
+            logits[c] = cost
+        return logits
 
-        return cost
-
-    def _sample(self, logits: list[float]) -> int:
-        """A rank drawn from the softmax of ``logits`` at ``router_temperature`` (> 0)."""
+    def _pick(self, logits: list[float]) -> int:
+        if self.router_temperature <= 0.0:
+            # The cheapest, ties broken by the seeded generator (a plain list: a few ranks cost
+            # less in Python than in numpy's per-call overhead).
+            low = min(logits)
+            if logits.count(low) == 1:
+                return logits.index(low)
+            best = [c for c, cost in enumerate(logits) if cost == low]
+            return best[self.rng.integers(len(best))]
         costs = np.array(logits)
         p = softmax_probabilities(costs, self.router_temperature)
         u = self.rng.random()
