@@ -509,16 +509,9 @@ def test_at_temperature_0_the_router_never_looks_at_a_rank_that_cannot_win():
     assert [v.looks for v in views] == [1, 0, 1]
 
 
-_prune_knobs = st.fixed_dictionaries({
-    "overlap_score_credit": st.sampled_from([0.0, 0.5, 1.0, 2.0]),
-    "overlap_score_credit_decay": st.sampled_from([0.0, 0.5, 4.0]),
-    "prefill_load_scale": st.sampled_from([0.0, 1.0, 3.0]),
-    "decode_active_request_weight": st.sampled_from([0.0, 1.0, 8.0]),
-    "router_track_active_blocks": st.booleans(),
-    "router_track_prefill_tokens": st.booleans(),
-    "router_assume_kv_reuse": st.booleans(),
-    "host_cache_hit_weight": st.sampled_from([0.0, 0.5, 1.0]),
-})
+# ``_knobs`` with the block-sharing switch and the host credit.
+_any_knobs = st.tuples(_knobs, st.booleans(), st.sampled_from([0.0, 0.5, 1.0])).map(
+    lambda t: {**t[0], "router_assume_kv_reuse": t[1], "host_cache_hit_weight": t[2]})
 
 
 # The knobs that score only the ranks that can win (no decay, no host credit, both tracking
@@ -531,7 +524,7 @@ _usual_knobs = st.fixed_dictionaries({
 
 
 @settings(max_examples=500, deadline=None)
-@given(knobs=st.one_of(_usual_knobs, _prune_knobs),
+@given(knobs=st.one_of(_usual_knobs, _any_knobs),
        pool=st.sampled_from([Role.AGG, Role.AGG, Role.PREFILL, Role.DECODE]),
        ranks=st.lists(st.tuples(st.sampled_from([0, 64, 128, 640]), st.integers(0, 6),
                                 st.integers(0, 8), st.integers(0, 8), st.integers(0, 2),
@@ -575,7 +568,7 @@ def test_the_cheapest_rank_is_the_minimum_of_every_ranks_cost_draws_included(
 
 
 @settings(max_examples=300, deadline=None)
-@given(knobs=_prune_knobs, pool=st.sampled_from([Role.AGG, Role.PREFILL, Role.DECODE]),
+@given(knobs=_any_knobs, pool=st.sampled_from([Role.AGG, Role.PREFILL, Role.DECODE]),
        prefill=st.integers(0, 5000), floor=st.integers(0, 5000), blocks=st.integers(0, 3000),
        requests=st.integers(0, 40), isl=st.integers(1, 1000),
        low=st.tuples(st.integers(0, 16), st.integers(0, 16), st.integers(0, 16)),
