@@ -29,11 +29,13 @@ off drops the prefill term, ``router_track_active_blocks`` off the decode-block 
 At temperature 0 the minimum wins with ties broken by the seeded generator, otherwise the rank
 is sampled from a softmax over the negated, range-normalised costs at ``router_temperature``.
 A rank's cost only falls as its overlaps and counted blocks grow, so with the usual knobs (no
-credit decay, no host tier, both tracking switches on) the router at temperature 0 first bounds
-every rank's cost from its load alone (every prompt block cached there, and counted there too
-unless it does not count the prompt's first block) and looks at the caches only of the ranks
-whose bound does not exceed the cheapest cost found so far, in bound order: the others cannot
-win, nor tie, so the pick and the generator's draws are those of scoring every rank.
+credit decay, no host tier, both tracking switches on, shared blocks counted once, an aggregated
+pool) the router at temperature 0 first bounds every rank's cost from its load alone (every
+prompt block cached there, and counted there too unless it does not count the prompt's first
+block) and looks at the caches only of the ranks whose bound does not exceed the cheapest cost
+found so far, in bound order: the others cannot win, nor tie, so the pick and the generator's
+draws are those of scoring every rank. A request released by the router queue is scored with
+the overlaps it saw on arrival, on every rank.
 
 Queue (``plansim.sim.router_queue``): with ``router_queue_threshold`` set, a request waits at the
 router while every candidate is prefill-busy (or others wait), and is released in
