@@ -233,30 +233,29 @@ class KvRouter(Policy):
                   for load in loads]
         if active_weight:
             bounds = [bound + active_weight * load.requests for bound, load in zip(bounds, loads)]
-        best = float("inf")
-        cheapest: list[tuple[int, int, int]] = []  # (rank, device overlap, counted blocks)
+        n = len(loads)
+        # The ranks not scored keep an infinite cost: ``_pick`` never takes them.
+        logits = [_UNSCORED] * n
+        scored: dict[int, tuple[int, int]] = {}  # rank -> (device overlap, counted blocks)
+        best = _UNSCORED
         runs: list[int] = []
-        for c in sorted(range(len(loads)), key=bounds.__getitem__):
+        for c in sorted(range(n), key=bounds.__getitem__):
             if bounds[c] > best:
                 break  # the ranks left cost more than the cheapest already found
             load = loads[c]
             d = views[c].overlap(keys)
             s = _shared_run(keys, load.blocks, runs)
+            scored[c] = d, s
             cost = ((scale * prefill if (prefill := (load.prefill_tokens + isl) / bs - credit * d)
                      > 0 else 0.0) + (load.n_blocks + n_keys - s))
             if active_weight:
                 cost = cost + active_weight * load.requests
+            logits[c] = cost
             if cost < best:
                 best = cost
-                cheapest = [(c, d, s)]
-            elif cost == best:
-                cheapest.append((c, d, s))
-        if len(cheapest) > 1:
-            cheapest.sort()  # the ties in rank order, as the generator picks among them
-            c, d, s = cheapest[self.rng.integers(len(cheapest))]
-        else:
-            c, d, s = cheapest[0]
-        return Route(c, d, self._cached_tokens(d, 0), s)
+        i = self._pick(logits)
+        d, s = scored[i]
+        return Route(i, d, self._cached_tokens(d, 0), s)
 
     def _shares_blocks(self) -> bool:
         """Whether the decode term discounts the prompt blocks a rank already counts."""
@@ -427,6 +426,10 @@ class KvRouter(Policy):
         load.n_blocks -= entry.extra_blocks
         if entry.keys:
             entry.let_go()
+
+
+# The cost of a rank ``KvRouter._cheapest`` did not score (above every real cost).
+_UNSCORED = float("inf")
 
 
 def _shared_runs(keys: list[int], loads: Sequence[RankLoad]) -> list[int]:
