@@ -64,12 +64,15 @@ def test_kv_router_cost_is_weighted_prefill_blocks_plus_decode_blocks():
 
 
 class _CachedView:
-    """A candidate's prefix view that holds ``cached`` leading blocks of any request."""
+    """A candidate's prefix view that holds ``cached`` leading blocks of any request, and
+    counts how often the router looks at it."""
 
     def __init__(self, cached: int) -> None:
         self.cached = cached
+        self.looks = 0
 
     def overlap(self, keys):
+        self.looks += 1
         return min(self.cached, len(keys))  # the leading blocks of ``keys``: at most all
 
 
@@ -480,20 +483,6 @@ def test_a_ranks_cost_is_the_documented_formula(knobs, pool, ranks, host_tier, i
     assert router._costs(isl, keys, loads, device, host, shared) == expected
 
 
-class _CountingView:
-    """A prefix view holding ``device`` leading blocks (``host`` more in a host tier when given)
-    that counts how often the router looks at it."""
-
-    def __init__(self, device: int, host: int | None = None) -> None:
-        self.device, self.host, self.looks = device, host, 0
-        if host is not None:
-            self.host_overlap = lambda keys, d: min(self.host, len(keys) - d)
-
-    def overlap(self, keys):
-        self.looks += 1
-        return min(self.device, len(keys))
-
-
 def test_at_temperature_0_the_router_never_looks_at_a_rank_that_cannot_win():
     # 8-block prompt. Rank 0 is idle: 8 + 8 = 16 with nothing cached. Rank 1 has 6,400 prompt
     # tokens queued (100 blocks): even with every block cached and counted it costs
@@ -503,7 +492,7 @@ def test_at_temperature_0_the_router_never_looks_at_a_rank_that_cannot_win():
     loads = [RankLoad(), RankLoad(), RankLoad()]
     loads[1].prefill_tokens = 6400
     loads[2].prefill_tokens = 128
-    views = [_CountingView(0), _CountingView(8), _CountingView(0)]
+    views = [_CachedView(0), _CachedView(8), _CachedView(0)]
     route = router.choose(512, list(range(8)), views, loads)
     assert route.index == 0  # rank 2: 2 + 8 + 8 = 18 > 16
     assert [v.looks for v in views] == [1, 0, 1]
@@ -514,8 +503,8 @@ _any_knobs = st.tuples(_knobs, st.booleans(), st.sampled_from([0.0, 0.5, 1.0])).
     lambda t: {**t[0], "router_assume_kv_reuse": t[1], "host_cache_hit_weight": t[2]})
 
 
-# The knobs that score only the ranks that can win (no decay, no host credit, both tracking
-# switches on, shared blocks counted once), or any.
+# The knobs with which the router scores only the ranks that can win (no decay, no host
+# credit, both tracking switches on, shared blocks counted once).
 _usual_knobs = st.fixed_dictionaries({
     "overlap_score_credit": st.sampled_from([0.0, 0.5, 1.0, 2.0]),
     "prefill_load_scale": st.sampled_from([0.0, 1.0, 3.0]),
@@ -545,7 +534,7 @@ def test_the_cheapest_rank_is_the_minimum_of_every_ranks_cost_draws_included(
         load = RankLoad()
         load.prefill_tokens, load.n_blocks, load.requests = prefill, blocks, requests
         loads.append(load)
-        views.append(_CountingView(device, host if host_tier else None))
+        views.append(_HostView(device, host) if host_tier else _CachedView(device))
     routers = [KvRouter(knobs, 64, np.random.default_rng(seed), pool=pool) for _ in range(2)]
     for c, (*_, sent) in enumerate(ranks):
         for rid, n in enumerate(sent):  # earlier prompts sharing the first n blocks
@@ -554,7 +543,7 @@ def test_the_cheapest_rank_is_the_minimum_of_every_ranks_cost_draws_included(
     full = routers[1]
     overlaps = full._overlaps(keys, views)
     device, host = overlaps
-    shared = (_shared_runs(keys, loads) if full._shares_blocks() else None)
+    shared = _shared_runs(keys, loads) if full._shares_blocks() else None
     costs = full._costs(isl, keys, loads, device, host, shared)
     ties = [c for c, cost in enumerate(costs) if cost == min(costs)]
     expected = ties[full.rng.integers(len(ties))] if len(ties) > 1 else ties[0]
@@ -601,7 +590,7 @@ def test_a_rank_whose_host_blocks_make_it_cheapest_is_looked_at():
     loads = [RankLoad(), RankLoad()]
     router.sent(0, 512, keys, Route(1, 0), loads[1])
     loads[1].prefill_tokens = 384
-    route = router.choose(522, keys, [_CountingView(0, 0), _CountingView(0, 8)], loads)
+    route = router.choose(522, keys, [_HostView(0, 0), _HostView(0, 8)], loads)
     assert (route.index, route.shared_blocks) == (1, 8)
 
 
@@ -614,7 +603,7 @@ def test_tied_ranks_are_drawn_among_in_rank_order_whatever_order_they_are_scored
         router = KvRouter({}, 64, np.random.default_rng(seed), pool=Role.AGG)
         loads = [RankLoad(), RankLoad()]
         loads[0].prefill_tokens = 64
-        route = router.choose(522, keys, [_CountingView(1), _CountingView(0)], loads)
+        route = router.choose(522, keys, [_CachedView(1), _CachedView(0)], loads)
         assert route.index == [0, 1][np.random.default_rng(seed).integers(2)]
 
 
@@ -629,7 +618,7 @@ def test_a_rank_tying_the_cheapest_at_its_bound_is_scored():
         loads = [RankLoad(), RankLoad()]
         router.sent(0, 512, keys, Route(1, 0), loads[1])
         loads[1].prefill_tokens = 512
-        route = router.choose(522, keys, [_CountingView(0), _CountingView(8)], loads)
+        route = router.choose(522, keys, [_CachedView(0), _CachedView(8)], loads)
         assert route.index == [0, 1][np.random.default_rng(seed).integers(2)]
         picks.add(route.index)
     assert picks == {0, 1}
@@ -648,6 +637,6 @@ def test_a_rank_not_counting_the_prompts_first_block_is_bounded_with_its_whole_d
     router.sent(0, 128, [50, 51], Route(1, 0), loads[1])
     router.sent(1, 256, [60, 61, 62, 63], Route(2, 0), loads[2])
     loads[1].prefill_tokens = loads[2].prefill_tokens = 320
-    views = [_CountingView(0), _CountingView(0), _CountingView(0)]
+    views = [_CachedView(0), _CachedView(0), _CachedView(0)]
     assert router.choose(522, keys, views, loads).index == 0
     assert [v.looks for v in views] == [1, 1, 0]
