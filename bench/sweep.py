@@ -96,13 +96,13 @@ def main() -> int:
     args = parser.parse_args()
     # Run the serial baseline at the workers' niceness too, so that other load on the machine
     # slows both sides alike.
-    from plansim.retune.pool import WORKER_NICENESS
+    from plansim.workers.pool import WORKER_NICENESS
 
     os.nice(max(WORKER_NICENESS - os.getpriority(os.PRIO_PROCESS, 0), 0))
 
     from plansim.planner_core.observations import WorkerCounts
-    from plansim.retune.executor import InProcessExecutor, Task, TaskContext
-    from plansim.retune.pool import SpawnPool
+    from plansim.workers.executor import InProcessExecutor, Task, TaskContext
+    from plansim.workers.pool import SpawnPool
     from plansim.retune.runner import build_controller, load_run_workload
     from plansim.retune.sweep import run_sweep
 

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from plansim.retune.executor import BatchOutcome, Executor, Task, TaskContext
+from plansim.workers.executor import BatchOutcome, Executor, Task, TaskContext
 
 
 def burn(context: TaskContext, window: int, candidate: int, work_s: float) -> int:
@@ -158,8 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", help="a retune config: bench real window sweeps")
     args = parser.parse_args(argv)
 
-    from plansim.retune.pool import SpawnPool
-    from plansim.retune.ray_executor import RayExecutor
+    from plansim.workers.pool import SpawnPool
+    from plansim.workers.ray_executor import RayExecutor
 
     if args.config:
         def run(ex: Executor) -> dict[str, Any]:

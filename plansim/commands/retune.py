@@ -111,7 +111,8 @@ def window(
     output folder is the one 'retune windows' writes, for this one window, with its report.
     """
     from plansim.commands.retune_windows import plans_of_run, write_window_outputs
-    from plansim.retune.batch import make_executor, score_windows
+    from plansim.retune.batch import score_windows
+    from plansim.workers.backends import make_executor
     from plansim.retune.config import planner_retune_config
     from plansim.retune.runner import load_retune_run
 

@@ -110,7 +110,8 @@ def windows(
     the tables.
     """
     from plansim.commands.retune_text import WindowBar, ranked_table, score_legend
-    from plansim.retune.batch import make_executor, score_windows
+    from plansim.retune.batch import score_windows
+    from plansim.workers.backends import make_executor
     from plansim.retune.config import planner_retune_config
 
     if ray_address is not None and backend is not Backend.ray:

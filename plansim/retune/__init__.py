@@ -6,13 +6,12 @@ Modules, one job each:
 - ``domains``: candidate domain syntax, the grid and the candidate set (``Point``);
 - ``controller``: ``RetuneController``, the engine's retune hook (``initial_tick``/``on_tick``):
   windows, decision timing, outcomes, advisory mode, predictor swaps;
-- ``sweep``: ``run_sweep``, one window's sweep on an executor (``SweepPlan`` -> ``SweepReport``);
+- ``sweep``: ``run_sweep``, one window's sweep on an executor of ``plansim.workers``
+  (``SweepPlan`` -> ``SweepReport``);
 - ``tasks``: the picklable task functions (window read, candidate replay) and their inputs;
 - ``presweep``: the load-predictor pre-sweep and the swap preparation;
 - ``scoring``: objectives, fail-closed scores, ranking and the improvement rule;
 - ``record``: the per-window decision record;
-- ``executor`` / ``pool``: the executor interface and the spawn-method ``SpawnPool``
-  (``ray_executor``: the same interface on Ray; ``batch``: many windows at once);
 - ``runner``: the Python API behind ``plansim retune``: ``load_retune_run``, ``run_retune``,
   ``score_window``.
 

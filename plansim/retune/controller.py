@@ -39,10 +39,10 @@ from plansim.roles import Mode
 from plansim.sim import routing
 from plansim.retune.config import RetuneConfig, planner_retune_config
 from plansim.retune.domains import Knob, Point
-from plansim.retune.executor import Executor
 from plansim.retune.presweep import build_forecaster
 from plansim.retune.sweep import VALIDATION_FAILED, SweepPlan, SweepReport, run_sweep
 from plansim.retune.tasks import ReplaySpec, WindowSpec
+from plansim.workers.executor import Executor
 
 log = logging.getLogger("plansim.retune")
 
@@ -502,7 +502,7 @@ class RetuneController:
 
 
 def _spawn_pool(max_parallel: int) -> Executor:
-    from plansim.retune.pool import SpawnPool
+    from plansim.workers.pool import SpawnPool
 
     return SpawnPool(max_parallel)
 

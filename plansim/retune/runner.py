@@ -30,8 +30,8 @@ from plansim.configfile import read_config
 from plansim.roles import Role
 from plansim.retune.config import planner_retune_config
 from plansim.retune.controller import RetuneController, check_retune, controller_for_replay
-from plansim.retune.executor import Executor
 from plansim.retune.sweep import SweepReport, run_sweep
+from plansim.workers.executor import Executor
 
 RUN_KEYS = frozenset({"trace", "trace_format", "trace_block_size", "deployment", "planner"})
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from plansim.retune.executor import BatchOutcome, Task, TaskContext, run_serially
 from plansim.retune.tasks import WindowData, read_window_task, replay_candidate_task
+from plansim.workers.executor import BatchOutcome, Task, TaskContext, run_serially
 
 
 class ScriptedExecutor:

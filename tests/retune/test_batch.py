@@ -17,7 +17,7 @@ from plansim.retune.batch import (
     summarize,
     windows_in_flight,
 )
-from plansim.retune.executor import BatchOutcome
+from plansim.workers.executor import BatchOutcome
 from plansim.retune.domains import Point
 from plansim.retune.sweep import CandidateReport, SweepPlan, SweepReport
 from plansim.retune.tasks import ReplaySpec, WindowSpec
