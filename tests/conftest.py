@@ -35,6 +35,15 @@ def run_cli(monkeypatch, capsys) -> Callable[..., tuple[int, str, str]]:
     return run
 
 
+@pytest.fixture(scope="session")
+def qwen_spec():
+    """Qwen3-32B on H200 with vLLM, TP 1, as a validated ``aic`` spec (the tests using it need
+    the ``aic`` extra; CI installs it)."""
+    from plansim.aic.spec import parse_aic_spec
+
+    return parse_aic_spec({"model": "Qwen/Qwen3-32B", "system": "h200_sxm", "backend": "vllm"})
+
+
 @pytest.fixture(scope="session", autouse=True)
 def aic_cache_dir(tmp_path_factory):
     """AIConfigurator tables and memory estimates go to a folder of this session, never to the
