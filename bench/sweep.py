@@ -61,7 +61,7 @@ def makespan(durations: list[float], workers: int) -> float:
 
 def make_run(trace: Path, interval_s: float):
     from plansim.planner_core.config import parse_planner_config
-    from plansim.retune.runner import RetuneRun
+    from plansim.retune_runs.runner import RetuneRun
     from plansim.sim.deployment import load_deployment
 
     deployment = load_deployment(ROOT / "examples" / "deploy.yaml")
@@ -101,10 +101,10 @@ def main() -> int:
     os.nice(max(WORKER_NICENESS - os.getpriority(os.PRIO_PROCESS, 0), 0))
 
     from plansim.planner_core.observations import WorkerCounts
+    from plansim.retune.sweep import run_sweep
+    from plansim.retune_runs.runner import build_controller, load_run_workload
     from plansim.workers.executor import InProcessExecutor, Task, TaskContext
     from plansim.workers.pool import SpawnPool
-    from plansim.retune.runner import build_controller, load_run_workload
-    from plansim.retune.sweep import run_sweep
 
     run = make_run(args.trace, args.interval)
     workload = load_run_workload(run)

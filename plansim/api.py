@@ -29,9 +29,10 @@ second.
 
 A ``ReplaySetup`` built by ``setup`` holds a planner ready to tick: replay it once.
 
-Layering: this module composes ``sim``, ``planner_core`` and ``retune``; the command modules,
-``retune.runner`` and ``capacity`` build their replays through it, and nothing it imports
-imports it.
+Layering: this module composes ``sim``, ``planner_core`` and ``retune`` (its controller); it sits
+above them and below what builds replays through it (``retune_runs``, ``capacity``, the command
+modules), so nothing it imports imports it (``tests/test_imports.py`` checks the layer order of
+``docs/architecture.md``).
 """
 
 from __future__ import annotations

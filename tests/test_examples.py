@@ -9,7 +9,7 @@ from pathlib import Path
 from plansim.configfile import read_config
 from plansim.planner_core.config import parse_planner_config
 from plansim.retune.config import planner_retune_config
-from plansim.retune.runner import load_retune_run
+from plansim.retune_runs.runner import load_retune_run
 from plansim.sim.deployment import load_deployment
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -6,7 +6,8 @@
 writes AIConfigurator's estimates for that model, GPU system, backend and parallelism as the
 reference mocker's NPZ profile (``plansim.sim.timing.aic_profile``): what
 ``timing_model: {type: npz}``, ``planner_profile_data``, Dynamo's ``--planner-profile-data`` and
-the planner's ``profile_results_dir`` read, so the planner's pre-deployment perf model can bootstrap from it.
+the planner's ``profile_results_dir`` read, so the planner's pre-deployment perf model can
+bootstrap from it.
 """
 
 from __future__ import annotations

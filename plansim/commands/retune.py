@@ -2,7 +2,7 @@
 and ``windows`` (many windows at once, ``plansim.commands.retune_windows``).
 
 Printing lives here and in ``plansim.commands.retune_text``; the work is in
-``plansim.retune.runner``.
+``plansim.retune_runs.runner``.
 """
 
 from __future__ import annotations
@@ -43,7 +43,12 @@ def sweep(
 ) -> None:
     """Replay the trace with retune on: one sweep per window, one line per decision."""
     from plansim.retune.config import planner_retune_config
-    from plansim.retune.runner import count_windows, load_retune_run, load_run_workload, run_retune
+    from plansim.retune_runs.runner import (
+        count_windows,
+        load_retune_run,
+        load_run_workload,
+        run_retune,
+    )
 
     folder = OutputFolder.claim(out, "retune", "plansim retune sweep", force=force)
     run = load_retune_run(config)
@@ -111,10 +116,10 @@ def window(
     output folder is the one 'retune windows' writes, for this one window, with its report.
     """
     from plansim.commands.retune_windows import plans_of_run, write_window_outputs
-    from plansim.retune.batch import score_windows
-    from plansim.workers.backends import make_executor
     from plansim.retune.config import planner_retune_config
-    from plansim.retune.runner import load_retune_run
+    from plansim.retune_runs.batch import score_windows
+    from plansim.retune_runs.runner import load_retune_run
+    from plansim.workers.backends import make_executor
 
     folder = OutputFolder.claim(out, "retune-window", "plansim retune window", force=force)
     run = load_retune_run(config)

@@ -81,7 +81,7 @@ def window_line(event: dict[str, Any]) -> str:
 def ranked_table(report: Any, cfg: Any, index: int) -> list[str]:
     """The window's candidates, best first (failed ones last), with the decision below (the
     scores' unit is ``score_legend``'s, printed once above the tables)."""
-    from plansim.retune.batch import candidate_order
+    from plansim.retune_runs.batch import candidate_order
 
     maximize = cfg.maximize
     lines = [f"window {index}: {report.window_requests} requests, {report.replays} replays, "

@@ -11,9 +11,9 @@ Modules, one job each:
 - ``tasks``: the picklable task functions (window read, candidate replay) and their inputs;
 - ``presweep``: the load-predictor pre-sweep and the swap preparation;
 - ``scoring``: objectives, fail-closed scores, ranking and the improvement rule;
-- ``record``: the per-window decision record;
-- ``runner``: the Python API behind ``plansim retune``: ``load_retune_run``, ``run_retune``,
-  ``score_window``.
+- ``record``: the per-window decision record.
 
-Nothing is imported here, so that a sweep worker importing a task module stays light.
+Below ``plansim.api``, which builds the controller into a replay; the run-file API behind
+``plansim retune`` (``plansim.retune_runs``) sits above it. Nothing is imported here, so that a
+sweep worker importing a task module stays light.
 """

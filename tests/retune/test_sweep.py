@@ -6,7 +6,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from test_pool import wait_dead
+from proctable import wait_dead
 from test_retune_cli import write_trace
 
 from plansim.planner_core.observations import WorkerCounts

@@ -10,7 +10,7 @@ import time
 
 import pytest
 import pool_tasks as tasks
-from proctable import alive
+from proctable import alive, wait_dead
 
 from plansim.workers import pool as pool_module
 from plansim.workers.executor import Executor, Task, TaskContext, run_serially
@@ -20,15 +20,6 @@ from plansim.workers.pool import SpawnPool
 @pytest.fixture
 def context(tmp_path):
     return TaskContext(str(tmp_path))
-
-
-def wait_dead(pids, timeout_s=5.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not any(alive(p) for p in pids):
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_the_pool_implements_the_executor_interface():

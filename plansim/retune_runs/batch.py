@@ -34,10 +34,10 @@ _WAKE_S = 0.2
 
 
 def window_plans(run: Any, workload: Any, windows: Iterable[int]) -> list[SweepPlan]:
-    """The sweep plans of ``windows`` of a retune run (``retune.runner.RetuneRun``): each from
+    """The sweep plans of ``windows`` of a retune run (``retune_runs.runner.RetuneRun``): each from
     the startup point, with the deployment's starting worker counts and the config's
-    ``timeout_seconds``, as ``retune.runner.score_window`` sweeps one window."""
-    from plansim.retune.runner import build_controller, starting_counts
+    ``timeout_seconds``, as ``retune_runs.runner.score_window`` sweeps one window."""
+    from plansim.retune_runs.runner import build_controller, starting_counts
 
     controller = build_controller(run, workload)
     try:
