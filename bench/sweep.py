@@ -60,7 +60,7 @@ def makespan(durations: list[float], workers: int) -> float:
 
 
 def make_run(trace: Path, interval_s: float):
-    from plansim.planner_core.config import parse_planner_config
+    from plansim import api
     from plansim.retune_runs.runner import RetuneRun
     from plansim.sim.deployment import load_deployment
 
@@ -82,8 +82,7 @@ def make_run(trace: Path, interval_s: float):
     }
     return RetuneRun(
         source="bench", trace_paths=(str(trace),), trace_format="auto", trace_block_size=None,
-        deployment=deployment, planner_config=parse_planner_config(planner_raw),
-        planner_raw=planner_raw,
+        setup=api.setup(deployment, planner_raw, source="bench"), planner_raw=planner_raw,
     )
 
 

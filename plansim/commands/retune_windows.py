@@ -112,7 +112,6 @@ def windows(
     from plansim.commands.retune_text import WindowBar, ranked_table, score_legend
     from plansim.retune_runs.batch import score_windows
     from plansim.workers.backends import make_executor
-    from plansim.retune.config import planner_retune_config
 
     if ray_address is not None and backend is not Backend.ray:
         raise InputError("only with --backend ray", field="--ray-address")
@@ -120,13 +119,13 @@ def windows(
 
     folder = OutputFolder.claim(out, "retune-windows", "plansim retune windows", force=force)
     run = load_retune_run(config)
-    cfg = planner_retune_config(run.planner_config)
+    cfg = run.retune.config
     # The backend first: a missing Ray fails before any trace is read.
     executor = make_executor(backend.value, cfg.max_parallel, ray_address)
     bar = None
     try:
         plans = plans_of_run(run, first=first, last=last, no_timeout=no_timeout)
-        typer.echo(score_legend(cfg, run.planner_config))
+        typer.echo(score_legend(run.retune))
         bar = WindowBar(len(plans)) if (not quiet and sys.stderr.isatty()) else None
         printer = _InOrder([plan.window.index for plan in plans], bar, cfg, top, ranked_table)
         results = score_windows(plans, executor, on_window=printer.add)
@@ -137,7 +136,7 @@ def windows(
 
     with folder.writing() as out_dir:
         summary = write_window_outputs(
-            out_dir, run, cfg, plans, results, command="plansim retune windows", config=config,
+            out_dir, run, plans, results, command="plansim retune windows", config=config,
             extra={"backend": backend.value, "ray_address": ray_address,
                    "max_parallel": executor.max_parallel, "no_timeout": no_timeout},
         )
@@ -151,7 +150,6 @@ def windows(
 def write_window_outputs(
     out_dir: Path,
     run: Any,
-    cfg: Any,
     plans: list[Any],
     results: list[Any],
     *,
@@ -191,10 +189,10 @@ def write_window_outputs(
         "deployment": run.deployment.model_dump(mode="json"),
         "planner": run.planner_raw,
         "sla": run.deployment.sla.model_dump(mode="json"),
-        "objective": cfg.objective,
-        "scoring_sla": scoring_sla(cfg, run.planner_config),
-        "min_improvement_percentage": cfg.min_improvement_percentage,
-        "seed": cfg.seed,
+        "objective": run.retune.config.objective,
+        "scoring_sla": scoring_sla(run.retune),
+        "min_improvement_percentage": run.retune.config.min_improvement_percentage,
+        "seed": run.retune.config.seed,
     })
     return summary
 

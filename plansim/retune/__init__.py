@@ -4,8 +4,11 @@ Modules, one job each:
 
 - ``config``: ``RetuneConfig``, the validated ``retune:`` block (``load_retune_config``);
 - ``domains``: candidate domain syntax, the grid and the candidate set (``Point``);
-- ``controller``: ``RetuneController``, the engine's retune hook (``initial_tick``/``on_tick``):
-  windows, decision timing, outcomes, advisory mode, predictor swaps;
+- ``setup``: ``RetuneSetup``, the block parsed and checked against a deployment once
+  (``retune_setup``): the grid, the predictor candidates, the startup point;
+- ``controller``: ``RetuneController``, the engine's retune hook (``initial_tick``/``on_tick``),
+  one per replay, built from a ``RetuneSetup``: windows, decision timing, outcomes, advisory
+  mode, predictor swaps;
 - ``sweep``: ``run_sweep``, one window's sweep on an executor of ``plansim.workers``
   (``SweepPlan`` -> ``SweepReport``);
 - ``tasks``: the picklable task functions (window read, candidate replay) and their inputs;
