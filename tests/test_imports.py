@@ -149,7 +149,7 @@ def _unit(module: str) -> str:
 
 
 def _floors(text: str) -> dict[str, int]:
-    """Unit -> floor from the table of the Layers section: rows ``| floor | `unit`, ... | ... |``."""
+    """Unit -> floor from the table of the Layers section (rows ``| floor | `unit`, ... |``)."""
     section = text.split("\n## Layers\n", 1)[1].split("\n## ", 1)[0]
     out: dict[str, int] = {}
     for row in re.finditer(r"^\| *(\d+) *\|([^|]*)\|", section, re.MULTILINE):
