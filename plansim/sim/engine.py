@@ -69,7 +69,7 @@ import numpy as np
 from plansim.roles import Role
 from plansim.sim import batch as soa
 from plansim.sim import decode_table
-from plansim.sim.batch import Batch
+from plansim.sim.batch import Batch, Request
 from plansim.sim.engine_protocol import EngineHooks, RankOccupancy
 from plansim.sim.host_offload import HostOffload, OffloadView
 from plansim.sim.kv import KvCache, gen_keys
@@ -92,121 +92,6 @@ _KV_LIMIT_LIST = 64
 def _q(ms: float) -> float:
     """Round a duration to whole nanoseconds, as the reference's ``Duration`` does."""
     return round(ms * _NS) / _NS
-
-
-class Request:
-    """A request's state on one rank. ``generated`` counts tokens emitted on this rank;
-    ``prebuilt``: its prompt KV came from a prefill worker; ``preempted``: it was preempted at
-    least once; ``in_batch``: it is running. ``pass_no`` is the rank pass that last granted it
-    tokens, ``computed_before`` its computed tokens before that grant.
-
-    While the request runs, ``computed``, ``generated``, ``n_blocks``, ``pass_no`` and
-    ``computed_before`` live in its row of the rank's ``Batch`` (the attributes read and write
-    it), so that the rank can advance many rows in one vector step."""
-
-    __slots__ = ("rid", "isl", "osl", "prompt_keys", "held", "prebuilt", "preempted",
-                 "stored_blocks", "host_loaded", "store_done_ms", "_batch", "_row", "_computed",
-                 "_generated", "_n_blocks", "_pass_no", "_before")
-
-    def __init__(self, rid: int, isl: int, osl: int, prompt_keys: list[int], *,
-                 prebuilt: bool = False) -> None:
-        self.rid = rid
-        self.isl = isl
-        self.osl = osl
-        self.prompt_keys = prompt_keys
-        self.held: list[int] = []
-        self._batch: Batch | None = None
-        self._row = 0
-        self._n_blocks = 0
-        # A transferred prompt arrives computed but for its last token, whose pass on the
-        # decode worker emits the first visible token (the prefill worker's token is internal).
-        self._computed = isl - 1 if prebuilt else 0
-        self._generated = 0
-        self._pass_no = -1
-        self._before = 0
-        self.prebuilt = prebuilt
-        self.preempted = False
-        # Host offload (``HostOffload``): the store cursor in prompt blocks, whether a load is
-        # done for the coming admission, when the latest store lands.
-        self.stored_blocks = 0
-        self.host_loaded = False
-        self.store_done_ms = 0.0
-
-    @property
-    def in_batch(self) -> bool:
-        return self._batch is not None
-
-    @property
-    def computed(self) -> int:
-        b = self._batch
-        return self._computed if b is None else b.computed.item(self._row)
-
-    @computed.setter
-    def computed(self, value: int) -> None:
-        b = self._batch
-        if b is None:
-            self._computed = value
-        else:
-            b.computed[self._row] = value
-
-    @property
-    def generated(self) -> int:
-        b = self._batch
-        return self._generated if b is None else b.known.item(self._row) - self.isl
-
-    @generated.setter
-    def generated(self, value: int) -> None:
-        b = self._batch
-        if b is None:
-            self._generated = value
-        else:
-            b.known[self._row] = self.isl + value
-
-    @property
-    def n_blocks(self) -> int:
-        b = self._batch
-        return self._n_blocks if b is None else b.blocks.item(self._row)
-
-    @n_blocks.setter
-    def n_blocks(self, value: int) -> None:
-        b = self._batch
-        if b is None:
-            self._n_blocks = value
-        else:
-            b.blocks[self._row] = value
-
-    @property
-    def pass_no(self) -> int:
-        b = self._batch
-        return self._pass_no if b is None else b.pass_no.item(self._row)
-
-    @pass_no.setter
-    def pass_no(self, value: int) -> None:
-        b = self._batch
-        if b is None:
-            self._pass_no = value
-        else:
-            b.pass_no[self._row] = value
-
-    @property
-    def computed_before(self) -> int:
-        b = self._batch
-        return self._before if b is None else b.before.item(self._row)
-
-    @computed_before.setter
-    def computed_before(self, value: int) -> None:
-        b = self._batch
-        if b is None:
-            self._before = value
-        else:
-            b.before[self._row] = value
-
-    def seq_keys(self, n_full: int) -> list[int]:
-        """Keys of the first ``n_full`` full blocks of the known sequence."""
-        pk = self.prompt_keys
-        if n_full <= len(pk):
-            return pk[:n_full]
-        return pk + gen_keys(self.rid, len(pk), n_full)
 
 
 class PassRecord(NamedTuple):

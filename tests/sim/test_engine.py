@@ -225,7 +225,7 @@ def test_an_arrival_during_a_pass_joins_the_next_pass():
 
 
 def test_last_fpm_is_the_latest_pass_of_a_rank():
-    from plansim.sim.engine import Request
+    from plansim.sim.batch import Request
 
     rank, _ = _served(_lone_rank(decode_runs=True), Request(0, 1000, 3, []))
     fpm = rank.last_fpm
@@ -236,7 +236,8 @@ def test_last_fpm_is_the_latest_pass_of_a_rank():
 
 def test_a_rank_without_a_pass_window_keeps_no_pass_metrics():
     from plansim.sim.deployment import EngineArgs
-    from plansim.sim.engine import EngineHooks, Rank, Request
+    from plansim.sim.batch import Request
+    from plansim.sim.engine import EngineHooks, Rank
 
     def ignore(*_args):
         return None
@@ -259,7 +260,8 @@ def test_the_package_exposes_the_replay_function():
 
 def test_pass_metrics_count_scheduled_and_queued_work():
     from plansim.sim.deployment import EngineArgs
-    from plansim.sim.engine import Rank, Request
+    from plansim.sim.batch import Request
+    from plansim.sim.engine import Rank
     from plansim.sim.engine_protocol import EngineHooks
     from plansim.sim.timing import PolynomialTiming
 
@@ -305,7 +307,7 @@ def _served(rank, req):
 
 
 def test_take_fpm_averages_every_pass_since_the_previous_take_each_counting_once():
-    from plansim.sim.engine import Request
+    from plansim.sim.batch import Request
 
     rank, t = _served(_lone_rank(decode_runs=False), Request(0, 1000, 3, []))
     fpm = rank.take_fpm(t)
@@ -326,7 +328,7 @@ def test_take_fpm_averages_every_pass_since_the_previous_take_each_counting_once
 
 
 def test_a_decode_run_in_flight_reports_the_passes_ended_by_the_observation():
-    from plansim.sim.engine import Request
+    from plansim.sim.batch import Request
 
     rank = _lone_rank(decode_runs=True)
     rank.enqueue(Request(0, 1000, 6, []))
@@ -369,7 +371,7 @@ def _head_rank(log):
 
 
 def test_a_head_run_takes_the_prefill_pass_into_its_decode_run_and_reports_each_pass():
-    from plansim.sim.engine import Request
+    from plansim.sim.batch import Request
 
     log = []
     rank = _head_rank(log)
@@ -399,7 +401,7 @@ def test_a_head_run_takes_the_prefill_pass_into_its_decode_run_and_reports_each_
 
 
 def test_an_arrival_during_the_prefill_pass_cuts_a_head_run_to_that_pass():
-    from plansim.sim.engine import Request
+    from plansim.sim.batch import Request
 
     log = []
     rank = _head_rank(log)
@@ -419,7 +421,8 @@ def test_an_arrival_during_the_prefill_pass_cuts_a_head_run_to_that_pass():
 
 def test_take_fpm_counts_the_unfinished_prompt_tokens_of_a_chunked_prefill():
     from plansim.sim.deployment import EngineArgs
-    from plansim.sim.engine import EngineHooks, Rank, Request
+    from plansim.sim.batch import Request
+    from plansim.sim.engine import EngineHooks, Rank
     from plansim.sim.timing import PolynomialTiming
 
     def ignore(*_args):
@@ -438,7 +441,8 @@ def test_take_fpm_counts_the_unfinished_prompt_tokens_of_a_chunked_prefill():
 
 def test_a_prompt_run_times_each_chunk_and_reports_what_each_observation_would_see():
     from plansim.sim.deployment import EngineArgs
-    from plansim.sim.engine import EngineHooks, Rank, Request
+    from plansim.sim.batch import Request
+    from plansim.sim.engine import EngineHooks, Rank
     from plansim.sim.timing import PolynomialTiming
 
     def ignore(*_args):
@@ -472,7 +476,8 @@ def test_a_prompt_run_times_each_chunk_and_reports_what_each_observation_would_s
 
 def test_an_arrival_cuts_a_prompt_run_after_the_pass_in_flight():
     from plansim.sim.deployment import EngineArgs
-    from plansim.sim.engine import EngineHooks, Rank, Request
+    from plansim.sim.batch import Request
+    from plansim.sim.engine import EngineHooks, Rank
     from plansim.sim.timing import PolynomialTiming
 
     def ignore(*_args):
