@@ -73,15 +73,13 @@ from plansim.sim.batch import Batch, Request
 from plansim.sim.engine_protocol import EngineHooks, RankOccupancy
 from plansim.sim.host_offload import HostOffload, OffloadView
 from plansim.sim.kv import KvCache, gen_keys
+from plansim.sim.pass_window import PassRecord, PassWindow, QueueTotals, unrecorded
 from plansim.sim.schedulers import PrefixMatch, SchedulerPolicy, make_scheduler
 from plansim.sim.speculative import DraftSampler, accept_rates
 from plansim.sim.timing import TimingModel
 
-# Imported where used: a replay without a planner never loads them (the planner's
-# observation records cost about 6 ms to define).
 if TYPE_CHECKING:
     from plansim.planner_core.observations import ForwardPassMetrics
-    from plansim.sim.pass_window import PassWindow
 
 _NS = decode_table.NS_PER_MS
 # ``_kv_limit`` lists the passes needing a new block in Python up to this many at most (a
@@ -92,40 +90,6 @@ _KV_LIMIT_LIST = 64
 def _q(ms: float) -> float:
     """Round a duration to whole nanoseconds, as the reference's ``Duration`` does."""
     return round(ms * _NS) / _NS
-
-
-class PassRecord(NamedTuple):
-    """One pass as the planner's pass window counts it (``PassWindow.add_pass``'s arguments:
-    wall seconds, prompt requests and tokens, decoding requests and their KV tokens), and the
-    waiting queue's totals as it was scheduled (``ForwardPassMetrics``' queued fields)."""
-
-    wall_s: float
-    prefill_requests: int
-    prefill_tokens: int
-    decode_requests: int
-    decode_kv_tokens: int
-    queued: tuple[int, int, int, int]
-
-
-_UNRECORDED = PassRecord(0.0, 0, 0, 0, 0, (0, 0, 0, 0))
-
-
-def _unrecorded(wall_s: float, n_prefill: int, prefill_tokens: int, n_decode: int,
-                decode_kv: int) -> PassRecord:
-    """``Rank._record`` of a rank without a pass window: nothing reads the record (about a
-    microsecond saved per pass and run)."""
-    return _UNRECORDED
-
-
-class QueueTotals:
-    """Waiting-queue totals, kept as requests enter and leave it (for pass metrics): fresh
-    prompts and their tokens; preempted or transferred requests and their KV tokens."""
-
-    __slots__ = ("prefill_requests", "prefill_tokens", "decode_requests", "decode_kv_tokens")
-
-    def __init__(self) -> None:
-        self.prefill_requests = self.prefill_tokens = 0
-        self.decode_requests = self.decode_kv_tokens = 0
 
 
 class DecodeRun(NamedTuple):
@@ -269,14 +233,8 @@ class Rank:
         self._last_pass: PassRecord | None = None
         # Completed passes since the planner host last took them; a decode run's first
         # ``_run_taken`` passes are already in it.
-        self.passes: PassWindow | None = None
-        if pass_window:
-            from plansim.sim.pass_window import PassWindow
-
-            self.passes = PassWindow()
-        else:
-            # Nothing reads a pass's record without a window: one placeholder stands for all.
-            self._record = _unrecorded
+        self.passes = PassWindow() if pass_window else None
+        self._record = self.queued.record if pass_window else unrecorded
         self._run_taken = 0
 
     # ---------------------------------------------------------------- host interface
@@ -378,8 +336,9 @@ class Rank:
             cache.publish()  # the router learns the pass's blocks now
         run = self._run
         if run is None:
-            if self.passes is not None:
-                self._count_pass(self._last_pass)
+            passes = self.passes
+            if passes is not None:
+                passes.add_pass(self._last_pass)
             self._finish_pass(now)
             return
         if type(run) is PromptRun:
@@ -402,7 +361,6 @@ class Rank:
             self._add_run_passes(done)
         if self.passes is None:
             raise RuntimeError("take_fpm: this rank keeps no pass window (pass_window=False)")
-        mixed, decode_only = self.passes.take()
         b = self.batch
         n = len(self.running)
         rows = np.flatnonzero(b.computed[:n] < b.isl[:n]).tolist()
@@ -413,13 +371,7 @@ class Rank:
             # batch holds the prompt's state at the run's start).
             started = 1 + bisect_left(run.ends_ms, t, 0, len(run.chunks) - 1)
             inflight -= sum(run.chunks[:started])
-        q = self.queued
-        from plansim.planner_core.observations import ForwardPassMetrics
-
-        return ForwardPassMetrics.from_window(
-            self.worker_id, self.dp_rank, mixed, decode_only,
-            queued=(q.prefill_requests, q.prefill_tokens, q.decode_requests, q.decode_kv_tokens),
-            inflight_prefill_tokens=inflight)
+        return self.passes.take_fpm(self.worker_id, self.dp_rank, self.queued, inflight)
 
     def _add_run_passes(self, upto: int) -> None:
         """Add the run's passes ``_run_taken .. upto - 1`` to the pass window (a decode run's
@@ -431,11 +383,11 @@ class Rank:
         self._run_taken = upto
         if isinstance(run, PromptRun):
             for f in run.fpms[lo:upto]:
-                self._count_pass(f)
+                self.passes.add_pass(f)
             return
         if run.head is not None:
             if lo == 0:
-                self._count_pass(run.head)
+                self.passes.add_pass(run.head)
             else:
                 lo -= 1
             upto -= 1
@@ -1313,20 +1265,6 @@ class Rank:
             q.prefill_tokens -= req.isl
         return req
 
-    def _record(self, wall_s: float, n_prefill: int, prefill_tokens: int, n_decode: int,
-                decode_kv: int) -> PassRecord:
-        """A pass's record (``_unrecorded`` stands in for it on ranks without a pass window)."""
-        q = self.queued
-        return PassRecord(wall_s, n_prefill, prefill_tokens, n_decode, decode_kv,
-                          (q.prefill_requests, q.prefill_tokens, q.decode_requests,
-                           q.decode_kv_tokens))
-
-    def _count_pass(self, f: PassRecord) -> None:
-        if self.passes is None:
-            return
-        self.passes.add_pass(f.wall_s, f.prefill_requests, f.prefill_tokens, f.decode_requests,
-                             f.decode_kv_tokens)
-
     @property
     def last_fpm(self) -> ForwardPassMetrics | None:
         """The metrics of the rank's latest pass (of a run: its last), with the waiting queue as
@@ -1334,14 +1272,4 @@ class Rank:
         if self.passes is None:
             raise RuntimeError("last_fpm: this rank keeps no pass window (pass_window=False)")
         f = self._last_pass
-        if f is None:
-            return None
-        qpr, qpt, qdr, qdk = f.queued
-        from plansim.planner_core.observations import ForwardPassMetrics
-
-        return ForwardPassMetrics(
-            worker_id=self.worker_id, dp_rank=self.dp_rank, wall_time_s=f.wall_s,
-            num_prefill_requests=f.prefill_requests, sum_prefill_tokens=f.prefill_tokens,
-            num_decode_requests=f.decode_requests, sum_decode_kv_tokens=f.decode_kv_tokens,
-            queued_prefill_requests=qpr, queued_prefill_tokens=qpt, queued_decode_requests=qdr,
-            queued_decode_kv_tokens=qdk)
+        return None if f is None else f.metrics(self.worker_id, self.dp_rank)
