@@ -75,7 +75,7 @@ from plansim.sim.host_offload import HostOffload, OffloadView
 from plansim.sim.kv import KvCache, gen_keys
 from plansim.sim.pass_window import PassRecord, PassWindow, QueueTotals, unrecorded
 from plansim.sim.schedulers import PrefixMatch, SchedulerPolicy, make_scheduler
-from plansim.sim.speculative import DraftSampler, accept_rates
+from plansim.sim.speculative import Drafts
 from plansim.sim.timing import TimingModel
 
 if TYPE_CHECKING:
@@ -185,11 +185,10 @@ class Rank:
         self.cache.publishes = not prompt_runs
         self.vector_grants = vector_grants
         # Speculative decoding: a verification pass emits 1 + accepted drafts per request.
-        self.sampler: DraftSampler | None = None
+        self.drafts: Drafts | None = None
         if args.aic_nextn and role.decodes:
-            self.sampler = DraftSampler(accept_rates(args.aic_nextn, args.aic_nextn_accept_rates),
-                                        args.aic_mtp_seed + stream)
-        self._bursts: list[int] = []
+            self.drafts = Drafts(args.aic_nextn, args.aic_nextn_accept_rates,
+                                 args.aic_mtp_seed + stream, args.block_size)
         self._speculative = bool(args.aic_nextn)
         # Host (G2) KV offload tier, with prefix caching only (what it stores is cached blocks).
         self.offload: HostOffload | None = None
@@ -205,11 +204,10 @@ class Rank:
             # A block evicted while a host store still reads it fences the pass reusing it.
             self.cache.store_sources = self.offload.tier.storing
             self.host_lookup = partial(self.offload.lookup, self)
-        self.max_burst = 1 + (args.aic_nextn or 0)
-        self.head_runs = (self.prompt_runs and head_runs and self.sampler is None
+        self.head_runs = (self.prompt_runs and head_runs and self.drafts is None
                           and self.offload is None)
         # Decode runs are possible at all (``_try_run``'s first test, fixed from here on).
-        self._may_run = not role.hands_off and decode_runs and self.sampler is None
+        self._may_run = not role.hands_off and decode_runs and self.drafts is None
         self.batch = Batch()
         # The batch's requests in batch order (the batch owns the list).
         self.running: list[Request] = self.batch.reqs
@@ -467,14 +465,9 @@ class Rank:
         row = req._row
         before = b.computed.item(row)
         reach = before + n
-        if self.sampler is not None and reach == b.known.item(row):
-            # A verification pass writes KV for its drafts too: reserve room for the tokens it
-            # may emit.
-            lookahead = req.osl - req.generated
-            if lookahead > self.max_burst:
-                lookahead = self.max_burst
-            if lookahead > 1:
-                reach += lookahead - 1
+        if self.drafts is not None and reach == b.known.item(row):
+            # A verification pass writes KV for its drafts too.
+            reach = self.drafts.reach(req, reach)
         n_blocks = b.blocks.item(row)
         need = -(-reach // bs) - n_blocks
         if need > cache.available():
@@ -522,7 +515,7 @@ class Rank:
         (``start``: none). The same as ``grant(req, 1)`` row by row."""
         b = self.batch
         n = len(self.running)
-        if not self.vector_grants or self.sampler is not None or budget <= 0:
+        if not self.vector_grants or self.drafts is not None or budget <= 0:
             return start
         stop = n if n - start <= budget else start + budget
         if stop - start < soa.SCALAR_GRANT_ROWS or stop <= start:
@@ -636,9 +629,9 @@ class Rank:
                 granted = sorted({id(r): r for r in granted if r._batch is not None}.values(),
                                  key=lambda r: r._row)
         prefill_timed = self._prefill_timed
-        sampler = self.sampler
+        drafts = self.drafts
         offload = self.offload
-        verifies = sampler is not None and self.policy.verifies_prefill
+        verifies = drafts is not None and self.policy.verifies_prefill
         draws: list[bool] = []
         stores: list[Request] = []
         count = total_isl = total_prefix = 0
@@ -666,7 +659,7 @@ class Rank:
             length = knowns.item(row)
             if computed >= length:
                 emit.append(req)
-                if sampler is not None:
+                if drafts is not None:
                     # A prompt's own pass verifies drafts only where the backend does so.
                     draws.append(verifies or prompt == 0 or not prefill_timed)
                 # With speculative decoding a request finishing its prompt also runs the
@@ -696,8 +689,8 @@ class Rank:
             # Prompt blocks computed by the pass's end are offered to the host as it is
             # scheduled (vLLM's connector prepares stores then) and copied from its end.
             offload.store(req, self.block_size, end, now)
-        if sampler is not None:
-            self._bursts = self._draw_bursts(emit, draws)
+        if drafts is not None:
+            drafts.draw(emit, draws)
         self._emit = emit
         self._slices = slices
         self._granted = []
@@ -761,24 +754,6 @@ class Rank:
         req.held = []
         req._n_blocks = 0
 
-    def _draw_bursts(self, emit: list[Request], draws: list[bool]) -> list[int]:
-        """Tokens each emitting request emits this pass: ``1 + accepted drafts`` (drawn, in
-        batch order, for the requests whose pass verifies drafts; 1 for the others), clipped to
-        its output left and to the KV reserved for it."""
-        sampler = self.sampler
-        bs = self.block_size
-        bursts = []
-        for req, draw in zip(emit, draws):
-            k = sampler.tokens() if draw else 1
-            left = req.osl - req.generated
-            if k > left:
-                k = left
-            # Only drafts whose KV was reserved can be kept (``grant`` reserves the burst).
-            while k > 1 and -(-(req.computed + k - 1) // bs) > req.n_blocks:
-                k -= 1
-            bursts.append(k)
-        return bursts
-
     def _finish_pass(self, end: float) -> None:
         emit = self._emit
         slices = self._slices
@@ -786,7 +761,7 @@ class Rank:
         self._slices = []
         if not emit and not slices:
             return
-        if self.sampler is not None:
+        if self.drafts is not None:
             self._finish_burst(emit, end)
             return
         b = self.batch
@@ -825,19 +800,8 @@ class Rank:
             self._finish(rows, end)
 
     def _finish_burst(self, emit: list[Request], end: float) -> None:
-        """A speculative pass's tokens: each request's accepted drafts are computed KV too."""
-        bs = self.block_size
-        cache = self.cache
-        bursts = self._bursts
-        for req, k in zip(emit, bursts):
-            req.generated += k
-            req.computed += k - 1
-            # The blocks reserved for rejected drafts go back (the KV of the last emitted token
-            # is computed by the next pass).
-            spare = req.n_blocks - -(-req.computed // bs)
-            if spare > 0:
-                cache.release((), spare, ())
-                req.n_blocks -= spare
+        """A speculative pass's tokens (``Drafts.settle``)."""
+        bursts = self.drafts.settle(emit, self.cache)
         self.hooks.on_tokens(self, [r.rid for r in emit], end, bursts)
         done = emit if self._hands_off else [r for r in emit if r.generated >= r.osl]
         if done:
@@ -1096,7 +1060,7 @@ class Rank:
         can change during it: no completion before its last pass, no preemption, no offload
         or speculative decoding. Batches under ``SCALAR_ROWS`` rows (the run is planned row by
         row)."""
-        if self.sampler is not None or self.offload is not None:
+        if self.drafts is not None or self.offload is not None:
             return None
         b = self.batch
         n = len(self.running)
