@@ -4,12 +4,8 @@ whole nanoseconds, tokens stamped at pass end)."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from plansim.sim.engine import Rank
 from plansim.sim.timing import PolynomialTiming
 from simkit import decode_ms, prefill_ms, q, req, run
 
@@ -235,8 +231,8 @@ def test_last_fpm_is_the_latest_pass_of_a_rank():
 
 
 def test_a_rank_without_a_pass_window_keeps_no_pass_metrics():
-    from plansim.sim.deployment import EngineArgs
     from plansim.sim.batch import Request
+    from plansim.sim.deployment import EngineArgs
     from plansim.sim.engine import EngineHooks, Rank
 
     def ignore(*_args):
@@ -259,8 +255,8 @@ def test_the_package_exposes_the_replay_function():
 
 
 def test_pass_metrics_count_scheduled_and_queued_work():
-    from plansim.sim.deployment import EngineArgs
     from plansim.sim.batch import Request
+    from plansim.sim.deployment import EngineArgs
     from plansim.sim.engine import Rank
     from plansim.sim.engine_protocol import EngineHooks
     from plansim.sim.timing import PolynomialTiming
@@ -420,8 +416,8 @@ def test_an_arrival_during_the_prefill_pass_cuts_a_head_run_to_that_pass():
 
 
 def test_take_fpm_counts_the_unfinished_prompt_tokens_of_a_chunked_prefill():
-    from plansim.sim.deployment import EngineArgs
     from plansim.sim.batch import Request
+    from plansim.sim.deployment import EngineArgs
     from plansim.sim.engine import EngineHooks, Rank
     from plansim.sim.timing import PolynomialTiming
 
@@ -440,8 +436,8 @@ def test_take_fpm_counts_the_unfinished_prompt_tokens_of_a_chunked_prefill():
 
 
 def test_a_prompt_run_times_each_chunk_and_reports_what_each_observation_would_see():
-    from plansim.sim.deployment import EngineArgs
     from plansim.sim.batch import Request
+    from plansim.sim.deployment import EngineArgs
     from plansim.sim.engine import EngineHooks, Rank
     from plansim.sim.timing import PolynomialTiming
 
@@ -475,8 +471,8 @@ def test_a_prompt_run_times_each_chunk_and_reports_what_each_observation_would_s
 
 
 def test_an_arrival_cuts_a_prompt_run_after_the_pass_in_flight():
-    from plansim.sim.deployment import EngineArgs
     from plansim.sim.batch import Request
+    from plansim.sim.deployment import EngineArgs
     from plansim.sim.engine import EngineHooks, Rank
     from plansim.sim.timing import PolynomialTiming
 
@@ -531,16 +527,3 @@ def test_workers_count_until_the_last_arrival_when_it_is_after_the_last_completi
     assert one_ok.summary["completed_requests"] == 1
     assert one_ok.summary["duration_ms"] < 1000.0
     assert one_ok.summary["gpu_hours"] == pytest.approx(2 * 3.0 / 3600)
-
-
-@settings(max_examples=300, deadline=None)
-@given(first=st.lists(st.integers(-5, 40), min_size=1, max_size=40), avail=st.integers(0, 60),
-       k=st.integers(1, 50), bs=st.sampled_from([1, 3, 16, 64]))
-def test_a_decode_runs_kv_limit_is_the_longest_run_whose_new_blocks_fit(first, avail, k, bs):
-    # Request i needs a new block at passes f_i, f_i + bs, ... (f_i < 0: from the first pass);
-    # a run of L passes needs those before pass L. Both the list and the array path are drawn.
-    def needed(passes: int) -> int:
-        return sum(len(range(max(f, 0), passes, bs)) for f in first)
-
-    longest = max(length for length in range(k + 1) if needed(length) <= avail)
-    assert Rank._kv_limit(np.array(first, dtype=np.int64), avail, k, bs) == longest
