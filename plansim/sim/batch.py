@@ -177,6 +177,14 @@ class Batch:
         ``pass_no``, ``before``), in one numpy call: the scalar path's view of the batch."""
         return self._state[:, start:len(self.reqs) if stop is None else stop].tolist()
 
+    def prompt_tokens_left(self) -> int:
+        """Prompt tokens the running requests have still to compute (a transferred prompt's
+        last token is not one: it is computed as a decode)."""
+        n = len(self.reqs)
+        rows = np.flatnonzero(self.computed[:n] < self.isl[:n]).tolist()
+        reqs = self.reqs
+        return sum(int(self.isl[i] - self.computed[i]) for i in rows if not reqs[i].prebuilt)
+
     def add(self, req: Request) -> None:
         """Append ``req`` (its state from its attributes) as the last row."""
         row = len(self.reqs)

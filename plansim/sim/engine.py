@@ -25,17 +25,15 @@ decides who gets tokens in a pass, who is admitted and who is preempted; the ran
 5. Pass end = start + prefill + decode, each rounded to whole nanoseconds as the reference's
    durations are. Tokens are stamped at the pass end.
 
-Speculative decoding (``aic_nextn``): a pass emits ``1 + accepted drafts`` tokens per request
-(the rank's ``plansim.sim.speculative.Drafts``; a prompt's own pass draws only if the policy
-``verifies_prefill``, and then is timed as a decode too). With drafts, a cached prefix is reused
-minus its last block (the draft head needs its hidden states). Speculative ranks time every pass
-one by one.
+Speculative decoding (``aic_nextn``, the rank's ``plansim.sim.speculative.Drafts``): a pass
+emits ``1 + accepted drafts`` tokens per request (a prompt's own pass only if the policy
+``verifies_prefill``, and then it is timed as a decode too); a cached prefix is reused minus its
+last block (the draft head needs its hidden states); every pass is timed one by one.
 
-Runs of passes timed in one step (decode runs, prompt runs, head runs) are the rank's steps in
-``plansim.sim.pass_runs``; its pass metrics (records, queue totals, the window the planner takes)
-are ``plansim.sim.pass_window``'s. Every end time a rank returns is the one the clock reaches
-pass end after pass end (``start + (end - start)`` each pass), so a run ends at the very float
-its passes would.
+The runs of passes a rank times in one step (decode, prompt and head runs) are its steps in
+``plansim.sim.pass_runs``; its pass metrics are ``plansim.sim.pass_window``'s. Every end time a
+rank returns is the one the clock reaches pass end after pass end (``start + (end - start)``
+each pass), so a run ends at the very float its passes would.
 """
 
 from __future__ import annotations
@@ -72,11 +70,6 @@ if TYPE_CHECKING:
     from plansim.planner_core.observations import ForwardPassMetrics
 
 _NS = decode_table.NS_PER_MS
-
-
-def _q(ms: float) -> float:
-    """Round a duration to whole nanoseconds, as the reference's ``Duration`` does."""
-    return round(ms * _NS) / _NS
 
 
 class Rank:
@@ -125,11 +118,9 @@ class Rank:
         # Nothing routes by the prefix cache: the router's view of it need not be kept.
         self.cache.publishes = not prompt_runs
         self.vector_grants = vector_grants
-        # Speculative decoding: a verification pass emits 1 + accepted drafts per request.
-        self.drafts: Drafts | None = None
-        if args.aic_nextn and role.decodes:
-            self.drafts = Drafts(args.aic_nextn, args.aic_nextn_accept_rates,
-                                 args.aic_mtp_seed + stream, args.block_size)
+        self.drafts = (Drafts(args.aic_nextn, args.aic_nextn_accept_rates,
+                              args.aic_mtp_seed + stream, args.block_size)
+                       if args.aic_nextn and role.decodes else None)
         self._speculative = bool(args.aic_nextn)
         # Host (G2) KV offload tier, with prefix caching only (what it stores is cached blocks).
         self.offload: HostOffload | None = None
@@ -147,7 +138,7 @@ class Rank:
             self.host_lookup = partial(self.offload.lookup, self)
         self.head_runs = (self.prompt_runs and head_runs and self.drafts is None
                           and self.offload is None)
-        # Decode runs are possible at all (``_try_run``'s first test, fixed from here on).
+        # Decode runs are possible at all (``start_decode_run``'s first test, fixed from here on).
         self._may_run = not role.hands_off and decode_runs and self.drafts is None
         self.batch = Batch()
         # The batch's requests in batch order (the batch owns the list).
@@ -247,12 +238,10 @@ class Rank:
         return end
 
     def interrupt(self, t: float) -> float | None:
-        """An arrival at ``t`` (virtual ms) during a decode run: keep the passes that started
-        before ``t``. Returns the new end time (ms), or None when the run is unchanged."""
+        """An arrival at ``t`` (virtual ms) during a run: keep the passes that started before
+        ``t``. Returns the new end time (ms), or None when the run is unchanged."""
         run = self._run
-        if run is None:
-            return None
-        cut = run.cut(t)
+        cut = None if run is None else run.cut(t)
         if cut is None:
             return None
         self._run, end = cut
@@ -266,9 +255,8 @@ class Rank:
             cache.publish()  # the router learns the pass's blocks now
         run = self._run
         if run is None:
-            passes = self.passes
-            if passes is not None:
-                passes.add_pass(self._last_pass)
+            if self.passes is not None:
+                self.passes.add_pass(self._last_pass)
             self._finish_pass(now)
             return
         if type(run) is PromptRun:
@@ -288,11 +276,7 @@ class Rank:
             count_passes(self, run.ended_by(t))
         if self.passes is None:
             raise RuntimeError("take_fpm: this rank keeps no pass window (pass_window=False)")
-        b = self.batch
-        n = len(self.running)
-        rows = np.flatnonzero(b.computed[:n] < b.isl[:n]).tolist()
-        running = self.running
-        inflight = sum(int(b.isl[i] - b.computed[i]) for i in rows if not running[i].prebuilt)
+        inflight = self.batch.prompt_tokens_left()
         if type(run) is PromptRun and self.busy:
             # The batch holds the prompt's state at the run's start.
             inflight -= run.granted_by(t)
@@ -602,11 +586,12 @@ class Rank:
                  n_dec: int, kv_dec: int) -> tuple[float, float]:
         """(prefill ms, decode ms) of a pass: ``count`` prompts computing ``new_tokens`` (their
         mean length and cached prefix), ``n_dec`` decoding requests over ``kv_dec`` tokens; each
-        part divided by its speedup and quantised."""
+        part divided by its speedup and rounded to whole nanoseconds, as the reference's
+        ``Duration`` is."""
         prefill_ms = 0.0
         if count and self.prefill_div > 0:
-            prefill_ms = _q(self.timing.prefill_ms(new_tokens, count, mean_isl, mean_prefix)
-                            / self.prefill_div)
+            raw = self.timing.prefill_ms(new_tokens, count, mean_isl, mean_prefix)
+            prefill_ms = round(raw / self.prefill_div * _NS) / _NS
         decode_ms = 0.0
         if n_dec and self._decode_timed and self.decode_div > 0:
             if count and self._mixed_decode is not None:
@@ -614,7 +599,7 @@ class Rank:
                                          new_tokens)
             else:
                 raw = self.timing.decode_ms(n_dec, kv_dec, kv_dec // n_dec, self.total_kv_tokens)
-            decode_ms = _q(raw / self.decode_div)
+            decode_ms = round(raw / self.decode_div * _NS) / _NS
         return prefill_ms, decode_ms
 
     def _register(self, req: Request, lo: int, hi: int) -> None:
@@ -661,7 +646,12 @@ class Rank:
         if not emit and not slices:
             return
         if self.drafts is not None:
-            self._finish_burst(emit, end)
+            # A speculative pass: each request emits its burst.
+            bursts = self.drafts.settle(emit, self.cache)
+            self.hooks.on_tokens(self, [r.rid for r in emit], end, bursts)
+            done = emit if self._hands_off else [r for r in emit if r.generated >= r.osl]
+            if done:
+                self._finish([r._row for r in done], end)
             return
         b = self.batch
         hands_off = self._hands_off
@@ -697,14 +687,6 @@ class Rank:
         if rows:
             rows.sort()
             self._finish(rows, end)
-
-    def _finish_burst(self, emit: list[Request], end: float) -> None:
-        """A speculative pass's tokens (``Drafts.settle``)."""
-        bursts = self.drafts.settle(emit, self.cache)
-        self.hooks.on_tokens(self, [r.rid for r in emit], end, bursts)
-        done = emit if self._hands_off else [r for r in emit if r.generated >= r.osl]
-        if done:
-            self._finish([r._row for r in done], end)
 
     def _finish(self, rows: list[int], end: float) -> None:
         """The requests of ``rows`` (ascending) emitted their last token at ``end``: they leave

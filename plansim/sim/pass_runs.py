@@ -247,7 +247,7 @@ def _run_times(rank: Rank, now: float, n: int, kv0: int, k: int) -> tuple[list[f
     ends = []
     t = now
     for raw in raws:
-        dt = round(raw / div * _NS) / _NS  # _q(raw / div), without a call per pass
+        dt = round(raw / div * _NS) / _NS  # as ``Rank._pass_ms`` rounds
         dts.append(dt)
         t += dt
         ends.append(t)
