@@ -527,3 +527,16 @@ def test_workers_count_until_the_last_arrival_when_it_is_after_the_last_completi
     assert one_ok.summary["completed_requests"] == 1
     assert one_ok.summary["duration_ms"] < 1000.0
     assert one_ok.summary["gpu_hours"] == pytest.approx(2 * 3.0 / 3600)
+
+
+def test_the_rank_class_stays_under_750_lines():
+    # Issue 31: the rank's runs, pass metrics and draft bursts live in their own modules
+    # (pass_runs, pass_window, speculative); a Rank past 750 lines is taking them back.
+    import ast
+    from pathlib import Path
+
+    import plansim.sim.engine as engine
+
+    tree = ast.parse(Path(engine.__file__).read_text(encoding="utf-8"))
+    (rank,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Rank"]
+    assert rank.end_lineno - rank.lineno + 1 < 750
