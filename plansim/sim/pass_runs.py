@@ -315,6 +315,9 @@ def kv_limit(first_need: np.ndarray, avail: int, k: int, bs: int) -> int:
 
 
 def finish_decode_run(rank: Rank) -> None:
+    """Apply the rank's decode run at its last end (a head run cut to its composed pass: that
+    pass alone): every request emits one token a pass, holds the blocks its last pass reaches,
+    and leaves the batch when done; the policy's ``decode_run`` advances its state."""
     run = rank._run
     ends = run.ends_ms
     m = len(ends)
@@ -467,6 +470,8 @@ def start_prompt_run(rank: Rank, now: float) -> float | None:
 
 
 def finish_prompt_run(rank: Rank, now: float) -> None:
+    """Apply the rank's prompt run at ``now``, its last end: each pass's grants in order, the
+    decoders' tokens, and the prompt's first token if the run held its last chunk."""
     run = rank._run
     count_passes(rank, len(run.chunks))
     rank._run = None
@@ -524,8 +529,8 @@ def finish_prompt_run(rank: Rank, now: float) -> None:
 
 
 def count_passes(rank: Rank, upto: int) -> None:
-    """Add the run's passes ``_run_taken .. upto - 1`` to the pass window (a decode run's
-    head pass first)."""
+    """Add the rank's run's passes ``rank._run_taken .. upto - 1`` to its pass window (a decode
+    run's head pass first); nothing without a window."""
     run = rank._run
     lo = rank._run_taken
     if upto <= lo or rank.passes is None:
