@@ -62,12 +62,6 @@ _NS = decode_table.NS_PER_MS
 _KV_LIMIT_LIST = 64
 
 
-def _started(ends: list[float] | np.ndarray, start_ms: float, t: float) -> int:
-    """Passes of a run from ``start_ms`` ending at ``ends`` that start before ``t`` (pass ``j``
-    starts at ``ends[j - 1]``)."""
-    return 1 + bisect_left(ends, t, 0, len(ends) - 1) if t > start_ms else 0
-
-
 class DecodeRun(NamedTuple):
     """A decode run in flight: every request of the batch (its ``n`` rows, ``kv0_tokens``
     tokens long in all at the start) emits one token at each of ``ends_ms``; ``dts_ms`` are
@@ -93,18 +87,18 @@ class DecodeRun(NamedTuple):
         when ``t`` is at the start (the composed pass alone is under way); None when every pass
         started before ``t``."""
         ends = self.ends_ms
-        kept = _started(ends, self.start_ms, t)
-        if kept >= len(ends):
+        k = len(ends)
+        # Pass j starts at ends[j - 1] (the first at the start). One call per arrival: inline.
+        kept = 1 + bisect_left(ends, t, 0, k - 1) if t > self.start_ms else 0
+        if kept >= k:
             return None
         if kept == 0:
             if self.head is not None:
-                return self._kept(0), self.start_ms
+                return (DecodeRun(self.n, self.kv0_tokens, ends[:0], self.dts_ms[:0],
+                                  self.start_ms, self.head, self.columns), self.start_ms)
             kept = 1
-        return self._kept(kept), float(ends[kept - 1])
-
-    def _kept(self, passes: int) -> DecodeRun:
-        return DecodeRun(self.n, self.kv0_tokens, self.ends_ms[:passes], self.dts_ms[:passes],
-                         self.start_ms, self.head, self.columns)
+        return (DecodeRun(self.n, self.kv0_tokens, ends[:kept], self.dts_ms[:kept], self.start_ms,
+                          self.head, self.columns), float(ends[kept - 1]))
 
     def ended_by(self, t: float) -> int:
         """The run's passes (its head first) ended by ``t`` (ms)."""
@@ -131,8 +125,9 @@ class PromptRun(NamedTuple):
         """The run as an arrival at ``t`` (ms) leaves it, and its new end: the passes started
         before ``t``, at least the first; None when every pass started before ``t``."""
         ends = self.ends_ms
-        kept = _started(ends, self.start_ms, t)
-        if kept >= len(ends):
+        k = len(ends)
+        kept = 1 + bisect_left(ends, t, 0, k - 1) if t > self.start_ms else 0
+        if kept >= k:
             return None
         kept = kept or 1
         return (PromptRun(self.n, self.kv0_tokens, self.chunks[:kept], ends[:kept],
