@@ -30,7 +30,7 @@ from plansim.sim.assembly import assemble_result
 from plansim.sim.clock import Clock, Handle, Priority
 from plansim.sim.cluster import DRAINING, STARTING, Pool, Worker
 from plansim.sim.deployment import Deployment
-from plansim.sim.engine import Request
+from plansim.sim.batch import Request
 from plansim.sim.engine_protocol import EngineHooks, EngineRank
 from plansim.sim.recorder import Recorder
 from plansim.sim.result import ReplayResult
