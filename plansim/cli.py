@@ -19,11 +19,14 @@ import logging
 import os
 import signal
 import sys
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from typer.exceptions import Abort, Exit, TyperException
 
+from plansim.commands.console import with_console
+from plansim.commands.help_text import tidy_help
+from plansim.configfile import locate
 from plansim.errors import InputError
 from plansim.lifecycle import Terminated, handle_termination, scratch_folder
 from plansim.runtime import (
@@ -59,8 +62,20 @@ COMMANDS: dict[str, tuple[str, str]] = {
 _loaded: dict[str, Any] = {}
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from plansim import __version__
+
+        typer.echo(f"plansim {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _group() -> None:
+def _group(
+    version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_print_version,
+        help="Print plansim's version and exit.")] = False,
+) -> None:
     """A callback keeps ``plansim`` a group when only one command is registered."""
 
 
@@ -76,9 +91,28 @@ def register_commands(args: list[str]) -> None:
     for name in COMMANDS:
         command = _loaded.get(name)
         if isinstance(command, typer.Typer):
+            console_everywhere(command)
             app.add_typer(command, name=name)
         elif command is not None:
-            app.command(name=name)(command)
+            app.command(name=name)(with_console_once(command))
+
+
+def console_everywhere(group: typer.Typer) -> None:
+    """Give every command of ``group`` (and of its subgroups) ``--json`` and ``-q``."""
+    for info in group.registered_commands:
+        info.callback = with_console_once(info.callback)
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            console_everywhere(sub.typer_instance)
+
+
+def with_console_once(fn: Any) -> Any:
+    """``console.with_console(fn)``, once however often the commands are registered."""
+    if getattr(fn, "_plansim_console", False):
+        return fn
+    wrapped = with_console(fn)
+    wrapped._plansim_console = True
+    return wrapped
 
 
 class _WarningLine(logging.Handler):
@@ -127,7 +161,7 @@ def run() -> NoReturn:
 def _main() -> NoReturn:
     with long_lived():
         register_commands(sys.argv[1:])
-        command = typer.main.get_command(app)
+        command = tidy_help(typer.main.get_command(app))
     try:
         with (handle_termination(), scratch_folder(),
               command.make_context("plansim", sys.argv[1:]) as ctx):
@@ -135,7 +169,7 @@ def _main() -> NoReturn:
     except Exit as exc:  # --help, or a group called without a command
         raise SystemExit(exc.exit_code) from None
     except InputError as exc:
-        _fail(str(exc), 2)
+        _fail(str(locate(exc)), 2)
     except Terminated as exc:
         _fail(f"terminated ({signal.Signals(exc.signum).name})", 128 + exc.signum)
     except KeyboardInterrupt:

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from plansim.errors import ConfigError
+from plansim.errors import ConfigError, InputError
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
@@ -95,6 +95,64 @@ def _yaml(text: str, source: str) -> Any:
     except _DuplicateKey as exc:
         raise ConfigError(f"given twice in one mapping (first on line {exc.first_line})",
                           source=source, line=exc.line, field=str(exc.key)) from None
+
+
+_CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def locate(exc: InputError) -> InputError:
+    """``exc`` with the line of its field in its source, when it names a config file (YAML or
+    JSON) and a dotted field but no line; else ``exc`` itself. The key is looked up at its path
+    from the top of the file, else at that path inside any mapping of it (a planner block
+    within a deployment file)."""
+    if exc.line is not None or not exc.source or not exc.field:
+        return exc
+    path = Path(exc.source)
+    if path.suffix.lower() not in _CONFIG_SUFFIXES or not path.is_file():
+        return exc
+    import yaml
+
+    try:
+        root = yaml.compose(path.read_bytes().decode("utf-8-sig"), Loader=yaml.SafeLoader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return exc
+    line = _key_line(root, exc.field.split("."))
+    if line is None:
+        return exc
+    return type(exc)(exc.message, source=exc.source, line=line, field=exc.field)
+
+
+def _key_line(root: Any, parts: list[str]) -> int | None:
+    """The 1-based line of the key at ``parts`` below ``root``, or below any mapping in it."""
+    import yaml
+
+    pending = [root]
+    while pending:
+        node = pending.pop(0)
+        if isinstance(node, yaml.MappingNode):
+            found = _at_path(node, parts)
+            if found is not None:
+                return found
+            pending += [value for _, value in node.value]
+        elif isinstance(node, yaml.SequenceNode):
+            pending += list(node.value)
+    return None
+
+
+def _at_path(node: Any, parts: list[str]) -> int | None:
+    import yaml
+
+    for i, part in enumerate(parts):
+        if not isinstance(node, yaml.MappingNode):
+            return None
+        match = next(((k, v) for k, v in node.value
+                      if isinstance(k, yaml.ScalarNode) and k.value == part), None)
+        if match is None:
+            return None
+        if i == len(parts) - 1:
+            return match[0].start_mark.line + 1
+        node = match[1]
+    return None
 
 
 class _DuplicateKey(Exception):

@@ -6,8 +6,9 @@ is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import difflib
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -77,3 +78,10 @@ def describe_value(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "a list"
     return type(value).__name__
+
+
+def unknown_key(key: str, known: Iterable[str]) -> str:
+    """The message for an unknown ``key``: "unknown key", with "did you mean 'x'?" when one of
+    the ``known`` keys at that place is close to it (a typo)."""
+    close = difflib.get_close_matches(key, sorted(set(known)), n=1, cutoff=0.75)
+    return f"unknown key; did you mean {close[0]!r}?" if close else "unknown key"

@@ -45,11 +45,17 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
 
 
 def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> Path:
-    """JSON with sorted keys and 2-space indent; numpy scalars and arrays are serialised, and
-    string-enum keys (``plansim.roles.Role``) written as their values."""
+    """``json_bytes(obj)`` written atomically."""
+    return atomic_write_bytes(path, json_bytes(obj))
+
+
+def json_bytes(obj: Any) -> bytes:
+    """JSON with sorted keys and 2-space indent and a final newline, as plansim writes every
+    JSON file; numpy scalars and arrays are serialised, and string-enum keys
+    (``plansim.roles.Role``) written as their values."""
     opts = (orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY
             | orjson.OPT_NON_STR_KEYS)
-    return atomic_write_bytes(path, orjson.dumps(obj, option=opts, default=_json_default) + b"\n")
+    return orjson.dumps(obj, option=opts, default=_json_default) + b"\n"
 
 
 def write_parquet_atomic(path: str | os.PathLike[str], frame: Any) -> Path:

@@ -197,9 +197,17 @@ SUMMARY_DISTRIBUTIONS = {
 }
 
 
+# The goodput SLA's keys: bounds on each request's TTFT, TPOT (its mean token gap; the reference
+# spells it ``itl_ms``) and end-to-end latency, in ms.
+GOODPUT_SLA_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
+# The planner's own latency targets (Dynamo's key names): TTFT and ITL, in ms.
+PLANNER_TARGET_KEYS = ("ttft_ms", "itl_ms")
+
+
 def sla_text(sla: dict[str, float] | None) -> str:
-    """The goodput SLA in words: ``"TTFT ≤ 500 ms and ITL ≤ 20 ms"``; "" when none is set.
-    ``sla`` maps ``ttft_ms``/``itl_ms``/``e2e_ms`` to bounds (missing or None: not checked)."""
-    names = (("ttft_ms", "TTFT"), ("itl_ms", "ITL"), ("e2e_ms", "E2E"))
+    """Latency bounds in words: ``"TTFT ≤ 500 ms and TPOT ≤ 20 ms"``; "" when none is set.
+    ``sla`` maps ``ttft_ms``/``tpot_ms``/``e2e_ms`` (the goodput SLA) or ``itl_ms`` (a planner
+    target) to bounds (missing or None: not checked)."""
+    names = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("itl_ms", "ITL"), ("e2e_ms", "E2E"))
     parts = [f"{label} ≤ {sla[key]:g} ms" for key, label in names if (sla or {}).get(key)]
     return " and ".join(parts)

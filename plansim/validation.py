@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from plansim.errors import ConfigError, describe_value
+from plansim.errors import ConfigError, describe_value, unknown_key
 
 # pydantic's location parts that name a union member or a validator, not a field.
 _LOCATION_TAGS = frozenset({"float", "int", "str", "bool", "none", "__root__"})
@@ -60,16 +60,33 @@ class StrictModel(BaseModel):
         return data
 
 
+def older_spelling(data: Any, old: str, new: str) -> Any:
+    """A before-validator's step: ``data`` with key ``old`` (an older spelling of ``new``, still
+    accepted) moved to ``new``. Both given with different values is an error naming ``old``."""
+    if not isinstance(data, Mapping) or old not in data:
+        return data
+    data = dict(data)
+    value = data.pop(old)
+    if new in data and data[new] != value:
+        raise ValueError(f"{old}: the older spelling of {new}, which is given too (give one)")
+    if isinstance(value, bool):
+        raise ValueError(f"{old}: expected a number, got {describe_value(value)}")
+    data[new] = value
+    return data
+
+
 def config_error(
     exc: ValidationError,
     *,
     source: str | None = None,
     prefix: str | None = None,
     aliases: Mapping[str, str] | None = None,
+    model: type[BaseModel] | None = None,
 ) -> ConfigError:
     """The first error of ``exc`` as one ``ConfigError``: ``prefix.field.path: message, got X``.
 
-    ``aliases`` maps a field's alias to its name, so the message uses the name.
+    ``aliases`` maps a field's alias to its name, so the message uses the name. With the
+    validated ``model``, an unknown key names the known key it is a typo of.
     """
     err = exc.errors()[0]
     parts = [str(p) for p in err.get("loc", ()) if _is_field_part(p)]
@@ -77,7 +94,7 @@ def config_error(
     head, sep, rest = message.partition(": ")
     cause = (err.get("ctx") or {}).get("error")
     if err.get("type") == "extra_forbidden":
-        message = "unknown key"
+        message = unknown_key(parts[-1], _known_keys(model, parts[:-1])) if parts else "unknown key"
     elif hasattr(cause, "path") and hasattr(cause, "reason"):
         # A validator's error that names its key as the user wrote it (engine_config's).
         parts.append(str(cause.path))
@@ -94,6 +111,30 @@ def config_error(
         parts = [aliases.get(p, p) for p in parts]
     field = ".".join(([prefix] if prefix else []) + parts) or None
     return ConfigError(message, source=source, field=field)
+
+
+def _known_keys(model: type[BaseModel] | None, parts: list[str]) -> list[str]:
+    """The keys (field names and aliases) of the model found at ``parts`` below ``model``."""
+    for part in parts:
+        if model is None:
+            return []
+        info = model.model_fields.get(part) or next(
+            (f for f in model.model_fields.values() if f.alias == part), None)
+        model = _model_in(info.annotation) if info is not None else None
+    if model is None:
+        return []
+    return [key for name, info in model.model_fields.items() for key in (name, info.alias) if key]
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model an annotation holds (``Model``, ``Model | None``), else None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
 
 
 def _is_field_part(part: Any) -> bool:

@@ -32,7 +32,8 @@ from plansim.capacity.variants import Variant
 from plansim.roles import POOL_COUNT_FIELDS
 
 Counts = tuple[int, ...]
-LATENCY_COLUMNS = ("median_ttft_ms", "p90_ttft_ms", "p90_itl_ms", "p90_e2e_latency_ms")
+LATENCY_COLUMNS = ("median_ttft_ms", "p90_ttft_ms", "p90_tpot_ms", "p90_itl_ms",
+                   "p90_e2e_latency_ms")
 
 
 class Assembly:

@@ -51,8 +51,8 @@ def prepare(deployment: Deployment, target: float = 0.95, *,
         raise InputError(f"must be in (0, 1], got {target}", field="--target")
     if not deployment.sla.is_set:
         raise InputError("plansim capacity scores goodput and needs an SLA: set sla.ttft_ms, "
-                         "sla.itl_ms or sla.e2e_ms in the deployment, or --sla-ttft-ms, "
-                         "--sla-itl-ms, --sla-e2e-ms", field="--sla-ttft-ms")
+                         "sla.tpot_ms or sla.e2e_ms in the deployment, or --sla-ttft-ms, "
+                         "--sla-tpot-ms, --sla-e2e-ms", field="--sla-ttft-ms")
     if max_gpu_budget < 1:
         raise InputError(f"must be at least 1, got {max_gpu_budget}", field="--max-gpu-budget")
     if not segment_s > 0:

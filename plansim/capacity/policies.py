@@ -46,7 +46,7 @@ def default_base(deployment: Deployment, max_gpu_budget: int) -> dict[str, Any]:
         "throughput_adjustment_interval_seconds": 60,
         "load_adjustment_interval_seconds": 5,
         "ttft_ms": sla.ttft_ms or DEFAULT_TTFT_MS,
-        "itl_ms": sla.itl_ms or DEFAULT_ITL_MS,
+        "itl_ms": sla.tpot_ms or DEFAULT_ITL_MS,
         "load_predictor": "kalman",
         "max_gpu_budget": max_gpu_budget,
         "report_interval_hours": None,

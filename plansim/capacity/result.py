@@ -70,6 +70,7 @@ class StaticPoint:
             "cost": self.cost,
             "feasible": self.feasible,
             "p90_ttft_ms": self.summary.get("p90_ttft_ms"),
+            "p90_tpot_ms": self.summary.get("p90_tpot_ms"),
             "p90_itl_ms": self.summary.get("p90_itl_ms"),
         }
         if self.interval is not None:

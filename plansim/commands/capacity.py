@@ -1,13 +1,15 @@
 """`plansim capacity`: the cheapest deployment that holds the SLA for a trace, the hindsight lower
 bound on any scaling policy, and planner policies side by side.
 
-``plansim capacity TRACE... --config deploy.yaml [--sla-ttft-ms X --sla-itl-ms Y] [--target 0.95]
+``plansim capacity TRACE... --config deploy.yaml [--sla-ttft-ms X --sla-tpot-ms Y] [--target 0.95]
 [--search KEY=V1,V2 ...] [--planner-config planner.yaml ...] [--seeds N]
-[--backend spawn|ray] [--out DIR]`` validates every option and config before reading the
-traces, runs ``plansim.capacity``, prints the ranked table with the recommendation on top and
-writes ``capacity.json``, ``points.parquet``, ``inputs.json``, ``recommended_deployment.yaml``
-(when a deployment meets the target) and ``capacity_report.html``. A search that cannot meet
-the target within the budget still exits 0 and says so.
+[--backend spawn|ray] [--fail-under RATIO] [--out DIR]`` validates every option and config
+before reading the traces, runs ``plansim.capacity``, prints the ranked table with the
+recommendation on top and writes ``capacity.json``, ``points.parquet``, ``inputs.json``,
+``recommended_deployment.yaml`` with the Dynamo files of the recommendation (when a deployment
+meets the target) and ``capacity_report.html``. A search that cannot meet the target within the
+budget says so and exits 0, unless ``--fail-under RATIO`` is given and no deployment replayed
+reached RATIO: then it exits with ``FAIL_UNDER_STATUS`` (3), after writing everything.
 """
 
 from __future__ import annotations
@@ -20,10 +22,15 @@ from typing import Annotated, Any
 
 import typer
 
+from plansim.commands import console
+from plansim.commands.options import SLA_E2E_HELP, SLA_TPOT_HELP, SLA_TTFT_HELP
 from plansim.commands.output import ForceOption, OutputFolder, records_option, write_reports
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.commands.retune_windows import Backend
 from plansim.errors import InputError
+
+# The exit status of a search whose best goodput is under --fail-under.
+FAIL_UNDER_STATUS = 3
 
 
 def capacity(
@@ -35,9 +42,14 @@ def capacity(
                                "the planner policies start.")] = None,
     target: Annotated[float, typer.Option(
         help="Goodput ratio to meet: good requests / all requests, in (0, 1].")] = 0.95,
-    sla_ttft_ms: Annotated[float | None, typer.Option(help="Goodput SLA: TTFT bound.")] = None,
-    sla_itl_ms: Annotated[float | None, typer.Option(help="Goodput SLA: ITL bound.")] = None,
-    sla_e2e_ms: Annotated[float | None, typer.Option(help="Goodput SLA: E2E bound.")] = None,
+    sla_ttft_ms: Annotated[float | None, typer.Option(help=SLA_TTFT_HELP)] = None,
+    sla_tpot_ms: Annotated[float | None, typer.Option(
+        "--sla-tpot-ms", "--sla-itl-ms", help=SLA_TPOT_HELP)] = None,
+    sla_e2e_ms: Annotated[float | None, typer.Option(help=SLA_E2E_HELP)] = None,
+    fail_under: Annotated[float | None, typer.Option(
+        "--fail-under", metavar="RATIO", show_default=False,
+        help=f"Exit with status {FAIL_UNDER_STATUS} (after writing every file) when no deployment replayed "
+             "reaches this goodput ratio, e.g. the --target, so that CI can gate on it.")] = None,
     search: Annotated[list[str] | None, typer.Option(
         "--search", metavar="KEY=V1,V2",
         help="Also search a deployment key over these values (repeatable), e.g. "
@@ -82,7 +94,7 @@ def capacity(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress line.")] = False,
     force: ForceOption = False,
-) -> None:
+) -> int:
     """Find the cheapest deployment that meets the goodput target on TRACE..., the hindsight
     lower bound on any scaling policy, and how far each planner policy is from it."""
     import os
@@ -93,14 +105,16 @@ def capacity(
     from plansim.traces import load_workload
 
     folder = OutputFolder.claim(out, "capacity", "plansim capacity", force=force)
+    if fail_under is not None and not 0 < fail_under <= 1:
+        raise InputError(f"must be in (0, 1], got {fail_under:g}", field="--fail-under")
     overrides = {key: value for key, value in (
-        ("sla.ttft_ms", sla_ttft_ms), ("sla.itl_ms", sla_itl_ms), ("sla.e2e_ms", sla_e2e_ms),
+        ("sla.ttft_ms", sla_ttft_ms), ("sla.tpot_ms", sla_tpot_ms), ("sla.e2e_ms", sla_e2e_ms),
         ("seed", seed), ("arrival_speedup_ratio", arrival_speedup_ratio)) if value is not None}
     if ray_address is not None and backend is not Backend.ray:
         raise InputError("only with --backend ray", field="--ray-address")
     # Everything that can be checked without the traces is checked first.
     deployment = load_deployment(config, overrides, flags={
-        "sla.ttft_ms": "--sla-ttft-ms", "sla.itl_ms": "--sla-itl-ms", "sla.e2e_ms": "--sla-e2e-ms",
+        "sla.ttft_ms": "--sla-ttft-ms", "sla.tpot_ms": "--sla-tpot-ms", "sla.e2e_ms": "--sla-e2e-ms",
         "seed": "--seed", "arrival_speedup_ratio": "--arrival-speedup-ratio"})
     objective = cap.GpuCost(cap.parse_gpu_costs(gpu_cost)) if gpu_cost else None
     plan = cap.prepare(deployment, target, search=search or (), objective=objective,
@@ -123,11 +137,27 @@ def capacity(
     with folder.writing() as out_dir:
         _write(out_dir, result, report,
                _inputs(ctx.params, traces, workload, plan, trace_format), plan.deployment)
-        for line in table_lines(report):
-            typer.echo(line)
+        recommended, *lines = table_lines(report)
+        status = 0
+        best = best_goodput(report)
+        if fail_under is not None and (best is None or best < fail_under):
+            status = FAIL_UNDER_STATUS
+            recommended += f"; no deployment reached {fail_under:.1%} (exit status {status})"
+        console.result(recommended)
+        console.echo(*lines)
         if not no_report:
             write_reports(out_dir, self_contained=self_contained)
-    typer.echo(f"output        {out_dir}")
+    console.echo(f"output        {out_dir}")
+    return console.finish(report, status)
+
+
+def best_goodput(report: Mapping[str, Any]) -> float | None:
+    """The highest goodput ratio any static deployment of a ``capacity.json`` reached."""
+    ratios = [v["goodput_ratio"] for v in report["static"] if v.get("goodput_ratio") is not None]
+    bad = report.get("best_infeasible")
+    if bad is not None and bad.get("goodput_ratio") is not None:
+        ratios.append(bad["goodput_ratio"])
+    return max(ratios, default=None)
 
 
 class _Status:

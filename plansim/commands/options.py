@@ -15,6 +15,13 @@ from typing import Any
 
 OptionGroup = dict[str, tuple[Any, Any]]
 
+# The goodput SLA's flags (replay, capacity). TPOT is what the bound checks: each request's mean
+# token gap; --sla-itl-ms, the reference's spelling, is accepted for it.
+SLA_TTFT_HELP = "Goodput SLA: bound on each request's TTFT."
+SLA_TPOT_HELP = ("Goodput SLA: bound on each request's TPOT, its mean token gap "
+                 "(--sla-itl-ms is the reference's spelling).")
+SLA_E2E_HELP = "Goodput SLA: bound on each request's end-to-end latency."
+
 
 def with_options(*groups: OptionGroup) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def add(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -50,7 +50,8 @@ _OWN_NAMES = frozenset({
 # Options that say where and how a run is written, not what ran: inputs.json leaves them out, so
 # that the same inputs write the same inputs.json whatever folder they go to (the folder is
 # where its run.json is; nothing needs its path recorded).
-WRITING_OPTIONS = frozenset({"out", "force", "no_report", "self_contained", "quiet"})
+WRITING_OPTIONS = frozenset({"out", "force", "no_report", "self_contained", "quiet",
+                             "json_output"})
 
 
 def records_option(name: str, value: Any) -> bool:
@@ -202,14 +203,16 @@ def check_output_file(path: Path, option: str) -> None:
     _check_creatable(path.parent, option)
 
 
-def write_reports(out_dir: Path, *, self_contained: bool = False) -> None:
+def write_reports(out_dir: Path, *, self_contained: bool = False) -> list[Path]:
     """Render the folder's HTML reports and list them (``self_contained``: each embeds
-    plotly.js instead of sharing the folder's ``plotly.min.js``)."""
+    plotly.js instead of sharing the folder's ``plotly.min.js``); returns the reports."""
+    from plansim.commands import console
     from plansim.reports import render_dir
 
-    for path in render_dir(out_dir, self_contained=self_contained):
-        if path.suffix == ".html":
-            typer.echo(f"report        {path}")
+    reports = [p for p in render_dir(out_dir, self_contained=self_contained)
+               if p.suffix == ".html"]
+    console.echo(*(f"report        {path}" for path in reports))
+    return reports
 
 
 def write_replay_outputs(out_dir: Path, result: Any, inputs: dict[str, Any]) -> None:

@@ -53,6 +53,7 @@ from typing import Annotated, Any
 
 import typer
 
+from plansim.commands import console
 from plansim.commands.output import ForceOption, OutputFolder, write_reports
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.errors import ConfigError, InputError
@@ -120,9 +121,9 @@ def _finite_or_none(value: Any) -> Any:
 def _print_table(summary: Any) -> None:
     header = (f"{'rank':>4}  {'predictor':<40} {'loss':>8} {'MAPE %':>8} {'RMSE':>9} "
               f"{'under>20%':>9} {'fit ms':>8} {'max ms':>8} {'failed':>6} {'wall s':>8}")
-    typer.echo(header)
+    console.echo(header)
     for row in summary.itertuples(index=False):
-        typer.echo(
+        console.echo(
             f"{row.rank:>4}  {row.predictor:<40} {row.loss:>8.4f} "
             f"{row.mape_request_count_pct:>8.1f} {row.rmse_request_count:>9.2f} "
             f"{row.under_forecast_share:>9.1%} {row.fit_time_mean_s * 1e3:>8.2f} "
@@ -130,16 +131,69 @@ def _print_table(summary: Any) -> None:
         )
 
 
+# The naive forecast a predictor's skill is measured against: the next bucket repeats the last
+# (the constant predictor, fed the planner's way), and what summary.json keeps of its backtest.
+NAIVE_PREDICTOR = "constant"
+NAIVE_KEYS = ("loss", "mape_request_count_pct", "rmse_request_count", "under_forecast_share")
+# A request-count MAPE above this (percent) is warned about: forecasts miss by more than half
+# of each bucket's traffic, so the interval is too short for the traffic's noise.
+HIGH_MAPE_PCT = 50.0
+
+
+def naive_baseline(summary: Any, table: Any, warmup: int, interval: float) -> Any:
+    """The naive forecast's summary row: the constant candidate's when it was compared, else a
+    backtest of it on the same buckets (cheap: no fitting)."""
+    from plansim.planner_core.predictors.backtest import run_backtest
+
+    mine = summary[summary["predictor"] == NAIVE_PREDICTOR]
+    if len(mine):
+        return mine.iloc[0]
+    return run_backtest(table, [NAIVE_PREDICTOR], warmup, interval_s=interval).summary.iloc[0]
+
+
+def skill(loss: float, naive_loss: float) -> float:
+    """Skill against the naive forecast: ``1 - loss / naive_loss`` (0.2: a fifth less loss; below
+    0: worse than repeating the last bucket); NaN when either loss is not a positive number."""
+    if not (math.isfinite(loss) and math.isfinite(naive_loss) and naive_loss > 0):
+        return float("nan")
+    return 1.0 - loss / naive_loss
+
+
+def verdict_line(summary: dict[str, Any]) -> str:
+    """The bottom line of a comparison: the one winner (by the pre-sweep loss retune picks
+    with), its skill against the naive forecast, and a warning when its request-count error is
+    huge."""
+    best = summary["predictors"][0]
+    text = f"best          {best['predictor']} (loss {format_loss(best['loss'])}"
+    gain = best.get("skill_vs_naive")
+    if gain is not None:
+        side = "less" if gain >= 0 else "more"
+        text += f", {abs(gain):.0%} {side} loss than the naive last-value forecast"
+    mape = best.get("mape_request_count_pct")
+    if mape is not None:
+        text += f", request-count MAPE {mape:.0f}%"
+    text += ")"
+    if mape is not None and mape > HIGH_MAPE_PCT:
+        text += (f"; warning: forecasts miss by {mape:.0f}% of a bucket's requests: the "
+                 f"{summary['interval_s']:g} s buckets are too noisy to forecast (try a longer "
+                 "--interval)")
+    return text
+
+
+def format_loss(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
 def ranking_note(summary: Any) -> str:
-    """Says what the ranking uses and, when the request-count error ranks another candidate
-    first, which."""
-    note = ("ranked by the retune pre-sweep loss (token volumes and lengths, log scale); "
-            "MAPE and RMSE: request-count error")
+    """Says what the ranking uses and, when the request-count error alone would favour another
+    candidate, which (the winner stays the loss's, the one retune picks)."""
+    note = ("ranked by the retune pre-sweep loss (token volumes and lengths, log scale), as "
+            "retune picks; MAPE and RMSE: request-count error")
     mape = summary[summary["mape_request_count_pct"].notna()]
     if len(mape) and len(summary):
         best = mape.loc[mape["mape_request_count_pct"].idxmin()]
         if best["predictor"] != summary.iloc[0]["predictor"]:
-            note += (f"; by request-count MAPE {best['predictor']} is first "
+            note += (f"; the request-count MAPE alone would favour {best['predictor']} "
                      f"({best['mape_request_count_pct']:.1f}%)")
     return note
 
@@ -170,7 +224,7 @@ def compare(
     trace_format: Annotated[str, typer.Option(
         "--format", help="Trace format: auto, dynamo, mooncake or azure.")] = "auto",
     force: ForceOption = False,
-) -> None:
+) -> int:
     """Backtest the planner's load predictors one step ahead on TRACE... and rank them."""
     from plansim.io import atomic_write_json, write_parquet_atomic
     from plansim.planner_core.predictors.backtest import SERIES, run_backtest, without_last_bucket
@@ -205,15 +259,17 @@ def compare(
     started = time.perf_counter()
     result = run_backtest(table, specs, warmup_buckets, interval_s=interval, jobs=jobs)
     total_wall_s = time.perf_counter() - started
+    naive = naive_baseline(result.summary, table, warmup_buckets, interval)
 
     with folder.writing() as out_dir:
         predictions = result.predictions.drop(columns="fit_time_s")
         starts = table["interval_start"].to_numpy(dtype=float)
         predictions.insert(1, "time_s", starts[predictions["bucket"].to_numpy()])
         write_parquet_atomic(out_dir / "predictions.parquet", predictions)
-        ranked = [{k: _finite_or_none(v) for k, v in row.items()}
+        ranked = [{**{k: _finite_or_none(v) for k, v in row.items()},
+                   "skill_vs_naive": _finite_or_none(skill(row["loss"], naive["loss"]))}
                   for row in result.summary.to_dict(orient="records")]
-        atomic_write_json(out_dir / "summary.json", {
+        summary = {
             "kind": "predictor_comparison",
             "interval_s": float(interval),
             "warmup_buckets": warmup_buckets,
@@ -223,9 +279,11 @@ def compare(
             "series": list(SERIES),
             "best": ranked[0]["predictor"],
             "predictors": ranked,
+            "naive": {k: _finite_or_none(naive[k]) for k in NAIVE_KEYS},
             "jobs": jobs,
             "total_wall_time_s": total_wall_s,
-        })
+        }
+        atomic_write_json(out_dir / "summary.json", summary)
         atomic_write_json(out_dir / "inputs.json", {
             "command": "plansim predict compare",
             "traces": [str(p) for p in traces],
@@ -239,12 +297,14 @@ def compare(
                            for s in specs],
         })
 
-        typer.echo(f"traces        {len(workload)} requests, {len(table)} complete buckets of "
-                   f"{interval:g} s (the last, cut by the trace end, is left out), "
-                   f"{warmup_buckets} warm-up, {len(table) - warmup_buckets} scored")
+        console.echo(f"traces        {len(workload)} requests, {len(table)} complete buckets "
+                     f"of {interval:g} s (the last, cut by the trace end, is left out), "
+                     f"{warmup_buckets} warm-up, {len(table) - warmup_buckets} scored")
         _print_table(result.summary)
-        typer.echo(ranking_note(result.summary))
-        typer.echo(f"wall time     {total_wall_s:.2f} s on {jobs} process(es)")
-        typer.echo(f"output        {out_dir}")
+        console.echo(ranking_note(result.summary),
+                     f"wall time     {total_wall_s:.2f} s on {jobs} process(es)",
+                     f"output        {out_dir}")
         if not no_report:
             write_reports(out_dir, self_contained=self_contained)
+    console.result(verdict_line(summary))
+    return console.finish(summary)

@@ -17,6 +17,7 @@ from typing import Annotated
 
 import typer
 
+from plansim.commands import console
 from plansim.errors import InputError
 from plansim.roles import Role
 
@@ -67,7 +68,7 @@ def aic(
     max_context: Annotated[int | None, typer.Option(
         min=1, help="Longest context the profile covers (default: the engine's max_model_len, "
                     "else the model's context length).")] = None,
-) -> None:
+) -> int:
     """Write AIConfigurator's estimates for a model on a GPU as an NPZ timing profile."""
     from plansim.aic.sdk import require_sdk, sdk_version
     from plansim.aic.table import grid_bounds, load_table
@@ -95,9 +96,14 @@ def aic(
                             max_context=context)
     write_profile(output, arrays)
     kv, ctx = arrays["decode_itl"].shape
-    typer.echo(f"wrote {output}: {spec.label}, AIConfigurator {sdk_version()}; prefill "
-               f"{arrays['prefill_isl'].size} ISLs up to {int(arrays['prefill_isl'][-1]):,}, "
-               f"decode {kv} active-KV x {ctx} context points")
+    console.result(f"wrote {output}: {spec.label}, AIConfigurator {sdk_version()}; prefill "
+                   f"{arrays['prefill_isl'].size} ISLs up to {int(arrays['prefill_isl'][-1]):,}, "
+                   f"decode {kv} active-KV x {ctx} context points")
+    return console.finish({"output": str(output), "model": spec.label,
+                           "aiconfigurator": sdk_version(),
+                           "prefill_isl_points": int(arrays["prefill_isl"].size),
+                           "max_isl_tokens": int(arrays["prefill_isl"][-1]),
+                           "decode_active_kv_points": int(kv), "decode_context_points": int(ctx)})
 
 
 def _spec_from_options(given: dict):

@@ -18,8 +18,8 @@ from typing import Annotated, Any
 
 import typer
 
-from plansim.commands import synth_options
-from plansim.commands.options import with_options
+from plansim.commands import console, synth_options
+from plansim.commands.options import SLA_E2E_HELP, SLA_TPOT_HELP, SLA_TTFT_HELP, with_options
 from plansim.commands.output import (
     ForceOption,
     OutputFolder,
@@ -59,7 +59,7 @@ def _overrides(**flags: Any) -> tuple[dict[str, Any], dict[str, str]]:
         "arrival_speedup_ratio": "arrival_speedup_ratio",
         "max_concurrency": "max_concurrency",
         "sla_ttft_ms": "sla.ttft_ms",
-        "sla_itl_ms": "sla.itl_ms",
+        "sla_tpot_ms": "sla.tpot_ms",
         "sla_e2e_ms": "sla.e2e_ms",
         "seed": "seed",
         "extra_engine_args": "engine",
@@ -69,8 +69,12 @@ def _overrides(**flags: Any) -> tuple[dict[str, Any], dict[str, str]]:
     out: dict[str, Any] = {}
     for name, value in flags.items():
         if value is not None:
-            # Engine-args files given on the command line are relative to the working directory.
-            out[dotted[name]] = str(value.resolve()) if isinstance(value, Path) else value
+            out[dotted[name]] = value
+    for name in ("extra_engine_args", "prefill_engine_args", "decode_engine_args"):
+        value = out.get(dotted[name])
+        # A path (relative to the working folder), or Dynamo's inline JSON (``'{"block_size": 64}'``).
+        if value is not None and not value.lstrip().startswith("{"):
+            out[dotted[name]] = str(Path(value).resolve())
     return out, {key: "--" + name.replace("_", "-") for name, key in dotted.items()}
 
 
@@ -114,13 +118,14 @@ def _duration(ms: float) -> str:
 
 
 def _print_summary(s: Mapping[str, Any], n_rejected: int, out_dir: Path,
-                   sla: Mapping[str, Any]) -> None:
-    """The terminal summary. A latency without samples (no completed request; for ITL, no
-    request with two tokens) is ``n/a``, not the zero the summary records; goodput names the
-    SLA it was scored against and is a share of all requests."""
+                   sla: Mapping[str, Any]) -> str:
+    """Print the terminal summary's detail lines; returns the result line. A latency without samples (no
+    completed request; for TPOT and ITL, no request with two tokens) is ``n/a``, not the zero
+    the summary records; goodput names the SLA it was scored against (TTFT, TPOT: each
+    request's mean token gap, E2E) and is a share of all requests."""
     from plansim.schema import sla_text
 
-    echo = typer.echo
+    echo = console.echo
     echo(f"requests      {s['num_requests']} ({s['completed_requests']} completed, "
          f"{n_rejected} rejected, "
          f"{s['num_requests'] - s['completed_requests'] - n_rejected} incomplete)")
@@ -131,11 +136,11 @@ def _print_summary(s: Mapping[str, Any], n_rejected: int, out_dir: Path,
          f"{s['total_throughput_tok_s']:.1f} total tok/s")
     echo(f"{'latency (ms)':<14}{'p50':>10}{'p90':>10}{'p99':>10}{'mean':>10}")
     gaps = s["total_output_tokens"] - s["completed_requests"]
-    for label, key in (("TTFT", "ttft"), ("ITL", "itl"), ("E2E", "e2e_latency")):
-        sampled = s["completed_requests"] > 0 and (key != "itl" or gaps > 0)
+    for label, key, what in _LATENCY_ROWS:
+        sampled = s["completed_requests"] > 0 and (key in ("ttft", "e2e_latency") or gaps > 0)
         echo(f"  {label:<12}" + "".join(
             f"{s[f'{stat}_{key}_ms']:>10.2f}" if sampled else f"{'n/a':>10}"
-            for stat in ("median", "p90", "p99", "mean")))
+            for stat in ("median", "p90", "p99", "mean")) + f"  {what}")
     if "num_sessions" in s:
         done = s["completed_sessions"]
         times = (", total time (first release to last token) p50 "
@@ -155,11 +160,24 @@ def _print_summary(s: Mapping[str, Any], n_rejected: int, out_dir: Path,
         echo(f"goodput       {good} of {s['num_requests']} requests ({share:.1%}) met "
              f"{sla_text(dict(sla))}; {s['goodput_request_throughput_rps']:.3f} req/s, "
              f"{s['goodput_output_throughput_tok_s']:.1f} output tok/s")
+        headline = f"goodput {share:.1%} ({sla_text(dict(sla))})"
     else:
-        echo("goodput       not scored (no SLA: set sla.ttft_ms, sla.itl_ms or sla.e2e_ms)")
+        echo("goodput       not scored (no SLA: set sla.ttft_ms, sla.tpot_ms or sla.e2e_ms)")
+        headline = "goodput not scored"
     echo(f"GPU-hours     {s['gpu_hours']:.4f}")
     echo(f"prefix reuse  {s['prefix_cache_reused_ratio']:.1%}")
     echo(f"output        {out_dir}")
+    return f"{headline}, {s['gpu_hours']:.4f} GPU-hours: {out_dir}"
+
+
+# The terminal's latency rows: label, summary key, what it measures. The SLA's TPOT bound is
+# checked on each request's mean gap; ITL is every gap (the bursts a request sees).
+_LATENCY_ROWS = (
+    ("TTFT", "ttft", "time to first token"),
+    ("TPOT", "tpot", "each request's mean token gap (what the SLA scores)"),
+    ("ITL", "itl", "every token gap"),
+    ("E2E", "e2e_latency", "end to end"),
+)
 
 
 def _inputs(ctx: typer.Context, traces: list[Path], workload: Any, deployment: Any,
@@ -209,15 +227,20 @@ DEPLOYMENT_OPTIONS = {
     "max_concurrency": (Annotated[int | None, typer.Option(
         help="At most N requests in flight: a released request waits until one completes "
              "(its trace time is the earliest start).")], None),
-    "sla_ttft_ms": (Annotated[float | None, typer.Option(help="Goodput SLA: TTFT bound.")], None),
-    "sla_itl_ms": (Annotated[float | None, typer.Option(help="Goodput SLA: ITL bound.")], None),
-    "sla_e2e_ms": (Annotated[float | None, typer.Option(help="Goodput SLA: E2E bound.")], None),
-    "extra_engine_args": (Annotated[Path | None, typer.Option(
-        help="Engine-args JSON (Dynamo --extra-engine-args form) for every worker.")], None),
-    "prefill_engine_args": (Annotated[Path | None, typer.Option(
-        help="Engine-args JSON for prefill workers.")], None),
-    "decode_engine_args": (Annotated[Path | None, typer.Option(
-        help="Engine-args JSON for decode workers.")], None),
+    "sla_ttft_ms": (Annotated[float | None, typer.Option(help=SLA_TTFT_HELP)], None),
+    "sla_tpot_ms": (Annotated[float | None, typer.Option(
+        "--sla-tpot-ms", "--sla-itl-ms", help=SLA_TPOT_HELP)], None),
+    "sla_e2e_ms": (Annotated[float | None, typer.Option(help=SLA_E2E_HELP)], None),
+    "extra_engine_args": (Annotated[str | None, typer.Option(
+        metavar="FILE|JSON", help="Engine args for every worker, as Dynamo's "
+        "--extra-engine-args takes them: a JSON (or YAML) file, or inline JSON such as "
+        "'{\"block_size\": 64}'.")], None),
+    "prefill_engine_args": (Annotated[str | None, typer.Option(
+        metavar="FILE|JSON", help="Engine args for prefill workers (a file or inline JSON).")],
+        None),
+    "decode_engine_args": (Annotated[str | None, typer.Option(
+        metavar="FILE|JSON", help="Engine args for decode workers (a file or inline JSON).")],
+        None),
 }
 OUTPUT_OPTIONS = {
     "out": (Annotated[Path | None, typer.Option(
@@ -249,7 +272,7 @@ def run(
                             "if requests took no time.")] = False,
     seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
     **options: Any,
-) -> None:
+) -> int:
     """Replay TRACE... against the deployment and write summary, tables and report.
 
     Closed-loop traces (Mooncake sessions, Dynamo agent_context, agentic Mooncake) release each
@@ -260,7 +283,7 @@ def run(
         workload = load_workload(traces, format=trace_format, trace_block_size=trace_block_size)
         return workload.open_loop() if open_loop else workload
 
-    _execute(ctx, load, traces=traces, trace_format=trace_format,
+    return _execute(ctx, load, traces=traces, trace_format=trace_format,
              trace_block_size=trace_block_size)
 
 
@@ -272,7 +295,7 @@ def synth(
         help="Random seed of the synthetic workload and of the replay (default: the "
              "deployment's, 0).")] = None,
     **options: Any,
-) -> None:
+) -> int:
     """Synthesize a workload (the options of `plansim trace synth`) and replay it, no file
     needed: e.g. `--max-concurrency N` in a loop draws throughput and TTFT against
     concurrency."""
@@ -280,14 +303,16 @@ def synth(
     def load(deployment: Any) -> Any:
         return synth_options.synthesize_from(ctx.params, seed=deployment.seed)
 
-    _execute(ctx, load, traces=[], trace_format="synth", trace_block_size=options["block_size"])
+    return _execute(ctx, load, traces=[], trace_format="synth",
+                    trace_block_size=options["block_size"])
 
 
 def _execute(ctx: typer.Context, load: Any, *, traces: list[Path], trace_format: str,
-             trace_block_size: int | None) -> None:
+             trace_block_size: int | None) -> int:
     """Build and validate the deployment and planner (``ctx.params``), ``load(deployment)``
     the workload, replay it, write the output folder, print the summary, render the reports."""
     from plansim.sim.deployment import load_deployment
+    from plansim.sim.summary import without_host_keys
 
     p = ctx.params
     config, planner_config = p["config"], p["planner_config"]
@@ -331,6 +356,8 @@ def _execute(ctx: typer.Context, load: Any, *, traces: list[Path], trace_format:
         with long_lived():
             write_replay_outputs(out_dir, result, inputs)
         n_rejected = int((result.tables["requests"]["status"] == "rejected").sum())
-        _print_summary(result.summary, n_rejected, out_dir, deployment.sla.model_dump())
+        headline = _print_summary(result.summary, n_rejected, out_dir, deployment.sla.model_dump())
         if not p["no_report"]:
             write_reports(out_dir, self_contained=p["self_contained"])
+    console.result(headline)
+    return console.finish(without_host_keys(result.summary))

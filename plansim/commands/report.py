@@ -20,7 +20,11 @@ def report(
     out_dir: Annotated[Path, typer.Argument(help="An output folder written by plansim.")],
     self_contained: Annotated[bool, typer.Option(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
-) -> None:
+) -> int:
     """Re-render the HTML reports of an output folder from its tables, without re-running."""
+    from plansim.commands import console
+
     with OutputFolder.reopen(out_dir):
-        write_reports(out_dir, self_contained=self_contained)
+        reports = write_reports(out_dir, self_contained=self_contained)
+    console.result(f"{len(reports)} report(s) in {out_dir}")
+    return console.finish({"folder": str(out_dir), "reports": [str(p) for p in reports]})

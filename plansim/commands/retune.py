@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from plansim.commands import console
 from plansim.commands.output import ForceOption, OutputFolder, write_replay_outputs, write_reports
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.commands.retune_text import (
@@ -40,7 +41,7 @@ def sweep(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     force: ForceOption = False,
-) -> None:
+) -> int:
     """Replay the trace with retune on: one sweep per window, one line per decision."""
     from plansim.retune_runs.runner import (
         count_windows,
@@ -48,17 +49,18 @@ def sweep(
         load_run_workload,
         run_retune,
     )
+    from plansim.sim.summary import without_host_keys
 
     folder = OutputFolder.claim(out, "retune", "plansim retune sweep", force=force)
     run = load_retune_run(config)
     workload = load_run_workload(run)
-    typer.echo(score_legend(run.retune))
+    console.echo(score_legend(run.retune))
     bar = WindowBar(count_windows(run, workload)) if (not quiet and sys.stderr.isatty()) else None
 
     def on_decision(event: dict[str, Any]) -> None:
         if bar is not None:
             bar.clear()
-        typer.echo(window_line(event))
+        console.echo(window_line(event))
         if bar is not None:
             bar.step()
 
@@ -88,10 +90,11 @@ def sweep(
     tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no window completed"
     with folder.writing() as out_dir:
         write_replay_outputs(out_dir, result, inputs)
-        typer.echo(f"decisions     {len(events)} ({tally})")
-        typer.echo(f"output        {out_dir}")
+        console.echo(f"output        {out_dir}")
         if not no_report:
             write_reports(out_dir, self_contained=self_contained)
+    console.result(f"decisions     {len(events)} ({tally}): {out_dir}")
+    return console.finish(without_host_keys(result.summary))
 
 
 @app.command("window")
@@ -107,7 +110,7 @@ def window(
     self_contained: Annotated[bool, typer.Option(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
     force: ForceOption = False,
-) -> None:
+) -> int:
     """Score one window's candidates without the outer replay; print them ranked.
 
     The sweep starts from the startup point with the deployment's starting worker counts. The
@@ -128,15 +131,17 @@ def window(
         results = score_windows(plans, executor)
     finally:
         executor.close()
-    typer.echo(score_legend(run.retune))
-    for line in ranked_table(results[0].report, cfg, index):
-        typer.echo(line)
+    table = ranked_table(results[0].report, cfg, index)
+    console.echo(score_legend(run.retune), *table[:-1])
     with folder.writing() as out_dir:
-        write_window_outputs(out_dir, run, plans, results, command="plansim retune window",
-                             config=config, extra={"no_timeout": no_timeout})
-        typer.echo(f"output        {out_dir}")
+        summary = write_window_outputs(out_dir, run, plans, results,
+                                       command="plansim retune window", config=config,
+                                       extra={"no_timeout": no_timeout})
+        console.echo(f"output        {out_dir}")
         if not no_report:
             write_reports(out_dir, self_contained=self_contained)
+    console.result(table[-1])
+    return console.finish(summary)
 
 
 def _register_windows() -> None:

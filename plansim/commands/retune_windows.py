@@ -20,6 +20,7 @@ from typing import Annotated, Any
 
 import typer
 
+from plansim.commands import console
 from plansim.commands.output import ForceOption, OutputFolder, write_reports
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.errors import InputError
@@ -103,7 +104,7 @@ def windows(
     no_timeout: NoTimeoutOption = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     force: ForceOption = False,
-) -> None:
+) -> int:
     """Score the candidates of many windows at once; print them ranked per window.
 
     Every (window, candidate) replay is an independent task; a summary over the windows follows
@@ -125,7 +126,7 @@ def windows(
     bar = None
     try:
         plans = plans_of_run(run, first=first, last=last, no_timeout=no_timeout)
-        typer.echo(score_legend(run.retune))
+        console.echo(score_legend(run.retune))
         bar = WindowBar(len(plans)) if (not quiet and sys.stderr.isatty()) else None
         printer = _InOrder([plan.window.index for plan in plans], bar, cfg, top, ranked_table)
         results = score_windows(plans, executor, on_window=printer.add)
@@ -140,11 +141,19 @@ def windows(
             extra={"backend": backend.value, "ray_address": ray_address,
                    "max_parallel": executor.max_parallel, "no_timeout": no_timeout},
         )
-        for line in summary_lines(summary):
-            typer.echo(line)
-        typer.echo(f"output        {out_dir}")
+        console.echo(*summary_lines(summary), f"output        {out_dir}")
         if not no_report:
             write_reports(out_dir, self_contained=self_contained)
+    console.result(windows_verdict(summary, out_dir))
+    return console.finish(summary)
+
+
+def windows_verdict(summary: dict[str, Any], out_dir: Path) -> str:
+    """The result line of scored windows: how many, and the candidate that won most."""
+    ranked = sorted(summary["candidates"], key=lambda c: -c["wins"])
+    best = (f"; most wins: {ranked[0]['label']} ({ranked[0]['wins']} of "
+            f"{summary['windows']})") if ranked else ""
+    return f"{summary['windows']} window(s) scored{best}: {out_dir}"
 
 
 def write_window_outputs(
@@ -213,8 +222,7 @@ class _InOrder:
             self._bar.clear()
         while self._next < len(self._order) and self._order[self._next] in self._waiting:
             ready = self._waiting.pop(self._order[self._next])
-            for line in self._lines(ready):
-                typer.echo(line)
+            console.echo(*self._lines(ready))
             self._next += 1
         if self._bar is not None:
             self._bar.step()

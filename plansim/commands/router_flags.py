@@ -22,8 +22,11 @@ def knob_help(name: str) -> str:
     return f"{' and '.join(_modes_using(name))}: {knob.describe()}."
 
 
-ROUTER_PARAM_HELP = "Set a router knob (repeatable). " + "; ".join(
-    f"{' and '.join(_modes_using(k.name))}: {k.describe()}" for k in all_router_knobs().values())
+# The knob names only: each knob's bounds, default and meaning are in its own flag's help (the
+# common ones), in the message a bad value gets, and in the router block of examples/deploy.yaml.
+ROUTER_PARAM_HELP = "Set a router knob, NAME=VALUE (repeatable). " + "; ".join(
+    f"{mode}: {', '.join(k.name for k in router_knobs(mode))}" for mode in ROUTERS
+    if router_knobs(mode)) + ". A bad value's message gives the knob's bounds."
 
 
 def router_param_overrides(pairs: Iterable[str], flag: str = "--router-param") -> dict[str, Any]:

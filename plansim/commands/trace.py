@@ -9,14 +9,13 @@ Bad input raises ``InputError``; ``plansim.cli.main`` prints it as one line, exi
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from plansim.commands import synth_options
+from plansim.commands import console, synth_options
 from plansim.commands.options import with_options
 from plansim.commands.output import check_output_file
 from plansim.errors import InputError
@@ -61,8 +60,7 @@ def inspect(
     files: Annotated[list[str], typer.Argument(help="Trace files, globs or folders of shards (read together).")],
     format: FormatOpt = "auto",
     trace_block_size: BlockOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the figures as one JSON object.")] = False,
-) -> None:
+) -> int:
     """Summarise traces: counts, time span, rates, ISL/OSL, block size, prefix-reuse bound.
 
     Prints rows read and skipped by reason, the time span, the mean and peak 1-minute request
@@ -74,9 +72,6 @@ def inspect(
 
     workload = load_workload(files, format=format, trace_block_size=trace_block_size)
     d = describe(workload)
-    if as_json:
-        typer.echo(json.dumps({"files": list(workload.sources), **d}, indent=2))
-        return
     skipped = ", ".join(f"{k} {v:,}" for k, v in d["skipped"].items()) or "none"
     rate = d["mean_rate_rps"]
     lines = [
@@ -104,7 +99,9 @@ def inspect(
         lines.append(f"recorded TTFT {_fmt_dist(d['recorded_ttft_ms'])} ms")
     if "recorded_total_ms" in d:
         lines.append(f"recorded E2E  {_fmt_dist(d['recorded_total_ms'])} ms")
-    typer.echo("\n".join(lines))
+    console.echo(*lines)
+    console.result(f"{d['requests']:,} requests over {d['span_s']:,.1f} s")
+    return console.finish({"files": list(workload.sources), **d})
 
 
 @app.command()
@@ -118,7 +115,7 @@ def convert(
         "--epoch-ms",
         help="Dynamo output: Unix ms added to arrivals that are offsets (Mooncake, synthetic). "
              "Default: 0 for arrivals that already are Unix times, else 1764000000000.")] = None,
-) -> None:
+) -> int:
     """Rewrite a trace as a Dynamo request trace or Mooncake JSONL.
 
     Dynamo output keeps recorded latencies; Mooncake timestamps become ms after the first arrival.
@@ -142,7 +139,9 @@ def convert(
     note = ""
     if to == "mooncake" and workload.trace_block_size != 512:
         note = f"; read it back with --trace-block-size {workload.trace_block_size}"
-    typer.echo(f"wrote {len(workload):,} requests to {out} ({to}){note}")
+    console.result(f"wrote {len(workload):,} requests to {out} ({to}){note}")
+    return console.finish({"output": str(out), "format": to, "requests": len(workload),
+                           "trace_block_size": workload.trace_block_size})
 
 
 _OUTPUT_FORMATS = ("dynamo", "mooncake", "agentic_mooncake")
@@ -180,7 +179,7 @@ def synth(
     to: Annotated[str, typer.Option("--to", help="Output format: dynamo (gzip), mooncake (JSONL) or agentic_mooncake.")] = "dynamo",
     seed: Annotated[int, typer.Option(help="Random seed; the same options and seed give the same trace.")] = 0,
     **options: Any,
-) -> None:
+) -> int:
     """Write a seeded synthetic trace.
 
     Arrivals follow a rate schedule (Poisson or gamma), ISL/OSL come from distributions, with
@@ -195,5 +194,7 @@ def synth(
     check_output_file(output, "--output")
     workload = synth_options.synthesize_from(ctx.params, seed=seed)
     _write(workload, output, to, 1_764_000_000_000.0)
-    typer.echo(f"wrote {len(workload):,} requests over {options['duration']:g} s to {output} "
-               f"({to}, seed {seed})")
+    console.result(f"wrote {len(workload):,} requests over {options['duration']:g} s to "
+                   f"{output} ({to}, seed {seed})")
+    return console.finish({"output": str(output), "format": to, "requests": len(workload),
+                           "duration_s": options["duration"], "seed": seed})

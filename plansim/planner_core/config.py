@@ -437,4 +437,5 @@ def _truthy(value: Any) -> bool:
 
 
 def _config_error(exc: ValidationError, source: str | None) -> ConfigError:
-    return config_error(exc, source=source, aliases={v: k for k, v in ALIASES.items()})
+    return config_error(exc, source=source, aliases={v: k for k, v in ALIASES.items()},
+                        model=PlannerConfig)

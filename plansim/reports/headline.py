@@ -1,7 +1,9 @@
 """Headline cards: the figures a run answers, computed from its tables.
 
 ``replay_cards`` (replay and planner reports): goodput with the SLA it was scored against,
-GPU-hours, p90 TTFT and p90 per-request ITL against their bounds, peak and mean workers, and
+GPU-hours, p90 TTFT and p90 TPOT (each request's mean token gap, what the SLA's TPOT bound
+checks; the card gives the p90 of every token gap, ITL, beside it) against their bounds, peak
+and mean workers, and
 the requests that did not complete when there are any. ``scaling_cards`` adds the planner's
 scaling events and, when a reference figure is known (a static deployment or the hindsight
 lower bound), the GPU-hour gap to it.
@@ -41,16 +43,15 @@ def replay_cards(
     sla: Mapping[str, float],
     timeseries: pd.DataFrame | None = None,
 ) -> list[Card]:
-    """The replay's headline: goodput, GPU-hours, p90 TTFT, p90 ITL, peak and mean workers, and
-    rejected/incomplete requests when any. ``sla`` is the goodput SLA (``goodput_sla``). ITL is
-    each request's mean token gap (TPOT), the quantity the SLA's ITL bound checks."""
+    """The replay's headline: goodput, GPU-hours, p90 TTFT, p90 TPOT, peak and mean workers, and
+    rejected/incomplete requests when any. ``sla`` is the goodput SLA (``goodput_sla``)."""
     if not summary:
         return [Card("summary", "Summary", NO_SAMPLES, "summary.json is absent or empty")]
     n = int(finite_number(summary.get("num_requests")) or 0)
     done = int(finite_number(summary.get("completed_requests")) or 0)
     cards = [_goodput(summary, sla, n), _gpu_hours(summary)]
     cards.append(_latency(summary, sla, "ttft", "ttft_ms", "p90 TTFT", done))
-    cards.append(_latency(summary, sla, "tpot", "itl_ms", "p90 ITL (per request)", done))
+    cards.append(_latency(summary, sla, "tpot", "tpot_ms", "p90 TPOT", done))
     cards += _workers(summary, timeseries)
     if done < n:
         cards.append(
@@ -68,8 +69,8 @@ def replay_cards(
 def _goodput(summary: Mapping[str, Any], sla: Mapping[str, float], n: int) -> Card:
     good = finite_number(summary.get("goodput_completed_requests"))
     if good is None:
-        return Card("goodput", "Goodput", "not scored", "no SLA set (sla.ttft_ms, sla.itl_ms or "
-                    "sla.e2e_ms in the deployment)")
+        return Card("goodput", "Goodput", "not scored", "no SLA set (sla.ttft_ms, sla.tpot_ms "
+                    "or sla.e2e_ms in the deployment)")
     text = sla_text(dict(sla)) or "the run's SLA (not recorded in inputs.json)"
     share = percent(good / n) if n else NO_SAMPLES
     return Card("goodput", "Goodput", share, f"{int(good):,} of {n:,} requests met {text}")
@@ -103,6 +104,8 @@ def _latency(
         f"p50 {number(summary.get(f'median_{stat}_ms', np.nan))}, "
         f"p99 {number(summary.get(f'p99_{stat}_ms', np.nan))} ms"
     )
+    if stat == "tpot" and finite_number(summary.get("p90_itl_ms")) is not None:
+        spread += f"; ITL (every token gap) p90 {number(summary['p90_itl_ms'])} ms"
     if bound is None:
         return Card(name, label, f"{number(value)} ms", f"no SLA bound; {spread}")
     within = value <= bound

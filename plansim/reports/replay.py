@@ -215,8 +215,8 @@ def summary_details(page: Page, summary: Mapping[str, Any]) -> None:
                 ]
                 for m, row in stats.items()
             ],
-            "Over completed requests (ITL: over every token gap; TPOT: each request's mean gap, "
-            "which is what the SLA's ITL bound checks). n/a: no samples.",
+            "Over completed requests (TPOT: each request's mean token gap, what the SLA's TPOT "
+            "bound checks; ITL: every token gap, so a request's bursts). n/a: no samples.",
         )
 
 
@@ -278,7 +278,7 @@ def _traffic_chart(d: ReplayData) -> PanelOutput:
 
 _LATENCIES = (
     ("TTFT", ("ttft_ms",), "ttft_ms", "time to first token"),
-    ("ITL", ("tpot_ms", "itl_ms"), "itl_ms", "mean inter-token latency per request (TPOT)"),
+    ("TPOT", ("tpot_ms", "itl_ms"), "tpot_ms", "each request's mean token gap"),
     ("E2E", ("e2e_latency_ms", "e2e_ms"), "e2e_ms", "end-to-end latency"),
 )
 
@@ -754,7 +754,7 @@ PANELS: tuple[Panel, ...] = (
     ),
     Panel(
         "latency_percentiles",
-        "TTFT and ITL percentiles over time",
+        "TTFT and TPOT percentiles over time",
         "Percentiles of the completed requests per arrival-time bin.",
         ("requests.arrival_ms", "requests.ttft_ms", "requests.tpot_ms"),
         _latency_over_time,

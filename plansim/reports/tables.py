@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from plansim.schema import GOODPUT_SLA_KEYS, PLANNER_TARGET_KEYS
+
 
 def has(frame: pd.DataFrame | None, *columns: str) -> bool:
     """True when ``frame`` exists, has rows and has every one of ``columns``."""
@@ -56,30 +58,34 @@ def finite_number(value: Any) -> float | None:
 def find_sla(
     inputs: Mapping[str, Any] | None, summary: Mapping[str, Any] | None = None
 ) -> dict[str, float]:
-    """SLA targets in ms (``ttft_ms``, ``itl_ms``, ``e2e_ms``; only those set) from a run's
-    ``inputs.json``: a top-level ``sla`` block first, then the deployment's, then the planner's
-    TTFT/ITL targets."""
+    """Latency bounds in ms from a run's ``inputs.json`` (only those set): the goodput SLA's
+    (``ttft_ms``, ``tpot_ms``, ``e2e_ms``) from a top-level ``sla`` block first, then the
+    deployment's; the planner's TTFT target where the SLA has none, and its ITL target
+    (``itl_ms``)."""
     inputs = inputs or {}
-    places: list[Any] = [inputs.get("sla")]
+    places: list[tuple[Any, Sequence[str]]] = [(inputs.get("sla"), GOODPUT_SLA_KEYS)]
     for key in ("deployment", "config"):
         block = inputs.get(key)
         if isinstance(block, Mapping):
-            places.append(block.get("sla"))
-            places.append(block.get("planner"))
-    places.append(inputs.get("planner"))
+            places.append((block.get("sla"), GOODPUT_SLA_KEYS))
+            places.append((block.get("planner"), PLANNER_TARGET_KEYS))
+    places.append((inputs.get("planner"), PLANNER_TARGET_KEYS))
     if summary:
-        places.append(summary.get("sla"))
+        places.append((summary.get("sla"), GOODPUT_SLA_KEYS))
     found: dict[str, float] = {}
-    for place in places:
-        found = {**bounds(place), **found}
+    for place, keys in places:
+        found = {**bounds(place, keys), **found}
     return found
 
 
-def bounds(block: Any, keys: Sequence[str] = ("ttft_ms", "itl_ms", "e2e_ms")) -> dict[str, float]:
+def bounds(block: Any, keys: Sequence[str] = GOODPUT_SLA_KEYS) -> dict[str, float]:
     """The positive finite latency bounds among ``keys`` of a config block (ms); {} for a
-    block that is not a mapping."""
+    block that is not a mapping. For the goodput SLA's keys, a block written before TPOT had
+    its name (``itl_ms``) is read as ``tpot_ms``."""
     if not isinstance(block, Mapping):
         return {}
+    if "tpot_ms" in keys and "tpot_ms" not in block and "itl_ms" in block:
+        block = {**block, "tpot_ms": block["itl_ms"]}
     found = {}
     for key in keys:
         value = finite_number(block.get(key))
@@ -88,7 +94,7 @@ def bounds(block: Any, keys: Sequence[str] = ("ttft_ms", "itl_ms", "e2e_ms")) ->
     return found
 
 
-def first_bounds(blocks: Sequence[Any], keys: Sequence[str] = ("ttft_ms", "itl_ms", "e2e_ms")
+def first_bounds(blocks: Sequence[Any], keys: Sequence[str] = GOODPUT_SLA_KEYS
                  ) -> dict[str, float]:
     """The bounds of the first of ``blocks`` that sets any."""
     return next((found for block in blocks if (found := bounds(block, keys))), {})
@@ -103,7 +109,7 @@ def planner_targets(inputs: Mapping[str, Any] | None) -> dict[str, float]:
         for block in (inputs.get("deployment"), inputs.get("config"))
         if isinstance(block, Mapping)
     ]
-    return first_bounds(blocks, ("ttft_ms", "itl_ms"))
+    return first_bounds(blocks, PLANNER_TARGET_KEYS)
 
 
 def find_value(inputs: Mapping[str, Any] | None, key: str) -> Any:

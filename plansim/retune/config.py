@@ -21,7 +21,7 @@ from plansim.errors import ConfigError
 from plansim.limits import MAX_RETUNE_CANDIDATES, MAX_SEED
 from plansim.retune import domains, scoring
 from plansim.schema import DEFAULT_MIN_IMPROVEMENT_PERCENTAGE
-from plansim.validation import StrictModel, config_error
+from plansim.validation import StrictModel, config_error, older_spelling
 
 Objective = Literal[
     "GoodputPerGPU", "Goodput", "Throughput", "ThroughputPerGPU", "ThroughputPerUser", "TTFT",
@@ -34,18 +34,24 @@ UNSEARCHABLE_ROUTER_KNOBS = ("host_cache_hit_weight", "disk_cache_hit_weight")
 
 
 class RetuneSla(StrictModel):
-    """The scoring SLA of the Goodput objectives, per request, in milliseconds."""
+    """The scoring SLA of the Goodput objectives, per request, in milliseconds: ``tpot_ms``
+    bounds the request's mean token gap (``itl_ms``, the reference's name, is accepted)."""
 
     ttft_ms: float | None = Field(default=None, gt=0)
-    itl_ms: float | None = Field(default=None, gt=0)
+    tpot_ms: float | None = Field(default=None, gt=0)
     e2e_ms: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _itl_spelling(cls, data: Any) -> Any:
+        return older_spelling(data, "itl_ms", "tpot_ms")
 
     @model_validator(mode="after")
     def _one_kind_of_bound(self) -> RetuneSla:
-        if self.e2e_ms is not None and (self.ttft_ms is not None or self.itl_ms is not None):
-            raise ValueError("e2e_ms cannot be combined with ttft_ms/itl_ms")
-        if self.e2e_ms is None and self.ttft_ms is None and self.itl_ms is None:
-            raise ValueError("an SLA needs at least one of ttft_ms, itl_ms, e2e_ms")
+        if self.e2e_ms is not None and (self.ttft_ms is not None or self.tpot_ms is not None):
+            raise ValueError("e2e_ms cannot be combined with ttft_ms/tpot_ms")
+        if self.e2e_ms is None and self.ttft_ms is None and self.tpot_ms is None:
+            raise ValueError("an SLA needs at least one of ttft_ms, tpot_ms, e2e_ms")
         return self
 
 
@@ -116,7 +122,7 @@ class RetuneConfig(StrictModel):
         if self.sla is not None:
             return self.sla
         try:
-            return RetuneSla(ttft_ms=planner_ttft_ms, itl_ms=planner_itl_ms)
+            return RetuneSla(ttft_ms=planner_ttft_ms, tpot_ms=planner_itl_ms)
         except ValidationError as exc:
             raise ConfigError(
                 "the Goodput objectives need an SLA: set retune.sla or the planner's ttft/itl",
@@ -145,7 +151,7 @@ def load_retune_config(data: Any, *, source: str | None = None, prefix: str = "r
     try:
         config = RetuneConfig.model_validate(dict(data))
     except ValidationError as exc:
-        raise config_error(exc, source=source, prefix=prefix) from None
+        raise config_error(exc, source=source, prefix=prefix, model=RetuneConfig) from None
     for group in (domains.ROUTER, domains.PLANNER):
         raw = getattr(config, group)
         for name in raw:

@@ -139,7 +139,7 @@ def planner_for_deployment(config: PlannerConfig, deployment: Deployment, *,
     ``load_predictor_warmup_trace``, told the deployment's goodput SLA (which ``sla_goodput``
     sizes for); ``retune`` is the optional retune controller."""
     capabilities, profile = planner_inputs(config, deployment)
-    sla = SlaTargets(ttft_ms=deployment.sla.ttft_ms, itl_ms=deployment.sla.itl_ms)
+    sla = SlaTargets(ttft_ms=deployment.sla.ttft_ms, itl_ms=deployment.sla.tpot_ms)
     if config.scaling_policy == "sla_goodput":
         _warn_unused_planner_sla(config, sla)
     return PlannerEngine(config, capabilities, warmup=read_warmup_observations(config),

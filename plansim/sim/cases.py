@@ -33,7 +33,7 @@ _ENGINE_KEYS = {
     "prefill_engine_args": "prefill_engine",
     "decode_engine_args": "decode_engine",
 }
-_SLA_KEYS = {"sla_ttft_ms": "ttft_ms", "sla_itl_ms": "itl_ms", "sla_e2e_ms": "e2e_ms"}
+_SLA_KEYS = {"sla_ttft_ms": "ttft_ms", "sla_itl_ms": "tpot_ms", "sla_e2e_ms": "e2e_ms"}
 _CASE_ONLY_KEYS = {"name", "about", "trace", "trace_format", "trace_block_size", "router_mode",
                    "router_config", "expected", "expected_requests", "closed_loop"}
 

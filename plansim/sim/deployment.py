@@ -32,7 +32,7 @@ from pydantic import (
 from plansim.aic import sdk as aic_sdk
 from plansim.aic.memory import MEMORY_FRACTION_KEYS
 from plansim.aic.spec import AicSpec, parse_aic_spec
-from plansim.configfile import read_config
+from plansim.configfile import parse_config_bytes, read_config
 from plansim.errors import ConfigError
 from plansim.limits import MAX_POOL_WORKERS, MAX_SEED
 from plansim.params import params_of
@@ -42,7 +42,7 @@ from plansim.sim.routing import ROUTERS, all_router_knobs, router_knobs
 from plansim.sim.schedulers import SCHEDULERS
 from plansim.sim.timing import TIMING_MODELS, timing_params
 from plansim.sim.speculative import accept_rates
-from plansim.validation import StrictModel, config_error
+from plansim.validation import StrictModel, config_error, older_spelling
 
 log = logging.getLogger(__name__)
 
@@ -445,15 +445,22 @@ RouterConfig = create_model(
 
 
 class SlaConfig(StrictModel):
-    """Goodput thresholds; a request is good when every threshold that is set holds."""
+    """Goodput thresholds; a request is good when every threshold that is set holds. ``tpot_ms``
+    bounds the request's mean token gap (TPOT); ``itl_ms``, the reference's name for it, is
+    accepted as its spelling."""
 
     ttft_ms: float | None = Field(default=None, gt=0)
-    itl_ms: float | None = Field(default=None, gt=0)
+    tpot_ms: float | None = Field(default=None, gt=0)
     e2e_ms: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _itl_spelling(cls, data: Any) -> Any:
+        return older_spelling(data, "itl_ms", "tpot_ms")
 
     @property
     def is_set(self) -> bool:
-        return any(v is not None for v in (self.ttft_ms, self.itl_ms, self.e2e_ms))
+        return any(v is not None for v in (self.ttft_ms, self.tpot_ms, self.e2e_ms))
 
 
 _MODE_ALIASES = {"aggregated": Mode.AGG, "disaggregated": Mode.DISAGG}
@@ -553,8 +560,10 @@ def load_deployment(
     names the command-line option behind an override (``{"num_workers": "--num-workers"}``), so
     that an error in it names the option, not the file.
     ``engine``/``prefill_engine``/``decode_engine`` may be a path to an engine-args file, which
-    is validated on its own (its errors name it). Relative file paths resolve against the
-    deployment file's folder.
+    is validated on its own (its errors name it), or, as an override, inline JSON (Dynamo's
+    ``--extra-engine-args '{"block_size": 64}'``; its errors name the flag). Relative file paths
+    resolve against the deployment file's folder (an override's, against the working folder).
+    An ``sla.tpot_ms`` override replaces the file's bound in either spelling (``itl_ms``).
 
     A ``mode`` override that switches the file's mode drops the file's pool keys of the other
     mode with a warning; when those keys sized the pools and nothing sizes the new mode's pools,
@@ -567,11 +576,20 @@ def load_deployment(
     name = str(source) if source is not None else "the defaults"
     _switch_mode(raw, overrides, name, flags)
     base = source.parent if source is not None else Path.cwd()
+    if "sla.tpot_ms" in overrides and isinstance(raw.get("sla"), Mapping):
+        raw["sla"] = {k: v for k, v in raw["sla"].items() if k != "itl_ms"}
     for key, value in overrides.items():
         _set_dotted(raw, key, value, flags.get(key))
     for key in ("engine", "prefill_engine", "decode_engine"):
         value = raw.get(key)
-        if isinstance(value, (str, Path)):
+        if key in overrides and isinstance(value, str) and value.lstrip().startswith("{"):
+            where = flags.get(key, key)
+            inline = parse_config_bytes(value.encode("utf-8"), where, ".json")
+            if not isinstance(inline, Mapping):
+                raise ConfigError("inline engine args must be a JSON object", field=where)
+            raw[key] = _resolve_paths_in_engine(inline, Path.cwd())
+            _validate(EngineArgs, raw[key], source=where)
+        elif isinstance(value, (str, Path)):
             engine_path = _resolve(base, value)
             raw[key] = _resolve_paths_in_engine(
                 read_config(engine_path, what="engine-args file"), engine_path.parent)
@@ -710,7 +728,7 @@ def _validate(model: type[BaseModel], raw: dict[str, Any], *, source: str | None
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        raise config_error(exc, source=source) from None
+        raise config_error(exc, source=source, model=model) from None
 
 
 def _resolve(base: Path, value: str | Path) -> Path:

@@ -25,6 +25,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from plansim.errors import unknown_key
+
 NO_EFFECT = None
 
 
@@ -270,7 +272,7 @@ def _normalise_level(data: Mapping[str, Any], prefix: str, fields: dict[str, Any
         if spelling not in BLOCKS:
             key = _BY_SPELLING.get(spelling)
             if key is None:
-                raise EngineKeyError(where, "unknown key")
+                raise EngineKeyError(where, unknown_key(spelling, [*_BY_SPELLING, *BLOCKS]))
             put(key, where, value)
             continue
         if value is None:
@@ -280,7 +282,8 @@ def _normalise_level(data: Mapping[str, Any], prefix: str, fields: dict[str, Any
         for member, member_value in value.items():
             member_key = _BY_NAME.get(f"{spelling}.{member}")
             if member_key is None:
-                raise EngineKeyError(f"{where}.{member}", "unknown key")
+                members = [n.partition(".")[2] for n in _BY_NAME if n.startswith(f"{spelling}.")]
+                raise EngineKeyError(f"{where}.{member}", unknown_key(member, members))
             put(member_key, f"{where}.{member}", member_value)
 
 

@@ -54,11 +54,12 @@ STAT_NAMES: tuple[str, ...] = SUMMARY_STATS
 
 @dataclass(frozen=True, slots=True)
 class SlaThresholds:
-    """Goodput thresholds in ms; ``None`` means not checked. The reference takes
-    ``ttft_ms`` + ``itl_ms`` together, or ``e2e_ms`` alone."""
+    """Goodput thresholds in ms; ``None`` means not checked. ``tpot_ms`` bounds a request's
+    mean token gap (the reference's ``sla_itl_ms``). The reference takes ``ttft_ms`` +
+    ``tpot_ms`` together, or ``e2e_ms`` alone."""
 
     ttft_ms: float | None = None
-    itl_ms: float | None = None
+    tpot_ms: float | None = None
     e2e_ms: float | None = None
 
 
@@ -146,7 +147,7 @@ def summarize(
     ``itl_gap_count`` are weighted samples of the token gaps (ms) of completed requests:
     gap value i occurred ``itl_gap_count[i]`` times. Worker-seconds are provisioned-worker
     integrals over virtual time; aggregated replays report theirs as decode.
-    ``sla`` is any object with ``ttft_ms``/``itl_ms``/``e2e_ms`` attributes (None = unset).
+    ``sla`` is any object with ``ttft_ms``/``tpot_ms``/``e2e_ms`` attributes (None = unset).
     """
     done = column(requests, "status") == "completed"
 
@@ -235,11 +236,11 @@ def good_mask(requests: pd.DataFrame, sla: Any) -> np.ndarray:
 
 
 def _sla_is_set(sla: Any) -> bool:
-    return any(getattr(sla, key, None) is not None for key in ("ttft_ms", "itl_ms", "e2e_ms"))
+    return any(getattr(sla, key, None) is not None for key in ("ttft_ms", "tpot_ms", "e2e_ms"))
 
 
 def _good_mask(sla: Any, ttft: np.ndarray, e2e: np.ndarray, n_out: np.ndarray) -> np.ndarray:
-    """Requests meeting every set threshold; ITL is the request's average gap
+    """Requests meeting every set threshold; TPOT is the request's average gap
     ``(e2e - ttft) / (n_out - 1)``, checked only when ``n_out > 1``. A completed request with
     no token has no TTFT/E2E (NaN) and is never counted good."""
     good = np.ones(ttft.shape, dtype=bool)
@@ -247,9 +248,9 @@ def _good_mask(sla: Any, ttft: np.ndarray, e2e: np.ndarray, n_out: np.ndarray) -
         good &= e2e <= sla.e2e_ms
     if sla.ttft_ms is not None:
         good &= ttft <= sla.ttft_ms
-    if sla.itl_ms is not None:
+    if sla.tpot_ms is not None:
         multi = n_out > 1
-        avg_itl = np.full(ttft.shape, -np.inf)
-        avg_itl[multi] = (e2e[multi] - ttft[multi]) / (n_out[multi] - 1)
-        good &= avg_itl <= sla.itl_ms
+        tpot = np.full(ttft.shape, -np.inf)
+        tpot[multi] = (e2e[multi] - ttft[multi]) / (n_out[multi] - 1)
+        good &= tpot <= sla.tpot_ms
     return good

@@ -41,7 +41,7 @@ def files(tmp_path: Path) -> tuple[Path, Path]:
 
 def _run(run_cli, trace, config, out, *extra):
     return run_cli("capacity", str(trace), "--config", str(config), "--out", str(out),
-                   "--jobs", "1", "--quiet", "--no-report", *extra)
+                   "--jobs", "1", "--no-report", *extra)
 
 
 def test_writes_the_answer_table_and_every_output(tmp_path, files, run_cli):

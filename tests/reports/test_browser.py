@@ -51,8 +51,8 @@ EXPECTED = {
 }
 
 CARDS = {
-    "report.html": ["goodput", "gpu_hours", "p90_ttft", "p90_itl", "peak_workers", "mean_workers"],
-    "planner_report.html": ["goodput", "gpu_hours", "p90_ttft", "p90_itl", "scaling_events"],
+    "report.html": ["goodput", "gpu_hours", "p90_ttft", "p90_tpot", "peak_workers", "mean_workers"],
+    "planner_report.html": ["goodput", "gpu_hours", "p90_ttft", "p90_tpot", "scaling_events"],
     "retune_report.html": ["decisions", "applied", "best_gain", "objective"],
     "predictor_report.html": ["best_loss", "best_mape", "buckets"],
     "retune_windows_report.html": ["windows", "winner", "current", "best_gain"],

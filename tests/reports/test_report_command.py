@@ -18,7 +18,8 @@ def test_report_rerenders_an_output_folder(tmp_path):
     write_replay_folder(tmp_path)
     done = _plansim("report", str(tmp_path))
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["report", str(tmp_path / "report.html")]
+    assert done.stdout.splitlines() == [f"report        {tmp_path / 'report.html'}",
+                                        f"1 report(s) in {tmp_path}"]
     assert (tmp_path / "report.html").stat().st_size > 0
     assert (tmp_path / "plotly.min.js").is_file()
 
@@ -45,4 +46,5 @@ def test_report_rerenders_a_retune_windows_folder(tmp_path):
     write_windows_folder(tmp_path)
     done = _plansim("report", str(tmp_path))
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["report", str(tmp_path / "retune_windows_report.html")]
+    assert done.stdout.splitlines()[0].split() == [
+        "report", str(tmp_path / "retune_windows_report.html")]

@@ -9,12 +9,13 @@ from plansim.reports.tables import find_sla, find_value, first_column, missing
 
 def test_sla_comes_from_the_top_level_block_first_then_the_deployment_then_the_planner():
     inputs = {
-        "sla": {"ttft_ms": 500, "itl_ms": None},
+        "sla": {"ttft_ms": 500, "tpot_ms": None},
         "deployment": {"sla": {"itl_ms": 20, "e2e_ms": 0}},
         "planner": {"ttft_ms": 900, "itl_ms": 30, "e2e_ms": 8000},
     }
-    # unset (None) and non-positive targets are skipped in favour of the next place
-    assert find_sla(inputs) == {"ttft_ms": 500.0, "itl_ms": 20.0, "e2e_ms": 8000.0}
+    # Unset (None) and non-positive bounds are skipped in favour of the next place; an SLA
+    # block's itl_ms is its TPOT bound, a planner's its ITL target; a planner has no E2E target.
+    assert find_sla(inputs) == {"ttft_ms": 500.0, "tpot_ms": 20.0, "itl_ms": 30.0}
     assert find_sla(None) == {}
 
 

@@ -40,7 +40,7 @@ def test_windows_prints_tables_in_order_and_writes_the_folder(run_file, tmp_path
     # --no-timeout: the window's wall-clock limit (10 s here) is not under test (tests/retune/
     # test_sweep.py), and a loaded machine could hit it and leave a window unranked.
     code, stdout, err = run_cli("retune", "windows", str(run_file), "--from", "1", "--to", "2",
-                                "--no-timeout", "--out", str(out), "-q")
+                                "--no-timeout", "--out", str(out))
     assert code == 0, err
     printed = stdout.splitlines()
     headers = [line for line in printed if line.startswith("window ")]

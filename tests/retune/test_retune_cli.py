@@ -82,7 +82,7 @@ def test_sweep_prints_one_line_per_window_and_writes_the_decisions(tmp_path, pri
     run = make_run(tmp_path)
     out = tmp_path / "out"
     code, stdout, err = run_cli("retune", "sweep", str(run), "--out", str(out),
-                                "--no-report", "--quiet")
+                                "--no-report")
     assert code == 0, err
     events = json.loads((out / "retune_events.json").read_text())
     window_lines = [line for line in stdout.splitlines() if line.startswith("window ")]
@@ -130,7 +130,7 @@ def test_a_bad_retune_field_is_one_line_naming_it(tmp_path, run_cli):
     code, stdout, err = run_cli("retune", "sweep", str(run), "--out", str(tmp_path / "o"))
     assert code == 2
     assert len(err.strip().splitlines()) == 1
-    assert "run.yaml: retune.timeout_seconds: " in err
+    assert "run.yaml:17: retune.timeout_seconds: " in err
 
 
 def test_an_unsearchable_router_knob_is_rejected(tmp_path, run_cli):

@@ -53,4 +53,4 @@ def test_measured_decision_latency_is_accepted():
 
 def test_scoring_sla_defaults_to_the_planner_targets():
     sla = load_retune_config({}).scoring_sla(500.0, 50.0)
-    assert (sla.ttft_ms, sla.itl_ms, sla.e2e_ms) == (500.0, 50.0, None)
+    assert (sla.ttft_ms, sla.tpot_ms, sla.e2e_ms) == (500.0, 50.0, None)
