@@ -20,6 +20,7 @@ WORKERS_TABLE = "workers.parquet"
 SESSIONS_TABLE = "sessions.parquet"  # closed-loop replays: one row per session
 TICKS_TABLE = "ticks.parquet"
 SCALING_EVENTS_JSON = "scaling_events.json"
+BASELINE_JSON = "baseline.json"  # a planner replay: its starting counts replayed static
 RETUNE_EVENTS_JSON = "retune_events.json"
 PREDICTIONS_TABLE = "predictions.parquet"
 WINDOWS_TABLE = "windows.parquet"  # retune windows: one row per (window, candidate)
@@ -27,6 +28,12 @@ WINDOW_RECORDS_DIR = "windows"  # retune windows: one <k>.json record per window
 CAPACITY_JSON = "capacity.json"  # plansim capacity: the answer
 POINTS_TABLE = "points.parquet"  # plansim capacity: one row per replay
 RECOMMENDED_DEPLOYMENT = "recommended_deployment.yaml"  # plansim capacity: the answer to run
+# plansim capacity: the answer as the files Dynamo takes (engine args, planner arguments).
+RECOMMENDED_ENGINE_ARGS = "recommended_engine_args.json"  # the agg pool's, or the shared one
+RECOMMENDED_PREFILL_ENGINE_ARGS = "recommended_prefill_engine_args.json"
+RECOMMENDED_DECODE_ENGINE_ARGS = "recommended_decode_engine_args.json"
+RECOMMENDED_PLANNER_ARGS = "recommended_planner_args.json"
+TRACE_EVENTS_JSON = "trace_events.json"  # replay --trace-events: Chrome/Perfetto timeline
 # Reports (plansim.reports.folder writes them) and the plotly.js they share.
 REPLAY_REPORT = "report.html"
 PLANNER_REPORT = "planner_report"  # .html and .log.jsonl.gz (the tick log)

@@ -166,8 +166,37 @@ def _print_summary(s: Mapping[str, Any], n_rejected: int, out_dir: Path,
         headline = "goodput not scored"
     echo(f"GPU-hours     {s['gpu_hours']:.4f}")
     echo(f"prefix reuse  {s['prefix_cache_reused_ratio']:.1%}")
-    echo(f"output        {out_dir}")
     return f"{headline}, {s['gpu_hours']:.4f} GPU-hours: {out_dir}"
+
+
+def static_baseline(workload: Any, deployment: Any) -> dict[str, Any]:
+    """What ``baseline.json`` holds: the deployment's starting worker counts held static for the
+    whole trace (the deployment without its planner), replayed: a label, the counts, the
+    summary (without host figures)."""
+    from plansim import api
+    from plansim.roles import POOL_COUNT_FIELDS, Mode
+    from plansim.sim.summary import without_host_keys
+
+    pools = Mode(deployment.mode).pools
+    counts = {POOL_COUNT_FIELDS[pool]: getattr(deployment, POOL_COUNT_FIELDS[pool])
+              for pool in pools}
+    label = (f"static {counts['num_workers']} workers" if Mode(deployment.mode) is Mode.AGG
+             else f"static {counts['num_prefill_workers']} prefill + "
+                  f"{counts['num_decode_workers']} decode workers")
+    result = api.replay(workload, api.setup(deployment, None))
+    return {"label": label, "counts": counts, "summary": without_host_keys(result.summary)}
+
+
+def baseline_line(summary: Mapping[str, Any], baseline: Mapping[str, Any]) -> str:
+    """The planner run against its static baseline, goodput beside GPU-hours."""
+    ref = baseline["summary"]
+    gap = summary["gpu_hours"] / ref["gpu_hours"] - 1.0 if ref["gpu_hours"] else float("nan")
+    text = f"vs baseline   {baseline['label']}: {ref['gpu_hours']:.4f} GPU-hours ({gap:+.1%})"
+    if "goodput_completed_requests" in summary and ref.get("num_requests"):
+        mine = summary["goodput_completed_requests"] / summary["num_requests"]
+        theirs = ref["goodput_completed_requests"] / ref["num_requests"]
+        text += f", goodput {theirs:.1%} ({(mine - theirs) * 100:+.1f} points)"
+    return text
 
 
 # The terminal's latency rows: label, summary key, what it measures. The SLA's TPOT bound is
@@ -250,6 +279,10 @@ OUTPUT_OPTIONS = {
         "--self-contained", help=SELF_CONTAINED_HELP)], False),
     "quiet": (Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")], False),
     "force": (ForceOption, False),
+    "no_baseline": (Annotated[bool, typer.Option(
+        "--no-baseline", help="With a planner that scales: skip the second replay of the "
+        "starting worker counts held static (baseline.json), which the planner report's saving "
+        "is measured against (no saving is shown without it).")], False),
 }
 # Deployment flags that are deployment keys (_execute reads the files and --router-param).
 _DEPLOYMENT_FLAGS = tuple(k for k in DEPLOYMENT_OPTIONS
@@ -348,6 +381,9 @@ def _execute(ctx: typer.Context, load: Any, *, traces: list[Path], trace_format:
         if bar is not None:
             bar.close()
 
+    baseline = None
+    if not p["no_baseline"] and any(e.get("applied", True) for e in result.scaling_events):
+        baseline = static_baseline(workload, deployment)
     inputs = {**_inputs(ctx, traces, workload, deployment, planner_raw, trace_format,
                         trace_block_size), **result.inputs}
     with folder.writing() as out_dir:
@@ -355,8 +391,16 @@ def _execute(ctx: typer.Context, load: Any, *, traces: list[Path], trace_format:
         # a collection while they load would walk every structure the replay built.
         with long_lived():
             write_replay_outputs(out_dir, result, inputs)
+            if baseline is not None:
+                from plansim.io import atomic_write_json
+                from plansim.schema import BASELINE_JSON
+
+                atomic_write_json(out_dir / BASELINE_JSON, baseline)
         n_rejected = int((result.tables["requests"]["status"] == "rejected").sum())
         headline = _print_summary(result.summary, n_rejected, out_dir, deployment.sla.model_dump())
+        if baseline is not None:
+            console.echo(baseline_line(result.summary, baseline))
+        console.echo(f"output        {out_dir}")
         if not p["no_report"]:
             write_reports(out_dir, self_contained=p["self_contained"])
     console.result(headline)

@@ -1,9 +1,11 @@
 """``render_dir``: read the tables of an output folder and write every report that applies.
 
 - ``report.html``: the folder has ``requests.parquet`` or ``timeseries.parquet``;
-- ``planner_report.html`` and ``planner_report.log.jsonl.gz``: ``ticks.parquet`` has rows; with
-  ``report_interval_hours`` in the planner inputs, also one ``planner_reports/planner_report_NNN``
-  pair per period;
+- ``planner_report.html`` and ``planner_report.log.jsonl.gz``: ``ticks.parquet`` has rows and
+  the planner scaled (``planner.planner_scaled``: a planner that only retunes has no such page);
+  with ``baseline.json`` (the starting counts replayed static) its headline compares with it;
+  with ``report_interval_hours`` in the planner inputs, also one
+  ``planner_reports/planner_report_NNN`` pair per period;
 - ``retune_report.html``: ``retune_events.json``;
 - ``predictor_report.html``: ``predictions.parquet``;
 - ``retune_windows_report.html``: ``windows.parquet`` or ``windows/<k>.json`` records;
@@ -30,13 +32,15 @@ from plansim.errors import InputError
 from plansim.io import atomic_write_text
 from plansim.reports.assets import plotly_src, write_plotly_js
 from plansim.reports.capacity import render_capacity
-from plansim.reports.planner import write_planner_report, write_planner_reports
+from plansim.reports.headline import baseline_reference
+from plansim.reports.planner import planner_scaled, write_planner_report, write_planner_reports
 from plansim.reports.predictor import ranking_rows, render_predictor
 from plansim.reports.replay import render_replay
 from plansim.reports.retune import render_retune
 from plansim.reports.windows import render_windows
 from plansim.reports.tables import find_sla, find_value, finite_number, planner_targets
 from plansim.schema import (
+    BASELINE_JSON,
     CAPACITY_JSON,
     CAPACITY_REPORT,
     DEFAULT_MIN_IMPROVEMENT_PERCENTAGE,
@@ -148,7 +152,8 @@ def render_dir(out_dir: str | Path, *, self_contained: bool = False) -> list[Pat
         )
         written.append(atomic_write_text(folder / REPLAY_REPORT, html))
 
-    if ticks is not None and len(ticks) and "at_s" in ticks.columns:
+    if (ticks is not None and len(ticks) and "at_s" in ticks.columns
+            and planner_scaled(ticks, scaling_events)):
         sla = planner_targets(inputs) or find_sla(inputs)
         written += write_planner_report(
             ticks,
@@ -158,6 +163,7 @@ def render_dir(out_dir: str | Path, *, self_contained: bool = False) -> list[Pat
             timeseries=timeseries,
             summary=summary if isinstance(summary, dict) else None,
             inputs=inputs,
+            baseline=baseline_reference(_read_json(folder / BASELINE_JSON)),
             plotly_src=src(folder / f"{PLANNER_REPORT}.html"),
         )
         interval_h = _positive(find_value(inputs, "report_interval_hours"))

@@ -3,10 +3,9 @@
 ``replay_cards`` (replay and planner reports): goodput with the SLA it was scored against,
 GPU-hours, p90 TTFT and p90 TPOT (each request's mean token gap, what the SLA's TPOT bound
 checks; the card gives the p90 of every token gap, ITL, beside it) against their bounds, peak
-and mean workers, and
-the requests that did not complete when there are any. ``scaling_cards`` adds the planner's
-scaling events and, when a reference figure is known (a static deployment or the hindsight
-lower bound), the GPU-hour gap to it.
+and mean workers, and the requests that did not complete when there are any. ``scaling_cards`` adds the planner's
+scaling events, and ``saving_card`` the GPU-hour gap to a replayed reference (the starting
+counts held static) with both runs' goodput: a saving is never shown without what it cost.
 
 A card says ``n/a`` for a figure with no samples, never a made-up zero.
 """
@@ -14,6 +13,7 @@ A card says ``n/a`` for a figure with no samples, never a made-up zero.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,7 @@ import pandas as pd
 from plansim.reports.format import NO_SAMPLES, duration, number, percent
 from plansim.reports.page import Card
 from plansim.reports.tables import finite_number, first_bounds, floats, has
-from plansim.roles import POOL_COUNT_FIELDS, Mode, Role
+from plansim.roles import Role
 from plansim.schema import sla_text
 
 _PROVISIONED = ("ready", "starting", "draining")
@@ -162,38 +162,65 @@ def _durations(t: np.ndarray) -> np.ndarray:
     return np.append(steps, np.median(steps))
 
 
-def static_reference(
-    inputs: Mapping[str, Any] | None, summary: Mapping[str, Any] | None
-) -> dict[str, float]:
-    """The GPU-hours of the deployment's starting worker counts held for the whole run (the
-    static deployment the planner scales from), keyed by its label; {} when the inputs do not
-    say the counts or the summary the GPUs per worker."""
-    deployment = (inputs or {}).get("deployment")
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """A deployment a planner run is compared with (the starting counts held static, replayed
+    beside the planner run): its label, GPU-hours and goodput (good requests over all
+    requests)."""
+
+    label: str
+    gpu_hours: float
+    goodput: float
+
+
+def baseline_reference(baseline: Mapping[str, Any] | None) -> Reference | None:
+    """The ``Reference`` of a folder's ``baseline.json`` (its label and replay summary); None
+    without one, or when the baseline's goodput was not scored."""
+    if not isinstance(baseline, Mapping) or not isinstance(baseline.get("summary"), Mapping):
+        return None
+    summary = baseline["summary"]
+    hours = finite_number(summary.get("gpu_hours"))
+    share = _goodput_share(summary)
+    if hours is None or share is None:
+        return None
+    return Reference(str(baseline.get("label", "static")), hours, share)
+
+
+def _goodput_share(summary: Mapping[str, Any]) -> float | None:
+    good = finite_number(summary.get("goodput_completed_requests"))
+    n = finite_number(summary.get("num_requests"))
+    return good / n if good is not None and n else None
+
+
+def saving_card(summary: Mapping[str, Any] | None, reference: Reference | None) -> Card | None:
+    """The planner run's GPU-hours against ``reference``, always with both goodputs: a saving
+    bought with goodput says so. None when either goodput or GPU-hours is unknown, so that no
+    saving is ever shown alone."""
     summary = summary or {}
-    duration_ms = finite_number(summary.get("duration_ms"))
-    if not isinstance(deployment, Mapping) or not duration_ms:
-        return {}
-    # Per pool, its worker count and the planner role its GPUs are reported under (an
-    # aggregated replay reports its GPUs as decode).
-    pools = [(POOL_COUNT_FIELDS[pool], pool.planner_role)
-             for pool in Mode(deployment.get("mode", Mode.AGG)).pools]
-    counts = [(finite_number(deployment.get(k)), finite_number(summary.get(f"{p}_gpus_per_worker")))
-              for k, p in pools]
-    if any(c is None or g is None for c, g in counts):
-        return {}
-    gpus = sum(c * g for c, g in counts)
-    label = "+".join(f"{int(c)}" for c, _ in counts)
-    return {f"static {label} workers": gpus * duration_ms / 3.6e6}
+    hours = finite_number(summary.get("gpu_hours"))
+    share = _goodput_share(summary)
+    if reference is None or hours is None or share is None or reference.gpu_hours <= 0:
+        return None
+    gap = hours / reference.gpu_hours - 1.0
+    points = (share - reference.goodput) * 100.0
+    if points < -0.05:
+        tone, verdict = "bad", f"goodput {abs(points):.1f} points lower"
+    elif gap <= 0:
+        tone, verdict = "good", "at no loss of goodput"
+    else:
+        tone, verdict = "neutral", "for no loss of goodput"
+    return Card(
+        "gpu_hours_gap",
+        f"GPU-hours vs {reference.label}",
+        f"{gap * 100:+.1f}%",
+        f"{verdict}: goodput {percent(share)} against {percent(reference.goodput)}; "
+        f"{number(hours)} against {number(reference.gpu_hours)} GPU-hours",
+        tone,
+    )
 
 
-def scaling_cards(
-    events: Sequence[Mapping[str, Any]],
-    summary: Mapping[str, Any] | None = None,
-    references: Mapping[str, float] | None = None,
-) -> list[Card]:
-    """The planner's scaling events (applied, up and down; advisory ones apart) and, per known
-    reference GPU-hours figure (``{"static 4 workers": 0.67}``, ``static_reference``), the
-    planner run's GPU-hour gap to it."""
+def scaling_cards(events: Sequence[Mapping[str, Any]]) -> list[Card]:
+    """The planner's scaling events (applied, up and down; advisory ones apart)."""
     applied = [e for e in events if bool(e.get("applied", True))]
     advisory = len(events) - len(applied)
     up = sum(
@@ -203,19 +230,4 @@ def scaling_cards(
     detail = f"{up} up, {len(applied) - up} down"
     if advisory:
         detail += f"; {advisory} advisory (not applied)"
-    cards = [Card("scaling_events", "Scaling events", f"{len(applied):,}", detail)]
-    hours = finite_number((summary or {}).get("gpu_hours"))
-    for label, reference in (references or {}).items():
-        if hours is None or not reference or reference <= 0:
-            continue
-        gap = hours / reference - 1.0
-        cards.append(
-            Card(
-                "gpu_hours_gap",
-                f"GPU-hours vs {label}",
-                f"{gap * 100:+.1f}%",
-                f"{number(hours)} against {number(reference)} GPU-hours (cost only: the "
-                "reference's goodput is not replayed here)",
-            )
-        )
-    return cards
+    return [Card("scaling_events", "Scaling events", f"{len(applied):,}", detail)]

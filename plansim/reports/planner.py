@@ -30,7 +30,13 @@ import plotly.graph_objects as go
 
 from plansim.io import atomic_write_bytes, atomic_write_text
 from plansim.reports.format import number
-from plansim.reports.headline import goodput_sla, replay_cards, scaling_cards, static_reference
+from plansim.reports.headline import (
+    Reference,
+    goodput_sla,
+    replay_cards,
+    saving_card,
+    scaling_cards,
+)
 from plansim.reports.page import Page, plain
 from plansim.reports.panels import Panel, PanelOutput, panel_cells
 from plansim.reports.sampling import MAX_POINTS, TimeUnit, bin_series, thin_events, time_unit
@@ -111,6 +117,31 @@ _ROLE_Y = {Role.PREFILL: 2, Role.DECODE: 1}
 def _other_colour(reason: str) -> str:
     """A stable colour for a reason the reference palette does not name."""
     return PALETTE[sum(reason.encode()) % len(PALETTE)]
+
+
+# Tick columns that say a scaling loop or policy decided something at the tick.
+_DECISION_COLUMNS = ("run_load_scaling", "run_throughput_scaling")
+_REASON_PREFIXES = ("load_decision_reason", "throughput_decision_reason", "policy_reason")
+
+
+def planner_scaled(ticks: pd.DataFrame, scaling_events: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a planner run has scaling to report: a scaling event, a tick where a scaling
+    loop ran or a decision reason was recorded. A planner that only retunes (both loops off)
+    has none, and its page would be panels without data. Tables written without the loop
+    columns count as scaling."""
+    if scaling_events:
+        return True
+    if not any(c in ticks.columns for c in _DECISION_COLUMNS):
+        return True
+    for column in ticks.columns:
+        values = ticks[column]
+        if column in _DECISION_COLUMNS:
+            if values.astype("boolean").fillna(False).any():
+                return True
+        elif column.startswith(_REASON_PREFIXES):
+            if (values.astype("string").fillna("") != "").any():
+                return True
+    return False
 
 
 def planner_report_periods(at_s: np.ndarray, interval_s: float) -> list[tuple[int, int]]:
@@ -206,7 +237,7 @@ def write_planner_report(
     **options: Any,
 ) -> list[Path]:
     """``<base>.html`` and ``<base>.log.jsonl.gz`` for ``ticks``, written atomically;
-    ``options`` go to ``render_planner`` (summary, inputs, references, plotly_src, period)."""
+    ``options`` go to ``render_planner`` (summary, inputs, baseline, plotly_src, period)."""
     base = Path(base)
     html_path = atomic_write_text(
         base.with_name(base.name + ".html"),
@@ -270,7 +301,7 @@ def render_planner(
     timeseries: pd.DataFrame | None = None,
     summary: Mapping[str, Any] | None = None,
     inputs: Mapping[str, Any] | None = None,
-    references: Mapping[str, float] | None = None,
+    baseline: Reference | None = None,
     plotly_src: str | None = None,
     period: str = "",
 ) -> str:
@@ -279,9 +310,9 @@ def render_planner(
     targets (default: the ticks' ``ttft_sla_ms``/``itl_sla_ms``); ``timeseries`` (optional)
     stands in for per-engine load when ticks have no engine list. With the replay's
     ``summary`` and ``inputs`` the page opens with the replay's headline cards, plus the
-    scaling events and the GPU-hour gap to each of ``references`` (label -> GPU-hours; default:
-    the deployment's starting counts held static, ``headline.static_reference``). ``period``
-    says which part of the run a periodic report covers."""
+    scaling events and, with a replayed ``baseline`` (the starting counts held static), the
+    GPU-hour gap to it next to the goodput card, both goodputs in it. ``period`` says which
+    part of the run a periodic report covers."""
     data = planner_data(ticks, scaling_events=scaling_events, sla=sla, timeseries=timeseries)
     page = Page(
         "plansim planner diagnostics",
@@ -289,9 +320,10 @@ def render_planner(
         "from the start of the replay.",
     )
     cards = replay_cards(summary, goodput_sla(inputs), timeseries) if summary else []
-    if references is None:
-        references = static_reference(inputs, summary)
-    cards += scaling_cards(data.events, summary, references)
+    saving = saving_card(summary, baseline)
+    if saving is not None:  # beside the goodput card, the first
+        cards.insert(1, saving)
+    cards += scaling_cards(data.events)
     page.headline(cards, " ".join(t for t in (period, _targets_note(data.sla, goodput_sla(inputs)))
                                   if t))
     page.part("Charts")
@@ -365,8 +397,8 @@ def _title_block(page: Page, data: PlannerData) -> None:
 
 
 def _decision_table(page: Page, data: PlannerData) -> None:
-    """Every scaling decision with the reason its tick recorded: the policy's own words
-    (``policy_reason_<role>``, sla_goodput) or the loops' reason codes (dynamo)."""
+    """Every scaling decision with the reason that acted (``acting_reason``), opening with the
+    direction ``scaling_events.json`` records."""
     ticks, events = data.ticks, data.events
     if not events or "at_s" not in ticks:
         return
@@ -375,23 +407,65 @@ def _decision_table(page: Page, data: PlannerData) -> None:
     for e in events[:200]:
         role = Role(e["component"]).planner_role
         row = by_time.loc[e["at_s"]] if e["at_s"] in by_time.index else None
-        why = ""
-        if row is not None:
-            for column in (f"policy_reason_{role}", f"load_decision_reason_{role}",
-                           f"throughput_decision_reason_{role}", "load_decision_reason"):
-                value = row.get(column)
-                if isinstance(value, str) and value:
-                    why = value
-                    break
-        rows.append((float(e["at_s"]), data.labels.get(role, role), int(e["from_count"]),
-                     int(e["to_count"]), why))
+        before, after = int(e["from_count"]), int(e["to_count"])
+        why = acting_reason(row, role, before, after) if row is not None else _direction(
+            before, after)
+        rows.append((float(e["at_s"]), data.labels.get(role, role), before, after, why))
     page.table(
         "Scaling decisions",
         ["at (planner s)", "role", "from", "to", "why"],
         rows,
-        "Each decision the planner made and the reason recorded at its tick"
+        "Each decision the planner made and the rule that made it: the sla_goodput policy's "
+        "own words, or which of Dynamo's loops acted (the load loop's +/-1 step, or the "
+        "throughput loop's lower bound), with the other loop's reason after it"
         + (f"; the first 200 of {len(events)}." if len(events) > 200 else "."),
     )
+
+
+def _direction(before: int, after: int) -> str:
+    return "scale_up" if after > before else "scale_down"
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def acting_reason(row: Mapping[str, Any], role: str, before: int, after: int) -> str:
+    """Why a tick moved ``role`` from ``before`` to ``after`` replicas, from its recorded
+    reasons: ``scale_up``/``scale_down`` (as ``scaling_events.json`` says), then what acted:
+    the ``sla_goodput`` policy's reason; else the load loop when its own step points that way;
+    else the throughput loop (its lower bound, which a load loop's answer is raised to, or its
+    own scaling); the other loop's reason and a GPU-budget clamp follow."""
+    direction = _direction(before, after)
+    policy = _text(row.get(f"policy_reason_{role}")) or _text(row.get("policy_reason"))
+    if policy:
+        return policy if policy.startswith(direction) else f"{direction}: {policy}"
+    load = _text(row.get(f"load_decision_reason_{role}")) or _text(row.get("load_decision_reason"))
+    throughput = (_text(row.get(f"throughput_decision_reason_{role}"))
+                  or _text(row.get("throughput_decision_reason")))
+    bound = pd.to_numeric(row.get(f"throughput_lower_bound_{role}"), errors="coerce")
+    if load == direction:
+        why = f"{direction}: the load loop's step"
+        other = f"throughput loop: {throughput}" if throughput else ""
+    elif throughput and after > before and np.isfinite(bound) and bound >= after:
+        why = (f"{direction}: the throughput loop's lower bound, {int(bound)} replicas, is above "
+               f"{before} ({throughput})")
+        other = f"load loop: {load}" if load else ""
+    elif throughput:
+        why = f"{direction}: the throughput loop ({throughput})"
+        other = f"load loop: {load}" if load else ""
+    else:
+        why, other = (f"{direction}: {load}" if load else direction), ""
+    budget = row.get("reconcile_reasons")
+    if isinstance(budget, Mapping) and budget:
+        other = "; ".join(t for t in (other, "budget: " + ", ".join(
+            f"{k} {v}" for k, v in budget.items() if v is not None)) if t)
+    return f"{why}; {other}" if other else why
+
+
+def _aggregated(data: PlannerData) -> bool:
+    """Whether the planner scaled an aggregated deployment (its engines prefill and decode)."""
+    return data.labels[Role.DECODE] == Role.AGG
 
 
 def _role_labels(ticks: pd.DataFrame, cols: dict[str, str | None]) -> dict[str, str]:
@@ -612,8 +686,9 @@ def _engine_load(role: str) -> Any:
         fig = go.Figure()
         drawn = _engine_lines(fig, data, role, per_engine, fields)
         total = data.series(total_key)
+        label = Role.AGG.value if _aggregated(data) else role
         if not drawn and total is not None:
-            _line(fig, data, total, f"all {role} engines", pool_colour(role), how="max")
+            _line(fig, data, total, f"all {label} engines", pool_colour(label), how="max")
             drawn = True
         timeseries = data.timeseries
         if (
@@ -670,9 +745,11 @@ def _engine_lines(
     # Engines that never carry this load (decode workers in the prefill panel) are left out;
     # the busiest MAX_ENGINES keep the legend readable.
     names = peak[peak > 0].sort_values(ascending=False, kind="stable").index[:MAX_ENGINES]
+    # An aggregated engine does both jobs: it is named by its pool (agg), not by the panel's.
+    label = Role.AGG.value if _aggregated(data) else role
     for k, name in enumerate(sorted(names, key=str)):
         one = load[load["engine"] == name]
-        _max_line(fig, data, floats(one, "at_s"), floats(one, "_load"), f"{role} {name}",
+        _max_line(fig, data, floats(one, "at_s"), floats(one, "_load"), f"{label} {name}",
                   PALETTE[k % len(PALETTE)])
     return len(names) > 0
 
@@ -682,7 +759,11 @@ def _capacity(data: PlannerData) -> PanelOutput:
     for role in PLANNER_ROLES:
         y = data.series(f"engine_rps_{role}")
         if y is not None:
-            _line(fig, data, y, f"{role} engine req/s", pool_colour(role))
+            if _aggregated(data):  # one engine, two limits: its prefill and its decode rate
+                _line(fig, data, y, f"agg engine req/s ({role} limit)",
+                      PALETTE[0] if role == Role.PREFILL else pool_colour(Role.AGG))
+            else:
+                _line(fig, data, y, f"{role} engine req/s", pool_colour(role))
     if not fig.data:
         return _no_data("engine_rps columns")
     fig.update_yaxes(title_text="Req/s per engine", rangemode="tozero")
@@ -802,12 +883,14 @@ PANELS: tuple[Panel, ...] = (
     Panel("planner_estimated_itl", "Estimated ITL vs SLA", "ITL the planner's perf model "
           "estimates at the current load.", ("ticks.estimated_itl_ms",),
           _against_sla("estimated_itl_ms", "itl_ms", "ITL (ms)", "estimated ITL")),
-    Panel("planner_prefill_load", "Prefill Engine Load (queued prefill tokens)",
-          "Queued prefill tokens per engine.", ("ticks.engine_queues",
+    Panel("planner_prefill_load", "Engine Load: queued prefill tokens",
+          "Queued prefill tokens per engine (the prefill engines, or the aggregated engines, "
+          "which prefill too).", ("ticks.engine_queues",
                                                  "ticks.queued_prefill_tokens"),
           _engine_load(Role.PREFILL)),
-    Panel("planner_decode_load", "Decode Engine Load (queued + inflight decode KV tokens)",
-          "Decode KV tokens per engine against one engine's KV capacity.",
+    Panel("planner_decode_load", "Engine Load: queued + inflight decode KV tokens",
+          "Decode KV tokens per engine (the decode engines, or the aggregated engines) against "
+          "one engine's KV capacity.",
           ("ticks.engine_queues", "ticks.decode_kv_tokens", "ticks.max_kv_tokens"),
           _engine_load(Role.DECODE)),
     Panel("planner_capacity", "Engine Capacity (req/s)", "Requests/s one engine can serve "

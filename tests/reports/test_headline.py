@@ -5,7 +5,13 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from plansim.reports.headline import goodput_sla, replay_cards, scaling_cards
+from plansim.reports.headline import (
+    baseline_reference,
+    goodput_sla,
+    replay_cards,
+    saving_card,
+    scaling_cards,
+)
 
 
 def _summary(**over):
@@ -88,17 +94,39 @@ def test_goodput_sla_ignores_the_planner_targets():
     assert goodput_sla({"deployment": {"sla": {"itl_ms": 20.0}}}) == {"tpot_ms": 20.0}
 
 
-def test_scaling_cards_count_applied_events_and_the_gap_to_a_reference():
+def test_scaling_cards_count_applied_events():
     events = [
         {"applied": True, "from_count": 2, "to_count": 3},
         {"applied": True, "from_count": 3, "to_count": 2},
         {"applied": True, "from_count": 2, "to_count": 1},
         {"applied": False, "from_count": 1, "to_count": 4},
     ]
-    cards = {c.name: c for c in scaling_cards(events, {"gpu_hours": 1.25}, {"hindsight": 1.0})}
-    assert cards["scaling_events"].value == "3"
-    assert cards["scaling_events"].detail == "1 up, 2 down; 1 advisory (not applied)"
-    assert cards["gpu_hours_gap"].value == "+25.0%"
+    (card,) = scaling_cards(events)
+    assert card.value == "3"
+    assert card.detail == "1 up, 2 down; 1 advisory (not applied)"
+
+
+def test_a_saving_is_shown_with_both_goodputs_and_says_what_it_cost():
+    # The planner example's figures: 0.383 GPU-hours at 1,350 of 2,254 good against the static
+    # 4 workers' 0.67 at 1,819 of 2,254 (80.7%).
+    run = {"gpu_hours": 0.383, "goodput_completed_requests": 1350, "num_requests": 2254}
+    static = baseline_reference({"label": "static 4 workers", "summary": {
+        "gpu_hours": 0.67, "goodput_completed_requests": 1819, "num_requests": 2254}})
+    card = saving_card(run, static)
+    assert (card.label, card.value, card.tone) == ("GPU-hours vs static 4 workers", "-42.8%", "bad")
+    assert card.detail == ("goodput 20.8 points lower: goodput 59.9% against 80.7%; 0.383 "
+                           "against 0.67 GPU-hours")
+    better = saving_card({**run, "goodput_completed_requests": 1900}, static)
+    assert better.tone == "good" and better.detail.startswith("at no loss of goodput")
+
+
+def test_no_saving_is_shown_without_the_goodputs():
+    run = {"gpu_hours": 0.383, "goodput_completed_requests": 1350, "num_requests": 2254}
+    unscored = {"label": "static", "summary": {"gpu_hours": 0.67, "num_requests": 2254}}
+    assert baseline_reference(unscored) is None and saving_card(run, None) is None
+    static = baseline_reference({"summary": {"gpu_hours": 0.67, "goodput_completed_requests": 1,
+                                             "num_requests": 2}})
+    assert saving_card({"gpu_hours": 0.383, "num_requests": 2254}, static) is None
 
 
 def test_a_card_tone_is_checked():
@@ -106,14 +134,3 @@ def test_a_card_tone_is_checked():
 
     with pytest.raises(ValueError):
         Card("x", "X", "1", tone="red")
-
-
-def test_the_static_reference_holds_the_starting_counts_for_the_whole_run():
-    from plansim.reports.headline import static_reference
-
-    summary = {"duration_ms": 1_800_000.0, "decode_gpus_per_worker": 2, "prefill_gpus_per_worker": 1}
-    agg = {"deployment": {"mode": "agg", "num_workers": 4}}
-    assert static_reference(agg, summary) == {"static 4 workers": 4.0}  # 4 x 2 GPUs x 0.5 h
-    disagg = {"deployment": {"mode": "disagg", "num_prefill_workers": 2, "num_decode_workers": 3}}
-    assert static_reference(disagg, summary) == {"static 2+3 workers": 4.0}  # (2 + 6) x 0.5 h
-    assert static_reference({}, summary) == {}
