@@ -111,6 +111,9 @@ BACKTEST_SUMMARY_COLUMNS = (
 )
 # A request-count forecast below this share of the actual count is an under-forecast.
 UNDER_FORECAST_RATIO = 0.8
+# A request-count MAPE above this (percent) is warned about: forecasts that miss by more than
+# half of each bucket's traffic forecast noise (the buckets are too short).
+HIGH_MAPE_PCT = 50.0
 # The retune pre-sweep loss weights (planner_core.predictors.loss applies them).
 PRESWEEP_WEIGHTS = {
     "input_tokens": 0.4,

@@ -136,7 +136,8 @@ def capacity(
     report["host"].update(backend=backend.value, max_parallel=executor.max_parallel)
     with folder.writing() as out_dir:
         _write(out_dir, result, report,
-               _inputs(ctx.params, traces, workload, plan, trace_format), plan.deployment)
+               _inputs(ctx.params, traces, workload, plan, trace_format), plan.deployment,
+               config, max_gpu_budget)
         recommended, *lines = table_lines(report)
         status = 0
         best = best_goodput(report)
@@ -199,35 +200,33 @@ def _inputs(options: Mapping[str, Any], traces: Sequence[Path], workload: Any, p
 
 
 def _write(out_dir: Path, result: Any, report: dict[str, Any], inputs: dict[str, Any],
-           plan_deployment: Any) -> None:
+           plan_deployment: Any, config: Path | None, max_gpu_budget: int) -> None:
+    """The folder's files; with a recommendation, ``recommended_deployment.yaml`` (in the
+    input's spellings) and the Dynamo files of it (``plansim.capacity.export``)."""
+    import logging
+
     import yaml
 
     from plansim import schema
+    from plansim.capacity.export import deployment_file, dynamo_files
+    from plansim.configfile import read_config
     from plansim.io import atomic_write_json, atomic_write_text, write_parquet_atomic
+    from plansim.sim.deployment import with_overrides
 
     atomic_write_json(out_dir / schema.INPUTS_JSON, inputs)
     write_parquet_atomic(out_dir / schema.POINTS_TABLE, result.points)
     if result.cheapest is not None:
-        dep = recommended_deployment(result, plan_deployment)
+        dep = with_overrides(plan_deployment, result.cheapest.deployment())
+        raw = read_config(config, what="deployment file") if config is not None else None
         atomic_write_text(out_dir / schema.RECOMMENDED_DEPLOYMENT,
                           "# plansim capacity: the cheapest deployment meeting the target\n"
-                          + yaml.safe_dump(dep, sort_keys=False))
+                          + yaml.safe_dump(deployment_file(dep, raw, config), sort_keys=False))
+        files, notes = dynamo_files(dep, max_gpu_budget)
+        for name, content in files.items():
+            atomic_write_json(out_dir / name, content)
+        for note in notes:
+            logging.getLogger("plansim").warning(note)
     atomic_write_json(out_dir / schema.CAPACITY_JSON, report)
-
-
-def recommended_deployment(result: Any, base: Any) -> dict[str, Any]:
-    """The base deployment with the recommendation's searched keys and counts, as the mapping
-    of a deployment file (unset optional keys left out)."""
-    from plansim.sim.deployment import deployment_mapping, with_overrides
-
-    dep = with_overrides(base, result.cheapest.deployment())
-    return _without_none(deployment_mapping(dep, json=True))
-
-
-def _without_none(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _without_none(v) for k, v in value.items() if v is not None}
-    return value
 
 
 # -- the terminal table ------------------------------------------------------------------------

@@ -57,6 +57,7 @@ from plansim.commands import console
 from plansim.commands.output import ForceOption, OutputFolder, write_reports
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.errors import ConfigError, InputError
+from plansim.schema import HIGH_MAPE_PCT
 from plansim.limits import MAX_SPAN_S, check_number
 from plansim.planner_core.predictors.factory import (
     PREDICTOR_NAMES,
@@ -135,9 +136,6 @@ def _print_table(summary: Any) -> None:
 # (the constant predictor, fed the planner's way), and what summary.json keeps of its backtest.
 NAIVE_PREDICTOR = "constant"
 NAIVE_KEYS = ("loss", "mape_request_count_pct", "rmse_request_count", "under_forecast_share")
-# A request-count MAPE above this (percent) is warned about: forecasts miss by more than half
-# of each bucket's traffic, so the interval is too short for the traffic's noise.
-HIGH_MAPE_PCT = 50.0
 
 
 def naive_baseline(summary: Any, table: Any, warmup: int, interval: float) -> Any:

@@ -14,6 +14,8 @@ from typing import Annotated, Any
 import typer
 
 from plansim.commands import console
+from plansim.io import atomic_write_json
+from plansim.schema import BASELINE_JSON
 from plansim.commands.output import ForceOption, OutputFolder, write_replay_outputs, write_reports
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.commands.retune_text import (
@@ -41,8 +43,13 @@ def sweep(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     force: ForceOption = False,
+    no_baseline: Annotated[bool, typer.Option(
+        "--no-baseline", help="Skip the second replay without retune (the starting parameters "
+        "held: baseline.json), which the report's before/after goodput and GPU-hours "
+        "compare with.")] = False,
 ) -> int:
-    """Replay the trace with retune on: one sweep per window, one line per decision."""
+    """Replay the trace with retune on: one sweep per window, one line per decision; then the
+    same replay without retune, for the goodput and GPU-hours before and after."""
     from plansim.retune_runs.runner import (
         count_windows,
         load_retune_run,
@@ -83,17 +90,23 @@ def sweep(
         "scoring_sla": scoring_sla(run.retune),
         **result.inputs,
     }
+    baseline = None if no_baseline else retune_baseline(run, workload)
     events = result.retune_events or []
     counts: dict[str, int] = {}
     for event in events:
         counts[event["outcome"]] = counts.get(event["outcome"], 0) + 1
     tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no window completed"
+    verdict = f"decisions     {len(events)} ({tally})"
+    if baseline is not None:
+        verdict += "; " + before_after(baseline["summary"], result.summary)
     with folder.writing() as out_dir:
         write_replay_outputs(out_dir, result, inputs)
+        if baseline is not None:
+            atomic_write_json(out_dir / BASELINE_JSON, baseline)
         console.echo(f"output        {out_dir}")
         if not no_report:
             write_reports(out_dir, self_contained=self_contained)
-    console.result(f"decisions     {len(events)} ({tally}): {out_dir}")
+    console.result(f"{verdict}: {out_dir}")
     return console.finish(without_host_keys(result.summary))
 
 
@@ -142,6 +155,29 @@ def window(
             write_reports(out_dir, self_contained=self_contained)
     console.result(table[-1])
     return console.finish(summary)
+
+
+def retune_baseline(run: Any, workload: Any) -> dict[str, Any]:
+    """``baseline.json`` of a retune run: the same replay with the planner's retune block left
+    out (the starting router and planner parameters held throughout; a planner that only
+    retunes leaves no planner)."""
+    from plansim import api
+    from plansim.sim.summary import without_host_keys
+
+    planner = None if run.planner_config.retune_only else {
+        k: v for k, v in run.planner_raw.items() if k != "retune"}
+    result = api.replay(workload, api.setup(run.deployment, planner, source=run.source))
+    return {"label": "without retune", "summary": without_host_keys(result.summary)}
+
+
+def before_after(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """Goodput and GPU-hours without retune, then with it."""
+    text = f"GPU-hours {before['gpu_hours']:.4f} → {after['gpu_hours']:.4f}"
+    if "goodput_completed_requests" in after and after["num_requests"]:
+        old = before["goodput_completed_requests"] / before["num_requests"]
+        new = after["goodput_completed_requests"] / after["num_requests"]
+        text = f"goodput {old:.1%} → {new:.1%}, " + text
+    return text + " (without → with retune)"
 
 
 def _register_windows() -> None:

@@ -193,7 +193,9 @@ def write_window_outputs(
         "config": str(config),
         "traces": list(run.trace_paths),
         "requests": sum(record["window_requests"] for record in records),
-        "windows": [plans[0].window.index, plans[-1].window.index] if plans else [],
+        # The first and last window scored, named so that the pair does not read as two windows.
+        "windows": ({"first": plans[0].window.index, "last": plans[-1].window.index}
+                    if plans else {}),
         **extra,
         "deployment": run.deployment.model_dump(mode="json"),
         "planner": run.planner_raw,

@@ -110,9 +110,17 @@ def capacity_cards(report: Mapping[str, Any]) -> list[Card]:
     if policies:
         top = min(policies, key=lambda p: p["cost"])
         gap = top.get("gap_to_oracle_pct")
-        cards.append(Card("best_policy", "Best policy", str(top["name"]),
-                          f"{number(top['cost'])} {unit}"
-                          + (f", {gap:+.1f}% over the bound" if gap is not None else "")))
+        detail, tone = f"{number(top['cost'])} {unit}", "neutral"
+        if best is not None and best["cost"]:
+            # Against the static pick: a scaling policy is worth running only when it is cheaper.
+            versus = top["cost"] / best["cost"] - 1.0
+            side = "more" if versus > 0 else "less"
+            detail += (f", {abs(versus):.0%} {side} than the recommended static deployment "
+                       f"({number(best['cost'])} {unit})")
+            tone = "bad" if versus > 0 else "good"
+        if gap is not None:
+            detail += f"; {gap:+.1f}% over the bound"
+        cards.append(Card("best_policy", "Best policy", str(top["name"]), detail, tone))
     elif report.get("policies"):
         cards.append(Card("best_policy", "Best policy", "none",
                           "no planner policy met the target", "bad"))

@@ -6,7 +6,8 @@
   with ``baseline.json`` (the starting counts replayed static) its headline compares with it;
   with ``report_interval_hours`` in the planner inputs, also one
   ``planner_reports/planner_report_NNN`` pair per period;
-- ``retune_report.html``: ``retune_events.json``;
+- ``retune_report.html``: ``retune_events.json`` (with ``baseline.json``, the replay without
+  retune, its headline gives goodput and GPU-hours before and after);
 - ``predictor_report.html``: ``predictions.parquet``;
 - ``retune_windows_report.html``: ``windows.parquet`` or ``windows/<k>.json`` records;
 - ``capacity_report.html``: ``capacity.json`` (with ``points.parquet`` when present).
@@ -186,6 +187,8 @@ def render_dir(out_dir: str | Path, *, self_contained: bool = False) -> list[Pat
             objective=retune.get("objective"),
             min_improvement_percentage=_threshold(retune.get("min_improvement_percentage")),
             inputs=inputs,
+            summary=summary if isinstance(summary, Mapping) else None,
+            baseline=baseline_reference(_read_json(folder / BASELINE_JSON)),
             plotly_src=src(folder / RETUNE_REPORT),
         )
         written.append(atomic_write_text(folder / RETUNE_REPORT, html))
@@ -201,6 +204,7 @@ def render_dir(out_dir: str | Path, *, self_contained: bool = False) -> list[Pat
             ranking_rows(summary),
             interval_s=interval,
             inputs=inputs,
+            naive=summary.get("naive") if isinstance(summary, Mapping) else None,
             plotly_src=src(folder / PREDICTOR_REPORT),
         )
         written.append(atomic_write_text(folder / PREDICTOR_REPORT, html))

@@ -219,6 +219,28 @@ def saving_card(summary: Mapping[str, Any] | None, reference: Reference | None) 
     )
 
 
+def before_after_cards(summary: Mapping[str, Any] | None,
+                       reference: Reference | None) -> list[Card]:
+    """Goodput and GPU-hours of ``reference`` (before) and of the run (after), one card each;
+    none unless both goodputs are known."""
+    summary = summary or {}
+    share, hours = _goodput_share(summary), finite_number(summary.get("gpu_hours"))
+    if reference is None or share is None or hours is None:
+        return []
+    points = (share - reference.goodput) * 100.0
+    cost = hours / reference.gpu_hours - 1.0 if reference.gpu_hours > 0 else float("nan")
+    return [
+        Card("goodput_change", "Goodput before → after",
+             f"{percent(reference.goodput)} → {percent(share)}",
+             f"{points:+.1f} points: {reference.label}, then as run",
+             "good" if points >= 0 else "bad"),
+        Card("gpu_hours_change", "GPU-hours before → after",
+             f"{number(reference.gpu_hours)} → {number(hours)}",
+             f"{cost * 100:+.1f}%: {reference.label}, then as run",
+             "good" if cost <= 0 and points >= 0 else "neutral"),
+    ]
+
+
 def scaling_cards(events: Sequence[Mapping[str, Any]]) -> list[Card]:
     """The planner's scaling events (applied, up and down; advisory ones apart)."""
     applied = [e for e in events if bool(e.get("applied", True))]

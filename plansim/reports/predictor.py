@@ -25,7 +25,12 @@ from plansim.reports.panels import Drawn, Panel, PanelOutput, draw_panels
 from plansim.reports.sampling import TimeUnit, bin_series, time_unit
 from plansim.reports.style import ACTUAL_COLOUR, base_layout, palette_map
 from plansim.reports.tables import finite_number, floats, has
-from plansim.schema import BACKTEST_SUMMARY_COLUMNS, PRESWEEP_LOSS_SENTENCE, UNDER_FORECAST_RATIO
+from plansim.schema import (
+    BACKTEST_SUMMARY_COLUMNS,
+    HIGH_MAPE_PCT,
+    PRESWEEP_LOSS_SENTENCE,
+    UNDER_FORECAST_RATIO,
+)
 
 MAX_PREDICTORS = 8  # predictors drawn per chart (the best ranked); the table lists all
 ERROR_SMOOTHING_BUCKETS = 10
@@ -49,6 +54,7 @@ _TABLE_COLUMNS = (
     ("rank", "rank", "int"),
     ("predictor", "predictor", "text"),
     ("loss", "pre-sweep loss", "num"),
+    ("skill_vs_naive", "skill vs naive", "signed"),
     ("mape_request_count_pct", "count MAPE", "pct"),
     ("rmse_request_count", "count RMSE (requests)", "num"),
     ("under_forecast_share", "under-forecast buckets", "share"),
@@ -57,7 +63,8 @@ _TABLE_COLUMNS = (
     ("failed_forecasts", "failed", "int"),
     ("wall_time_s", "wall (s)", "num"),
 )
-assert {k for k, _, _ in _TABLE_COLUMNS} <= set(BACKTEST_SUMMARY_COLUMNS)
+# The columns of the backtest's summary, and the skill the command adds to each row.
+assert {k for k, _, _ in _TABLE_COLUMNS} <= {*BACKTEST_SUMMARY_COLUMNS, "skill_vs_naive"}
 
 
 def ranking_rows(summary: Any) -> list[dict[str, Any]]:
@@ -97,10 +104,12 @@ def render_predictor(
     *,
     interval_s: float | None = None,
     inputs: Mapping[str, Any] | None = None,
+    naive: Mapping[str, Any] | None = None,
     plotly_src: str | None = None,
 ) -> str:
     """The predictor comparison report (HTML str). ``interval_s`` (bucket length) turns bucket
-    positions into time on the axes; ``plotly_src`` as in ``Page.render``."""
+    positions into time on the axes; ``naive`` is the naive (last-value) forecast's errors, which
+    each row's ``skill_vs_naive`` is measured against; ``plotly_src`` as in ``Page.render``."""
     page = Page(
         "plansim predictor report",
         "Each predictor forecasts every bucket one step ahead, then observes it. "
@@ -114,7 +123,8 @@ def render_predictor(
         )
         return page.render(plotly_src)
     data = predictor_data(predictions, ranking, interval_s)
-    page.headline(predictor_cards(data.table, data.frame, interval_s), PRESWEEP_LOSS_SENTENCE)
+    page.headline(predictor_cards(data.table, data.frame, interval_s, naive),
+                  PRESWEEP_LOSS_SENTENCE)
     _loss_table(page, data.table)
     page.part("Charts")
     draw_panels(page, PANELS, data)
@@ -177,50 +187,38 @@ def _empty_buckets_as_gaps(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def predictor_cards(
-    table: list[dict[str, Any]], frame: pd.DataFrame, interval_s: float | None
+    table: list[dict[str, Any]], frame: pd.DataFrame, interval_s: float | None,
+    naive: Mapping[str, Any] | None = None,
 ) -> list[Card]:
-    """The ranking explained: the winner by the pre-sweep loss (what retune uses), the winner by
-    request-count error, and whether they agree; the buckets scored."""
+    """The bottom line: one winner, by the pre-sweep loss (what retune picks with); its skill
+    against the naive forecast (repeating the last bucket); its request-count error, with a
+    warning when it is huge; its under-forecast risk; the buckets scored."""
     by_loss = [r for r in table if finite_number(r.get("loss")) is not None]
-    by_mape = sorted(
-        (r for r in table if finite_number(r.get("mape_request_count_pct")) is not None),
-        key=lambda r: float(r["mape_request_count_pct"]),
-    )
     cards = []
     if by_loss:
         best = by_loss[0]
         cards.append(
             Card(
                 "best_loss",
-                "Best by pre-sweep loss",
+                "Best predictor",
                 str(best["predictor"]),
-                f"loss {number(float(best['loss']))}; what retune's pre-sweep would pick",
+                f"lowest pre-sweep loss, {number(float(best['loss']))}: what retune's "
+                "pre-sweep picks",
             )
         )
-    if by_mape:
-        best = by_mape[0]
-        agree = bool(by_loss) and str(by_loss[0]["predictor"]) == str(best["predictor"])
-        cards.append(
-            Card(
-                "best_mape",
-                "Best by request-count error",
-                str(best["predictor"]),
-                f"MAPE {float(best['mape_request_count_pct']):.1f}%; "
-                + ("the same winner" if agree else "a different winner: see both rankings"),
-                "good" if agree else "neutral",
-            )
-        )
-        if not agree and by_loss:
-            top = by_loss[0]
-            top_mape = finite_number(top.get("mape_request_count_pct"))
+        cards += _skill_card(best, naive)
+        mape = finite_number(best.get("mape_request_count_pct"))
+        if mape is not None:
+            huge = mape > HIGH_MAPE_PCT
             cards.append(
                 Card(
-                    "ranking",
-                    "Why they differ",
-                    f"{top['predictor']}: MAPE "
-                    + (f"{top_mape:.1f}%" if top_mape is not None else NO_SAMPLES),
-                    "the loss also weighs input/output token volumes and lengths (log scale), "
-                    "so it can prefer a predictor whose request counts miss more",
+                    "error",
+                    "Its request-count error",
+                    f"MAPE {mape:.0f}%",
+                    ("warning: forecasts miss by more than half of a bucket's requests; "
+                     "buckets this short are mostly noise, a longer interval smooths them"
+                     if huge else "mean miss of the request count per bucket"),
+                    "bad" if huge else "good",
                 )
             )
     under = [
@@ -245,6 +243,19 @@ def predictor_cards(
     width = f" of {number(interval_s)} s" if interval_s else ""
     cards.append(Card("buckets", "Buckets scored", f"{buckets:,}", f"one-step forecasts{width}"))
     return cards
+
+
+def _skill_card(best: Mapping[str, Any], naive: Mapping[str, Any] | None) -> list[Card]:
+    """The winner's skill: ``1 - loss / naive loss`` (the summary's ``skill_vs_naive``)."""
+    gain = finite_number(best.get("skill_vs_naive"))
+    naive_loss = finite_number((naive or {}).get("loss"))
+    if gain is None:
+        return []
+    side = "less" if gain >= 0 else "more"
+    against = f" ({number(naive_loss)})" if naive_loss is not None else ""
+    return [Card("skill", "Skill vs naive forecast", f"{gain * 100:+.0f}%",
+                 f"{abs(gain):.0%} {side} loss than repeating the last bucket{against}",
+                 "good" if gain > 0 else "bad")]
 
 
 def _computed_ranking(frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -285,6 +296,8 @@ def _cell(value: Any, kind: str) -> Any:
         return f"{number_value:.1f}%"
     if kind == "share":
         return percent(number_value)
+    if kind == "signed":
+        return f"{number_value * 100:+.0f}%"
     if kind == "ms":
         return number(number_value * 1000.0, 2)
     return number(number_value, 4)
@@ -304,7 +317,8 @@ def _loss_table(page: Page, table: list[dict[str, Any]]) -> None:
             [_cell(r.get(k), kind) for k, _, kind in known] + [_cell(r.get(c), "num") for c in extra]
             for r in table
         ],
-        "Pre-sweep loss as above. Count MAPE: the mean of |forecast - actual| / actual of the "
+        "Pre-sweep loss as above. Skill vs naive: 1 - loss / the loss of repeating the last "
+        "bucket (above 0: better than that naive forecast). Count MAPE: the mean of |forecast - actual| / actual of the "
         "request count over the buckets with requests. Count RMSE: root mean squared "
         "request-count error. Under-forecast buckets: share of "
         f"buckets forecast below {UNDER_FORECAST_RATIO:.0%} of the actual count (the risk of "
@@ -322,7 +336,7 @@ def _mape_table(page: Page, table: list[dict[str, Any]]) -> None:
     if not rows:
         return
     page.table(
-        "Ranking by request-count error (best first)",
+        "Request-count error (lowest first), for reference",
         ["rank", "predictor", "count MAPE", "count RMSE (requests)", "pre-sweep loss",
          "rank by loss"],
         [
@@ -336,7 +350,8 @@ def _mape_table(page: Page, table: list[dict[str, Any]]) -> None:
             ]
             for k, r in enumerate(rows, start=1)
         ],
-        MAPE_SENTENCE + " Use this ranking when the request rate is what you size for.",
+        MAPE_SENTENCE + " The best predictor is the loss's, the one retune picks; this order "
+        "only shows how the request counts alone compare.",
         numeric=[True, False, True, True, True, True],
     )
 

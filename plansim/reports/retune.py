@@ -20,6 +20,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from plansim.reports.format import number, plain_value
+from plansim.reports.headline import Reference, before_after_cards
 from plansim.reports.page import Card, Page, plain
 from plansim.reports.panels import Drawn, Panel, PanelOutput, draw_panels
 from plansim.reports.style import base_layout, palette_map
@@ -185,11 +186,14 @@ def render_retune(
     objective: str | None = None,
     min_improvement_percentage: float | None = None,
     inputs: Mapping[str, Any] | None = None,
+    summary: Mapping[str, Any] | None = None,
+    baseline: Reference | None = None,
     plotly_src: str | None = None,
 ) -> str:
     """The retune report (HTML str) for the decision records ``events``. ``objective`` decides
-    whether a higher score is better (TTFT and E2ELatency are minimised); ``plotly_src`` as in
-    ``Page.render``."""
+    whether a higher score is better (TTFT and E2ELatency are minimised); with the run's
+    ``summary`` and a ``baseline`` (the same replay without retune), the page opens with
+    goodput and GPU-hours before and after; ``plotly_src`` as in ``Page.render``."""
     objective = objective or next((str(e["objective"]) for e in events if e.get("objective")), None)
     maximize = not is_minimized(objective)
     windows = sorted(
@@ -206,7 +210,8 @@ def render_retune(
     sla = (inputs or {}).get("scoring_sla")
     if isinstance(sla, Mapping) and sla_text(dict(sla)):
         sentence += f" Goodput counts the requests that met {sla_text(dict(sla))}."
-    page.headline(retune_cards(data, min_improvement_percentage), sentence)
+    page.headline(before_after_cards(summary, baseline)
+                  + retune_cards(data, min_improvement_percentage), sentence)
     if not windows:
         page.note("Candidate scores per window", "Not shown: retune_events.json holds no decision.")
     else:

@@ -422,6 +422,9 @@ class _RouterBase(StrictModel):
             if value is not None:
                 object.__setattr__(self, knob.alias_of, value)
                 object.__setattr__(self, knob.name, None)
+                # The target counts as given (a dump of the given fields keeps its value).
+                self.__pydantic_fields_set__.discard(knob.name)
+                self.__pydantic_fields_set__.add(knob.alias_of)
         return self
 
     @field_validator("mode", mode="before")

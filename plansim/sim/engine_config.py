@@ -300,3 +300,90 @@ def _set(fields: dict[str, Any], dotted: str, value: Any) -> None:
     for part in parents:
         node = node.setdefault(part, {})
     node[last] = value
+
+
+# -- writing engine args back: in the input's spellings, or as Dynamo 1.6.1's canonical file --
+
+# Top-level keys of the canonical file, beside its ``engine`` block (KEYS lists them after the
+# engine block's keys); ``dynamo.*`` keys form its ``dynamo`` block; KEYS from ``is_prefill`` on
+# are known only to older versions.
+_TOP_LEVEL = frozenset({"dp_size", "tensor_parallel_size", "startup_time",
+                        "num_gpu_blocks_is_explicit", "gpu_memory_utilization",
+                        "mem_fraction_static", "free_gpu_memory_fraction",
+                        "cuda_graph_reserved_bytes"})
+_CANONICAL_KEYS = KEYS[:next(i for i, k in enumerate(KEYS) if k.name == "is_prefill")]
+# Fields that are members of a nested block (``sglang.max_prefill_tokens``).
+_NESTED = frozenset(k.field.partition(".")[0] for k in KEYS if k.field and "." in k.field)
+
+
+def _key_of_field() -> dict[str, EngineKey]:
+    """Each modelled field's key: the first canonical one, else the first older one."""
+    out: dict[str, EngineKey] = {}
+    for k in (*_CANONICAL_KEYS, *KEYS[len(_CANONICAL_KEYS):]):
+        if k.field is not None:
+            out.setdefault(k.field, k)
+    return out
+
+
+def field_values(dump: Mapping[str, Any]) -> dict[str, Any]:
+    """An ``EngineArgs`` dump (nested blocks as mappings) as dotted field -> value."""
+    out: dict[str, Any] = {}
+    for name, value in dump.items():
+        if name in _NESTED and isinstance(value, Mapping):
+            out.update({f"{name}.{member}": v for member, v in value.items()})
+        else:
+            out[name] = value
+    return out
+
+
+def spellings(raw: Mapping[str, Any]) -> dict[str, str]:
+    """Field -> the spelling an engine config (flat, wrapped or mixed) gave it, dotted for a
+    block member (``sglang.page_size``); the keys it does not know are left out."""
+    out: dict[str, str] = {}
+    levels = [raw.get("engine")] if isinstance(raw.get("engine"), Mapping) else []
+    for level in (*levels, raw):
+        for spelling, value in level.items():
+            if spelling in BLOCKS and isinstance(value, Mapping):
+                pairs = [(f"{spelling}.{member}", _BY_NAME.get(f"{spelling}.{member}"))
+                         for member in value]
+            else:
+                pairs = [(spelling, _BY_SPELLING.get(spelling))]
+            for written, k in pairs:
+                if k is not None and k.field is not None:
+                    out[k.field] = written
+    return out
+
+
+def spelled(dump: Mapping[str, Any], given: Mapping[str, str]) -> dict[str, Any]:
+    """An ``EngineArgs`` dump as an engine config in the spellings ``given`` (``spellings``),
+    canonical ones for the other fields; block members nest under their block."""
+    names = _key_of_field()
+    out: dict[str, Any] = {}
+    for field, value in field_values(dump).items():
+        written = given.get(field) or (names[field].name if field in names else field)
+        _set(out, written, value)
+    return out
+
+
+def canonical_file(dump: Mapping[str, Any], **defaults: Any) -> tuple[dict[str, Any], list[str]]:
+    """An ``EngineArgs`` dump as Dynamo 1.6.1's canonical engine config (what its mocker's
+    normaliser writes: ``{"engine": {...}, "dp_size": ..., "dynamo": {...}}``), with
+    ``defaults`` (canonical names) for keys the dump lacks; and the fields it has no canonical
+    key for (plansim's own, such as ``timing_model``, or older-only), left out."""
+    canonical: dict[str, str] = {}
+    for k in _CANONICAL_KEYS:
+        if k.field is not None:
+            canonical.setdefault(k.field, k.name)  # the first of two keys of one field
+    canonical.pop("timing_model", None)  # plansim's registry of timing models, not Dynamo's
+    out: dict[str, Any] = {"engine": {}}
+    left_out = []
+    values = {**{_BY_NAME[n].field: v for n, v in defaults.items()}, **field_values(dump)}
+    for field, value in values.items():
+        name = canonical.get(field)
+        if name is None:
+            left_out.append(field)
+        elif name in _TOP_LEVEL or name.startswith("dynamo."):
+            _set(out, name, value)
+        else:
+            _set(out["engine"], name, value)
+    return out, sorted(left_out)
