@@ -92,12 +92,15 @@ def setup(deployment: Deployment, planner: Any = None, *, source: str = "") -> R
 def replay(workload: Any, setup: ReplaySetup, *, trace_paths: Sequence[str] = (),
            progress: Callable[[float, float], None] | None = None,
            executor: Callable[[int], Any] | None = None,
-           on_decision: Callable[[dict[str, Any]], None] | None = None) -> ReplayResult:
-    """Replay ``workload`` as ``setup`` says; see the module docstring."""
+           on_decision: Callable[[dict[str, Any]], None] | None = None,
+           pass_log: Any = None) -> ReplayResult:
+    """Replay ``workload`` as ``setup`` says; see the module docstring. ``pass_log`` (a
+    ``plansim.sim.pass_log.PassLog``) receives every pass of every engine rank."""
     from plansim.sim.host import replay as host_replay
 
     if setup.retune is None:
-        return host_replay(workload, setup.deployment, setup.planner, progress=progress)
+        return host_replay(workload, setup.deployment, setup.planner, progress=progress,
+                           pass_log=pass_log)
     from plansim.retune.controller import controller_for_replay
     from plansim.sim.bootstrap import planner_for_deployment
 
@@ -107,7 +110,8 @@ def replay(workload: Any, setup: ReplaySetup, *, trace_paths: Sequence[str] = ()
         with located(setup.source or None):
             planner = planner_for_deployment(setup.planner_config, setup.deployment,
                                              retune=controller)
-        result = host_replay(workload, setup.deployment, planner, progress=progress)
+        result = host_replay(workload, setup.deployment, planner, progress=progress,
+                             pass_log=pass_log)
     finally:
         controller.close()
     if result.retune_events is None:

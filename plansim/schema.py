@@ -33,7 +33,7 @@ RECOMMENDED_ENGINE_ARGS = "recommended_engine_args.json"  # the agg pool's, or t
 RECOMMENDED_PREFILL_ENGINE_ARGS = "recommended_prefill_engine_args.json"
 RECOMMENDED_DECODE_ENGINE_ARGS = "recommended_decode_engine_args.json"
 RECOMMENDED_PLANNER_ARGS = "recommended_planner_args.json"
-TRACE_EVENTS_JSON = "trace_events.json"  # replay --trace-events: Chrome/Perfetto timeline
+TRACE_EVENTS_JSON = "trace_events.json.gz"  # replay --trace-events: Chrome/Perfetto timeline
 # Reports (plansim.reports.folder writes them) and the plotly.js they share.
 REPLAY_REPORT = "report.html"
 PLANNER_REPORT = "planner_report"  # .html and .log.jsonl.gz (the tick log)

@@ -46,14 +46,14 @@ _OWN_NAMES = frozenset({
     schema.WINDOWS_REPORT, schema.PLOTLY_JS, schema.CAPACITY_JSON, schema.POINTS_TABLE,
     schema.RECOMMENDED_DEPLOYMENT, schema.CAPACITY_REPORT, schema.BASELINE_JSON,
     schema.RECOMMENDED_ENGINE_ARGS, schema.RECOMMENDED_PREFILL_ENGINE_ARGS,
-    schema.RECOMMENDED_DECODE_ENGINE_ARGS, schema.RECOMMENDED_PLANNER_ARGS,
+    schema.RECOMMENDED_DECODE_ENGINE_ARGS, schema.RECOMMENDED_PLANNER_ARGS, schema.TRACE_EVENTS_JSON,
 })
 
 # Options that say where and how a run is written, not what ran: inputs.json leaves them out, so
 # that the same inputs write the same inputs.json whatever folder they go to (the folder is
 # where its run.json is; nothing needs its path recorded).
 WRITING_OPTIONS = frozenset({"out", "force", "no_report", "self_contained", "quiet",
-                             "json_output"})
+                             "json_output", "trace_events"})
 
 
 def records_option(name: str, value: Any) -> bool:

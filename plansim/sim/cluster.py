@@ -50,7 +50,7 @@ class Pool:
     def __init__(self, name: Role, args: Any, timing: TimingModel, hooks: EngineHooks,
                  new_worker_id: Callable[[], int], *, decode_runs: bool = True,
                  prompt_runs: bool = False, head_runs: bool = False,
-                 pass_window: bool = True) -> None:
+                 pass_window: bool = True, pass_log: Any = None) -> None:
         self.name = name
         self.rank_role = rank_role(name, args.role)
         self.args = args
@@ -63,8 +63,9 @@ class Pool:
         # Its ranks may report a pass's tokens at the end of the decode run it runs on into:
         # nothing acts on a request's first token when it comes.
         self.head_runs = head_runs
-        # Something (a planner) takes its ranks' pass metrics.
+        # Something (a planner) takes its ranks' pass metrics; a timeline logs their passes.
         self.pass_window = pass_window
+        self.pass_log = pass_log
         self.workers: list[Worker] = []
         # Routing candidates, rebuilt when membership changes: the ranks, the router's view of
         # their prefix caches and its load records of them, index for index.
@@ -86,6 +87,8 @@ class Pool:
                       pass_window=self.pass_window, stream=first + r,
                       decode_tables=self._decode_tables)
                  for r in range(dp)]
+        for rank in ranks:
+            rank.pass_log = self.pass_log
         worker = Worker(wid, self.name, ranks, now_ms)
         self.workers.append(worker)
         return worker

@@ -164,6 +164,8 @@ class Rank:
         # Completed passes since the planner host last took them; a decode run's first
         # ``_run_taken`` passes are already in it.
         self.passes = PassWindow() if pass_window else None
+        # A replay's timeline (``sim.pass_log.PassLog``), when one was asked for.
+        self.pass_log: Any = None
         self._record = self.queued.record if pass_window else unrecorded
         self._run_taken = 0
 
@@ -254,6 +256,8 @@ class Rank:
         if cache.pending:  # only while it ``publishes`` (a router reads it)
             cache.publish()  # the router learns the pass's blocks now
         run = self._run
+        if self.pass_log is not None:
+            self.pass_log.add(self, now, run)
         if run is None:
             if self.passes is not None:
                 self.passes.add_pass(self._last_pass)

@@ -48,15 +48,17 @@ _KEY_CHUNK_HASHES = 1 << 15
 
 
 def replay(workload: Any, deployment: Deployment, planner: Any = None, *,
-           progress: Callable[[float, float], None] | None = None) -> ReplayResult:
+           progress: Callable[[float, float], None] | None = None,
+           pass_log: Any = None) -> ReplayResult:
     """Replay ``workload`` against ``deployment``; see ``plansim.sim.result`` for the tables.
 
     ``planner``: an object with ``initial_tick(now_s)``, ``tick(TickInput)`` returning
     ``PlannerEffects`` and ``advisory``; it is ticked on the virtual clock and its targets applied.
     ``progress(virtual_ms, last_arrival_ms)`` is called about once per simulated second.
+    ``pass_log`` (a ``sim.pass_log.PassLog``) receives every pass of every rank.
     """
     wall_start = time.perf_counter()
-    host = ReplayHost(workload, deployment, planner, progress)
+    host = ReplayHost(workload, deployment, planner, progress, pass_log=pass_log)
     host.run()
     return host.result(wall_ms=(time.perf_counter() - wall_start) * 1000.0)
 
@@ -122,7 +124,7 @@ class ReplayHost:
 
     def __init__(self, workload: Any, deployment: Deployment, planner: Any = None,
                  progress: Callable[[float, float], None] | None = None, *,
-                 decode_runs: bool = True) -> None:
+                 decode_runs: bool = True, pass_log: Any = None) -> None:
         """``decode_runs=False`` simulates every pass one by one (the reference behaviour the
         decode-run fast path must reproduce; for tests)."""
         self.workload = workload
@@ -165,7 +167,8 @@ class ReplayHost:
                         self._next_worker_id, decode_runs=decode_runs,
                         prompt_runs=not router.reads_prefix_cache,
                         head_runs=not router.observes_first_tokens,
-                        pass_window=planner is not None)
+                        pass_window=planner is not None or pass_log is not None,
+                        pass_log=pass_log)
             self.pools[name] = pool
             for _ in range(count):
                 pool.mark_ready(pool.provision(0.0), 0.0)

@@ -54,7 +54,7 @@ CARDS = {
     "report.html": ["goodput", "gpu_hours", "p90_ttft", "p90_tpot", "peak_workers", "mean_workers"],
     "planner_report.html": ["goodput", "gpu_hours", "p90_ttft", "p90_tpot", "scaling_events"],
     "retune_report.html": ["decisions", "applied", "best_gain", "objective"],
-    "predictor_report.html": ["best_loss", "best_mape", "buckets"],
+    "predictor_report.html": ["best_loss", "skill", "error", "buckets"],
     "retune_windows_report.html": ["windows", "winner", "current", "best_gain"],
     "capacity_report.html": ["recommended", "goodput", "cost", "lower_bound", "best_policy",
                              "replays"],

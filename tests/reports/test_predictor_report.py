@@ -20,7 +20,7 @@ def test_every_chart_and_the_loss_table():
     )
     assert chart_names(html) == ["predictor_loss", "predictor_forecasts", "predictor_errors"]
     assert "Ranking by pre-sweep loss (best first)" in html
-    assert "Ranking by request-count error (best first)" in html
+    assert "Request-count error (lowest first), for reference" in html
 
 
 def test_bucket_positions_become_time_with_an_interval():
@@ -86,19 +86,34 @@ def test_bucket_start_times_are_used_when_given():
     assert list(values(trace(fig, "actual")["x"])) == [100.0, 130.0, 160.0]
 
 
-def test_both_rankings_are_offered_and_their_disagreement_explained():
-    # constant: loss 0.10, MAPE 8%; kalman: loss 0.15, MAPE 7% (reports_synthetic)
-    html = render_predictor(
-        syn.predictions_table(), ranking_rows(syn.predictor_summary()), interval_s=60.0
-    )
-    cards = dict(
+def _cards(html):
+    return dict(
         re.findall(r'data-card="(\w+)"><div class="label">.*?<div class="value[^"]*">(.*?)<', html)
     )
+
+
+def test_one_winner_by_the_loss_with_its_skill_against_the_naive_forecast():
+    # constant: loss 0.10, MAPE 8%; kalman: loss 0.15, MAPE 7%; the naive loss 0.125
+    summary = syn.predictor_summary()
+    html = render_predictor(syn.predictions_table(), ranking_rows(summary), interval_s=60.0,
+                            naive=summary["naive"])
+    cards = _cards(html)
     assert cards["best_loss"] == "constant"
-    assert cards["best_mape"] == "kalman"
-    assert cards["ranking"] == "constant: MAPE 8.0%"
-    by_mape = html.split("Ranking by request-count error")[1]
+    assert cards["skill"] == "+20%"  # 1 - 0.10 / 0.125
+    assert cards["error"] == "MAPE 8%"
+    # No second winner: the MAPE order is a reference table, not a headline.
+    assert "best_mape" not in cards and "ranking" not in cards
+    by_mape = html.split("Request-count error (lowest first)")[1]
     assert by_mape.index("<td>kalman</td>") < by_mape.index("<td>constant</td>")
+
+
+def test_a_huge_request_count_error_is_warned_about():
+    summary = syn.predictor_summary()
+    for row in summary["predictors"]:
+        row["mape_request_count_pct"] = 178.6  # the Azure code trace at 60 s buckets
+    html = render_predictor(syn.predictions_table(), ranking_rows(summary))
+    assert _cards(html)["error"] == "MAPE 179%"
+    assert "warning: forecasts miss by more than half of a bucket&#x27;s requests" in html
 
 
 def test_an_empty_bucket_draws_its_average_lengths_as_gaps():

@@ -60,7 +60,7 @@ def test_windows_prints_tables_in_order_and_writes_the_folder(run_file, tmp_path
     inputs = json.loads((out / "inputs.json").read_text())
     assert inputs["command"] == "plansim retune windows" and inputs["windows"] == {"first": 1, "last": 2}
     assert inputs["no_timeout"] is True
-    assert inputs["scoring_sla"]["itl_ms"] == 50  # the planner's default target: none set
+    assert inputs["scoring_sla"]["tpot_ms"] == 50  # the planner's default ITL target: none set
     assert summary["reader_counts"]["requests"] == sum(
         json.loads((out / "windows" / f"{k}.json").read_text())["window_requests"] for k in (1, 2)
     )
