@@ -58,6 +58,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "profile": ("plansim.commands.profile", "app"),
     "capacity": ("plansim.commands.capacity", "capacity"),
     "report": ("plansim.commands.report", "report"),
+    "compare": ("plansim.commands.compare", "compare"),
 }
 _loaded: dict[str, Any] = {}
 

@@ -42,6 +42,8 @@ RETUNE_REPORT = "retune_report.html"
 PREDICTOR_REPORT = "predictor_report.html"
 WINDOWS_REPORT = "retune_windows_report.html"
 CAPACITY_REPORT = "capacity_report.html"
+COMPARE_JSON = "compare.json"  # plansim compare: the runs side by side
+COMPARE_REPORT = "compare_report.html"
 PLOTLY_JS = "plotly.min.js"
 
 # ---------------------------------------------------------------- retune

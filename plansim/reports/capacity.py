@@ -25,7 +25,7 @@ from plansim.reports.page import Card, Page, plain
 from plansim.reports.panels import Panel, draw_panels
 from plansim.reports.replay import inputs_details
 from plansim.reports.style import SLA_COLOUR, base_layout, palette_map
-from plansim.reports.tables import finite_number
+from plansim.reports.tables import finite_number, pareto_front
 
 BOUND_COLOUR = "#2ca02c"
 POLICY_SYMBOLS = ("diamond", "square", "triangle-up", "cross", "x", "pentagon")
@@ -243,13 +243,8 @@ def _pareto(static: pd.DataFrame) -> pd.DataFrame:
     inside = static
     if "within_budget" in static:
         inside = static[static["within_budget"].astype(bool)]
-    ordered = inside.sort_values(["cost", "goodput_ratio"], ascending=[True, False])
-    keep, best = [], -1.0
-    for idx, ratio in zip(ordered.index, ordered["goodput_ratio"]):
-        if ratio > best:
-            keep.append(idx)
-            best = ratio
-    return ordered.loc[keep]
+    keep = pareto_front(inside["cost"].tolist(), inside["goodput_ratio"].tolist())
+    return inside.iloc[keep]
 
 
 def _segments_chart(data: CapacityData) -> go.Figure | str:

@@ -10,7 +10,9 @@
   retune, its headline gives goodput and GPU-hours before and after);
 - ``predictor_report.html``: ``predictions.parquet``;
 - ``retune_windows_report.html``: ``windows.parquet`` or ``windows/<k>.json`` records;
-- ``capacity_report.html``: ``capacity.json`` (with ``points.parquet`` when present).
+- ``capacity_report.html``: ``capacity.json`` (with ``points.parquet`` when present);
+- ``compare_report.html``: ``compare.json`` (the compared folders are read again, for their
+  requests tables).
 
 plotly.js is written once, as ``plotly.min.js`` at the top of the folder, and every report
 loads it from there (reports keep working when the folder is copied whole); with
@@ -33,6 +35,7 @@ from plansim.errors import InputError
 from plansim.io import atomic_write_text
 from plansim.reports.assets import plotly_src, write_plotly_js
 from plansim.reports.capacity import render_capacity
+from plansim.reports.compare import read_runs, render_compare
 from plansim.reports.headline import baseline_reference
 from plansim.reports.planner import planner_scaled, write_planner_report, write_planner_reports
 from plansim.reports.predictor import ranking_rows, render_predictor
@@ -44,6 +47,8 @@ from plansim.schema import (
     BASELINE_JSON,
     CAPACITY_JSON,
     CAPACITY_REPORT,
+    COMPARE_JSON,
+    COMPARE_REPORT,
     DEFAULT_MIN_IMPROVEMENT_PERCENTAGE,
     INPUTS_JSON,
     PLANNER_PERIOD_REPORTS_DIR,
@@ -75,6 +80,7 @@ RENDERABLE = (
     PREDICTIONS_TABLE,
     WINDOWS_TABLE,
     CAPACITY_JSON,
+    COMPARE_JSON,
 )
 
 
@@ -133,6 +139,7 @@ def render_dir(out_dir: str | Path, *, self_contained: bool = False) -> list[Pat
     window_records = _read_window_records(folder / WINDOW_RECORDS_DIR)
     capacity = _read_capacity(folder / CAPACITY_JSON)
     points = _read_parquet(folder / POINTS_TABLE) if capacity is not None else None
+    compared = _compared_runs(folder / COMPARE_JSON)
     written: list[Path] = []
     if not self_contained:
         written.append(write_plotly_js(folder))
@@ -221,7 +228,24 @@ def render_dir(out_dir: str | Path, *, self_contained: bool = False) -> list[Pat
     if capacity is not None:
         html = render_capacity(capacity, points, inputs, plotly_src=src(folder / CAPACITY_REPORT))
         written.append(atomic_write_text(folder / CAPACITY_REPORT, html))
+
+    if compared is not None:
+        html = render_compare(compared, plotly_src=src(folder / COMPARE_REPORT))
+        written.append(atomic_write_text(folder / COMPARE_REPORT, html))
     return written
+
+
+def _compared_runs(path: Path) -> list[Any] | None:
+    """The runs a ``compare.json`` names, read again from their folders; None without one."""
+    data = _read_json(path)
+    if data is None:
+        return None
+    runs = data.get("runs") if isinstance(data, Mapping) else None
+    if not isinstance(runs, list) or not all(isinstance(r, Mapping) and "folder" in r
+                                             for r in runs):
+        raise InputError("not a plansim comparison (needs runs with their folders)",
+                         source=str(path))
+    return read_runs(list(dict.fromkeys(str(r["folder"]) for r in runs)))
 
 
 def _read_capacity(path: Path) -> Mapping[str, Any] | None:

@@ -126,3 +126,16 @@ def find_value(inputs: Mapping[str, Any] | None, key: str) -> Any:
             if isinstance(inner, Mapping) and key in inner:
                 return inner[key]
     return None
+
+
+def pareto_front(costs: Sequence[float], goodputs: Sequence[float]) -> list[int]:
+    """Indices of the points no other point beats (at most their cost for at least their
+    goodput, one strictly), by cost: order by cost (higher goodput first on a tie) and keep each
+    point that raises the best goodput so far."""
+    order = sorted(range(len(costs)), key=lambda i: (costs[i], -goodputs[i]))
+    keep, best = [], float("-inf")
+    for i in order:
+        if goodputs[i] > best:
+            keep.append(i)
+            best = goodputs[i]
+    return keep
