@@ -65,9 +65,9 @@ _loaded: dict[str, Any] = {}
 
 def _print_version(value: bool) -> None:
     if value:
-        from plansim import __version__
+        from importlib.metadata import version
 
-        typer.echo(f"plansim {__version__}")
+        typer.echo(f"plansim {version('plansim')}")
         raise typer.Exit()
 
 

@@ -26,6 +26,19 @@ import plotly.graph_objects as go
 
 from plansim.reports.format import NOT_SET, key_value, plain_value
 
+# The headline cards' rules, one rule a line (``cards_fragment`` scopes them).
+_CARD_CSS = """
+.cards{display:flex;flex-wrap:wrap;gap:12px;margin:12px 0 4px}
+.card{box-sizing:border-box;flex:1 1 150px;max-width:300px;background:#fff;border:1px solid #e1e4ea;border-top:4px solid #9aa3b5;border-radius:8px;padding:10px 14px}
+.card.good{border-top-color:#2ca02c}
+.card.bad{border-top-color:#d62728}
+.card .label{font-size:.78rem;color:#4a5366;font-weight:600;text-transform:uppercase;letter-spacing:.03em}
+.card .value{font-size:1.55rem;font-weight:650;margin:2px 0;font-variant-numeric:tabular-nums;white-space:nowrap}
+.card .value.long{font-size:1.1rem;white-space:normal;overflow-wrap:anywhere}
+.card .detail{font-size:.8rem;color:#4a5366}
+p.muted{color:#6b7385;font-size:.8rem;margin:4px 0 0}
+"""  # noqa: E501 - CSS rules, one a line
+
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;
 background:#f6f7f9;color:#1d2330}
@@ -41,17 +54,7 @@ margin:14px 0}
 p.how{color:#4a5366;font-size:.9rem;margin:2px 0 6px}
 p.note{color:#8a5a00;background:#fff8e6;border-left:3px solid #e0a800;padding:6px 10px;
 font-size:.9rem}
-p.muted{color:#6b7385;font-size:.8rem;margin:4px 0 0}
-.cards{display:flex;flex-wrap:wrap;gap:12px;margin:12px 0 4px}
-.card{box-sizing:border-box;flex:1 1 150px;max-width:300px;background:#fff;border:1px solid #e1e4ea;
-border-top:4px solid #9aa3b5;border-radius:8px;padding:10px 14px}
-.card.good{border-top-color:#2ca02c}.card.bad{border-top-color:#d62728}
-.card .label{font-size:.78rem;color:#4a5366;font-weight:600;text-transform:uppercase;
-letter-spacing:.03em}
-.card .value{font-size:1.55rem;font-weight:650;margin:2px 0;font-variant-numeric:tabular-nums;
-white-space:nowrap}
-.card .value.long{font-size:1.1rem;white-space:normal;overflow-wrap:anywhere}
-.card .detail{font-size:.8rem;color:#4a5366}
+""" + _CARD_CSS + """
 .tablewrap{max-height:520px;overflow:auto;max-width:100%}
 table{border-collapse:collapse;font-size:.85rem;margin:6px 0}
 th,td{border-bottom:1px solid #e6e8ee;padding:3px 10px;text-align:left;vertical-align:top;
@@ -158,22 +161,7 @@ class Page:
 
     def headline(self, cards: Sequence[Card], note: str = "") -> None:
         """The row of cards that answers what the run was for; goes first."""
-        parts = []
-        for card in cards:
-            detail = (
-                f'<div class="detail">{html.escape(card.detail)}</div>' if card.detail else ""
-            )
-            # a long value (a label, a figure with a long unit) gets a smaller font and may wrap
-            size = " long" if len(card.value) > 10 else ""
-            parts.append(
-                f'<div class="card {card.tone}" data-card="{html.escape(card.name)}">'
-                f'<div class="label">{html.escape(card.label)}</div>'
-                f'<div class="value{size}">{html.escape(card.value)}</div>{detail}</div>'
-            )
-        extra = f'<p class="muted">{html.escape(note)}</p>' if note else ""
-        self._blocks.append(
-            f'<div class="cards" data-headline="{len(cards)}">{"".join(parts)}</div>{extra}'
-        )
+        self._blocks.append(_cards_markup(cards, note))
 
     def part(self, title: str) -> None:
         """A divider between the parts of the page (charts, details)."""
@@ -339,6 +327,28 @@ class Page:
             + "".join(self._blocks)
             + f"</main><script>{_PLOT}</script></body></html>\n"
         )
+
+
+def _cards_markup(cards: Sequence[Card], note: str = "") -> str:
+    parts = []
+    for card in cards:
+        detail = f'<div class="detail">{html.escape(card.detail)}</div>' if card.detail else ""
+        # a long value (a label, a figure with a long unit) gets a smaller font and may wrap
+        size = " long" if len(card.value) > 10 else ""
+        parts.append(
+            f'<div class="card {card.tone}" data-card="{html.escape(card.name)}">'
+            f'<div class="label">{html.escape(card.label)}</div>'
+            f'<div class="value{size}">{html.escape(card.value)}</div>{detail}</div>'
+        )
+    extra = f'<p class="muted">{html.escape(note)}</p>' if note else ""
+    return f'<div class="cards" data-headline="{len(cards)}">{"".join(parts)}</div>{extra}'
+
+
+def cards_fragment(cards: Sequence[Card], note: str = "") -> str:
+    """The headline cards as an HTML fragment with their own style, scoped so that it changes
+    nothing else of the page it lands in (a notebook's output cell)."""
+    scoped = "".join(f".plansim {rule}" for rule in _CARD_CSS.strip().splitlines(keepends=True))
+    return f'<div class="plansim"><style>{scoped}</style>{_cards_markup(cards, note)}</div>'
 
 
 def _how(text: str) -> str:
