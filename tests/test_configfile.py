@@ -69,3 +69,23 @@ def test_top_level_must_be_a_mapping_and_empty_is_empty(tmp_path):
 def test_unreadable_file_names_its_role(tmp_path):
     with pytest.raises(ConfigError, match="cannot read planner config: Is a directory"):
         read_config(tmp_path, what="planner config")
+
+
+def test_an_error_gets_the_line_of_its_key(tmp_path):
+    from plansim.configfile import locate
+
+    path = tmp_path / "d.yaml"
+    path.write_text("num_workers: 2\nrouter:\n  mode: kv_router\n  overlap_scor_weight: 1\n"
+                    "planner:\n  kalman_r: 3\n")
+    found = locate(ConfigError("unknown key", source=str(path), field="router.overlap_scor_weight"))
+    assert str(found) == f"{path}:4: router.overlap_scor_weight: unknown key"
+    # A planner config's field, named from the planner block's top, is found inside the file.
+    assert locate(ConfigError("bad", source=str(path), field="kalman_r")).line == 6
+    # JSON too; a key that is not in the file (a flag's) and an error with a line stay as they are.
+    json_path = tmp_path / "a.json"
+    json_path.write_text('{\n  "engine": {\n    "block_size": 0\n  }\n}')
+    assert locate(ConfigError("x", source=str(json_path), field="engine.block_size")).line == 3
+    absent = ConfigError("x", source=str(path), field="seed")
+    assert locate(absent) is absent
+    given = ConfigError("x", source=str(path), line=1, field="router.mode")
+    assert locate(given) is given

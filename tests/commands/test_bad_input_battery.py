@@ -361,7 +361,8 @@ CASES = [
          files={"p.yaml": "mode: disagg\noptimization_target: sla\n"}),
     # -- the earlier one-line errors ---------------------------------------------------------
     Case("unknown-deployment-key", ("replay", "run", str(MICRO), "--config", "{d}/d.yaml",
-                                    "--out", "{out}"), 2, "d.yaml:1: num_wrokers: unknown key",
+                                    "--out", "{out}"), 2,
+         "d.yaml:1: num_wrokers: unknown key; did you mean 'num_workers'?",
          files={"d.yaml": "num_wrokers: 2\n"}),
     Case("unknown-planner-key", ("replay", "run", str(MICRO), "--planner-config",
                                  "{d}/p.yaml", "--out", "{out}"), 2, "p.yaml:2: plannerr",

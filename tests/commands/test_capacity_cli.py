@@ -158,3 +158,50 @@ def test_a_ratio_just_under_the_target_never_prints_as_the_target():
     assert _pct(0.94996, 0.95) == "94.99%"
     assert _pct(0.95, 0.95) == "95.00%"
     assert _pct(0.9726, 0.95) == "97.3%"
+
+
+def test_fail_under_gates_ci_on_the_best_goodput_reached(tmp_path, files, run_cli):
+    trace, config = files
+    # Within 3 GPUs the best is 3 workers, below 95% (the test above): exit status 3 after
+    # writing every file; a ratio the best reaches exits 0.
+    code, stdout, err = _run(run_cli, trace, config, tmp_path / "miss", "--max-gpu-budget", "3",
+                             "--no-default-policies", "--fail-under", "0.95")
+    assert code == 3, err
+    assert stdout.splitlines()[0].endswith("; no deployment reached 95.0% (exit status 3)")
+    assert (tmp_path / "miss" / "capacity.json").is_file()
+    report = json.loads((tmp_path / "miss" / "capacity.json").read_text())
+    best = report["best_infeasible"]["goodput_ratio"]
+    code, _, err = _run(run_cli, trace, config, tmp_path / "ok", "--max-gpu-budget", "3",
+                        "--no-default-policies", "--fail-under", f"{best:.4f}")
+    assert code == 0, err
+    code, _, err = _run(run_cli, trace, config, tmp_path / "bad", "--fail-under", "1.5")
+    assert (code, err) == (2, "plansim: --fail-under: must be in (0, 1], got 1.5\n")
+
+
+def test_the_recommendation_keeps_the_input_s_spellings_and_is_written_for_dynamo(
+        tmp_path, files, run_cli):
+    trace, _ = files
+    config = tmp_path / "spelled.yaml"
+    config.write_text(DEPLOY.replace("engine: {", "engine: {backend: vllm, num_gpu_blocks_override: "
+                                     "4096, ").replace("sla: {ttft_ms: 500}",
+                                                       "sla: {ttft_ms: 500, itl_ms: 100}"))
+    out = tmp_path / "out"
+    code, _, err = _run(run_cli, trace, config, out, "--no-default-policies")
+    assert code == 0, err
+    import yaml
+
+    recommended = yaml.safe_load((out / "recommended_deployment.yaml").read_text())
+    assert recommended["num_workers"] == 4
+    engine = recommended["engine"]
+    assert engine["backend"] == "vllm" and engine["num_gpu_blocks_override"] == 4096
+    assert "engine_type" not in engine and "num_gpu_blocks" not in engine
+    assert recommended["sla"] == {"ttft_ms": 500.0, "itl_ms": 100.0}
+    # Dynamo 1.6.1's canonical engine config: the engine block, backend and worker_type set.
+    args = json.loads((out / "recommended_engine_args.json").read_text())
+    assert args["engine"]["backend"] == "vllm" and args["engine"]["num_gpu_blocks"] == 4096
+    assert args["engine"]["worker_type"] == "aggregated" and args["engine"]["max_num_seqs"] == 1
+    # The fixed timing model is plansim's own: left out, and said so.
+    assert "timing_model" not in json.dumps(args) and "leaves out timing_model" in err
+    planner = json.loads((out / "recommended_planner_args.json").read_text())
+    assert (planner["mode"], planner["ttft_ms"], planner["itl_ms"]) == ("agg", 500.0, 100.0)
+    assert "scaling_policy" not in planner

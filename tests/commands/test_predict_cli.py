@@ -122,3 +122,41 @@ def test_the_ranking_note_names_the_request_count_winner_when_it_differs():
         "; the request-count MAPE alone would favour arima (119.7%)")
     agree = summary.assign(mape_request_count_pct=[100.0, 119.7])
     assert "would favour" not in ranking_note(agree)
+
+
+def test_skill_is_measured_against_the_naive_last_value_forecast(tmp_path, run_cli):
+    trace = _mooncake(tmp_path / "t.jsonl", COUNTS)
+    run_cli("predict", "compare", str(trace), "--interval", "60", "--predictors",
+            "constant,kalman", "--jobs", "1", "--out", str(tmp_path / "both"), "--no-report")
+    both = json.loads((tmp_path / "both" / "summary.json").read_text())
+    rows = {p["predictor"]: p for p in both["predictors"]}
+    # The naive forecast repeats the last bucket: the constant predictor; its skill is 0.
+    assert both["naive"]["loss"] == rows["constant"]["loss"]
+    assert rows["constant"]["skill_vs_naive"] == 0.0
+    assert rows["kalman"]["skill_vs_naive"] == pytest.approx(
+        1 - rows["kalman"]["loss"] / rows["constant"]["loss"])
+    # Without the constant candidate the naive forecast is backtested on the same buckets.
+    code, stdout, err = run_cli("predict", "compare", str(trace), "--interval", "60",
+                                "--predictors", "kalman", "--jobs", "1", "--out",
+                                str(tmp_path / "one"), "--no-report", "-q")
+    assert code == 0, err
+    one = json.loads((tmp_path / "one" / "summary.json").read_text())
+    assert one["naive"] == both["naive"]
+    gain = rows["kalman"]["skill_vs_naive"]
+    side = "less" if gain >= 0 else "more"
+    assert stdout.startswith(f"best          kalman (loss {rows['kalman']['loss']:.4f}, "
+                             f"{abs(gain):.0%} {side} loss than the naive last-value forecast")
+
+
+def test_a_huge_request_count_error_is_warned_about_on_the_bottom_line():
+    from plansim.commands.predict import verdict_line
+
+    summary = {"interval_s": 60.0, "predictors": [
+        {"predictor": "kalman", "loss": 2.287, "skill_vs_naive": 0.136,
+         "mape_request_count_pct": 178.6}]}
+    assert verdict_line(summary) == (
+        "best          kalman (loss 2.2870, 14% less loss than the naive last-value forecast, "
+        "request-count MAPE 179%); warning: forecasts miss by 179% of a bucket's requests: "
+        "the 60 s buckets are too noisy to forecast (try a longer --interval)")
+    summary["predictors"][0]["mape_request_count_pct"] = 12.0
+    assert "warning" not in verdict_line(summary)

@@ -318,3 +318,104 @@ def test_every_replay_option_has_help(command, run_cli):
     assert {"max_concurrency", "num_workers", "out"} <= {p.name for p in params}
     for param in params:
         assert getattr(param, "help", None), f"{command}: {param.name} has no help"
+
+
+def _micro(run_cli, out: Path, *flags: str) -> tuple[int, str, str]:
+    return run_cli("replay", "run", str(MICRO_TRACE), "--format", "mooncake",
+                   "--trace-block-size", "512", "--num-workers", "3", "--out", str(out),
+                   "--no-report", *flags)
+
+
+def test_the_tpot_bound_has_the_reference_s_spelling_too(tmp_path, run_cli):
+    summaries = []
+    for k, flag in enumerate(("--sla-tpot-ms", "--sla-itl-ms")):
+        code, stdout, err = _micro(run_cli, tmp_path / str(k), flag, "7", "--sla-ttft-ms", "1000")
+        assert code == 0, err
+        assert "met TTFT ≤ 1000 ms and TPOT ≤ 7 ms" in stdout
+        summaries.append((tmp_path / str(k) / "summary.json").read_text())
+        inputs = json.loads((tmp_path / str(k) / "inputs.json").read_text())
+        assert inputs["sla"] == {"ttft_ms": 1000.0, "tpot_ms": 7.0, "e2e_ms": None}
+    assert summaries[0] == summaries[1]
+    # The flag wins over the file's bound in either spelling.
+    config = _write(tmp_path / "d.yaml", "sla: {ttft_ms: 1000, itl_ms: 50}\n")
+    code, stdout, err = _micro(run_cli, tmp_path / "f", "-c", str(config), "--sla-tpot-ms", "7")
+    assert code == 0, err
+    assert "met TTFT ≤ 1000 ms and TPOT ≤ 7 ms" in stdout
+
+
+def test_both_spellings_of_the_tpot_bound_in_one_file_are_refused(tmp_path, run_cli):
+    config = _write(tmp_path / "d.yaml", "sla:\n  tpot_ms: 20\n  itl_ms: 30\n")
+    code, _, err = _micro(run_cli, tmp_path / "o", "-c", str(config))
+    assert code == 2
+    assert err == (f"plansim: {config}:3: sla.itl_ms: the older spelling of tpot_ms, which is "
+                   "given too (give one)\n")
+
+
+def test_the_terminal_prints_tpot_and_itl_and_says_which_the_sla_scores(tmp_path, run_cli):
+    code, stdout, _ = _micro(run_cli, tmp_path / "o", "--sla-tpot-ms", "50")
+    rows = {line.split()[0]: line for line in stdout.splitlines() if line.startswith("  ")}
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert rows["TPOT"].split()[2] == f"{summary['p90_tpot_ms']:.2f}"
+    assert rows["ITL"].split()[2] == f"{summary['p90_itl_ms']:.2f}"
+    assert rows["TPOT"].endswith("each request's mean token gap (what the SLA scores)")
+    assert rows["ITL"].endswith("every token gap")
+
+
+def test_extra_engine_args_take_dynamo_s_inline_json(tmp_path, run_cli):
+    code, _, err = _micro(run_cli, tmp_path / "o", "--extra-engine-args", '{"block_size": 32}')
+    assert code == 0, err
+    inputs = json.loads((tmp_path / "o" / "inputs.json").read_text())
+    assert inputs["deployment"]["engine"]["block_size"] == 32
+    code, _, err = _micro(run_cli, tmp_path / "bad", "--extra-engine-args", '{"block_sise": 32}')
+    assert code == 2
+    assert err == ("plansim: --extra-engine-args: block_sise: unknown key; did you mean "
+                   "'block_size'?\n")
+
+
+def test_a_planner_run_is_compared_with_its_starting_counts_held_static(tmp_path, run_cli):
+    out = tmp_path / "o"
+    code, stdout, err = run_cli("replay", "run", str(EXAMPLES / "traces" / "sample.dynamo.jsonl.gz"),
+                                "-c", str(EXAMPLES / "deploy.yaml"), "--planner-config",
+                                str(EXAMPLES / "planner.yaml"), "--out", str(out), "--no-report")
+    assert code == 0, err
+    baseline = json.loads((out / "baseline.json").read_text())
+    static = tmp_path / "static"
+    run_cli("replay", "run", str(EXAMPLES / "traces" / "sample.dynamo.jsonl.gz"), "-c",
+            str(EXAMPLES / "deploy.yaml"), "--out", str(static), "--no-report")
+    # The baseline is the same deployment replayed without its planner, byte for byte.
+    assert baseline["label"] == "static 4 workers" and baseline["counts"] == {"num_workers": 4}
+    assert baseline["summary"] == json.loads((static / "summary.json").read_text())
+    line = next(x for x in stdout.splitlines() if x.startswith("vs baseline"))
+    assert line.startswith("vs baseline   static 4 workers: 0.6696 GPU-hours (-42.8%), goodput "
+                           "80.7% (-20.8 points)")
+    code, _, _ = run_cli("replay", "run", str(EXAMPLES / "traces" / "sample.dynamo.jsonl.gz"),
+                         "-c", str(EXAMPLES / "deploy.yaml"), "--planner-config",
+                         str(EXAMPLES / "planner.yaml"), "--out", str(tmp_path / "n"),
+                         "--no-report", "--no-baseline")
+    assert code == 0 and not (tmp_path / "n" / "baseline.json").exists()
+
+
+def test_trace_events_hold_every_pass_of_every_worker(tmp_path, run_cli):
+    import gzip
+
+    code, _, err = _micro(run_cli, tmp_path / "o", "--trace-events")
+    assert code == 0, err
+    trace = json.loads(gzip.decompress((tmp_path / "o" / "trace_events.json.gz").read_bytes()))
+    passes = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    names = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"}
+    assert names == {"agg worker 0", "agg worker 1", "agg worker 2"}
+    # Every output token but a request's first comes from a decode (or mixed) pass of one
+    # request or more, and every prompt token from a prefill or mixed pass.
+    requests = pd.read_parquet(tmp_path / "o" / "requests.parquet")
+    assert sum(e["args"]["prefill_tokens"] for e in passes) == (
+        requests["input_length"] - requests["reused_input_tokens"]).sum()
+    assert sum(e["args"]["decode_requests"] for e in passes) == (
+        requests["output_length"] - 1).sum()
+    # A worker runs one pass at a time.
+    for pid in {e["pid"] for e in passes}:
+        mine = sorted((e["ts"], e["ts"] + e["dur"]) for e in passes if e["pid"] == pid)
+        assert all(a[1] <= b[0] + 1e-3 for a, b in zip(mine, mine[1:]))
+    # The timeline changes nothing of the replay.
+    _micro(run_cli, tmp_path / "plain")
+    assert (tmp_path / "o" / "summary.json").read_text() == (
+        tmp_path / "plain" / "summary.json").read_text()

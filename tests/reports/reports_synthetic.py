@@ -455,3 +455,20 @@ def write_capacity_folder(folder: Path, policy_name: str = "dynamo") -> Path:
     atomic_write_json(folder / "capacity.json", result.to_json())
     write_parquet_atomic(folder / "points.parquet", result.points)
     return folder
+
+
+def write_compare_run(folder: Path, good: int, gpu_hours: float, concurrency: int) -> Path:
+    """A replay folder of 100 requests, ``good`` of them within the SLA."""
+    folder.mkdir(parents=True)
+    atomic_write_json(folder / "summary.json", {
+        "num_requests": 100, "completed_requests": 100, "goodput_completed_requests": good,
+        "gpu_hours": gpu_hours, "median_ttft_ms": 50.0, "p90_ttft_ms": 90.0,
+        "p90_tpot_ms": 9.0, "p90_itl_ms": 7.0, "p90_e2e_latency_ms": 900.0,
+        "output_throughput_tok_s": 10.0 * concurrency})
+    atomic_write_json(folder / "inputs.json", {
+        "command": "plansim replay synth", "sla": {"ttft_ms": 500.0, "tpot_ms": 20.0},
+        "options": {"rate": 10.0, "max_concurrency": concurrency, "quiet": True}})
+    write_parquet_atomic(folder / "requests.parquet", pd.DataFrame({
+        "status": ["completed"] * 4, "ttft_ms": [10.0, 20.0, 30.0, 40.0 * concurrency],
+        "tpot_ms": [5.0, 6.0, 7.0, 8.0], "e2e_latency_ms": [100.0, 200.0, 300.0, 400.0]}))
+    return folder

@@ -72,3 +72,21 @@ def test_candidate_labels_are_escaped():
     events[0]["candidates"][0]["label"] = syn.XSS
     html = render_retune(events)
     assert syn.XSS not in html
+
+
+def test_the_headline_gives_goodput_and_gpu_hours_before_and_after():
+    import re
+
+    from plansim.reports.headline import Reference
+
+    after = {"num_requests": 2254, "goodput_completed_requests": 1812, "gpu_hours": 0.67}
+    before = Reference("without retune", 0.67, 1736 / 2254)
+    html = render_retune(syn.retune_events(), summary=after, baseline=before)
+    cards = dict(re.findall(r'data-card="(\w+)"><div class="label">.*?<div class="value[^"]*">'
+                            r'(.*?)<', html))
+    # 1,736 of 2,254 (77.0%) without retune, 1,812 (80.4%) with it: +3.4 points
+    assert cards["goodput_change"] == "77.0% → 80.4%"
+    assert "+3.4 points: without retune, then as run" in html
+    assert cards["gpu_hours_change"] == "0.67 → 0.67"
+    assert list(cards)[:2] == ["goodput_change", "gpu_hours_change"]  # the bottom line first
+    assert "goodput_change" not in render_retune(syn.retune_events())

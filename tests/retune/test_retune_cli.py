@@ -85,6 +85,10 @@ def test_sweep_prints_one_line_per_window_and_writes_the_decisions(tmp_path, pri
                                 "--no-report")
     assert code == 0, err
     events = json.loads((out / "retune_events.json").read_text())
+    # The same replay without retune, for the goodput and GPU-hours before and after.
+    baseline = json.loads((out / "baseline.json").read_text())
+    assert baseline["label"] == "without retune"
+    assert stdout.splitlines()[-1].endswith(" (without → with retune): " + str(out))
     window_lines = [line for line in stdout.splitlines() if line.startswith("window ")]
     assert len(window_lines) == len(events) >= 2
     assert [e["window"] for e in events] == list(range(len(events)))

@@ -207,3 +207,23 @@ def test_with_overrides_keeps_what_was_given_and_derives_the_rest_again():
     d = with_overrides(base, {"decode_engine.max_num_seqs": 4, "router.mode": "kv_router"})
     assert d.decode_args.max_num_seqs == 4 and d.prefill_engine is None
     assert d.no_effect_keys() == ()
+
+
+def test_the_tpot_bound_is_also_read_under_the_reference_s_name():
+    from plansim.sim.deployment import build_deployment
+
+    assert build_deployment({"sla": {"itl_ms": 20}}).sla.tpot_ms == 20.0
+    assert build_deployment({"sla": {"tpot_ms": 20, "itl_ms": 20}}).sla.tpot_ms == 20.0
+    with pytest.raises(ConfigError, match="sla.itl_ms: the older spelling of tpot_ms"):
+        build_deployment({"sla": {"tpot_ms": 20, "itl_ms": 30}})
+    with pytest.raises(ConfigError, match="sla.itl_ms: expected a number, got true"):
+        build_deployment({"sla": {"itl_ms": True}})
+
+
+def test_a_knob_given_in_its_deprecated_spelling_survives_a_revalidation():
+    from plansim.sim.deployment import build_deployment, deployment_mapping, with_overrides
+
+    dep = build_deployment({"router": {"mode": "kv_router", "overlap_score_weight": 2.0}})
+    assert deployment_mapping(dep)["router"] == {"mode": "kv_router", "prefill_load_scale": 2.0}
+    # A capacity variant or a recommended deployment is a revalidated copy: it keeps the weight.
+    assert with_overrides(dep, {"num_workers": 3}).router.prefill_load_scale == 2.0
