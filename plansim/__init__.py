@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 def replay(*args: Any, **kwargs: Any) -> Any:
     """``plansim.notebook.replay``: replay a trace against a deployment in one call; the result
     shows its headline cards in Jupyter and writes its report with ``.report(folder)``."""
-    from plansim.notebook import replay as run  # the package stays light until it is called
+    # Imported here: the package stays light until it is called.
+    from plansim.notebook import replay as run
 
     return run(*args, **kwargs)

@@ -69,8 +69,8 @@ def older_spelling(data: Any, old: str, new: str) -> Any:
     value = data.pop(old)
     if new in data and data[new] != value:
         raise ValueError(f"{old}: the older spelling of {new}, which is given too (give one)")
-    if isinstance(value, bool):
-        raise ValueError(f"{old}: expected a number, got {describe_value(value)}")
+    if isinstance(value, bool):  # pydantic reports a validator's ValueError, not a TypeError
+        raise ValueError(f"{old}: expected a number, got {describe_value(value)}")  # noqa: TRY004
     data[new] = value
     return data
 

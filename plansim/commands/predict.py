@@ -57,13 +57,13 @@ from plansim.commands import console
 from plansim.commands.output import ForceOption, OutputFolder, write_reports
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.errors import ConfigError, InputError
-from plansim.schema import HIGH_MAPE_PCT
 from plansim.limits import MAX_SPAN_S, check_number
 from plansim.planner_core.predictors.factory import (
     PREDICTOR_NAMES,
     all_predictor_params,
     relevant_params,
 )
+from plansim.schema import HIGH_MAPE_PCT
 
 app = typer.Typer(help="Compare the planner's load predictors on a trace.", no_args_is_help=True)
 
@@ -225,7 +225,11 @@ def compare(
 ) -> int:
     """Backtest the planner's load predictors one step ahead on TRACE... and rank them."""
     from plansim.io import atomic_write_json, write_parquet_atomic
-    from plansim.planner_core.predictors.backtest import SERIES, run_backtest, without_last_bucket
+    from plansim.planner_core.predictors.backtest import (
+        SERIES,
+        run_backtest,
+        without_last_bucket,
+    )
 
     # Validate every option before reading possibly large traces.
     check_number(interval, "--interval", gt=0, le=MAX_SPAN_S, unit="s")

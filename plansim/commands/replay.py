@@ -19,7 +19,12 @@ from typing import Annotated, Any
 import typer
 
 from plansim.commands import console, synth_options
-from plansim.commands.options import SLA_E2E_HELP, SLA_TPOT_HELP, SLA_TTFT_HELP, with_options
+from plansim.commands.options import (
+    SLA_E2E_HELP,
+    SLA_TPOT_HELP,
+    SLA_TTFT_HELP,
+    with_options,
+)
 from plansim.commands.output import (
     ForceOption,
     OutputFolder,

@@ -30,7 +30,13 @@ from plansim.reports.page import Card, Page, plain
 from plansim.reports.panels import Panel, PanelOutput, draw_panels
 from plansim.reports.sampling import quantile_cdf
 from plansim.reports.style import base_layout, palette_map
-from plansim.reports.tables import finite_number, floats, pareto_front
+from plansim.reports.tables import (
+    finite_number,
+    floats,
+    pareto_front,
+    read_json,
+    read_parquet,
+)
 from plansim.schema import (
     CAPACITY_JSON,
     INPUTS_JSON,
@@ -74,15 +80,6 @@ class Run:
                 "sla": self.sla, "pareto": front}
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON: {exc}", source=str(path)) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", source=str(path)) from None
-
-
 def read_runs(folders: Sequence[str | Path]) -> list[Run]:
     """The runs of output ``folders``, in order; ``InputError`` naming a folder that holds no
     replay or capacity run."""
@@ -109,17 +106,12 @@ def _labels(folders: Sequence[Path]) -> list[str]:
 
 
 def _replay_run(folder: Path, label: str) -> Run:
-    summary = _read_json(folder / SUMMARY_JSON)
-    inputs = _read_json(folder / INPUTS_JSON) if (folder / INPUTS_JSON).is_file() else {}
+    summary = read_json(folder / SUMMARY_JSON)
+    inputs = read_json(folder / INPUTS_JSON) or {}
     if not isinstance(summary, Mapping) or "num_requests" not in summary:
         raise InputError("not a replay summary (no num_requests)", source=str(folder / SUMMARY_JSON))
     good, n = summary.get("goodput_completed_requests"), summary.get("num_requests") or 0
-    try:
-        requests = pd.read_parquet(folder / REQUESTS_TABLE)
-    except Exception as exc:  # pyarrow raises several types for a damaged file
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InputError(f"not a readable Parquet table: {first}",
-                         source=str(folder / REQUESTS_TABLE)) from None
+    requests = read_parquet(folder / REQUESTS_TABLE)
     if "status" in requests:
         requests = requests[requests["status"].astype(str) == "completed"]
     options = inputs.get("options") if isinstance(inputs, Mapping) else None
@@ -135,13 +127,12 @@ def _replay_run(folder: Path, label: str) -> Run:
 
 
 def _capacity_runs(folder: Path, label: str) -> list[Run]:
-    report = _read_json(folder / CAPACITY_JSON)
+    report = read_json(folder / CAPACITY_JSON)
     if not isinstance(report, Mapping) or "static" not in report:
         raise InputError("not a plansim capacity result (no static)", source=str(folder / CAPACITY_JSON))
     sla = sla_text(dict(report.get("sla") or {}))
-    points = None
-    if (folder / POINTS_TABLE).is_file():
-        points = pd.read_parquet(folder / POINTS_TABLE)
+    points = read_parquet(folder / POINTS_TABLE)
+    if points is not None:
         points = points[points["kind"] == "static"].drop_duplicates(
             ["variant", "num_workers", "num_prefill_workers", "num_decode_workers"])
     rows = points.to_dict("records") if points is not None else [

@@ -28,21 +28,24 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import orjson
-import pandas as pd
-
 from plansim.errors import InputError
 from plansim.io import atomic_write_text
 from plansim.reports.assets import plotly_src, write_plotly_js
 from plansim.reports.capacity import render_capacity
 from plansim.reports.compare import read_runs, render_compare
 from plansim.reports.headline import baseline_reference
-from plansim.reports.planner import planner_scaled, write_planner_report, write_planner_reports
+from plansim.reports.planner import (
+    planner_scaled,
+    write_planner_report,
+    write_planner_reports,
+)
 from plansim.reports.predictor import ranking_rows, render_predictor
 from plansim.reports.replay import render_replay
 from plansim.reports.retune import render_retune
-from plansim.reports.windows import render_windows
 from plansim.reports.tables import find_sla, find_value, finite_number, planner_targets
+from plansim.reports.tables import read_json as _read_json
+from plansim.reports.tables import read_parquet as _read_parquet
+from plansim.reports.windows import render_windows
 from plansim.schema import (
     BASELINE_JSON,
     CAPACITY_JSON,
@@ -82,27 +85,6 @@ RENDERABLE = (
     CAPACITY_JSON,
     COMPARE_JSON,
 )
-
-
-def _read_json(path: Path) -> Any:
-    if not path.is_file():
-        return None
-    try:
-        return orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON: {exc}", source=str(path)) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", source=str(path)) from None
-
-
-def _read_parquet(path: Path) -> pd.DataFrame | None:
-    if not path.is_file():
-        return None
-    try:
-        return pd.read_parquet(path)
-    except Exception as exc:  # pyarrow raises several types for a damaged or foreign file
-        first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InputError(f"not a readable Parquet table: {first_line}", source=str(path)) from None
 
 
 def render_dir(out_dir: str | Path, *, self_contained: bool = False) -> list[Path]:

@@ -37,7 +37,7 @@ _CARD_CSS = """
 .card .value.long{font-size:1.1rem;white-space:normal;overflow-wrap:anywhere}
 .card .detail{font-size:.8rem;color:#4a5366}
 p.muted{color:#6b7385;font-size:.8rem;margin:4px 0 0}
-"""  # noqa: E501 - CSS rules, one a line
+"""
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;

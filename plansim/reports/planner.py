@@ -135,12 +135,11 @@ def planner_scaled(ticks: pd.DataFrame, scaling_events: Sequence[Mapping[str, An
         return True
     for column in ticks.columns:
         values = ticks[column]
-        if column in _DECISION_COLUMNS:
-            if values.astype("boolean").fillna(False).any():
-                return True
-        elif column.startswith(_REASON_PREFIXES):
-            if (values.astype("string").fillna("") != "").any():
-                return True
+        if column in _DECISION_COLUMNS and values.astype("boolean").fillna(False).any():
+            return True
+        if (column.startswith(_REASON_PREFIXES)
+                and (values.astype("string").fillna("") != "").any()):
+            return True
     return False
 
 

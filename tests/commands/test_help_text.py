@@ -10,7 +10,7 @@ from test_console import commands
 from plansim.commands.help_text import reflow
 
 # typer's own type display: <int>, <bool>, <list[Path]>, <int range>.
-TYPER_TYPES = re.compile(r"<(?:int|float|str|bool|path|list\[[^\]]*\])(?: range)?>", re.I)
+TYPER_TYPES = re.compile(r"<(?:int|float|str|bool|path|list\[[^\]]*\])(?: range)?>", re.IGNORECASE)
 
 
 def test_a_docstring_paragraph_is_one_line_and_lists_keep_their_lines():

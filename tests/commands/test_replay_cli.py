@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -352,7 +353,8 @@ def test_both_spellings_of_the_tpot_bound_in_one_file_are_refused(tmp_path, run_
 
 
 def test_the_terminal_prints_tpot_and_itl_and_says_which_the_sla_scores(tmp_path, run_cli):
-    code, stdout, _ = _micro(run_cli, tmp_path / "o", "--sla-tpot-ms", "50")
+    code, stdout, err = _micro(run_cli, tmp_path / "o", "--sla-tpot-ms", "50")
+    assert code == 0, err
     rows = {line.split()[0]: line for line in stdout.splitlines() if line.startswith("  ")}
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert rows["TPOT"].split()[2] == f"{summary['p90_tpot_ms']:.2f}"
@@ -414,7 +416,7 @@ def test_trace_events_hold_every_pass_of_every_worker(tmp_path, run_cli):
     # A worker runs one pass at a time.
     for pid in {e["pid"] for e in passes}:
         mine = sorted((e["ts"], e["ts"] + e["dur"]) for e in passes if e["pid"] == pid)
-        assert all(a[1] <= b[0] + 1e-3 for a, b in zip(mine, mine[1:]))
+        assert all(a[1] <= b[0] + 1e-3 for a, b in itertools.pairwise(mine))
     # The timeline changes nothing of the replay.
     _micro(run_cli, tmp_path / "plain")
     assert (tmp_path / "o" / "summary.json").read_text() == (

@@ -4,7 +4,6 @@ against GPU-hours across them, what differs between them."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest

@@ -213,7 +213,7 @@ def test_the_engines_of_an_aggregated_deployment_are_named_agg():
                                         ready_decode=[2, 3, 3])
     figs = figures(render_planner(ticks))
     assert [t["name"] for t in figs["planner_prefill_load"]["data"]] == ["agg 0:dp0"]
-    assert [t["name"] for t in figs["planner_decode_load"]["data"]][0] == "agg 0:dp0"
+    assert figs["planner_decode_load"]["data"][0]["name"] == "agg 0:dp0"
     names = " ".join(t["name"] for name in ("planner_capacity", "planner_prefill_load",
                                             "planner_decode_load") for t in figs[name]["data"])
     assert "prefill 0" not in names and "decode 0" not in names

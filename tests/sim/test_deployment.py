@@ -221,7 +221,11 @@ def test_the_tpot_bound_is_also_read_under_the_reference_s_name():
 
 
 def test_a_knob_given_in_its_deprecated_spelling_survives_a_revalidation():
-    from plansim.sim.deployment import build_deployment, deployment_mapping, with_overrides
+    from plansim.sim.deployment import (
+        build_deployment,
+        deployment_mapping,
+        with_overrides,
+    )
 
     dep = build_deployment({"router": {"mode": "kv_router", "overlap_score_weight": 2.0}})
     assert deployment_mapping(dep)["router"] == {"mode": "kv_router", "prefill_load_scale": 2.0}
