@@ -4,7 +4,8 @@ Parquet writer (pyarrow with compression against plansim's own encoder).
 
     python bench/dependency_choices.py [simpy] [joblib] [parquet] [--repeat N]
 
-With no section named, all three run. Each prints its figures:
+With no section named, all three run (simpy and joblib are the ``bench`` extra:
+``pip install '.[bench]'``). Each prints its figures:
 
 - ``simpy``: a SimPy-backed clock with ``plansim.sim.clock.Clock``'s contract (named
   priorities, cancellable handles, ``call_at_time`` at the exact float, processes yielding
