@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from plansim.capacity.static_search import smallest_count
@@ -161,8 +162,16 @@ def planner_mapping(base: Mapping[str, Any], setting: Setting,
         out.pop("scaling_policy", None)
         if not out.get("scaling_policy_params"):
             out.pop("scaling_policy_params", None)
-    return {k: (int(v) if isinstance(v, float) and k.endswith("_seconds") and v.is_integer()
-                else v) for k, v in out.items()}
+    return {k: _plain(k, v) for k, v in out.items()}
+
+
+def _plain(key: str, value: Any) -> Any:
+    """A YAML-ready value: enums as their strings, whole seconds as Dynamo's integers."""
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, float) and key.endswith("_seconds") and value.is_integer():
+        return int(value)
+    return value
 
 
 def setting_config(base: Mapping[str, Any], setting: Setting,

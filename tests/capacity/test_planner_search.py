@@ -112,7 +112,12 @@ def test_written_planner_file_loads_back_as_the_same_configuration():
     setting = (("sla_fraction", 0.5), ("throughput_adjustment_interval_seconds", 30.0),
                ("min_endpoint", 3), ("load_predictor", "constant"))
     sla = {"ttft_ms": 800.0, "itl_ms": 15.0}
-    mapping = ps.planner_mapping({**BASE, "scaling_policy": "dynamo"}, setting, sla)
+    from plansim.roles import Mode
+
+    # The base mapping holds the deployment's mode as an enum (default_base): written as "agg".
+    mapping = ps.planner_mapping({**BASE, "mode": Mode.AGG, "scaling_policy": "dynamo"},
+                                 setting, sla)
+    assert mapping["mode"] == "agg" and type(mapping["mode"]) is str
     assert mapping["ttft_ms"] == 400.0 and mapping["itl_ms"] == 7.5
     assert mapping["throughput_adjustment_interval_seconds"] == 30
     assert isinstance(mapping["throughput_adjustment_interval_seconds"], int)
