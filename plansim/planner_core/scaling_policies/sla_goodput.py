@@ -16,6 +16,13 @@ its reason in words (the ``policy_reason*`` columns of the ticks table).
   GPU ceiling meets the target the pool never shrinks (the most conservative choice); when the
   ceiling cannot carry the demand at all, the ceiling. Disaggregated pools are sized apart:
   prefill on TTFT, decode on ITL, each with half the target.
+- **Forecast lead** (``forecast_lead``): a worker started now serves only once it is ready, so
+  the demand sized for is the one a start-up time ahead (``planner_core.lead``): the larger of
+  the observed rate and the predictor's forecast plus the rising trend of the observed rates
+  over the start-up time (the p90 of the start-ups observed from the worker counts,
+  ``startup_guess_s`` until one is seen), plus ``forecast_error_z`` standard deviations of the
+  predictor's one-step error; an observed rate more than twice that error over its forecast
+  sizes at once (no median).
 - **Error budget**: the target holds over ``slo_window_s``; an interval may spend half of what the
   earlier ones saved, up to three times the target share (never less than the target).
 - **Feedback** (both directions): each window's observed TTFT and ITL violations are compared
