@@ -288,17 +288,19 @@ def search(knobs: Sequence[Knob]) -> KnobSearch:
 
     yield from minimise()
     for knob in others:
+        incumbent = dict(best[0].setting) if best else dict(current)
         for value in knob.values[1:]:
-            incumbent = dict(best[0].setting) if best else dict(current)
+            incumbent = dict(best[0].setting) if best else incumbent
             current.clear()
             current.update({**incumbent, knob.key: value})
             t = yield from trial(current)
             if pruned(t):
                 continue
             yield from minimise()
-        if best:
-            current.clear()
-            current.update(dict(best[0].setting))
+        # The next knob starts from the best setting, or this knob's first value when none
+        # held the target yet.
+        current.clear()
+        current.update(dict(best[0].setting) if best else {**incumbent, knob.key: knob.values[0]})
     return best[0] if best else None
 
 
