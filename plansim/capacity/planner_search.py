@@ -11,10 +11,12 @@ and ``itl_ms`` set to that fraction of the deployment's SLA (written out as thos
   scale-down sensitivity) are taken, like worker counts in the static search, to trade cost for
   goodput in one direction: their values are ordered from the cheapest to the safest and the
   first that meets the target is found by the static search's doubling and bisection
-  (``static_search.smallest_count``). They are searched one after another, each with the others
-  at their current values (a knob none of whose values meets the target is left at its safest),
-  and then once more each toward its cheaper values: the setting found is minimal (moving any
-  one knob a value cheaper misses the target). A line is pruned once a setting on it misses the
+  (``static_search.smallest_count``). From the cheapest corner (every knob at its cheapest),
+  each knob is searched alone; the cheapest setting found becomes the incumbent, each knob it
+  raised is tried one value cheaper with every other knob's line rescuing it (one round), and
+  then every knob is searched once more toward its cheaper values, twice round (a knob none of
+  whose values meets the target is left at its safest): the setting found is minimal (moving
+  any one knob a value cheaper misses the target). A line is pruned once a setting on it misses the
   target at a cost no lower than the cheapest feasible setting seen: everything safer on it costs
   more.
 - **Other knobs** (the predictor and its parameters, the intervals) get a small adaptive search:
@@ -286,6 +288,37 @@ def search(knobs: Sequence[Knob]) -> KnobSearch:
                     current[knob.key] = knob.values[-1]
         return (yield from trial(current))
 
+    def corner() -> Generator[list[Setting], list[Trial], None]:
+        """From where ``current`` is, each monotone knob alone along its line (the others
+        where they are): a knob that makes the corner feasible on its own is a candidate; the
+        cheapest one found becomes ``current``, then each knob it raised is tried a value
+        cheaper with every other knob's line rescuing it (one round)."""
+        start = dict(current)
+        for knob in monotone:
+            current.clear()
+            current.update(start)
+            found = yield from line(knob, len(knob.values) - 1)
+            if found is not None:
+                current[knob.key] = knob.values[found]
+        current.clear()
+        current.update(dict(best[0].setting) if best else start)
+        if not best:
+            return
+        raised = dict(best[0].setting)
+        for knob in monotone:
+            at = knob.values.index(raised[knob.key])
+            if at == 0:
+                continue
+            for other in monotone:
+                if other is knob:
+                    continue
+                current.clear()
+                current.update({**raised, knob.key: knob.values[at - 1]})
+                yield from line(other, len(other.values) - 1)
+        current.clear()
+        current.update(dict(best[0].setting))
+
+    yield from corner()
     yield from minimise()
     for knob in others:
         incumbent = dict(best[0].setting) if best else dict(current)
@@ -296,6 +329,8 @@ def search(knobs: Sequence[Knob]) -> KnobSearch:
             t = yield from trial(current)
             if pruned(t):
                 continue
+            if not best:
+                yield from corner()
             yield from minimise()
         # The next knob starts from the best setting, or this knob's first value when none
         # held the target yet.

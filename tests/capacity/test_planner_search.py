@@ -53,21 +53,21 @@ def test_safer_direction_of_a_descending_knob():
     assert dict(answer.setting) == {"sla_fraction": 0.5}
 
 
-def test_second_knob_rescues_and_first_is_reminimised():
-    # Feasible when f <= 0.5 and m >= 2, or m >= 3 at any f. Cost: m + 1 / f.
-    # Pass 1: f along 1.0, 0.5, 0.25 at m=1: none meets, f stays at 0.25; m at f=0.25:
-    # 1 (known), 2 meets. Pass 2: f cheaper from 0.25 at m=2: 1.0 misses, 0.5 meets -> f=0.5;
-    # m cheaper at f=0.5: 1 misses. Answer f=0.5, m=2.
+def test_each_knob_alone_from_the_cheapest_corner_then_a_step_back_rescued():
+    # Feasible when f <= 0.5 and m >= 2, or m >= 3 at any f. Cost: m + 0.5 / f.
+    # From the corner (1.0, 1): f alone along 1.0, 0.5, 0.25 misses throughout; m alone:
+    # (1.0, 2) misses, (1.0, 3) holds at 3.5. m one value back (2), rescued along f: (1.0, 2)
+    # known, (0.5, 2) holds at 3.0, the cheapest. Minimising from there replays nothing new.
     f = ps.parse_knob("sla_fraction", [1.0, 0.5, 0.25])
     m = ps.parse_knob("min_endpoint", [1, 2, 3])
 
     def outcome(s):
         ok = (s["sla_fraction"] <= 0.5 and s["min_endpoint"] >= 2) or s["min_endpoint"] >= 3
-        return ok, s["min_endpoint"] + 1.0 / s["sla_fraction"]
+        return ok, s["min_endpoint"] + 0.5 / s["sla_fraction"]
 
     answer, asked = run([f, m], outcome)
     assert [(a["sla_fraction"], a["min_endpoint"]) for a in asked] == [
-        (1.0, 1), (0.5, 1), (0.25, 1), (0.25, 2), (1.0, 2), (0.5, 2)]
+        (1.0, 1), (0.5, 1), (0.25, 1), (1.0, 2), (1.0, 3), (0.5, 2)]
     assert dict(answer.setting) == {"sla_fraction": 0.5, "min_endpoint": 2}
 
 
