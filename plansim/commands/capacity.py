@@ -195,7 +195,7 @@ def _write(out_dir: Path, result: Any, report: dict[str, Any], inputs: dict[str,
 
 def planner_file(tuning: Any) -> str:
     """``recommended_planner.yaml``: the tuned planner config in Dynamo's key names, to pass
-    to Dynamo's planner (``--config``) or to ``plansim replay --planner``."""
+    to Dynamo's planner (``--config``) or to ``plansim replay run --planner-config``."""
     import yaml
 
     setting = ", ".join(f"{k}={v}" for k, v in tuning.answer.items())
