@@ -267,10 +267,9 @@ def bench_simpy(repeat: int) -> None:
 
 # -------------------------------------------------------------------------------- joblib
 
-# The pool under test (``plansim.retune.pool``; the move of the pool to a base package changes
-# this one import).
+# The pool under test (``plansim.workers.pool``).
 def spawn_pool(jobs: int):
-    from plansim.retune.pool import SpawnPool
+    from plansim.workers.pool import SpawnPool
 
     return SpawnPool(jobs)
 
@@ -310,7 +309,7 @@ def joblib_worker_setup() -> None:
 
 def run_pool(jobs: int, calls, timeout_s=None):
     """``calls`` (``(kind, arg)`` pairs) on a new ``SpawnPool``: (ok values, failures)."""
-    from plansim.retune.executor import Task, TaskContext
+    from plansim.workers.executor import Task, TaskContext
 
     with spawn_pool(jobs) as pool:
         outcome = pool.run([Task(str(i), pool_job, call) for i, call in enumerate(calls)],
@@ -419,7 +418,7 @@ def timeout_trial(kind: str) -> str:
         pids_file = Path(folder) / "pids"
         hang = ("hang", str(pids_file))
         if kind == "pool":
-            from plansim.retune.executor import Task, TaskContext
+            from plansim.workers.executor import Task, TaskContext
 
             with spawn_pool(1) as pool:
                 pool.run([Task("warm", pool_job, ("echo", 0))], TaskContext(folder))
@@ -452,7 +451,7 @@ def bench_joblib(repeat: int) -> None:
     wall = time.perf_counter
     print(f"  start-up (cold pool to first result)   pool {best_of(repeat, pool_cold, wall):6.3f} s"
           f"   joblib {best_of(repeat, joblib_cold, wall):6.3f} s")
-    from plansim.retune.executor import Task, TaskContext
+    from plansim.workers.executor import Task, TaskContext
 
     with spawn_pool(jobs) as pool:
         tasks = [Task(str(i), pool_job, call) for i, call in enumerate(sleeps)]
