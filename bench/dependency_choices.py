@@ -202,8 +202,8 @@ def sample_replay(clock_class) -> tuple[dict, float]:
     """The bundled sample replayed with ``clock_class`` as the host's clock: its summary
     without the wall-time figures, and the replay's wall time in seconds (the trace's loading
     and the set-up not included)."""
-    import plansim.sim.host as host
     from plansim import api
+    from plansim.sim import host
     from plansim.sim.deployment import load_deployment
     from plansim.traces.load import load_workload
 
@@ -571,11 +571,13 @@ def bench_parquet(repeat: int, requests: int = 0) -> None:
         f"{'pyarrow ' + c:>16}" for c in CODECS))
     for name, columns in tables.items():
         rows = len(next(iter(columns.values())))
-        cells = [(len(write_own(columns)), best_of(repeat, lambda: write_own(columns)))]
+        cells = [(len(write_own(columns)),
+                  best_of(repeat, lambda columns=columns: write_own(columns)))]
         for codec in CODECS:
             data = write_arrow(columns, codec)
             assert data == write_arrow(columns, codec), "pyarrow wrote different bytes"
-            cells.append((len(data), best_of(repeat, lambda c=codec: write_arrow(columns, c))))
+            cells.append((len(data), best_of(
+                repeat, lambda c=codec, columns=columns: write_arrow(columns, c))))
         print(f"    {name:<11} {rows:>8,} " + " ".join(
             f"{size / 1e3:>{9 if i == 0 else 8}.0f} {cpu * 1e3:>6.1f}" + ("" if i in (0, len(cells) - 1) else "  ")
             for i, (size, cpu) in enumerate(cells)))

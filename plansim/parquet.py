@@ -1,7 +1,7 @@
 """Parquet files of named numpy columns (a ``plansim.result_table.Table``'s, or a pandas
 DataFrame's through ``frame_columns``): plansim's one Parquet writer, for every table.
 
-Importing pyarrow and its Parquet module costs 42-47 ms, more than a replay of the sample spends
+Importing pyarrow and its Parquet module costs several times what a replay of the sample spends
 writing all of its tables; ``plansim replay run`` writes them with this module and never imports
 pyarrow (``bench/dependency_choices.py parquet``; the figures in ``docs/architecture.md``,
 "Dependencies"). The file is the one Arrow readers take back as the table pandas would write

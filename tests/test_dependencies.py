@@ -8,11 +8,11 @@ ones included, and ``importlib.import_module`` of a literal name), so nothing is
 from __future__ import annotations
 
 import ast
-import importlib.metadata as metadata
 import re
 import sys
 import tomllib
 from functools import cache
+from importlib import metadata
 from pathlib import Path
 
 import pytest

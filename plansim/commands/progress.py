@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import typer
 
@@ -39,7 +39,7 @@ class Progress:
         """Whether the display is shown."""
         return self._bar is not None
 
-    def __enter__(self) -> Progress:
+    def __enter__(self) -> Self:
         if self._bar is not None:
             self._bar.start()
         return self
