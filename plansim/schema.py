@@ -28,11 +28,12 @@ WINDOW_RECORDS_DIR = "windows"  # retune windows: one <k>.json record per window
 CAPACITY_JSON = "capacity.json"  # plansim capacity: the answer
 POINTS_TABLE = "points.parquet"  # plansim capacity: one row per replay
 RECOMMENDED_DEPLOYMENT = "recommended_deployment.yaml"  # plansim capacity: the answer to run
-# plansim capacity: the answer as the files Dynamo takes (engine args, planner arguments).
+# plansim capacity: the Dynamo planner config for the answer (the tuned one with --tune-planner)
+RECOMMENDED_PLANNER = "recommended_planner.yaml"
+# plansim capacity: the answer's engine args as Dynamo takes them (canonical 1.6.1 form).
 RECOMMENDED_ENGINE_ARGS = "recommended_engine_args.json"  # the agg pool's, or the shared one
 RECOMMENDED_PREFILL_ENGINE_ARGS = "recommended_prefill_engine_args.json"
 RECOMMENDED_DECODE_ENGINE_ARGS = "recommended_decode_engine_args.json"
-RECOMMENDED_PLANNER_ARGS = "recommended_planner_args.json"
 TRACE_EVENTS_JSON = "trace_events.json.gz"  # replay --trace-events: Chrome/Perfetto timeline
 # Reports (plansim.reports.folder writes them) and the plotly.js they share.
 REPLAY_REPORT = "report.html"

@@ -5,12 +5,12 @@ own spellings, and the files Dynamo takes.
   mapping whose keys are spelled as the input file spelled them (``backend`` stays ``backend``,
   ``num_gpu_blocks_override`` stays so, the router's ``overlap_score_weight`` and the SLA's
   ``itl_ms`` keep their older names), canonical names for keys the input did not have;
-- ``dynamo_files(deployment, max_gpu_budget)``: each pool's engine args in Dynamo 1.6.1's
-  canonical form (``--extra-engine-args``, or ``--prefill-engine-args``/``--decode-engine-args``
-  of a disaggregated deployment; ``worker_type`` set per pool, the values an ``aic`` timing
-  model derived written out), and the Dynamo planner config sized for the deployment's SLA (the
-  deployment's planner block when it has one, run by the ``dynamo`` policy), with the fields that
-  have no Dynamo key, which are left out.
+- ``engine_files(deployment)``: each pool's engine args in Dynamo 1.6.1's canonical form
+  (``--extra-engine-args``, or ``--prefill-engine-args``/``--decode-engine-args`` of a
+  disaggregated deployment; ``worker_type`` set per pool, the values an ``aic`` timing model
+  derived written out), with notes naming the fields that have no Dynamo key, left out;
+- ``planner_config(deployment, max_gpu_budget)``: the Dynamo planner config sized for the
+  deployment's SLA (its planner block when it has one), for Dynamo's planner ``--config``.
 """
 
 from __future__ import annotations
@@ -63,11 +63,9 @@ def _older_spellings() -> list[tuple[str, str, str]]:
     return [*out, ("sla", "tpot_ms", "itl_ms")]
 
 
-def dynamo_files(deployment: Deployment, max_gpu_budget: int) -> tuple[dict[str, Any], list[str]]:
-    """File name -> content of the Dynamo files of ``deployment``; and notes naming what they
-    leave out (see the module docstring)."""
-    from plansim.capacity.policies import default_base
-
+def engine_files(deployment: Deployment) -> tuple[dict[str, Any], list[str]]:
+    """File name -> content of each pool's engine args in Dynamo's canonical form; and notes
+    naming what they leave out (see the module docstring)."""
     files: dict[str, Any] = {}
     notes: list[str] = []
     pools = ((schema.RECOMMENDED_ENGINE_ARGS, deployment.engine, "aggregated"),) \
@@ -83,14 +81,17 @@ def dynamo_files(deployment: Deployment, max_gpu_budget: int) -> tuple[dict[str,
         if left_out:
             notes.append(f"{name} leaves out {', '.join(left_out)}: no Dynamo 1.6.1 engine key "
                          "(an npz timing model is Dynamo's --planner-profile-data)")
-    base = default_base(deployment, max_gpu_budget)
-    if base.get("scaling_policy", "dynamo") != "dynamo":
-        notes.append(f"{schema.RECOMMENDED_PLANNER_ARGS}: the deployment's planner runs "
-                     f"scaling_policy {base['scaling_policy']}, plansim's own; Dynamo's planner "
-                     "runs its own policy on these targets")
-    files[schema.RECOMMENDED_PLANNER_ARGS] = {
-        k: v for k, v in base.items() if v is not None and k not in _PLANSIM_PLANNER_KEYS}
     return files, notes
+
+
+def planner_config(deployment: Deployment, max_gpu_budget: int) -> dict[str, Any]:
+    """The Dynamo planner config for ``deployment``: its planner block, else the defaults sized
+    for its SLA (``capacity.policies.default_base``), without plansim's own keys (Dynamo's
+    planner runs its own policy)."""
+    from plansim.capacity.policies import default_base
+
+    return {k: v for k, v in default_base(deployment, max_gpu_budget).items()
+            if v is not None and k not in _PLANSIM_PLANNER_KEYS}
 
 
 def _without_none(value: Any) -> Any:

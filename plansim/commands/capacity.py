@@ -14,8 +14,6 @@ reached RATIO: then it exits with ``FAIL_UNDER_STATUS`` (3), after writing every
 
 from __future__ import annotations
 
-import sys
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -25,6 +23,7 @@ import typer
 from plansim.commands import console
 from plansim.commands.options import SLA_E2E_HELP, SLA_TPOT_HELP, SLA_TTFT_HELP
 from plansim.commands.output import ForceOption, OutputFolder, records_option, write_reports
+from plansim.commands.progress import QUIET_HELP, Progress
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.commands.retune_windows import Backend
 from plansim.errors import InputError
@@ -58,6 +57,12 @@ def capacity(
     planner_config: Annotated[list[Path] | None, typer.Option(
         "--planner-config", help="A planner config to compare (repeatable), besides the "
                                  "planner's default policies.", show_default=False)] = None,
+    tune_planner: Annotated[bool, typer.Option(
+        "--tune-planner", help="Also search the dynamo policy's own knobs (predictor, "
+                               "throughput interval, headroom over the SLA, scale-down "
+                               "sensitivity, min endpoints) for the cheapest setting that "
+                               "meets the target; written as recommended_planner.yaml. "
+                               "--search planner.KEY=V1,V2 searches chosen keys.")] = False,
     no_default_policies: Annotated[bool, typer.Option(
         "--no-default-policies", help="Compare only the --planner-config policies.")] = False,
     max_gpu_budget: Annotated[int, typer.Option(
@@ -92,7 +97,7 @@ def capacity(
                                             help="Skip capacity_report.html.")] = False,
     self_contained: Annotated[bool, typer.Option(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress line.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: ForceOption = False,
 ) -> int:
     """Find the cheapest deployment that meets the goodput target on TRACE..., the hindsight
@@ -120,18 +125,18 @@ def capacity(
     plan = cap.prepare(deployment, target, search=search or (), objective=objective,
                        planner_configs=planner_config or (),
                        default_policies=not no_default_policies, max_gpu_budget=max_gpu_budget,
-                       segment_s=segment_s, seeds=seeds)
+                       segment_s=segment_s, seeds=seeds, tune_planner=tune_planner)
     workload = load_workload(traces, format=trace_format, trace_block_size=trace_block_size)
     if len(workload) == 0:
         raise InputError("no requests in " + ", ".join(map(str, traces)), field="TRACE")
     executor = make_executor(backend.value, jobs or os.cpu_count() or 1, ray_address)
-    status = _Status() if (not quiet and sys.stderr.isatty()) else None
     try:
-        result = cap.run(plan, workload, executor=executor, on_round=status)
+        # The search decides its next replays from the last round's: their number is not known.
+        with Progress("capacity", total=None, unit="replays", quiet=quiet) as bar:
+            result = cap.run(plan, workload, executor=executor, on_round=lambda stats: bar.update(
+                stats.total, description=f"capacity round {stats.rounds}"))
     finally:
         executor.close()
-        if status is not None:
-            status.close()
     report = result.to_json()
     report["host"].update(backend=backend.value, max_parallel=executor.max_parallel)
     with folder.writing() as out_dir:
@@ -159,23 +164,6 @@ def best_goodput(report: Mapping[str, Any]) -> float | None:
     if bad is not None and bad.get("goodput_ratio") is not None:
         ratios.append(bad["goodput_ratio"])
     return max(ratios, default=None)
-
-
-class _Status:
-    """One progress line on stderr: rounds, replays by kind, elapsed time."""
-
-    def __init__(self) -> None:
-        self._start = time.monotonic()
-
-    def __call__(self, stats: Any) -> None:
-        kinds = ", ".join(f"{n} {k}" for k, n in sorted(stats.replays.items()))
-        sys.stderr.write(f"\rcapacity: round {stats.rounds}, {stats.total} replays ({kinds}), "
-                         f"{time.monotonic() - self._start:.0f} s ")
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        sys.stderr.write("\r" + " " * 100 + "\r")
-        sys.stderr.flush()
 
 
 def _inputs(options: Mapping[str, Any], traces: Sequence[Path], workload: Any, plan: Any,
@@ -208,7 +196,7 @@ def _write(out_dir: Path, result: Any, report: dict[str, Any], inputs: dict[str,
     import yaml
 
     from plansim import schema
-    from plansim.capacity.export import deployment_file, dynamo_files
+    from plansim.capacity.export import deployment_file, engine_files, planner_config
     from plansim.configfile import read_config
     from plansim.io import atomic_write_json, atomic_write_text, write_parquet_atomic
     from plansim.sim.deployment import with_overrides
@@ -221,12 +209,34 @@ def _write(out_dir: Path, result: Any, report: dict[str, Any], inputs: dict[str,
         atomic_write_text(out_dir / schema.RECOMMENDED_DEPLOYMENT,
                           "# plansim capacity: the cheapest deployment meeting the target\n"
                           + yaml.safe_dump(deployment_file(dep, raw, config), sort_keys=False))
-        files, notes = dynamo_files(dep, max_gpu_budget)
+        files, notes = engine_files(dep)
         for name, content in files.items():
             atomic_write_json(out_dir / name, content)
         for note in notes:
             logging.getLogger("plansim").warning(note)
+    if result.tuning is not None and result.tuning.planner is not None:
+        atomic_write_text(out_dir / schema.RECOMMENDED_PLANNER, planner_file(result.tuning))
+    elif result.cheapest is not None:
+        policy = (dep.planner or {}).get("scaling_policy", "dynamo")
+        if policy != "dynamo":
+            logging.getLogger("plansim").warning(
+                "%s: the deployment's planner runs scaling_policy %s, plansim's own; the file "
+                "is Dynamo's planner on the same targets", schema.RECOMMENDED_PLANNER, policy)
+        atomic_write_text(out_dir / schema.RECOMMENDED_PLANNER,
+                          "# plansim capacity: the Dynamo planner for the recommended deployment,"
+                          " sized for its SLA (not tuned: --tune-planner searches its knobs)\n"
+                          + yaml.safe_dump(planner_config(dep, max_gpu_budget), sort_keys=False))
     atomic_write_json(out_dir / schema.CAPACITY_JSON, report)
+
+
+def planner_file(tuning: Any) -> str:
+    """``recommended_planner.yaml``: the tuned planner config in Dynamo's key names, to pass
+    to Dynamo's planner (``--config``) or to ``plansim replay run --planner-config``."""
+    import yaml
+
+    setting = ", ".join(f"{k}={v}" for k, v in tuning.answer.items())
+    return ("# plansim capacity: the cheapest setting of the Dynamo planner meeting the target\n"
+            f"# searched: {setting}\n" + yaml.safe_dump(tuning.planner, sort_keys=False))
 
 
 # -- the terminal table ------------------------------------------------------------------------
@@ -319,13 +329,34 @@ def table_lines(report: Mapping[str, Any]) -> list[str]:
                          f"goodput {_pct(replayed['goodput_ratio'], target)} ({verdict})")
     if report["policies"]:
         lines.append("")
-        lines.append(f"{'policy':<16}  {'goodput':>7}  {unit:>8}  {'events':>6}  gap to bound")
+        lines.append(f"{'policy':<16}  {'goodput':>7}  {unit:>8}  {'events':>6}  "
+                     f"{'vs static':>9}  {'of hindsight saving':>19}  gap to bound")
         for p in report["policies"]:
-            gap = p["gap_to_oracle_pct"]
-            met = "" if p["meets_target"] else "  (misses the target)"
-            lines.append(f"{p['name']:<16}  {_pct(p['goodput_ratio'], target):>7}  "
-                         f"{_num(p['cost']):>8}  {p['scaling_events']:>6}  "
-                         f"{_num(gap, '{:+.1f}%'):>12}{met}")
+            gap = _num(p["gap_to_oracle_pct"], "{:+.1f}%")
+            head = (f"{p['name']:<16}  {_pct(p['goodput_ratio'], target):>7}  "
+                    f"{_num(p['cost']):>8}  {p['scaling_events']:>6}  ")
+            if not p["meets_target"]:
+                # A cost bought with missed requests is not a saving: no figure for it.
+                lines.append(head + f"{'-':>9}  {'-':>19}  {gap:>12}  (misses the target)")
+                continue
+            saving = p.get("saving_vs_static_pct")
+            share = p.get("share_of_hindsight_saving")
+            lines.append(head + f"{_num(saving, '{:+.1f}%'):>9}  "
+                         f"{_num(share, '{:.0%}'):>19}  {gap:>12}")
+    tuning = report.get("planner_tuning")
+    if tuning is not None:
+        lines.append("")
+        trials = tuning["trials"]
+        held = sum(t["meets_target"] for t in trials)
+        knobs = ", ".join(k["key"] for k in tuning["knobs"])
+        lines.append(f"planner tuning  {len(trials)} settings of {knobs} replayed, {held} meet "
+                     "the target")
+        if tuning["answer"] is not None:
+            setting = ", ".join(f"{k}={v}" for k, v in tuning["answer"].items())
+            lines.append(f"                cheapest: {setting} (recommended_planner.yaml, "
+                         "policy dynamo-tuned)")
+        else:
+            lines.append("                none meets the target")
     for note in report["notes"]:
         lines.append(f"note          {note}")
     replays = report["replays"]
