@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from plansim import api
-from plansim.commands.output import OutputFolder, write_replay_outputs
+from plansim.commands.output import OutputFolder, replay_inputs, write_replay_outputs
 from plansim.sim.deployment import build_deployment, load_deployment, with_overrides
 from plansim.sim.summary import without_host_keys
 
@@ -135,17 +135,6 @@ def replay(trace: str | Path | Sequence[str | Path], config: str | Path | Mappin
     paths = [trace] if isinstance(trace, (str, Path)) else list(trace)
     workload = load_workload(paths, format=trace_format, trace_block_size=trace_block_size)
     result = api.replay(workload, setup, trace_paths=[str(p) for p in paths])
-    inputs = {
-        "command": "plansim.replay",
-        "traces": [str(p) for p in paths],
-        "trace_format": trace_format,
-        "trace_block_size": workload.trace_block_size,
-        "requests": len(workload),
-        "skipped": dict(workload.skipped),
-        "deployment": deployment.model_dump(mode="json"),
-        "planner": dict(planner_raw) if planner_raw is not None else None,
-        "sla": deployment.sla.model_dump(mode="json"),
-        "seed": deployment.seed,
-        **result.inputs,
-    }
-    return Replay(result, deployment, inputs)
+    inputs = replay_inputs("plansim.replay", None, paths, workload, deployment, planner_raw,
+                           trace_format, trace_block_size)
+    return Replay(result, deployment, {**inputs, **result.inputs})

@@ -90,7 +90,9 @@ def planner_config(deployment: Deployment, max_gpu_budget: int) -> dict[str, Any
     planner runs its own policy)."""
     from plansim.capacity.policies import default_base
 
-    return {k: v for k, v in default_base(deployment, max_gpu_budget).items()
+    # ``str`` of the pool mode (a StrEnum): a YAML file holds its plain value.
+    return {k: str(v) if isinstance(v, Mode) else v
+            for k, v in default_base(deployment, max_gpu_budget).items()
             if v is not None and k not in _PLANSIM_PLANNER_KEYS}
 
 

@@ -47,8 +47,9 @@ def capacity(
     sla_e2e_ms: Annotated[float | None, typer.Option(help=SLA_E2E_HELP)] = None,
     fail_under: Annotated[float | None, typer.Option(
         "--fail-under", metavar="RATIO", show_default=False,
-        help=f"Exit with status {FAIL_UNDER_STATUS} (after writing every file) when no deployment replayed "
-             "reaches this goodput ratio, e.g. the --target, so that CI can gate on it.")] = None,
+        help=f"Exit with status {FAIL_UNDER_STATUS} (after writing every file) when no "
+             "deployment replayed reaches this goodput ratio, e.g. the --target, so that CI "
+             "can gate on it.")] = None,
     search: Annotated[list[str] | None, typer.Option(
         "--search", metavar="KEY=V1,V2",
         help="Also search a deployment key over these values (repeatable), e.g. "
@@ -119,7 +120,8 @@ def capacity(
         raise InputError("only with --backend ray", field="--ray-address")
     # Everything that can be checked without the traces is checked first.
     deployment = load_deployment(config, overrides, flags={
-        "sla.ttft_ms": "--sla-ttft-ms", "sla.tpot_ms": "--sla-tpot-ms", "sla.e2e_ms": "--sla-e2e-ms",
+        "sla.ttft_ms": "--sla-ttft-ms", "sla.tpot_ms": "--sla-tpot-ms",
+        "sla.e2e_ms": "--sla-e2e-ms",
         "seed": "--seed", "arrival_speedup_ratio": "--arrival-speedup-ratio"})
     objective = cap.GpuCost(cap.parse_gpu_costs(gpu_cost)) if gpu_cost else None
     plan = cap.prepare(deployment, target, search=search or (), objective=objective,

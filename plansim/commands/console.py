@@ -1,7 +1,8 @@
 """What a command prints on stdout, in one place, so that every command fits a script.
 
-Every command takes ``--json`` and ``-q``/``--quiet`` (``with_console`` adds whichever its
-function does not declare; ``plansim.cli`` applies it to every command):
+Every command takes ``--json`` and ``-q``/``--quiet`` (``with_console`` adds ``--json``, and
+``-q`` unless the command declares its own ``quiet``; ``plansim.cli`` applies it to every
+command, so that a command added later has both):
 
 - by default a command prints its detail lines (``echo``) and its result line (``result``);
 - ``-q`` prints only the result line (and errors, which go to stderr as always);
@@ -88,5 +89,6 @@ def with_console(fn: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             _MODE.reset(token)
 
-    run.__signature__ = signature.replace(parameters=params + added + tail)  # type: ignore[attr-defined]
+    run.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=params + added + tail)
     return run

@@ -40,7 +40,8 @@ def _tidy(command: Any, seen: set[int]) -> None:
         elif param.param_type_name == "argument":
             # The argument's name says what it is; typer would add its Python type.
             param.display_type_rich = _no_type  # type: ignore[method-assign]
-    command.get_help_option = _flag_help_option(command.get_help_option)  # type: ignore[method-assign]
+    help_option = _flag_help_option(command.get_help_option)
+    command.get_help_option = help_option  # type: ignore[method-assign]
     for sub in getattr(command, "commands", {}).values():
         _tidy(sub, seen)
 

@@ -54,7 +54,7 @@ _OWN_NAMES = frozenset({
 # that the same inputs write the same inputs.json whatever folder they go to (the folder is
 # where its run.json is; nothing needs its path recorded).
 WRITING_OPTIONS = frozenset({"out", "force", "no_report", "self_contained", "quiet",
-                             "json_output", "trace_events"})
+                             "json_output", "trace_events", "no_baseline"})
 
 
 def records_option(name: str, value: Any) -> bool:
@@ -216,6 +216,28 @@ def write_reports(out_dir: Path, *, self_contained: bool = False) -> list[Path]:
                if p.suffix == ".html"]
     console.echo(*(f"report        {path}" for path in reports))
     return reports
+
+
+def replay_inputs(command: str, options: dict[str, Any] | None, traces: list[Any],
+                  workload: Any, deployment: Any, planner_raw: Any, trace_format: str,
+                  trace_block_size: int | None) -> dict[str, Any]:
+    """``inputs.json`` of a replay: the command and the options given (None: no options, a call
+    from Python), the traces and how they were read, the validated deployment, the planner
+    mapping, the SLA and seed."""
+    return {
+        "command": command,
+        **({"options": options} if options is not None else {}),
+        "traces": [str(p) for p in traces],
+        "trace_format": trace_format,
+        "trace_block_size": workload.trace_block_size if trace_block_size is None
+        else trace_block_size,
+        "requests": len(workload),
+        "skipped": dict(workload.skipped),
+        "deployment": deployment.model_dump(mode="json"),
+        "planner": dict(planner_raw) if planner_raw is not None else None,
+        "sla": deployment.sla.model_dump(mode="json"),
+        "seed": deployment.seed,
+    }
 
 
 def write_replay_outputs(out_dir: Path, result: Any, inputs: dict[str, Any]) -> None:

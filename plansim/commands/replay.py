@@ -27,6 +27,7 @@ from plansim.commands.output import (
     ForceOption,
     OutputFolder,
     records_option,
+    replay_inputs,
     write_replay_outputs,
     write_reports,
 )
@@ -76,7 +77,7 @@ def _overrides(**flags: Any) -> tuple[dict[str, Any], dict[str, str]]:
             out[dotted[name]] = value
     for name in ("extra_engine_args", "prefill_engine_args", "decode_engine_args"):
         value = out.get(dotted[name])
-        # A path (relative to the working folder), or Dynamo's inline JSON (``'{"block_size": 64}'``).
+        # A path (relative to the working folder), or Dynamo's inline JSON ('{"block_size": 64}').
         if value is not None and not value.lstrip().startswith("{"):
             out[dotted[name]] = str(Path(value).resolve())
     return out, {key: "--" + name.replace("_", "-") for name, key in dotted.items()}
@@ -221,20 +222,8 @@ def _inputs(ctx: typer.Context, traces: list[Path], workload: Any, deployment: A
     given = {name: str(value) if isinstance(value, Path) else value
              for name, value in ctx.params.items()
              if name != "traces" and records_option(name, value)}
-    return {
-        "command": f"plansim replay {ctx.info_name}",
-        "options": given,
-        "traces": [str(p) for p in traces],
-        "trace_format": trace_format,
-        "trace_block_size": workload.trace_block_size if trace_block_size is None
-        else trace_block_size,
-        "requests": len(workload),
-        "skipped": dict(workload.skipped),
-        "deployment": deployment.model_dump(mode="json"),
-        "planner": dict(planner_raw) if planner_raw is not None else None,
-        "sla": deployment.sla.model_dump(mode="json"),
-        "seed": deployment.seed,
-    }
+    return replay_inputs(f"plansim replay {ctx.info_name}", given, traces, workload, deployment,
+                         planner_raw, trace_format, trace_block_size)
 
 
 # Options shared by ``replay run`` and ``replay synth`` (see ``plansim.commands.options``):
@@ -324,7 +313,7 @@ def run(
         return workload.open_loop() if open_loop else workload
 
     return _execute(ctx, load, traces=traces, trace_format=trace_format,
-             trace_block_size=trace_block_size)
+                    trace_block_size=trace_block_size)
 
 
 @app.command("synth")

@@ -109,7 +109,8 @@ def _replay_run(folder: Path, label: str) -> Run:
     summary = read_json(folder / SUMMARY_JSON)
     inputs = read_json(folder / INPUTS_JSON) or {}
     if not isinstance(summary, Mapping) or "num_requests" not in summary:
-        raise InputError("not a replay summary (no num_requests)", source=str(folder / SUMMARY_JSON))
+        raise InputError("not a replay summary (no num_requests)",
+                         source=str(folder / SUMMARY_JSON))
     good, n = summary.get("goodput_completed_requests"), summary.get("num_requests") or 0
     requests = read_parquet(folder / REQUESTS_TABLE)
     if "status" in requests:
@@ -129,7 +130,8 @@ def _replay_run(folder: Path, label: str) -> Run:
 def _capacity_runs(folder: Path, label: str) -> list[Run]:
     report = read_json(folder / CAPACITY_JSON)
     if not isinstance(report, Mapping) or "static" not in report:
-        raise InputError("not a plansim capacity result (no static)", source=str(folder / CAPACITY_JSON))
+        raise InputError("not a plansim capacity result (no static)",
+                         source=str(folder / CAPACITY_JSON))
     sla = sla_text(dict(report.get("sla") or {}))
     points = read_parquet(folder / POINTS_TABLE)
     if points is not None:
@@ -141,13 +143,15 @@ def _capacity_runs(folder: Path, label: str) -> list[Run]:
     for row in rows:
         counts = (f"{row['num_workers']} workers" if pd.notna(row.get("num_workers", pd.NA))
                   else f"{row['num_prefill_workers']}P+{row['num_decode_workers']}D")
-        runs.append(Run(f"{label}: {row['variant']} {counts}", str(folder.resolve()), "capacity static",
+        runs.append(Run(f"{label}: {row['variant']} {counts}", str(folder.resolve()),
+                        "capacity static",
                         finite_number(row.get("goodput_ratio")),
                         finite_number(row.get("gpu_hours")),
                         {k: finite_number(row.get(_SUMMARY_OF.get(k, k))) for k in LATENCY_KEYS},
                         options={"variant": row["variant"], "workers": counts}, sla=sla))
     for policy in report.get("policies") or ():
-        runs.append(Run(f"{label}: policy {policy['name']}", str(folder.resolve()), "capacity policy",
+        runs.append(Run(f"{label}: policy {policy['name']}", str(folder.resolve()),
+                        "capacity policy",
                         finite_number(policy.get("goodput_ratio")),
                         finite_number(policy.get("gpu_hours")), dict.fromkeys(LATENCY_KEYS),
                         options={"policy": policy["name"]}, sla=sla))

@@ -3,9 +3,11 @@
 ``replay_cards`` (replay and planner reports): goodput with the SLA it was scored against,
 GPU-hours, p90 TTFT and p90 TPOT (each request's mean token gap, what the SLA's TPOT bound
 checks; the card gives the p90 of every token gap, ITL, beside it) against their bounds, peak
-and mean workers, and the requests that did not complete when there are any. ``scaling_cards`` adds the planner's
-scaling events, and ``saving_card`` the GPU-hour gap to a replayed reference (the starting
-counts held static) with both runs' goodput: a saving is never shown without what it cost.
+and mean workers, and the requests that did not complete when there are any.
+``scaling_cards`` adds the planner's scaling events, ``saving_card`` the GPU-hour gap to a
+replayed reference (the starting counts held static) with both runs' goodput, so that a saving
+is never shown without what it cost, and ``before_after_cards`` a run's goodput and GPU-hours
+against such a reference (a retune run against the same replay without retune).
 
 A card says ``n/a`` for a figure with no samples, never a made-up zero.
 """

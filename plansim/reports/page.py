@@ -17,6 +17,7 @@ until every chart has rendered and read the JavaScript errors raised on the way.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -26,18 +27,22 @@ import plotly.graph_objects as go
 
 from plansim.reports.format import NOT_SET, key_value, plain_value
 
-# The headline cards' rules, one rule a line (``cards_fragment`` scopes them).
+# The headline cards' rules (``cards_fragment`` scopes them to its fragment).
 _CARD_CSS = """
 .cards{display:flex;flex-wrap:wrap;gap:12px;margin:12px 0 4px}
-.card{box-sizing:border-box;flex:1 1 150px;max-width:300px;background:#fff;border:1px solid #e1e4ea;border-top:4px solid #9aa3b5;border-radius:8px;padding:10px 14px}
-.card.good{border-top-color:#2ca02c}
-.card.bad{border-top-color:#d62728}
-.card .label{font-size:.78rem;color:#4a5366;font-weight:600;text-transform:uppercase;letter-spacing:.03em}
-.card .value{font-size:1.55rem;font-weight:650;margin:2px 0;font-variant-numeric:tabular-nums;white-space:nowrap}
+.card{box-sizing:border-box;flex:1 1 150px;max-width:300px;background:#fff;border:1px solid #e1e4ea;
+border-top:4px solid #9aa3b5;border-radius:8px;padding:10px 14px}
+.card.good{border-top-color:#2ca02c}.card.bad{border-top-color:#d62728}
+.card .label{font-size:.78rem;color:#4a5366;font-weight:600;text-transform:uppercase;
+letter-spacing:.03em}
+.card .value{font-size:1.55rem;font-weight:650;margin:2px 0;font-variant-numeric:tabular-nums;
+white-space:nowrap}
 .card .value.long{font-size:1.1rem;white-space:normal;overflow-wrap:anywhere}
 .card .detail{font-size:.8rem;color:#4a5366}
 p.muted{color:#6b7385;font-size:.8rem;margin:4px 0 0}
 """
+# A rule's selectors: what stands before its "{" (the rules hold no other braces).
+_SELECTORS = re.compile(r"(^|\})\s*([^{}]+)\{")
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;
@@ -347,7 +352,8 @@ def _cards_markup(cards: Sequence[Card], note: str = "") -> str:
 def cards_fragment(cards: Sequence[Card], note: str = "") -> str:
     """The headline cards as an HTML fragment with their own style, scoped so that it changes
     nothing else of the page it lands in (a notebook's output cell)."""
-    scoped = "".join(f".plansim {rule}" for rule in _CARD_CSS.strip().splitlines(keepends=True))
+    scoped = _SELECTORS.sub(lambda m: m.group(1) + ",".join(
+        f".plansim {s.strip()}" for s in m.group(2).split(",")) + "{", _CARD_CSS.strip())
     return f'<div class="plansim"><style>{scoped}</style>{_cards_markup(cards, note)}</div>'
 
 

@@ -318,7 +318,8 @@ def _loss_table(page: Page, table: list[dict[str, Any]]) -> None:
             for r in table
         ],
         "Pre-sweep loss as above. Skill vs naive: 1 - loss / the loss of repeating the last "
-        "bucket (above 0: better than that naive forecast). Count MAPE: the mean of |forecast - actual| / actual of the "
+        "bucket (above 0: better than that naive forecast). Count MAPE: the mean of "
+        "|forecast - actual| / actual of the "
         "request count over the buckets with requests. Count RMSE: root mean squared "
         "request-count error. Under-forecast buckets: share of "
         f"buckets forecast below {UNDER_FORECAST_RATIO:.0%} of the actual count (the risk of "

@@ -76,7 +76,7 @@ def test_without_the_extra_an_aic_model_is_one_line_naming_it(monkeypatch, run_c
     code, out, err = run_cli("replay", "run", str(trace), "--config", str(config),
                              "--out", str(tmp_path / "out"))
     assert code == 2
-    assert err == (f"plansim: {config}: engine.timing_model: the aic timing model needs "
+    assert err == (f"plansim: {config}:2: engine.timing_model: the aic timing model needs "
                    "AIConfigurator, which is not installed: pip install 'plansim[aic]'\n")
     assert not (tmp_path / "out").exists()
 

@@ -182,9 +182,8 @@ def test_the_recommendation_keeps_the_input_s_spellings_and_is_written_for_dynam
         tmp_path, files, run_cli):
     trace, _ = files
     config = tmp_path / "spelled.yaml"
-    config.write_text(DEPLOY.replace("engine: {", "engine: {backend: vllm, num_gpu_blocks_override: "
-                                     "4096, ").replace("sla: {ttft_ms: 500}",
-                                                       "sla: {ttft_ms: 500, itl_ms: 100}"))
+    spelled = DEPLOY.replace("engine: {", "engine: {backend: vllm, num_gpu_blocks_override: 4096, ")
+    config.write_text(spelled.replace("sla: {ttft_ms: 500}", "sla: {ttft_ms: 500, itl_ms: 100}"))
     out = tmp_path / "out"
     code, _, err = _run(run_cli, trace, config, out, "--no-default-policies")
     assert code == 0, err
@@ -202,6 +201,6 @@ def test_the_recommendation_keeps_the_input_s_spellings_and_is_written_for_dynam
     assert args["engine"]["worker_type"] == "aggregated" and args["engine"]["max_num_seqs"] == 1
     # The fixed timing model is plansim's own: left out, and said so.
     assert "timing_model" not in json.dumps(args) and "leaves out timing_model" in err
-    planner = json.loads((out / "recommended_planner_args.json").read_text())
+    planner = yaml.safe_load((out / "recommended_planner.yaml").read_text())
     assert (planner["mode"], planner["ttft_ms"], planner["itl_ms"]) == ("agg", 500.0, 100.0)
     assert "scaling_policy" not in planner

@@ -364,9 +364,10 @@ def test_extra_engine_args_take_dynamo_s_inline_json(tmp_path, run_cli):
 
 def test_a_planner_run_is_compared_with_its_starting_counts_held_static(tmp_path, run_cli):
     out = tmp_path / "o"
-    code, stdout, err = run_cli("replay", "run", str(EXAMPLES / "traces" / "sample.dynamo.jsonl.gz"),
-                                "-c", str(EXAMPLES / "deploy.yaml"), "--planner-config",
-                                str(EXAMPLES / "planner.yaml"), "--out", str(out), "--no-report")
+    sample = str(EXAMPLES / "traces" / "sample.dynamo.jsonl.gz")
+    code, stdout, err = run_cli("replay", "run", sample, "-c", str(EXAMPLES / "deploy.yaml"),
+                                "--planner-config", str(EXAMPLES / "planner.yaml"), "--out",
+                                str(out), "--no-report")
     assert code == 0, err
     baseline = json.loads((out / "baseline.json").read_text())
     static = tmp_path / "static"

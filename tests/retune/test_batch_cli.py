@@ -58,7 +58,8 @@ def test_windows_prints_tables_in_order_and_writes_the_folder(run_file, tmp_path
     assert summary["windows"] == 2
     assert sum(c["wins"] for c in summary["candidates"]) == summary["ranked_windows"]
     inputs = json.loads((out / "inputs.json").read_text())
-    assert inputs["command"] == "plansim retune windows" and inputs["windows"] == {"first": 1, "last": 2}
+    assert inputs["command"] == "plansim retune windows"
+    assert inputs["windows"] == {"first": 1, "last": 2}
     assert inputs["no_timeout"] is True
     assert inputs["scoring_sla"]["tpot_ms"] == 50  # the planner's default ITL target: none set
     assert summary["reader_counts"]["requests"] == sum(

@@ -126,7 +126,8 @@ def test_window_prints_the_ranked_candidates(tmp_path, private_tmp, run_cli):
                  "plotly.min.js"):
         assert (out / name).is_file(), name
     inputs = json.loads((out / "inputs.json").read_text())
-    assert inputs["command"] == "plansim retune window" and inputs["windows"] == {"first": 1, "last": 1}
+    assert inputs["command"] == "plansim retune window"
+    assert inputs["windows"] == {"first": 1, "last": 1}
 
 
 def test_a_bad_retune_field_is_one_line_naming_it(tmp_path, run_cli):
