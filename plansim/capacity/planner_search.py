@@ -150,12 +150,14 @@ def check_knobs(knobs: Sequence[Knob]) -> None:
 def planner_mapping(base: Mapping[str, Any], setting: Setting,
                     sla: Mapping[str, float | None]) -> dict[str, Any]:
     """The planner mapping of ``setting`` over ``base``, in Dynamo's key names: the headroom
-    becomes ``ttft_ms`` / ``itl_ms``, whole seconds are written as integers (Dynamo's
+    becomes ``ttft_ms`` / ``itl_ms``, fractions of ``sla``'s ``ttft_ms`` / ``tpot_ms``
+    (``SlaConfig.model_dump()``), whole seconds are written as integers (Dynamo's
     intervals are ints), and plansim's own keys are left out for the dynamo policy."""
     out = dict(base)
     for key, value in setting:
         if key == SLA_FRACTION:
-            for name, bound in (("ttft_ms", sla.get("ttft_ms")), ("itl_ms", sla.get("itl_ms"))):
+            # The planner's ITL target is sized from the SLA's TPOT bound (its mean token gap).
+            for name, bound in (("ttft_ms", sla.get("ttft_ms")), ("itl_ms", sla.get("tpot_ms"))):
                 if bound is not None:
                     out[name] = float(bound) * float(value)
         else:

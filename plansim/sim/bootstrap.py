@@ -158,5 +158,7 @@ def _warn_unused_planner_sla(config: PlannerConfig, sla: SlaTargets) -> None:
 
 
 def _sla_text(sla: SlaTargets) -> str:
-    parts = [f"{k} {v:g}" for k, v in (("ttft_ms", sla.ttft_ms), ("itl_ms", sla.itl_ms)) if v is not None]
+    # The deployment's keys: its tpot_ms bound is the planner's ITL target.
+    parts = [f"{k} {v:g}" for k, v in (("ttft_ms", sla.ttft_ms), ("tpot_ms", sla.itl_ms))
+             if v is not None]
     return ", ".join(parts) or "none"

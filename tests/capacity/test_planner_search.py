@@ -111,8 +111,11 @@ def test_written_planner_file_loads_back_as_the_same_configuration():
     # is written as Dynamo's integer 30; no plansim-only key is written for the dynamo policy.
     setting = (("sla_fraction", 0.5), ("throughput_adjustment_interval_seconds", 30.0),
                ("min_endpoint", 3), ("load_predictor", "constant"))
-    sla = {"ttft_ms": 800.0, "itl_ms": 15.0}
     from plansim.roles import Mode
+    from plansim.sim.deployment import build_deployment
+
+    # The SLA as capacity passes it (the deployment's, here in the reference's itl_ms spelling).
+    sla = build_deployment({"sla": {"ttft_ms": 800, "itl_ms": 15}}).sla.model_dump()
 
     # The base mapping holds the deployment's mode as an enum (default_base): written as "agg".
     mapping = ps.planner_mapping({**BASE, "mode": Mode.AGG, "scaling_policy": "dynamo"},

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from plansim.sim.bootstrap import benchmark_fpms, worker_capabilities
+from plansim.planner_core import parse_planner_config
+from plansim.sim.bootstrap import (
+    benchmark_fpms,
+    planner_for_deployment,
+    worker_capabilities,
+)
 from plansim.sim.deployment import EngineArgs, build_deployment
 
 
@@ -38,3 +43,14 @@ def test_capabilities_per_role_with_benchmarks():
     assert agg.benchmark_fpms["decode"][0].num_prefill_requests == 1  # prefill sweep first
     dis = worker_capabilities(build_deployment({"mode": "disagg"}), benchmark=False)
     assert dis.prefill is not None and dis.benchmark_fpms == {}
+
+
+def test_a_planner_target_sla_goodput_overrides_is_named_with_the_deployment_s_sla(caplog):
+    deployment = build_deployment({"sla": {"ttft_ms": 500, "tpot_ms": 20}})
+    config = parse_planner_config({"mode": "agg", "scaling_policy": "sla_goodput",
+                                   "optimization_target": "sla",
+                                   "ttft_ms": 300, "itl_ms": 20})
+    with caplog.at_level("WARNING", logger="plansim"):
+        planner_for_deployment(config, deployment)
+    assert ("scaling_policy sla_goodput sizes for the deployment's sla (ttft_ms 500, tpot_ms 20);"
+            " ttft_ms 300 not used") in caplog.text
