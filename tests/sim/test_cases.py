@@ -40,7 +40,7 @@ def test_disagg_case_maps_pools_engines_router_and_sla(tmp_path):
     assert dep.decode_args.num_gpu_blocks == 2048
     assert dep.router.mode == "kv_router"
     assert dep.arrival_speedup_ratio == 1.5
-    assert (dep.sla.ttft_ms, dep.sla.itl_ms, dep.sla.e2e_ms) == (500.0, 20.0, None)
+    assert (dep.sla.ttft_ms, dep.sla.tpot_ms, dep.sla.e2e_ms) == (500.0, 20.0, None)
 
 
 def test_a_case_takes_router_config_keys_and_the_canonical_engine_config(tmp_path):

@@ -146,10 +146,10 @@ def test_no_goodput_keys_without_sla():
     assert not any(key.startswith("goodput") for key in _summary(sla=SlaThresholds()))
 
 
-def test_goodput_ttft_and_average_itl():
-    # A: ttft 10 ok, avg itl 30/3 = 10 > 8 -> bad. B: ttft 20 ok, one token so itl unchecked.
-    # C: ttft 20 ok (<=), avg itl 6/2 = 3 ok. Good: B, C -> 2 requests, 4 tokens over 0.04 s.
-    s = _summary(sla=SlaThresholds(ttft_ms=20.0, itl_ms=8.0))
+def test_goodput_ttft_and_tpot_the_mean_token_gap():
+    # A: ttft 10 ok, tpot 30/3 = 10 > 8 -> bad. B: ttft 20 ok, one token so tpot unchecked.
+    # C: ttft 20 ok (<=), tpot 6/2 = 3 ok. Good: B, C -> 2 requests, 4 tokens over 0.04 s.
+    s = _summary(sla=SlaThresholds(ttft_ms=20.0, tpot_ms=8.0))
     assert s["goodput_completed_requests"] == 2
     assert s["goodput_request_throughput_rps"] == pytest.approx(50.0)
     assert s["goodput_output_throughput_tok_s"] == pytest.approx(100.0)
@@ -163,8 +163,8 @@ def test_goodput_e2e_only():
 
 
 def test_good_mask_marks_the_requests_goodput_counts_per_row():
-    # same rule as test_goodput_ttft_and_average_itl: B and C good; D rejected, E incomplete
-    mask = good_mask(_requests(), SlaThresholds(ttft_ms=20.0, itl_ms=8.0))
+    # same rule as test_goodput_ttft_and_tpot_the_mean_token_gap: B and C good; D rejected, E incomplete
+    mask = good_mask(_requests(), SlaThresholds(ttft_ms=20.0, tpot_ms=8.0))
     assert mask.tolist() == [False, True, True, False, False]
     assert good_mask(_requests(), SlaThresholds(e2e_ms=25.0)).tolist() == [
         False, True, False, False, False]
