@@ -35,11 +35,11 @@ from plansim.aic.spec import AicSpec, parse_aic_spec
 from plansim.configfile import read_config
 from plansim.errors import ConfigError
 from plansim.limits import MAX_POOL_WORKERS, MAX_SEED
-from plansim.params import params_of
+from plansim.params import Param, params_of
 from plansim.roles import POOL_COUNT_FIELDS, Mode, Role
 from plansim.sim import engine_config
 from plansim.sim.routing import ROUTERS, all_router_knobs, router_knobs
-from plansim.sim.schedulers import SCHEDULERS
+from plansim.sim.schedulers import SCHEDULERS, backend_blocks, backend_engine_knobs
 from plansim.sim.timing import TIMING_MODELS, timing_params
 from plansim.sim.speculative import accept_rates
 from plansim.validation import StrictModel, config_error
@@ -130,20 +130,17 @@ TimingModelSpec = create_model(
        if name not in _TimingModelFields.model_fields})
 
 
-class SglangArgs(StrictModel):
-    """The reference's ``engine.sglang`` block (used with ``backend: sglang``)."""
-
-    schedule_policy: Literal["fifo", "lpm"] = "fifo"
-    max_prefill_tokens: int = Field(default=16384, ge=1)
-    chunked_prefill_size: int = Field(default=8192, ge=1)
-    clip_max_new_tokens: int = Field(default=4096, ge=1)
-    schedule_conservativeness: float = Field(default=1.0, ge=0, le=1)
+def _block_model(backend: str, knobs: tuple[Param, ...]) -> type[StrictModel]:
+    """The model of a backend's engine block (``engine.sglang``) from its declared knobs."""
+    return create_model(f"{backend.capitalize()}Args", __base__=StrictModel, __module__=__name__,
+                        __doc__=f"The reference's ``engine.{backend}`` block (used with "
+                                f"``backend: {backend}``).",
+                        **{p.name: p.field() for p in knobs})
 
 
-class TrtllmArgs(StrictModel):
-    """The reference's ``engine.trtllm`` block (used with ``backend: trtllm``)."""
-
-    capacity_scheduler_policy: Literal["guaranteed_no_evict"] = "guaranteed_no_evict"
+# Each backend's own engine block, by backend (``plansim.sim.schedulers.backend_blocks``).
+BACKEND_BLOCKS: dict[str, type[StrictModel]] = {
+    backend: _block_model(backend, knobs) for backend, knobs in backend_blocks().items()}
 
 
 class HostOffloadArgs(StrictModel):
@@ -156,8 +153,9 @@ class HostOffloadArgs(StrictModel):
     h2d_bandwidth_gbps: float = Field(default=32.0, ge=0)
 
 
-class EngineArgs(StrictModel):
-    """One engine (worker) in the reference mocker's JSON key names and defaults."""
+class _EngineFields(StrictModel):
+    """One engine (worker) in the reference mocker's JSON key names and defaults (``EngineArgs``
+    adds each backend's own keys: its block, ``sglang``, and its top-level keys)."""
 
     # A backend of the engine registry (``plansim.sim.schedulers.SCHEDULERS``).
     engine_type: str = "vllm"
@@ -188,10 +186,6 @@ class EngineArgs(StrictModel):
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
     mem_fraction_static: float | None = Field(default=None, gt=0, le=1)
     free_gpu_memory_fraction: float | None = Field(default=None, gt=0, le=1)
-    sglang: SglangArgs = Field(default_factory=SglangArgs)
-    trtllm: TrtllmArgs = Field(default_factory=TrtllmArgs)
-    # SGLang: decode passes that follow a prefill pass before the next prefill (0: none).
-    prefill_decode_interval: int = Field(default=0, ge=0)
     # Speculative (MTP) decoding: draft tokens per pass, their conditional acceptance rates,
     # and the base seed of each rank's acceptance stream (``plansim.sim.speculative``).
     aic_nextn: int | None = Field(default=None, ge=1, le=5)
@@ -234,7 +228,7 @@ class EngineArgs(StrictModel):
                 fields["kv_cache_bytes_per_token"] = fields["kv_bytes_per_token"]
         elif "kv_cache_bytes_per_token" in fields:
             no_effect.add("kv_cache_bytes_per_token")  # it sizes host offload blocks only
-        backend = fields.get("engine_type", "vllm")
+        backend = fields.get("engine_type", cls.model_fields["engine_type"].default)
         backend = backend.lower() if isinstance(backend, str) else backend
         if backend in SCHEDULERS:
             if "block_size" not in fields:
@@ -242,12 +236,12 @@ class EngineArgs(StrictModel):
                 fields["block_size"] = SCHEDULERS.get(backend).default_block_size
             # The reference's normaliser writes every backend's block; another backend's
             # settings count only if the user changed them.
-            for block, model in (("sglang", SglangArgs), ("trtllm", TrtllmArgs)):
+            for block, knobs in backend_blocks().items():
                 given = fields.get(block)
                 if block != backend and isinstance(given, Mapping):
+                    defaults = {knob.name: knob.default for knob in knobs}
                     no_effect.update(f"{block}.{k}" for k, v in given.items()
-                                     if k in model.model_fields
-                                     and v != model.model_fields[k].default)
+                                     if k in defaults and v != defaults[k])
         timing = fields.get("timing_model")
         if isinstance(timing, Mapping) and timing.get("type") == "aic" and "backend" not in timing:
             # The reference's rule: AIConfigurator's backend defaults to the engine's.
@@ -291,16 +285,19 @@ class EngineArgs(StrictModel):
 
     @model_validator(mode="after")
     def _backend_knobs(self) -> EngineArgs:
-        if self.prefill_decode_interval and self.engine_type != "sglang":
-            raise ValueError("prefill_decode_interval: supported only for backend sglang")
+        for name, (knob, owners) in backend_engine_knobs().items():
+            if self.engine_type not in owners and getattr(self, name) != knob.default:
+                raise ValueError(f"{name}: supported only for backend {' and '.join(owners)}")
         return self
 
     @model_validator(mode="after")
     def _host_offload(self) -> EngineArgs:
         if self.native_host_offload is None:
             return self
-        if self.engine_type != "vllm":
-            raise ValueError("native_host_offload: supported only for backend vllm")
+        if not SCHEDULERS.get(self.engine_type).host_offload:
+            hosts = [name for name, cls in SCHEDULERS.items() if cls.host_offload]
+            raise ValueError(f"native_host_offload: supported only for backend "
+                             f"{' and '.join(hosts)}")
         if not self.enable_prefix_caching:
             raise ValueError("native_host_offload: needs enable_prefix_caching")
         if self.kv_cache_bytes_per_token is None:
@@ -354,6 +351,12 @@ class EngineArgs(StrictModel):
         if self.planner_profile_data:
             return TimingModelSpec(type="npz", path=self.planner_profile_data)
         return TimingModelSpec()
+
+
+EngineArgs = create_model(
+    "EngineArgs", __base__=_EngineFields, __module__=__name__, __doc__=_EngineFields.__doc__,
+    **{name: (model, Field(default_factory=model)) for name, model in BACKEND_BLOCKS.items()},
+    **{name: knob.field() for name, (knob, _) in backend_engine_knobs().items()})
 
 
 # Engine keys that time the disaggregated KV handoff; only the prefill pool's are read.
@@ -687,7 +690,7 @@ def _no_effect_reason(dotted: str) -> str:
         modes = [mode for mode in ROUTERS if name in {k.name for k in router_knobs(mode)}]
         return f"a knob of router mode {' and '.join(modes)} only"
     block = name.partition(".")[0]
-    if block in ("sglang", "trtllm"):
+    if block in BACKEND_BLOCKS:
         return f"used only with backend {block}"
     if name in HANDOFF_KEYS:
         return "times the disaggregated KV handoff; only the prefill pool's engine args are read"
