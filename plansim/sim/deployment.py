@@ -38,7 +38,7 @@ from plansim.limits import MAX_POOL_WORKERS, MAX_SEED
 from plansim.params import Param, params_of
 from plansim.roles import POOL_COUNT_FIELDS, Mode, Role
 from plansim.sim import engine_config
-from plansim.sim.routing import ROUTERS, all_router_knobs, router_knobs
+from plansim.sim.routing import ROUTERS, all_router_knobs, router_knobs, router_mode
 from plansim.sim.schedulers import SCHEDULERS, backend_blocks, backend_engine_knobs
 from plansim.sim.timing import TIMING_MODELS, timing_params
 from plansim.sim.speculative import accept_rates
@@ -409,7 +409,7 @@ class _RouterBase(StrictModel):
     def _split_no_effect(cls, data: Any) -> Any:
         if not isinstance(data, Mapping) or "no_effect_keys" in data:
             return data
-        mode = _router_mode(data.get("mode", "round_robin"))
+        mode = router_mode(data.get("mode", cls.model_fields["mode"].default))
         used = {k.name for k in router_knobs(mode)} if mode in ROUTERS else set()
         unused_knobs = {k for k in data if k in all_router_knobs() and k not in used}
         given = sorted(k for k in data if k in NO_EFFECT_ROUTER_KEYS or k in unused_knobs)
@@ -430,16 +430,10 @@ class _RouterBase(StrictModel):
     @field_validator("mode", mode="before")
     @classmethod
     def _known_mode(cls, value: Any) -> Any:
-        mode = _router_mode(value)
+        mode = router_mode(value)
         if isinstance(mode, str) and mode not in ROUTERS:
             raise ValueError(ROUTERS.unknown(value))
         return mode
-
-
-def _router_mode(value: Any) -> Any:
-    """The registry name of a router mode spelling (``kv``, ``kv-router``, ``round-robin``)."""
-    return {"kv": "kv_router", "kv-router": "kv_router", "round-robin": "round_robin"}.get(
-        value, value) if isinstance(value, str) else value
 
 
 RouterConfig = create_model(
@@ -656,7 +650,7 @@ def _drop_unused_knobs(raw: dict[str, Any], keep: set[str] = frozenset()) -> Non
     router = raw.get("router")
     if not isinstance(router, dict):
         return
-    mode = _router_mode(router.get("mode", "round_robin"))
+    mode = router_mode(router.get("mode", _RouterBase.model_fields["mode"].default))
     if mode not in ROUTERS:
         return
     used = {k.name for k in router_knobs(mode)}
