@@ -29,9 +29,8 @@ from pydantic import (
     model_validator,
 )
 
-from plansim.aic import sdk as aic_sdk
 from plansim.aic.memory import MEMORY_FRACTION_KEYS
-from plansim.aic.spec import AicSpec, parse_aic_spec
+from plansim.aic.spec import AicSpec
 from plansim.configfile import read_config
 from plansim.errors import ConfigError
 from plansim.limits import MAX_POOL_WORKERS, MAX_SEED
@@ -40,7 +39,7 @@ from plansim.roles import POOL_COUNT_FIELDS, Mode, Role
 from plansim.sim import engine_config
 from plansim.sim.routing import ROUTERS, all_router_knobs, router_knobs, router_mode
 from plansim.sim.schedulers import SCHEDULERS, backend_blocks, backend_engine_knobs
-from plansim.sim.timing import TIMING_MODELS, timing_params
+from plansim.sim.timing import TIMING_MODELS, TimingKind, timing_params
 from plansim.sim.speculative import accept_rates
 from plansim.validation import StrictModel, config_error
 
@@ -52,19 +51,11 @@ DERIVED = "derived_from_model"
 
 
 class _TimingModelFields(StrictModel):
-    """The reference's ``timing_model`` object (``TimingModelSpec`` adds the keys of their own
-    that registered types declare, ``TimingKind.Params``).
-
-    ``type``: ``polynomial`` (or ``default``): the reference's default formulas;
-    ``fixed``: constant ``prefill_ms`` / ``decode_ms`` per pass;
-    ``npz``: the mocker's NPZ profile at ``path``;
-    ``external`` with ``provider: dynamo_profile`` and ``config.path``: the same NPZ profile;
-    ``python``: ``callable`` is ``"module:attr"`` naming a factory or object with
-    ``prefill_ms(new_tokens, batch_size, mean_isl, mean_prefix)`` and
-    ``decode_ms(batch_size, active_kv_tokens, mean_context, total_kv_tokens)``;
-    ``aic``: AIConfigurator's estimates for a model on a GPU (extra ``plansim[aic]``); the other
-    keys are :class:`~plansim.aic.spec.AicSpec`'s and are kept in ``aic``.
-    """
+    """The reference's ``timing_model`` object: ``type`` names a type of the timing registry
+    (``plansim.sim.timing.TIMING_MODELS``; each type's module says what it reads), the keys
+    below are the ones types share (``TimingKind.shared_keys``: an NPZ ``path``, an external
+    ``provider`` and its ``config``, the ``aic`` settings), and ``TimingModelSpec`` adds the keys
+    of their own that types declare (``TimingKind.Params``)."""
 
     # A type of the timing registry (``plansim.sim.timing.TIMING_MODELS``).
     type: str = "polynomial"
@@ -75,24 +66,18 @@ class _TimingModelFields(StrictModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _aic_fields(cls, data: Any) -> Any:
-        """``{type: aic, system: ..., ...}``: the keys after ``type`` are the AIC spec's."""
-        if not (isinstance(data, Mapping) and data.get("type") == "aic"):
-            return data
-        if aic_sdk.sdk_version() is None:
-            raise ValueError(aic_sdk.MISSING_SDK)
-        if "aic" in data:
-            return data
-        return {"type": "aic", "aic": parse_aic_spec({k: v for k, v in data.items() if k != "type"})}
+    def _own_fields(cls, data: Any) -> Any:
+        """A type's settings as written (``TimingKind.from_written``: ``aic``'s beside type)."""
+        kind = _timing_kind(data.get("type", cls.model_fields["type"].default)) \
+            if isinstance(data, Mapping) else None
+        return data if kind is None else kind.from_written(data)
 
     @model_serializer(mode="wrap")
-    def _aic_beside_type(self, handler: Any) -> Any:
-        """An aic model dumps as it is written, its keys beside ``type`` (so a dotted override
-        like ``engine.timing_model.system`` applies to a dump)."""
+    def _as_written(self, handler: Any) -> Any:
+        """A spec dumps as it is written (``TimingKind.to_written``)."""
         data = handler(self)
-        if self.aic is None or not isinstance(data, dict):
-            return data
-        return {**data.get("aic", {}), "type": "aic"}
+        return TIMING_MODELS.get(self.type).to_written(self, data) if isinstance(data, dict) \
+            else data
 
     @field_validator("type")
     @classmethod
@@ -113,14 +98,17 @@ class _TimingModelFields(StrictModel):
             raise ValueError(f"{', '.join(foreign)}: not read by a timing model of type "
                              f"{self.type}")
         kind.check(self)
-        if self.type == "aic" and self.aic is None:
-            raise ValueError("aic settings belong to a timing model of type aic")
         return self
 
     @property
     def npz_path(self) -> str | None:
         """The NPZ file this spec reads, if any."""
         return TIMING_MODELS.get(self.type).npz_path(self)
+
+
+def _timing_kind(name: Any) -> TimingKind | None:
+    """The registered timing type ``name`` names, if any (the type check names a bad one)."""
+    return TIMING_MODELS.get(name) if isinstance(name, str) and name in TIMING_MODELS else None
 
 
 TimingModelSpec = create_model(
@@ -243,9 +231,9 @@ class _EngineFields(StrictModel):
                     no_effect.update(f"{block}.{k}" for k, v in given.items()
                                      if k in defaults and v != defaults[k])
         timing = fields.get("timing_model")
-        if isinstance(timing, Mapping) and timing.get("type") == "aic" and "backend" not in timing:
-            # The reference's rule: AIConfigurator's backend defaults to the engine's.
-            fields["timing_model"] = {**timing, "backend": backend}
+        kind = _timing_kind(timing.get("type")) if isinstance(timing, Mapping) else None
+        if kind is not None:
+            fields["timing_model"] = kind.engine_defaults(timing, backend)
         return {**fields, "no_effect_keys": tuple(sorted(no_effect))}
 
     @model_validator(mode="wrap")
