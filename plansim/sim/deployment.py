@@ -129,6 +129,8 @@ def _block_model(backend: str, knobs: tuple[Param, ...]) -> type[StrictModel]:
 # Each backend's own engine block, by backend (``plansim.sim.schedulers.backend_blocks``).
 BACKEND_BLOCKS: dict[str, type[StrictModel]] = {
     backend: _block_model(backend, knobs) for backend, knobs in backend_blocks().items()}
+# Module attributes under their names (``SglangArgs``), so that engine args pickle (worker pools).
+globals().update({model.__name__: model for model in BACKEND_BLOCKS.values()})
 
 
 class HostOffloadArgs(StrictModel):
