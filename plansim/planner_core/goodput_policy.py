@@ -1,4 +1,6 @@
-"""``scaling_policy: sla_goodput``: plansim's policy, sizing each pool for what goodput measures.
+"""The loops of ``scaling_policy: sla_goodput`` (declared in
+``plansim.planner_core.scaling_policies.sla_goodput``): plansim's policy, sizing each pool for
+what goodput measures.
 
 Goodput counts a request as good when its own TTFT and its own mean inter-token gap meet the
 deployment's SLA, so this policy sizes for the share of requests over the SLA, not for the mean
@@ -44,9 +46,6 @@ import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from plansim.planner_core.budget import fit_ceiling_pair, fit_ceiling_single
 from plansim.planner_core.goodput_model import (
@@ -66,7 +65,8 @@ from plansim.planner_core.observations import CompletedRequests, SlaTargets, Tic
 from plansim.planner_core.perf_model import EngineLimits
 from plansim.planner_core.pipeline import Override, OverrideType, PipelineContext, Stage, StageResult
 from plansim.planner_core.reasons import GoodputReason
-from plansim.planner_core.scaling_policies import PolicyPlugins, ScalingPolicy, register
+from plansim.planner_core.scaling_policies import PolicyPlugins
+from plansim.planner_core.scaling_policies.sla_goodput import SlaGoodputParams
 from plansim.roles import PlannerMode, Role
 
 # Rate standing for "no load": what fails here fails at any size.
@@ -97,51 +97,6 @@ UNBOUNDED_REPLICAS = 256
 CALIBRATION_RANGE = (0.02, 20.0)
 CALIBRATION_DAMPING = 0.5
 CALIBRATION_STEP = 2.0
-
-
-class SlaGoodputParams(BaseModel):
-    """Parameters of ``sla_goodput`` (``scaling_policy_params``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    max_violation_fraction: float = Field(
-        0.05, gt=0, lt=1,
-        description="largest share of requests allowed over the SLA (half of it per pool when "
-                    "disaggregated)")
-    history_requests: int = Field(
-        2048, ge=16, le=1_000_000,
-        description="completed requests kept as the request mix the model sizes for")
-    ttft_worker_percentile: float = Field(
-        50.0, ge=0, le=100,
-        description="the fast loop grows a pool when this percentile of its workers' queue-aware "
-                    "TTFT estimates is over the TTFT bound")
-    kv_pressure: float = Field(
-        0.9, gt=0, le=1,
-        description="the fast loop grows a pool when that percentile of workers uses this "
-                    "fraction of their KV tokens")
-    scale_down_stabilization_s: float = Field(
-        300.0, ge=0, le=86400,
-        description="a pool shrinks only to the largest size sized within this many seconds "
-                    "(the Kubernetes HPA scale-down stabilization window), up to 3x longer for "
-                    "bursty traffic as far as the bursts spend the error budget: bursts that recur "
-                    "within it keep their capacity")
-    min_window_requests: int = Field(
-        50, ge=1,
-        description="completed requests a window needs before it calibrates the model")
-    slo_window_s: float = Field(
-        3600.0, ge=0, le=30 * 86400,
-        description="the goodput target holds over this many seconds (an error budget): an "
-                    "interval may spend half of what the last slo_window_s saved, up to three "
-                    "times the target share; 0: every interval meets the target on its own")
-    knee_gain: float = Field(
-        0.02, ge=0, lt=1,
-        description="share of requests a doubling of a pool must at least bring back under "
-                    "the SLA: replicas that together buy less are not added")
-    routing: Literal["balanced", "random"] = Field(
-        "balanced",
-        description="how the router spreads requests over a pool's workers: balanced (the KV "
-                    "router, round robin: a worker's next request comes after the pool's next "
-                    "N - 1) or random (each worker sees a Poisson stream)")
 
 
 @dataclass(slots=True)
@@ -754,19 +709,3 @@ def build(state, params: SlaGoodputParams, sla: SlaTargets | None) -> PolicyPlug
     policy = SlaGoodputPolicy(state, params, sla)
     sizing = GoodputSizing(policy)
     return PolicyPlugins(throughput=sizing, load=GoodputPressure(policy, sizing), observe=policy.observe)
-
-
-def check(config) -> str | None:
-    if config.optimization_target != "sla":
-        return ("scaling_policy: sla_goodput sizes for the SLA and needs optimization_target sla "
-                f"(got {config.optimization_target})")
-    return None
-
-
-POLICY = register(ScalingPolicy(
-    name="sla_goodput",
-    summary="plansim's policy: sizes each pool for the fraction of requests over the goodput SLA",
-    params=SlaGoodputParams,
-    build=build,
-    check=check,
-))
