@@ -24,6 +24,7 @@ from plansim.commands.output import ForceOption, OutputFolder, records_option, w
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.commands.retune_windows import Backend
 from plansim.errors import InputError
+from plansim.traces.formats import input_help
 
 
 def capacity(
@@ -63,7 +64,7 @@ def capacity(
     arrival_speedup_ratio: Annotated[float | None, typer.Option(
         help="Divide arrival gaps by this.")] = None,
     trace_format: Annotated[str, typer.Option(
-        "--format", help="Trace format: auto, dynamo, mooncake or azure.")] = "auto",
+        "--format", help=input_help())] = "auto",
     trace_block_size: Annotated[int | None, typer.Option(
         help="Tokens per hash id for Mooncake/Azure traces.")] = None,
     backend: Annotated[Backend, typer.Option(

@@ -36,6 +36,7 @@ from plansim.commands.router_flags import (
 )
 from plansim.errors import InputError
 from plansim.runtime import long_lived
+from plansim.traces.formats import input_help
 
 app = typer.Typer(help="Replay request traces against a simulated deployment.",
                   no_args_is_help=True)
@@ -240,7 +241,7 @@ def run(
     traces: Annotated[list[Path], typer.Argument(
         help="Trace files, folders or globs.", metavar="TRACE", show_default=False)],
     trace_format: Annotated[str, typer.Option(
-        "--format", help="Trace format: auto, dynamo, mooncake, agentic_mooncake or azure.")] = "auto",
+        "--format", help=input_help())] = "auto",
     trace_block_size: Annotated[int | None, typer.Option(
         help="Tokens per hash id for Mooncake/Azure traces.")] = None,
     open_loop: Annotated[bool, typer.Option(

@@ -20,9 +20,9 @@ import numpy as np
 
 from plansim.errors import TraceError
 from plansim.traces.columns import TraceColumns
+from plansim.traces.formats.azure import DEFAULT_BLOCK_SIZE
 from plansim.traces.sources import open_binary
 
-DEFAULT_BLOCK_SIZE = 512
 COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 
 

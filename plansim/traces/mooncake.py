@@ -23,10 +23,10 @@ import orjson
 
 from plansim.errors import TraceError
 from plansim.traces.columns import I64_MAX, U64_MAX, TraceColumns
+from plansim.traces.formats.mooncake import DEFAULT_BLOCK_SIZE
 from plansim.traces.mooncake_sessions import MooncakeLinks
 from plansim.traces.sources import line_batches
 
-DEFAULT_BLOCK_SIZE = 512
 _TIMESTAMP = ("timestamp", "created_time")
 _INPUT = ("input_length", "input_tokens")
 _OUTPUT = ("output_length", "output_tokens")
