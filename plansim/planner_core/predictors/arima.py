@@ -45,7 +45,6 @@ _PQ_GRID = tuple((p, q) for p in range(3) for q in range(3))
 
 
 class ArimaPredictor(LoadPredictor):
-    name = "arima"
     Params = Log1pParams
 
     @classmethod

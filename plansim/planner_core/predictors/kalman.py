@@ -35,7 +35,6 @@ class KalmanParams(Log1pParams):
 
 
 class KalmanPredictor(LoadPredictor):
-    name = "kalman"
     Params = KalmanParams
 
     @classmethod

@@ -59,7 +59,6 @@ class ProphetParams(Log1pParams):
 
 
 class ProphetPredictor(LoadPredictor):
-    name = "prophet"
     Params = ProphetParams
 
     @classmethod
