@@ -24,6 +24,7 @@ from plansim.commands.output import ForceOption, OutputFolder, records_option, w
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.commands.retune_windows import Backend
 from plansim.errors import InputError
+from plansim.sim.routing import ROUTERS
 from plansim.traces.formats import input_help
 
 
@@ -42,7 +43,7 @@ def capacity(
     search: Annotated[list[str] | None, typer.Option(
         "--search", metavar="KEY=V1,V2",
         help="Also search a deployment key over these values (repeatable), e.g. "
-             "engine.max_num_batched_tokens=4096,8192 or router.mode=round_robin,kv_router.",
+             f"engine.max_num_batched_tokens=4096,8192 or router.mode={','.join(ROUTERS)}.",
         show_default=False)] = None,
     planner_config: Annotated[list[Path] | None, typer.Option(
         "--planner-config", help="A planner config to compare (repeatable), besides the "
