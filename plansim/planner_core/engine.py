@@ -241,7 +241,8 @@ class PlannerEngine:
     # -- internals ---------------------------------------------------------------------------
     def _build_policy(self) -> None:
         policy = SCALING_POLICIES.get(self.config.scaling_policy)
-        self._policy: PolicyPlugins = policy.plugins(self.state, self.config.policy_params, self.sla)
+        self._policy: PolicyPlugins = policy.plugins(self.state, self.config.policy_params,
+                                                     self.sla)
         self._throughput = self._policy.throughput
         self._load = self._policy.load
 

@@ -4,8 +4,8 @@ Each format is one declaration module here (its ``FORMAT``, a ``TraceFormat``): 
 help), what detection looks for in a file's first line and the test that finds it (``sniff``),
 its reader, its closed-loop graph builder (``linker``), whether it records latencies, the block
 size a trace of it is read with when the file does not say, its writer (``trace convert``,
-``trace synth``) and the reader of retune windows. Readers, linkers and writers are ``"module:attribute"`` targets imported when
-used, so detecting a format imports no reader. The registry's order is detection's: the most
+``trace synth``) and the reader of retune windows. Readers, linkers and writers are
+``"module:attribute"`` targets imported when used, so detecting a format imports no reader. The registry's order is detection's: the most
 specific test first (the agentic Mooncake header is also a row with a ``schema``).
 
 The ``--format``/``--to`` choices and help texts, the loader's checks and the convert command's
