@@ -34,9 +34,9 @@ from pathlib import Path
 import orjson
 
 from plansim.capacity import prepare, run
-from plansim.retune.pool import SpawnPool
 from plansim.sim.deployment import build_deployment
 from plansim.traces import load_workload
+from plansim.workers.pool import SpawnPool
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = next((d for d in (ROOT.parent / "shared/traces", ROOT / "tests/data/traces")

@@ -90,7 +90,7 @@ def capacity(
     import os
 
     from plansim import capacity as cap
-    from plansim.retune.batch import make_executor
+    from plansim.workers.backends import make_executor
     from plansim.sim.deployment import load_deployment
     from plansim.traces import load_workload
 

@@ -9,7 +9,7 @@ import pytest
 from capacity_workloads import agg_deployment, flat, steps, workload_at
 
 from plansim.capacity import search
-from plansim.retune.executor import InProcessExecutor
+from plansim.workers.executor import InProcessExecutor
 
 
 def run(workload, deployment, target=0.95, **options):
