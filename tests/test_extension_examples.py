@@ -289,7 +289,7 @@ def test_a_new_scaling_policy(tmp_path):
         from pydantic import BaseModel, ConfigDict, Field
 
         from plansim.planner_core.pipeline import Override, OverrideType, Stage, StageResult
-        from plansim.planner_core.scaling_policies import PolicyPlugins, ScalingPolicy
+        from plansim.planner_core.scaling_policies.base import PolicyPlugins, ScalingPolicy
 
 
         class FixedSizeParams(BaseModel):
@@ -358,7 +358,7 @@ def test_a_new_trace_format(tmp_path):
 
         from plansim.io import atomic_open
         from plansim.traces.columns import TraceColumns
-        from plansim.traces.formats import TraceFormat, TraceWriter
+        from plansim.traces.formats.base import TraceFormat, TraceWriter
 
         HEADER = b"arrival_ms\\tinput_length\\toutput_length"
 

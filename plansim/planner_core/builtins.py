@@ -21,7 +21,7 @@ from plansim.planner_core.observations import TrafficObservation
 from plansim.planner_core.pipeline import Override, OverrideType, PipelineContext, Stage, StageResult
 from plansim.planner_core.predictors import TrafficForecaster, make_predictor
 from plansim.planner_core.reasons import ThroughputReason
-from plansim.planner_core.scaling_policies import PolicyPlugins
+from plansim.planner_core.scaling_policies.base import PolicyPlugins
 from plansim.planner_core.state import PlannerScalingState
 from plansim.planner_core.throughput_scaling import Predictions, advance_throughput
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -65,9 +66,11 @@ from plansim.planner_core.observations import CompletedRequests, SlaTargets, Tic
 from plansim.planner_core.perf_model import EngineLimits
 from plansim.planner_core.pipeline import Override, OverrideType, PipelineContext, Stage, StageResult
 from plansim.planner_core.reasons import GoodputReason
-from plansim.planner_core.scaling_policies import PolicyPlugins
-from plansim.planner_core.scaling_policies.sla_goodput import SlaGoodputParams
+from plansim.planner_core.scaling_policies.base import PolicyPlugins
 from plansim.roles import PlannerMode, Role
+
+if TYPE_CHECKING:
+    from plansim.planner_core.scaling_policies.sla_goodput import SlaGoodputParams
 
 # Rate standing for "no load": what fails here fails at any size.
 IDLE_RATE = 1e-9

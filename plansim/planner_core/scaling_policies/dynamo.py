@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from plansim.planner_core.scaling_policies import ScalingPolicy
+from plansim.planner_core.scaling_policies.base import ScalingPolicy
 
 
 class DynamoParams(BaseModel):

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from plansim.planner_core.scaling_policies import ScalingPolicy
+from plansim.planner_core.scaling_policies.base import ScalingPolicy
 
 
 class SlaGoodputParams(BaseModel):

@@ -1,6 +1,6 @@
 """Trace formats: ``TRACE_FORMATS``, the one table of every format plansim reads or writes.
 
-Each format is one declaration module here (its ``FORMAT``, a ``TraceFormat``): what it is (for
+Each format is one declaration module here (its ``FORMAT``, a ``base.TraceFormat``): what it is (for
 help), what detection looks for in a file's first line and the test that finds it (``sniff``),
 its reader, its closed-loop graph builder (``linker``), whether it records latencies, the block
 size a trace of it is read with when the file does not say, its writer (``trace convert``,
@@ -17,59 +17,8 @@ and one line in ``TRACE_FORMATS``.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
-
-from plansim.registry import Registry, load_target
-
-
-@dataclass(frozen=True, slots=True)
-class TraceWriter:
-    """How a format is written. ``target``: ``"module:attribute"`` of ``write(workload, path)``
-    (with ``epoch_ms=`` when ``unix_ms``); ``about``: what it writes (help); ``unix_ms``: arrivals
-    are written as Unix milliseconds (``--epoch-ms`` places relative ones); ``graph``: it holds a
-    closed-loop workload's sessions or dependencies."""
-
-    target: str
-    about: str
-    unix_ms: bool = False
-    graph: bool = True
-
-    def write(self, workload: Any, path: str | os.PathLike[str], epoch_ms: float) -> Path:
-        extra = {"epoch_ms": epoch_ms} if self.unix_ms else {}
-        return load_target(self.target)(workload, path, **extra)
-
-
-@dataclass(frozen=True, slots=True)
-class TraceFormat:
-    """One trace format; see the module docstring. ``sniff(line, record)``: whether a file
-    whose first non-blank line is ``line`` is of this format (``record``: the line's JSON value
-    when it starts with ``{`` or ``[``, else None). ``reader``: ``read(path, *,
-    trace_block_size)`` -> ``TraceColumns``; ``linker``: the graph builder
-    ``plansim.traces.load.Linker`` (None: always open-loop); ``block_size``: tokens per hash
-    block when none is given (None: the trace carries its own, a different value is an error);
-    ``windows``: the reader retune windows read with (``read(path, *, trace_block_size,
-    strict=False)``: rows with their event times, arrivals and outputs possibly missing; None:
-    retune windows cannot be read from the format)."""
-
-    about: str
-    first_line: str
-    sniff: Callable[[bytes, Any], bool]
-    reader: str
-    linker: str | None = None
-    records_latencies: bool = False
-    block_size: int | None = None
-    writer: TraceWriter | None = None
-    windows: str | None = None
-
-    def read(self, path: Path, *, trace_block_size: int | None) -> Any:
-        return load_target(self.reader)(path, trace_block_size=trace_block_size)
-
-    def graph_builder(self) -> Callable[..., Any] | None:
-        return None if self.linker is None else load_target(self.linker)
+from plansim.registry import Registry
+from plansim.traces.formats.base import TraceFormat, TraceWriter
 
 
 TRACE_FORMATS: Registry[TraceFormat] = Registry("trace format", {
@@ -123,3 +72,7 @@ def block_size_help() -> str:
 def detection_hint() -> str:
     """What detection looks for, every format's first line (for the unknown-format error)."""
     return _either([fmt.first_line for _, fmt in TRACE_FORMATS.items()])
+
+
+__all__ = ["TRACE_FORMATS", "TraceFormat", "TraceWriter", "block_size_help", "detection_hint",
+           "input_help", "output_help", "windowed", "writable"]

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from plansim.traces.formats import TraceFormat, TraceWriter
-
-SCHEMA = "dynamo.agentic_mooncake"
+from plansim.traces.agentic_header import SCHEMA
+from plansim.traces.formats.base import TraceFormat, TraceWriter
 
 
 def sniff(line: bytes, record: Any) -> bool:

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from plansim.traces.formats import TraceFormat
-
-DEFAULT_BLOCK_SIZE = 512
-
+from plansim.traces.formats.base import TraceFormat
 
 def sniff(line: bytes, record: Any) -> bool:
     """A CSV header naming ``TIMESTAMP`` and ``ContextTokens``."""
@@ -23,5 +20,5 @@ FORMAT = TraceFormat(
     first_line="an Azure CSV header (TIMESTAMP,ContextTokens,GeneratedTokens)",
     sniff=sniff,
     reader="plansim.traces.azure:read_azure",
-    block_size=DEFAULT_BLOCK_SIZE,
+    block_size=512,
 )

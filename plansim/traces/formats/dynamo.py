@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from plansim.traces.formats import TraceFormat, TraceWriter
+from plansim.traces.formats.base import TraceFormat, TraceWriter
 
 _EVENT_TYPES = ("request_end", "tool_start", "tool_end", "tool_error", "request_payload")
 

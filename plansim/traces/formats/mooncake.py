@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from plansim.traces.formats import TraceFormat, TraceWriter
+from plansim.traces.formats.base import TraceFormat, TraceWriter
 
-DEFAULT_BLOCK_SIZE = 512
 _TIME_KEYS = ("timestamp", "created_time", "session_id")
 _LENGTH_KEYS = ("hash_ids", "input_length", "output_length")
 
@@ -24,7 +23,7 @@ FORMAT = TraceFormat(
     sniff=sniff,
     reader="plansim.traces.mooncake:read_mooncake",
     linker="plansim.traces.mooncake_sessions:mooncake_graph",
-    block_size=DEFAULT_BLOCK_SIZE,
+    block_size=512,
     writer=TraceWriter("plansim.traces.writers:write_mooncake",
                        "JSONL; sessions as session_id + delay"),
 )
