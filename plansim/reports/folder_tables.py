@@ -73,10 +73,6 @@ class FolderTables:
         """The JSON file ``name`` (None when absent)."""
         return self.read(name, read_json)
 
-    def summary_mapping(self) -> dict[str, Any]:
-        """``summary`` when it is a mapping, else empty."""
-        return self.summary if isinstance(self.summary, dict) else {}
-
 
 @dataclass(frozen=True, slots=True)
 class FolderOutput:

@@ -816,10 +816,11 @@ def _read_folder(tables: FolderTables) -> bool:
 
 
 def _write_folder(tables: FolderTables, out: FolderOutput) -> list[Path]:
+    summary = tables.summary if isinstance(tables.summary, dict) else {}
     return [out.write_html(REPLAY_REPORT, lambda src: render_replay(
         tables.parquet(REQUESTS_TABLE), tables.parquet(TIMESERIES_TABLE),
-        tables.parquet(WORKERS_TABLE), tables.summary_mapping(), tables.inputs,
-        tables.scaling_events, sessions=tables.parquet(SESSIONS_TABLE), plotly_src=src))]
+        tables.parquet(WORKERS_TABLE), summary, tables.inputs, tables.scaling_events,
+        sessions=tables.parquet(SESSIONS_TABLE), plotly_src=src))]
 
 
 # ``report.html``: the folder has a requests or a timeseries table.

@@ -1,12 +1,13 @@
 """Trace formats: ``TRACE_FORMATS``, the one table of every format plansim reads or writes.
 
-Each format is one declaration module here (its ``FORMAT``, a ``base.TraceFormat``): what it is (for
-help), what detection looks for in a file's first line and the test that finds it (``sniff``),
-its reader, its closed-loop graph builder (``linker``), whether it records latencies, the block
-size a trace of it is read with when the file does not say, its writer (``trace convert``,
-``trace synth``) and the reader of retune windows. Readers, linkers and writers are
-``"module:attribute"`` targets imported when used, so detecting a format imports no reader. The registry's order is detection's: the most
-specific test first (the agentic Mooncake header is also a row with a ``schema``).
+Each format is one declaration module here (its ``FORMAT``, a ``base.TraceFormat``): what it is
+(for help), what detection looks for in a file's first line and the test that finds it
+(``sniff``), its reader, its closed-loop graph builder (``linker``), whether it records
+latencies, the block size a trace of it is read with when the file does not say, its writer
+(``trace convert``, ``trace synth``) and the reader of retune windows. Readers, linkers and
+writers are ``"module:attribute"`` targets imported when used, so detecting a format imports no
+reader. The registry's order is detection's: the most specific test first (the agentic Mooncake
+header is also a row with a ``schema``).
 
 The ``--format``/``--to`` choices and help texts, the loader's checks and the convert command's
 rules all derive from the records (``input_help``, ``output_help``, ``block_size_help``).
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 from plansim.registry import Registry
 from plansim.traces.formats.base import TraceFormat, TraceWriter
-
 
 TRACE_FORMATS: Registry[TraceFormat] = Registry("trace format", {
     "agentic_mooncake": "plansim.traces.formats.agentic_mooncake:FORMAT",
