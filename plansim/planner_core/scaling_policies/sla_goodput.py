@@ -49,6 +49,20 @@ class SlaGoodputParams(BaseModel):
         0.02, ge=0, lt=1,
         description="share of requests a doubling of a pool must at least bring back under "
                     "the SLA: replicas that together buy less are not added")
+    forecast_lead: bool = Field(
+        True,
+        description="size for the demand one start-up time ahead (what a worker started now "
+                    "must carry when it is ready): the load predictor's forecast plus the "
+                    "rising trend of the observed rates over the observed start-up time; an "
+                    "observed rate beyond twice the forecast's error sizes at once")
+    startup_guess_s: float = Field(
+        60.0, ge=0, le=86400,
+        description="start-up time assumed until one is observed (then the p90 of the "
+                    "observed start-ups)")
+    forecast_error_z: float = Field(
+        0.0, ge=0, le=5,
+        description="standard deviations of the predictor's one-step error added to the "
+                    "demand ahead (grown with the square root of the steps ahead)")
     routing: Literal["balanced", "random"] = Field(
         "balanced",
         description="how the router spreads requests over a pool's workers: balanced (the KV "

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 from plansim.params import NoParams
 
 if TYPE_CHECKING:
-    from plansim.sim.engine import Request
+    from plansim.sim.batch import Request
 
 
 class PrefixMatch(NamedTuple):

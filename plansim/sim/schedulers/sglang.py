@@ -50,7 +50,7 @@ from plansim.params import param
 from plansim.sim.schedulers.base import BackendKeys, PassBuilder
 
 if TYPE_CHECKING:
-    from plansim.sim.engine import Request
+    from plansim.sim.batch import Request
 
 _INIT_NEW_TOKEN_RATIO = 0.7
 _MIN_NEW_TOKEN_RATIO_FACTOR = 0.14
