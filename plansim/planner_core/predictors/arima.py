@@ -46,6 +46,7 @@ _PQ_GRID = tuple((p, q) for p in range(3) for q in range(3))
 
 class ArimaPredictor(LoadPredictor):
     Params = Log1pParams
+    tune_order = 2
 
     @classmethod
     def from_params(cls, params: Log1pParams) -> ArimaPredictor:

@@ -56,6 +56,9 @@ class LoadPredictor(ABC):
     fields and the ``predict compare`` help derive from them."""
 
     Params: ClassVar[type] = NoParams
+    # Where ``plansim capacity --tune-planner`` tries this predictor after the base config's
+    # own, lower first; None: not tried.
+    tune_order: ClassVar[int | None] = None
 
     @classmethod
     def from_params(cls, params: Any) -> LoadPredictor:

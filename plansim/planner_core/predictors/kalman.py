@@ -36,6 +36,7 @@ class KalmanParams(Log1pParams):
 
 class KalmanPredictor(LoadPredictor):
     Params = KalmanParams
+    tune_order = 0
 
     @classmethod
     def from_params(cls, params: KalmanParams) -> KalmanPredictor:

@@ -60,6 +60,7 @@ class ProphetParams(Log1pParams):
 
 class ProphetPredictor(LoadPredictor):
     Params = ProphetParams
+    tune_order = None  # a fit per interval, the slowest by far: the tuning preset skips it
 
     @classmethod
     def from_params(cls, params: ProphetParams) -> ProphetPredictor:
