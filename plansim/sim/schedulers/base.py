@@ -145,11 +145,12 @@ class BackendKeys:
 
     ``Knobs``: the parameter dataclass (``plansim.params``) of the engine block named after the
     backend (``engine.sglang.max_prefill_tokens``; older flat spelling
-    ``sglang_max_prefill_tokens``); ``NoParams``: no block. ``EngineKnobs``: top-level engine keys only this backend reads; one
-    changed from its default with another backend is an error. ``block_aliases``: members of the
-    block that spell a shared engine key (``{"page_size": "block_size"}``). ``value_aliases``:
-    older spellings of a knob's values (``{"schedule_policy": {"fcfs": "fifo"}}``).
-    ``host_offload``: whether the backend runs a ``native_host_offload`` tier."""
+    ``sglang_max_prefill_tokens``); ``NoParams``: no block. ``EngineKnobs``: top-level engine
+    keys only this backend reads; one changed from its default with another backend is an
+    error. ``block_aliases``: members of the block that spell a shared engine key
+    (``{"page_size": "block_size"}``). ``value_aliases``: older spellings of a knob's values
+    (``{"schedule_policy": {"fcfs": "fifo"}}``). ``host_offload``: whether the backend runs a
+    ``native_host_offload`` tier."""
 
     __slots__ = ()
     Knobs: ClassVar[type] = NoParams

@@ -7,6 +7,7 @@ from typing import Any
 
 from plansim.traces.formats.base import TraceFormat
 
+
 def sniff(line: bytes, record: Any) -> bool:
     """A CSV header naming ``TIMESTAMP`` and ``ContextTokens``."""
     if record is not None:
