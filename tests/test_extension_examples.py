@@ -252,6 +252,7 @@ def test_a_new_load_predictor(tmp_path):
 
         class MeanOfLast(LoadPredictor):
             Params = MeanOfLastParams
+            tune_order = 1  # constant's too: the names break the tie
 
             def __init__(self, *, mean_window=3):
                 super().__init__(minimum_data_points=1)
@@ -263,6 +264,7 @@ def test_a_new_load_predictor(tmp_path):
         ''', "planner_core/predictors/factory.py",
         '"mean_of_last": "plansim.planner_core.predictors.mean_of_last:MeanOfLast",')
     out = _run(tree, """
+        from plansim.capacity.planner_search import preset_predictors
         from plansim.commands.predict import PREDICTORS_HELP
         from plansim.planner_core import parse_planner_config
         from plansim.planner_core.predictors import make_predictor
@@ -275,11 +277,13 @@ def test_a_new_load_predictor(tmp_path):
         except ConfigError as exc:
             bad = str(exc)
         print(json.dumps({"forecast": p.predict_next(), "window": config.mean_window,
-                          "help": PREDICTORS_HELP, "bad": bad}))
+                          "help": PREDICTORS_HELP, "bad": bad, "tuned": preset_predictors()}))
         """, tmp_path)
     assert out["forecast"] == 6.5  # (4 + 9) / 2
     assert out["window"] == 4 and "mean_of_last" in out["help"]
     assert out["bad"].startswith("mean_window")
+    # --tune-planner tries it after kalman; with constant at the same order, by name.
+    assert out["tuned"] == ["kalman", "constant", "mean_of_last", "arima"]
 
 
 def test_a_new_scaling_policy(tmp_path):

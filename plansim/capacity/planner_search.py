@@ -132,7 +132,7 @@ def preset(base: Mapping[str, Any], limits: Mapping[str, int]) -> list[Knob]:
 
 
 def preset_predictors() -> tuple[str, ...]:
-    """The predictors the preset tries, in their ``tune_order``."""
+    """The predictors the preset tries, in their ``tune_order`` (names break a tie)."""
     ranked = sorted((cls.tune_order, name) for name, cls in PREDICTORS.items()
                     if cls.tune_order is not None)
     return tuple(name for _, name in ranked)
