@@ -1,6 +1,6 @@
 """``Registry``: the one table of an extension point (engine schedulers, routing policies, load
-predictors, timing models, scaling policies, trace formats, folder reports), name ->
-``"module:attribute"``.
+predictors, timing models, scaling policies, trace formats, folder reports, executor backends),
+name -> ``"module:attribute"``.
 
 Entries are imported on first use, so naming a heavy extension (one that pulls in statsmodels
 or prophet) costs nothing until it is chosen. Adding an extension is one module and one line in

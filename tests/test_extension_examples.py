@@ -464,3 +464,46 @@ def test_a_new_folder_report(tmp_path):
     assert out["written"] == ["plotly.min.js", "notes_report.html"]
     assert out["page"] == "<html><p>first &lt;note&gt;</p><p>second</p></html>"
     assert "nothing to render: no notes.json, requests.parquet" in out["empty"]
+
+
+def test_a_new_executor_backend(tmp_path):
+    tree = _extend(tmp_path, "workers/inline.py", '''
+        """``inline``: every task in this process, one after the other."""
+
+        from plansim.workers.executor import ExecutorBackend, InProcessExecutor
+
+        def double(context, x):
+            return 2 * x
+
+        def _build(max_parallel, address):
+            return InProcessExecutor()
+
+        BACKEND = ExecutorBackend(about="this process, one task at a time", build=_build)
+        ''', "workers/backends.py", '"inline": "plansim.workers.inline:BACKEND",')
+    out = _run(tree, """
+        import os, subprocess, sys
+        from plansim.commands.retune_windows import DEFAULT_BACKEND
+        from plansim.errors import InputError
+        from plansim.workers.backends import check_address, make_executor
+        from plansim.workers.executor import Task, TaskContext
+        from plansim.workers.inline import double
+        executor = make_executor("inline", 2)
+        outcome = executor.run([Task(f"t{x}", double, (x,)) for x in (1, 2, 3)],
+                               TaskContext(sweep_dir="."))
+        try:
+            check_address("inline", "x:1")
+        except InputError as exc:
+            address = str(exc)
+        shown = subprocess.run([sys.executable, "-m", "plansim", "capacity", "--help"],
+                               env={**os.environ, "COLUMNS": "240"}, capture_output=True,
+                               text=True, check=True).stdout
+        print(json.dumps({"values": [r.value for r in outcome.results],
+                          "default": DEFAULT_BACKEND.value, "address": address,
+                          "help": " ".join(shown.split())}))
+        """, tmp_path)
+    assert out["values"] == [2, 4, 6]
+    # The first registered is the default: the new line went first.
+    assert out["default"] == "inline"
+    assert out["address"] == "--ray-address: only with --backend ray"
+    assert "(inline: this process, one task at a time; spawn: a spawn pool" in out["help"]
+    assert "<inline|spawn|ray>" in out["help"]

@@ -21,6 +21,7 @@ from plansim.sim.routing import ROUTERS
 from plansim.sim.schedulers import SCHEDULERS
 from plansim.sim.timing import TIMING_MODELS
 from plansim.traces.formats import TRACE_FORMATS
+from plansim.workers.backends import EXECUTORS
 
 ROOT = Path(plansim.__file__).resolve().parent
 
@@ -33,6 +34,7 @@ POINTS: dict[str, tuple[Registry, str]] = {
     "scaling policy": (SCALING_POLICIES, "plansim.planner_core.scaling_policies"),
     "trace format": (TRACE_FORMATS, "plansim.traces.formats"),
     "folder report": (FOLDER_REPORTS, "plansim.reports.folder"),
+    "executor backend": (EXECUTORS, "plansim.workers.backends"),
 }
 # Points whose names users choose (in configs, flags, files): only those can be branched on.
 # A folder report is chosen by the tables a folder holds, and its names are common words.

@@ -35,7 +35,7 @@ from plansim.commands.router_flags import (
 )
 from plansim.errors import InputError
 from plansim.runtime import long_lived
-from plansim.traces.formats import input_help
+from plansim.traces.formats import block_size_help, input_help
 
 app = typer.Typer(help="Replay request traces against a simulated deployment.",
                   no_args_is_help=True)
@@ -223,7 +223,7 @@ def run(
     trace_format: Annotated[str, typer.Option(
         "--format", help=input_help())] = "auto",
     trace_block_size: Annotated[int | None, typer.Option(
-        help="Tokens per hash id for Mooncake/Azure traces.")] = None,
+        help=block_size_help())] = None,
     open_loop: Annotated[bool, typer.Option(
         "--open-loop", help="Replay a closed-loop trace (sessions, dependencies) open-loop: "
                             "every request at its recorded arrival, or where delays put it "
