@@ -25,8 +25,11 @@ from plansim.commands.options import SLA_E2E_HELP, SLA_TPOT_HELP, SLA_TTFT_HELP
 from plansim.commands.output import ForceOption, OutputFolder, records_option, write_reports
 from plansim.commands.progress import QUIET_HELP, Progress
 from plansim.commands.report import SELF_CONTAINED_HELP
-from plansim.commands.retune_windows import Backend
+from plansim.commands.retune_windows import DEFAULT_BACKEND, Backend
 from plansim.errors import InputError
+from plansim.sim.routing import ROUTERS
+from plansim.traces.formats import block_size_help, input_help
+from plansim.workers.backends import backend_help, check_address, make_executor
 
 # The exit status of a search whose best goodput is under --fail-under.
 FAIL_UNDER_STATUS = 3
@@ -53,7 +56,7 @@ def capacity(
     search: Annotated[list[str] | None, typer.Option(
         "--search", metavar="KEY=V1,V2",
         help="Also search a deployment key over these values (repeatable), e.g. "
-             "engine.max_num_batched_tokens=4096,8192 or router.mode=round_robin,kv_router.",
+             f"engine.max_num_batched_tokens=4096,8192 or router.mode={','.join(ROUTERS)}.",
         show_default=False)] = None,
     planner_config: Annotated[list[Path] | None, typer.Option(
         "--planner-config", help="A planner config to compare (repeatable), besides the "
@@ -81,11 +84,11 @@ def capacity(
     arrival_speedup_ratio: Annotated[float | None, typer.Option(
         help="Divide arrival gaps by this.")] = None,
     trace_format: Annotated[str, typer.Option(
-        "--format", help="Trace format: auto, dynamo, mooncake or azure.")] = "auto",
+        "--format", help=input_help())] = "auto",
     trace_block_size: Annotated[int | None, typer.Option(
-        help="Tokens per hash id for Mooncake/Azure traces.")] = None,
+        help=block_size_help())] = None,
     backend: Annotated[Backend, typer.Option(
-        help="Where replays run: a spawn pool on this machine, or Ray.")] = Backend.spawn,
+        help=backend_help("replays"))] = DEFAULT_BACKEND,
     ray_address: Annotated[str | None, typer.Option(
         "--ray-address", help="Ray cluster to connect to (default with --backend ray: a local "
                               "instance with --jobs CPUs).", show_default=False)] = None,
@@ -106,7 +109,6 @@ def capacity(
     import os
 
     from plansim import capacity as cap
-    from plansim.workers.backends import make_executor
     from plansim.sim.deployment import load_deployment
     from plansim.traces import load_workload
 
@@ -116,8 +118,7 @@ def capacity(
     overrides = {key: value for key, value in (
         ("sla.ttft_ms", sla_ttft_ms), ("sla.tpot_ms", sla_tpot_ms), ("sla.e2e_ms", sla_e2e_ms),
         ("seed", seed), ("arrival_speedup_ratio", arrival_speedup_ratio)) if value is not None}
-    if ray_address is not None and backend is not Backend.ray:
-        raise InputError("only with --backend ray", field="--ray-address")
+    check_address(backend.value, ray_address)
     # Everything that can be checked without the traces is checked first.
     deployment = load_deployment(config, overrides, flags={
         "sla.ttft_ms": "--sla-ttft-ms", "sla.tpot_ms": "--sla-tpot-ms",
@@ -219,8 +220,12 @@ def _write(out_dir: Path, result: Any, report: dict[str, Any], inputs: dict[str,
     if result.tuning is not None and result.tuning.planner is not None:
         atomic_write_text(out_dir / schema.RECOMMENDED_PLANNER, planner_file(result.tuning))
     elif result.cheapest is not None:
-        policy = (dep.planner or {}).get("scaling_policy", "dynamo")
-        if policy != "dynamo":
+        from plansim.planner_core import PlannerConfig
+
+        # The default policy is Dynamo's own planner, the one the file configures.
+        dynamo = PlannerConfig.model_fields["scaling_policy"].default
+        policy = (dep.planner or {}).get("scaling_policy", dynamo)
+        if policy != dynamo:
             logging.getLogger("plansim").warning(
                 "%s: the deployment's planner runs scaling_policy %s, plansim's own; the file "
                 "is Dynamo's planner on the same targets", schema.RECOMMENDED_PLANNER, policy)

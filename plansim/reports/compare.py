@@ -30,15 +30,18 @@ from plansim.reports.page import Card, Page, plain
 from plansim.reports.panels import Panel, PanelOutput, draw_panels
 from plansim.reports.sampling import quantile_cdf
 from plansim.reports.style import base_layout, palette_map
-from plansim.reports.tables import (
-    finite_number,
-    floats,
-    pareto_front,
+from plansim.reports.folder_tables import (
+    FolderOutput,
+    FolderReport,
+    FolderTables,
     read_json,
     read_parquet,
 )
+from plansim.reports.tables import finite_number, floats, pareto_front
 from plansim.schema import (
     CAPACITY_JSON,
+    COMPARE_JSON,
+    COMPARE_REPORT,
     INPUTS_JSON,
     POINTS_TABLE,
     REQUESTS_TABLE,
@@ -318,3 +321,30 @@ PANELS: tuple[Panel, ...] = (
           "one line per replay; a curve further left is faster.",
           ("requests.ttft_ms", "requests.tpot_ms", "requests.e2e_latency_ms"), _latency_cdfs),
 )
+
+
+def _compared_runs(path: Path) -> list[Run] | None:
+    """The runs a ``compare.json`` names, read again from their folders; None without one."""
+    data = read_json(path)
+    if data is None:
+        return None
+    runs = data.get("runs") if isinstance(data, Mapping) else None
+    if not isinstance(runs, list) or not all(isinstance(r, Mapping) and "folder" in r
+                                             for r in runs):
+        raise InputError("not a plansim comparison (needs runs with their folders)",
+                         source=str(path))
+    return read_runs(list(dict.fromkeys(str(r["folder"]) for r in runs)))
+
+
+def _read_folder(tables: FolderTables) -> bool:
+    return tables.read(COMPARE_JSON, _compared_runs) is not None
+
+
+def _write_folder(tables: FolderTables, out: FolderOutput) -> list[Path]:
+    runs = tables.read(COMPARE_JSON, _compared_runs)
+    return [out.write_html(COMPARE_REPORT, lambda src: render_compare(runs, plotly_src=src))]
+
+
+# ``compare_report.html``: the folder has a ``compare.json`` (the compared folders are read
+# again, for their requests tables).
+FOLDER_REPORT = FolderReport((COMPARE_JSON,), _read_folder, _write_folder)

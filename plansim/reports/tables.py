@@ -8,38 +8,12 @@ one line.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 import pandas as pd
 
-from plansim.errors import InputError
 from plansim.schema import GOODPUT_SLA_KEYS, PLANNER_TARGET_KEYS
-
-
-def read_json(path: Path) -> Any:
-    """A folder's JSON file; None when absent; ``InputError`` naming it when unreadable."""
-    if not path.is_file():
-        return None
-    try:
-        return orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON: {exc}", source=str(path)) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", source=str(path)) from None
-
-
-def read_parquet(path: Path) -> pd.DataFrame | None:
-    """A folder's Parquet table; None when absent; ``InputError`` naming it when unreadable."""
-    if not path.is_file():
-        return None
-    try:
-        return pd.read_parquet(path)
-    except Exception as exc:  # pyarrow raises several types for a damaged or foreign file
-        first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InputError(f"not a readable Parquet table: {first_line}", source=str(path)) from None
 
 
 def has(frame: pd.DataFrame | None, *columns: str) -> bool:
