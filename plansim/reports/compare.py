@@ -25,11 +25,6 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from plansim.errors import InputError
-from plansim.reports.format import number, percent
-from plansim.reports.page import Card, Page, plain
-from plansim.reports.panels import Panel, PanelOutput, draw_panels
-from plansim.reports.sampling import quantile_cdf
-from plansim.reports.style import base_layout, palette_map
 from plansim.reports.folder_tables import (
     FolderOutput,
     FolderReport,
@@ -37,6 +32,11 @@ from plansim.reports.folder_tables import (
     read_json,
     read_parquet,
 )
+from plansim.reports.format import number, percent
+from plansim.reports.page import Card, Page, plain
+from plansim.reports.panels import Panel, PanelOutput, draw_panels
+from plansim.reports.sampling import quantile_cdf
+from plansim.reports.style import base_layout, palette_map
 from plansim.reports.tables import finite_number, floats, pareto_front
 from plansim.schema import (
     CAPACITY_JSON,

@@ -94,3 +94,26 @@ def test_a_foreign_capacity_json_is_one_error(tmp_path):
     (tmp_path / "capacity.json").write_text('{"oops": 1}')
     with pytest.raises(InputError, match="not a plansim capacity result"):
         render_dir(tmp_path)
+
+
+def test_the_best_policy_card_says_what_it_costs_against_the_static_pick(folder):
+    # The static pick costs 1.0 GPU-hour; a policy at 1.2 costs (1.0 - 1.2) / 1.0 = 20% more,
+    # one at 0.75 costs 25% less.
+    from plansim.reports.capacity import capacity_cards
+
+    report = json.loads((folder / "capacity.json").read_text())
+    best = {**report["cheapest_static"], "cost": 1.0}
+
+    def card(cost: float, saving_pct: float) -> tuple[str, str, str]:
+        policy = {"name": "dynamo", "meets_target": True, "cost": cost, "goodput_ratio": 0.96,
+                  "saving_vs_static_pct": saving_pct, "share_of_hindsight_saving": None,
+                  "gap_to_oracle_pct": None}
+        cards = capacity_cards({**report, "cheapest_static": best, "policies": [policy]})
+        top = next(c for c in cards if c.name == "best_policy")
+        return top.value, top.detail, top.tone
+
+    value, detail, tone = card(1.2, -20.0)
+    assert value == "dynamo" and tone == "bad"
+    assert detail == "1.2 GPU-h at 96.0%, 20% more than the recommended static deployment (1 GPU-h)"
+    value, detail, tone = card(0.75, 25.0)
+    assert tone == "good" and "25% less than the recommended static deployment" in detail

@@ -163,7 +163,8 @@ def test_goodput_e2e_only():
 
 
 def test_good_mask_marks_the_requests_goodput_counts_per_row():
-    # same rule as test_goodput_ttft_and_tpot_the_mean_token_gap: B and C good; D rejected, E incomplete
+    # same rule as test_goodput_ttft_and_tpot_the_mean_token_gap: B and C good; D rejected,
+    # E incomplete
     mask = good_mask(_requests(), SlaThresholds(ttft_ms=20.0, tpot_ms=8.0))
     assert mask.tolist() == [False, True, True, False, False]
     assert good_mask(_requests(), SlaThresholds(e2e_ms=25.0)).tolist() == [
