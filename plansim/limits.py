@@ -27,7 +27,8 @@ MAX_POOL_WORKERS = 4096
 MAX_BUCKETS = 1_000_000
 # Requests a synthetic trace may have (rate x duration, and the sessions' turns).
 MAX_SYNTH_REQUESTS = 20_000_000
-# Tokens in one synthetic prompt or output (the longest public traces stay under 200,000).
+# Tokens in one request's prompt or output, read from a trace or synthesized, and in one hash
+# block (the longest public traces stay under 200,000).
 MAX_REQUEST_TOKENS = 10_000_000
 # Values of one retune search domain, and candidates of one retune grid.
 MAX_RETUNE_CANDIDATES = 10_000
