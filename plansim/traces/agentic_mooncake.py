@@ -138,7 +138,7 @@ def read_agentic_mooncake(path: Path, *, trace_block_size: int | None = None) ->
     check_lengths(source, line, isl, osl, isl_field="input_length", osl_field="output_length",
                   hash_counts=counts, block_size=block_size,
                   isl_from_hashes=np.array(rows["isl_missing"], dtype=bool))
-    raw, counts = drop_extra_hashes(source, line, raw, counts, isl, block_size)
+    raw, counts = drop_extra_hashes(raw, counts, isl, block_size)
     offsets = np.array(dep_offsets, dtype=np.int64)
     nb = np.array(rows["nb"], dtype=np.float64)
     links = AgenticLinks(
@@ -228,7 +228,7 @@ class _Row:
             raise fail(f"output_length must be a non-negative integer, got {osl!r}",
                        "output_length")
         # Checked with the whole file's lengths (plansim.traces.lengths): a prompt past its
-        # blocks' capacity is refused, hash ids past its last block dropped.
+        # blocks' capacity is refused, hash ids past its last block are dropped.
         self.isl = len(hs) * block_size if isl is None else isl
         self.isl_missing = isl is None
         self.hashes = hs

@@ -10,19 +10,15 @@ and no request is past plansim's bounds.
 ``check_lengths`` applies both to a reader's columns at once (numpy, no per-row Python) and
 raises one ``TraceError`` naming the file, the line and the field of the first row that breaks
 one. Hash ids past a prompt's last block hold none of its tokens: the reference accepts them
-and so does plansim, but ``warn_extra_hashes`` says so, once per file.
+(its own test traces have them) and so does plansim; ``drop_extra_hashes`` drops them.
 """
 
 from __future__ import annotations
-
-import logging
 
 import numpy as np
 
 from plansim.errors import TraceError
 from plansim.limits import MAX_REQUEST_TOKENS
-
-log = logging.getLogger(__name__)
 
 
 def check_lengths(
@@ -78,21 +74,13 @@ def check_lengths(
 
 
 
-def drop_extra_hashes(source: str, line: np.ndarray, raw_hashes: np.ndarray,
-                      hash_counts: np.ndarray, isl_tokens: np.ndarray,
+def drop_extra_hashes(raw_hashes: np.ndarray, hash_counts: np.ndarray, isl_tokens: np.ndarray,
                       block_size: int) -> tuple[np.ndarray, np.ndarray]:
     """``(raw_hashes, hash_counts)`` without the hash ids past each prompt's last block (CSR in
-    row order); when there were any, one warning for ``source`` names how many rows had them
-    and the first."""
+    row order)."""
     needed = -(-np.asarray(isl_tokens, dtype=np.int64) // block_size)
-    extra = np.flatnonzero(needed < hash_counts)
-    if not extra.size:
+    if not np.any(needed < hash_counts):
         return raw_hashes, hash_counts
-    row = int(extra[0])
-    log.warning("%s: %d row(s) have more hash_ids than their input_length fills (first: line "
-                "%d, %d hash ids for %d tokens of trace_block_size %d); the extra ones hold "
-                "no token and are dropped", source, extra.size, int(line[row]),
-                int(hash_counts[row]), int(isl_tokens[row]), block_size)
     owner = np.repeat(np.arange(hash_counts.size), hash_counts)
     start = np.concatenate(([0], np.cumsum(hash_counts)[:-1]))
     position = np.arange(raw_hashes.size) - np.repeat(start, hash_counts)

@@ -5,8 +5,7 @@
 As in the reference replay, a missing ``input_length`` defaults to
 ``len(hash_ids) * trace_block_size`` and a larger one is refused (the prompt would be cut; the
 rules of ``plansim.traces.lengths``); hash ids beyond ``ceil(input_length / trace_block_size)``
-are dropped, since no token of the prompt falls in them, and one warning per file says how many
-rows had them.
+are dropped, since no token of the prompt falls in them.
 
 Session form (closed loop): rows with a ``session_id`` (a string) are the turns of that session
 in file order. The first turn has a ``timestamp`` and no ``delay``; a later turn has a ``delay``
@@ -88,7 +87,7 @@ def read_mooncake(path: Path, *, trace_block_size: int | None = None) -> TraceCo
     check_lengths(source, line, isl_arr, osl, isl_field="input_length",
                   osl_field="output_length", hash_counts=counts, block_size=bs,
                   isl_from_hashes=isl_given < 0)
-    raw, counts = drop_extra_hashes(source, line, raw, counts, isl_arr, bs)
+    raw, counts = drop_extra_hashes(raw, counts, isl_arr, bs)
     rid = np.empty(len(rid_all), dtype=object)
     rid[:] = rid_all
     links = None
