@@ -14,9 +14,11 @@ A run that fails before writing anything leaves no folder behind.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -30,6 +32,8 @@ import typer
 from plansim import schema
 from plansim.errors import InputError
 from plansim.io import atomic_write_json, write_parquet_atomic
+
+log = logging.getLogger("plansim.commands")
 
 OUT_ROOT = Path("plansim-out")
 RUN_MARKER = "run.json"
@@ -210,6 +214,20 @@ def write_reports(out_dir: Path, *, self_contained: bool = False) -> None:
     for path in render_dir(out_dir, self_contained=self_contained):
         if path.suffix == ".html":
             typer.echo(f"report        {path}")
+
+
+def warn_if_all_rejected(result: Any, inputs: dict[str, Any]) -> None:
+    """One warning line when every request of a replay (a ``ReplayResult``) was rejected, with
+    the reason (``schema.all_rejected_text``; ``inputs`` as written to inputs.json): such a run
+    finishes at once and would otherwise look like a success."""
+    requests = result.tables["requests"]
+    n = len(requests["status"])
+    if n == 0 or not (requests["status"] == "rejected").all():
+        return
+    reasons = Counter(str(r) for r in requests["reason"])
+    log.warning(schema.all_rejected_text(n, reasons.most_common(1)[0][0],
+                                         int(requests["input_length"].min()),
+                                         inputs["deployment"]))
 
 
 def write_replay_outputs(out_dir: Path, result: Any, inputs: dict[str, Any]) -> None:

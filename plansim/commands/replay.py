@@ -24,6 +24,7 @@ from plansim.commands.output import (
     ForceOption,
     OutputFolder,
     records_option,
+    warn_if_all_rejected,
     write_replay_outputs,
     write_reports,
 )
@@ -325,6 +326,7 @@ def _execute(ctx: typer.Context, load: Any, *, traces: list[Path], trace_format:
 
     inputs = {**_inputs(ctx, traces, workload, deployment, planner_raw, trace_format,
                         trace_block_size), **result.inputs}
+    warn_if_all_rejected(result, inputs)
     with folder.writing() as out_dir:
         # The result and the table writer's modules live until the command ends too:
         # a collection while they load would walk every structure the replay built.

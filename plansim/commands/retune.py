@@ -13,7 +13,13 @@ from typing import Annotated, Any
 
 import typer
 
-from plansim.commands.output import ForceOption, OutputFolder, write_replay_outputs, write_reports
+from plansim.commands.output import (
+    ForceOption,
+    OutputFolder,
+    warn_if_all_rejected,
+    write_replay_outputs,
+    write_reports,
+)
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.commands.retune_text import (
     WindowBar,
@@ -86,6 +92,7 @@ def sweep(
     for event in events:
         counts[event["outcome"]] = counts.get(event["outcome"], 0) + 1
     tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no window completed"
+    warn_if_all_rejected(result, inputs)
     with folder.writing() as out_dir:
         write_replay_outputs(out_dir, result, inputs)
         typer.echo(f"decisions     {len(events)} ({tally})")

@@ -228,6 +228,22 @@ def test_latencies_without_samples_are_na(tmp_path, run_cli):
         assert row[1:] == ["n/a"] * 4, row
 
 
+def test_a_replay_that_rejects_every_request_says_why_on_stderr_and_in_the_headline(
+        tmp_path, run_cli):
+    config = _write(tmp_path / "deploy.yaml", "num_workers: 1\n"
+                    "engine: {block_size: 1, num_gpu_blocks: 1}\n")
+    out = tmp_path / "out"
+    code, _, err = run_cli("replay", "run", str(MICRO_TRACE), "--config", str(config),
+                           "--out", str(out), "--quiet")
+    assert code == 0, err
+    # The smallest of the six prompts has 800 tokens: 800 blocks of one token against one.
+    why = ("all 6 requests were rejected (prompt_exceeds_kv_pool): the smallest prompt, 800 "
+           "tokens, needs 800 KV blocks of 1 token, and a worker rank has 1 (num_gpu_blocks)")
+    assert err.splitlines() == [f"plansim: warning: {why}"]
+    html = (out / "report.html").read_text()
+    assert "All rejected" in html and why in html
+
+
 def test_replay_synth_with_a_concurrency_cap_needs_no_file(tmp_path, run_cli):
     out = tmp_path / "o"
     code, text, err = run_cli("replay", "synth", "--rate", "20", "--duration", "5",
