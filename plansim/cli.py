@@ -1,7 +1,8 @@
 """The ``plansim`` command: composition only. Each command group lives in ``plansim.commands``.
 
 Warnings are ``plansim: warning: ...`` lines on stderr. Every command runs with SIGTERM/SIGHUP unwinding it like Ctrl-C and with one scratch folder for
-all temporary files of it and its workers, removed when it ends (``plansim.lifecycle``). Every
+all temporary files of it and its workers, removed when it ends (``plansim.lifecycle``), and
+the output folder it locked is released when it ends (``commands.output.run_folders``). Every
 way a command can end that is not success is one line on stderr, never a traceback:
 
 - a user mistake (``InputError``, a bad flag): exit status 2;
@@ -24,6 +25,7 @@ from typing import Any, NoReturn
 import typer
 from typer.exceptions import Abort, Exit, TyperException
 
+from plansim.commands.output import run_folders
 from plansim.errors import InputError
 from plansim.lifecycle import Terminated, handle_termination, scratch_folder
 from plansim.runtime import (
@@ -129,7 +131,7 @@ def _main() -> NoReturn:
         register_commands(sys.argv[1:])
         command = typer.main.get_command(app)
     try:
-        with (handle_termination(), scratch_folder(),
+        with (handle_termination(), scratch_folder(), run_folders(),
               command.make_context("plansim", sys.argv[1:]) as ctx):
             result = command.invoke(ctx)
     except Exit as exc:  # --help, or a group called without a command
