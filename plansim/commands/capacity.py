@@ -7,7 +7,9 @@ bound on any scaling policy, and planner policies side by side.
 traces, runs ``plansim.capacity``, prints the ranked table with the recommendation on top and
 writes ``capacity.json``, ``points.parquet``, ``inputs.json``, ``recommended_deployment.yaml``
 (when a deployment meets the target) and ``capacity_report.html``. A search that cannot meet
-the target within the budget still exits 0 and says so.
+the target within the budget still exits 0 and says so. Each replay is recorded in the output
+folder as it finishes, so that ``--resume`` after a kill replays only what is missing and gives
+the answer an uninterrupted run gives.
 """
 
 from __future__ import annotations
@@ -20,7 +22,14 @@ from typing import Annotated, Any
 
 import typer
 
-from plansim.commands.output import ForceOption, OutputFolder, records_option, write_reports
+from plansim.commands.output import (
+    ForceOption,
+    OutputFolder,
+    ResumeOption,
+    open_journal,
+    records_option,
+    write_reports,
+)
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.commands.retune_windows import Backend
 from plansim.errors import InputError
@@ -82,6 +91,7 @@ def capacity(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress line.")] = False,
     force: ForceOption = False,
+    resume: ResumeOption = False,
 ) -> None:
     """Find the cheapest deployment that meets the goodput target on TRACE..., the hindsight
     lower bound on any scaling policy, and how far each planner policy is from it."""
@@ -89,10 +99,12 @@ def capacity(
 
     from plansim import capacity as cap
     from plansim.workers.backends import make_executor
+    from plansim.workers.journal import JournaledExecutor
     from plansim.sim.deployment import load_deployment
     from plansim.traces import load_workload
 
-    folder = OutputFolder.claim(out, "capacity", "plansim capacity", force=force)
+    folder = OutputFolder.claim(out, "capacity", "plansim capacity", force=force,
+                                resume=resume)
     overrides = {key: value for key, value in (
         ("sla.ttft_ms", sla_ttft_ms), ("sla.itl_ms", sla_itl_ms), ("sla.e2e_ms", sla_e2e_ms),
         ("seed", seed), ("arrival_speedup_ratio", arrival_speedup_ratio)) if value is not None}
@@ -110,24 +122,32 @@ def capacity(
     workload = load_workload(traces, format=trace_format, trace_block_size=trace_block_size)
     if len(workload) == 0:
         raise InputError("no requests in " + ", ".join(map(str, traces)), field="TRACE")
+    inputs = _inputs(ctx.params, traces, workload, plan, trace_format)
+    journal = open_journal(folder, inputs, workload.content_digest(), ignore=_HOW_IT_RUNS)
     executor = make_executor(backend.value, jobs or os.cpu_count() or 1, ray_address)
     status = _Status() if (not quiet and sys.stderr.isatty()) else None
-    try:
-        result = cap.run(plan, workload, executor=executor, on_round=status)
-    finally:
-        executor.close()
-        if status is not None:
-            status.close()
-    report = result.to_json()
-    report["host"].update(backend=backend.value, max_parallel=executor.max_parallel)
     with folder.writing() as out_dir:
-        _write(out_dir, result, report,
-               _inputs(ctx.params, traces, workload, plan, trace_format), plan.deployment)
+        try:
+            result = cap.run(plan, workload, executor=JournaledExecutor(executor, journal),
+                             on_round=status)
+        finally:
+            executor.close()
+            if status is not None:
+                status.close()
+        report = result.to_json()
+        report["host"].update(backend=backend.value, max_parallel=executor.max_parallel,
+                              resumed_replays=journal.reused)
+        _write(out_dir, result, report, inputs, plan.deployment)
         for line in table_lines(report):
             typer.echo(line)
         if not no_report:
             write_reports(out_dir, self_contained=self_contained)
     typer.echo(f"output        {out_dir}")
+
+
+# Options that say how the replays run, not what they give (the answer is the same on any
+# backend and worker count): a resumed run may change them.
+_HOW_IT_RUNS = ("backend", "ray_address", "jobs")
 
 
 class _Status:
@@ -303,6 +323,8 @@ def table_lines(report: Mapping[str, Any]) -> list[str]:
     kinds = ", ".join(f"{k} {n}" for k, n in replays.items() if k not in ("total", "rounds"))
     host = report.get("host", {})
     where = f" on {host['max_parallel']} {host['backend']} workers" if "backend" in host else ""
+    resumed = host.get("resumed_replays")
+    again = f"; {resumed} recorded by the interrupted run, not replayed again" if resumed else ""
     lines.append(f"replays       {replays['total']} ({kinds}) in {replays['rounds']} rounds, "
-                 f"{host.get('wall_s', 0.0):.1f} s{where}")
+                 f"{host.get('wall_s', 0.0):.1f} s{where}{again}")
     return lines

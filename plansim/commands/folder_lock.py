@@ -49,9 +49,11 @@ class FolderLock:
             self.fd = None
 
 
-def acquire(folder: Path, command: str, *, take_over: bool, option: str) -> FolderLock:
+def acquire(folder: Path, command: str, *, take_over: bool, option: str,
+            stale_hint: str = "use --force to take it over") -> FolderLock:
     """Lock ``folder`` (which exists) for ``command``. Raises ``InputError`` naming ``option``
-    when another run holds it, or when it holds a stale lock and ``take_over`` is false."""
+    when another run holds it, or when it holds a stale lock and ``take_over`` is false (the
+    message ends with ``stale_hint``)."""
     path = folder / LOCK_NAME
     holder = {"command": command, "pid": os.getpid(), "host": socket.gethostname(),
               "started": datetime.now().astimezone().isoformat(timespec="seconds")}
@@ -77,7 +79,7 @@ def acquire(folder: Path, command: str, *, take_over: bool, option: str) -> Fold
         if not take_over:
             os.close(fd)
             raise InputError(f"{folder} holds the stale lock of a run that was killed ({who}); "
-                             "use --force to take it over", field=option)
+                             f"{stale_hint}", field=option)
         os.ftruncate(fd, 0)
         os.pwrite(fd, orjson.dumps(holder), 0)
         return FolderLock(path, fd, stale=who)

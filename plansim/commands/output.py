@@ -64,7 +64,7 @@ _OWN_NAMES = frozenset({
 # Options that say where and how a run is written, not what ran: inputs.json leaves them out, so
 # that the same inputs write the same inputs.json whatever folder they go to (the folder is
 # where its run.json is; nothing needs its path recorded).
-WRITING_OPTIONS = frozenset({"out", "force", "no_report", "self_contained", "quiet"})
+WRITING_OPTIONS = frozenset({"out", "force", "resume", "no_report", "self_contained", "quiet"})
 
 
 def records_option(name: str, value: Any) -> bool:
@@ -75,6 +75,10 @@ def records_option(name: str, value: Any) -> bool:
 
 ForceOption = Annotated[bool, typer.Option(
     "--force", help="Replace the run already in --out (only plansim's files are removed).")]
+ResumeOption = Annotated[bool, typer.Option(
+    "--resume", help="Go on with the run interrupted in --out (killed, or stopped): the "
+                     "replays it recorded are not replayed again, and the answer is the one "
+                     "an uninterrupted run gives. The inputs must be the same.")]
 
 
 def new_out_dir(kind: str) -> Path:
@@ -129,10 +133,11 @@ class OutputFolder:
 
     @classmethod
     def claim(cls, out: Path | None, kind: str, command: str, *, force: bool = False,
-              resume: bool = False, option: str = "--out") -> OutputFolder:
+              resume: bool | None = None, option: str = "--out") -> OutputFolder:
         """Check and lock ``out`` (default: a new ``plansim-out/<kind>-<time>``) before any
-        work. ``resume``: ``out`` may hold an interrupted run of ``command``, whose records
-        (``RESUME_DIR``) are kept; any other run there is refused."""
+        work. ``resume`` (None for a command without ``--resume``): ``out`` may hold an
+        interrupted run of ``command``, whose records (``RESUME_DIR``) are kept; any other run
+        there is refused."""
         path = out if out is not None else new_out_dir(kind)
         if force and resume:
             raise InputError("give --resume to go on with an interrupted run or --force to "
@@ -142,13 +147,16 @@ class OutputFolder:
         _check_creatable(path, option)
         created = _make_folders(path)
         try:
-            lock = acquire(path, command, take_over=force or resume, option=option)
+            hint = ("use --force to take it over" if resume is None else
+                    "use --resume to go on with its run, or --force to start over")
+            lock = acquire(path, command, take_over=force or bool(resume), option=option,
+                           stale_hint=hint)
         except BaseException:
             _remove_empty(created)
             raise
         folder = cls(path, command, lock=lock, created=created)
         try:
-            folder._check_entries(force, resume, option)
+            folder._check_entries(force, bool(resume), option)
         except BaseException:
             folder.release()
             raise
@@ -323,6 +331,23 @@ def write_reports(out_dir: Path, *, self_contained: bool = False) -> None:
     for path in render_dir(out_dir, self_contained=self_contained):
         if path.suffix == ".html":
             typer.echo(f"report        {path}")
+
+
+def open_journal(folder: OutputFolder, inputs: dict[str, Any], workload_digest: str,
+                 ignore: tuple[str, ...] = ()) -> Any:
+    """The ``workers.journal.Journal`` of a long run in ``folder`` (its ``RESUME_DIR``): the
+    interrupted run's records when the folder was claimed with ``--resume``, else an empty one.
+    Its inputs are the run's ``inputs`` (as inputs.json records them, less the ``options``
+    named in ``ignore``, which do not change results), its workload's content
+    (``Workload.content_digest``) and plansim's version; a resumed run with other inputs is
+    refused."""
+    from plansim import __version__
+    from plansim.workers.journal import Journal
+
+    options = {k: v for k, v in inputs.get("options", {}).items() if k not in ignore}
+    return Journal.open(folder.path / RESUME_DIR, {
+        **inputs, "options": options, "workload": workload_digest,
+        "plansim": __version__}, resume=folder.resumed)
 
 
 def warn_if_all_rejected(result: Any, inputs: dict[str, Any]) -> None:

@@ -32,7 +32,14 @@ from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from plansim.lifecycle import block_sigint_for_children, parent_lost
-from plansim.workers.executor import BatchOutcome, Task, TaskContext, TaskResult, describe_error
+from plansim.workers.executor import (
+    BatchOutcome,
+    ResultCallback,
+    Task,
+    TaskContext,
+    TaskResult,
+    describe_error,
+)
 
 WORKER_NICENESS = 10
 # The worker's acknowledgement of a task it received (results are tuples).
@@ -130,7 +137,8 @@ class SpawnPool:
     # -- public API -------------------------------------------------------------------------
 
     def run(
-        self, tasks: Sequence[Task], context: TaskContext, timeout_s: float | None = None
+        self, tasks: Sequence[Task], context: TaskContext, timeout_s: float | None = None,
+        on_result: ResultCallback | None = None,
     ) -> BatchOutcome:
         if self._closed:
             raise RuntimeError("the pool is closed")
@@ -165,6 +173,8 @@ class SpawnPool:
                         index, result = collected
                         results[index] = result
                         overhead_s.append(time.perf_counter() - sent_at - result.wall_s)
+                        if on_result is not None:
+                            on_result(result)
         return self._finish(tasks, results, timed_out, cancelled, started, overhead_s)
 
     def cancel(self) -> None:
