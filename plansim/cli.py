@@ -166,5 +166,7 @@ def describe_os_error(exc: OSError) -> str:
 
 
 def _fail(message: str, status: int) -> NoReturn:
-    print(f"plansim: {message}", file=sys.stderr)
+    # One line, whatever the message holds (a library's error text may span several).
+    print(f"plansim: {'; '.join(filter(None, map(str.strip, message.splitlines())))}",
+          file=sys.stderr)
     raise SystemExit(status) from None

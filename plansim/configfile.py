@@ -90,8 +90,11 @@ def _yaml(text: str, source: str) -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"invalid YAML: {problem}", source=source, line=line) from None
+        if line is None and isinstance(getattr(exc, "position", None), int):
+            line = text.count("\n", 0, exc.position) + 1  # a character the reader refuses
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"invalid YAML: {' '.join(problem.split())}", source=source,
+                          line=line) from None
     except _DuplicateKey as exc:
         raise ConfigError(f"given twice in one mapping (first on line {exc.first_line})",
                           source=source, line=exc.line, field=str(exc.key)) from None

@@ -33,6 +33,7 @@ from plansim.commands.output import (
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.commands.retune_windows import Backend
 from plansim.errors import InputError
+from plansim.limits import MAX_WORKER_PROCESSES
 
 
 def capacity(
@@ -81,7 +82,8 @@ def capacity(
         "--ray-address", help="Ray cluster to connect to (default with --backend ray: a local "
                               "instance with --jobs CPUs).", show_default=False)] = None,
     jobs: Annotated[int | None, typer.Option(
-        min=1, help="Parallel replays (default: the CPU count).", show_default=False)] = None,
+        min=1, max=MAX_WORKER_PROCESSES, help="Parallel replays (default: the CPU count).",
+        show_default=False)] = None,
     out: Annotated[Path | None, typer.Option(
         help="Output folder (default: a new plansim-out/capacity-<time>).",
         show_default=False)] = None,

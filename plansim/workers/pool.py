@@ -221,8 +221,11 @@ class SpawnPool:
                 if len(self._workers) == 1:
                     # A pool with no worker starts them all together, so that their start-up
                     # (a new interpreter, imports) overlaps the first tasks instead of delaying
-                    # the next batch's (multiprocessing.Pool starts all its workers too).
-                    while len(self._workers) < self.max_parallel:
+                    # the next batch's (multiprocessing.Pool starts all its workers too); past
+                    # the CPU count, no more than the batch has tasks (a max_parallel far above
+                    # both would start interpreters until memory runs out).
+                    wanted = min(self.max_parallel, max(len(pending), os.cpu_count() or 1))
+                    while len(self._workers) < wanted:
                         self._start_worker()
             if not idle.process.is_alive():
                 # Died while idle (killed from outside): replace it before handing it a task.

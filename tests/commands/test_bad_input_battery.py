@@ -359,6 +359,31 @@ CASES = [
                                                   "{out}"), 2,
          "p.yaml: mode disagg does not match an agg deployment",
          files={"p.yaml": "mode: disagg\noptimization_target: sla\n"}),
+    # -- found by the fuzzed inputs (tests/commands/test_fuzzed_inputs.py) --------------------
+    Case("deployment-mode-a-list", ("replay", "run", str(MICRO), "--config", "{d}/d.yaml",
+                                    "--out", "{out}"), 2,
+         "d.yaml: mode: input should be 'agg' or 'disagg', got a list",
+         files={"d.yaml": "mode: []\n"}),
+    Case("yaml-control-character", ("replay", "run", str(MICRO), "--config", "{d}/d.yaml",
+                                    "--out", "{out}"), 2,
+         "d.yaml:2: invalid YAML: unacceptable character #x001f: special characters are not "
+         "allowed", files={"d.yaml": b"seed: 1\nrouter: \x1f\n"}),
+    Case("dp-size-builds-too-many-ranks", ("replay", "run", str(MICRO), "--config",
+                                           "{d}/d.yaml", "--out", "{out}"), 2,
+         "d.yaml: num_workers: 4096 workers of dp_size 8 are 32,768 engine ranks; at most "
+         "16,384 per pool", files={"d.yaml": "num_workers: 4096\nengine: {dp_size: 8}\n"}),
+    # Two prompts at speedup 1e-300 take ~1e300 ms: sampling each virtual second
+    # toward it exhausted memory.
+    Case("passes-timed-in-eons", ("replay", "run", str(MICRO), "--config", "{d}/d.yaml",
+                                  "--out", "{out}"), 2,
+         "the replay (an engine pass or delay ending there) spans 5.36e+291 years; plansim "
+         "handles at most 31.0 days (check the engines' speedup_ratio and timing model)",
+         files={"d.yaml": "engine: {speedup_ratio: 1.0e-300}\n"}),
+    Case("retune-max-parallel-huge", ("retune", "sweep", "{d}/r.yaml", "--out", "{out}"), 2,
+         "r.yaml: retune.max_parallel: input should be less than or equal to 1024",
+         files={"r.yaml": _retune_run().replace("max_parallel: 1", "max_parallel: 2000000")}),
+    Case("capacity-jobs-huge", ("capacity", str(MICRO), "--jobs", "2000000", "--out", "{out}"),
+         2, "Invalid value for '--jobs': Input should be less than or equal to 1024"),
     # -- the earlier one-line errors ---------------------------------------------------------
     Case("unknown-deployment-key", ("replay", "run", str(MICRO), "--config", "{d}/d.yaml",
                                     "--out", "{out}"), 2, "d.yaml: num_wrokers: unknown key",
@@ -410,7 +435,7 @@ CASES = [
                                      "--param", "kalman_r", "--out", "{out}"), 2,
          "--param: expected NAME=VALUE"),
     Case("predict-jobs-zero", ("predict", "compare", str(SAMPLE), "--interval", "60", "--jobs",
-                               "0", "--out", "{out}"), 2, "--jobs: must be >= 1, got 0"),
+                               "0", "--out", "{out}"), 2, "--jobs: must be in [1, 1,024], got 0"),
     Case("predict-too-few-buckets", ("predict", "compare", str(SAMPLE), "--interval", "300",
                                      "--out", "{out}"), 2, "--interval: the traces span 1"),
     Case("retune-run-unknown-key", ("retune", "sweep", "{d}/r.yaml", "--out", "{out}"), 2,
