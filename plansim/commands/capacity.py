@@ -28,6 +28,7 @@ from plansim.commands.output import (
     ResumeOption,
     open_journal,
     records_option,
+    start_work,
     write_reports,
 )
 from plansim.commands.report import SELF_CONTAINED_HELP
@@ -127,6 +128,7 @@ def capacity(
     inputs = _inputs(ctx.params, traces, workload, plan, trace_format)
     journal = open_journal(folder, inputs, workload.content_digest(), ignore=_HOW_IT_RUNS)
     executor = make_executor(backend.value, jobs or os.cpu_count() or 1, ray_address)
+    start_work()
     status = _Status() if (not quiet and sys.stderr.isatty()) else None
     with folder.writing() as out_dir:
         try:

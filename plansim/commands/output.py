@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import sys
 import tempfile
 from collections import Counter
 from collections.abc import Iterator
@@ -48,6 +49,8 @@ COMPLETE, INCOMPLETE = "complete", "incomplete"
 RESUME_DIR = ".plansim-resume"
 # Folders claimed in this process and not yet released by ``run_folders``.
 _claimed: list[OutputFolder] = []
+# Warning lines held while a command checks its inputs (``held_warnings``); None: print them.
+_held: list[str] | None = None
 # What plansim writes into an output folder, besides what run.json lists: --force removes these
 # (a folder written before run.json existed, or one whose run stopped before listing its files).
 _OWN_NAMES = frozenset({
@@ -107,6 +110,40 @@ def read_marker(folder: Path) -> dict[str, Any] | None:
 
 
 @contextmanager
+def held_warnings() -> Iterator[None]:
+    """Hold the warning lines (``warning_line``) of the block until its command starts its work
+    (``start_work``) or ends: a command refused for a mistake in its inputs (``InputError``,
+    exit status 2) prints one line, the mistake, not the warnings its checks gave before it
+    (the CLI runs each command in this block)."""
+    global _held
+    _held = []
+    try:
+        yield
+    except InputError:
+        _held = None
+        raise
+    finally:
+        start_work()
+
+
+def warning_line(line: str) -> None:
+    """Print ``line`` on stderr, or hold it while the command checks its inputs."""
+    if _held is not None:
+        _held.append(line)
+    else:
+        print(line, file=sys.stderr)
+
+
+def start_work() -> None:
+    """Every input of the command is checked and its work begins: print the warnings held so
+    far, and later ones as they come."""
+    global _held
+    held, _held = _held, None
+    for line in held or ():
+        print(line, file=sys.stderr)
+
+
+@contextmanager
 def run_folders() -> Iterator[None]:
     """Release every output folder claimed while the block runs when it ends, however it ends:
     a command that fails before writing leaves neither its lock nor an empty folder (the CLI
@@ -156,7 +193,7 @@ class OutputFolder:
             raise
         folder = cls(path, command, lock=lock, created=created)
         try:
-            folder._check_entries(force, bool(resume), option)
+            folder._check_entries(force, resume, option)
         except BaseException:
             folder.release()
             raise
@@ -166,7 +203,7 @@ class OutputFolder:
         _claimed.append(folder)
         return folder
 
-    def _check_entries(self, force: bool, resume: bool, option: str) -> None:
+    def _check_entries(self, force: bool, resume: bool | None, option: str) -> None:
         """What the folder may already hold: nothing, or (``force``) anything, or (``resume``)
         an interrupted run of this command; sets what writing replaces and keeps."""
         path = self.path
@@ -189,9 +226,13 @@ class OutputFolder:
             self.resumed = True
         elif not force:
             if marker is not None or schema.INPUTS_JSON in entries:
-                what = "an incomplete run" if (marker or {}).get("status") != COMPLETE else "a run"
-                raise InputError(f"{path} already holds {what}{by}; use --force to replace it, "
-                                 "or choose another folder", field=option)
+                incomplete = (marker or {}).get("status") != COMPLETE
+                what = "an incomplete run" if incomplete else "a run"
+                again = ("use --resume to go on with it, --force to replace it"
+                         if incomplete and resume is not None and command == self.command
+                         else "use --force to replace it")
+                raise InputError(f"{path} already holds {what}{by}; {again}, or choose another "
+                                 "folder", field=option)
             raise InputError(f"{path} is not empty; use --force to write into it (plansim's "
                              "files there are replaced, others kept), or choose another folder",
                              field=option)

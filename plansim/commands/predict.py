@@ -53,7 +53,7 @@ from typing import Annotated, Any
 
 import typer
 
-from plansim.commands.output import ForceOption, OutputFolder, write_reports
+from plansim.commands.output import ForceOption, OutputFolder, start_work, write_reports
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.errors import ConfigError, InputError
 from plansim.limits import MAX_SPAN_S, MAX_WORKER_PROCESSES, check_number
@@ -202,6 +202,7 @@ def compare(
             f"warm-up + 2 = {warmup_buckets + 2} (lower --warmup-buckets or --interval)",
             field="--interval")
 
+    start_work()
     started = time.perf_counter()
     result = run_backtest(table, specs, warmup_buckets, interval_s=interval, jobs=jobs)
     total_wall_s = time.perf_counter() - started

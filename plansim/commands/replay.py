@@ -24,6 +24,7 @@ from plansim.commands.output import (
     ForceOption,
     OutputFolder,
     records_option,
+    start_work,
     warn_if_all_rejected,
     write_replay_outputs,
     write_reports,
@@ -317,6 +318,7 @@ def _execute(ctx: typer.Context, load: Any, *, traces: list[Path], trace_format:
         raise InputError("retune replays windows of a trace file: use plansim replay run",
                          field="--planner-config")
 
+    start_work()
     bar = ProgressBar() if (not p["quiet"] and sys.stderr.isatty()) else None
     try:
         result = api.replay(workload, setup, trace_paths=[str(t) for t in traces], progress=bar)

@@ -16,6 +16,7 @@ import typer
 from plansim.commands.output import (
     ForceOption,
     OutputFolder,
+    start_work,
     warn_if_all_rejected,
     write_replay_outputs,
     write_reports,
@@ -68,6 +69,7 @@ def sweep(
         if bar is not None:
             bar.step()
 
+    start_work()
     try:
         result = run_retune(run, workload=workload, on_decision=on_decision)
     finally:
@@ -131,6 +133,7 @@ def window(
     plans = plans_of_run(run, first=index, last=index, first_option="--window",
                          last_option="--window", no_timeout=no_timeout)
     executor = make_executor("spawn", cfg.max_parallel)
+    start_work()
     try:
         results = score_windows(plans, executor)
     finally:

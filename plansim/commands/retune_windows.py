@@ -25,6 +25,7 @@ from plansim.commands.output import (
     OutputFolder,
     ResumeOption,
     open_journal,
+    start_work,
     write_reports,
 )
 from plansim.commands.report import SELF_CONTAINED_HELP
@@ -144,6 +145,7 @@ def windows(
             "deployment": run.deployment.model_dump(mode="json"), "planner": run.planner_raw,
             "no_timeout": no_timeout}, workload.content_digest())
         del workload  # the sweeps read their windows again
+        start_work()
         typer.echo(score_legend(run.retune))
         bar = WindowBar(len(plans)) if (not quiet and sys.stderr.isatty()) else None
         printer = _InOrder([plan.window.index for plan in plans], bar, cfg, top, ranked_table)

@@ -255,7 +255,7 @@ def _dependency(d: object, k: int, fail) -> tuple[str, int, float, int]:
     if type(rid) is not str or not rid:
         raise fail(f"request_id must be a non-empty string, got {rid!r}", f"{where}.request_id")
     trigger = d.get("trigger")
-    if trigger not in TRIGGERS:
+    if not isinstance(trigger, str) or trigger not in TRIGGERS:
         raise fail(f"trigger must be dispatch or completion, got {trigger!r}", f"{where}.trigger")
     delay = d.get("delay_ms")
     if not _is_ms(delay):

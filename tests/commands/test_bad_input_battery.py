@@ -368,6 +368,29 @@ CASES = [
                                     "--out", "{out}"), 2,
          "d.yaml:2: invalid YAML: unacceptable character #x001f: special characters are not "
          "allowed", files={"d.yaml": b"seed: 1\nrouter: \x1f\n"}),
+    Case("backend-a-list", ("replay", "run", str(MICRO), "--config", "{d}/d.yaml", "--out",
+                            "{out}"), 2,
+         "d.yaml: engine.engine_type: unknown engine backend [] (known: vllm, sglang, trtllm)",
+         files={"d.yaml": "engine: {backend: []}\n"}),
+    Case("router-mode-a-list", ("replay", "run", str(MICRO), "--config", "{d}/d.yaml",
+                                "--out", "{out}"), 2,
+         "d.yaml: router.mode: input should be a valid string, got a list",
+         files={"d.yaml": "router: {mode: []}\n"}),
+    Case("agentic-trigger-a-list", ("replay", "run", "{d}/a.jsonl", "--out", "{out}"), 2,
+         "a.jsonl:3: dependencies[0].trigger: trigger must be dispatch or completion, got []",
+         files={"a.jsonl": '{"schema": "dynamo.agentic_mooncake", "version": 2, '
+                           '"block_size": 512}\n'
+                           '{"request_id": "a", "session_id": "s", "input_length": 10, '
+                           '"output_length": 1, "hash_ids": [1], "not_before_ms": 0}\n'
+                           '{"request_id": "b", "session_id": "s", "input_length": 10, '
+                           '"output_length": 1, "hash_ids": [1], "not_before_ms": 0, '
+                           '"dependencies": [{"request_id": "a", "trigger": [], '
+                           '"delay_ms": 0}]}\n'}),
+    # A warning from a check that passed, then a mistake: only the mistake is printed.
+    Case("warning-then-error-is-one-line", ("replay", "run", str(MICRO), "--planner-config",
+                                            "{d}/p.yaml", "--out", "{out}"), 2,
+         "p.yaml: mode disagg does not match an agg deployment",
+         files={"p.yaml": "mode: disagg\noptimization_target: throughput\nttft_ms: 100\n"}),
     Case("dp-size-builds-too-many-ranks", ("replay", "run", str(MICRO), "--config",
                                            "{d}/d.yaml", "--out", "{out}"), 2,
          "d.yaml: num_workers: 4096 workers of dp_size 8 are 32,768 engine ranks; at most "
