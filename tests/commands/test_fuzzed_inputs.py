@@ -296,7 +296,7 @@ _SUFFIX = {"azure": ".csv"}
 
 @pytest.mark.parametrize("fmt", sorted(BASES))
 def test_a_mutated_trace_is_replayed_or_refused_in_one_line(fmt):
-    @_settings(25)
+    @_settings(30)
     @given(data=st.data())
     def prop(data):
         with tempfile.TemporaryDirectory() as tmp:
@@ -308,7 +308,7 @@ def test_a_mutated_trace_is_replayed_or_refused_in_one_line(fmt):
 
 
 def test_shards_of_mutated_and_mixed_formats_are_replayed_or_refused_in_one_line():
-    @_settings(25)
+    @_settings(30)
     @given(data=st.data())
     def prop(data):
         with tempfile.TemporaryDirectory() as tmp:
@@ -362,7 +362,7 @@ def test_a_mutated_deployment_file_is_replayed_or_refused_in_one_line():
         config = _write(folder, "deploy" + suffix, content)
         return ["replay", "run", str(MICRO), "--config", str(config), "--quiet"]
 
-    _config_property(build, 40)()
+    _config_property(build, 60)()
 
 
 def test_a_mutated_planner_file_is_replayed_or_refused_in_one_line():
@@ -375,7 +375,7 @@ def test_a_mutated_planner_file_is_replayed_or_refused_in_one_line():
         return ["replay", "run", str(MICRO), "--config", str(EXAMPLES / "deploy.yaml"),
                 "--planner-config", str(config), "--quiet"]
 
-    _config_property(build, 30)()
+    _config_property(build, 40)()
 
 
 def test_a_mutated_retune_file_is_swept_or_refused_in_one_line():
