@@ -359,6 +359,35 @@ CASES = [
                                                   "{out}"), 2,
          "p.yaml: mode disagg does not match an agg deployment",
          files={"p.yaml": "mode: disagg\noptimization_target: sla\n"}),
+    # -- issue 33: no prompt silently cut, every bound of plansim.limits held, every request
+    # rejected said in one warning ------------------------------------------------------------
+    # One 512-token block cannot hold a 5,000-token prompt (the reference refuses it too).
+    Case("prompt-past-its-hash-blocks", ("replay", "run", "{d}/m.jsonl", "--out", "{out}"), 2,
+         "m.jsonl:1: input_length 5000 exceeds hash_ids capacity 512 (1 hash id of 512 tokens)",
+         files={"m.jsonl": '{"timestamp": 0, "input_length": 5000, "output_length": 10, '
+                           '"hash_ids": [0]}\n'}),
+    Case("prompt-of-fifty-million-tokens", ("replay", "run", "{d}/m.jsonl", "--out", "{out}"),
+         2, "m.jsonl:1: input_length 50000000 exceeds hash_ids capacity 512",
+         files={"m.jsonl": '{"timestamp": 0, "input_length": 50000000, "output_length": 10, '
+                           '"hash_ids": [0]}\n'}),
+    Case("output-of-fifty-million-tokens", ("replay", "run", "{d}/m.jsonl", "--out", "{out}"),
+         2, "m.jsonl:2: output_length 50,000,000 tokens is over plansim's bound of 10,000,000 "
+            "tokens per request",
+         files={"m.jsonl": '{"timestamp": 0, "input_length": 10, "output_length": 1, '
+                           '"hash_ids": [0]}\n{"timestamp": 1, "input_length": 10, '
+                           '"output_length": 50000000, "hash_ids": [1]}\n'}),
+    Case("azure-context-of-fifty-million-tokens", ("replay", "run", "{d}/a.csv", "--out",
+                                                   "{out}"), 2,
+         "a.csv:3: ContextTokens 50,000,000 tokens is over plansim's bound of 10,000,000",
+         files={"a.csv": "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                         "2023-11-16 18:17:03.98,100,10\n2023-11-16 18:17:04.03,50000000,8\n"}),
+    # One KV block of one token: neither prompt (3,000 and 6,000 tokens) fits; exit 0.
+    Case("every-request-rejected", ("replay", "run", str(MICRO), "--config", "{d}/d.yaml",
+                                    "--out", "{out}", "--no-report"), 0,
+         "plansim: warning: all 2 requests were rejected (prompt_exceeds_kv_pool): the smallest "
+         "prompt, 3,000 tokens, needs 3,000 KV blocks of 1 token, and a worker rank has 1 "
+         "(num_gpu_blocks)",
+         files={"d.yaml": "num_workers: 1\nengine: {block_size: 1, num_gpu_blocks: 1}\n"}),
     # -- found by the fuzzed inputs (tests/commands/test_fuzzed_inputs.py) --------------------
     Case("deployment-mode-a-list", ("replay", "run", str(MICRO), "--config", "{d}/d.yaml",
                                     "--out", "{out}"), 2,
