@@ -14,8 +14,6 @@ the answer an uninterrupted run gives.
 
 from __future__ import annotations
 
-import sys
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -31,6 +29,7 @@ from plansim.commands.output import (
     start_work,
     write_reports,
 )
+from plansim.commands.progress import QUIET_HELP, Progress
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.commands.retune_windows import Backend
 from plansim.errors import InputError
@@ -98,7 +97,7 @@ def capacity(
                                             help="Skip capacity_report.html.")] = False,
     self_contained: Annotated[bool, typer.Option(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress line.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: ForceOption = False,
     resume: ResumeOption = False,
 ) -> None:
@@ -107,10 +106,10 @@ def capacity(
     import os
 
     from plansim import capacity as cap
-    from plansim.workers.backends import make_executor
-    from plansim.workers.journal import JournaledExecutor
     from plansim.sim.deployment import load_deployment
     from plansim.traces import load_workload
+    from plansim.workers.backends import make_executor
+    from plansim.workers.journal import JournaledExecutor
 
     folder = OutputFolder.claim(out, "capacity", "plansim capacity", force=force,
                                 resume=resume)
@@ -135,15 +134,16 @@ def capacity(
     journal = open_journal(folder, inputs, workload.content_digest(), ignore=_HOW_IT_RUNS)
     executor = make_executor(backend.value, jobs or os.cpu_count() or 1, ray_address)
     start_work()
-    status = _Status() if (not quiet and sys.stderr.isatty()) else None
     with folder.writing() as out_dir:
         try:
-            result = cap.run(plan, workload, executor=JournaledExecutor(executor, journal),
-                             on_round=status)
+            # The search decides its next replays from the last round's: their number is not
+            # known.
+            with Progress("capacity", total=None, unit="replays", quiet=quiet) as bar:
+                result = cap.run(plan, workload, executor=JournaledExecutor(executor, journal),
+                                 on_round=lambda stats: bar.update(
+                                     stats.total, description=f"capacity round {stats.rounds}"))
         finally:
             executor.close()
-            if status is not None:
-                status.close()
         report = result.to_json()
         report["host"].update(backend=backend.value, max_parallel=executor.max_parallel,
                               resumed_replays=journal.reused)
@@ -158,23 +158,6 @@ def capacity(
 # Options that say how the replays run, not what they give (the answer is the same on any
 # backend and worker count): a resumed run may change them.
 _HOW_IT_RUNS = ("backend", "ray_address", "jobs")
-
-
-class _Status:
-    """One progress line on stderr: rounds, replays by kind, elapsed time."""
-
-    def __init__(self) -> None:
-        self._start = time.monotonic()
-
-    def __call__(self, stats: Any) -> None:
-        kinds = ", ".join(f"{n} {k}" for k, n in sorted(stats.replays.items()))
-        sys.stderr.write(f"\rcapacity: round {stats.rounds}, {stats.total} replays ({kinds}), "
-                         f"{time.monotonic() - self._start:.0f} s ")
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        sys.stderr.write("\r" + " " * 100 + "\r")
-        sys.stderr.flush()
 
 
 def _inputs(options: Mapping[str, Any], traces: Sequence[Path], workload: Any, plan: Any,

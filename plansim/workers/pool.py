@@ -140,6 +140,8 @@ class SpawnPool:
         self, tasks: Sequence[Task], context: TaskContext, timeout_s: float | None = None,
         on_result: ResultCallback | None = None,
     ) -> BatchOutcome:
+        """The ``Executor`` contract; ``on_result`` is called (from this thread) with each
+        task's result as it comes, in completion order (progress displays, the journal)."""
         if self._closed:
             raise RuntimeError("the pool is closed")
         started = time.perf_counter()
