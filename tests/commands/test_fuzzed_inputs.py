@@ -5,9 +5,9 @@ formats, and of valid deployment, planner and retune files. Whatever the mutatio
 traceback (an exception escaping ``main``), never another status, never a partial output.
 
 Each property runs a bounded number of examples in the suite, the same ones every time
-(derandomized). ``PLANSIM_FUZZ_EXAMPLES=N`` runs N random examples per property instead (the
-long run ``bench/README.md`` reports), e.g.
-``PLANSIM_FUZZ_EXAMPLES=500 python -m pytest tests/commands/test_fuzzed_inputs.py``.
+(derandomized). ``PLANSIM_FUZZ_EXAMPLES=N`` runs N random examples per property instead, and
+``-s`` shows how many each judged and how they ended (the long run ``bench/README.md``
+reports), e.g. ``PLANSIM_FUZZ_EXAMPLES=1000 python -m pytest -s tests/commands/test_fuzzed_inputs.py``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import os
 import signal
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,8 @@ def _settings(examples: int) -> settings:
 
 _runs = [0]
 _COLLECT_EVERY = 50
+# How the examples ended: "complete" (exit 0, a whole run) or "refused" (exit 2, one line).
+_outcomes: Counter[str] = Counter()
 
 
 class TookTooLong(BaseException):
@@ -97,12 +100,25 @@ def _judge(code: int, err: str, out: Path) -> None:
         assert all((out / name).is_file() for name in marker["files"]), marker
         assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
         assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
+        _outcomes["complete"] += 1
         return
     lines = err.splitlines()
     assert code == 2, err
     assert len(lines) == 1 and lines[0].startswith("plansim: "), err
     assert not lines[0].startswith("plansim: warning:"), err
     assert not out.exists(), sorted(p.name for p in out.rglob("*"))
+    _outcomes["refused"] += 1
+
+
+def _check(prop: Callable[[], None]) -> None:
+    """Run the property ``prop``; in a long run, print how many examples it judged and how they
+    ended (run pytest with ``-s`` to see it)."""
+    before = Counter(_outcomes)
+    prop()
+    if LONG_RUN:
+        done = _outcomes - before
+        print(f"\nfuzz: {done.total()} examples, {done['complete']} complete runs, "
+              f"{done['refused']} refused in one line")
 
 
 def _replay(files: list[Path], folder: Path, *extra: str) -> None:
@@ -304,7 +320,7 @@ def test_a_mutated_trace_is_replayed_or_refused_in_one_line(fmt):
             trace = _write(folder, "t" + _SUFFIX.get(fmt, ".jsonl"), _trace_bytes(data, fmt))
             _replay([trace], folder)
 
-    prop()
+    _check(prop)
 
 
 def test_shards_of_mutated_and_mixed_formats_are_replayed_or_refused_in_one_line():
@@ -324,7 +340,7 @@ def test_shards_of_mutated_and_mixed_formats_are_replayed_or_refused_in_one_line
                 _write(shards, f"{k}{_SUFFIX.get(fmt, '.jsonl')}", content)
             _replay([shards], folder)
 
-    prop()
+    _check(prop)
 
 
 # -- configuration files -----------------------------------------------------------------------
@@ -362,7 +378,7 @@ def test_a_mutated_deployment_file_is_replayed_or_refused_in_one_line():
         config = _write(folder, "deploy" + suffix, content)
         return ["replay", "run", str(MICRO), "--config", str(config), "--quiet"]
 
-    _config_property(build, 60)()
+    _check(_config_property(build, 60))
 
 
 def test_a_mutated_planner_file_is_replayed_or_refused_in_one_line():
@@ -375,7 +391,7 @@ def test_a_mutated_planner_file_is_replayed_or_refused_in_one_line():
         return ["replay", "run", str(MICRO), "--config", str(EXAMPLES / "deploy.yaml"),
                 "--planner-config", str(config), "--quiet"]
 
-    _config_property(build, 40)()
+    _check(_config_property(build, 40))
 
 
 def test_a_mutated_retune_file_is_swept_or_refused_in_one_line():
@@ -397,4 +413,4 @@ def test_a_mutated_retune_file_is_swept_or_refused_in_one_line():
         run = _write(folder, "run" + suffix, content)
         return ["retune", "window", str(run), "--window", "0", "--no-timeout"]
 
-    _config_property(build, 12)()
+    _check(_config_property(build, 12))
