@@ -100,7 +100,7 @@ def load_retune_run(path: str | Path) -> RetuneRun:
     if not isinstance(planner_raw, Mapping):
         raise ConfigError("a planner config with a retune block is required",
                           source=str(source), field="planner")
-    if "retune" not in planner_raw:
+    if planner_raw.get("retune") is None:  # absent or null
         raise ConfigError("the planner config has no retune block", source=planner_source,
                           field="planner.retune")
     return RetuneRun(

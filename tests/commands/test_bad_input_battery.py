@@ -436,6 +436,15 @@ CASES = [
          files={"r.yaml": _retune_run().replace("max_parallel: 1", "max_parallel: 2000000")}),
     Case("capacity-jobs-huge", ("capacity", str(MICRO), "--jobs", "2000000", "--out", "{out}"),
          2, "Invalid value for '--jobs': Input should be less than or equal to 1024"),
+    # A NUL in the engine-args path (YAML's "\0"): opening it raised ValueError.
+    Case("engine-path-with-a-nul", ("replay", "run", str(MICRO), "--config", "{d}/d.yaml",
+                                    "--out", "{out}"), 2,
+         "d.yaml: engine: a NUL character in a text", files={"d.yaml": 'engine: "e\\0"\n'}),
+    # retune: null passed the "has a retune block" check, then failed an assertion.
+    Case("retune-block-null", ("retune", "window", "{d}/r.yaml", "--window", "0", "--out",
+                               "{out}"), 2,
+         "planner.retune: the planner config has no retune block",
+         files={"r.yaml": f"trace: {SAMPLE}\nplanner: {{mode: agg, retune: null}}\n"}),
     # -- the earlier one-line errors ---------------------------------------------------------
     Case("unknown-deployment-key", ("replay", "run", str(MICRO), "--config", "{d}/d.yaml",
                                     "--out", "{out}"), 2, "d.yaml: num_wrokers: unknown key",
