@@ -166,14 +166,17 @@ def test_a_search_killed_at_random_points_and_resumed_gives_the_uninterrupted_an
     from killed_runs import RESUME_DIR, kill_and_resume
 
     trace, config = files
+    # The planner knob search (three min_endpoint values) runs last: with 19 replays the seed's
+    # kills come at 5 and 18 records, the second one within the knob search.
     args = ["capacity", str(trace), "--config", str(config), "--quiet", "--no-report",
-            "--segment-s", "6", "--jobs", "2"]
+            "--segment-s", "6", "--jobs", "2", "--search", "planner.min_endpoint=1,2,3"]
     whole = tmp_path / "whole"
     code, _, err = run_cli(*args, "--out", str(whole))
     assert code == 0, err
     expected = json.loads((whole / "capacity.json").read_text())
     out = tmp_path / "killed"
     total = expected["replays"]["total"]
+    assert expected["replays"]["tune"] == 3
     at_kill, before = kill_and_resume([*args, "--out", str(out)], out, total, seed=33, kills=2)
     assert before > 0, (at_kill, before)  # the completing run took over recorded work
     got = json.loads((out / "capacity.json").read_text())
