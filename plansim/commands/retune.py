@@ -15,6 +15,8 @@ import typer
 from plansim.commands.output import (
     ForceOption,
     OutputFolder,
+    ResumeOption,
+    open_journal,
     start_work,
     warn_if_all_rejected,
     write_replay_outputs,
@@ -46,8 +48,15 @@ def sweep(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: ForceOption = False,
+    resume: ResumeOption = False,
 ) -> None:
-    """Replay the trace with retune on: one sweep per window, one line per decision."""
+    """Replay the trace with retune on: one sweep per window, one line per decision.
+
+    Each window's replays and report are recorded in the output folder as they finish, so that
+    --resume after a kill sweeps only what is missing (the replay itself runs again: with the
+    recorded sweeps it decides as the interrupted run did).
+    """
+    from plansim.retune_runs.batch import journaled_sweep
     from plansim.retune_runs.runner import (
         count_windows,
         load_retune_run,
@@ -55,21 +64,10 @@ def sweep(
         run_retune,
     )
 
-    folder = OutputFolder.claim(out, "retune", "plansim retune sweep", force=force)
+    folder = OutputFolder.claim(out, "retune", "plansim retune sweep", force=force,
+                                resume=resume)
     run = load_retune_run(config)
     workload = load_run_workload(run)
-    typer.echo(score_legend(run.retune))
-    start_work()
-    # Over the windows whose sweep launches before the last arrival (an estimate).
-    with Progress("retune", total=count_windows(run, workload), unit="windows",
-                  quiet=quiet) as bar:
-
-        def on_decision(event: dict[str, Any]) -> None:
-            bar.echo(window_line(event))
-            bar.advance()
-
-        result = run_retune(run, workload=workload, on_decision=on_decision)
-
     inputs = {
         "command": "plansim retune sweep",
         "config": str(config),
@@ -81,17 +79,34 @@ def sweep(
         "sla": run.deployment.sla.model_dump(mode="json"),
         "seed": run.deployment.seed,
         "scoring_sla": scoring_sla(run.retune),
-        **result.inputs,
     }
-    events = result.retune_events or []
-    counts: dict[str, int] = {}
-    for event in events:
-        counts[event["outcome"]] = counts.get(event["outcome"], 0) + 1
-    tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no window completed"
-    warn_if_all_rejected(result, inputs)
+    journal = open_journal(folder, inputs, workload.content_digest())
+    typer.echo(score_legend(run.retune))
+    start_work()
+    # The folder is written from the first recorded replay on (its resume records).
     with folder.writing() as out_dir:
+        # Over the windows whose sweep launches before the last arrival (an estimate).
+        with Progress("retune", total=count_windows(run, workload), unit="windows",
+                      quiet=quiet) as bar:
+
+            def on_decision(event: dict[str, Any]) -> None:
+                bar.echo(window_line(event))
+                bar.advance()
+
+            result = run_retune(run, workload=workload, on_decision=on_decision,
+                                sweep=lambda plan, pool: journaled_sweep(plan, pool, journal))
+        inputs.update(result.inputs)
+        events = result.retune_events or []
+        counts: dict[str, int] = {}
+        for event in events:
+            counts[event["outcome"]] = counts.get(event["outcome"], 0) + 1
+        tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no window completed"
+        warn_if_all_rejected(result, inputs)
         write_replay_outputs(out_dir, result, inputs)
         typer.echo(f"decisions     {len(events)} ({tally})")
+        if journal.reused:
+            typer.echo(f"resumed       {journal.reused} windows and replays recorded by the "
+                       "interrupted run, not run again")
         typer.echo(f"output        {out_dir}")
         if not no_report:
             write_reports(out_dir, self_contained=self_contained)

@@ -99,13 +99,9 @@ def score_windows(
 
     def sweep(position: int) -> tuple[int, WindowResult]:
         plan = plans[position]
-        runner: Executor = stoppable
-        if journal is not None:
-            prefix = _window_key(plan)
-            # The window read's value names a file of its sweep folder: it always runs.
-            runner = JournaledExecutor(stoppable, journal, lambda task: None if task.key == "read"
-                                       else f"{prefix} {task.key}")
-        return position, WindowResult(plan, run_sweep(plan, runner, sweep_root=sweep_root))
+        report = (run_sweep(plan, stoppable, sweep_root=sweep_root) if journal is None
+                  else journaled_sweep(plan, stoppable, journal, sweep_root=sweep_root))
+        return position, WindowResult(plan, report)
 
     pool = ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="plansim-window")
     pending: set[Future[tuple[int, WindowResult]]] = {pool.submit(sweep, i) for i in todo}
@@ -115,8 +111,6 @@ def score_windows(
             for future in done:
                 position, result = future.result()
                 results[position] = result
-                if journal is not None and result.report.reason != CANCELLED:
-                    journal.record(_window_key(result.plan), result.report)
                 if on_window is not None:
                     on_window(result)
     except BaseException:
@@ -131,6 +125,25 @@ def score_windows(
         raise
     pool.shutdown(wait=True)
     return [results[i] for i in range(len(plans))]
+
+
+def journaled_sweep(plan: SweepPlan, executor: Executor, journal: Journal, *,
+                    sweep_root: str | None = None) -> SweepReport:
+    """``run_sweep(plan, executor)`` with ``journal``: the window's recorded report if it has
+    one; else a sweep whose pre-sweeps and candidate replays are recorded as each finishes (and
+    answered from the journal when recorded), and whose report is recorded when it ends
+    (unless cancelled)."""
+    prefix = _window_key(plan)
+    recorded = journal.get(prefix)
+    if recorded is not MISSING:
+        return recorded
+    # The window read's value names a file of its sweep folder: it always runs.
+    runner = JournaledExecutor(executor, journal, lambda task: None if task.key == "read"
+                               else f"{prefix} {task.key}")
+    report = run_sweep(plan, runner, sweep_root=sweep_root)
+    if report.reason != CANCELLED:
+        journal.record(prefix, report)
+    return report
 
 
 def _window_key(plan: SweepPlan) -> str:
