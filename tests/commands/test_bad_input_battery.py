@@ -440,6 +440,17 @@ CASES = [
     Case("engine-path-with-a-nul", ("replay", "run", str(MICRO), "--config", "{d}/d.yaml",
                                     "--out", "{out}"), 2,
          "d.yaml: engine: a NUL character in a text", files={"d.yaml": 'engine: "e\\0"\n'}),
+    # 2**64 blocks replayed, then inputs.json could not be written; a block of 2**63 tokens
+    # overflowed in the router.
+    Case("kv-blocks-past-64-bits", ("replay", "run", str(MICRO), "--config", "{d}/d.yaml",
+                                    "--out", "{out}"), 2,
+         "d.yaml: engine.num_gpu_blocks: input should be at most 9,223,372,036,854,775,807 in "
+         "size (a 64-bit whole number), got 18446744073709551616",
+         files={"d.yaml": "engine: {num_gpu_blocks: 18446744073709551616}\n"}),
+    Case("block-size-past-64-bits", ("replay", "run", str(MICRO), "--config", "{d}/d.yaml",
+                                     "--out", "{out}"), 2,
+         "d.yaml: engine.block_size: input should be at most 9,223,372,036,854,775,807",
+         files={"d.yaml": "engine: {block_size: 9223372036854775808}\n"}),
     # retune: null passed the "has a retune block" check, then failed an assertion.
     Case("retune-block-null", ("retune", "window", "{d}/r.yaml", "--window", "0", "--out",
                                "{out}"), 2,
