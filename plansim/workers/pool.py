@@ -35,6 +35,7 @@ from plansim.lifecycle import block_sigint_for_children, parent_lost
 from plansim.workers.executor import (
     BatchOutcome,
     ResultCallback,
+    ExecutorBackend,
     Task,
     TaskContext,
     TaskResult,
@@ -344,3 +345,10 @@ def _kill_group(process: Any) -> None:
     # The worker may not have made its own group yet; kill it directly too.
     if process.is_alive():
         process.kill()
+
+
+def _build(max_parallel: int, address: str | None) -> SpawnPool:
+    return SpawnPool(max_parallel)
+
+
+BACKEND = ExecutorBackend(about="a spawn pool on this machine", build=_build)

@@ -50,6 +50,7 @@ from plansim.lifecycle import ProcessReaper
 from plansim.workers.executor import (
     BatchOutcome,
     ResultCallback,
+    ExecutorBackend,
     Task,
     TaskContext,
     TaskResult,
@@ -208,6 +209,10 @@ class RayExecutor:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+BACKEND = ExecutorBackend(about="Ray, a cluster or a local instance", build=RayExecutor,
+                          takes_address=True)
 
 
 class _Batch:
