@@ -34,8 +34,8 @@ from typing import Any
 from plansim.lifecycle import block_sigint_for_children, parent_lost
 from plansim.workers.executor import (
     BatchOutcome,
-    ResultCallback,
     ExecutorBackend,
+    ResultCallback,
     Task,
     TaskContext,
     TaskResult,

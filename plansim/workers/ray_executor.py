@@ -49,8 +49,8 @@ from plansim.io import atomic_write_bytes
 from plansim.lifecycle import ProcessReaper
 from plansim.workers.executor import (
     BatchOutcome,
-    ResultCallback,
     ExecutorBackend,
+    ResultCallback,
     Task,
     TaskContext,
     TaskResult,

@@ -199,9 +199,9 @@ def test_resume_refuses_other_inputs_and_a_complete_run(tmp_path, files, run_cli
     code, _, err = _run(run_cli, trace, config, out, "--no-default-policies")
     assert code == 0, err
     code, _, err = _run(run_cli, trace, config, out, "--no-default-policies", "--resume")
-    assert (code, err) == (2, f"plansim: --resume: {out} holds a complete run of plansim "
-                              "capacity, nothing of plansim capacity to resume; use --force to "
-                              "replace it, or choose another folder\n")
+    assert (code, err) == (2, (f"plansim: --resume: {out} holds a complete run of plansim "
+                               "capacity, nothing of plansim capacity to resume; use --force to "
+                               "replace it, or choose another folder\n"))
     # An interrupted run (its marker says so) with a record: other inputs are refused.
     marker = json.loads((out / "run.json").read_text())
     (out / "run.json").write_text(json.dumps({**marker, "status": "incomplete"}))

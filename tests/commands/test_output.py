@@ -63,11 +63,12 @@ def test_a_stale_lock_of_a_killed_run_is_named_and_force_takes_it_over(tmp_path,
     # A run that took the folder and was killed before writing: its lock file is left, and no
     # process holds it.
     child = subprocess.run(
-        [sys.executable, "-c", "import os, signal, sys; from pathlib import Path; "
-         "from plansim.commands.output import OutputFolder; "
-         "OutputFolder.claim(Path(sys.argv[1]), 'replay', 'plansim replay run'); "
-         "print(os.getpid(), flush=True); os.kill(os.getpid(), signal.SIGKILL)", str(out)],
-        capture_output=True, text=True)
+        [sys.executable, "-c", ("import os, signal, sys; from pathlib import Path; "
+                                "from plansim.commands.output import OutputFolder; "
+                                "OutputFolder.claim(Path(sys.argv[1]), 'replay', "
+                                "'plansim replay run'); print(os.getpid(), flush=True); "
+                                "os.kill(os.getpid(), signal.SIGKILL)"), str(out)],
+        capture_output=True, text=True, check=False)
     assert child.returncode == -signal.SIGKILL, child.stderr
     pid = int(child.stdout)
     with pytest.raises(InputError) as err:

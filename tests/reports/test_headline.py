@@ -5,7 +5,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from plansim.reports.headline import all_rejected, goodput_sla, replay_cards, scaling_cards
+from plansim.reports.headline import (
+    all_rejected,
+    goodput_sla,
+    replay_cards,
+    scaling_cards,
+)
 
 
 def _summary(**over):

@@ -14,7 +14,13 @@ from hypothesis import strategies as st
 from plansim.capacity.tasks import FullReplay, SegmentReplay
 from plansim.errors import InputError
 from plansim.roles import Role
-from plansim.workers.executor import BatchOutcome, Task, TaskContext, TaskResult, run_serially
+from plansim.workers.executor import (
+    BatchOutcome,
+    Task,
+    TaskContext,
+    TaskResult,
+    run_serially,
+)
 from plansim.workers.journal import MISSING, Journal, JournaledExecutor, decode, encode
 
 _scalars = (st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.text(max_size=8)
@@ -30,7 +36,7 @@ def _same(a, b) -> bool:
     if type(a) is not type(b):
         return False
     if isinstance(a, float):
-        return a == b and math.copysign(1, a) == math.copysign(1, b) or (a != a and b != b)
+        return a == b and math.copysign(1, a) == math.copysign(1, b) or (math.isnan(a) and math.isnan(b))
     if isinstance(a, (list, tuple)):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     if isinstance(a, dict):
