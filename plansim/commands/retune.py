@@ -30,7 +30,7 @@ from plansim.commands.retune_text import (
     scoring_sla,
     window_line,
 )
-from plansim.commands.retune_windows import NoTimeoutOption
+from plansim.commands.retune_windows import NoTimeoutOption, echo_resumed
 
 app = typer.Typer(help="Retune router and planner parameters over traffic windows.",
                   no_args_is_help=True)
@@ -104,9 +104,7 @@ def sweep(
         warn_if_all_rejected(result, inputs)
         write_replay_outputs(out_dir, result, inputs)
         typer.echo(f"decisions     {len(events)} ({tally})")
-        if journal.reused:
-            typer.echo(f"resumed       {journal.reused} windows and replays recorded by the "
-                       "interrupted run, not run again")
+        echo_resumed(journal)
         typer.echo(f"output        {out_dir}")
         if not no_report:
             write_reports(out_dir, self_contained=self_contained)

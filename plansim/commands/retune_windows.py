@@ -161,14 +161,19 @@ def windows(
             )
             for line in summary_lines(summary):
                 typer.echo(line)
-            if journal.reused:
-                typer.echo(f"resumed       {journal.reused} windows and replays recorded by the "
-                           "interrupted run, not run again")
+            echo_resumed(journal)
             typer.echo(f"output        {out_dir}")
             if not no_report:
                 write_reports(out_dir, self_contained=self_contained)
     finally:
         executor.close()
+
+
+def echo_resumed(journal: Any) -> None:
+    """The line saying how many windows and replays a resumed run took from its journal."""
+    if journal.reused:
+        typer.echo(f"resumed       {journal.reused} windows and replays recorded by the "
+                   "interrupted run, not run again")
 
 
 def write_window_outputs(
