@@ -35,17 +35,6 @@ def test_results_come_back_in_task_order_whatever_the_worker(context):
     assert [r.value for r in out.results] == [r.value for r in run_serially(batch, context).results]
 
 
-def test_each_result_is_handed_over_as_it_arrives(context):
-    # The quick task's result is seen while the slow one still runs (a journal keeps it then).
-    batch = [Task("slow", tasks.sleep_then, (1.0, "slow")),
-             Task("quick", tasks.sleep_then, (0.0, "quick"))]
-    seen = []
-    with SpawnPool(2) as pool:
-        out = pool.run(batch, context, on_result=lambda r: seen.append((r.key, r.value)))
-    assert seen == [("quick", "quick"), ("slow", "slow")]
-    assert [r.key for r in out.results] == ["slow", "quick"]  # the outcome keeps task order
-
-
 @pytest.mark.parametrize("max_parallel", [1, 3])
 def test_results_do_not_depend_on_max_parallel(context, max_parallel):
     batch = [Task(f"t{i}", tasks.square, (i,)) for i in range(7)]
