@@ -73,7 +73,6 @@ def check_lengths(
                f"{MAX_REQUEST_TOKENS:,} tokens per request", field)
 
 
-
 def drop_extra_hashes(raw_hashes: np.ndarray, hash_counts: np.ndarray, isl_tokens: np.ndarray,
                       block_size: int) -> tuple[np.ndarray, np.ndarray]:
     """``(raw_hashes, hash_counts)`` without the hash ids past each prompt's last block (CSR in
