@@ -89,3 +89,19 @@ def test_an_error_gets_the_line_of_its_key(tmp_path):
     assert locate(absent) is absent
     given = ConfigError("x", source=str(path), line=1, field="router.mode")
     assert locate(given) is given
+
+
+def test_a_nul_character_in_a_key_or_text_names_its_field(tmp_path):
+    # YAML's "\0" and JSON's "\u0000" both put one in; a path holding one cannot be opened.
+    path = _file(tmp_path, "d.yaml", b'engine: "args\\0.json"\n')
+    with pytest.raises(ConfigError) as err:
+        read_config(path)
+    assert str(err.value) == f"{path}: engine: a NUL character in a text"
+    path = _file(tmp_path, "d.json", b'{"engine": {"ok": ["a", "b\\u0000"], "k\\u0000": 1}}')
+    with pytest.raises(ConfigError) as err:
+        read_config(path)
+    assert str(err.value) == f"{path}: engine.ok[1]: a NUL character in a text"
+    path = _file(tmp_path, "k.json", b'{"engine": {"k\\u0000": 1}}')
+    with pytest.raises(ConfigError) as err:
+        read_config(path)
+    assert str(err.value) == f"{path}: engine.k\\0: a NUL character in a text"

@@ -9,7 +9,9 @@ recommendation on top and writes ``capacity.json``, ``points.parquet``, ``inputs
 ``recommended_deployment.yaml`` with the Dynamo files of the recommendation (when a deployment
 meets the target) and ``capacity_report.html``. A search that cannot meet the target within the
 budget says so and exits 0, unless ``--fail-under RATIO`` is given and no deployment replayed
-reached RATIO: then it exits with ``FAIL_UNDER_STATUS`` (3), after writing everything.
+reached RATIO: then it exits with ``FAIL_UNDER_STATUS`` (3), after writing everything. Each
+replay is recorded in the output folder as it finishes, so that ``--resume`` after a kill
+replays only what is missing and gives the answer an uninterrupted run gives.
 """
 
 from __future__ import annotations
@@ -22,11 +24,20 @@ import typer
 
 from plansim.commands import console
 from plansim.commands.options import SLA_E2E_HELP, SLA_TPOT_HELP, SLA_TTFT_HELP
-from plansim.commands.output import ForceOption, OutputFolder, records_option, write_reports
+from plansim.commands.output import (
+    ForceOption,
+    OutputFolder,
+    ResumeOption,
+    open_journal,
+    records_option,
+    start_work,
+    write_reports,
+)
 from plansim.commands.progress import QUIET_HELP, Progress
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.commands.retune_windows import DEFAULT_BACKEND, Backend
 from plansim.errors import InputError
+from plansim.limits import MAX_WORKER_PROCESSES
 from plansim.sim.routing import ROUTERS
 from plansim.traces.formats import block_size_help, input_help
 from plansim.workers.backends import backend_help, check_address, make_executor
@@ -93,7 +104,8 @@ def capacity(
         "--ray-address", help="Ray cluster to connect to (default with --backend ray: a local "
                               "instance with --jobs CPUs).", show_default=False)] = None,
     jobs: Annotated[int | None, typer.Option(
-        min=1, help="Parallel replays (default: the CPU count).", show_default=False)] = None,
+        min=1, max=MAX_WORKER_PROCESSES, help="Parallel replays (default: the CPU count).",
+        show_default=False)] = None,
     out: Annotated[Path | None, typer.Option(
         help="Output folder (default: a new plansim-out/capacity-<time>).",
         show_default=False)] = None,
@@ -103,6 +115,7 @@ def capacity(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: ForceOption = False,
+    resume: ResumeOption = False,
 ) -> int:
     """Find the cheapest deployment that meets the goodput target on TRACE..., the hindsight
     lower bound on any scaling policy, and how far each planner policy is from it."""
@@ -111,8 +124,10 @@ def capacity(
     from plansim import capacity as cap
     from plansim.sim.deployment import load_deployment
     from plansim.traces import load_workload
+    from plansim.workers.journal import JournaledExecutor
 
-    folder = OutputFolder.claim(out, "capacity", "plansim capacity", force=force)
+    folder = OutputFolder.claim(out, "capacity", "plansim capacity", force=force,
+                                resume=resume)
     if fail_under is not None and not 0 < fail_under <= 1:
         raise InputError(f"must be in (0, 1], got {fail_under:g}", field="--fail-under")
     overrides = {key: value for key, value in (
@@ -132,20 +147,24 @@ def capacity(
     workload = load_workload(traces, format=trace_format, trace_block_size=trace_block_size)
     if len(workload) == 0:
         raise InputError("no requests in " + ", ".join(map(str, traces)), field="TRACE")
+    inputs = _inputs(ctx.params, traces, workload, plan, trace_format)
+    journal = open_journal(folder, inputs, workload.content_digest(), ignore=_HOW_IT_RUNS)
     executor = make_executor(backend.value, jobs or os.cpu_count() or 1, ray_address)
-    try:
-        # The search decides its next replays from the last round's: their number is not known.
-        with Progress("capacity", total=None, unit="replays", quiet=quiet) as bar:
-            result = cap.run(plan, workload, executor=executor, on_round=lambda stats: bar.update(
-                stats.total, description=f"capacity round {stats.rounds}"))
-    finally:
-        executor.close()
-    report = result.to_json()
-    report["host"].update(backend=backend.value, max_parallel=executor.max_parallel)
+    start_work()
     with folder.writing() as out_dir:
-        _write(out_dir, result, report,
-               _inputs(ctx.params, traces, workload, plan, trace_format), plan.deployment,
-               config, max_gpu_budget)
+        try:
+            # The search decides its next replays from the last round's: their number is not
+            # known.
+            with Progress("capacity", total=None, unit="replays", quiet=quiet) as bar:
+                result = cap.run(plan, workload, executor=JournaledExecutor(executor, journal),
+                                 on_round=lambda stats: bar.update(
+                                     stats.total, description=f"capacity round {stats.rounds}"))
+        finally:
+            executor.close()
+        report = result.to_json()
+        report["host"].update(backend=backend.value, max_parallel=executor.max_parallel,
+                              resumed_replays=journal.reused)
+        _write(out_dir, result, report, inputs, plan.deployment, config, max_gpu_budget)
         recommended, *lines = table_lines(report)
         status = 0
         best = best_goodput(report)
@@ -167,6 +186,11 @@ def best_goodput(report: Mapping[str, Any]) -> float | None:
     if bad is not None and bad.get("goodput_ratio") is not None:
         ratios.append(bad["goodput_ratio"])
     return max(ratios, default=None)
+
+
+# Options that say how the replays run, not what they give (the answer is the same on any
+# backend and worker count), and the exit status CI gates on: a resumed run may change them.
+_HOW_IT_RUNS = ("backend", "ray_address", "jobs", "fail_under")
 
 
 def _inputs(options: Mapping[str, Any], traces: Sequence[Path], workload: Any, plan: Any,
@@ -370,6 +394,8 @@ def table_lines(report: Mapping[str, Any]) -> list[str]:
     kinds = ", ".join(f"{k} {n}" for k, n in replays.items() if k not in ("total", "rounds"))
     host = report.get("host", {})
     where = f" on {host['max_parallel']} {host['backend']} workers" if "backend" in host else ""
+    resumed = host.get("resumed_replays")
+    again = f"; {resumed} recorded by the interrupted run, not replayed again" if resumed else ""
     lines.append(f"replays       {replays['total']} ({kinds}) in {replays['rounds']} rounds, "
-                 f"{host.get('wall_s', 0.0):.1f} s{where}")
+                 f"{host.get('wall_s', 0.0):.1f} s{where}{again}")
     return lines

@@ -28,6 +28,8 @@ from plansim.commands.output import (
     OutputFolder,
     records_option,
     replay_inputs,
+    start_work,
+    warn_if_all_rejected,
     write_replay_outputs,
     write_reports,
 )
@@ -376,6 +378,7 @@ def _execute(ctx: typer.Context, load: Any, *, traces: list[Path], trace_format:
         from plansim.sim.pass_log import PassLog
 
         pass_log = PassLog()
+    start_work()
     # Over virtual time, up to the last arrival (a closed loop's moves on as it is released).
     with Progress("replay", total=None, unit="virtual s", quiet=p["quiet"]) as bar:
         result = api.replay(workload, setup, trace_paths=[str(t) for t in traces],
@@ -386,6 +389,7 @@ def _execute(ctx: typer.Context, load: Any, *, traces: list[Path], trace_format:
         baseline = static_baseline(workload, deployment)
     inputs = {**_inputs(ctx, traces, workload, deployment, planner_raw, trace_format,
                         trace_block_size), **result.inputs}
+    warn_if_all_rejected(result, inputs)
     with folder.writing() as out_dir:
         # The result and the table writer's modules live until the command ends too:
         # a collection while they load would walk every structure the replay built.

@@ -13,7 +13,16 @@ from typing import Annotated, Any
 import typer
 
 from plansim.commands import console
-from plansim.commands.output import ForceOption, OutputFolder, write_replay_outputs, write_reports
+from plansim.commands.output import (
+    ForceOption,
+    OutputFolder,
+    ResumeOption,
+    open_journal,
+    start_work,
+    warn_if_all_rejected,
+    write_replay_outputs,
+    write_reports,
+)
 from plansim.commands.progress import QUIET_HELP, Progress
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.commands.retune_text import (
@@ -22,7 +31,7 @@ from plansim.commands.retune_text import (
     scoring_sla,
     window_line,
 )
-from plansim.commands.retune_windows import NoTimeoutOption
+from plansim.commands.retune_windows import NoTimeoutOption, echo_resumed
 from plansim.io import atomic_write_json
 from plansim.schema import BASELINE_JSON
 
@@ -42,13 +51,20 @@ def sweep(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: ForceOption = False,
+    resume: ResumeOption = False,
     no_baseline: Annotated[bool, typer.Option(
         "--no-baseline", help="Skip the second replay without retune (the starting parameters "
         "held: baseline.json), which the report's before/after goodput and GPU-hours "
         "compare with.")] = False,
 ) -> int:
     """Replay the trace with retune on: one sweep per window, one line per decision; then the
-    same replay without retune, for the goodput and GPU-hours before and after."""
+    same replay without retune, for the goodput and GPU-hours before and after.
+
+    Each window's replays and report are recorded in the output folder as they finish, so that
+    --resume after a kill sweeps only what is missing (the replay itself runs again: with the
+    recorded sweeps it decides as the interrupted run did).
+    """
+    from plansim.retune_runs.batch import journaled_sweep
     from plansim.retune_runs.runner import (
         count_windows,
         load_retune_run,
@@ -57,20 +73,10 @@ def sweep(
     )
     from plansim.sim.summary import without_host_keys
 
-    folder = OutputFolder.claim(out, "retune", "plansim retune sweep", force=force)
+    folder = OutputFolder.claim(out, "retune", "plansim retune sweep", force=force,
+                                resume=resume)
     run = load_retune_run(config)
     workload = load_run_workload(run)
-    console.echo(score_legend(run.retune))
-    # Over the windows whose sweep launches before the last arrival (an estimate).
-    with Progress("retune", total=count_windows(run, workload), unit="windows",
-                  quiet=quiet) as bar:
-
-        def on_decision(event: dict[str, Any]) -> None:
-            bar.echo(window_line(event))
-            bar.advance()
-
-        result = run_retune(run, workload=workload, on_decision=on_decision)
-
     inputs = {
         "command": "plansim retune sweep",
         "config": str(config),
@@ -82,21 +88,37 @@ def sweep(
         "sla": run.deployment.sla.model_dump(mode="json"),
         "seed": run.deployment.seed,
         "scoring_sla": scoring_sla(run.retune),
-        **result.inputs,
     }
-    baseline = None if no_baseline else retune_baseline(run, workload)
-    events = result.retune_events or []
-    counts: dict[str, int] = {}
-    for event in events:
-        counts[event["outcome"]] = counts.get(event["outcome"], 0) + 1
-    tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no window completed"
-    verdict = f"decisions     {len(events)} ({tally})"
-    if baseline is not None:
-        verdict += "; " + before_after(baseline["summary"], result.summary)
+    journal = open_journal(folder, inputs, workload.content_digest())
+    console.echo(score_legend(run.retune))
+    start_work()
+    # The folder is written from the first recorded replay on (its resume records).
     with folder.writing() as out_dir:
+        # Over the windows whose sweep launches before the last arrival (an estimate).
+        with Progress("retune", total=count_windows(run, workload), unit="windows",
+                      quiet=quiet) as bar:
+
+            def on_decision(event: dict[str, Any]) -> None:
+                bar.echo(window_line(event))
+                bar.advance()
+
+            result = run_retune(run, workload=workload, on_decision=on_decision,
+                                sweep=lambda plan, pool: journaled_sweep(plan, pool, journal))
+        inputs.update(result.inputs)
+        baseline = None if no_baseline else retune_baseline(run, workload)
+        events = result.retune_events or []
+        counts: dict[str, int] = {}
+        for event in events:
+            counts[event["outcome"]] = counts.get(event["outcome"], 0) + 1
+        tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no window completed"
+        verdict = f"decisions     {len(events)} ({tally})"
+        if baseline is not None:
+            verdict += "; " + before_after(baseline["summary"], result.summary)
+        warn_if_all_rejected(result, inputs)
         write_replay_outputs(out_dir, result, inputs)
         if baseline is not None:
             atomic_write_json(out_dir / BASELINE_JSON, baseline)
+        echo_resumed(journal)
         console.echo(f"output        {out_dir}")
         if not no_report:
             write_reports(out_dir, self_contained=self_contained)
@@ -136,6 +158,7 @@ def window(
                          last_option="--window", no_timeout=no_timeout)
     # One window is swept on this machine, by the default executor.
     executor = make_executor(EXECUTORS.names()[0], cfg.max_parallel)
+    start_work()
     try:
         # Over the sweep's tasks (the window's read, the pre-sweep, the candidates' replays),
         # known batch by batch.
@@ -188,10 +211,17 @@ class _Counted:
         self._total = 0
         self.max_parallel = pool.max_parallel
 
-    def run(self, tasks: Any, context: Any, timeout_s: float | None = None) -> Any:
+    def run(self, tasks: Any, context: Any, timeout_s: float | None = None,
+            on_result: Any = None) -> Any:
         self._total += len(tasks)
         self._bar.update(self._total - len(tasks), total=self._total)
-        return self._pool.run(tasks, context, timeout_s, on_result=lambda _: self._bar.advance())
+
+        def done(result: Any) -> None:
+            self._bar.advance()
+            if on_result is not None:
+                on_result(result)
+
+        return self._pool.run(tasks, context, timeout_s, on_result=done)
 
     def cancel(self) -> None:
         self._pool.cancel()
