@@ -12,11 +12,16 @@ Each stage prints measured vs simulated TTFT (mean, median, p90), TPOT (mean, p9
 TPOT undoes the recorder's double count, ``real_runs.measured_gap_ms``), E2E (mean, p90),
 requests/s and each absolute percentage error.
 
-Calibration (on unless ``--no-calibrate``), a summary-level fit: on stage 0 of a run the
-engine's ``speedup_ratio`` (divides prefill time) and ``decode_speedup_ratio`` (divides decode
-time further) are fitted so the simulated mean TTFT and TPOT match the measured ones
-(multiplicative fixed-point steps, each a replay of stage 0), then the later stages are
-predicted with them.
+Calibration (on unless ``--no-calibrate``), a summary-level fit on stage 0 of a run, then the
+later stages predicted with it:
+
+1. ``decode_speedup_ratio`` (divides decode time) so the simulated mean TPOT matches the
+   measured one (multiplicative fixed-point steps, each a replay of stage 0);
+2. ``first_token_steps``: the measured mean TTFT less the simulated one, in simulated decode
+   steps (mean TPOT). What plansim's engine does not have: a new request waits for a step it
+   could not join (vLLM schedules the next step while one runs), plus the API server's
+   tokenisation and streaming. Each later stage's TTFT and E2E get ``first_token_steps`` of
+   its own simulated step.
 
 Stages whose measurement lost requests (timeouts) are left out of the error medians and
 printed apart as a saturation check: the measured lost share next to the simulated share of
@@ -24,6 +29,8 @@ requests over ``--timeout-s``. The last lines:
 
     sim-to-real: N stages, median |error| TTFT a%, TPOT b%, E2E c%
     sim-to-real calibrated on stage 0: N later stages, median |error| TTFT a%, TPOT b%, E2E c%
+
+(the resolved reading's; the profile reading's lines, tagged, come before them).
 """
 
 from __future__ import annotations
@@ -103,8 +110,7 @@ def timing_model(run: RealRun, opts: Options) -> dict[str, Any]:
             "backend": "vllm", "tp_size": run.tp}
 
 
-def deployment_raw(run: RealRun, opts: Options, *, speedup: float = 1.0,
-                   decode_speedup: float = 1.0) -> dict[str, Any]:
+def deployment_raw(run: RealRun, opts: Options, *, decode_speedup: float = 1.0) -> dict[str, Any]:
     """The one-worker deployment of ``run`` (see the module docstring)."""
     shape = ModelShape.from_hf_config(load_model_config(model_config_path(run, opts)))
     kv_tokens = kv_capacity_tokens(shape, GPUS[gpu_name(run)], tp=run.tp,
@@ -116,7 +122,7 @@ def deployment_raw(run: RealRun, opts: Options, *, speedup: float = 1.0,
         "max_num_batched_tokens": run.server.max_num_batched_tokens,
         "max_model_len": run.server.max_model_len,
         "enable_prefix_caching": True, "enable_chunked_prefill": True,
-        "speedup_ratio": speedup, "decode_speedup_ratio": decode_speedup,
+        "decode_speedup_ratio": decode_speedup,
         "timing_model": timing_model(run, opts),
     }
     if opts.timing == "roofline":
@@ -131,14 +137,14 @@ def deployment_raw(run: RealRun, opts: Options, *, speedup: float = 1.0,
 
 
 def replay_stages(run: RealRun, opts: Options, reading: str, stages: int | None = None, *,
-                  speedup: float = 1.0, decode_speedup: float = 1.0) -> list[StageStats]:
+                  decode_speedup: float = 1.0) -> list[StageStats]:
     """Simulated statistics of the run's first ``stages`` stages (all when None), replayed
     back to back."""
     rate_stages = run.rate_stages()[:stages]
     workload = shared_prefix_workload(run.workload_spec(reading, opts.questions), rate_stages,
                                       block_size=opts.block_size, seed=opts.seed)
-    deployment = build_deployment(deployment_raw(run, opts, speedup=speedup,
-                                                 decode_speedup=decode_speedup), source=run.id)
+    deployment = build_deployment(deployment_raw(run, opts, decode_speedup=decode_speedup),
+                                  source=run.id)
     result = api.replay(workload, api.setup(deployment, source=run.id))
     starts = stage_starts_s(rate_stages)
     return [simulated_stats(result.requests, starts[i], starts[i + 1], timeout_s=opts.timeout_s)
@@ -146,15 +152,14 @@ def replay_stages(run: RealRun, opts: Options, reading: str, stages: int | None 
 
 
 def calibrate(run: RealRun, opts: Options, reading: str) -> tuple[float, float]:
-    """``(speedup_ratio, decode_speedup_ratio)`` fitted on stage 0 (module docstring)."""
+    """``(decode_speedup_ratio, first_token_steps)`` fitted on stage 0 (module docstring)."""
     target = measured_stats(run, 0, opts.timestamps_per_token)
-    prefill_div = decode_div = 1.0
+    decode_speedup = 1.0
     for _ in range(FIT_STEPS):
-        sim = replay_stages(run, opts, reading, 1, speedup=prefill_div,
-                            decode_speedup=decode_div / prefill_div)[0]
-        decode_div *= sim.tpot_mean / target.tpot_mean
-        prefill_div *= sim.ttft_mean / target.ttft_mean
-    return prefill_div, decode_div / prefill_div
+        sim = replay_stages(run, opts, reading, 1, decode_speedup=decode_speedup)[0]
+        decode_speedup *= sim.tpot_mean / target.tpot_mean
+    sim = replay_stages(run, opts, reading, 1, decode_speedup=decode_speedup)[0]
+    return decode_speedup, (target.ttft_mean - sim.ttft_mean) / sim.tpot_mean
 
 
 def _fmt(value: float) -> str:
@@ -170,6 +175,21 @@ def print_stage(label: str, measured: StageStats, simulated: StageStats) -> dict
         print(f"    {name:12} {_fmt(getattr(measured, key)):>10} "
               f"{_fmt(getattr(simulated, key)):>10} {errors[key]:7.1f}%")
     return errors
+
+
+def saturated(stats: StageStats, rate_rps: float) -> bool:
+    """Requests lost, or fewer than 95 % of the offered rate served."""
+    return stats.lost > 0 or stats.requests_per_s < 0.95 * rate_rps
+
+
+def saturation_line(run: RealRun, stage: int, reading: str, measured: StageStats,
+                    sim: StageStats, opts: Options) -> str:
+    rate = run.stages[stage].rate
+    verdict = "plansim saturates too" if saturated(sim, rate) else "plansim does not saturate"
+    return (f"  {run.id} stage {stage} ({rate:g} rps) [{reading}]: measured lost "
+            f"{measured.lost:.1%} ({measured.requests_per_s:.2f} requests/s), simulated over "
+            f"{opts.timeout_s:g} s {sim.lost:.1%} ({sim.requests_per_s:.2f} requests/s): "
+            f"{verdict}")
 
 
 def median_line(prefix: str, what: str, rows: list[dict[str, float]]) -> str:
@@ -231,19 +251,15 @@ def run_all(runs: list[RealRun], readings: tuple[str, ...], opts: Options, *,
                 measured = measured_stats(run, i, opts.timestamps_per_token)
                 label = f"stage {i}: {run.stages[i].rate:g} rps, uncalibrated"
                 if run.overloaded(i):
-                    saturation.append(
-                        f"  {run.id} stage {i} [{reading}]: measured lost "
-                        f"{measured.lost:.1%}, simulated over {opts.timeout_s:g} s "
-                        f"{sim.lost:.1%}, simulated requests/s {sim.requests_per_s:.2f} of "
-                        f"{run.stages[i].rate:g}")
+                    saturation.append(saturation_line(run, i, reading, measured, sim, opts))
                     continue
                 uncal[reading].append(print_stage(label, measured, sim))
             if calibrated and len(run.stages) > 1 and not run.overloaded(0):
-                speedup, decode_speedup = calibrate(run, opts, reading)
-                fitted = replay_stages(run, opts, reading, speedup=speedup,
-                                       decode_speedup=decode_speedup)
-                print(f"  calibrated on stage 0: speedup_ratio {speedup:.3f}, "
-                      f"decode_speedup_ratio {decode_speedup:.3f}")
+                decode_speedup, steps = calibrate(run, opts, reading)
+                fitted = replay_stages(run, opts, reading, decode_speedup=decode_speedup)
+                fitted = [f.delayed(steps * f.tpot_mean) for f in fitted]
+                print(f"  calibrated on stage 0: decode_speedup_ratio {decode_speedup:.3f}, "
+                      f"first_token_steps {steps:.2f}")
                 for i in range(1, len(fitted)):
                     if run.overloaded(i):
                         continue
@@ -253,8 +269,9 @@ def run_all(runs: list[RealRun], readings: tuple[str, ...], opts: Options, *,
     if saturation:
         print("saturation check (overloaded stages, left out of the medians):")
         print("\n".join(saturation))
-    for reading in readings:
-        tag = f" [{reading}]" if len(readings) > 1 else ""
+    # The primary reading (the config the client resolved, when replayed) prints last, untagged.
+    for reading in sorted(readings, key=lambda r: r == "resolved"):
+        tag = "" if reading == "resolved" or len(readings) == 1 else f" [{reading} reading]"
         print(median_line(f"sim-to-real{tag}", "stages", uncal[reading]))
         if calibrated:
             print(median_line(f"sim-to-real calibrated on stage 0{tag}", "later stages",

@@ -17,7 +17,7 @@ TPOT is compared as plansim defines it: a request's mean inter-token gap.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -211,6 +211,14 @@ class StageStats:
     e2e_p90: float
     requests_per_s: float
     lost: float
+
+    def delayed(self, first_token_ms: float) -> StageStats:
+        """These statistics with every request's first token (so its last) ``first_token_ms``
+        later: TTFT and E2E statistics move by it, TPOT and throughput stay."""
+        d = first_token_ms
+        return replace(self, ttft_mean=self.ttft_mean + d, ttft_median=self.ttft_median + d,
+                       ttft_p90=self.ttft_p90 + d, e2e_mean=self.e2e_mean + d,
+                       e2e_p90=self.e2e_p90 + d)
 
     def errors(self, other: StageStats) -> dict[str, float]:
         """|self - other| / other in percent, per latency and throughput field."""
