@@ -16,7 +16,6 @@ TPOT is compared as plansim defines it: a request's mean inter-token gap.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
+from plansim.configfile import read_config
 from plansim.errors import ConfigError
 from plansim.traces.shared_prefix import RateStage, SharedPrefixSpec
 from plansim.validation import StrictModel, config_error
@@ -169,12 +169,7 @@ class _RunsFile(StrictModel):
 def load_runs(path: str | Path) -> list[RealRun]:
     """The runs of a runs file; ``ConfigError`` naming the file and field on bad input."""
     source = Path(path)
-    try:
-        data = json.loads(source.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read file: {exc.strerror}", source=str(source)) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"not valid JSON: {exc}", source=str(source)) from None
+    data = read_config(source, what="runs file")
     try:
         runs = _RunsFile.model_validate(data).runs
     except ValidationError as exc:
