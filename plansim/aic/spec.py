@@ -3,13 +3,13 @@
 Fields are AIConfigurator's own: ``system`` (e.g. ``h200_sxm``), ``backend`` (``vllm``,
 ``sglang``, ``trtllm``), ``backend_version`` (``current``, ``previous``, ``next`` or a version
 one of them names), ``model`` (a HuggingFace id of the support matrix, or a local folder
-holding a model's ``config.json``, which the SDK estimates outside its matrix), ``tp_size``, ``attention_dp_size``,
-``moe_tp_size`` / ``moe_ep_size`` (MoE models; unset ones fill ``tp_size x attention_dp_size``,
-both unset: experts split by tensor parallelism) and the quantization modes
-``gemm_quant_mode``, ``kvcache_quant_mode``, ``fmha_quant_mode``, ``moe_quant_mode``,
-``comm_quant_mode`` (unset: the checkpoint's own precision). The backend defaults to the
-engine's ``engine_type``; with the engine's ``aic_nextn`` draft tokens AIConfigurator estimates
-the MTP decode step (``nextn``, never set here).
+holding a model's ``config.json``, which the SDK estimates outside its matrix), ``tp_size``,
+``attention_dp_size``, ``moe_tp_size`` / ``moe_ep_size`` (MoE models; unset ones fill
+``tp_size x attention_dp_size``, both unset: experts split by tensor parallelism) and the
+quantization modes ``gemm_quant_mode``, ``kvcache_quant_mode``, ``fmha_quant_mode``,
+``moe_quant_mode``, ``comm_quant_mode`` (unset: the checkpoint's own precision). The backend
+defaults to the engine's ``engine_type``; with the engine's ``aic_nextn`` draft tokens
+AIConfigurator estimates the MTP decode step (``nextn``, never set here).
 
 System, backend, version and model are checked against the support matrix of the installed
 SDK; each mistake is one line listing what is supported.

@@ -3,9 +3,10 @@ one-worker deployment each describes, and compare a replay's statistics with the
 
 A runs file holds ``about`` and ``runs``; a run names its model, GPU, TP, engine limits
 (``server``), the client's shared-prefix data config as the profile asked for it
-(``workload_profile_yaml``) and as the client resolved it (``resolved_client_config_shared_prefix``),
-its constant-rate ``load.stages`` and, per stage, the ``measured`` statistics (ms). The two data
-configs are the two prefix-group readings (``READINGS``).
+(``workload_profile_yaml``) and as the client resolved it
+(``resolved_client_config_shared_prefix``), its constant-rate ``load.stages`` and, per stage,
+the ``measured`` statistics (ms). The two data configs are the two prefix-group readings
+(``READINGS``).
 
 Measured TPOT: the client that recorded these runs stamped every streamed one-token chunk
 ``recorded_timestamps_per_token`` times (inference-perf counted each chunk's tokens with a BOS,

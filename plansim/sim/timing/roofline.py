@@ -98,8 +98,8 @@ class ModelShape:
         heads = need("num_attention_heads")
         hidden = need("hidden_size")
         experts = config.get("num_local_experts") or config.get("num_experts") or 0
-        intermediate_key = "moe_intermediate_size" if experts and "moe_intermediate_size" in config \
-            else "intermediate_size"
+        moe_sized = experts and "moe_intermediate_size" in config
+        intermediate_key = "moe_intermediate_size" if moe_sized else "intermediate_size"
         shape = cls(
             layers=need("num_hidden_layers"), hidden=hidden, heads=heads,
             kv_heads=need("num_key_value_heads") if config.get("num_key_value_heads") is not None
