@@ -69,6 +69,7 @@ MODEL_CONFIGS = HERE.parent / "tests" / "data" / "model_configs"
 # Published GPU names -> the roofline's GPU table (and AIConfigurator's system names).
 GPU_NAMES = (("H100", "h100_sxm"), ("H200", "h200_sxm"), ("A100", "a100_sxm"), ("L40S", "l40s"))
 FIT_STEPS = 6
+SIXTEEN_BIT = ("fp16", "bf16", "float16", "bfloat16")
 METRICS = (("ttft_mean", "TTFT mean"), ("ttft_median", "TTFT median"), ("ttft_p90", "TTFT p90"),
            ("tpot_mean", "TPOT mean"), ("tpot_p90", "TPOT p90"), ("e2e_mean", "E2E mean"),
            ("e2e_p90", "E2E p90"), ("requests_per_s", "requests/s"))
@@ -112,9 +113,10 @@ def timing_model(run: RealRun, opts: Options) -> dict[str, Any]:
 
 def deployment_raw(run: RealRun, opts: Options, *, decode_speedup: float = 1.0) -> dict[str, Any]:
     """The one-worker deployment of ``run`` (see the module docstring)."""
+    if run.dtype not in SIXTEEN_BIT:
+        raise InputError(f"only 16-bit runs are modelled, got {run.dtype!r}",
+                         field=f"{run.id}.dtype")
     shape = ModelShape.from_hf_config(load_model_config(model_config_path(run, opts)))
-    kv_tokens = kv_capacity_tokens(shape, GPUS[gpu_name(run)], tp=run.tp,
-                                   memory_utilization=opts.gpu_memory_utilization)
     kv_bytes = shape.kv_bytes_per_token()
     engine: dict[str, Any] = {
         "backend": "vllm", "block_size": opts.block_size,
@@ -125,7 +127,9 @@ def deployment_raw(run: RealRun, opts: Options, *, decode_speedup: float = 1.0) 
         "decode_speedup_ratio": decode_speedup,
         "timing_model": timing_model(run, opts),
     }
-    if opts.timing == "roofline":
+    if opts.timing == "roofline":  # the aic model sizes the KV cache with its memory model
+        kv_tokens = kv_capacity_tokens(shape, GPUS[gpu_name(run)], tp=run.tp,
+                                       memory_utilization=opts.gpu_memory_utilization)
         engine["num_gpu_blocks"] = kv_tokens // opts.block_size
     if opts.cpu_offload_gib > 0:
         engine["kv_cache_bytes_per_token"] = kv_bytes
