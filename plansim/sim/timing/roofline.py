@@ -36,10 +36,14 @@ from typing import Any
 
 import numpy as np
 
-from plansim.params import param
+from plansim.params import param, params_of
 from plansim.sim.timing.base import MIN_DECODE_MS, TimingKind
 
 GIB = 1 << 30
+# The assumed figures (module docstring) and the defaults of the timing_model keys.
+DEFAULTS: dict[str, Any] = {"gpu": "h100_sxm", "tp_size": 1, "compute_efficiency": 0.6,
+                            "memory_efficiency": 0.75, "step_overhead_ms": 1.0,
+                            "allreduce_latency_us": 10.0, "dtype_bytes": 2}
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,9 +212,11 @@ class RooflineTiming:
     """Pass times in ms of one model on ``tp`` GPUs of one kind; see the module docstring."""
 
     def __init__(self, shape: ModelShape, gpu: GpuSpec, *, tp: int = 1,
-                 compute_efficiency: float = 0.6, memory_efficiency: float = 0.75,
-                 step_overhead_ms: float = 1.0, allreduce_latency_us: float = 10.0,
-                 dtype_bytes: int = 2, peak_tflops: float | None = None,
+                 compute_efficiency: float = DEFAULTS["compute_efficiency"],
+                 memory_efficiency: float = DEFAULTS["memory_efficiency"],
+                 step_overhead_ms: float = DEFAULTS["step_overhead_ms"],
+                 allreduce_latency_us: float = DEFAULTS["allreduce_latency_us"],
+                 dtype_bytes: int = DEFAULTS["dtype_bytes"], peak_tflops: float | None = None,
                  memory_bandwidth_gbps: float | None = None) -> None:
         self.shape, self.gpu, self.tp, self.dtype_bytes = shape, gpu, int(tp), int(dtype_bytes)
         # FLOPs and bytes per millisecond at the assumed efficiencies.
@@ -288,24 +294,45 @@ class RooflineTiming:
         return max(0.0, self.work_ms(joint) - self.work_ms(alone) + attention_ms)
 
 
+def _default(name: str) -> str:
+    return f"default {DEFAULTS[name]}"
+
+
 @dataclass(frozen=True, slots=True)
 class RooflineParams:
-    """The ``timing_model`` keys of type ``roofline`` (``path``: the model's config.json)."""
+    """The ``timing_model`` keys of type ``roofline`` (``path``: the model's config.json). Unset
+    (null) keys take ``DEFAULTS``, so other timing types' dumps carry none of them."""
 
-    gpu: str = param("h100_sxm", choices=tuple(GPUS), help="the GPU (published peak figures)")
-    tp_size: int = param(1, ge=1, help="tensor-parallel GPUs per worker")
-    compute_efficiency: float = param(0.6, gt=0, le=1,
-                                      help="share of the peak FLOPS the GEMMs reach")
-    memory_efficiency: float = param(0.75, gt=0, le=1,
-                                     help="share of the memory bandwidth weight and KV reads reach")
-    step_overhead_ms: float = param(1.0, ge=0, help="engine CPU time added to every pass (ms)")
-    allreduce_latency_us: float = param(10.0, ge=0,
-                                        help="fixed cost of one tensor-parallel all-reduce (us)")
-    dtype_bytes: int = param(2, ge=1, le=8, help="bytes of a weight and a KV element")
+    gpu: str | None = param(None, choices=tuple(GPUS), optional=True,
+                            help=f"the GPU (published peak figures; {_default('gpu')})")
+    tp_size: int | None = param(None, ge=1, optional=True,
+                                help=f"tensor-parallel GPUs per worker ({_default('tp_size')})")
+    compute_efficiency: float | None = param(
+        None, gt=0, le=1, optional=True,
+        help=f"share of the peak FLOPS the GEMMs reach ({_default('compute_efficiency')})")
+    memory_efficiency: float | None = param(
+        None, gt=0, le=1, optional=True,
+        help=f"share of the bandwidth weight and KV reads reach "
+             f"({_default('memory_efficiency')})")
+    step_overhead_ms: float | None = param(
+        None, ge=0, optional=True,
+        help=f"engine CPU time added to every pass, ms ({_default('step_overhead_ms')})")
+    allreduce_latency_us: float | None = param(
+        None, ge=0, optional=True,
+        help=f"fixed cost of one all-reduce, us ({_default('allreduce_latency_us')})")
+    dtype_bytes: int | None = param(
+        None, ge=1, le=8, optional=True,
+        help=f"bytes of a weight and a KV element ({_default('dtype_bytes')})")
     peak_tflops: float | None = param(None, gt=0, optional=True,
                                       help="dense FP16 peak overriding the GPU's (TFLOPS)")
     memory_bandwidth_gbps: float | None = param(None, gt=0, optional=True,
                                                 help="bandwidth overriding the GPU's (GB/s)")
+
+
+def settings(spec: Any) -> dict[str, Any]:
+    """A spec's roofline keys with ``DEFAULTS`` for the unset ones."""
+    out = {p.name: getattr(spec, p.name) for p in params_of(RooflineParams)}
+    return {k: DEFAULTS[k] if v is None and k in DEFAULTS else v for k, v in out.items()}
 
 
 class RooflineKind(TimingKind):
@@ -321,17 +348,16 @@ class RooflineKind(TimingKind):
             shape = ModelShape.from_hf_config(load_model_config(spec.path))
         except (OSError, ValueError) as exc:
             raise ValueError(f"path: {' '.join(str(exc).split())}") from None
-        if shape.heads % spec.tp_size:
-            raise ValueError(f"tp_size {spec.tp_size} does not divide the model's "
-                             f"{shape.heads} attention heads")
+        tp = settings(spec)["tp_size"]
+        if shape.heads % tp:
+            raise ValueError(f"tp_size {tp} does not divide the model's {shape.heads} attention "
+                             "heads")
 
     def build(self, spec: Any) -> RooflineTiming:
         shape = ModelShape.from_hf_config(load_model_config(spec.path))
-        return RooflineTiming(
-            shape, GPUS[spec.gpu], tp=spec.tp_size, compute_efficiency=spec.compute_efficiency,
-            memory_efficiency=spec.memory_efficiency, step_overhead_ms=spec.step_overhead_ms,
-            allreduce_latency_us=spec.allreduce_latency_us, dtype_bytes=spec.dtype_bytes,
-            peak_tflops=spec.peak_tflops, memory_bandwidth_gbps=spec.memory_bandwidth_gbps)
+        values = settings(spec)
+        gpu, tp = GPUS[values.pop("gpu")], values.pop("tp_size")
+        return RooflineTiming(shape, gpu, tp=tp, **values)
 
 
 KIND = RooflineKind()
