@@ -2,7 +2,7 @@
 
 ``TIMING_MODELS`` maps each ``timing_model.type`` of the engine args to its ``TimingKind``
 (``plansim.sim.timing.base``): ``polynomial`` (``default``), ``fixed``, ``npz``, ``external``,
-``python``, ``aic`` (AIConfigurator's estimates, :mod:`plansim.aic.timing`, extra
+``python``, ``aic`` (AIConfigurator's estimates, :mod:`plansim.sim.timing.aic`, extra
 ``plansim[aic]``) and ``roofline`` (from a model config and a GPU's peak figures,
 :mod:`plansim.sim.timing.roofline`). ``make_timing_model(spec)`` builds the model a spec describes.
 
@@ -28,7 +28,7 @@ TIMING_MODELS: Registry[TimingKind] = Registry("timing model type", {
     "npz": "plansim.sim.timing.npz:KIND",
     "external": "plansim.sim.timing.npz:EXTERNAL_KIND",
     "python": "plansim.sim.timing.python_callable:KIND",
-    "aic": "plansim.aic.timing:KIND",
+    "aic": "plansim.sim.timing.aic:KIND",
     "roofline": "plansim.sim.timing.roofline:KIND",
 })
 
