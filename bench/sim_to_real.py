@@ -2,6 +2,7 @@
 
     python bench/sim_to_real.py ../shared/reference/real_runs.json [--timing roofline|aic]
         [--reading resolved|profile|both] [--questions repeat|fresh] [--no-calibrate]
+        [--no-async-scheduling]
 
 For each run (``plansim.sim.real_runs``) and prefix-group reading, the workload the run's client
 sent (``plansim.traces.shared_prefix``: its stages back to back) is replayed on one worker of
@@ -17,11 +18,16 @@ later stages predicted with it:
 
 1. ``decode_speedup_ratio`` (divides decode time) so the simulated mean TPOT matches the
    measured one (multiplicative fixed-point steps, each a replay of stage 0);
-2. ``first_token_steps``: the measured mean TTFT less the simulated one, in simulated decode
-   steps (mean TPOT). What plansim's engine does not have: a new request waits for a step it
-   could not join (vLLM schedules the next step while one runs), plus the API server's
-   tokenisation and streaming. Each later stage's TTFT and E2E get ``first_token_steps`` of
-   its own simulated step.
+2. ``first_token_steps``: the measured median TTFT less the simulated one, in simulated
+   decode steps (mean TPOT): what lies outside plansim's engine (the API server's
+   tokenisation, detokenisation and streaming). The median, since a stage's mean TTFT carries
+   its few outliers (slow first requests: a mean above the p90), which an offset would add to
+   every request of the next stage. Each later stage's TTFT and E2E get ``first_token_steps``
+   of its own simulated step.
+
+The engine runs with vLLM's async scheduling (``async_scheduling``: on by default in the
+vLLM v0.15 of these runs; ``--no-async-scheduling`` turns it off): a request arriving while a
+step runs waits for the step scheduled meanwhile.
 
 Stages whose measurement lost requests (timeouts) are left out of the error medians and
 printed apart as a saturation check: the measured lost share next to the simulated share of
@@ -86,6 +92,7 @@ class Options:
     timeout_s: float
     timestamps_per_token: float
     seed: int
+    async_scheduling: bool = True
 
 
 def gpu_name(run: RealRun) -> str:
@@ -125,6 +132,7 @@ def deployment_raw(run: RealRun, opts: Options, *, decode_speedup: float = 1.0) 
         "max_model_len": run.server.max_model_len,
         "enable_prefix_caching": True, "enable_chunked_prefill": True,
         "decode_speedup_ratio": decode_speedup,
+        "async_scheduling": opts.async_scheduling,
         "timing_model": timing_model(run, opts),
     }
     if opts.timing == "roofline":  # the aic model sizes the KV cache with its memory model
@@ -163,7 +171,7 @@ def calibrate(run: RealRun, opts: Options, reading: str) -> tuple[float, float]:
         sim = replay_stages(run, opts, reading, 1, decode_speedup=decode_speedup)[0]
         decode_speedup *= sim.tpot_mean / target.tpot_mean
     sim = replay_stages(run, opts, reading, 1, decode_speedup=decode_speedup)[0]
-    return decode_speedup, (target.ttft_mean - sim.ttft_mean) / sim.tpot_mean
+    return decode_speedup, (target.ttft_median - sim.ttft_median) / sim.tpot_mean
 
 
 def _fmt(value: float) -> str:
@@ -223,11 +231,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--recorded-timestamps-per-token", type=float, default=2.0,
                         help="how many times the recorder stamped each token (module docstring)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-async-scheduling", action="store_true",
+                        help="schedule each pass after the previous one ends (vLLM before its "
+                             "async scheduling became the default)")
     parser.add_argument("--only", nargs="*", default=None, help="run ids (or parts of them)")
     args = parser.parse_args(argv)
     opts = Options(args.timing, args.model_configs, args.questions, args.block_size,
                    args.gpu_memory_utilization, args.cpu_offload_gib, args.timeout_s,
-                   args.recorded_timestamps_per_token, args.seed)
+                   args.recorded_timestamps_per_token, args.seed,
+                   async_scheduling=not args.no_async_scheduling)
     readings = READINGS if args.reading == "both" else (args.reading,)
     try:
         runs = [r for r in load_runs(args.runs)
