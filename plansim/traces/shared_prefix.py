@@ -3,10 +3,17 @@
 The generator (kubernetes-sigs/inference-perf, ``datagen/shared_prefix_datagen.py``) makes
 ``num_groups`` system prompts of ``system_prompt_tokens`` random tokens and, for each, the
 questions of ``prompts_per_group`` users of ``question_tokens``; a prompt is its group's system
-prompt then a user's question. The prompt list is shuffled once and request ``i`` sends prompt
-``i mod (num_groups x prompts_per_group)``, each asking for ``output_tokens`` tokens (the
-server ignores end-of-sequence, so every request generates them all). A ``constant`` load stage
-sends ``rate x duration`` requests ``1 / rate`` apart; stages follow each other.
+prompt then a user's question. The prompt list is shuffled once and request ``i`` of a stage
+sends prompt ``i mod (num_groups x prompts_per_group)`` (every stage starts again at prompt 0),
+each asking for ``output_tokens`` tokens (the server ignores end-of-sequence, so every request
+generates them all).
+
+A ``constant`` load stage (inference-perf's ``loadgen/load_timer.py``, ``ConstantLoadTimer``)
+sends ``floor(rate x duration)`` requests whose gaps are exponential draws of mean ``1 / rate``
+scaled to add up to the duration: the last request goes at the stage's end (``spacing=
+"exponential"``; ``"even"``: ``1 / rate`` apart from the stage's start). The client waits for a
+stage's requests to finish, and its ``interval``, before the next stage starts: ``gap_s``
+after the stage's end.
 
 ``SharedPrefixSpec.questions`` says what repeats: ``repeat`` (the generator's rule: a prompt
 comes back whole every ``num_groups x prompts_per_group`` requests, so a prefix cache that keeps
@@ -71,27 +78,48 @@ class RateStage:
 
     @property
     def requests(self) -> int:
-        return int(round(self.rate_rps * self.duration_s))
+        return int(self.rate_rps * self.duration_s)
 
 
-def stage_starts_s(stages: list[RateStage] | tuple[RateStage, ...]) -> np.ndarray:
-    """When each stage starts (s from 0), and the end of the last: ``len(stages) + 1`` values."""
-    return np.concatenate([[0.0], np.cumsum([s.duration_s for s in stages])])
+Spacing = Literal["exponential", "even"]
+
+
+def stage_starts_s(stages: list[RateStage] | tuple[RateStage, ...],
+                   gap_s: float = 0.0) -> np.ndarray:
+    """When each stage starts (s from 0), ``gap_s`` after the end of the one before, and when
+    the last one's gap ends: ``len(stages) + 1`` values."""
+    return np.concatenate([[0.0], np.cumsum([s.duration_s + gap_s for s in stages])])
+
+
+def _stage_offsets_s(stage: RateStage, spacing: Spacing, rng: np.random.Generator) -> np.ndarray:
+    n = stage.requests
+    if spacing == "even":
+        return np.arange(n, dtype=np.float64) / stage.rate_rps
+    gaps = rng.exponential(1.0 / stage.rate_rps, n)
+    return np.cumsum(gaps * (stage.duration_s / gaps.sum())) if n else gaps
 
 
 def shared_prefix_workload(spec: SharedPrefixSpec, stages: list[RateStage] | tuple[RateStage, ...],
-                           *, block_size: int = 16, seed: int = 0) -> Workload:
-    """The requests the generator sends over ``stages``; the prompt order is shuffled with
-    ``seed``. Request ids are ``"0"``, ``"1"``, ... in arrival order."""
+                           *, block_size: int = 16, seed: int = 0,
+                           spacing: Spacing = "exponential", gap_s: float = 0.0) -> Workload:
+    """The requests the generator sends over ``stages`` (module docstring); the prompt order
+    and the exponential gaps are drawn with ``seed``. Request ids are ``"0"``, ``"1"``, ... in
+    arrival order."""
     if block_size < 1:
         raise ValueError(f"block_size must be at least 1, got {block_size}")
-    starts = stage_starts_s(stages)
-    arrival_s = np.concatenate([
-        start + np.arange(stage.requests, dtype=np.float64) / stage.rate_rps
-        for start, stage in zip(starts, stages) if stage.requests > 0] or [np.zeros(0)])
+    if spacing not in ("exponential", "even"):
+        raise ValueError(f"spacing must be exponential or even, got {spacing!r}")
+    if gap_s < 0:
+        raise ValueError(f"gap_s must be at least 0, got {gap_s}")
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(spec.prompts)
+    starts = stage_starts_s(stages, gap_s)
+    arrival_s = np.concatenate(
+        [start + _stage_offsets_s(stage, spacing, rng) for start, stage in zip(starts, stages)]
+        or [np.zeros(0)])
     n = arrival_s.size
-    order = np.random.default_rng(seed).permutation(spec.prompts)
-    prompt = order[np.arange(n) % spec.prompts]
+    index = np.concatenate([np.arange(stage.requests) for stage in stages] or [np.zeros(0, int)])
+    prompt = order[index % spec.prompts]
     group = prompt // spec.prompts_per_group
 
     shared = spec.system_prompt_tokens // block_size
