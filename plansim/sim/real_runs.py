@@ -242,7 +242,9 @@ def simulated_stats(requests: Any, start_s: float, end_s: float, *,
                     timeout_s: float | None = None) -> StageStats:
     """Statistics of the requests of a replay's ``requests`` table that arrived in
     ``[start_s, end_s)``; with ``timeout_s``, requests whose E2E exceeds it (or that never
-    finished) count as lost and, as in the client, are left out of the latencies."""
+    finished) count as lost and, as in the client, are left out of the latencies. Throughput
+    as the client reports it: the finished requests over the time from the first arrival to
+    the last completion."""
     arrival = requests["arrival_ms"].to_numpy() / 1000.0
     rows = requests[(arrival >= start_s) & (arrival < end_s)]
     e2e = rows["e2e_latency_ms"].to_numpy()
@@ -256,8 +258,10 @@ def simulated_stats(requests: Any, start_s: float, end_s: float, *,
     if ttft.size == 0:
         nan = float("nan")
         return StageStats(nan, nan, nan, nan, nan, nan, nan, 0.0, 1.0 if len(rows) else 0.0)
+    arrival_ms = good["arrival_ms"].to_numpy()
+    span_s = (float(np.max(arrival_ms + e2e)) - float(rows["arrival_ms"].min())) / 1000.0
     return StageStats(
         float(ttft.mean()), float(np.median(ttft)), float(np.percentile(ttft, 90)),
         float(np.nanmean(tpot)), float(np.nanpercentile(tpot, 90)),
         float(e2e.mean()), float(np.percentile(e2e, 90)),
-        ttft.size / (end_s - start_s), 1.0 - ttft.size / len(rows))
+        ttft.size / span_s, 1.0 - ttft.size / len(rows))

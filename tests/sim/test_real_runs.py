@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,43 @@ from plansim.sim.real_runs import (
     measured_stats,
     simulated_stats,
 )
+
+
+PUBLISHED = Path(__file__).resolve().parents[1] / "data" / "real_runs" / "real_runs.json"
+
+
+def test_the_published_runs_read_as_their_configs_say():
+    runs = {run.model: run for run in load_runs(PUBLISHED)}
+    assert len(runs) == 4
+    llama = runs["meta-llama/Llama-2-7b-hf"]
+    assert (llama.tp, llama.server.max_num_batched_tokens, llama.server.max_num_seqs) == \
+        (1, 2048, 128)
+    resolved, profile = llama.workload_spec("resolved"), llama.workload_spec("profile")
+    # results/config.yaml: 10 x 10; profile.yaml: 11 systems x 4 users; both 100 + 466 tokens.
+    assert (resolved.num_groups, resolved.prompts_per_group) == (10, 10)
+    assert (profile.num_groups, profile.prompts_per_group) == (11, 4)
+    # Measured prompts of 591.63 tokens: round(591.63 - 100 - 466) = 26 template tokens.
+    assert (resolved.template_tokens, resolved.prompt_tokens, resolved.output_tokens) == \
+        (26, 592, 247)
+    assert [(s.rate_rps, s.duration_s, s.requests) for s in llama.rate_stages()] == \
+        [(5, 600, 3000), (10, 600, 6000)]
+    code = runs["codellama/CodeLlama-34b-Instruct-hf"]
+    # 150 + 600 tokens, 786.73 measured: 37 template tokens; one stage of 6 rps for 1,200 s.
+    assert code.workload_spec("resolved").prompt_tokens == 787
+    assert [s.requests for s in code.rate_stages()] == [7200]
+    assert not any(run.overloaded(i) for run in runs.values() for i in range(len(run.stages)))
+
+
+def test_the_recovered_gap_agrees_with_e2e_less_ttft_on_every_published_stage():
+    # A request's mean gap is also (E2E - TTFT) / (n - 1); on the means of a stage the two
+    # agree to within 1 % once the recorder's double count is undone (it halves TPOT).
+    for run in load_runs(PUBLISHED):
+        n = run.resolved_client_config_shared_prefix.output_len
+        for i, stage in enumerate(run.stages):
+            m = stage.measured
+            from_e2e = (m.e2e_ms.mean - m.ttft_ms.mean) / (n - 1)
+            assert measured_stats(run, i).tpot_mean == pytest.approx(from_e2e, rel=0.01)
+            assert m.tpot_ms.mean == pytest.approx(from_e2e / 2, rel=0.01)
 
 
 def _dist(mean, **more):
@@ -72,6 +110,15 @@ def test_the_two_prefix_group_readings_and_the_template_overhead(tmp_path):
     assert [(s.rate_rps, s.duration_s, s.requests) for s in run.rate_stages()] == [(2, 5, 10)]
 
 
+def test_an_unknown_reading_is_refused_and_a_short_prompt_has_no_template(tmp_path):
+    short = copy.deepcopy(RUN)
+    short["stages"][0]["measured"]["prompt_len_tokens"] = _dist(120.0)  # under 32 + 100
+    run = load_runs(_write(tmp_path, [short]))[0]
+    assert run.workload_spec("resolved").template_tokens == 0
+    with pytest.raises(ValueError, match="reading must be one of resolved, profile"):
+        run.workload_spec("config")
+
+
 def test_the_recorders_double_count_is_undone():
     # n = 10 tokens with gaps g: recorded (n - 1) g / (2n - 1) = 9 g / 19.
     assert measured_gap_ms(9.0 / 19.0 * 4.0, 10) == pytest.approx(4.0)
@@ -87,6 +134,7 @@ def test_measured_stats_and_lost_requests(tmp_path):
     assert run.overloaded(0)
     assert stats.lost == pytest.approx(0.2)
     assert stats.tpot_mean == pytest.approx(3.0 * 19 / 9)
+    assert stats.tpot_p90 == pytest.approx(6.0 * 19 / 9)  # the p90 is undone the same way
     assert (stats.ttft_mean, stats.e2e_p90, stats.requests_per_s) == (20.0, 600.0, 2.0)
 
 
@@ -100,7 +148,8 @@ def test_simulated_stats_take_the_stage_window_and_drop_timeouts():
     # Window [0, 4 s): four requests; one over the 5 s timeout, one unfinished.
     assert stats.lost == pytest.approx(0.5)
     assert (stats.ttft_mean, stats.tpot_mean, stats.e2e_mean) == (15.0, 1.5, 150.0)
-    assert stats.requests_per_s == pytest.approx(2 / 4)
+    # Throughput as the client's: 2 finished from the first arrival (0) to the last end (1.2 s).
+    assert stats.requests_per_s == pytest.approx(2 / 1.2)
 
 
 def test_errors_and_a_first_token_delay():
