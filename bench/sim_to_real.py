@@ -93,6 +93,7 @@ class Options:
     timestamps_per_token: float
     seed: int
     async_scheduling: bool = True
+    spacing: str = "exponential"
 
 
 def gpu_name(run: RealRun) -> str:
@@ -153,12 +154,15 @@ def replay_stages(run: RealRun, opts: Options, reading: str, stages: int | None 
     """Simulated statistics of the run's first ``stages`` stages (all when None), replayed
     back to back."""
     rate_stages = run.rate_stages()[:stages]
+    # A stage starts once the one before has drained (the client waits for it): a gap of the
+    # client's timeout is long enough unless the stage is over it anyway.
     workload = shared_prefix_workload(run.workload_spec(reading, opts.questions), rate_stages,
-                                      block_size=opts.block_size, seed=opts.seed)
+                                      block_size=opts.block_size, seed=opts.seed,
+                                      spacing=opts.spacing, gap_s=opts.timeout_s)
     deployment = build_deployment(deployment_raw(run, opts, decode_speedup=decode_speedup),
                                   source=run.id)
     result = api.replay(workload, api.setup(deployment, source=run.id))
-    starts = stage_starts_s(rate_stages)
+    starts = stage_starts_s(rate_stages, opts.timeout_s)
     return [simulated_stats(result.requests, starts[i], starts[i + 1], timeout_s=opts.timeout_s)
             for i in range(len(rate_stages))]
 
@@ -231,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--recorded-timestamps-per-token", type=float, default=2.0,
                         help="how many times the recorder stamped each token (module docstring)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--spacing", choices=("exponential", "even"), default="exponential",
+                        help="arrival gaps of a constant stage: inference-perf's exponential "
+                             "draws scaled to the stage, or 1 / rate apart")
     parser.add_argument("--no-async-scheduling", action="store_true",
                         help="schedule each pass after the previous one ends (vLLM before its "
                              "async scheduling became the default)")
@@ -239,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     opts = Options(args.timing, args.model_configs, args.questions, args.block_size,
                    args.gpu_memory_utilization, args.cpu_offload_gib, args.timeout_s,
                    args.recorded_timestamps_per_token, args.seed,
-                   async_scheduling=not args.no_async_scheduling)
+                   async_scheduling=not args.no_async_scheduling, spacing=args.spacing)
     readings = READINGS if args.reading == "both" else (args.reading,)
     try:
         runs = [r for r in load_runs(args.runs)
