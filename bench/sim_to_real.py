@@ -136,10 +136,12 @@ def deployment_raw(run: RealRun, opts: Options, *, decode_speedup: float = 1.0) 
         "async_scheduling": opts.async_scheduling,
         "timing_model": timing_model(run, opts),
     }
-    if opts.timing == "roofline":  # the aic model sizes the KV cache with its memory model
+    if opts.timing == "roofline":
         kv_tokens = kv_capacity_tokens(shape, GPUS[gpu_name(run)], tp=run.tp,
                                        memory_utilization=opts.gpu_memory_utilization)
         engine["num_gpu_blocks"] = kv_tokens // opts.block_size
+    else:  # the aic model sizes the KV cache with its memory model at this fraction
+        engine["gpu_memory_utilization"] = opts.gpu_memory_utilization
     if opts.cpu_offload_gib > 0:
         engine["kv_cache_bytes_per_token"] = kv_bytes
         engine["native_host_offload"] = {
