@@ -216,14 +216,14 @@ class Rank:
         if not unseen:
             return self._start_pass(now)
         self._unseen = []
-        if self.running or self.waiting:
-            end = self._start_pass(now)
-        else:
-            end = None  # the step scheduled while the last one ran was empty: they join this
+        if not (self.running or self.waiting):
+            # The step scheduled while the last one ran was empty: they join this one.
+            for req in unseen:
+                self._wait(req, left=False)
+            return self._start_pass(now)
+        end = self._start_pass(now)
         for req in unseen:
             self._wait(req, left=False)
-        if end is None:
-            return self._start_pass(now)
         # They are seen as this pass ends: a run stops there.
         cut = self.interrupt(now)
         return end if cut is None else cut
