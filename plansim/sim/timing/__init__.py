@@ -4,7 +4,8 @@
 (``plansim.sim.timing.base``): ``polynomial`` (``default``), ``fixed``, ``npz``, ``external``,
 ``python``, ``aic`` (AIConfigurator's estimates, :mod:`plansim.sim.timing.aic`, extra
 ``plansim[aic]``) and ``roofline`` (from a model config and a GPU's peak figures,
-:mod:`plansim.sim.timing.roofline`). ``make_timing_model(spec)`` builds the model a spec describes.
+:mod:`plansim.sim.timing.roofline`). ``make_timing_model(spec)`` builds the model a spec
+describes.
 
 Adding a model: one module with its model and a ``TimingKind`` (whose ``Params`` declare any keys
 of its own: they become ``timing_model`` fields), and one line in ``TIMING_MODELS``.
