@@ -20,7 +20,6 @@ from plansim.sim.real_runs import (
     simulated_stats,
 )
 
-
 PUBLISHED = Path(__file__).resolve().parents[1] / "data" / "real_runs" / "real_runs.json"
 
 
