@@ -124,7 +124,13 @@ def deployment_raw(run: RealRun, opts: Options, *, decode_speedup: float = 1.0) 
     if run.dtype not in SIXTEEN_BIT:
         raise InputError(f"only 16-bit runs are modelled, got {run.dtype!r}",
                          field=f"{run.id}.dtype")
-    shape = ModelShape.from_hf_config(load_model_config(model_config_path(run, opts)))
+    config = model_config_path(run, opts)
+    try:
+        shape = ModelShape.from_hf_config(load_model_config(config))
+    except (OSError, ValueError) as exc:  # a JSON syntax error is a ValueError too
+        message = " ".join(str(exc).split())
+        raise InputError(message if str(config) in message else f"{config}: {message}",
+                         field=f"{run.id}.model") from None
     kv_bytes = shape.kv_bytes_per_token()
     engine: dict[str, Any] = {
         "backend": "vllm", "block_size": opts.block_size,
