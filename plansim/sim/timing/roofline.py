@@ -151,8 +151,8 @@ def load_model_config(path: str | Path) -> dict[str, Any]:
     if p.is_dir():
         p = p / "config.json"
     data = json.loads(p.read_text(encoding="utf-8"))
-    if not isinstance(data, dict):
-        raise ValueError(f"{p}: a model config is a JSON object")
+    if not isinstance(data, dict):  # bad input: check() reports ValueErrors as the path's
+        raise ValueError(f"{p}: a model config is a JSON object")  # noqa: TRY004
     return data
 
 
