@@ -26,7 +26,9 @@ once (capabilities, self-benchmark or profiling data, predictor warm-up). ``Conf
 ``executor`` (default: a spawn pool of ``retune.max_parallel`` workers) and is closed when the
 replay ends; ``on_decision`` sees each decision record as it lands; ``result.retune_events``
 lists them. ``progress(virtual_ms, last_arrival_ms)`` is called about once per simulated
-second.
+second. ``supply`` says where the workers come from (``plansim.sim.supply``: refused scale-ups,
+spot workers preempted); ``replay_shared`` replays several setups on one virtual clock, each with
+its supply (a fleet sharing one inventory of GPUs; without retune).
 
 A ``ReplaySetup`` built by ``setup`` holds a planner ready to tick: replay it once.
 
@@ -50,7 +52,7 @@ if TYPE_CHECKING:  # a replay without a planner never loads the planner's config
     from plansim.planner_core.config import PlannerConfig
     from plansim.retune.setup import RetuneSetup
 
-__all__ = ["ReplayResult", "ReplaySetup", "load_deployment", "replay", "setup"]
+__all__ = ["ReplayResult", "ReplaySetup", "load_deployment", "replay", "replay_shared", "setup"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,12 +94,14 @@ def setup(deployment: Deployment, planner: Any = None, *, source: str = "") -> R
 def replay(workload: Any, setup: ReplaySetup, *, trace_paths: Sequence[str] = (),
            progress: Callable[[float, float], None] | None = None,
            executor: Callable[[int], Any] | None = None,
-           on_decision: Callable[[dict[str, Any]], None] | None = None) -> ReplayResult:
+           on_decision: Callable[[dict[str, Any]], None] | None = None,
+           supply: Any = None) -> ReplayResult:
     """Replay ``workload`` as ``setup`` says; see the module docstring."""
     from plansim.sim.host import replay as host_replay
 
     if setup.retune is None:
-        return host_replay(workload, setup.deployment, setup.planner, progress=progress)
+        return host_replay(workload, setup.deployment, setup.planner, progress=progress,
+                           supply=supply)
     from plansim.retune.controller import controller_for_replay
     from plansim.sim.bootstrap import planner_for_deployment
 
@@ -107,10 +111,24 @@ def replay(workload: Any, setup: ReplaySetup, *, trace_paths: Sequence[str] = ()
         with located(setup.source or None):
             planner = planner_for_deployment(setup.planner_config, setup.deployment,
                                              retune=controller)
-        result = host_replay(workload, setup.deployment, planner, progress=progress)
+        result = host_replay(workload, setup.deployment, planner, progress=progress,
+                             supply=supply)
     finally:
         controller.close()
     if result.retune_events is None:
         # The host does not collect decisions: take them from the controller.
         result = replace(result, retune_events=list(controller.events))
     return result
+
+
+def replay_shared(members: Sequence[tuple[Any, ReplaySetup, Any]]) -> list[ReplayResult]:
+    """Replay ``(workload, setup, supply)`` members on one virtual clock
+    (``plansim.sim.host.replay_shared``); a setup with a retune block is refused."""
+    from plansim.sim.host import SharedMember
+    from plansim.sim.host import replay_shared as host_shared
+
+    for _, setup_, _ in members:
+        if setup_.retune is not None:
+            raise ValueError("replay_shared does not run retune")
+    return host_shared([SharedMember(w, s.deployment, s.planner, supply)
+                        for w, s, supply in members])

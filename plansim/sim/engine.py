@@ -426,6 +426,19 @@ class Rank:
         return bool(self.running or self.waiting or (self.offload is not None
                                                      and self.offload.held))
 
+    def evacuate(self) -> list[Request]:
+        """Take every request off the rank, whose worker is gone (preempted), between passes:
+        the running ones in batch order, then the waiting ones, then those held back for a host
+        transfer. The rank never runs again, so its KV pool and queue totals are left as
+        they are."""
+        out = [*self.running, *self.waiting]
+        if self.offload is not None:
+            out += [held[1] for held in self.offload.held]
+            self.offload.held = []
+        self.running.clear()
+        self.waiting.clear()
+        return out
+
     def start_pass(self, now: float) -> float:
         """Schedule one pass (or a run of passes) starting at ``now``; returns its end time as
         the clock reaches it, pass end after pass end (both virtual ms)."""
