@@ -54,6 +54,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "predict": ("plansim.commands.predict", "app"),
     "profile": ("plansim.commands.profile", "app"),
     "capacity": ("plansim.commands.capacity", "capacity"),
+    "fleet": ("plansim.commands.fleet", "fleet"),
     "report": ("plansim.commands.report", "report"),
 }
 _loaded: dict[str, Any] = {}

@@ -27,6 +27,8 @@ WINDOW_RECORDS_DIR = "windows"  # retune windows: one <k>.json record per window
 CAPACITY_JSON = "capacity.json"  # plansim capacity: the answer
 POINTS_TABLE = "points.parquet"  # plansim capacity: one row per replay
 RECOMMENDED_DEPLOYMENT = "recommended_deployment.yaml"  # plansim capacity: the answer to run
+FLEET_JSON = "fleet.json"  # plansim fleet: the answer
+FLEET_MODELS_DIR = "models"  # plansim fleet: one <model>/recommended_deployment.yaml each
 # Reports (plansim.reports.folder writes them) and the plotly.js they share.
 REPLAY_REPORT = "report.html"
 PLANNER_REPORT = "planner_report"  # .html and .log.jsonl.gz (the tick log)
@@ -35,6 +37,7 @@ RETUNE_REPORT = "retune_report.html"
 PREDICTOR_REPORT = "predictor_report.html"
 WINDOWS_REPORT = "retune_windows_report.html"
 CAPACITY_REPORT = "capacity_report.html"
+FLEET_REPORT = "fleet_report.html"
 PLOTLY_JS = "plotly.min.js"
 
 # ---------------------------------------------------------------- retune

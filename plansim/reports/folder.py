@@ -7,7 +7,8 @@
 - ``retune_report.html``: ``retune_events.json``;
 - ``predictor_report.html``: ``predictions.parquet``;
 - ``retune_windows_report.html``: ``windows.parquet`` or ``windows/<k>.json`` records;
-- ``capacity_report.html``: ``capacity.json`` (with ``points.parquet`` when present).
+- ``capacity_report.html``: ``capacity.json`` (with ``points.parquet`` when present);
+- ``fleet_report.html``: ``fleet.json`` (with ``points.parquet`` when present).
 
 plotly.js is written once, as ``plotly.min.js`` at the top of the folder, and every report
 loads it from there (reports keep working when the folder is copied whole); with
@@ -30,6 +31,7 @@ from plansim.errors import InputError
 from plansim.io import atomic_write_text
 from plansim.reports.assets import plotly_src, write_plotly_js
 from plansim.reports.capacity import render_capacity
+from plansim.reports.fleet import render_fleet
 from plansim.reports.planner import write_planner_report, write_planner_reports
 from plansim.reports.predictor import ranking_rows, render_predictor
 from plansim.reports.replay import render_replay
@@ -40,6 +42,8 @@ from plansim.schema import (
     CAPACITY_JSON,
     CAPACITY_REPORT,
     DEFAULT_MIN_IMPROVEMENT_PERCENTAGE,
+    FLEET_JSON,
+    FLEET_REPORT,
     INPUTS_JSON,
     PLANNER_PERIOD_REPORTS_DIR,
     PLANNER_REPORT,
@@ -70,6 +74,7 @@ RENDERABLE = (
     PREDICTIONS_TABLE,
     WINDOWS_TABLE,
     CAPACITY_JSON,
+    FLEET_JSON,
 )
 
 
@@ -127,7 +132,9 @@ def render_dir(out_dir: str | Path, *, self_contained: bool = False) -> list[Pat
     predictions = _read_parquet(folder / PREDICTIONS_TABLE)
     window_records = _read_window_records(folder / WINDOW_RECORDS_DIR)
     capacity = _read_capacity(folder / CAPACITY_JSON)
-    points = _read_parquet(folder / POINTS_TABLE) if capacity is not None else None
+    fleet = _read_fleet(folder / FLEET_JSON)
+    points = (_read_parquet(folder / POINTS_TABLE)
+              if capacity is not None or fleet is not None else None)
     written: list[Path] = []
     if not self_contained:
         written.append(write_plotly_js(folder))
@@ -211,6 +218,10 @@ def render_dir(out_dir: str | Path, *, self_contained: bool = False) -> list[Pat
     if capacity is not None:
         html = render_capacity(capacity, points, inputs, plotly_src=src(folder / CAPACITY_REPORT))
         written.append(atomic_write_text(folder / CAPACITY_REPORT, html))
+
+    if fleet is not None:
+        html = render_fleet(fleet, points, inputs, plotly_src=src(folder / FLEET_REPORT))
+        written.append(atomic_write_text(folder / FLEET_REPORT, html))
     return written
 
 
@@ -222,6 +233,18 @@ def _read_capacity(path: Path) -> Mapping[str, Any] | None:
     needed = ("target", "objective", "static", "max_gpu_budget")
     if not isinstance(report, Mapping) or any(k not in report for k in needed):
         raise InputError("not a plansim capacity result (needs " + ", ".join(needed) + ")",
+                         source=str(path))
+    return report
+
+
+def _read_fleet(path: Path) -> Mapping[str, Any] | None:
+    """``fleet.json`` as ``plansim fleet`` writes it; None when absent."""
+    report = _read_json(path)
+    if report is None:
+        return None
+    needed = ("feasible", "solver", "models", "inventory", "breakdown")
+    if not isinstance(report, Mapping) or any(k not in report for k in needed):
+        raise InputError("not a plansim fleet result (needs " + ", ".join(needed) + ")",
                          source=str(path))
     return report
 
