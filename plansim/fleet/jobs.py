@@ -35,7 +35,7 @@ from plansim.capacity.tasks import replay_full_task
 from plansim.capacity.variants import Variant
 from plansim.fleet import assign
 from plansim.fleet.candidates import Candidate, cheapest, closest, front, rate, usage_of
-from plansim.fleet.ledger import PoolSupply
+from plansim.fleet.ledger import pool_supplies
 from plansim.fleet.plan import ON_DEMAND, SPOT, FleetPlan, ModelPlan, planner_for
 from plansim.fleet.tasks import MemberTask, replay_fleet_task, replay_member_task
 from plansim.roles import Mode
@@ -139,17 +139,10 @@ class FleetJobs:
         if kind == ON_DEMAND:
             return ReplayRequest(key, replay_full_task, (trace, deployment,
                                                          self.first_rows[m.index]), "static")
-        member = MemberTask(trace, deployment, self._pools(m, variant, SPOT))
+        member = MemberTask(trace, deployment,
+                            pool_supplies(self.plan.inventory, m, variant, SPOT))
         return ReplayRequest(f"{key} on spot", replay_member_task,
                              (member, self.plan.seed, m.index), "spot")
-
-    def _pools(self, m: ModelPlan, variant: Variant, tier: str) -> tuple:
-        layout = variant.layout
-        inventory = self.plan.inventory
-        return tuple(
-            (pool, PoolSupply(system, g, inventory.spot(system) if tier == SPOT
-                              else inventory.on_demand(system)))
-            for pool, system, g in zip(layout.names, m.systems(variant), layout.gpus_per_worker))
 
     def _static_job(self, m: ModelPlan, i: int) -> Callable[[Mapping[str, Any]], Generator]:
         variant, budget = m.variants[i], m.budgets[i]
@@ -256,6 +249,7 @@ class FleetJobs:
         plan = self.plan
         if all(m.planner is None for m in plan.models) or not chosen.feasible:
             return None
+        inventory = plan.inventory
         members, notes = [], []
         for m, pick in zip(plan.models, chosen.picks):
             variant = next(v for v in m.variants if v.label == pick.variant)
@@ -263,8 +257,7 @@ class FleetJobs:
             if note:
                 notes.append(note)
             members.append(MemberTask(self.trace_paths[m.index], variant.with_counts(pick.counts),
-                                      self._pools(m, variant, pick.tier), planner))
-        inventory = plan.inventory
+                                      pool_supplies(inventory, m, variant, pick.tier), planner))
         requests = [ReplayRequest("fleet: every model on one clock", replay_fleet_task,
                                   (tuple(members), inventory.counts, inventory.budget_per_hour,
                                    plan.seed), "fleet")]

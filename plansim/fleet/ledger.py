@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from plansim.fleet.plan import Tier
+from plansim.capacity.variants import Variant
+from plansim.fleet.plan import SPOT, Inventory, ModelPlan, Tier
 from plansim.roles import Role
 from plansim.sim.supply import NEVER, Lease
 
@@ -37,6 +38,17 @@ class PoolSupply:
     system: str
     gpus_per_worker: int
     tier: Tier
+
+
+def pool_supplies(inventory: Inventory, model: ModelPlan, variant: Variant,
+                  tier: str) -> tuple[tuple[Role, PoolSupply], ...]:
+    """Each pool of ``model``'s ``variant`` on ``tier`` (``on_demand`` or ``spot``) of its
+    system."""
+    layout = variant.layout
+    return tuple(
+        (pool, PoolSupply(system, g, inventory.spot(system) if tier == SPOT
+                          else inventory.on_demand(system)))
+        for pool, system, g in zip(layout.names, model.systems(variant), layout.gpus_per_worker))
 
 
 @dataclass(frozen=True, slots=True)
