@@ -1,6 +1,6 @@
 """`plansim fleet`: every bad input is one line with exit status 2 before any replay; a fleet
 the inventory binds moves a model to the dearer GPU type, and the outputs (the fleets that do
-not fit are in ``tests/fleet/test_search.py``)."""
+not fit are in ``tests/fleet/test_fleet_search.py``)."""
 
 from __future__ import annotations
 
