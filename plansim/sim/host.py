@@ -709,7 +709,7 @@ class ReplayHost:
                     key = id(rank)
                     self._finish_call[key].cancel()
                     self._finish_call[key] = self.clock.call_at_time(
-                        new_end, lambda: self._finish(rank), Priority.PASS_END)
+                        new_end, lambda r=rank: self._finish(r), Priority.PASS_END)
         if state != DRAINING:
             serving = self.pools[pool_name].active_count()
             if not self._add_workers(pool_name, 1):

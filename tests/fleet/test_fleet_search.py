@@ -107,9 +107,9 @@ def test_the_autoscaled_fleet_shares_the_inventory_and_counts_refused_scale_ups(
     # heavy's target is so low that its static answer is badly overloaded, so its planner
     # scales up; light has no planner. With an inventory of exactly the static fleet's GPUs
     # every scale-up is refused, and heavy alone (unbounded GPUs) gets what it asks for.
-    options = dict(models=("heavy", "light"), planner=True, target=0.05,
-                   search={"timing_model.system": ["h100_sxm"]},
-                   deployments={"light": deployment()})
+    options = {"models": ("heavy", "light"), "planner": True, "target": 0.05,
+               "search": {"timing_model.system": ["h100_sxm"]},
+               "deployments": {"light": deployment()}}
     loose = run(write_fleet(tmp_path, on_demand(16, 4), **options))
     held = sum(p.uses("h100_sxm") for p in loose.picks)
     tight = run(write_fleet(tmp_path, on_demand(held, 4), **options))
