@@ -27,6 +27,7 @@ WINDOW_RECORDS_DIR = "windows"  # retune windows: one <k>.json record per window
 CAPACITY_JSON = "capacity.json"  # plansim capacity: the answer
 POINTS_TABLE = "points.parquet"  # plansim capacity: one row per replay
 RECOMMENDED_DEPLOYMENT = "recommended_deployment.yaml"  # plansim capacity: the answer to run
+RECOMMENDED_PLANNER = "recommended_planner.yaml"  # plansim capacity: the tuned Dynamo planner
 FLEET_JSON = "fleet.json"  # plansim fleet: the answer
 FLEET_MODELS_DIR = "models"  # plansim fleet: one <model>/recommended_deployment.yaml each
 # Reports (plansim.reports.folder writes them) and the plotly.js they share.

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from plansim.capacity import objective as objectives
+from plansim.capacity import planner_search
 from plansim.capacity import policies as planner_policies
 from plansim.capacity.policies import Policy
 from plansim.capacity.segments import DEFAULT_LEAD_IN_S, DEFAULT_SEGMENT_S
@@ -37,6 +38,14 @@ class Plan:
     objective: objectives.Objective
     max_bound_rounds: int
     notes: tuple[str, ...] = ()
+    # The planner knob search (``planner_search``): the knobs given with --search planner.KEY,
+    # and whether the --tune-planner preset joins them; off when neither.
+    knobs: tuple[planner_search.Knob, ...] = ()
+    tune_planner: bool = False
+
+    @property
+    def tunes_planner(self) -> bool:
+        return self.tune_planner or bool(self.knobs)
 
 
 def prepare(deployment: Deployment, target: float = 0.95, *,
@@ -45,7 +54,7 @@ def prepare(deployment: Deployment, target: float = 0.95, *,
             max_gpu_budget: int = DEFAULT_MAX_GPU_BUDGET, segment_s: float = DEFAULT_SEGMENT_S,
             lead_in_s: float = DEFAULT_LEAD_IN_S, seeds: int = 1,
             objective: objectives.Objective | None = None,
-            max_bound_rounds: int = DEFAULT_BOUND_ROUNDS) -> Plan:
+            max_bound_rounds: int = DEFAULT_BOUND_ROUNDS, tune_planner: bool = False) -> Plan:
     """Validate a capacity run; ``InputError`` names the option at fault."""
     if not (isinstance(target, (int, float)) and 0 < target <= 1):
         raise InputError(f"must be in (0, 1], got {target}", field="--target")
@@ -62,6 +71,13 @@ def prepare(deployment: Deployment, target: float = 0.95, *,
     if seeds < 1:
         raise InputError(f"must be at least 1, got {seeds}", field="--seeds")
     dims = _dimensions(search)
+    knobs = [planner_search.parse_knob(d.key.split(".", 1)[1], d.values)
+             for d in dims if d.key.startswith("planner.")]
+    dims = [d for d in dims if not d.key.startswith("planner.")]
+    planner_search.check_knobs(knobs)
+    if knobs or tune_planner:
+        base = planner_search.tune_base(planner_policies.default_base(deployment, max_gpu_budget))
+        planner_search.check_values(base, knobs, deployment.sla.model_dump())
     variants = build_variants(deployment, dims, max_gpu_budget=max_gpu_budget)
     if isinstance(objective, objectives.GpuCost):
         for variant in variants:
@@ -74,7 +90,8 @@ def prepare(deployment: Deployment, target: float = 0.95, *,
                                                taken=[p.name for p in policies])
     return Plan(deployment, float(target), tuple(dims), tuple(variants), tuple(policies),
                 max_gpu_budget, float(segment_s), float(lead_in_s), int(seeds),
-                objective or objectives.GpuHours(), max_bound_rounds, tuple(notes))
+                objective or objectives.GpuHours(), max_bound_rounds, tuple(notes),
+                tuple(knobs), bool(tune_planner))
 
 
 def _dimensions(search: Any) -> list[SearchDimension]:
