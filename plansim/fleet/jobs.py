@@ -27,6 +27,7 @@ from plansim.capacity.scheduler import JobSpec, ReplayRequest
 from plansim.capacity.static_search import (
     Evaluated,
     StaticSearch,
+    drive,
     evaluate,
     run_search,
     smallest_count,
@@ -175,22 +176,19 @@ class FleetJobs:
             limit = 1
             while layout.within_budget(point(limit + 1), budget):
                 limit += 1
-            search = smallest_count(point, limit)
-            seen: dict[Counts, tuple[Evaluated, int]] = {}
-            sent = None
-            while True:
-                try:
-                    wants = next(search) if sent is None else search.send(sent)
-                except StopIteration as stop:
-                    answer = stop.value
-                    break
-                new = [c for c in wants if c not in seen]
-                replays = yield [self._request(m, variant, c, SPOT) for c in new]
-                for c, r in zip(new, replays):
-                    seen[c] = (evaluate(variant, c, r.full, target=m.target, budget=budget,
-                                        objective=objective), r.preemptions)
-                sent = [seen[c][0] for c in wants]
-            return SpotSearch(variant, tuple(seen.values()), answer and point(answer[0]))
+            preempted: dict[Counts, int] = {}
+
+            def evaluate_counts(counts: Sequence[Counts]) -> Generator:
+                replays = yield [self._request(m, variant, c, SPOT) for c in counts]
+                for c, r in zip(counts, replays):
+                    preempted[c] = r.preemptions
+                return [evaluate(variant, c, r.full, target=m.target, budget=budget,
+                                 objective=objective) for c, r in zip(counts, replays)]
+
+            answer, evaluated, _ = yield from drive(smallest_count(point, limit),
+                                                    evaluate_counts)
+            return SpotSearch(variant, tuple((e, preempted[e.counts]) for e in evaluated),
+                              answer and point(answer[0]))
 
         return job
 

@@ -19,6 +19,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from plansim.reports.capacity import replays_card
 from plansim.reports.format import number, percent, percent_against
 from plansim.reports.page import Card, Page, plain
 from plansim.reports.panels import Panel, draw_panels
@@ -85,10 +86,7 @@ def fleet_cards(report: Mapping[str, Any]) -> list[Card]:
         cards.append(Card("refused", "Refused scale-ups", str(auto["refused_scale_ups"]),
                           f"{auto['sla_cost_good_requests']} good requests lost to them",
                           "good" if not auto["refused_scale_ups"] else "neutral"))
-    replays = report.get("replays") or {}
-    kinds = ", ".join(f"{n} {k}" for k, n in replays.items() if k not in ("total", "rounds"))
-    cards.append(Card("replays", "Replays", f"{replays.get('total', 0):,}",
-                      f"{kinds}; {replays.get('rounds', 0)} rounds"))
+    cards.append(replays_card(report))
     return cards
 
 
