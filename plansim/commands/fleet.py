@@ -12,7 +12,6 @@ says which model and constraint binds.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,6 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from plansim.commands.output import ForceOption, OutputFolder, write_reports
+from plansim.commands.progress import QUIET_HELP, Progress
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.commands.retune_windows import Backend
 from plansim.errors import InputError
@@ -43,7 +43,7 @@ def fleet(
                                             help="Skip fleet_report.html.")] = False,
     self_contained: Annotated[bool, typer.Option(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress line.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: ForceOption = False,
 ) -> None:
     """Find the cheapest fleet (one deployment per model) that meets every model's goodput
@@ -52,7 +52,6 @@ def fleet(
     import os
 
     from plansim import fleet as fl
-    from plansim.commands.progress import RoundStatus
     from plansim.configfile import read_config
     from plansim.workers.backends import make_executor
 
@@ -63,13 +62,13 @@ def fleet(
     plan = fl.prepare(fl.load_fleet(fleet_file), source=str(fleet_file))
     workloads = [_workload(m, str(fleet_file)) for m in plan.models]
     executor = make_executor(backend.value, jobs or os.cpu_count() or 1, ray_address)
-    status = RoundStatus("fleet") if (not quiet and sys.stderr.isatty()) else None
     try:
-        result = fl.run(plan, workloads, executor=executor, on_round=status)
+        # Each round's replays follow from the last round's: their number is not known.
+        with Progress("fleet", total=None, unit="replays", quiet=quiet) as bar:
+            result = fl.run(plan, workloads, executor=executor, on_round=lambda stats: bar.update(
+                stats.total, description=f"fleet round {stats.rounds}"))
     finally:
         executor.close()
-        if status is not None:
-            status.close()
     report = result.to_json()
     report["host"].update(backend=backend.value, max_parallel=executor.max_parallel)
     inputs = {"command": "plansim fleet",
