@@ -25,6 +25,16 @@ from plansim.commands.retune_windows import Backend
 from plansim.errors import InputError
 
 
+# Where a search's replays run (capacity's and the fleet's options).
+BackendOption = Annotated[Backend, typer.Option(
+    help="Where replays run: a spawn pool on this machine, or Ray.")]
+RayAddressOption = Annotated[str | None, typer.Option(
+    "--ray-address", help="Ray cluster to connect to (default with --backend ray: a local "
+                          "instance with --jobs CPUs).", show_default=False)]
+JobsOption = Annotated[int | None, typer.Option(
+    min=1, help="Parallel replays (default: the CPU count).", show_default=False)]
+
+
 def capacity(
     ctx: typer.Context,
     traces: Annotated[list[Path], typer.Argument(
@@ -71,13 +81,9 @@ def capacity(
         "--format", help="Trace format: auto, dynamo, mooncake or azure.")] = "auto",
     trace_block_size: Annotated[int | None, typer.Option(
         help="Tokens per hash id for Mooncake/Azure traces.")] = None,
-    backend: Annotated[Backend, typer.Option(
-        help="Where replays run: a spawn pool on this machine, or Ray.")] = Backend.spawn,
-    ray_address: Annotated[str | None, typer.Option(
-        "--ray-address", help="Ray cluster to connect to (default with --backend ray: a local "
-                              "instance with --jobs CPUs).", show_default=False)] = None,
-    jobs: Annotated[int | None, typer.Option(
-        min=1, help="Parallel replays (default: the CPU count).", show_default=False)] = None,
+    backend: BackendOption = Backend.spawn,
+    ray_address: RayAddressOption = None,
+    jobs: JobsOption = None,
     out: Annotated[Path | None, typer.Option(
         help="Output folder (default: a new plansim-out/capacity-<time>).",
         show_default=False)] = None,

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
+from plansim.commands.capacity import BackendOption, JobsOption, RayAddressOption
 from plansim.commands.output import ForceOption, OutputFolder, write_reports
 from plansim.commands.progress import QUIET_HELP, Progress
 from plansim.commands.report import SELF_CONTAINED_HELP
@@ -29,13 +30,9 @@ def fleet(
     fleet_file: Annotated[Path, typer.Argument(
         help="The fleet file (YAML or JSON): inventory, budget, models.", metavar="FLEET.yaml",
         show_default=False)],
-    backend: Annotated[Backend, typer.Option(
-        help="Where replays run: a spawn pool on this machine, or Ray.")] = Backend.spawn,
-    ray_address: Annotated[str | None, typer.Option(
-        "--ray-address", help="Ray cluster to connect to (default with --backend ray: a local "
-                              "instance with --jobs CPUs).", show_default=False)] = None,
-    jobs: Annotated[int | None, typer.Option(
-        min=1, help="Parallel replays (default: the CPU count).", show_default=False)] = None,
+    backend: BackendOption = Backend.spawn,
+    ray_address: RayAddressOption = None,
+    jobs: JobsOption = None,
     out: Annotated[Path | None, typer.Option(
         help="Output folder (default: a new plansim-out/fleet-<time>).",
         show_default=False)] = None,

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fleet"))
-from fleet_cases import deployment, on_demand, write_fleet  # noqa: E402 (after the path)
+from fleet_cases import deployment, on_demand, write_fleet
 
 
 def _run(run_cli, path: Path, out: Path, *extra: str):
