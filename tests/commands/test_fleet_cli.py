@@ -43,6 +43,12 @@ def test_a_searched_gpu_the_inventory_does_not_hold_is_named(tmp_path, run_cli):
     assert "needs h100_sxm GPUs, which the inventory does not hold" in line
 
 
+def test_a_searched_gpu_of_which_the_inventory_holds_none_is_named(tmp_path, run_cli):
+    line = _bad(run_cli, tmp_path, write_fleet(tmp_path, on_demand(0, 8)))
+    assert "models.0.search.engine.timing_model.system" in line
+    assert "needs h100_sxm GPUs" in line and "h100_sxm (0)" in line
+
+
 def test_a_deployment_on_a_gpu_the_inventory_does_not_hold_is_named(tmp_path, run_cli):
     inventory = {"h200_sxm": {"count": 8, "price_per_gpu_hour": 3.5}}
     line = _bad(run_cli, tmp_path, write_fleet(tmp_path, inventory, models=("light",),
@@ -119,6 +125,14 @@ def test_a_binding_inventory_moves_the_model_whose_move_costs_least(tmp_path, ru
     assert not report["independent"]["fits"]
     assert report["feasible"] and report["solver"]["proved_optimal"]
     assert report["cost_per_hour"] == pytest.approx(_front_best(report))
+    # On demand, a deployment costs its GPUs at their system's price; the fleet, their sum.
+    prices = {"h100_sxm": 2.2, "h200_sxm": 3.5}
+    for m in report["models"]:
+        assert m["choice"]["tier"] == "on_demand"
+        assert m["choice"]["cost_per_hour"] == pytest.approx(
+            sum(n * prices[s] for s, n in m["choice"]["gpus"].items()))
+    assert report["cost_per_hour"] == pytest.approx(
+        sum(m["choice"]["cost_per_hour"] for m in report["models"]))
     moved = [m for m in report["models"] if m["choice"]["moved"]]
     assert len(moved) == 1 and moved[0]["choice"]["gpus"].keys() == {"h200_sxm"}
     # The model moved is the one whose cheapest H200 deployment costs least over its H100 one.
