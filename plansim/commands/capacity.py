@@ -21,13 +21,15 @@ import typer
 from plansim.commands.output import ForceOption, OutputFolder, records_option, write_reports
 from plansim.commands.progress import QUIET_HELP, Progress
 from plansim.commands.report import SELF_CONTAINED_HELP
-from plansim.commands.retune_windows import Backend
+from plansim.commands.retune_windows import DEFAULT_BACKEND, Backend
 from plansim.errors import InputError
+from plansim.sim.routing import ROUTERS
+from plansim.traces.formats import block_size_help, input_help
+from plansim.workers.backends import backend_help, check_address, make_executor
 
 
 # Where a search's replays run (capacity's and the fleet's options).
-BackendOption = Annotated[Backend, typer.Option(
-    help="Where replays run: a spawn pool on this machine, or Ray.")]
+BackendOption = Annotated[Backend, typer.Option(help=backend_help("replays"))]
 RayAddressOption = Annotated[str | None, typer.Option(
     "--ray-address", help="Ray cluster to connect to (default with --backend ray: a local "
                           "instance with --jobs CPUs).", show_default=False)]
@@ -50,7 +52,7 @@ def capacity(
     search: Annotated[list[str] | None, typer.Option(
         "--search", metavar="KEY=V1,V2",
         help="Also search a deployment key over these values (repeatable), e.g. "
-             "engine.max_num_batched_tokens=4096,8192 or router.mode=round_robin,kv_router.",
+             f"engine.max_num_batched_tokens=4096,8192 or router.mode={','.join(ROUTERS)}.",
         show_default=False)] = None,
     planner_config: Annotated[list[Path] | None, typer.Option(
         "--planner-config", help="A planner config to compare (repeatable), besides the "
@@ -78,10 +80,10 @@ def capacity(
     arrival_speedup_ratio: Annotated[float | None, typer.Option(
         help="Divide arrival gaps by this.")] = None,
     trace_format: Annotated[str, typer.Option(
-        "--format", help="Trace format: auto, dynamo, mooncake or azure.")] = "auto",
+        "--format", help=input_help())] = "auto",
     trace_block_size: Annotated[int | None, typer.Option(
-        help="Tokens per hash id for Mooncake/Azure traces.")] = None,
-    backend: BackendOption = Backend.spawn,
+        help=block_size_help())] = None,
+    backend: BackendOption = DEFAULT_BACKEND,
     ray_address: RayAddressOption = None,
     jobs: JobsOption = None,
     out: Annotated[Path | None, typer.Option(
@@ -99,7 +101,6 @@ def capacity(
     import os
 
     from plansim import capacity as cap
-    from plansim.workers.backends import make_executor
     from plansim.sim.deployment import load_deployment
     from plansim.traces import load_workload
 
@@ -107,8 +108,7 @@ def capacity(
     overrides = {key: value for key, value in (
         ("sla.ttft_ms", sla_ttft_ms), ("sla.itl_ms", sla_itl_ms), ("sla.e2e_ms", sla_e2e_ms),
         ("seed", seed), ("arrival_speedup_ratio", arrival_speedup_ratio)) if value is not None}
-    if ray_address is not None and backend is not Backend.ray:
-        raise InputError("only with --backend ray", field="--ray-address")
+    check_address(backend.value, ray_address)
     # Everything that can be checked without the traces is checked first.
     deployment = load_deployment(config, overrides, flags={
         "sla.ttft_ms": "--sla-ttft-ms", "sla.itl_ms": "--sla-itl-ms", "sla.e2e_ms": "--sla-e2e-ms",
@@ -194,15 +194,10 @@ def planner_file(tuning: Any) -> str:
 def recommended_deployment(result: Any, base: Any) -> dict[str, Any]:
     """The base deployment with the recommendation's searched keys and counts, as the mapping
     of a deployment file (unset optional keys left out)."""
-    return deployment_file(base, result.cheapest.deployment())
-
-
-def deployment_file(base: Any, keys: Mapping[str, Any]) -> dict[str, Any]:
-    """``base`` with the dotted ``keys`` applied, as the mapping of a deployment file (unset
-    optional keys left out)."""
     from plansim.sim.deployment import deployment_mapping, with_overrides
 
-    return _without_none(deployment_mapping(with_overrides(base, keys), json=True))
+    dep = with_overrides(base, result.cheapest.deployment())
+    return _without_none(deployment_mapping(dep, json=True))
 
 
 def _without_none(value: Any) -> Any:

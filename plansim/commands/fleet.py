@@ -22,7 +22,7 @@ from plansim.commands.capacity import BackendOption, JobsOption, RayAddressOptio
 from plansim.commands.output import ForceOption, OutputFolder, write_reports
 from plansim.commands.progress import QUIET_HELP, Progress
 from plansim.commands.report import SELF_CONTAINED_HELP
-from plansim.commands.retune_windows import Backend
+from plansim.commands.retune_windows import DEFAULT_BACKEND
 from plansim.errors import InputError
 
 
@@ -30,7 +30,7 @@ def fleet(
     fleet_file: Annotated[Path, typer.Argument(
         help="The fleet file (YAML or JSON): inventory, budget, models.", metavar="FLEET.yaml",
         show_default=False)],
-    backend: BackendOption = Backend.spawn,
+    backend: BackendOption = DEFAULT_BACKEND,
     ray_address: RayAddressOption = None,
     jobs: JobsOption = None,
     out: Annotated[Path | None, typer.Option(
@@ -50,11 +50,10 @@ def fleet(
 
     from plansim import fleet as fl
     from plansim.configfile import read_config
-    from plansim.workers.backends import make_executor
+    from plansim.workers.backends import check_address, make_executor
 
     folder = OutputFolder.claim(out, "fleet", "plansim fleet", force=force)
-    if ray_address is not None and backend is not Backend.ray:
-        raise InputError("only with --backend ray", field="--ray-address")
+    check_address(backend.value, ray_address)
     # Everything that can be checked without the traces is checked first.
     plan = fl.prepare(fl.load_fleet(fleet_file), source=str(fleet_file))
     workloads = [_workload(m, str(fleet_file)) for m in plan.models]

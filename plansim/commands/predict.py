@@ -63,6 +63,7 @@ from plansim.planner_core.predictors.factory import (
     all_predictor_params,
     relevant_params,
 )
+from plansim.traces.formats import input_help
 
 app = typer.Typer(help="Compare the planner's load predictors on a trace.", no_args_is_help=True)
 
@@ -169,7 +170,7 @@ def compare(
     self_contained: Annotated[bool, typer.Option(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
     trace_format: Annotated[str, typer.Option(
-        "--format", help="Trace format: auto, dynamo, mooncake or azure.")] = "auto",
+        "--format", help=input_help())] = "auto",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: ForceOption = False,
 ) -> None:

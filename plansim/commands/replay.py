@@ -35,6 +35,7 @@ from plansim.commands.router_flags import (
 )
 from plansim.errors import InputError
 from plansim.runtime import long_lived
+from plansim.traces.formats import block_size_help, input_help
 
 app = typer.Typer(help="Replay request traces against a simulated deployment.",
                   no_args_is_help=True)
@@ -220,9 +221,9 @@ def run(
     traces: Annotated[list[Path], typer.Argument(
         help="Trace files, folders or globs.", metavar="TRACE", show_default=False)],
     trace_format: Annotated[str, typer.Option(
-        "--format", help="Trace format: auto, dynamo, mooncake, agentic_mooncake or azure.")] = "auto",
+        "--format", help=input_help())] = "auto",
     trace_block_size: Annotated[int | None, typer.Option(
-        help="Tokens per hash id for Mooncake/Azure traces.")] = None,
+        help=block_size_help())] = None,
     open_loop: Annotated[bool, typer.Option(
         "--open-loop", help="Replay a closed-loop trace (sessions, dependencies) open-loop: "
                             "every request at its recorded arrival, or where delays put it "

@@ -111,14 +111,15 @@ def window(
     from plansim.commands.retune_windows import plans_of_run, write_window_outputs
     from plansim.retune_runs.batch import score_windows
     from plansim.retune_runs.runner import load_retune_run
-    from plansim.workers.backends import make_executor
+    from plansim.workers.backends import EXECUTORS, make_executor
 
     folder = OutputFolder.claim(out, "retune-window", "plansim retune window", force=force)
     run = load_retune_run(config)
     cfg = run.retune.config
     plans = plans_of_run(run, first=index, last=index, first_option="--window",
                          last_option="--window", no_timeout=no_timeout)
-    executor = make_executor("spawn", cfg.max_parallel)
+    # One window is swept on this machine, by the default executor.
+    executor = make_executor(EXECUTORS.names()[0], cfg.max_parallel)
     try:
         # Over the sweep's tasks (the window's read, the pre-sweep, the candidates' replays),
         # known batch by batch.

@@ -23,13 +23,14 @@ from plansim.commands.output import ForceOption, OutputFolder, write_reports
 from plansim.commands.progress import QUIET_HELP, Progress
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.errors import InputError
+from plansim.workers.backends import EXECUTORS, backend_help, check_address, make_executor
 
 log = logging.getLogger("plansim.retune")
 
 
-class Backend(str, Enum):
-    spawn = "spawn"
-    ray = "ray"
+# ``--backend``'s choices, the registered executors (the first the default).
+Backend = Enum("Backend", [(name, name) for name in EXECUTORS], type=str)
+DEFAULT_BACKEND = Backend(EXECUTORS.names()[0])
 
 
 NoTimeoutOption = Annotated[bool, typer.Option(
@@ -87,7 +88,7 @@ def windows(
         "--to", min=0, help="Last window index (default: the trace's last complete window).",
         show_default=False)] = None,
     backend: Annotated[Backend, typer.Option(
-        help="Where candidate replays run: a spawn pool on this machine, or Ray.")] = Backend.spawn,
+        help=backend_help("candidate replays"))] = DEFAULT_BACKEND,
     ray_address: Annotated[str | None, typer.Option(
         "--ray-address", help="Ray cluster to connect to (default with --backend ray: start a "
                               "local instance with retune.max_parallel CPUs).",
@@ -111,10 +112,8 @@ def windows(
     """
     from plansim.commands.retune_text import ranked_table, score_legend
     from plansim.retune_runs.batch import score_windows
-    from plansim.workers.backends import make_executor
 
-    if ray_address is not None and backend is not Backend.ray:
-        raise InputError("only with --backend ray", field="--ray-address")
+    check_address(backend.value, ray_address)
     from plansim.retune_runs.runner import load_retune_run
 
     folder = OutputFolder.claim(out, "retune-windows", "plansim retune windows", force=force)

@@ -36,14 +36,13 @@ import numpy as np
 import orjson
 
 from plansim.errors import TraceError
+from plansim.traces.agentic_header import SCHEMA, VERSION
 from plansim.traces.columns import I64_MAX, U64_MAX, TraceColumns
 from plansim.traces.graph import COMPLETION, DISPATCH, Edges, RequestGraph, build_graph
 from plansim.traces.sources import line_batches
 
 log = logging.getLogger(__name__)
 
-SCHEMA = "dynamo.agentic_mooncake"
-VERSION = 2
 TRIGGERS = {"dispatch": DISPATCH, "completion": COMPLETION}
 RELATIONS = ("sequence", "spawn", "join", "replay_barrier")
 _ROW_KEYS = frozenset({"request_id", "play_id", "session_id", "model", "input_length",

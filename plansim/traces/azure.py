@@ -22,7 +22,6 @@ from plansim.errors import TraceError
 from plansim.traces.columns import TraceColumns
 from plansim.traces.sources import open_binary
 
-DEFAULT_BLOCK_SIZE = 512
 COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 
 
@@ -33,10 +32,11 @@ _PLAIN_COUNT = r"\d{1,15}"  # exact through float64, as the pandas path converts
 _PLAIN_MAX_BYTES = 16 << 20
 
 
-def read_azure(path: Path, *, trace_block_size: int | None = None) -> TraceColumns:
-    """Read one Azure CSV; block size only shapes the unshared blocks (default 512)."""
+def read_azure(path: Path, *, trace_block_size: int) -> TraceColumns:
+    """Read one Azure CSV; the block size only shapes the unshared blocks (its declaration's
+    ``block_size`` is the default)."""
     source = str(path)
-    bs = DEFAULT_BLOCK_SIZE if trace_block_size is None else int(trace_block_size)
+    bs = int(trace_block_size)
     try:
         with open_binary(path) as fh:
             head = fh.read(_PLAIN_MAX_BYTES + 1)

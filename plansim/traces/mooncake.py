@@ -26,7 +26,6 @@ from plansim.traces.columns import I64_MAX, U64_MAX, TraceColumns
 from plansim.traces.mooncake_sessions import MooncakeLinks
 from plansim.traces.sources import line_batches
 
-DEFAULT_BLOCK_SIZE = 512
 _TIMESTAMP = ("timestamp", "created_time")
 _INPUT = ("input_length", "input_tokens")
 _OUTPUT = ("output_length", "output_tokens")
@@ -38,10 +37,11 @@ def _alias(rec: dict, names: tuple[str, str]):
     return rec.get(names[1]) if v is None else v
 
 
-def read_mooncake(path: Path, *, trace_block_size: int | None = None) -> TraceColumns:
-    """Read one Mooncake JSONL file at ``trace_block_size`` tokens per hash id (default 512)."""
+def read_mooncake(path: Path, *, trace_block_size: int) -> TraceColumns:
+    """Read one Mooncake JSONL file at ``trace_block_size`` tokens per hash id (the format does
+    not store it: its declaration's ``block_size`` is the default)."""
     source = str(path)
-    bs = DEFAULT_BLOCK_SIZE if trace_block_size is None else int(trace_block_size)
+    bs = int(trace_block_size)
     lines_out: list[np.ndarray] = []
     ts_all: list[float] = []
     isl_all: list[int] = []

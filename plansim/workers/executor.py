@@ -64,6 +64,17 @@ class BatchOutcome:
         return {r.key: r for r in self.results}
 
 
+@dataclass(frozen=True, slots=True)
+class ExecutorBackend:
+    """One ``--backend`` choice (``workers.backends.EXECUTORS``): ``about`` says where tasks run
+    (for the option's help), ``build(max_parallel, address)`` returns the ``Executor``;
+    ``takes_address`` says whether it accepts ``--ray-address`` (a cluster to connect to)."""
+
+    about: str
+    build: Callable[[int, str | None], Executor]
+    takes_address: bool = False
+
+
 @runtime_checkable
 class Executor(Protocol):
     """Runs batches of tasks on worker processes.

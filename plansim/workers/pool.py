@@ -32,7 +32,14 @@ from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from plansim.lifecycle import block_sigint_for_children, parent_lost
-from plansim.workers.executor import BatchOutcome, Task, TaskContext, TaskResult, describe_error
+from plansim.workers.executor import (
+    BatchOutcome,
+    ExecutorBackend,
+    Task,
+    TaskContext,
+    TaskResult,
+    describe_error,
+)
 
 WORKER_NICENESS = 10
 # The worker's acknowledgement of a task it received (results are tuples).
@@ -334,3 +341,10 @@ def _kill_group(process: Any) -> None:
     # The worker may not have made its own group yet; kill it directly too.
     if process.is_alive():
         process.kill()
+
+
+def _build(max_parallel: int, address: str | None) -> SpawnPool:
+    return SpawnPool(max_parallel)
+
+
+BACKEND = ExecutorBackend(about="a spawn pool on this machine", build=_build)

@@ -47,7 +47,14 @@ from typing import Any
 from plansim.errors import InputError
 from plansim.io import atomic_write_bytes
 from plansim.lifecycle import ProcessReaper
-from plansim.workers.executor import BatchOutcome, Task, TaskContext, TaskResult, describe_error
+from plansim.workers.executor import (
+    BatchOutcome,
+    ExecutorBackend,
+    Task,
+    TaskContext,
+    TaskResult,
+    describe_error,
+)
 
 INSTALL_HINT = "pip install 'plansim[ray]'"
 WORKER_NICENESS = 10
@@ -200,6 +207,10 @@ class RayExecutor:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+BACKEND = ExecutorBackend(about="Ray, a cluster or a local instance", build=RayExecutor,
+                          takes_address=True)
 
 
 class _Batch:

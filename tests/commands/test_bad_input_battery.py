@@ -419,7 +419,7 @@ CASES = [
          "planner.retune: the planner config has no retune block",
          files={"r.yaml": f"trace: {SAMPLE}\nplanner: {{mode: agg}}\n"}),
     Case("retune-run-mooncake-trace", ("retune", "sweep", "{d}/r.yaml", "--out", "{out}"), 2,
-         "is a mooncake trace; retune windows are read from Dynamo request traces",
+         "is a mooncake trace; retune windows are read from dynamo traces",
          files={"r.yaml": _retune_run().replace(str(SAMPLE), str(MICRO))}),
     Case("retune-timeout-over-interval", ("retune", "sweep", "{d}/r.yaml", "--out", "{out}"), 2,
          "retune.timeout_seconds: 500 exceeds interval_seconds 120",
