@@ -194,10 +194,15 @@ def planner_file(tuning: Any) -> str:
 def recommended_deployment(result: Any, base: Any) -> dict[str, Any]:
     """The base deployment with the recommendation's searched keys and counts, as the mapping
     of a deployment file (unset optional keys left out)."""
+    return deployment_file(base, result.cheapest.deployment())
+
+
+def deployment_file(base: Any, keys: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with the dotted ``keys`` applied, as the mapping of a deployment file (unset
+    optional keys left out)."""
     from plansim.sim.deployment import deployment_mapping, with_overrides
 
-    dep = with_overrides(base, result.cheapest.deployment())
-    return _without_none(deployment_mapping(dep, json=True))
+    return _without_none(deployment_mapping(with_overrides(base, keys), json=True))
 
 
 def _without_none(value: Any) -> Any:
