@@ -35,7 +35,7 @@ class Registry(Generic[T]):
         return tuple(self._targets)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._targets
+        return isinstance(name, str) and name in self._targets  # a user's list is no name
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._targets)

@@ -22,6 +22,8 @@ from plansim.commands.output import (
     ForceOption,
     OutputFolder,
     records_option,
+    start_work,
+    warn_if_all_rejected,
     write_replay_outputs,
     write_reports,
 )
@@ -297,6 +299,7 @@ def _execute(ctx: typer.Context, load: Any, *, traces: list[Path], trace_format:
         raise InputError("retune replays windows of a trace file: use plansim replay run",
                          field="--planner-config")
 
+    start_work()
     # Over virtual time, up to the last arrival (a closed loop's moves on as it is released).
     with Progress("replay", total=None, unit="virtual s", quiet=p["quiet"]) as bar:
         result = api.replay(workload, setup, trace_paths=[str(t) for t in traces],
@@ -304,6 +307,7 @@ def _execute(ctx: typer.Context, load: Any, *, traces: list[Path], trace_format:
 
     inputs = {**_inputs(ctx, traces, workload, deployment, planner_raw, trace_format,
                         trace_block_size), **result.inputs}
+    warn_if_all_rejected(result, inputs)
     with folder.writing() as out_dir:
         # The result and the table writer's modules live until the command ends too:
         # a collection while they load would walk every structure the replay built.

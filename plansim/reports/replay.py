@@ -23,7 +23,7 @@ from plotly.subplots import make_subplots
 
 from plansim.reports.folder_tables import FolderOutput, FolderReport, FolderTables
 from plansim.reports.format import column_label, key_value, with_unit
-from plansim.reports.headline import goodput_sla, replay_cards
+from plansim.reports.headline import all_rejected, goodput_sla, replay_cards
 from plansim.reports.page import Page, plain
 from plansim.reports.panels import Drawn, Panel, PanelOutput, draw_panels
 from plansim.reports.sampling import (
@@ -116,7 +116,8 @@ def render_replay(
         "A replay of a request trace on simulated engines. "
         "Times are virtual, from the first arrival.",
     )
-    page.headline(replay_cards(data.summary, goodput_sla(data.inputs), timeseries))
+    page.headline(replay_cards(data.summary, goodput_sla(data.inputs), timeseries,
+                               all_rejected(requests, data.inputs)))
     page.part("Charts")
     draw_panels(page, PANELS, data)
     page.part("Details")

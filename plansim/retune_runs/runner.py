@@ -100,7 +100,7 @@ def load_retune_run(path: str | Path) -> RetuneRun:
     if not isinstance(planner_raw, Mapping):
         raise ConfigError("a planner config with a retune block is required",
                           source=str(source), field="planner")
-    if "retune" not in planner_raw:
+    if planner_raw.get("retune") is None:  # absent or null
         raise ConfigError("the planner config has no retune block", source=planner_source,
                           field="planner.retune")
     return RetuneRun(
@@ -150,12 +150,14 @@ def run_retune(
     executor: Callable[[int], Executor] | None = None,
     on_decision: Callable[[dict[str, Any]], None] | None = None,
     progress: Callable[[float, float], None] | None = None,
+    sweep: Callable[[Any, Executor], Any] | None = None,
 ) -> Any:
     """Replay the run's trace with the planner and retune in the loop; returns the
-    ``ReplayResult`` (``retune_events``: the decision records, a list)."""
+    ``ReplayResult`` (``retune_events``: the decision records, a list). ``sweep(plan,
+    executor)`` runs each window's sweep (default ``retune.sweep.run_sweep``)."""
     workload = load_run_workload(run) if workload is None else workload
     return api.replay(workload, run.setup, trace_paths=run.trace_paths, progress=progress,
-                      executor=executor, on_decision=on_decision)
+                      executor=executor, on_decision=on_decision, sweep=sweep)
 
 
 def starting_counts(deployment: Any) -> WorkerCounts:

@@ -33,7 +33,7 @@ from plansim.aic.memory import MEMORY_FRACTION_KEYS
 from plansim.aic.spec import AicSpec
 from plansim.configfile import read_config
 from plansim.errors import ConfigError
-from plansim.limits import MAX_POOL_WORKERS, MAX_SEED
+from plansim.limits import MAX_POOL_RANKS, MAX_POOL_WORKERS, MAX_SEED
 from plansim.params import Param, params_of
 from plansim.roles import POOL_COUNT_FIELDS, Mode, Role
 from plansim.sim import engine_config
@@ -158,7 +158,7 @@ class _EngineFields(StrictModel):
     enable_chunked_prefill: bool = True
     speedup_ratio: float = Field(default=1.0, ge=0)
     decode_speedup_ratio: float = Field(default=1.0, ge=0)
-    dp_size: int = Field(default=1, ge=1)
+    dp_size: int = Field(default=1, ge=1, le=MAX_POOL_RANKS)
     startup_time: float | None = Field(default=None, ge=0)
     # plansim's cold-start realism for workers a planner adds: start-up times drawn from a
     # lognormal of mean ``startup_time`` and this coefficient of variation (seeded), and a
@@ -487,6 +487,12 @@ class Deployment(StrictModel):
             p, d = self.prefill_args, self.decode_args
             if p.block_size != d.block_size:
                 raise ValueError("prefill_engine and decode_engine need the same block_size")
+        for pool, workers in self.pool_sizes().items():
+            ranks = workers * self.pool_args(pool).dp_size
+            if ranks > MAX_POOL_RANKS:
+                raise ValueError(f"{POOL_COUNT_FIELDS[pool]}: {workers} workers of dp_size "
+                                 f"{self.pool_args(pool).dp_size} are {ranks:,} engine ranks; "
+                                 f"at most {MAX_POOL_RANKS:,} per pool")
         return self
 
     @property
@@ -580,15 +586,21 @@ def load_deployment(
         raise
 
 
+def _mode_named(value: Any) -> Mode | None:
+    """The mode ``value`` spells (an alias included), or None when it spells none."""
+    if not isinstance(value, str):
+        return None
+    value = _MODE_ALIASES.get(value, value)
+    return Mode(value) if value in tuple(Mode) else None
+
+
 def _switch_mode(raw: dict[str, Any], overrides: Mapping[str, Any], name: str,
                  flags: Mapping[str, str]) -> None:
     """Drop (loudly) the file's pool keys that a ``mode`` override makes meaningless; see
     ``load_deployment``."""
-    new = _MODE_ALIASES.get(overrides.get("mode"), overrides.get("mode"))
-    old = _MODE_ALIASES.get(raw.get("mode", Mode.AGG), raw.get("mode", Mode.AGG))
-    if new not in tuple(Mode) or old not in tuple(Mode) or new == old:
-        return
-    new, old = Mode(new), Mode(old)
+    new, old = _mode_named(overrides.get("mode")), _mode_named(raw.get("mode", Mode.AGG))
+    if new is None or old is None or new == old:
+        return  # validation names a mode that is not one
     stale = [key for key in old.pool_keys if key in raw]
     sized = [key for key in stale if key in old.size_keys]
     if sized and not any(key in overrides or key in raw for key in new.size_keys):

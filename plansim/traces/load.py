@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from plansim.errors import InputError, TraceError
-from plansim.limits import MAX_ARRIVAL_MS, check_span
+from plansim.limits import MAX_ARRIVAL_MS, MAX_REQUEST_TOKENS, check_span
 from plansim.traces.columns import TraceColumns, check_block_size, merge_skipped
 from plansim.traces.csr import csr_take
 from plansim.traces.detect import detect_format
@@ -36,10 +36,11 @@ def check_options(format: str, trace_block_size: int | None) -> None:
                          field="--format")
     if trace_block_size is not None and (
         isinstance(trace_block_size, bool) or not isinstance(trace_block_size, (int, np.integer))
-        or trace_block_size <= 0
+        or not 0 < trace_block_size <= MAX_REQUEST_TOKENS
     ):
         raise InputError(
-            f"must be a positive integer, got {trace_block_size!r}", field="--trace-block-size"
+            f"must be an integer in [1, {MAX_REQUEST_TOKENS:,}] (tokens per hash block), got "
+            f"{trace_block_size!r}", field="--trace-block-size"
         )
 
 
