@@ -19,7 +19,9 @@ its reason in words (the ``policy_reason*`` columns of the ticks table).
 - **Forecast lead** (``forecast_lead``): a worker started now serves only once it is ready, so
   the demand sized for is the one a start-up time ahead (``planner_core.lead``): the larger of
   the observed rate and the predictor's forecast plus the rising trend of the observed rates
-  over the start-up time (the p90 of the start-ups observed from the worker counts,
+  over the start-up time (a slope beyond two of its standard errors over the last four
+  intervals: one burst is no trend, and a worker started for it is ready when it has passed;
+  the start-up time is the p90 of the start-ups observed from the worker counts,
   ``startup_guess_s`` until one is seen), plus ``forecast_error_z`` standard deviations of the
   predictor's one-step error; an observed rate more than twice that error over its forecast
   sizes at once (no median).
@@ -149,7 +151,8 @@ class SlaGoodputParams(BaseModel):
         True,
         description="size for the demand one start-up time ahead (what a worker started now "
                     "must carry when it is ready): the load predictor's forecast plus the "
-                    "rising trend of the observed rates over the observed start-up time; an "
+                    "rising trend of the observed rates (a slope beyond two standard errors) "
+                    "over the observed start-up time; an "
                     "observed rate beyond twice the forecast's error sizes at once")
     startup_guess_s: float = Field(
         60.0, ge=0, le=86400,
