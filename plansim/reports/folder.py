@@ -7,7 +7,8 @@
 - ``retune_report.html``: ``retune_events.json``;
 - ``predictor_report.html``: ``predictions.parquet``;
 - ``retune_windows_report.html``: ``windows.parquet`` or ``windows/<k>.json`` records;
-- ``capacity_report.html``: ``capacity.json`` (with ``points.parquet`` when present).
+- ``capacity_report.html``: ``capacity.json`` (with ``points.parquet`` when present);
+- ``calibration_report.html``: ``calibration.json`` with ``calibration_requests.parquet``.
 
 plotly.js is written once, as ``plotly.min.js`` at the top of the folder, and every report
 loads it from there (reports keep working when the folder is copied whole); with
@@ -29,6 +30,7 @@ import pandas as pd
 from plansim.errors import InputError
 from plansim.io import atomic_write_text
 from plansim.reports.assets import plotly_src, write_plotly_js
+from plansim.reports.calibration import render_calibration
 from plansim.reports.capacity import render_capacity
 from plansim.reports.planner import write_planner_report, write_planner_reports
 from plansim.reports.predictor import ranking_rows, render_predictor
@@ -37,6 +39,9 @@ from plansim.reports.retune import render_retune
 from plansim.reports.windows import render_windows
 from plansim.reports.tables import find_sla, find_value, finite_number, planner_targets
 from plansim.schema import (
+    CALIBRATION_JSON,
+    CALIBRATION_REPORT,
+    CALIBRATION_TABLE,
     CAPACITY_JSON,
     CAPACITY_REPORT,
     DEFAULT_MIN_IMPROVEMENT_PERCENTAGE,
@@ -70,6 +75,7 @@ RENDERABLE = (
     PREDICTIONS_TABLE,
     WINDOWS_TABLE,
     CAPACITY_JSON,
+    CALIBRATION_JSON,
 )
 
 
@@ -128,6 +134,8 @@ def render_dir(out_dir: str | Path, *, self_contained: bool = False) -> list[Pat
     window_records = _read_window_records(folder / WINDOW_RECORDS_DIR)
     capacity = _read_capacity(folder / CAPACITY_JSON)
     points = _read_parquet(folder / POINTS_TABLE) if capacity is not None else None
+    calibration = _read_calibration(folder / CALIBRATION_JSON)
+    calibrated = _read_parquet(folder / CALIBRATION_TABLE) if calibration is not None else None
     written: list[Path] = []
     if not self_contained:
         written.append(write_plotly_js(folder))
@@ -211,7 +219,25 @@ def render_dir(out_dir: str | Path, *, self_contained: bool = False) -> list[Pat
     if capacity is not None:
         html = render_capacity(capacity, points, inputs, plotly_src=src(folder / CAPACITY_REPORT))
         written.append(atomic_write_text(folder / CAPACITY_REPORT, html))
+
+    if calibration is not None:
+        html = render_calibration(calibration, calibrated, inputs,
+                                  plotly_src=src(folder / CALIBRATION_REPORT))
+        written.append(atomic_write_text(folder / CALIBRATION_REPORT, html))
     return written
+
+
+def _read_calibration(path: Path) -> Mapping[str, Any] | None:
+    """``calibration.json`` as ``plansim calibrate`` writes it; None when absent."""
+    report = _read_json(path)
+    if report is None:
+        return None
+    need = ("family", "parameters", "families", "windows", "held_out", "host")
+    if not isinstance(report, Mapping) or any(k not in report for k in need):
+        raise InputError("not a calibration.json of plansim calibrate", source=str(path))
+    if not (path.parent / CALIBRATION_TABLE).is_file():
+        raise InputError(f"{CALIBRATION_TABLE} is missing beside it", source=str(path))
+    return report
 
 
 def _read_capacity(path: Path) -> Mapping[str, Any] | None:
