@@ -41,7 +41,7 @@ def measure(raw: dict, samples: int, seed: int) -> None:
     from plansim.aic import sdk
     from plansim.aic.spec import parse_aic_spec
     from plansim.aic.table import grid_bounds, monotone_table, sdk_table
-    from plansim.aic.timing import AicTiming
+    from plansim.sim.timing.aic import AicTiming
 
     spec = parse_aic_spec(raw)
     t0 = time.perf_counter()

@@ -17,9 +17,14 @@ per pool, on a spawn pool of ``--jobs`` workers.
 Printed per case: replays by kind and rounds, wall time, the static replays against the
 ``2 log2(max count)`` per pool the issue allows, the cheapest static deployment, the best
 infeasible point, the hindsight lower bound (and its schedule replayed) and each policy with
-its gap to the bound.
+its saving against static, its share of the hindsight saving and its gap to the bound.
 
-    python bench/capacity.py [--case mooncake-agg,azure-disagg,...] [--jobs 2] [--json OUT]
+Targets (issue 30): with ``--tune-planner``, the tuned Dynamo planner (``dynamo-tuned``) holds
+>= 95% goodput; ``sla_goodput`` holds >= 95% at no more GPU-hours than the cheapest static
+deployment, and takes at least half of the hindsight saving where the bound is 10% or more
+below static (moonshot: within 5% of the bound). Each line says MET or MISSED.
+
+    python bench/capacity.py [--case mooncake-agg,azure-disagg,...] [--jobs 2] [--tune-planner] [--json OUT]
 """
 
 from __future__ import annotations
@@ -34,9 +39,9 @@ from pathlib import Path
 import orjson
 
 from plansim.capacity import prepare, run
-from plansim.retune.pool import SpawnPool
 from plansim.sim.deployment import build_deployment
 from plansim.traces import load_workload
+from plansim.workers.pool import SpawnPool
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = next((d for d in (ROOT.parent / "shared/traces", ROOT / "tests/data/traces")
@@ -45,6 +50,7 @@ TRACE_FILES = {"mooncake": "mooncake_synthetic_trace.jsonl",
                "azure": "AzureLLMInferenceTrace_code.csv"}
 SLA = {"ttft_ms": 800.0, "itl_ms": 15.0}
 CASES = ("mooncake-agg", "mooncake-disagg", "azure-agg", "azure-disagg")
+BOUND_SAVING = 0.10
 
 
 def trace_path(name: str) -> Path:
@@ -64,7 +70,7 @@ def bench_case(name: str, args: argparse.Namespace) -> dict:
     trace, mode = name.split("-")
     workload = load_workload(trace_path(TRACE_FILES[trace]), trace_block_size=512)
     plan = prepare(deployment(mode), args.target, max_gpu_budget=args.max_gpu_budget,
-                   segment_s=args.segment_s, seeds=args.seeds)
+                   segment_s=args.segment_s, seeds=args.seeds, tune_planner=args.tune_planner)
     start = time.perf_counter()
     with SpawnPool(args.jobs) as pool:
         result = run(plan, workload, executor=pool)
@@ -103,11 +109,29 @@ def bench_case(name: str, args: argparse.Namespace) -> dict:
         if replayed:
             print(f"  replayed    {replayed['gpu_hours']:.3f} GPU-h at "
                   f"{replayed['goodput_ratio']:.2%} goodput")
+    bound_saving = (oracle and oracle["cost"] is not None and best is not None
+                    and oracle["cost"] <= (1 - BOUND_SAVING) * best["gpu_hours"])
     for p in report["policies"]:
         gap = p["gap_to_oracle_pct"]
+        saving, share = p["saving_vs_static_pct"], p["share_of_hindsight_saving"]
+        money = ("misses the target, no saving" if not p["meets_target"] else
+                 f"{'-' if saving is None else f'{saving:+.1f}%'} vs static, "
+                 f"{'-' if share is None else f'{share:.0%}'} of the hindsight saving")
+        verdict = ""
+        if p["name"] == "dynamo-tuned":
+            verdict = " -> target " + ("MET" if p["meets_target"] else "MISSED")
+        elif p["name"] == "sla_goodput":
+            met = p["meets_target"] and best is not None and p["gpu_hours"] <= best["gpu_hours"]
+            if bound_saving:
+                met = met and (share or 0.0) >= 0.5
+            verdict = " -> target " + ("MET" if met else "MISSED")
         print(f"policy        {p['name']:<12} goodput {p['goodput_ratio']:.2%}, "
-              f"{p['gpu_hours']:.3f} GPU-h, {p['scaling_events']} events, gap to bound "
-              f"{'-' if gap is None else f'{gap:+.1f}%'}")
+              f"{p['gpu_hours']:.3f} GPU-h, {p['scaling_events']} events, {money}, gap to bound "
+              f"{'-' if gap is None else f'{gap:+.1f}%'}{verdict}")
+    tuning = report.get("planner_tuning")
+    if tuning is not None:
+        print(f"tuning        {len(tuning['trials'])} settings replayed, answer "
+              f"{tuning['answer']}")
     for note in report["notes"]:
         print(f"note          {note}")
     return {"wall_s": wall_s, "jobs": args.jobs, "load_average": os.getloadavg(),
@@ -130,6 +154,8 @@ def main() -> int:
     ap.add_argument("--max-gpu-budget", type=int, default=32)
     ap.add_argument("--segment-s", type=float, default=600.0)
     ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--tune-planner", action="store_true",
+                    help="also tune the dynamo policy's knobs (dynamo-tuned)")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
     names = [c for c in args.case.split(",") if c]

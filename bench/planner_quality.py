@@ -30,9 +30,13 @@ cheapest static deployment at >= 95% goodput, and, with ``--bound``, the hindsig
 Targets (issue 12), checked for ``sla_goodput``: >= 95% goodput (or, where no static count
 reaches 95%, within 1 point of the best static), GPU-hours no more than the cheapest static
 deployment that reaches it, and at least 10% fewer on the diurnal case (load varies over the
-day). Moonshot: within 5% of the hindsight lower bound.
+day). Moonshot: within 5% of the hindsight lower bound. Issue 30 adds, with ``--bound``: at
+least half of the hindsight saving, ``(static - policy) / (static - bound)``, where the bound
+is 10% or more below the cheapest static; and, with ``--tune``, the tuned Dynamo planner
+setting (``plansim capacity --tune-planner``, its replays starting where the planners start:
+``dynamo-tuned``) holds >= 95% goodput.
 
-    python bench/planner_quality.py [--case mooncake,azure,azure-slow,diurnal] [--bound] [--json OUT]
+    python bench/planner_quality.py [--case mooncake,azure,azure-slow,diurnal] [--bound] [--tune] [--json OUT]
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ def trace_path(name: str) -> Path:
 TARGET_GOODPUT = 0.95
 DIURNAL_SAVING = 0.10
 BOUND_MARGIN = 0.05
+BOUND_SAVING = 0.10
 POLICIES = ("dynamo", "sla_goodput")
 
 
@@ -147,16 +152,21 @@ def static_sweep(case: Case, workload, args) -> dict[int, dict]:
     return statics
 
 
-def hindsight_bound(case: Case, workload, args) -> float | None:
-    """The capacity package's hindsight lower bound (GPU-hours at 95%), when it is installed."""
-    try:
-        from plansim.capacity import search
-    except ImportError:
-        return None
-    result = search(workload, deployment(case, 1, args.startup_s), TARGET_GOODPUT,
-                    max_parallel=args.jobs, default_policies=False, max_gpu_budget=64)
-    bound = getattr(result, "bound", None)
-    return None if bound is None else bound.cost
+def hindsight_bound(case: Case, workload, args, start: int) -> tuple[float | None, Any]:
+    """The capacity package's hindsight lower bound (GPU-hours at 95%) and, with ``--tune``,
+    its tuned Dynamo planner (``--tune-planner``, replayed from ``start`` workers): the
+    ``dynamo-tuned`` policy result, or None."""
+    from plansim.capacity import search
+
+    result = search(workload, deployment(case, start, args.startup_s), TARGET_GOODPUT,
+                    max_parallel=args.jobs, default_policies=False, max_gpu_budget=64,
+                    tune_planner=args.tune)
+    tuned = next((p for p in result.policies if p.name == "dynamo-tuned"), None)
+    if args.tune:
+        answer = result.tuning.answer if result.tuning else None
+        print(f"tuned dynamo setting ({len(result.tuning.trials)} settings replayed): "
+              f"{answer}", flush=True)
+    return (None if result.bound is None else result.bound.cost), tuned
 
 
 def bench_case(case: Case, args) -> dict:
@@ -186,7 +196,13 @@ def bench_case(case: Case, args) -> dict:
         print(f"no static count reaches 95% (best {best_static:.2%}); goal: within 1 point at "
               f"<= {cheapest_h:.2f} GPU-h")
         goal = best_static - 0.01
-    bound = hindsight_bound(case, workload, args) if args.bound else None
+    bound, tuned = (hindsight_bound(case, workload, args, start) if args.bound or args.tune
+                    else (None, None))
+    if tuned is not None:
+        policies["dynamo-tuned"] = {"goodput": tuned.goodput_ratio, "gpu_hours": tuned.gpu_hours,
+                                    "scaling_events": tuned.scaling_events}
+    elif args.tune:
+        print("dynamo-tuned: no setting replayed meets the target")
     if bound is not None:
         out["hindsight_bound_gpu_hours"] = bound
         print(f"hindsight lower bound at 95%: {bound:.2f} GPU-h")
@@ -200,9 +216,19 @@ def bench_case(case: Case, args) -> dict:
                 f"({-saving:+.1%} GPU-h vs the cheapest static)")
         if bound:
             line += f", {r['gpu_hours'] / bound - 1:+.1%} vs the bound"
+            if r["goodput"] >= TARGET_GOODPUT and cheapest_h - bound > 0:
+                share = (cheapest_h - r["gpu_hours"]) / (cheapest_h - bound)
+                line += f", {share:.0%} of the hindsight saving"
+                r["hindsight_share"] = share
         if policy == "sla_goodput":
+            # Issue 30: at least half the hindsight saving where the bound is >= 10% below.
+            if bound and bound <= (1 - BOUND_SAVING) * cheapest_h:
+                met = met and r.get("hindsight_share", 0.0) >= 0.5
             line += " -> target " + ("MET" if met else "MISSED")
             out["target_met"] = met
+        if policy == "dynamo-tuned":
+            line += " -> target " + ("MET" if r["goodput"] >= TARGET_GOODPUT else "MISSED")
+            out["tuned_target_met"] = r["goodput"] >= TARGET_GOODPUT
         print(line)
     return out
 
@@ -216,6 +242,9 @@ def main() -> int:
                          ">= 95%%, the deployment one would otherwise run)")
     ap.add_argument("--max-static", type=int, default=32)
     ap.add_argument("--bound", action="store_true", help="also compute the hindsight lower bound")
+    ap.add_argument("--tune", action="store_true",
+                    help="also tune the dynamo policy's knobs (capacity --tune-planner) and "
+                         "replay the answer (implies the bound)")
     ap.add_argument("--jobs", type=int, default=2, help="processes for the hindsight bound")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
@@ -226,7 +255,8 @@ def main() -> int:
     out = {name: bench_case(CASES[name], args) for name in names}
     if args.json:
         Path(args.json).write_bytes(orjson.dumps(out, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
-    return 0 if all(v.get("target_met") for v in out.values()) else 1
+    ok = all(v.get("target_met") and v.get("tuned_target_met", True) for v in out.values())
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

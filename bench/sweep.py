@@ -60,8 +60,8 @@ def makespan(durations: list[float], workers: int) -> float:
 
 
 def make_run(trace: Path, interval_s: float):
-    from plansim.planner_core.config import parse_planner_config
-    from plansim.retune.runner import RetuneRun
+    from plansim import api
+    from plansim.retune_runs.runner import RetuneRun
     from plansim.sim.deployment import load_deployment
 
     deployment = load_deployment(ROOT / "examples" / "deploy.yaml")
@@ -82,8 +82,7 @@ def make_run(trace: Path, interval_s: float):
     }
     return RetuneRun(
         source="bench", trace_paths=(str(trace),), trace_format="auto", trace_block_size=None,
-        deployment=deployment, planner_config=parse_planner_config(planner_raw),
-        planner_raw=planner_raw,
+        setup=api.setup(deployment, planner_raw, source="bench"), planner_raw=planner_raw,
     )
 
 
@@ -96,15 +95,15 @@ def main() -> int:
     args = parser.parse_args()
     # Run the serial baseline at the workers' niceness too, so that other load on the machine
     # slows both sides alike.
-    from plansim.retune.pool import WORKER_NICENESS
+    from plansim.workers.pool import WORKER_NICENESS
 
     os.nice(max(WORKER_NICENESS - os.getpriority(os.PRIO_PROCESS, 0), 0))
 
     from plansim.planner_core.observations import WorkerCounts
-    from plansim.retune.executor import InProcessExecutor, Task, TaskContext
-    from plansim.retune.pool import SpawnPool
-    from plansim.retune.runner import build_controller, load_run_workload
     from plansim.retune.sweep import run_sweep
+    from plansim.retune_runs.runner import build_controller, load_run_workload
+    from plansim.workers.executor import InProcessExecutor, Task, TaskContext
+    from plansim.workers.pool import SpawnPool
 
     run = make_run(args.trace, args.interval)
     workload = load_run_workload(run)

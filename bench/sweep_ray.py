@@ -6,8 +6,8 @@
 Without ``--config``: ``windows`` x ``candidates`` synthetic tasks that each burn ``work-ms`` of
 CPU, submitted the way ``plansim retune windows`` submits replays (spawn pool: one window after
 another; Ray: several windows at once, one thread each). With ``--config``: the real thing,
-``retune.batch.score_windows`` on the config's first ``windows`` windows, each with the config's
-candidates (the 16 replays of the issue need a 14-point grid).
+``retune_runs.batch.score_windows`` on the config's first ``windows`` windows, each with the
+config's candidates (the 16 replays of the issue need a 14-point grid).
 
 Printed per backend: wall time; task time (the sum of the tasks' own run times); the ideal wall
 time on ``max-parallel`` CPUs (task time / CPUs); per-task overhead measured by the executor
@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from plansim.retune.executor import BatchOutcome, Executor, Task, TaskContext
+from plansim.workers.executor import BatchOutcome, Executor, Task, TaskContext
 
 
 def burn(context: TaskContext, window: int, candidate: int, work_s: float) -> int:
@@ -41,7 +41,7 @@ def burn(context: TaskContext, window: int, candidate: int, work_s: float) -> in
 
 def synthetic(executor: Executor, windows: int, candidates: int, work_s: float) -> dict[str, float]:
     """Every window is one batch; batches run one at a time unless the executor is thread-safe,
-    then as many at once as ``retune.batch.windows_in_flight`` would sweep."""
+    then as many at once as ``retune_runs.batch.windows_in_flight`` would sweep."""
     lanes = 1
     if getattr(executor, "thread_safe", False):
         lanes = min(windows, math.ceil(executor.max_parallel / candidates) + 1)
@@ -102,7 +102,7 @@ class _Recording:
 def real(executor: Executor, config: str, windows: int) -> dict[str, float]:
     """``score_windows`` on the config's first ``windows`` windows."""
     from plansim.commands.retune_windows import load_window_plans
-    from plansim.retune.batch import score_windows
+    from plansim.retune_runs.batch import score_windows
 
     _, plans = load_window_plans(config, first=0, last=windows - 1)
     recording = _Recording(executor)
@@ -158,8 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", help="a retune config: bench real window sweeps")
     args = parser.parse_args(argv)
 
-    from plansim.retune.pool import SpawnPool
-    from plansim.retune.ray_executor import RayExecutor
+    from plansim.workers.pool import SpawnPool
+    from plansim.workers.ray_executor import RayExecutor
 
     if args.config:
         def run(ex: Executor) -> dict[str, Any]:

@@ -14,10 +14,11 @@ Two steps, so that every mistake in the inputs is found before a possibly large 
 ``setup(deployment, planner, source=...)`` validates: ``planner`` is a Dynamo planner config
 mapping (as read from YAML/JSON), a parsed ``PlannerConfig``, a ready planner object (anything
 with ``initial_tick(now_s)`` and ``tick(TickInput)``, such as a scripted schedule), or None for
-fixed replicas. A config with a ``retune:`` block has that block checked against the
-deployment (fields, search domains, grid size); one without is bootstrapped for the deployment
-at once (capabilities, self-benchmark or profiling data, predictor warm-up). ``ConfigError``
-names ``source``.
+fixed replicas. A config with a ``retune:`` block has that block parsed once and checked against
+the deployment (fields, search domains, grid size: ``plansim.retune.setup``), and the setup
+keeps the result (``ReplaySetup.retune``); one without is bootstrapped for the deployment at
+once (capabilities, self-benchmark or profiling data, predictor warm-up). ``ConfigError`` names
+``source``.
 
 ``replay(workload, setup, ...)`` runs it and returns the ``ReplayResult``
 (``plansim.sim.result``). With retune, the controller sweeps windows read from
@@ -29,9 +30,10 @@ second.
 
 A ``ReplaySetup`` built by ``setup`` holds a planner ready to tick: replay it once.
 
-Layering: this module composes ``sim``, ``planner_core`` and ``retune``; the command modules,
-``retune.runner`` and ``capacity`` build their replays through it, and nothing it imports
-imports it.
+Layering: this module composes ``sim``, ``planner_core`` and ``retune`` (its controller); it sits
+above them and below what builds replays through it (``retune_runs``, ``capacity``, the command
+modules), so nothing it imports imports it (``tests/test_imports.py`` checks the layer order of
+``docs/architecture.md``).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from plansim.sim.result import ReplayResult
 
 if TYPE_CHECKING:  # a replay without a planner never loads the planner's config models
     from plansim.planner_core.config import PlannerConfig
+    from plansim.retune.setup import RetuneSetup
 
 __all__ = ["ReplayResult", "ReplaySetup", "load_deployment", "replay", "setup"]
 
@@ -53,17 +56,15 @@ __all__ = ["ReplayResult", "ReplaySetup", "load_deployment", "replay", "setup"]
 @dataclass(frozen=True, slots=True)
 class ReplaySetup:
     """What to replay: the deployment, the planner config (None: no planner, or a ready
-    ``planner``), the planner ready to tick (None with retune: it is built at replay time),
-    and where the planner config came from."""
+    ``planner``), the planner ready to tick (None with retune: it is built at replay time), the
+    parsed and checked retune block (None without one), and where the planner config came
+    from."""
 
     deployment: Deployment
     planner_config: PlannerConfig | None = None
     planner: Any = None
     source: str = ""
-
-    @property
-    def retune(self) -> bool:
-        return self.planner_config is not None and self.planner_config.retune is not None
+    retune: RetuneSetup | None = None
 
 
 def setup(deployment: Deployment, planner: Any = None, *, source: str = "") -> ReplaySetup:
@@ -77,10 +78,10 @@ def setup(deployment: Deployment, planner: Any = None, *, source: str = "") -> R
     config = planner if isinstance(planner, PlannerConfig) else parse_planner_config(
         dict(planner), source=source or None)
     if config.retune is not None:
-        from plansim.retune.controller import check_retune
+        from plansim.retune.setup import retune_setup
 
-        check_retune(config, deployment, source=source)
-        return ReplaySetup(deployment, planner_config=config, source=source)
+        return ReplaySetup(deployment, planner_config=config, source=source,
+                           retune=retune_setup(config, deployment, source=source))
     from plansim.sim.bootstrap import planner_for_deployment
 
     with located(source or None):
@@ -95,13 +96,13 @@ def replay(workload: Any, setup: ReplaySetup, *, trace_paths: Sequence[str] = ()
     """Replay ``workload`` as ``setup`` says; see the module docstring."""
     from plansim.sim.host import replay as host_replay
 
-    if not setup.retune:
+    if setup.retune is None:
         return host_replay(workload, setup.deployment, setup.planner, progress=progress)
     from plansim.retune.controller import controller_for_replay
     from plansim.sim.bootstrap import planner_for_deployment
 
-    controller = controller_for_replay(setup.planner_config, setup.deployment, workload,
-                                       trace_paths, executor=executor, on_decision=on_decision)
+    controller = controller_for_replay(setup.retune, workload, trace_paths, executor=executor,
+                                       on_decision=on_decision)
     try:
         with located(setup.source or None):
             planner = planner_for_deployment(setup.planner_config, setup.deployment,

@@ -2,8 +2,8 @@
 command lives in one scratch folder that goes away with it, and an interruption ends the
 command with one line.
 
-- ``die_with_parent()``: called first thing in a worker process (spawn-pool workers, which
-  ``parallel_map`` uses too). A daemon thread watches the parent: when it is gone
+- ``die_with_parent()``: called first thing in a worker process (``plansim.workers.pool``'s
+  spawn-pool workers). A daemon thread watches the parent: when it is gone
   (the worker was re-parented), the worker kills the rest of its process group if it leads one
   (Stan processes a Prophet fit started), removes the scratch folder it was told about and
   exits. A parent-death signal is not used: Linux sends it when the *thread* that started the
@@ -14,8 +14,6 @@ command with one line.
   without removing the scratch folder (a killed sweep whose workers were all between tasks left
   it behind). ``parent_lost()`` waits for the re-parenting and ends the worker as the watchdog
   would.
-- ``parallel_map(fn, tasks, jobs)``: a map over such workers, for work that is not a retune
-  sweep (``predict compare``'s backtests).
 - ``ProcessReaper``: for process trees plansim does not control (a local Ray instance: its
   raylet's agents outlive a killed driver by a minute). A small helper process snapshots the
   command's descendants every ``REAPER_PERIOD_S`` and, when the command's end of a pipe closes
@@ -41,7 +39,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -160,27 +158,6 @@ def _kill_group_members() -> None:
                     os.kill(int(name), signal.SIGKILL)
             except OSError:  # gone meanwhile
                 pass
-
-
-def parallel_map(fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], jobs: int) -> list[Any]:
-    """``[fn(*task) for task in tasks]`` on up to ``jobs`` worker processes of a spawn pool
-    (``retune.pool.SpawnPool``: workers that die with us, never see Ctrl-C, and are killed when
-    the map ends or is interrupted), in task order. ``fn`` must be a module-level function."""
-    from plansim.retune.executor import Task, TaskContext
-    from plansim.retune.pool import SpawnPool
-
-    with SpawnPool(jobs) as pool:
-        outcome = pool.run([Task(str(i), _call, (fn, *task)) for i, task in enumerate(tasks)],
-                           TaskContext(tempfile.gettempdir()))
-    failed = [r for r in outcome.results if not r.ok]
-    if failed or len(outcome.results) != len(tasks):
-        raise RuntimeError(f"parallel task {failed[0].key} failed: {failed[0].error}" if failed
-                           else "parallel map ended early")
-    return [r.value for r in outcome.results]
-
-
-def _call(context: Any, fn: Callable[..., Any], *args: Any) -> Any:
-    return fn(*args)
 
 
 def block_sigint_for_children() -> Any:

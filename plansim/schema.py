@@ -27,6 +27,7 @@ WINDOW_RECORDS_DIR = "windows"  # retune windows: one <k>.json record per window
 CAPACITY_JSON = "capacity.json"  # plansim capacity: the answer
 POINTS_TABLE = "points.parquet"  # plansim capacity: one row per replay
 RECOMMENDED_DEPLOYMENT = "recommended_deployment.yaml"  # plansim capacity: the answer to run
+RECOMMENDED_PLANNER = "recommended_planner.yaml"  # plansim capacity: the tuned Dynamo planner
 CALIBRATION_JSON = "calibration.json"  # plansim calibrate: the fit, its errors and intervals
 CALIBRATED_DEPLOYMENT = "calibrated_deployment.yaml"  # plansim calibrate: the deployment fitted
 CALIBRATION_TABLE = "calibration_requests.parquet"  # plansim calibrate: recorded vs replayed

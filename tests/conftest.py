@@ -35,6 +35,15 @@ def run_cli(monkeypatch, capsys) -> Callable[..., tuple[int, str, str]]:
     return run
 
 
+@pytest.fixture(scope="session")
+def qwen_spec():
+    """Qwen3-32B on H200 with vLLM, TP 1, as a validated ``aic`` spec (the tests using it need
+    the ``aic`` extra; CI installs it)."""
+    from plansim.aic.spec import parse_aic_spec
+
+    return parse_aic_spec({"model": "Qwen/Qwen3-32B", "system": "h200_sxm", "backend": "vllm"})
+
+
 @pytest.fixture(scope="session", autouse=True)
 def aic_cache_dir(tmp_path_factory):
     """AIConfigurator tables and memory estimates go to a folder of this session, never to the
@@ -44,3 +53,17 @@ def aic_cache_dir(tmp_path_factory):
     mp.setenv("PLANSIM_CACHE_DIR", str(path))
     yield path
     mp.undo()
+
+
+@pytest.fixture(scope="module")
+def ray_executor(request):
+    """A ``RayExecutor`` on a local 2-CPU Ray instance (loopback) for one test module; the
+    module's own functions are pickled by value, so Ray workers can run them."""
+    from plansim.workers.ray_executor import RayExecutor, import_ray
+
+    ray = import_ray(local=True)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    ray.cloudpickle.register_pickle_by_value(request.module)
+    with RayExecutor(max_parallel=2) as ex:
+        yield ex
+    ray.shutdown()

@@ -7,6 +7,7 @@ times key a process so that a recycled pid is never taken for the one a test saw
 from __future__ import annotations
 
 import os
+import time
 
 
 def _stat(pid: int | str) -> list[bytes] | None:
@@ -21,6 +22,16 @@ def _stat(pid: int | str) -> list[bytes] | None:
 def alive(pid: int) -> bool:
     fields = _stat(pid)
     return fields is not None and fields[0] != b"Z"
+
+
+def wait_dead(pids, timeout_s=5.0) -> bool:
+    """Whether every process of ``pids`` is dead within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not any(alive(p) for p in pids):
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def process_table() -> dict[int, tuple[int, int]]:

@@ -8,8 +8,7 @@ from pathlib import Path
 
 from plansim.configfile import read_config
 from plansim.planner_core.config import parse_planner_config
-from plansim.retune.config import planner_retune_config
-from plansim.retune.runner import load_retune_run
+from plansim.retune_runs.runner import load_retune_run
 from plansim.sim.deployment import load_deployment
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -17,8 +16,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 def test_the_retune_example_scores_candidates_on_its_deployments_sla():
     run = load_retune_run(EXAMPLES / "retune.yaml")
-    planner = run.planner_config
-    scoring = planner_retune_config(planner).scoring_sla(planner.ttft_ms, planner.itl_ms)
+    scoring = run.retune.sla
     assert (scoring.ttft_ms, scoring.itl_ms) == (run.deployment.sla.ttft_ms, run.deployment.sla.itl_ms)
 
 

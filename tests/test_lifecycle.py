@@ -19,7 +19,6 @@ from plansim.lifecycle import (
     SCRATCH_ENV,
     Terminated,
     handle_termination,
-    parallel_map,
     scratch_folder,
 )
 
@@ -158,21 +157,3 @@ def _wait_gone_folder(folder: Path) -> bool:
     while folder.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     return not folder.exists()
-
-
-def _square_plus(x: int, y: int) -> int:
-    return x * x + y
-
-
-def test_parallel_map_keeps_task_order_and_leaves_no_worker():
-    before = live_children(os.getpid())
-    assert parallel_map(_square_plus, [(i, 1) for i in range(6)], 2) == [1, 2, 5, 10, 17, 26]
-    left = [pid for pid in live_children(os.getpid()) - before if alive(pid)]
-    # Python's resource tracker may stay (it ends with this process); no worker does.
-    assert [pid for pid in left
-            if b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()] == []
-
-
-def test_parallel_map_raises_when_a_task_fails():
-    with pytest.raises(RuntimeError, match=r"parallel task 1 failed: ZeroDivisionError"):
-        parallel_map(divmod, [(1, 1), (1, 0)], 2)

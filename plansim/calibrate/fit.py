@@ -12,7 +12,7 @@ median). The overhead adds to every replayed TTFT and E2E and changes nothing in
 its column needs no replay.
 
 ``fit_family`` is a module-level function of picklable arguments: the command runs one per
-family in a spawn pool (``plansim.lifecycle.parallel_map``), every fit deterministic.
+family in a spawn pool (``plansim.workers.parallel.parallel_map``), every fit deterministic.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ held-out error, and bootstrap its parameters.
 1. The trace is cut into windows (every third held out) and cells (``cells``).
 2. One replay on the deployment as given yields the fast estimate (``estimate``).
 3. Every family is fitted on the training windows (``fit``), one family per worker of a spawn
-   pool (``plansim.lifecycle.parallel_map``) when ``jobs`` > 1: each fit's replays run in its
+   pool (``plansim.workers.parallel.parallel_map``) when ``jobs`` > 1: each fit's replays run in its
    worker, so the answer is the same for any ``jobs``.
 4. Each fit is scored on the held-out windows and the family chosen by the one-standard-error
    rule (``heldout``); its parameters get bootstrap intervals over the training windows
@@ -66,7 +66,7 @@ def calibrate(workload: Any, recorded: Recorded, deployment: Any, *,
     say(f"fitting {', '.join(names)} on {int((~win.held_out).sum())} of {win.count} windows")
     tasks = [(name, workload, base, problem, estimate) for name in names]
     if jobs > 1 and len(tasks) > 1:
-        from plansim.lifecycle import parallel_map
+        from plansim.workers.parallel import parallel_map
 
         fits = parallel_map(fit_family, tasks, min(jobs, len(tasks)))
     else:

@@ -11,17 +11,19 @@ import numpy as np
 import pandas as pd
 
 from plansim.capacity import objective as objectives
-from plansim.capacity.jobs import BoundOutcome, Chosen, RunJobs
+from plansim.capacity.jobs import BoundOutcome, Chosen, RunJobs, TuneOutcome
 from plansim.capacity.policies import Policy
 from plansim.capacity.result import (
     Bound,
     CapacityResult,
+    PlannerTuning,
     PolicyResult,
     ReplayedSchedule,
     SegmentRow,
     StaticPoint,
     VariantResult,
     counts_label,
+    savings,
 )
 from plansim.capacity.scheduler import RunStats
 from plansim.capacity.segments import per_minute_arrivals
@@ -81,9 +83,22 @@ class Assembly:
                     if chosen.best_infeasible else None)
         variants = tuple(self._variant_result(s) for s in statics)
         bound = self._bound(results["bound"], results["schedule"], chosen)
-        policies = tuple(self._policy_result(p, *results[f"policy {k}"], bound)
-                         for k, p in enumerate(plan.policies))
+        static_cost = cheapest.cost if cheapest is not None else None
+        policies = [self._policy_result(p, *results[f"policy {k}"], bound, static_cost)
+                    for k, p in enumerate(plan.policies)]
+        tune: TuneOutcome | None = results.get("tune")
+        tuning = None
+        if tune is not None:
+            tuning = PlannerTuning(
+                tune.variant.label, tune.knobs, tune.trials,
+                dict(tune.answer.setting) if tune.answer is not None else None, tune.mapping)
+            if tune.policy is not None:
+                policies.append(self._policy_result(tune.policy, tune.variant, tune.replays,
+                                                    bound, static_cost))
         notes = [*notes, *self._notes(chosen, statics, bound), *self._timing_notes(cheapest)]
+        if tune is not None and tune.answer is None:
+            notes.append(f"no setting of the planner knobs replayed ({len(tune.trials)}) meets "
+                         f"the {plan.target:.1%} goodput target")
         if plan.policies:
             notes += self._start_notes(results["policy 0"][0])
         return CapacityResult(
@@ -93,7 +108,7 @@ class Assembly:
             max_gpu_budget=plan.max_gpu_budget,
             search={d.key: list(d.values) for d in plan.dimensions},
             variants=variants, cheapest=cheapest, best_infeasible=best_bad, bound=bound,
-            policies=policies,
+            policies=tuple(policies), tuning=tuning,
             points=self._points(statics, seeds, results),
             replays=dict(sorted(stats.replays.items())), rounds=stats.rounds,
             requests=int(len(arrivals)),
@@ -147,7 +162,7 @@ class Assembly:
             scaling_events=replay.scaling_events, worker_series=replay.worker_series)
 
     def _policy_result(self, policy: Policy, variant: Variant, replays: Sequence[FullReplay],
-                       bound: Bound) -> PolicyResult:
+                       bound: Bound, static_cost: float | None) -> PolicyResult:
         plan = self.plan
         first = replays[0]
         requests = int(first.summary["num_requests"])
@@ -156,13 +171,16 @@ class Assembly:
         gap = None
         if bound.cost:
             gap = (cost - bound.cost) / bound.cost * 100.0
+        meets = good >= required_good(plan.target, requests)
+        saving, share = savings(cost, meets, static_cost, bound.cost)
         return PolicyResult(
             name=policy.name, source=policy.source, mode=variant.layout.mode,
-            start_counts=variant.policy_start(plan.max_gpu_budget), requests=requests,
+            start_counts=self.jobs.policy_start(variant, policy), requests=requests,
             good_requests=good, gpu_hours=float(first.summary["gpu_hours"]), cost=cost,
             scaling_events=first.scaling_events,
-            meets_target=good >= required_good(plan.target, requests), gap_to_oracle_pct=gap,
-            worker_series=first.worker_series, interval=self._interval(replays))
+            meets_target=meets, gap_to_oracle_pct=gap,
+            worker_series=first.worker_series, interval=self._interval(replays),
+            saving_pct=saving, hindsight_share=share)
 
     def _notes(self, chosen: Chosen, statics: Sequence[StaticSearch], bound: Bound) -> list[str]:
         plan = self.plan
@@ -256,9 +274,21 @@ class Assembly:
                                  base_seed))
         for k, policy in enumerate(plan.policies):
             variant, replays = results[f"policy {k}"]
-            start = variant.policy_start(plan.max_gpu_budget)
+            start = self.jobs.policy_start(variant, policy)
             for seed, replay in zip((base_seed, *self.extra_seeds), replays):
                 rows.append(full_row("policy", variant, start, replay, seed, policy.name))
+        tune: TuneOutcome | None = results.get("tune")
+        if tune is not None:
+            for t in tune.trials:
+                policy = tune.policies[t.setting]
+                rows.append(full_row("tune", tune.variant,
+                                     self.jobs.policy_start(tune.variant, policy), t.replay,
+                                     base_seed, policy.name))
+            if tune.policy is not None:
+                start = self.jobs.policy_start(tune.variant, tune.policy)
+                for seed, replay in zip((base_seed, *self.extra_seeds), tune.replays):
+                    rows.append(full_row("policy", tune.variant, start, replay, seed,
+                                         tune.policy.name))
         frame = pd.DataFrame(rows)
         for column in ("num_workers", "num_prefill_workers", "num_decode_workers"):
             frame[column] = frame[column].astype("Int64")

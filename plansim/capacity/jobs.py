@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -21,8 +21,9 @@ from plansim.capacity.bound import (
     lockstep,
     solve,
 )
+from plansim.capacity import planner_search
 from plansim.capacity.plan import Plan
-from plansim.capacity.policies import Policy
+from plansim.capacity.policies import Policy, default_base
 from plansim.capacity.result import counts_label
 from plansim.capacity.scheduler import JobSpec, ReplayRequest
 from plansim.capacity.scripted import change_to
@@ -43,6 +44,23 @@ class Chosen:
     cheapest: tuple[Variant, Evaluated] | None
     best_infeasible: tuple[Variant, Evaluated] | None
     variant: Variant
+
+
+@dataclass(frozen=True, slots=True)
+class TuneOutcome:
+    """The planner knob search on ``variant``: the knobs searched, every trial in the order
+    replayed, the answer (None: no setting replayed holds the target) with its Dynamo
+    planner mapping and its replays at every seed."""
+
+    variant: Variant
+    knobs: tuple[planner_search.Knob, ...]
+    trials: tuple[planner_search.Trial, ...]
+    answer: planner_search.Trial | None
+    mapping: dict[str, Any] | None
+    policy: Policy | None
+    replays: tuple[Any, ...] = ()
+    # The policy each trial's setting replayed as.
+    policies: Mapping[planner_search.Setting, Policy] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,14 +111,24 @@ class RunJobs:
                              (self.trace_path, variant.with_counts(lead), window, counts),
                              "segment", full=False)
 
-    def _policy_request(self, variant: Variant, policy: Policy, seed: int) -> ReplayRequest:
+    def _policy_request(self, variant: Variant, policy: Policy, seed: int,
+                        kind: str = "policy") -> ReplayRequest:
         key = f"policy {policy.name} on {variant.label}"
         if seed != self.plan.deployment.seed:
             key += f" seed {seed}"
-        deployment = variant.with_counts(variant.policy_start(self.plan.max_gpu_budget), seed)
+        deployment = variant.with_counts(self.policy_start(variant, policy), seed)
         return ReplayRequest(key, replay_full_task,
                              (self.trace_path, deployment, self.first_rows, policy.config),
-                             "policy")
+                             kind)
+
+    def policy_start(self, variant: Variant, policy: Policy) -> Counts:
+        """Where a policy replay starts: the deployment's counts fitted into the budget, and at
+        least the planner's minimum endpoints (a deployment whose planner keeps N workers is
+        deployed with N), fitted again."""
+        budget = self.plan.max_gpu_budget
+        floors = [n for n in policy.config.active_min_endpoints() if n is not None]
+        start = variant.policy_start(budget)
+        return variant.layout.fit([max(c, f) for c, f in zip(start, floors)], budget)
 
     # -- jobs -------------------------------------------------------------------------------
 
@@ -117,6 +145,8 @@ class RunJobs:
             specs.append(JobSpec("timing", self._timing_job, statics))
         specs += [JobSpec(f"policy {k}", self._policy_job(p), policy_after)
                   for k, p in enumerate(plan.policies)]
+        if plan.tunes_planner:
+            specs.append(JobSpec("tune", self._tune_job, statics))
         return specs
 
     def _static_job(self, variant: Variant) -> Callable[[Mapping[str, Any]], Generator]:
@@ -275,5 +305,54 @@ class RunJobs:
             return variant, replays
 
         return job
+
+    def _tune_job(self, deps: Mapping[str, Any]) -> Generator:
+        """The planner knob search (``planner_search``) on the chosen variant; the preset's
+        minimum endpoints go up to the cheapest static counts (or the budget's limits)."""
+        plan = self.plan
+        chosen = self.choose(self.statics(deps))
+        variant = chosen.variant
+        layout = variant.layout
+        static = (chosen.cheapest[1].counts if chosen.cheapest is not None
+                  and chosen.cheapest[0] is variant else layout.max_counts(plan.max_gpu_budget))
+        base = planner_search.tune_base(default_base(variant.deployment, plan.max_gpu_budget))
+        knobs = list(plan.knobs)
+        if plan.tune_planner:
+            limits = dict(zip(planner_search.min_endpoint_keys(layout.mode), static))
+            knobs = planner_search.merged(knobs, planner_search.preset(base, limits))
+        sla = plan.deployment.sla.model_dump()
+
+        made: dict[planner_search.Setting, Policy] = {}
+
+        def policy(setting: planner_search.Setting) -> Policy:
+            if setting not in made:
+                made[setting] = Policy(f"tune {planner_search.label(setting)}",
+                                       planner_search.setting_config(base, setting, sla),
+                                       "planner search")
+            return made[setting]
+
+        def replay(settings: Sequence[planner_search.Setting]) -> Generator:
+            replays = yield [self._policy_request(variant, policy(s), plan.deployment.seed,
+                                                  "tune") for s in settings]
+            trials = []
+            for s, r in zip(settings, replays):
+                requests = int(r.summary["num_requests"])
+                good = sum(r.segment_good)
+                trials.append(planner_search.Trial(
+                    s, good, requests, objectives.measured(plan.objective, layout, r.summary),
+                    good >= required_good(plan.target, requests), r))
+            return trials
+
+        answer, trials = yield from planner_search.drive(planner_search.search(knobs), replay)
+        if answer is None:
+            return TuneOutcome(variant, tuple(knobs), tuple(trials), None, None, None,
+                               policies=made)
+        tuned = Policy("dynamo-tuned", policy(answer.setting).config, "planner search")
+        extra = [self._policy_request(variant, policy(answer.setting), s, "tune")
+                 for s in self.extra_seeds]
+        more = (yield extra) if extra else []
+        return TuneOutcome(variant, tuple(knobs), tuple(trials), answer,
+                           planner_search.planner_mapping(base, answer.setting, sla), tuned,
+                           (answer.replay, *more), made)
 
     # -- result ---------------------------------------------------------------------------

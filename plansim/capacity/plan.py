@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from plansim.capacity import objective as objectives
+from plansim.capacity import planner_search
 from plansim.capacity import policies as planner_policies
 from plansim.capacity.policies import Policy
 from plansim.capacity.segments import DEFAULT_LEAD_IN_S, DEFAULT_SEGMENT_S
@@ -37,7 +38,15 @@ class Plan:
     objective: objectives.Objective
     max_bound_rounds: int
     notes: tuple[str, ...] = ()
+    # The planner knob search (``planner_search``): the knobs given with --search planner.KEY,
+    # and whether the --tune-planner preset joins them; off when neither.
+    knobs: tuple[planner_search.Knob, ...] = ()
+    tune_planner: bool = False
     timing: Any = None  # a calibration's timing draws (plansim.calibrate.TimingDraws) or None
+
+    @property
+    def tunes_planner(self) -> bool:
+        return self.tune_planner or bool(self.knobs)
 
 
 def prepare(deployment: Deployment, target: float = 0.95, *,
@@ -46,7 +55,8 @@ def prepare(deployment: Deployment, target: float = 0.95, *,
             max_gpu_budget: int = DEFAULT_MAX_GPU_BUDGET, segment_s: float = DEFAULT_SEGMENT_S,
             lead_in_s: float = DEFAULT_LEAD_IN_S, seeds: int = 1,
             objective: objectives.Objective | None = None,
-            max_bound_rounds: int = DEFAULT_BOUND_ROUNDS, timing: Any = None) -> Plan:
+            max_bound_rounds: int = DEFAULT_BOUND_ROUNDS, tune_planner: bool = False,
+            timing: Any = None) -> Plan:
     """Validate a capacity run; ``InputError`` names the option at fault. ``timing``: the
     timing draws of a calibration (``plansim.calibrate.load_timing_draws``), replayed at the
     chosen points so that their intervals include the timing's uncertainty."""
@@ -65,6 +75,13 @@ def prepare(deployment: Deployment, target: float = 0.95, *,
     if seeds < 1:
         raise InputError(f"must be at least 1, got {seeds}", field="--seeds")
     dims = _dimensions(search)
+    knobs = [planner_search.parse_knob(d.key.split(".", 1)[1], d.values)
+             for d in dims if d.key.startswith("planner.")]
+    dims = [d for d in dims if not d.key.startswith("planner.")]
+    planner_search.check_knobs(knobs)
+    if knobs or tune_planner:
+        base = planner_search.tune_base(planner_policies.default_base(deployment, max_gpu_budget))
+        planner_search.check_values(base, knobs, deployment.sla.model_dump())
     notes: list[str] = []
     if timing is not None:
         notes += _check_timing(deployment, dims, timing)
@@ -81,7 +98,8 @@ def prepare(deployment: Deployment, target: float = 0.95, *,
                                                taken=[p.name for p in policies])
     return Plan(deployment, float(target), tuple(dims), tuple(variants), tuple(policies),
                 max_gpu_budget, float(segment_s), float(lead_in_s), int(seeds),
-                objective or objectives.GpuHours(), max_bound_rounds, tuple(notes), timing)
+                objective or objectives.GpuHours(), max_bound_rounds, tuple(notes),
+                tuple(knobs), bool(tune_planner), timing)
 
 
 def _check_timing(deployment: Deployment, dims: Sequence[SearchDimension],

@@ -206,6 +206,10 @@ class PolicyResult:
     gap_to_oracle_pct: float | None
     worker_series: tuple[tuple[float, ...], ...] = field(repr=False)
     interval: Interval | None = None
+    # Only for a policy that meets the target: (static - cost) / static in percent, and the
+    # share of the hindsight saving it takes, (static - cost) / (static - bound).
+    saving_pct: float | None = None
+    hindsight_share: float | None = None
 
     @property
     def goodput_ratio(self) -> float:
@@ -216,11 +220,53 @@ class PolicyResult:
                "good_requests": self.good_requests, "gpu_hours": self.gpu_hours,
                "cost": self.cost, "scaling_events": self.scaling_events,
                "meets_target": self.meets_target, "gap_to_oracle_pct": self.gap_to_oracle_pct,
+               "saving_vs_static_pct": self.saving_pct,
+               "share_of_hindsight_saving": self.hindsight_share,
                "start": counts_json(self.mode, self.start_counts),
                "workers": [list(row) for row in self.worker_series]}
         if self.interval is not None:
             out["interval"] = {**self.interval.to_json(), "verdict": self.interval.verdict(target)}
         return out
+
+
+def savings(cost: float, meets_target: bool, static: float | None,
+            bound: float | None) -> tuple[float | None, float | None]:
+    """(saving against the static cost in percent, share of the hindsight saving) of a policy
+    costing ``cost``; both None when it misses the target (a saving bought with missed
+    requests is no saving), the share None too when the bound saves nothing."""
+    if not meets_target or not static:
+        return None, None
+    saving = (static - cost) / static * 100.0
+    share = None
+    if bound is not None and static - bound > 1e-12 * static:
+        share = (static - cost) / (static - bound)
+    return saving, share
+
+
+@dataclass(frozen=True, slots=True)
+class PlannerTuning:
+    """The planner knob search (``planner_search``): the knobs, every setting replayed
+    (``trials``: setting, goodput, cost, whether it holds the target), the cheapest that holds
+    it (None when none does) and its planner config in Dynamo's key names (``planner``, the
+    ``recommended_planner.yaml`` mapping)."""
+
+    variant: str
+    knobs: tuple[Any, ...]
+    trials: tuple[Any, ...]
+    answer: dict[str, Any] | None
+    planner: dict[str, Any] | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "variant": self.variant,
+            "knobs": [{"key": k.key, "values": list(k.values), "monotone": k.monotone}
+                      for k in self.knobs],
+            "trials": [{"setting": dict(t.setting), "goodput_ratio": t.goodput_ratio,
+                        "good_requests": t.good, "requests": t.requests, "cost": t.cost,
+                        "meets_target": t.meets_target} for t in self.trials],
+            "answer": self.answer,
+            "planner": self.planner,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +293,7 @@ class CapacityResult:
     traffic: dict[str, Any] = field(default_factory=dict, repr=False)
     notes: tuple[str, ...] = ()
     wall_s: float = 0.0
+    tuning: PlannerTuning | None = None
 
     @property
     def oracle_cost(self) -> float | None:
@@ -270,6 +317,7 @@ class CapacityResult:
             "oracle_cost": self.oracle_cost,
             "oracle": self.bound.to_json() if self.bound else None,
             "policies": [p.to_json(t) for p in self.policies],
+            "planner_tuning": self.tuning.to_json() if self.tuning else None,
             "replays": {**self.replays, "total": sum(self.replays.values()),
                         "rounds": self.rounds},
             "traffic": self.traffic,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from plansim.errors import InputError
-from plansim.retune.executor import Executor, Task, TaskContext
+from plansim.workers.executor import Executor, Task, TaskContext
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,8 +30,8 @@ from plansim.capacity.result import CapacityResult
 from plansim.capacity.scheduler import Runner, RunStats
 from plansim.capacity.segments import cut, replay_arrivals_ms
 from plansim.errors import InputError
-from plansim.retune.executor import Executor, TaskContext
 from plansim.sim.deployment import Deployment
+from plansim.workers.executor import Executor, TaskContext
 
 
 def search(workload: Any, deployment: Deployment, target: float = 0.95, *,
@@ -63,7 +63,7 @@ def run(plan: Plan, workload: Any, *, executor: Executor | None = None,
     segments = cut(arrivals, plan.segment_s)
     own_executor = executor is None
     if executor is None:
-        from plansim.retune.pool import SpawnPool
+        from plansim.workers.pool import SpawnPool
 
         executor = SpawnPool(max_parallel or os.cpu_count() or 1)
     try:

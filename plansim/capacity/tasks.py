@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from plansim.capacity.segments import SegmentWindow
-from plansim.retune.executor import TaskContext
 from plansim.retune.tasks import load_window
 from plansim.sim.summary import good_mask, without_host_keys
+from plansim.workers.executor import TaskContext
 
 # Policy replays keep one worker-count sample per this many seconds of replay time.
 WORKER_SERIES_STEP_S = 10

@@ -34,7 +34,7 @@ _RESERVED = {
     "sla": "the SLA is the goodput criterion, not a deployment dimension (use --sla-*)",
     "arrival_speedup_ratio": "it changes the traffic, not the deployment",
     "seed": "use --seeds for router-seed variation",
-    "planner": "planner policies are compared with --planner-config",
+    "planner": "planner keys are searched as planner.KEY",
 }
 
 

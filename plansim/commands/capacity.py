@@ -46,6 +46,12 @@ def capacity(
     planner_config: Annotated[list[Path] | None, typer.Option(
         "--planner-config", help="A planner config to compare (repeatable), besides the "
                                  "planner's default policies.", show_default=False)] = None,
+    tune_planner: Annotated[bool, typer.Option(
+        "--tune-planner", help="Also search the dynamo policy's own knobs (predictor, "
+                               "throughput interval, headroom over the SLA, scale-down "
+                               "sensitivity, min endpoints) for the cheapest setting that "
+                               "meets the target; written as recommended_planner.yaml. "
+                               "--search planner.KEY=V1,V2 searches chosen keys.")] = False,
     no_default_policies: Annotated[bool, typer.Option(
         "--no-default-policies", help="Compare only the --planner-config policies.")] = False,
     max_gpu_budget: Annotated[int, typer.Option(
@@ -93,7 +99,7 @@ def capacity(
     import os
 
     from plansim import capacity as cap
-    from plansim.retune.batch import make_executor
+    from plansim.workers.backends import make_executor
     from plansim.sim.deployment import load_deployment
     from plansim.traces import load_workload
 
@@ -116,7 +122,8 @@ def capacity(
     plan = cap.prepare(deployment, target, search=search or (), objective=objective,
                        planner_configs=planner_config or (),
                        default_policies=not no_default_policies, max_gpu_budget=max_gpu_budget,
-                       segment_s=segment_s, seeds=seeds, timing=timing)
+                       segment_s=segment_s, seeds=seeds, tune_planner=tune_planner,
+                       timing=timing)
     workload = load_workload(traces, format=trace_format, trace_block_size=trace_block_size)
     if len(workload) == 0:
         raise InputError("no requests in " + ", ".join(map(str, traces)), field="TRACE")
@@ -192,7 +199,19 @@ def _write(out_dir: Path, result: Any, report: dict[str, Any], inputs: dict[str,
         atomic_write_text(out_dir / schema.RECOMMENDED_DEPLOYMENT,
                           "# plansim capacity: the cheapest deployment meeting the target\n"
                           + yaml.safe_dump(dep, sort_keys=False))
+    if result.tuning is not None and result.tuning.planner is not None:
+        atomic_write_text(out_dir / schema.RECOMMENDED_PLANNER, planner_file(result.tuning))
     atomic_write_json(out_dir / schema.CAPACITY_JSON, report)
+
+
+def planner_file(tuning: Any) -> str:
+    """``recommended_planner.yaml``: the tuned planner config in Dynamo's key names, to pass
+    to Dynamo's planner (``--config``) or to ``plansim replay run --planner-config``."""
+    import yaml
+
+    setting = ", ".join(f"{k}={v}" for k, v in tuning.answer.items())
+    return ("# plansim capacity: the cheapest setting of the Dynamo planner meeting the target\n"
+            f"# searched: {setting}\n" + yaml.safe_dump(tuning.planner, sort_keys=False))
 
 
 def recommended_deployment(result: Any, base: Any) -> dict[str, Any]:
@@ -305,13 +324,34 @@ def table_lines(report: Mapping[str, Any]) -> list[str]:
                          f"goodput {_pct(replayed['goodput_ratio'], target)} ({verdict})")
     if report["policies"]:
         lines.append("")
-        lines.append(f"{'policy':<16}  {'goodput':>7}  {unit:>8}  {'events':>6}  gap to bound")
+        lines.append(f"{'policy':<16}  {'goodput':>7}  {unit:>8}  {'events':>6}  "
+                     f"{'vs static':>9}  {'of hindsight saving':>19}  gap to bound")
         for p in report["policies"]:
-            gap = p["gap_to_oracle_pct"]
-            met = "" if p["meets_target"] else "  (misses the target)"
-            lines.append(f"{p['name']:<16}  {_pct(p['goodput_ratio'], target):>7}  "
-                         f"{_num(p['cost']):>8}  {p['scaling_events']:>6}  "
-                         f"{_num(gap, '{:+.1f}%'):>12}{met}")
+            gap = _num(p["gap_to_oracle_pct"], "{:+.1f}%")
+            head = (f"{p['name']:<16}  {_pct(p['goodput_ratio'], target):>7}  "
+                    f"{_num(p['cost']):>8}  {p['scaling_events']:>6}  ")
+            if not p["meets_target"]:
+                # A cost bought with missed requests is not a saving: no figure for it.
+                lines.append(head + f"{'-':>9}  {'-':>19}  {gap:>12}  (misses the target)")
+                continue
+            saving = p.get("saving_vs_static_pct")
+            share = p.get("share_of_hindsight_saving")
+            lines.append(head + f"{_num(saving, '{:+.1f}%'):>9}  "
+                         f"{_num(share, '{:.0%}'):>19}  {gap:>12}")
+    tuning = report.get("planner_tuning")
+    if tuning is not None:
+        lines.append("")
+        trials = tuning["trials"]
+        held = sum(t["meets_target"] for t in trials)
+        knobs = ", ".join(k["key"] for k in tuning["knobs"])
+        lines.append(f"planner tuning  {len(trials)} settings of {knobs} replayed, {held} meet "
+                     "the target")
+        if tuning["answer"] is not None:
+            setting = ", ".join(f"{k}={v}" for k, v in tuning["answer"].items())
+            lines.append(f"                cheapest: {setting} (recommended_planner.yaml, "
+                         "policy dynamo-tuned)")
+        else:
+            lines.append("                none meets the target")
     for note in report["notes"]:
         lines.append(f"note          {note}")
     replays = report["replays"]

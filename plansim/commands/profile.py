@@ -4,9 +4,10 @@
 ``plansim profile aic --config deploy.yaml [--pool agg|prefill|decode] -o profile.npz``
 
 writes AIConfigurator's estimates for that model, GPU system, backend and parallelism as the
-reference mocker's NPZ profile (``plansim.aic.profile``): what ``timing_model: {type: npz}``,
-``planner_profile_data``, Dynamo's ``--planner-profile-data`` and the planner's
-``profile_results_dir`` read, so the planner's pre-deployment perf model can bootstrap from it.
+reference mocker's NPZ profile (``plansim.sim.timing.aic_profile``): what
+``timing_model: {type: npz}``, ``planner_profile_data``, Dynamo's ``--planner-profile-data`` and
+the planner's ``profile_results_dir`` read, so the planner's pre-deployment perf model can
+bootstrap from it.
 """
 
 from __future__ import annotations
@@ -68,9 +69,9 @@ def aic(
                     "else the model's context length).")] = None,
 ) -> None:
     """Write AIConfigurator's estimates for a model on a GPU as an NPZ timing profile."""
-    from plansim.aic.profile import profile_arrays, write_profile
     from plansim.aic.sdk import require_sdk, sdk_version
     from plansim.aic.table import grid_bounds, load_table
+    from plansim.sim.timing.aic_profile import profile_arrays, write_profile
 
     given = {field: value for field, value in (
         ("model", model), ("system", system), ("backend", backend),

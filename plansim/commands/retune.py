@@ -2,7 +2,7 @@
 and ``windows`` (many windows at once, ``plansim.commands.retune_windows``).
 
 Printing lives here and in ``plansim.commands.retune_text``; the work is in
-``plansim.retune.runner``.
+``plansim.retune_runs.runner``.
 """
 
 from __future__ import annotations
@@ -42,14 +42,17 @@ def sweep(
     force: ForceOption = False,
 ) -> None:
     """Replay the trace with retune on: one sweep per window, one line per decision."""
-    from plansim.retune.config import planner_retune_config
-    from plansim.retune.runner import count_windows, load_retune_run, load_run_workload, run_retune
+    from plansim.retune_runs.runner import (
+        count_windows,
+        load_retune_run,
+        load_run_workload,
+        run_retune,
+    )
 
     folder = OutputFolder.claim(out, "retune", "plansim retune sweep", force=force)
     run = load_retune_run(config)
     workload = load_run_workload(run)
-    cfg = planner_retune_config(run.planner_config)
-    typer.echo(score_legend(cfg, run.planner_config))
+    typer.echo(score_legend(run.retune))
     bar = WindowBar(count_windows(run, workload)) if (not quiet and sys.stderr.isatty()) else None
 
     def on_decision(event: dict[str, Any]) -> None:
@@ -75,7 +78,7 @@ def sweep(
         "planner": run.planner_raw,
         "sla": run.deployment.sla.model_dump(mode="json"),
         "seed": run.deployment.seed,
-        "scoring_sla": scoring_sla(cfg, run.planner_config),
+        "scoring_sla": scoring_sla(run.retune),
         **result.inputs,
     }
     events = result.retune_events or []
@@ -111,13 +114,13 @@ def window(
     output folder is the one 'retune windows' writes, for this one window, with its report.
     """
     from plansim.commands.retune_windows import plans_of_run, write_window_outputs
-    from plansim.retune.batch import make_executor, score_windows
-    from plansim.retune.config import planner_retune_config
-    from plansim.retune.runner import load_retune_run
+    from plansim.retune_runs.batch import score_windows
+    from plansim.retune_runs.runner import load_retune_run
+    from plansim.workers.backends import make_executor
 
     folder = OutputFolder.claim(out, "retune-window", "plansim retune window", force=force)
     run = load_retune_run(config)
-    cfg = planner_retune_config(run.planner_config)
+    cfg = run.retune.config
     plans = plans_of_run(run, first=index, last=index, first_option="--window",
                          last_option="--window", no_timeout=no_timeout)
     executor = make_executor("spawn", cfg.max_parallel)
@@ -125,11 +128,11 @@ def window(
         results = score_windows(plans, executor)
     finally:
         executor.close()
-    typer.echo(score_legend(cfg, run.planner_config))
+    typer.echo(score_legend(run.retune))
     for line in ranked_table(results[0].report, cfg, index):
         typer.echo(line)
     with folder.writing() as out_dir:
-        write_window_outputs(out_dir, run, cfg, plans, results, command="plansim retune window",
+        write_window_outputs(out_dir, run, plans, results, command="plansim retune window",
                              config=config, extra={"no_timeout": no_timeout})
         typer.echo(f"output        {out_dir}")
         if not no_report:

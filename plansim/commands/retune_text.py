@@ -42,23 +42,23 @@ def format_number(value: float | None, fmt: str = "{:.4g}") -> str:
     return fmt.format(value)
 
 
-def score_legend(cfg: Any, planner_config: Any) -> str:
-    """What a retune score is: the objective, its unit, which way is better and, for the
-    Goodput objectives, the SLA a token must meet to count."""
+def score_legend(retune: Any) -> str:
+    """What a retune score is (``retune``: the run's ``RetuneSetup``): the objective, its unit,
+    which way is better and, for the Goodput objectives, the SLA a token must meet to count."""
     from plansim.retune import scoring
     from plansim.schema import objective_unit, sla_text
 
+    cfg = retune.config
     text = (f"scores: {cfg.objective} in {objective_unit(cfg.objective)} "
             f"({'higher' if cfg.maximize else 'lower'} is better)")
     if cfg.objective in scoring.GOODPUT:
-        sla = scoring_sla(cfg, planner_config)
-        text += f"; goodput counts requests that met {sla_text(sla)}"
+        text += f"; goodput counts requests that met {sla_text(scoring_sla(retune))}"
     return text
 
 
-def scoring_sla(cfg: Any, planner_config: Any) -> dict[str, Any]:
+def scoring_sla(retune: Any) -> dict[str, Any]:
     """The SLA retune scores goodput against: ``retune.sla``, else the planner's targets."""
-    return cfg.scoring_sla(planner_config.ttft_ms, planner_config.itl_ms).model_dump()
+    return retune.sla.model_dump()
 
 
 def window_line(event: dict[str, Any]) -> str:
@@ -81,7 +81,7 @@ def window_line(event: dict[str, Any]) -> str:
 def ranked_table(report: Any, cfg: Any, index: int) -> list[str]:
     """The window's candidates, best first (failed ones last), with the decision below (the
     scores' unit is ``score_legend``'s, printed once above the tables)."""
-    from plansim.retune.batch import candidate_order
+    from plansim.retune_runs.batch import candidate_order
 
     maximize = cfg.maximize
     lines = [f"window {index}: {report.window_requests} requests, {report.replays} replays, "

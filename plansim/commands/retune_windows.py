@@ -7,7 +7,7 @@ and writes ``windows/<k>.json`` (the window's record and ranked table), ``window
 row per window and candidate), ``summary.json``, ``inputs.json`` and the report
 ``retune_windows_report.html`` into the output folder.
 
-Printing lives here; the work is in ``plansim.retune.batch``.
+Printing lives here; the work is in ``plansim.retune_runs.batch``.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def load_window_plans(
 ) -> tuple[Any, list[Any]]:
     """The retune run of ``config`` and the sweep plans of its windows ``first..last``
     (default: the trace's last complete window)."""
-    from plansim.retune.runner import load_retune_run
+    from plansim.retune_runs.runner import load_retune_run
 
     run = load_retune_run(config)
     return run, plans_of_run(run, first=first, last=last)
@@ -57,8 +57,8 @@ def plans_of_run(run: Any, *, first: int, last: int | None, first_option: str = 
     from dataclasses import replace
 
 
-    from plansim.retune.batch import window_plans
-    from plansim.retune.runner import count_windows, load_run_workload
+    from plansim.retune_runs.batch import window_plans
+    from plansim.retune_runs.runner import count_windows, load_run_workload
 
     workload = load_run_workload(run)
     count = count_windows(run, workload)
@@ -110,22 +110,22 @@ def windows(
     the tables.
     """
     from plansim.commands.retune_text import WindowBar, ranked_table, score_legend
-    from plansim.retune.batch import make_executor, score_windows
-    from plansim.retune.config import planner_retune_config
+    from plansim.retune_runs.batch import score_windows
+    from plansim.workers.backends import make_executor
 
     if ray_address is not None and backend is not Backend.ray:
         raise InputError("only with --backend ray", field="--ray-address")
-    from plansim.retune.runner import load_retune_run
+    from plansim.retune_runs.runner import load_retune_run
 
     folder = OutputFolder.claim(out, "retune-windows", "plansim retune windows", force=force)
     run = load_retune_run(config)
-    cfg = planner_retune_config(run.planner_config)
+    cfg = run.retune.config
     # The backend first: a missing Ray fails before any trace is read.
     executor = make_executor(backend.value, cfg.max_parallel, ray_address)
     bar = None
     try:
         plans = plans_of_run(run, first=first, last=last, no_timeout=no_timeout)
-        typer.echo(score_legend(cfg, run.planner_config))
+        typer.echo(score_legend(run.retune))
         bar = WindowBar(len(plans)) if (not quiet and sys.stderr.isatty()) else None
         printer = _InOrder([plan.window.index for plan in plans], bar, cfg, top, ranked_table)
         results = score_windows(plans, executor, on_window=printer.add)
@@ -136,7 +136,7 @@ def windows(
 
     with folder.writing() as out_dir:
         summary = write_window_outputs(
-            out_dir, run, cfg, plans, results, command="plansim retune windows", config=config,
+            out_dir, run, plans, results, command="plansim retune windows", config=config,
             extra={"backend": backend.value, "ray_address": ray_address,
                    "max_parallel": executor.max_parallel, "no_timeout": no_timeout},
         )
@@ -150,7 +150,6 @@ def windows(
 def write_window_outputs(
     out_dir: Path,
     run: Any,
-    cfg: Any,
     plans: list[Any],
     results: list[Any],
     *,
@@ -163,7 +162,7 @@ def write_window_outputs(
     and ``inputs.json`` (with ``extra``). Returns the summary."""
     from plansim.commands.retune_text import scoring_sla
     from plansim.io import atomic_write_json, write_parquet_atomic
-    from plansim.retune.batch import summarize, window_record
+    from plansim.retune_runs.batch import summarize, window_record
     from plansim.schema import INPUTS_JSON, SUMMARY_JSON, WINDOW_RECORDS_DIR, WINDOWS_TABLE
 
     summary = summarize(results)
@@ -190,10 +189,10 @@ def write_window_outputs(
         "deployment": run.deployment.model_dump(mode="json"),
         "planner": run.planner_raw,
         "sla": run.deployment.sla.model_dump(mode="json"),
-        "objective": cfg.objective,
-        "scoring_sla": scoring_sla(cfg, run.planner_config),
-        "min_improvement_percentage": cfg.min_improvement_percentage,
-        "seed": cfg.seed,
+        "objective": run.retune.config.objective,
+        "scoring_sla": scoring_sla(run.retune),
+        "min_improvement_percentage": run.retune.config.min_improvement_percentage,
+        "seed": run.retune.config.seed,
     })
     return summary
 

@@ -155,7 +155,7 @@ class _PlannerFields(StrictModel):
     report_output_dir: str = "./planner_reports"
 
     plugins: list[PluginSpec] = Field(default_factory=list)
-    # The raw ``retune:`` block; plansim.retune.config.planner_retune_config validates it.
+    # The raw ``retune:`` block; plansim.retune.setup.retune_setup validates it.
     retune: dict[str, Any] | None = None
 
     # plansim extension: which registered scaling policy proposes targets, and its parameters

@@ -110,8 +110,12 @@ def capacity_cards(report: Mapping[str, Any]) -> list[Card]:
     if policies:
         top = min(policies, key=lambda p: p["cost"])
         gap = top.get("gap_to_oracle_pct")
+        saving, share = top.get("saving_vs_static_pct"), top.get("share_of_hindsight_saving")
         cards.append(Card("best_policy", "Best policy", str(top["name"]),
-                          f"{number(top['cost'])} {unit}"
+                          f"{number(top['cost'])} {unit} at {percent(top['goodput_ratio'])}"
+                          + (f", {saving:+.1f}% vs static" if saving is not None else "")
+                          + (f", {percent(share)} of the hindsight saving"
+                             if share is not None else "")
                           + (f", {gap:+.1f}% over the bound" if gap is not None else "")))
     elif report.get("policies"):
         cards.append(Card("best_policy", "Best policy", "none",
@@ -137,6 +141,7 @@ def render_capacity(report: Mapping[str, Any], points: pd.DataFrame | None = Non
     page.part("Details")
     _static_table(page, report)
     _policy_table(page, report)
+    _tuning_table(page, report)
     _segment_table(page, report)
     inputs_details(page, dict(inputs or {}))
     return page.render(plotly_src)
@@ -321,17 +326,46 @@ def _policy_table(page: Page, report: Mapping[str, Any]) -> None:
     if not policies:
         return
     unit = report["objective"]["unit"]
+    def saving(p: Mapping[str, Any]) -> list[str]:
+        # A policy under target shows no saving: its lower cost is paid in missed requests.
+        if not p["meets_target"]:
+            return ["misses the target", "-"]
+        s, share = p.get("saving_vs_static_pct"), p.get("share_of_hindsight_saving")
+        return ["-" if s is None else f"{s:+.1f}%", "-" if share is None else percent(share)]
+
     table = [[p["name"], p["source"], _fmt_pct(p["goodput_ratio"], report["target"]),
-              _fmt_cost(p["cost"]),
+              _fmt_cost(p["cost"]), *saving(p),
               p["scaling_events"], "yes" if p["meets_target"] else "no",
               "-" if p["gap_to_oracle_pct"] is None else f"{p['gap_to_oracle_pct']:+.1f}%",
               _interval_text(p.get("interval"))] for p in policies]
-    page.table("Planner policies", ["policy", "config", "goodput", unit, "scaling events",
+    page.table("Planner policies", ["policy", "config", "goodput", unit, "saving vs static",
+                                    "share of hindsight saving", "scaling events",
                                     "meets target", "gap to bound", "90% interval"], table,
                "Each policy replayed on the whole trace from the deployment file's worker "
-               "counts (within the GPU budget); the gap is its cost above the hindsight lower "
-               "bound.",
-               numeric=[False, False, True, True, True, False, True, False])
+               "counts (within the GPU budget, and at least the planner's min endpoints). "
+               "Saving: (static - policy) / static; share of the hindsight saving: (static - "
+               "policy) / (static - bound); neither is shown for a policy under the target. "
+               "The gap is its cost above the hindsight lower bound.",
+               numeric=[False, False, True, True, True, True, True, False, True, False])
+
+
+def _tuning_table(page: Page, report: Mapping[str, Any]) -> None:
+    tuning = report.get("planner_tuning")
+    if not tuning:
+        return
+    answer = tuning.get("answer")
+    table = [[", ".join(f"{k}={v}" for k, v in t["setting"].items()),
+              _fmt_pct(t["goodput_ratio"], report["target"]), _fmt_cost(t["cost"]),
+              "yes" if t["meets_target"] else "no",
+              "recommended" if answer is not None and t["setting"] == answer else ""]
+             for t in tuning["trials"]]
+    knobs = ", ".join(f"{k['key']} ({'monotone' if k['monotone'] else 'one at a time'})"
+                      for k in tuning["knobs"])
+    page.table("Planner tuning", ["setting", "goodput", report["objective"]["unit"],
+                                  "meets target", ""], table,
+               f"Every setting of the dynamo policy's knobs replayed, in order: {knobs}. The "
+               "cheapest that meets the target is recommended_planner.yaml.",
+               numeric=[False, True, True, False, False])
 
 
 def _segment_table(page: Page, report: Mapping[str, Any]) -> None:

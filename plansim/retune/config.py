@@ -154,11 +154,3 @@ def load_retune_config(data: Any, *, source: str | None = None, prefix: str = "r
             except ConfigError as exc:
                 raise ConfigError(exc.message, source=source, field=exc.field) from None
     return config
-
-
-def planner_retune_config(planner_config: Any, *, source: str | None = None) -> RetuneConfig | None:
-    """The validated ``retune`` block of a planner config (fields named ``retune.x``), or None
-    when it has none. Hosts call it right after loading the planner config."""
-    if planner_config.retune is None:
-        return None
-    return load_retune_config(planner_config.retune, source=source, prefix="retune")

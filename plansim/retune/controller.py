@@ -1,8 +1,10 @@
 """``RetuneController``: retune inside the planner engine (seed: Engine Integration, Windows,
 Decision Timing, Predictor Swap, Replay Integration).
 
-The engine builds one when ``config.retune`` is set, calls ``initial_tick(s0)`` once, then
-``on_tick(now_s, worker_counts)`` every tick after its plugin pipeline. Each tick the controller
+``plansim.api.replay`` builds one per replay from the setup's ``RetuneSetup``
+(``controller_for_replay``) and hands it to the planner engine, which calls ``initial_tick(s0)``
+once, then ``on_tick(now_s, worker_counts)`` every tick after its plugin pipeline. Each tick
+the controller
 
 1. records the ready worker counts;
 2. harvests a finished sweep whose decision is due: a sweep launched at tick time ``t`` is ready
@@ -23,48 +25,34 @@ sweep thread on later ticks.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
-import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from plansim.errors import ConfigError, located
+from plansim.errors import ConfigError
 from plansim.planner_core.config import PREDICTOR_FIELDS
 from plansim.planner_core.observations import WorkerCounts
-from plansim.retune import domains, record
-from plansim.roles import Mode
-from plansim.sim import routing
-from plansim.retune.config import RetuneConfig, planner_retune_config
-from plansim.retune.domains import Knob, Point
-from plansim.retune.executor import Executor
-from plansim.retune.presweep import build_forecaster
+from plansim.retune import record
+from plansim.retune.config import RetuneConfig
+from plansim.retune.domains import Point
+from plansim.retune.setup import RetuneSetup, bucket_interval_s, fit_problem
 from plansim.retune.sweep import VALIDATION_FAILED, SweepPlan, SweepReport, run_sweep
 from plansim.retune.tasks import ReplaySpec, WindowSpec
+from plansim.workers.executor import Executor
 
 log = logging.getLogger("plansim.retune")
 
-# Planner fields that are not searchable: structure, files, reporting and retune itself.
-UNSEARCHABLE_PLANNER_FIELDS = frozenset(
-    {
-        "mode", "retune", "advisory", "plugins", "scheduling", "profile_results_dir",
-        "report_interval_hours", "report_output_dir", "load_predictor_warmup_trace",
-        "optimization_target", "enable_throughput_scaling", "enable_load_scaling",
-    }
-)
 _EPS_S = 1e-9
 
 
 @dataclass(frozen=True, slots=True)
 class RetuneInputs:
-    """What the replay host derives from its own arguments (seed: Replay Integration): the
-    pinned deployment (engines, router mode and startup parameters, arrival speed-up), the trace
+    """What the replay host derives from its own arguments (seed: Replay Integration): the trace
     files, the first trace arrival (the time origin), and extra history (the planner's
     ``load_predictor_warmup_trace``; read only with throughput scaling)."""
 
-    deployment: Any
     trace_paths: tuple[str, ...]
     origin_ms: float
     history_paths: tuple[str, ...] = ()
@@ -89,15 +77,16 @@ class _InFlight:
 class RetuneController:
     """Periodic window sweeps and their decisions; see the module docstring.
 
-    ``planner_config`` is the startup ``PlannerConfig`` (its ``retune`` block set);
-    ``scale_interval_s`` is delta, the planner's base tick interval. ``executor`` builds the
-    executor for candidate work (default: a ``SpawnPool`` of ``max_parallel`` workers).
+    ``setup`` is the checked retune block of the startup ``PlannerConfig``
+    (``plansim.retune.setup.retune_setup``: nothing is checked again here); ``scale_interval_s``
+    is delta, the planner's base tick interval. ``executor`` builds the executor for candidate
+    work (default: a ``SpawnPool`` of ``max_parallel`` workers).
     ``on_decision`` is called with each decision record as it lands (progress output).
     """
 
     def __init__(
         self,
-        planner_config: Any,
+        setup: RetuneSetup,
         inputs: RetuneInputs,
         *,
         scale_interval_s: float | None = None,
@@ -106,60 +95,19 @@ class RetuneController:
         sweep_root: str | None = None,
         on_decision: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
-        cfg = planner_retune_config(planner_config)
-        if cfg is None:
-            raise ConfigError("retune is not set", field="retune")
-        self.cfg: RetuneConfig = cfg
+        self.setup = setup
+        self.cfg: RetuneConfig = setup.config
         self.inputs = inputs
-        self.delta_s = float(scale_interval_s or planner_config.scale_interval_s)
+        self.delta_s = float(scale_interval_s or setup.planner_config.scale_interval_s)
         self._make_executor = executor or _spawn_pool
         self._executor: Executor | None = None
         self.wait_for_sweep = wait_for_sweep
         self.on_decision = on_decision
         self.sweep_root = sweep_root
-        self.scaling = planner_config.enable_load_scaling or planner_config.enable_throughput_scaling
-        if getattr(planner_config, "retune_only", False):
-            self.scaling = False
-        self.live_config = planner_config
-        self.startup_config = planner_config
-        dep = inputs.deployment
-        from plansim.sim import worker_capabilities
-
-        self.capabilities = worker_capabilities(dep)
-        self.sla = cfg.scoring_sla(planner_config.ttft_ms, planner_config.itl_ms)
-
-        router_knobs = domains.expand_knobs(domains.ROUTER, cfg.router)
-        self._check_router_knobs(router_knobs)
-        planner_knobs = domains.expand_knobs(
-            domains.PLANNER, cfg.planner, integer_fields=_integer_fields(planner_config)
-        )
-        self._check_planner_knobs(planner_knobs)
-        # The predictor is never a grid dimension: its fields are searched by the pre-sweep.
-        self.grid_knobs = router_knobs + [k for k in planner_knobs if k.name not in PREDICTOR_FIELDS]
-        self.predictor_knobs = [k for k in planner_knobs if k.name in PREDICTOR_FIELDS]
-        self.predictor_candidates = self._predictor_candidates()
-        size = domains.grid_size(self.grid_knobs)
-        if size > cfg.max_candidates:
-            raise ConfigError(
-                f"the candidate grid has {size} points, more than max_candidates "
-                f"{cfg.max_candidates}; narrow the domains or raise max_candidates",
-                field="retune.max_candidates",
-            )
-        self.grid = self._valid_grid(domains.grid(self.grid_knobs))
-
-        self.router_knob_names = [k.name for k in router_knobs]
-        self.planner_knob_names = [k.name for k in planner_knobs]
-        startup_router = {name: _startup_router_value(dep.router, name)
-                          for name in self.router_knob_names}
-        startup_planner = {name: getattr(planner_config, name) for name in self.planner_knob_names}
-        self.startup_point = Point.of(startup_router, startup_planner)
-        self.current_point = self.startup_point
-        # The complete desired map: every patchable knob of the deployment's router policy,
-        # searched or not.
-        patchable = {k.name: getattr(dep.router, k.name)
-                     for k in routing.router_knobs(dep.router.mode)
-                     if k.patchable and k.alias_of is None}
-        self.router_parameters = {pool: dict(patchable) for pool in _router_pools(dep)}
+        self.live_config = setup.planner_config
+        self.current_point = setup.startup_point
+        # The complete desired map, level-triggered: patched as decisions apply.
+        self.router_parameters = {pool: dict(p) for pool, p in setup.router_parameters.items()}
 
         self.s0: float | None = None
         self.next_window = 0
@@ -223,7 +171,7 @@ class RetuneController:
             cutoff_s=self.cutoff_s(k),
             trace_paths=tuple(self.inputs.trace_paths),
             origin_ms=self.inputs.origin_ms,
-            arrival_speedup_ratio=self.inputs.deployment.arrival_speedup_ratio,
+            arrival_speedup_ratio=self.setup.deployment.arrival_speedup_ratio,
             history_paths=tuple(self.inputs.history_paths),
             bucket_interval_s=self._bucket_interval_s(),
         )
@@ -250,24 +198,25 @@ class RetuneController:
         window = self.window_spec(k)
         live = self.live_config
         replay = ReplaySpec(
-            deployment=self.inputs.deployment,
-            planner_config=live if self.scaling else None,
+            deployment=self.setup.deployment,
+            planner_config=live if self.setup.scaling else None,
             ready_counts=ready_counts,
             seed=self.cfg.seed,
-            sla=self.sla.model_dump(),
+            sla=self.setup.sla.model_dump(),
             throughput_interval_s=self._bucket_interval_s(),
         )
         current_predictor = (
-            {name: getattr(live, name) for name in PREDICTOR_FIELDS} if self.predictor_knobs else {}
+            {name: getattr(live, name) for name in PREDICTOR_FIELDS}
+            if self.setup.predictor_candidates else {}
         )
         return SweepPlan(
             window=window,
             replay=replay,
             current=self.current_point,
-            startup=self.startup_point,
-            grid=tuple(self.grid),
+            startup=self.setup.startup_point,
+            grid=self.setup.grid,
             current_predictor=current_predictor,
-            predictor_candidates=tuple(self.predictor_candidates),
+            predictor_candidates=self.setup.predictor_candidates,
             objective=self.cfg.objective,
             min_improvement_percentage=self.cfg.min_improvement_percentage,
             timeout_s=self.cfg.timeout_s,
@@ -388,7 +337,7 @@ class RetuneController:
             changed = with_changes(self.live_config, dict(planner_changes))
         except ConfigError as exc:
             return str(exc)
-        return _fit_problem(changed, self.capabilities)
+        return fit_problem(changed, self.setup.capabilities)
 
     def _apply(self, winner: Point, router_changes: Mapping[str, Any],
                planner_changes: Mapping[str, Any]) -> None:
@@ -400,153 +349,19 @@ class RetuneController:
             self.live_config = with_changes(self.live_config, dict(planner_changes))
         self.current_point = winner
 
-    # -- construction checks -------------------------------------------------------------------
-
-    def _check_router_knobs(self, knobs: list[Knob]) -> None:
-        """Searched router knobs are knobs a tick can patch, of any routing policy (a knob the
-        deployment's policy does not use changes nothing: its candidates share one replay)."""
-        searchable = {k.name: k for k in routing.all_router_knobs().values() if k.patchable}
-        for knob in knobs:
-            declared = searchable.get(knob.name)
-            if declared is None:
-                raise ConfigError(
-                    "not a router parameter a tick can patch "
-                    f"(searchable: {', '.join(searchable) or 'none'})", field=knob.path)
-            for value in knob.values:
-                declared.check(value, field=knob.path)
-
-    def _check_planner_knobs(self, knobs: list[Knob]) -> None:
-        fields = type(self.startup_config).model_fields
-        for knob in knobs:
-            if knob.name not in fields or knob.name in UNSEARCHABLE_PLANNER_FIELDS:
-                raise ConfigError("not a searchable planner field", field=knob.path)
-        predictor = [k for k in knobs if k.name in PREDICTOR_FIELDS]
-        if predictor:
-            cfg = self.startup_config
-            if not (cfg.optimization_target == "sla" and cfg.enable_throughput_scaling
-                    and self.scaling):
-                raise ConfigError(
-                    "the load predictor is chosen by the pre-sweep, which needs "
-                    "optimization_target sla with throughput scaling",
-                    field=predictor[0].path,
-                )
-
-    def _predictor_candidates(self) -> list[dict[str, Any]]:
-        """The product of the predictor field domains, each candidate complete (the startup
-        predictor fields with the searched ones replaced) and validated once: an invalid
-        candidate fails construction."""
-        if not self.predictor_knobs:
-            return []
-        base = {k: getattr(self.startup_config, k) for k in PREDICTOR_FIELDS}
-        out = []
-        for combo in itertools.product(*(k.values for k in self.predictor_knobs)):
-            fields = {**base, **{k.name: v for k, v in zip(self.predictor_knobs, combo)}}
-            try:
-                build_forecaster(fields, self._bucket_interval_s() or 180.0)
-            except ConfigError as exc:
-                searched = {k.name: fields[k.name] for k in self.predictor_knobs}
-                raise ConfigError(
-                    f"invalid load-predictor candidate {searched}: {exc.message}",
-                    field=f"retune.planner.{exc.field or 'load_predictor'}",
-                ) from None
-            out.append(fields)
-        return out
-
-    def _valid_grid(self, points: list[Point]) -> list[Point]:
-        """Drop grid points whose planner fields fail validation or do not fit the deployment,
-        with one warning; fail when a searched planner value fits no remaining point."""
-        from plansim.planner_core.config import with_changes
-
-        kept: list[Point] = []
-        dropped: list[tuple[Point, str]] = []
-        checked: dict[tuple, str | None] = {}
-        for point in points:
-            key = point.planner
-            if not key:  # router knobs only: the startup config, which the engine accepted
-                kept.append(point)
-                continue
-            if key not in checked:
-                try:
-                    changed = with_changes(self.startup_config, point.planner_map)
-                    checked[key] = _fit_problem(changed, self.capabilities)
-                except ConfigError as exc:
-                    checked[key] = str(exc)
-            if checked[key] is None:
-                kept.append(point)
-            else:
-                dropped.append((point, checked[key]))  # type: ignore[arg-type]
-        if dropped:
-            example, error = dropped[0]
-            log.warning(
-                "retune: dropped %d of %d grid points that do not validate or fit the "
-                "deployment; e.g. %s: %s", len(dropped), len(points), example.label(), error,
-            )
-        for knob in self.grid_knobs:
-            if knob.group != domains.PLANNER:
-                continue
-            for value in knob.values:
-                if not any((knob.name, value) in p.planner for p in kept):
-                    raise ConfigError(
-                        f"value {value!r} fits no grid point after dropping invalid ones "
-                        f"(e.g. {dropped[0][1] if dropped else 'no point'})",
-                        field=knob.path,
-                    )
-        return kept
-
     def _bucket_interval_s(self) -> float | None:
         """The inner planner's throughput interval, when it scales on throughput."""
-        cfg = self.live_config
-        if self.scaling and cfg.enable_throughput_scaling and cfg.optimization_target == "sla":
-            return float(cfg.throughput_adjustment_interval_seconds)
-        return None
+        return bucket_interval_s(self.live_config, self.setup.scaling)
 
 
 def _spawn_pool(max_parallel: int) -> Executor:
-    from plansim.retune.pool import SpawnPool
+    from plansim.workers.pool import SpawnPool
 
     return SpawnPool(max_parallel)
 
 
-def _startup_router_value(router: Any, name: str) -> Any:
-    """A knob's startup value; a deprecated spelling (cleared when the deployment was built)
-    starts at its target's value."""
-    knob = routing.all_router_knobs().get(name)
-    if knob is not None and knob.alias_of is not None and getattr(router, name) is None:
-        return getattr(router, knob.alias_of)
-    return getattr(router, name)
-
-
-def _router_pools(deployment: Any) -> tuple[str, ...]:
-    """Worker types whose router parameters the host patches: the planner roles of the
-    deployment's pools (``decode`` stands for the one pool in agg mode, as in
-    ``WorkerCounts``)."""
-    return tuple(role.value for role in Mode(deployment.mode).planner_roles)
-
-
-def _integer_fields(planner_config: Any) -> list[str]:
-    out = []
-    for name, info in type(planner_config).model_fields.items():
-        args = typing.get_args(info.annotation) or (info.annotation,)
-        if int in args and bool not in args:
-            out.append(name)
-    return out
-
-
-def _fit_problem(config: Any, capabilities: Any) -> str | None:
-    """Why ``config`` does not fit the deployment's workers (None when it does): the planner's
-    own check (mode, roles, minimum endpoints within the GPU budget)."""
-    from plansim.planner_core import check_fits
-
-    try:
-        check_fits(config, capabilities)
-    except ConfigError as exc:
-        return str(exc)
-    return None
-
-
 def controller_for_replay(
-    planner_config: Any,
-    deployment: Any,
+    setup: RetuneSetup,
     workload: Any,
     trace_paths: Sequence[str],
     *,
@@ -556,22 +371,11 @@ def controller_for_replay(
     """The retune controller for a replay of ``workload`` (read from ``trace_paths``, unless the
     workload names its own sources): the time origin is its first arrival, extra history the
     planner's ``load_predictor_warmup_trace``."""
-    history = ((planner_config.load_predictor_warmup_trace,)
-               if planner_config.load_predictor_warmup_trace else ())
+    warmup = setup.planner_config.load_predictor_warmup_trace
     origin_ms = float(workload.arrival_ms.min()) if len(workload) else 0.0
     inputs = RetuneInputs(
-        deployment=deployment,
         trace_paths=tuple(str(s) for s in (workload.sources or trace_paths)),
         origin_ms=origin_ms,
-        history_paths=history,
+        history_paths=(warmup,) if warmup else (),
     )
-    return RetuneController(planner_config, inputs, executor=executor, on_decision=on_decision)
-
-
-def check_retune(planner_config: Any, deployment: Any, *, source: str) -> None:
-    """Every check of the planner's retune block that needs no trace (its fields, its search
-    domains against the planner and the deployment, the grid size), before any work starts;
-    ``ConfigError`` names ``source``."""
-    planner_retune_config(planner_config, source=source)
-    with located(source):
-        RetuneController(planner_config, RetuneInputs(deployment, (), 0.0)).close()
+    return RetuneController(setup, inputs, executor=executor, on_decision=on_decision)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from plansim.planner_core.predictors import TrafficForecaster, make_predictor, presweep_loss
-from plansim.retune.executor import TaskContext
+from plansim.workers.executor import TaskContext
 
 Bucket = tuple[float, float, float]  # (num_req, avg_isl, avg_osl)
 

@@ -27,7 +27,7 @@ from typing import Any
 from plansim.planner_core.config import PREDICTOR_FIELDS
 from plansim.retune import scoring
 from plansim.retune.domains import Point
-from plansim.retune.executor import BatchOutcome, Executor, Task, TaskContext
+from plansim.workers.executor import BatchOutcome, Executor, Task, TaskContext
 from plansim.retune.presweep import (
     PresweepResult,
     pick_winner,

@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from plansim.retune.domains import Point
-from plansim.retune.executor import TaskContext
 from plansim.roles import POOL_COUNT_FIELDS, Mode, Role
 from plansim.sim.summary import without_host_keys
+from plansim.workers.executor import TaskContext
 
 Bucket = tuple[float, float, float]  # (num_req, avg_isl, avg_osl)
 

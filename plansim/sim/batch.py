@@ -1,4 +1,5 @@
-"""A rank's running batch as arrays in batch order (struct of arrays).
+"""A request's state on a rank (``Request``) and the rank's running batch as arrays in batch
+order (``Batch``, a struct of arrays).
 
 Row ``i`` is ``reqs[i]``, the ``i``-th request of the batch. While a request runs, these arrays
 hold its changing state: tokens computed, known length (prompt + generated), KV blocks held,
@@ -7,7 +8,7 @@ advances every decoding request of a pass in one step over a slice of rows (a ve
 one loop over the rows' lists for a short slice); only the requests whose state changes
 otherwise (prompt chunks, admissions, completions, preemptions) are handled one by one, from
 their rows or through the ``Request`` attributes of the same names, which read and write the
-row while the request is in the batch (``plansim.sim.engine.Request``).
+row while the request is in the batch (the two classes share that protocol, hence one module).
 
 Rows stay in batch order: removing requests closes the gap (the arrays shift, and so do the
 row numbers of the requests behind).
@@ -15,12 +16,9 @@ row numbers of the requests behind).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-if TYPE_CHECKING:
-    from plansim.sim.engine import Request
+from plansim.sim.kv import gen_keys
 
 _FIELDS = ("rid", "isl", "total", "computed", "known", "blocks", "pass_no", "before")
 
@@ -38,6 +36,121 @@ _FIELDS = ("rid", "isl", "total", "computed", "known", "blocks", "pass_no", "bef
 SCALAR_ROWS = 16
 SCALAR_GRANT_ROWS = 4
 SCALAR_PASSES = 16
+
+
+class Request:
+    """A request's state on one rank. ``generated`` counts tokens emitted on this rank;
+    ``prebuilt``: its prompt KV came from a prefill worker; ``preempted``: it was preempted at
+    least once; ``in_batch``: it is running. ``pass_no`` is the rank pass that last granted it
+    tokens, ``computed_before`` its computed tokens before that grant.
+
+    While the request runs, ``computed``, ``generated``, ``n_blocks``, ``pass_no`` and
+    ``computed_before`` live in its row of the rank's ``Batch`` (the attributes read and write
+    it), so that the rank can advance many rows in one vector step."""
+
+    __slots__ = ("rid", "isl", "osl", "prompt_keys", "held", "prebuilt", "preempted",
+                 "stored_blocks", "host_loaded", "store_done_ms", "_batch", "_row", "_computed",
+                 "_generated", "_n_blocks", "_pass_no", "_before")
+
+    def __init__(self, rid: int, isl: int, osl: int, prompt_keys: list[int], *,
+                 prebuilt: bool = False) -> None:
+        self.rid = rid
+        self.isl = isl
+        self.osl = osl
+        self.prompt_keys = prompt_keys
+        self.held: list[int] = []
+        self._batch: Batch | None = None
+        self._row = 0
+        self._n_blocks = 0
+        # A transferred prompt arrives computed but for its last token, whose pass on the
+        # decode worker emits the first visible token (the prefill worker's token is internal).
+        self._computed = isl - 1 if prebuilt else 0
+        self._generated = 0
+        self._pass_no = -1
+        self._before = 0
+        self.prebuilt = prebuilt
+        self.preempted = False
+        # Host offload (``HostOffload``): the store cursor in prompt blocks, whether a load is
+        # done for the coming admission, when the latest store lands.
+        self.stored_blocks = 0
+        self.host_loaded = False
+        self.store_done_ms = 0.0
+
+    @property
+    def in_batch(self) -> bool:
+        return self._batch is not None
+
+    @property
+    def computed(self) -> int:
+        b = self._batch
+        return self._computed if b is None else b.computed.item(self._row)
+
+    @computed.setter
+    def computed(self, value: int) -> None:
+        b = self._batch
+        if b is None:
+            self._computed = value
+        else:
+            b.computed[self._row] = value
+
+    @property
+    def generated(self) -> int:
+        b = self._batch
+        return self._generated if b is None else b.known.item(self._row) - self.isl
+
+    @generated.setter
+    def generated(self, value: int) -> None:
+        b = self._batch
+        if b is None:
+            self._generated = value
+        else:
+            b.known[self._row] = self.isl + value
+
+    @property
+    def n_blocks(self) -> int:
+        b = self._batch
+        return self._n_blocks if b is None else b.blocks.item(self._row)
+
+    @n_blocks.setter
+    def n_blocks(self, value: int) -> None:
+        b = self._batch
+        if b is None:
+            self._n_blocks = value
+        else:
+            b.blocks[self._row] = value
+
+    @property
+    def pass_no(self) -> int:
+        b = self._batch
+        return self._pass_no if b is None else b.pass_no.item(self._row)
+
+    @pass_no.setter
+    def pass_no(self, value: int) -> None:
+        b = self._batch
+        if b is None:
+            self._pass_no = value
+        else:
+            b.pass_no[self._row] = value
+
+    @property
+    def computed_before(self) -> int:
+        b = self._batch
+        return self._before if b is None else b.before.item(self._row)
+
+    @computed_before.setter
+    def computed_before(self, value: int) -> None:
+        b = self._batch
+        if b is None:
+            self._before = value
+        else:
+            b.before[self._row] = value
+
+    def seq_keys(self, n_full: int) -> list[int]:
+        """Keys of the first ``n_full`` full blocks of the known sequence."""
+        pk = self.prompt_keys
+        if n_full <= len(pk):
+            return pk[:n_full]
+        return pk + gen_keys(self.rid, len(pk), n_full)
 
 
 class Batch:
@@ -63,6 +176,14 @@ class Batch:
         in ``_FIELDS`` order (``rid``, ``isl``, ``total``, ``computed``, ``known``, ``blocks``,
         ``pass_no``, ``before``), in one numpy call: the scalar path's view of the batch."""
         return self._state[:, start:len(self.reqs) if stop is None else stop].tolist()
+
+    def prompt_tokens_left(self) -> int:
+        """Prompt tokens the running requests have still to compute (a transferred prompt's
+        last token is not one: it is computed as a decode)."""
+        n = len(self.reqs)
+        rows = np.flatnonzero(self.computed[:n] < self.isl[:n]).tolist()
+        reqs = self.reqs
+        return sum(int(self.isl[i] - self.computed[i]) for i in rows if not reqs[i].prebuilt)
 
     def add(self, req: Request) -> None:
         """Append ``req`` (its state from its attributes) as the last row."""

@@ -172,6 +172,13 @@ class EngineArgs(StrictModel):
     decode_speedup_ratio: float = Field(default=1.0, ge=0)
     dp_size: int = Field(default=1, ge=1)
     startup_time: float | None = Field(default=None, ge=0)
+    # plansim's cold-start realism for workers a planner adds: start-up times drawn from a
+    # lognormal of mean ``startup_time`` and this coefficient of variation (seeded), and a
+    # first pass that starts this many seconds after the worker is ready and routable (model
+    # warm-up on the first request; Dynamo reports ~30 s TTFT on the first request of a
+    # restored worker). Workers of the starting deployment are warm. 0: off.
+    startup_time_cv: float = Field(default=0.0, ge=0, le=10)
+    first_pass_delay_s: float = Field(default=0.0, ge=0)
     worker_type: Literal["aggregated", "prefill", "decode"] = "aggregated"
     is_prefill: bool | None = None
     is_decode: bool | None = None

@@ -134,6 +134,8 @@ KEYS: tuple[EngineKey, ...] = (
     _k("dp_size", "dp_size", "data_parallel_size"),
     _k("tensor_parallel_size", "tensor_parallel_size", "aic_tp_size", "ais_tp_size"),
     _k("startup_time"),
+    _k("startup_time_cv"),  # plansim extension: cold-start realism (EngineArgs)
+    _k("first_pass_delay_s"),  # plansim extension
     _k("num_gpu_blocks_is_explicit", NO_EFFECT, why="marks num_gpu_blocks as user-set"),
     _k("gpu_memory_utilization", why=f"vLLM {_AIC_SIZED}"),
     _k("mem_fraction_static", why=f"SGLang {_AIC_SIZED}"),

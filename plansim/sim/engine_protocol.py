@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from plansim.planner_core.observations import ForwardPassMetrics
     from plansim.roles import Role
-    from plansim.sim.engine import Request
+    from plansim.sim.batch import Request
 
 
 class RankOccupancy(NamedTuple):

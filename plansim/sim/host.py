@@ -16,6 +16,8 @@ arriving exactly when a pass ends joins the next pass, as in the reference).
 
 from __future__ import annotations
 
+import math
+import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,7 +32,7 @@ from plansim.sim.assembly import assemble_result
 from plansim.sim.clock import Clock, Handle, Priority
 from plansim.sim.cluster import DRAINING, STARTING, Pool, Worker
 from plansim.sim.deployment import Deployment
-from plansim.sim.engine import Request
+from plansim.sim.batch import Request
 from plansim.sim.engine_protocol import EngineHooks, EngineRank
 from plansim.sim.recorder import Recorder
 from plansim.sim.result import ReplayResult
@@ -183,6 +185,9 @@ class ReplayHost:
                 router.recurring = recurring
         self.entry_pool = self.mode.entry_pool
         self._finish_call: dict[int, Handle] = {}  # id(rank) -> its pass end's call
+        # Scaled-up workers' ranks (and DP workers) whose first pass waits: id -> ready ms.
+        self._cold_until: dict[int, float] = {}
+        self._startup_draws = random.Random(deployment.seed)
         self._start_pending: set[int] = set()  # ids of ranks (of workers with DP) to start
         self._group_pass: dict[int, list[EngineRank]] = {}  # id(worker) -> ranks in its pass
         self._rank_pool: dict[int, Role] = {}
@@ -437,6 +442,8 @@ class ReplayHost:
             return
         if key in self._start_pending or not rank.has_work():
             return
+        if self._cold_until and self._cold(key, lambda: self._start(rank)):
+            return
         if last and self.clock.peek() > self.clock.now:
             # Nothing else is due at this instant: the pass start scheduled below would be the
             # very next call, so it runs here.
@@ -465,8 +472,22 @@ class ReplayHost:
         if key in self._group_pass or key in self._start_pending:
             return
         if any(r.has_work() for r in worker.ranks):
+            if self._cold_until and self._cold(key, lambda: self._start_group(worker)):
+                return
             self._start_pending.add(key)
             self.clock.call_at(0.0, lambda: self._start_group(worker))
+
+    def _cold(self, key: int, start: Any) -> bool:
+        """A cold worker's first pass: start it when its warm-up ends; False once warm."""
+        until = self._cold_until.get(key)
+        if until is None:
+            return False
+        del self._cold_until[key]
+        if until <= self.clock.now:
+            return False
+        self._start_pending.add(key)
+        self.clock.call_at(until - self.clock.now, start)
+        return True
 
     def _start_group(self, worker: Worker) -> None:
         key = id(worker)
@@ -577,20 +598,36 @@ class ReplayHost:
         now = self.clock.now
         current = pool.active_count()
         if target > current:
-            startup_ms = (pool.args.startup_time or 0.0) * 1000.0
             for _ in range(target - current):
                 worker = pool.provision(now)
                 self._index_worker(worker)
-                self.clock.call_at(startup_ms, lambda w=worker: self._worker_ready(w))
+                self.clock.call_at(self._startup_ms(pool.args),
+                                   lambda w=worker: self._worker_ready(w))
         elif target < current:
             for _ in range(current - target):
                 pool.remove_newest(now)
         return current, target
 
+    def _startup_ms(self, args: Any) -> float:
+        """A new worker's start-up: ``startup_time``, or a seeded lognormal draw of that mean
+        and ``startup_time_cv``."""
+        mean_s = args.startup_time or 0.0
+        if args.startup_time_cv <= 0 or mean_s <= 0:
+            return mean_s * 1000.0
+        sigma2 = math.log1p(args.startup_time_cv ** 2)
+        draw = self._startup_draws.lognormvariate(math.log(mean_s) - sigma2 / 2,
+                                                  math.sqrt(sigma2))
+        return draw * 1000.0
+
     def _worker_ready(self, worker: Worker) -> None:
         if worker.state != STARTING:
             return
         pool = self.pools[worker.pool]
+        delay_s = pool.args.first_pass_delay_s
+        if delay_s > 0:
+            until = self.clock.now + delay_s * 1000.0
+            keys = [id(worker)] if len(worker.ranks) > 1 else [id(r) for r in worker.ranks]
+            self._cold_until.update(dict.fromkeys(keys, until))
         pool.mark_ready(worker, self.clock.now)
         self._flush_pending(worker.pool)
         self._release(worker.pool)

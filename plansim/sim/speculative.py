@@ -11,11 +11,21 @@ The stream is the reference's: ``StdRng::seed_from_u64`` of the Rust ``rand`` cr
 ChaCha12 keystream keyed by eight PCG32 outputs of the seed, read as little-endian 64-bit words;
 a draft with rate ``p < 1`` is accepted when the next word is below ``p * 2**64`` (a rate of 1
 accepts without drawing). The algorithms are the published ChaCha and PCG ones.
+
+A speculative rank's ``Drafts`` applies this to its passes (a pass's tokens are bursts): a
+verification pass's grant reserves KV for the drafts (``reach``), the pass draws each emitting
+request's burst in batch order as it is composed (``draw``), and its end keeps the accepted
+drafts' KV as computed and gives the rejected drafts' blocks back (``settle``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from plansim.sim.batch import Request
+    from plansim.sim.kv import KvCache
 
 DEFAULT_ACCEPT_RATES = (0.85, 0.3, 0.0, 0.0, 0.0)
 MAX_NEXTN = 5
@@ -134,4 +144,60 @@ class DraftSampler:
         return emitted
 
 
-__all__ = ["DEFAULT_ACCEPT_RATES", "MAX_NEXTN", "DraftSampler", "accept_rates"]
+class Drafts:
+    """The draft tokens of one speculative rank (``nextn`` drafts a pass, ``rates`` as
+    ``accept_rates`` takes them, the rank's stream from ``seed``, KV blocks of ``block_size``
+    tokens). ``bursts``: the tokens each emitting request of the pass in flight emits."""
+
+    __slots__ = ("sampler", "max_burst", "block_size", "bursts")
+
+    def __init__(self, nextn: int, rates: Sequence[float] | None, seed: int,
+                 block_size: int) -> None:
+        self.sampler = DraftSampler(accept_rates(nextn, rates), seed)
+        self.max_burst = 1 + nextn
+        self.block_size = block_size
+        self.bursts: list[int] = []
+
+    def reach(self, req: Request, reach: int) -> int:
+        """The tokens whose KV a verification pass granting ``req`` up to ``reach`` (its known
+        length) writes: its drafts too, as many as it may emit (its output left, at most
+        ``1 + nextn``) less the one emitted."""
+        lookahead = req.osl - req.generated
+        if lookahead > self.max_burst:
+            lookahead = self.max_burst
+        return reach + lookahead - 1 if lookahead > 1 else reach
+
+    def draw(self, emit: list[Request], draws: list[bool]) -> None:
+        """The bursts of a pass's emitting requests ``emit``: ``1 + accepted drafts`` (drawn, in
+        batch order, for those whose ``draws`` is True, whose pass verifies drafts; 1 for the
+        others), clipped to the output left and to the KV ``reach`` reserved."""
+        sampler = self.sampler
+        bs = self.block_size
+        bursts = []
+        for req, draw in zip(emit, draws):
+            k = sampler.tokens() if draw else 1
+            left = req.osl - req.generated
+            if k > left:
+                k = left
+            while k > 1 and -(-(req.computed + k - 1) // bs) > req.n_blocks:
+                k -= 1
+            bursts.append(k)
+        self.bursts = bursts
+
+    def settle(self, emit: list[Request], cache: KvCache) -> list[int]:
+        """The pass's end: each request of ``emit`` emits its burst, whose accepted drafts are
+        computed KV too; the blocks reserved for rejected drafts go back to ``cache`` (the KV
+        of the last emitted token is computed by the next pass). Returns the bursts."""
+        bs = self.block_size
+        bursts = self.bursts
+        for req, k in zip(emit, bursts):
+            req.generated += k
+            req.computed += k - 1
+            spare = req.n_blocks - -(-req.computed // bs)
+            if spare > 0:
+                cache.release((), spare, ())
+                req.n_blocks -= spare
+        return bursts
+
+
+__all__ = ["DEFAULT_ACCEPT_RATES", "MAX_NEXTN", "DraftSampler", "Drafts", "accept_rates"]

@@ -27,8 +27,6 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from typing import Any
-
 import numpy as np
 import orjson
 
@@ -36,17 +34,19 @@ from plansim.errors import TraceError
 from plansim.traces.buffers import GrowingArray
 from plansim.traces.columns import I64_MAX, U64_MAX, TraceColumns
 from plansim.traces.dynamo_agents import DynamoLinks, ToolLink, end_ms, tool_link
+from plansim.traces.dynamo_batch import (
+    REQUEST_END,
+    SCHEMA,
+    SKIPPED_EVENT_TYPES,
+    TOOL_END,
+    Batch,
+    event_of,
+)
 from plansim.traces.request_ids import IdCollector
 from plansim.traces.sources import prefetch, text_chunks
 
-SCHEMA = "dynamo.request.trace.v1"
-REQUEST_END = "request_end"
-SKIPPED_EVENT_TYPES = frozenset(
-    {"tool_start", "tool_end", "tool_error", "request_payload", "router_selection"}
-)
 # Skipped before any other check: their content is not ours to validate.
 _SKIPPED_UNREAD = frozenset({"tool_start", "request_payload"})
-_TOOL_END = frozenset({"tool_end", "tool_error"})
 # The first this many bytes of a file are read row by row: below a few tens of thousands of
 # rows that is quicker than importing and starting pyarrow's JSON reader and compute kernels.
 # A module constant so that tests can send every block down either path.
@@ -86,28 +86,6 @@ _KEPT = {
     "total": ("recorded_total_ms", np.float64),
 }
 _WINDOW_ONLY = {"event_time": ("event_time_ms", np.float64), "agent": ("has_agent_context", bool)}
-
-
-@dataclass(slots=True)
-class _Batch:
-    line: np.ndarray
-    request_id: Any  # a pyarrow string array (bulk path) or a list of str
-    received: np.ndarray
-    output_tokens: np.ndarray
-    block_size: np.ndarray
-    input_length: np.ndarray
-    counts: np.ndarray
-    hashes: np.ndarray
-    ttft: np.ndarray
-    total: np.ndarray
-    event_time: np.ndarray
-    agent: np.ndarray
-    skipped: dict[str, int]
-    # Closed-loop fields (strict reads only): None when no row of the block has agent_context.
-    session: np.ndarray | None = None
-    parent: np.ndarray | None = None
-    model: np.ndarray | None = None
-    tools: list[ToolLink] = field(default_factory=list)
 
 
 def read_dynamo(
@@ -193,12 +171,12 @@ class _AgentParts:
     times), so a context-free trace pays for nothing but the check."""
 
     def __init__(self) -> None:
-        self.blocks: list[tuple[int, int, _Batch | None]] = []  # (row offset, rows, batch)
+        self.blocks: list[tuple[int, int, Batch | None]] = []  # (row offset, rows, batch)
         self.rows = 0
         self.any = False
         self.tools: list[ToolLink] = []
 
-    def add(self, b: _Batch) -> None:
+    def add(self, b: Batch) -> None:
         n = int(b.line.size)
         keep = b.session is not None
         self.any |= keep
@@ -225,27 +203,13 @@ class _AgentParts:
 
 def _checked_batch(
     block: bytes, source: str, first_line: int, strict: bool, block_size: int | None
-) -> _Batch:
+) -> Batch:
     """The per-row path: exact line and field for the first bad row of the block."""
     lines = block.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
     records = _parse_each(lines, source, first_line)
     return _lists_to_batch(_slow_extract(records, source, first_line, strict, block_size), first_line)
-
-
-def _values_ok(b: _Batch, strict: bool) -> bool:
-    """The value rules both paths share (types were checked by the parser)."""
-    if np.any(b.input_length < 0) or np.any(b.block_size <= 0):
-        return False
-    if np.any(b.output_tokens < (0 if strict else -1)):
-        return False
-    if not np.array_equal(b.counts, -(-b.input_length // np.maximum(b.block_size, 1))):
-        return False
-    for arr in (b.received, b.ttft, b.total, b.event_time):
-        if not np.all(np.isnan(arr) | ((arr >= 0) & np.isfinite(arr))):
-            return False
-    return not (strict and np.any(np.isnan(b.received)))
 
 
 def _parse_each(lines: list[bytes], source: str, first_line: int) -> list:
@@ -261,13 +225,13 @@ def _parse_each(lines: list[bytes], source: str, first_line: int) -> list:
     return records
 
 
-def _lists_to_batch(lists: _Lists, first_line: int) -> _Batch:
+def _lists_to_batch(lists: _Lists, first_line: int) -> Batch:
     """Arrays from rows that ``_validate_row`` accepted."""
 
     def floats(values: list) -> np.ndarray:
         return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
 
-    return _Batch(
+    return Batch(
         line=first_line + np.array(lists.index, dtype=np.int64),
         request_id=lists.request_id,
         received=floats(lists.received),
@@ -304,8 +268,8 @@ def _slow_extract(
         row = _validate_row(rec, source, first_line + i, strict, block_size)
         if isinstance(row, str):
             out.skipped[row] = out.skipped.get(row, 0) + 1
-            if strict and row in _TOOL_END:
-                link = tool_link(_event(rec), source, first_line + i)
+            if strict and row in TOOL_END:
+                link = tool_link(event_of(rec), source, first_line + i)
                 if link is not None:
                     out.tools.append(link)
             continue
@@ -330,10 +294,6 @@ def _slow_extract(
         if block_size is None:
             block_size = rp["trace_block_size"]
     return out
-
-
-def _event(rec: dict) -> dict:
-    return rec["event"] if isinstance(rec.get("event"), dict) else rec
 
 
 def _agent_fields(ev: dict, req: dict, source: str, line: int):

@@ -11,14 +11,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from plansim.traces.dynamo import (
-    _TOOL_END,
+from plansim.traces.dynamo_batch import (
     REQUEST_END,
     SCHEMA,
     SKIPPED_EVENT_TYPES,
-    _Batch,
-    _event,
-    _values_ok,
+    TOOL_END,
+    Batch,
+    event_of,
 )
 from plansim.traces.dynamo_agents import ToolLink, tool_link
 
@@ -62,7 +61,22 @@ _READ = pj.ReadOptions(block_size=1 << 20)
 _POOL = pa.system_memory_pool()
 
 
-def arrow_batch(block: bytes, source: str, first_line: int, strict: bool) -> _Batch | None:
+def _values_ok(b: Batch, strict: bool) -> bool:
+    """The value rules the per-row path checks row by row, in bulk (types were checked by the
+    parser)."""
+    if np.any(b.input_length < 0) or np.any(b.block_size <= 0):
+        return False
+    if np.any(b.output_tokens < (0 if strict else -1)):
+        return False
+    if not np.array_equal(b.counts, -(-b.input_length // np.maximum(b.block_size, 1))):
+        return False
+    for arr in (b.received, b.ttft, b.total, b.event_time):
+        if not np.all(np.isnan(arr) | ((arr >= 0) & np.isfinite(arr))):
+            return False
+    return not (strict and np.any(np.isnan(b.received)))
+
+
+def arrow_batch(block: bytes, source: str, first_line: int, strict: bool) -> Batch | None:
     """Parse a block of well-formed rows with pyarrow; ``None`` when anything is unusual."""
     n_lines = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
     # pyarrow skips blank lines and splits "}{": then rows no longer map to lines.
@@ -111,12 +125,12 @@ def arrow_batch(block: bytes, source: str, first_line: int, strict: bool) -> _Ba
             skipped[item["values"]] = item["counts"]
         row = pc.filter(row, is_end, memory_pool=_POOL)
     tools: list[ToolLink] = []
-    if strict and any(t in skipped for t in _TOOL_END):
-        tool_rows = np.flatnonzero(pc.is_in(event_type, pa.array(sorted(_TOOL_END))).to_numpy(
+    if strict and any(t in skipped for t in TOOL_END):
+        tool_rows = np.flatnonzero(pc.is_in(event_type, pa.array(sorted(TOOL_END))).to_numpy(
             zero_copy_only=False))
         lines = block.split(b"\n")
         for i in tool_rows.tolist():
-            link = tool_link(_event(orjson.loads(lines[i])), source, first_line + i)
+            link = tool_link(event_of(orjson.loads(lines[i])), source, first_line + i)
             if link is not None:
                 tools.append(link)
     index = np.flatnonzero(is_end.to_numpy(zero_copy_only=False))
@@ -135,7 +149,7 @@ def arrow_batch(block: bytes, source: str, first_line: int, strict: bool) -> _Ba
     flat = pc.list_flatten(hs)
     if flat.null_count:
         return None
-    batch = _Batch(
+    batch = Batch(
         line=first_line + index,
         request_id=rid,
         received=_float_column(received),

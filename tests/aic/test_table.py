@@ -8,7 +8,7 @@ import pytest
 from plansim.aic import sdk, table
 from plansim.aic.spec import parse_aic_spec
 from plansim.aic.table import GridBounds, build_table, load_table, monotone, octave_axis, table_key
-from plansim.aic.timing import AicTiming
+from plansim.sim.timing.aic import AicTiming
 
 
 class FakeHandle:

@@ -10,8 +10,8 @@ import pytest
 from capacity_workloads import agg_deployment, workload_at
 
 from plansim.capacity import prepare, run
-from plansim.retune.executor import InProcessExecutor
-from plansim.retune.pool import SpawnPool
+from plansim.workers.executor import InProcessExecutor
+from plansim.workers.pool import SpawnPool
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +41,7 @@ def test_spawn_pool_gives_the_same_answer_for_any_worker_count(reference, worker
 
 
 def test_ray_gives_the_same_answer(reference):
-    from plansim.retune.ray_executor import RayExecutor, import_ray
+    from plansim.workers.ray_executor import RayExecutor, import_ray
 
     ray = import_ray(local=True)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")

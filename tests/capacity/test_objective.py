@@ -10,8 +10,8 @@ from plansim.capacity import GpuCost, GpuHours, parse_gpu_costs, search
 from plansim.capacity.objective import measured, rate
 from plansim.capacity.variants import PoolLayout, layout_of
 from plansim.errors import InputError
-from plansim.retune.executor import InProcessExecutor
 from plansim.sim.deployment import build_deployment
+from plansim.workers.executor import InProcessExecutor
 
 DISAGG = PoolLayout(mode="disagg", names=("prefill", "decode"), gpus_per_worker=(2, 4),
                     startup_s=(0.0, 0.0), gpu_systems=("h200_sxm", "b200_sxm"))

@@ -7,7 +7,7 @@ import pytest
 
 from plansim.capacity.scheduler import JobSpec, ReplayRequest, Runner
 from plansim.errors import InputError
-from plansim.retune.executor import InProcessExecutor, TaskContext
+from plansim.workers.executor import InProcessExecutor, TaskContext
 
 CALLS: list[int] = []
 

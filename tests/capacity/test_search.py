@@ -9,7 +9,7 @@ import pytest
 from capacity_workloads import agg_deployment, flat, steps, workload_at
 
 from plansim.capacity import search
-from plansim.retune.executor import InProcessExecutor
+from plansim.workers.executor import InProcessExecutor
 
 
 def run(workload, deployment, target=0.95, **options):
@@ -139,3 +139,36 @@ def test_the_points_table_has_a_row_per_replay():
     assert static["num_workers"].tolist() == [1, 2, 4, 3]
     assert static["good_requests"].tolist() == [8, 26, 1000, 150]
     assert len(points[points["kind"] == "segment"]) == result.replays["segment"]
+
+
+def test_planner_knob_search_answers_the_first_feasible_min_endpoint_and_writes_it():
+    # 4 static workers are the cheapest at 90% (see the first test). A dynamo planner whose
+    # floor is the static count starts there (a replay starts at least at min_endpoint) and
+    # never goes below, so min_endpoint 4 holds the target: the answer is at most 4, and
+    # every smaller floor replayed missed it.
+    import yaml
+
+    from plansim.commands.capacity import planner_file
+    from plansim.planner_core import parse_planner_config
+
+    result = run(flat(1000, 30.0), agg_deployment(), target=0.9, segment_s=15.0,
+                 search=["planner.min_endpoint=5,1,2,3,4"])
+    assert result.cheapest.counts == (4,)
+    tuning = result.tuning
+    assert [k.values for k in tuning.knobs] == [(1, 2, 3, 4, 5)]
+    answer = tuning.answer["min_endpoint"]
+    assert answer <= 4
+    for trial in tuning.trials:
+        floor = dict(trial.setting)["min_endpoint"]
+        assert trial.meets_target == (floor >= answer)
+    (tuned,) = [p for p in result.policies if p.name == "dynamo-tuned"]
+    assert tuned.meets_target and tuned.start_counts == (max(2, answer),)
+    static, bound = result.cheapest.cost, result.bound.cost
+    assert tuned.saving_pct == pytest.approx((static - tuned.cost) / static * 100.0)
+    if static - bound > 1e-9:
+        assert tuned.hindsight_share == pytest.approx((static - tuned.cost) / (static - bound))
+    loaded = parse_planner_config(yaml.safe_load(planner_file(tuning)))
+    assert loaded.min_endpoint == answer
+    assert loaded.model_dump() == parse_planner_config(tuning.planner).model_dump()
+    rows = result.points[result.points["kind"] == "tune"]
+    assert len(rows) == len(tuning.trials)

@@ -17,8 +17,8 @@ from plansim.capacity.segments import cut
 from plansim.capacity.static_search import evaluate, required_good, run_search
 from plansim.capacity.tasks import replay_full_task
 from plansim.capacity.variants import build_variants
-from plansim.retune.executor import TaskContext
 from plansim.retune.tasks import save_window
+from plansim.workers.executor import TaskContext
 
 
 def search_counts(tmp_path, workload, deployment, *, target, budget):

@@ -427,7 +427,7 @@ def write_capacity_folder(folder: Path, policy_name: str = "dynamo") -> Path:
     planner policy named ``policy_name``; writes ``capacity.json`` and ``points.parquet``."""
     from plansim.capacity import prepare, run
     from plansim.capacity.policies import Policy, default_policies
-    from plansim.retune.executor import InProcessExecutor
+    from plansim.workers.executor import InProcessExecutor
     from plansim.sim.deployment import build_deployment
     from plansim.traces.request_ids import ordinal_ids
     from plansim.traces.workload import Workload

@@ -1,14 +1,34 @@
 """Test doubles for retune: an in-process executor that swaps the I/O tasks (window read,
 candidate replay) for scripted ones, so controller and sweep rules are checked without traces or
-the simulator. Pre-sweep and predictor preparation tasks run for real."""
+the simulator (pre-sweep and predictor preparation tasks run for real), and the retune setup the
+controller tests start from."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from plansim.retune.executor import BatchOutcome, Task, TaskContext, run_serially
+from plansim.planner_core.config import parse_planner_config
+from plansim.retune.setup import RetuneSetup, retune_setup
 from plansim.retune.tasks import WindowData, read_window_task, replay_candidate_task
+from plansim.sim.deployment import build_deployment
+from plansim.workers.executor import BatchOutcome, Task, TaskContext, run_serially
+
+
+def agg_setup(retune: dict[str, Any] | None = None, planner: dict[str, Any] | None = None,
+              deployment: dict[str, Any] | None = None) -> RetuneSetup:
+    """The retune setup of an agg planner (its own scaling off) on two workers behind a KV
+    router, arrivals sped up 2x, searching ``overlap_score_weight`` over 0.5, 1 and 2 in 60 s
+    windows with 5 s grace; ``retune``, ``planner`` and ``deployment`` add or replace keys."""
+    raw = {"mode": "agg", "enable_load_scaling": False, "enable_throughput_scaling": False,
+           **(planner or {})}
+    raw["retune"] = {
+        "interval_seconds": 60, "grace_seconds": 5,
+        "router": {"overlap_score_weight": {"choices": [0.5, 1.0, 2.0]}}, **(retune or {}),
+    }
+    dep = build_deployment({"mode": "agg", "num_workers": 2, "router": {"mode": "kv_router"},
+                            "arrival_speedup_ratio": 2.0, **(deployment or {})})
+    return retune_setup(parse_planner_config(raw), dep)
 
 
 class ScriptedExecutor:

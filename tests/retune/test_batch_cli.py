@@ -70,7 +70,7 @@ def test_windows_prints_tables_in_order_and_writes_the_folder(run_file, tmp_path
 
 def test_no_timeout_lifts_every_windows_wall_clock_limit(run_file):
     from plansim.commands.retune_windows import plans_of_run
-    from plansim.retune.runner import load_retune_run
+    from plansim.retune_runs.runner import load_retune_run
 
     run = load_retune_run(run_file)
     # timeout_seconds defaults to half of interval_seconds (20 s).

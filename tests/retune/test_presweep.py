@@ -7,7 +7,7 @@ import math
 import pytest
 
 from plansim.errors import ConfigError
-from plansim.retune.executor import TaskContext
+from plansim.workers.executor import TaskContext
 from plansim.retune.presweep import (
     PredictorError,
     pick_winner,

@@ -11,11 +11,11 @@ import yaml
 
 from plansim.commands.retune_windows import load_window_plans
 from plansim.planner_core.observations import WorkerCounts
-from plansim.retune.batch import score_windows, window_record, windows_in_flight
-from plansim.retune.executor import Task, TaskContext
-from plansim.retune.pool import SpawnPool
 from plansim.retune.tasks import CandidateConfig, ReplaySpec, replay_candidate_task, save_window
+from plansim.retune_runs.batch import score_windows, window_record, windows_in_flight
 from plansim.sim.deployment import build_deployment
+from plansim.workers.executor import Task, TaskContext
+from plansim.workers.pool import SpawnPool
 from retune_workloads import grouped_workload
 
 pytestmark = pytest.mark.slow

@@ -6,16 +6,16 @@ import threading
 from pathlib import Path
 
 import pytest
-from test_pool import wait_dead
+from proctable import wait_dead
 from test_retune_cli import write_trace
 
 from plansim.planner_core.observations import WorkerCounts
 from plansim.retune.domains import Point
-from plansim.retune.executor import BatchOutcome
-from plansim.retune.pool import SpawnPool
 from plansim.retune.sweep import SweepPlan, run_sweep
 from plansim.retune.tasks import ReplaySpec, WindowSpec
 from plansim.sim.deployment import build_deployment
+from plansim.workers.executor import BatchOutcome
+from plansim.workers.pool import SpawnPool
 
 
 @pytest.mark.slow

@@ -7,8 +7,8 @@ import pytest
 
 from plansim.planner_core.config import parse_planner_config
 from plansim.planner_core.observations import WorkerCounts
-from plansim.retune.executor import InProcessExecutor, Task, TaskContext
-from plansim.retune.pool import SpawnPool
+from plansim.workers.executor import InProcessExecutor, Task, TaskContext
+from plansim.workers.pool import SpawnPool
 from plansim.retune.tasks import (
     CandidateConfig,
     ReplaySpec,

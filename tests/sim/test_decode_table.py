@@ -19,7 +19,7 @@ TOTAL = 16384 * 64
 def _pass_ms(model, kv, div, n=1):
     # A decode-only pass of n requests as the engine times it one by one: the model's time
     # (mean context kv // n) divided by the speedup and rounded to whole nanoseconds
-    # (``engine._q``).
+    # (``Rank._pass_ms``).
     return round(model.decode_ms(n, kv, kv // n, TOTAL) / div * 1e6) / 1e6
 
 

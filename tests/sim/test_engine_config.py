@@ -51,7 +51,7 @@ SAMPLES = {
     "trtllm_capacity_scheduler_policy": "guaranteed_no_evict",
     "dp_size": 2, "data_parallel_size": 2,
     "tensor_parallel_size": 4, "aic_tp_size": 4, "ais_tp_size": 4,
-    "startup_time": 30.0, "num_gpu_blocks_is_explicit": True,
+    "startup_time": 30.0, "startup_time_cv": 0.2, "first_pass_delay_s": 5.0, "num_gpu_blocks_is_explicit": True,
     "gpu_memory_utilization": 0.8, "mem_fraction_static": 0.8, "free_gpu_memory_fraction": 0.8,
     "cuda_graph_reserved_bytes": 1,
     "dynamo.enable_local_indexer": True, "enable_local_indexer": True,

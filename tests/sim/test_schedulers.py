@@ -8,8 +8,9 @@ import pytest
 from simkit import decode_ms, prefill_ms
 
 from plansim.errors import ConfigError
+from plansim.sim.batch import Request
 from plansim.sim.deployment import EngineArgs, build_deployment
-from plansim.sim.engine import Rank, Request
+from plansim.sim.engine import Rank
 from plansim.sim.engine_protocol import EngineHooks, EngineRank
 from plansim.sim.schedulers import SCHEDULERS, make_scheduler
 from plansim.sim.schedulers.vllm import VllmScheduler

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from plansim.sim.batch import Batch
-from plansim.sim.engine import Request
+from plansim.sim.batch import Request
 
 
 @st.composite

@@ -4,7 +4,7 @@ For each candidate a ``TrafficForecaster`` (three predictor instances: request c
 average OSL, fed with the planner's live rules) observes the first ``warmup`` buckets, then for
 each following bucket forecasts it one step ahead and observes it. Candidates and their three
 series are independent, so they run as separate tasks in parallel processes
-(``plansim.lifecycle.parallel_map``: workers that die with plansim), and the results do not
+(``plansim.workers.parallel.parallel_map``: workers that die with plansim), and the results do not
 depend on the process count.
 
 Prediction rows (``backtest`` / ``BacktestResult.predictions``), one per scored bucket, candidate
@@ -111,7 +111,7 @@ def run_backtest(
     extra = {} if interval_s is None else {"throughput_adjustment_interval_seconds": interval_s}
     tasks = [(spec, k, counts, isl, osl, warmup, extra) for spec in specs for k in range(3)]
     if jobs > 1:
-        from plansim.lifecycle import parallel_map
+        from plansim.workers.parallel import parallel_map
 
         outputs = parallel_map(_run_series, tasks, min(jobs, len(tasks)))
     else:

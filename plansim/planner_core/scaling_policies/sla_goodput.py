@@ -16,6 +16,13 @@ its reason in words (the ``policy_reason*`` columns of the ticks table).
   GPU ceiling meets the target the pool never shrinks (the most conservative choice); when the
   ceiling cannot carry the demand at all, the ceiling. Disaggregated pools are sized apart:
   prefill on TTFT, decode on ITL, each with half the target.
+- **Forecast lead** (``forecast_lead``): a worker started now serves only once it is ready, so
+  the demand sized for is the one a start-up time ahead (``planner_core.lead``): the larger of
+  the observed rate and the predictor's forecast plus the rising trend of the observed rates
+  over the start-up time (the p90 of the start-ups observed from the worker counts,
+  ``startup_guess_s`` until one is seen), plus ``forecast_error_z`` standard deviations of the
+  predictor's one-step error; an observed rate more than twice that error over its forecast
+  sizes at once (no median).
 - **Error budget**: the target holds over ``slo_window_s``; an interval may spend half of what the
   earlier ones saved, up to three times the target share (never less than the target).
 - **Feedback** (both directions): each window's observed TTFT and ITL violations are compared
@@ -49,6 +56,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from plansim.planner_core.budget import fit_ceiling_pair, fit_ceiling_single
+from plansim.planner_core.lead import LeadForecast, StartupTracker
 from plansim.planner_core.goodput_model import (
     PLAIN,
     Calibration,
@@ -137,6 +145,20 @@ class SlaGoodputParams(BaseModel):
         0.02, ge=0, lt=1,
         description="share of requests a doubling of a pool must at least bring back under "
                     "the SLA: replicas that together buy less are not added")
+    forecast_lead: bool = Field(
+        True,
+        description="size for the demand one start-up time ahead (what a worker started now "
+                    "must carry when it is ready): the load predictor's forecast plus the "
+                    "rising trend of the observed rates over the observed start-up time; an "
+                    "observed rate beyond twice the forecast's error sizes at once")
+    startup_guess_s: float = Field(
+        60.0, ge=0, le=86400,
+        description="start-up time assumed until one is observed (then the p90 of the "
+                    "observed start-ups)")
+    forecast_error_z: float = Field(
+        0.0, ge=0, le=5,
+        description="standard deviations of the predictor's one-step error added to the "
+                    "demand ahead (grown with the square root of the steps ahead)")
     routing: Literal["balanced", "random"] = Field(
         "balanced",
         description="how the router spreads requests over a pool's workers: balanced (the KV "
@@ -267,6 +289,8 @@ class SlaGoodputPolicy:
         self._first_s: float | None = None
         self._offered: list[tuple[float, float]] = []  # (at_s, requests offered) per interval
         self._demands: list[float] = []  # the last intervals' demand (req/s)
+        self.lead = LeadForecast()
+        self.startups = {role: StartupTracker(params.startup_guess_s) for role in self.plans}
 
     # -- observation -------------------------------------------------------------------------
     def observe(self, inp: TickInput) -> None:
@@ -283,6 +307,12 @@ class SlaGoodputPolicy:
         self._last_now_s = inp.now_s
         if self._first_s is None:
             self._first_s = inp.now_s
+        counts = inp.worker_counts
+        for role, tracker in self.startups.items():
+            if role == Role.PREFILL:
+                tracker.observe(inp.now_s, counts.starting_prefill, counts.ready_prefill)
+            else:
+                tracker.observe(inp.now_s, counts.starting_decode, counts.ready_decode)
         for role, plan in self.plans.items():
             for fpm in inp.fpm.get(role, ()):
                 for sample in window_samples(fpm):
@@ -451,10 +481,12 @@ class SlaGoodputPolicy:
         if len(self.history) == 0:
             self._reason_all(GoodputReason.NO_TRAFFIC, "no completed request yet: nothing to size for")
             return None
-        demand = max(float(predictions["num_req"] or 0.0), 0.0) / float(predictions["duration_s"])
+        forecast = max(float(predictions["num_req"] or 0.0), 0.0) / float(predictions["duration_s"])
+        demand = forecast
         now = ctx.observations.now_s
         if traffic is not None and traffic.duration_s > 0:
             demand = max(demand, traffic.num_req / traffic.duration_s)
+            self.lead.observe(traffic.num_req / traffic.duration_s, forecast)
             horizon = max(self.params.slo_window_s, 3 * traffic.duration_s)
             self._offered = [(t, c) for t, c in self._offered if now - t < horizon - 1e-9]
             self._offered.append((now, traffic.num_req))
@@ -471,13 +503,17 @@ class SlaGoodputPolicy:
                           Role.DECODE: window.tpot}[plan.role]
                 plan.spent.append((ctx.observations.now_s, window.requests, missed))
             interval_s = float(predictions["duration_s"])
-            target = self.budgeted_target(plan, ctx.observations.now_s, demand * interval_s)
-            sized, code, text = self.size(plan, role, demand, target)
+            ahead = demand
+            if self.params.forecast_lead:
+                ahead = max(demand, self.lead.ahead(forecast, self.startups[role].lead_s(),
+                                                    interval_s, self.params.forecast_error_z))
+            target = self.budgeted_target(plan, ctx.observations.now_s, ahead * interval_s)
+            sized, code, text = self.size(plan, role, ahead, target)
             missed_badly = (window is not None and window.requests >= self.params.min_window_requests
                             and plan.spent and plan.spent[-1][0] == now
                             and plan.spent[-1][2] > URGENT_FACTOR * target * window.requests)
             surge = bool(self._demands) and demand > SURGE_FACTOR * sorted(self._demands)[(len(self._demands) - 1) // 2]
-            urgent = missed_badly or surge
+            urgent = missed_badly or surge or (self.params.forecast_lead and self.lead.surprise)
             targets[role] = self._stabilized(plan, role, ctx.observations.now_s, sized,
                                              f"{code}: {text}", urgent)
         self._demands.append(demand)

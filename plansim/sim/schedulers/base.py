@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
-    from plansim.sim.engine import Request
+    from plansim.sim.batch import Request
 
 
 class PrefixMatch(NamedTuple):

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from plansim.sim.schedulers.base import PassBuilder
 
 if TYPE_CHECKING:
-    from plansim.sim.engine import Request
+    from plansim.sim.batch import Request
 
 _INIT_NEW_TOKEN_RATIO = 0.7
 _MIN_NEW_TOKEN_RATIO_FACTOR = 0.14

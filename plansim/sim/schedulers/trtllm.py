@@ -23,7 +23,7 @@ from plansim.sim.schedulers.base import PassBuilder, PrefixMatch
 from plansim.sim.schedulers.vllm import VllmScheduler
 
 if TYPE_CHECKING:
-    from plansim.sim.engine import Request
+    from plansim.sim.batch import Request
 
 
 class TrtllmScheduler(VllmScheduler):

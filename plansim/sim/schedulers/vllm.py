@@ -24,7 +24,7 @@ from plansim.sim.host_offload import BLOCKED, HELD
 from plansim.sim.schedulers.base import PassBuilder, PrefixMatch
 
 if TYPE_CHECKING:
-    from plansim.sim.engine import Request
+    from plansim.sim.batch import Request
 
 
 class VllmScheduler:

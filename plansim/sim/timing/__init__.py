@@ -2,7 +2,7 @@
 
 ``TIMING_MODELS`` maps each ``timing_model.type`` of the engine args to its ``TimingKind``
 (``plansim.sim.timing.base``): ``polynomial`` (``default``), ``fixed``, ``npz``, ``external``,
-``python`` and ``aic`` (AIConfigurator's estimates, :mod:`plansim.aic.timing`, extra
+``python`` and ``aic`` (AIConfigurator's estimates, :mod:`plansim.sim.timing.aic`, extra
 ``plansim[aic]``). ``make_timing_model(spec)`` builds the model a spec describes.
 
 Adding a model: one module with its model and a ``TimingKind`` (whose ``Params`` declare any keys
@@ -27,7 +27,7 @@ TIMING_MODELS: Registry[TimingKind] = Registry("timing model type", {
     "npz": "plansim.sim.timing.npz:KIND",
     "external": "plansim.sim.timing.npz:EXTERNAL_KIND",
     "python": "plansim.sim.timing.python_callable:KIND",
-    "aic": "plansim.aic.timing:KIND",
+    "aic": "plansim.sim.timing.aic:KIND",
 })
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plansim.aic.profile import profile_arrays, write_profile
 from plansim.aic.table import load_table
-from plansim.aic.timing import AicTiming
 from plansim.planner_io import read_profile_fpms
 from plansim.sim.timing import load_npz_profile
+from plansim.sim.timing.aic import AicTiming
+from plansim.sim.timing.aic_profile import profile_arrays, write_profile
 
 
 @pytest.fixture(scope="module")

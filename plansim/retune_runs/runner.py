@@ -10,6 +10,8 @@ A retune run file (YAML or JSON) names what to replay::
                                              # or a planner config file
 
 Relative paths (trace, deployment and planner files) resolve against the run file's folder.
+``load_retune_run(path)`` validates it all through ``plansim.api.setup`` (the retune block
+parsed and checked once, kept in ``RetuneRun.setup``) before any trace is read.
 
 ``run_retune(run)`` replays the trace with the planner (and its retune controller) in the loop
 and returns the ``ReplayResult`` (its ``retune_events`` are the decision records).
@@ -24,34 +26,47 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from plansim import api
+from plansim.configfile import read_config
 from plansim.errors import ConfigError
 from plansim.planner_core.observations import WorkerCounts
-from plansim.configfile import read_config
-from plansim.roles import Role
-from plansim.retune.config import planner_retune_config
-from plansim.retune.controller import RetuneController, check_retune, controller_for_replay
-from plansim.retune.executor import Executor
+from plansim.retune.controller import RetuneController, controller_for_replay
+from plansim.retune.setup import RetuneSetup
 from plansim.retune.sweep import SweepReport, run_sweep
+from plansim.roles import Role
+from plansim.workers.executor import Executor
 
 RUN_KEYS = frozenset({"trace", "trace_format", "trace_block_size", "deployment", "planner"})
 
 
 @dataclass(frozen=True, slots=True)
 class RetuneRun:
-    """A validated run file: trace paths, deployment, planner config (retune set)."""
+    """A validated run file: trace paths and format, the replay setup (deployment, planner
+    config, its checked retune block) and the planner mapping as written."""
 
     source: str
     trace_paths: tuple[str, ...]
     trace_format: str
     trace_block_size: int | None
-    deployment: Any
-    planner_config: Any
+    setup: api.ReplaySetup
     planner_raw: Mapping[str, Any]
+
+    @property
+    def deployment(self) -> Any:
+        return self.setup.deployment
+
+    @property
+    def planner_config(self) -> Any:
+        return self.setup.planner_config
+
+    @property
+    def retune(self) -> RetuneSetup:
+        assert self.setup.retune is not None  # load_retune_run requires the block
+        return self.setup.retune
 
 
 def load_retune_run(path: str | Path) -> RetuneRun:
     """Read and validate a run file; ConfigError names the file and the key."""
-    from plansim.planner_core.config import parse_planner_config
     from plansim.sim.deployment import build_deployment, load_deployment
 
     source = Path(path)
@@ -88,15 +103,12 @@ def load_retune_run(path: str | Path) -> RetuneRun:
     if "retune" not in planner_raw:
         raise ConfigError("the planner config has no retune block", source=planner_source,
                           field="planner.retune")
-    planner_config = parse_planner_config(dict(planner_raw), source=planner_source)
-    check_retune(planner_config, deployment, source=planner_source)
     return RetuneRun(
         source=str(source),
         trace_paths=trace_paths,
         trace_format=str(raw.get("trace_format", "auto")),
         trace_block_size=raw.get("trace_block_size"),
-        deployment=deployment,
-        planner_config=planner_config,
+        setup=api.setup(deployment, dict(planner_raw), source=planner_source),
         planner_raw=dict(planner_raw),
     )
 
@@ -129,8 +141,8 @@ def build_controller(
     on_decision: Callable[[dict[str, Any]], None] | None = None,
 ) -> RetuneController:
     """The retune controller for a replay of ``workload`` with the run's planner config."""
-    return controller_for_replay(run.planner_config, run.deployment, workload, run.trace_paths,
-                                 executor=executor, on_decision=on_decision)
+    return controller_for_replay(run.retune, workload, run.trace_paths, executor=executor,
+                                 on_decision=on_decision)
 
 
 def run_retune(
@@ -143,11 +155,8 @@ def run_retune(
 ) -> Any:
     """Replay the run's trace with the planner and retune in the loop; returns the
     ``ReplayResult`` (``retune_events``: the decision records, a list)."""
-    from plansim import api
-
     workload = load_run_workload(run) if workload is None else workload
-    setup = api.ReplaySetup(run.deployment, planner_config=run.planner_config, source=run.source)
-    return api.replay(workload, setup, trace_paths=run.trace_paths, progress=progress,
+    return api.replay(workload, run.setup, trace_paths=run.trace_paths, progress=progress,
                       executor=executor, on_decision=on_decision)
 
 
@@ -189,7 +198,7 @@ def count_windows(run: RetuneRun, workload: Any) -> int:
     """Windows whose sweep launches before the replay's last arrival (a progress estimate)."""
     if not len(workload):
         return 0
-    cfg = planner_retune_config(run.planner_config)
+    cfg = run.retune.config
     span_s = (float(workload.arrival_ms.max()) - float(workload.arrival_ms.min())) / 1000.0
     span_s /= run.deployment.arrival_speedup_ratio
     n = int((span_s - cfg.grace_seconds) // cfg.interval_seconds)

@@ -32,7 +32,7 @@ from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from plansim.lifecycle import block_sigint_for_children, parent_lost
-from plansim.retune.executor import BatchOutcome, Task, TaskContext, TaskResult, describe_error
+from plansim.workers.executor import BatchOutcome, Task, TaskContext, TaskResult, describe_error
 
 WORKER_NICENESS = 10
 # The worker's acknowledgement of a task it received (results are tuples).

@@ -1,4 +1,4 @@
-"""``RayExecutor``: the retune ``Executor`` on a Ray cluster, or a local Ray instance.
+"""``RayExecutor``: the ``Executor`` on a Ray cluster, or a local Ray instance.
 
 Runs the same module-level task functions on the same arguments as ``SpawnPool``, so a task's
 value does not depend on the backend. Differences that follow from Ray:
@@ -47,7 +47,7 @@ from typing import Any
 from plansim.errors import InputError
 from plansim.io import atomic_write_bytes
 from plansim.lifecycle import ProcessReaper
-from plansim.retune.executor import BatchOutcome, Task, TaskContext, TaskResult, describe_error
+from plansim.workers.executor import BatchOutcome, Task, TaskContext, TaskResult, describe_error
 
 INSTALL_HINT = "pip install 'plansim[ray]'"
 WORKER_NICENESS = 10
@@ -90,7 +90,7 @@ class RayExecutor:
     """An ``Executor`` on Ray; see the module docstring. ``run`` and ``cancel`` are thread-safe;
     ``close`` is called once, after every ``run`` has returned."""
 
-    # Several windows may be swept at once on one executor (see ``retune.batch``).
+    # Several windows may be swept at once on one executor (see ``retune_runs.batch``).
     thread_safe = True
 
     def __init__(self, max_parallel: int, address: str | None = None) -> None:

@@ -1,13 +1,14 @@
-"""The executor interface for candidate work: run a batch of picklable tasks, get their results.
+"""The executor interface: run a batch of picklable tasks, get their results.
 
-A sweep is a few dependent batches (read the window, pre-sweep the predictors, then prepare the
-predictor and replay the candidates); each batch goes through ``Executor.run``. Implementations:
-``retune.sweep.SpawnPool`` (the default, one machine) and, later, a Ray executor. Both must run
+A retune sweep is a few dependent batches (read the window, pre-sweep the predictors, then
+prepare the predictor and replay the candidates), a capacity search a graph of them; each batch
+goes through ``Executor.run``. Implementations: ``workers.pool.SpawnPool`` (the default, one
+machine), ``workers.ray_executor.RayExecutor`` and ``InProcessExecutor`` (below). All must run
 the same task functions on the same arguments and return the same values, so a task's result
 never depends on which worker ran it.
 
 Task functions are module-level, pure functions of their arguments (picklable by reference); a
-task's only side effects are files under the sweep folder it is handed (``TaskContext``).
+task's only side effects are files under the folder it is handed (``TaskContext.sweep_dir``).
 """
 
 from __future__ import annotations

@@ -9,26 +9,17 @@ import threading
 import time
 
 import pytest
-import retune_pool_tasks as tasks
-from proctable import alive
+import pool_tasks as tasks
+from proctable import alive, wait_dead
 
-from plansim.retune.executor import Executor, Task, TaskContext, run_serially
-from plansim.retune import pool as pool_module
-from plansim.retune.pool import SpawnPool
+from plansim.workers import pool as pool_module
+from plansim.workers.executor import Executor, Task, TaskContext, run_serially
+from plansim.workers.pool import SpawnPool
 
 
 @pytest.fixture
 def context(tmp_path):
     return TaskContext(str(tmp_path))
-
-
-def wait_dead(pids, timeout_s=5.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not any(alive(p) for p in pids):
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_the_pool_implements_the_executor_interface():
@@ -232,9 +223,9 @@ def test_a_task_that_cannot_be_unpickled_fails_with_that_error_and_the_worker_li
 _DYING_PARENT = """
 import os, signal, sys, time
 sys.path.insert(0, sys.argv[2])
-import retune_pool_tasks as tasks
-from plansim.retune.executor import Task, TaskContext
-from plansim.retune.pool import SpawnPool
+import pool_tasks as tasks
+from plansim.workers.executor import Task, TaskContext
+from plansim.workers.pool import SpawnPool
 
 scratch = os.environ["PLANSIM_SCRATCH"]
 pool = SpawnPool(1)

@@ -24,21 +24,20 @@ from typing import Any
 
 import numpy as np
 
-from plansim.errors import InputError
 from plansim.retune import scoring
-from plansim.retune.executor import BatchOutcome, Executor, Task, TaskContext
 from plansim.retune.record import window_bounds
 from plansim.retune.sweep import SweepPlan, SweepReport, run_sweep
+from plansim.workers.executor import BatchOutcome, Executor, Task, TaskContext
 
 # How often the waiting thread wakes up so that Ctrl-C is seen promptly (s).
 _WAKE_S = 0.2
 
 
 def window_plans(run: Any, workload: Any, windows: Iterable[int]) -> list[SweepPlan]:
-    """The sweep plans of ``windows`` of a retune run (``retune.runner.RetuneRun``): each from
+    """The sweep plans of ``windows`` of a retune run (``retune_runs.runner.RetuneRun``): each from
     the startup point, with the deployment's starting worker counts and the config's
-    ``timeout_seconds``, as ``retune.runner.score_window`` sweeps one window."""
-    from plansim.retune.runner import build_controller, starting_counts
+    ``timeout_seconds``, as ``retune_runs.runner.score_window`` sweeps one window."""
+    from plansim.retune_runs.runner import build_controller, starting_counts
 
     controller = build_controller(run, workload)
     try:
@@ -47,22 +46,6 @@ def window_plans(run: Any, workload: Any, windows: Iterable[int]) -> list[SweepP
         return [controller.build_plan(k, counts) for k in windows]
     finally:
         controller.close()
-
-
-def make_executor(backend: str, max_parallel: int, ray_address: str | None = None) -> Executor:
-    """The executor of ``--backend spawn|ray``; ``InputError`` for a bad combination or a
-    missing Ray (one line saying how to install it)."""
-    if backend == "ray":
-        from plansim.retune.ray_executor import RayExecutor
-
-        return RayExecutor(max_parallel, address=ray_address)
-    if backend != "spawn":
-        raise InputError(f"unknown backend {backend!r} (spawn or ray)", field="--backend")
-    if ray_address is not None:
-        raise InputError("only with --backend ray", field="--ray-address")
-    from plansim.retune.pool import SpawnPool
-
-    return SpawnPool(max_parallel)
 
 
 @dataclass(frozen=True, slots=True)

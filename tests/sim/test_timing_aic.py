@@ -7,9 +7,9 @@ import pytest
 
 from plansim.aic import sdk
 from plansim.aic.table import load_table
-from plansim.aic.timing import AicTiming, Grid
 from plansim.sim.deployment import TimingModelSpec
 from plansim.sim.timing import make_timing_model
+from plansim.sim.timing.aic import AicTiming, Grid
 
 
 def test_make_timing_model_builds_the_aic_model(qwen_spec):

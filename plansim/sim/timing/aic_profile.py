@@ -1,4 +1,5 @@
-"""The ``aic`` table written as the reference mocker's NPZ profile.
+"""The ``aic`` table written, through the ``aic`` timing model, as the reference mocker's NPZ
+profile.
 
 Arrays (the form ``timing_model: {type: npz}``, ``planner_profile_data``, Dynamo's
 ``--planner-profile-data`` and the planner's ``profile_results_dir`` read):
@@ -19,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from plansim.aic.table import PER_OCTAVE, AicTable, octave_axis
-from plansim.aic.timing import AicTiming
 from plansim.io import atomic_open
+from plansim.sim.timing.aic import AicTiming
 
 
 def profile_arrays(table: AicTable, *, max_batch: int, max_context: int) -> dict[str, np.ndarray]:

@@ -1,4 +1,4 @@
-"""retune.batch tables and summary, on hand-built window reports: the ranking is the sweep's
+"""retune_runs.batch tables and summary, on hand-built window reports: the ranking is the sweep's
 (best first, ties to the current point, failed last), wins count the best-ranked candidate per
 window, and the score distribution is over the windows a candidate was scored on; windows in
 flight fill the CPUs; Ctrl-C cancels the windows in flight and starts no other."""
@@ -10,17 +10,17 @@ import threading
 
 import pytest
 
-from plansim.retune.batch import (
+from plansim.retune.domains import Point
+from plansim.retune.sweep import CandidateReport, SweepPlan, SweepReport
+from plansim.retune.tasks import ReplaySpec, WindowSpec
+from plansim.retune_runs.batch import (
     WindowResult,
     ranked_table,
     score_windows,
     summarize,
     windows_in_flight,
 )
-from plansim.retune.executor import BatchOutcome
-from plansim.retune.domains import Point
-from plansim.retune.sweep import CandidateReport, SweepPlan, SweepReport
-from plansim.retune.tasks import ReplaySpec, WindowSpec
+from plansim.workers.executor import BatchOutcome
 
 CURRENT = Point.of({"overlap_score_weight": 1.0})
 LOW = Point.of({"overlap_score_weight": 0.5})

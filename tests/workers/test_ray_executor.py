@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 from plansim.errors import InputError
-from plansim.retune.executor import Task, TaskContext, run_serially
-from plansim.retune.pool import SpawnPool
+from plansim.workers.executor import Task, TaskContext, run_serially
+from plansim.workers.pool import SpawnPool
 
-from plansim.retune.ray_executor import RayExecutor, import_ray
+from plansim.workers.ray_executor import RayExecutor, import_ray
 
 ray = import_ray(local=True)
 
