@@ -4,13 +4,14 @@ Each resample draws as many training windows as there are, with replacement, and
 cell by how often its window was drawn. Refitting each resample by replaying would cost a fit
 per resample; instead the fit's residuals are linear in the parameters near the fit (its
 Jacobian, one replay per parameter, already taken), so each resample's parameters are the
-fit's plus the weighted Gauss-Newton step of that resample (the one-step bootstrap), kept
-within the family's bounds. The resamples come from a generator seeded by the deployment's
+fit's plus the weighted Gauss-Newton step of that resample less the step of all the training
+windows (the one-step bootstrap, centred on the fit), kept within the family's bounds. The resamples come from a generator seeded by the deployment's
 seed, so the same inputs give the same intervals.
 
-A parameter the trace does not determine (its Jacobian column nearly in the span of the others
-or nearly zero: e.g. the square term of the KV fill in a trace that never filled the KV cache)
-is reported as such: its interval says only what the resamples did not move.
+A parameter the trace does not determine (its standard error at the fit more than
+``UNDETERMINED_ERROR`` of its typical magnitude: its Jacobian column nearly zero or nearly in
+the span of the others, e.g. the square term of the KV fill in a trace that never filled the KV
+cache) is reported as such: its interval says only what the resamples did not move.
 """
 
 from __future__ import annotations
@@ -24,31 +25,40 @@ RESAMPLES = 500
 # A direction of the scaled parameters whose singular value is under this share of the largest
 # is one the residuals do not see.
 NULL_SHARE = 1e-3
+# A parameter whose standard error exceeds this share of its typical magnitude (a change of
+# about half a pass time) is one the trace does not determine.
+UNDETERMINED_ERROR = 0.5
 
 
 @dataclass(frozen=True, slots=True)
 class Bootstrap:
     """``draws``: resampled parameter vectors (resamples x parameters), in draw order; ``low``
-    and ``high``: their ``LEVEL`` interval per parameter; ``identified``: per parameter,
-    whether the trace determines it."""
+    and ``high``: their ``LEVEL`` interval per parameter; ``standard_error`` per parameter
+    (natural units) and ``identified``: whether the trace determines it."""
 
     draws: np.ndarray
     low: np.ndarray
     high: np.ndarray
+    standard_error: np.ndarray
     identified: np.ndarray
     level: float = LEVEL
 
 
-def identified(jacobian: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """Per parameter, whether no direction the residuals do not see loads on it by more than
-    half (Jacobian in natural units, ``scale`` the parameters' magnitudes)."""
+def standard_errors(jacobian: np.ndarray, residuals: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Per parameter, its standard error in units of its typical magnitude (``scale``): the
+    diagonal of ``s^2 (J'J)^-1`` of the Jacobian in those units, ``s^2`` the residuals' mean
+    square over their degrees of freedom; infinite along a direction the residuals do not see
+    (a singular value under ``NULL_SHARE`` of the largest)."""
     js = jacobian * scale
+    m, p = js.shape
     if not np.any(js):
-        return np.zeros(js.shape[1], dtype=bool)
-    _, s, vt = np.linalg.svd(js, full_matrices=True)
-    s = np.concatenate([s, np.zeros(vt.shape[0] - s.shape[0])])
-    null = vt[s < NULL_SHARE * s.max()]
-    return ~np.any(np.abs(null) > 0.5, axis=0) if null.shape[0] else np.ones(js.shape[1], bool)
+        return np.full(p, np.inf)
+    _, s, vt = np.linalg.svd(js, full_matrices=False)
+    s2 = float(residuals @ residuals) / max(m - p, 1)
+    seen = s >= NULL_SHARE * s.max()
+    variance = (vt[seen].T ** 2) @ (1.0 / s[seen] ** 2) * s2
+    blind = np.any(np.abs(vt[~seen]) > 0.5, axis=0) if (~seen).any() else np.zeros(p, bool)
+    return np.where(blind, np.inf, np.sqrt(variance))
 
 
 def bootstrap(values: np.ndarray, residuals: np.ndarray, jacobian: np.ndarray,
@@ -61,12 +71,20 @@ def bootstrap(values: np.ndarray, residuals: np.ndarray, jacobian: np.ndarray,
     windows = np.unique(cell_window)
     position = np.searchsorted(windows, cell_window)
     js = jacobian * scale
+
+    def step(w: np.ndarray) -> np.ndarray:
+        out, *_ = np.linalg.lstsq(js * w[:, None], -residuals * w, rcond=NULL_SHARE)
+        return out
+
+    # Each draw moves the fit by its resample's step less the step of the whole training set:
+    # an optimiser stopped short of the minimum shifts every step alike, not the spread.
+    whole = step(np.ones(residuals.shape[0]))
     draws = np.empty((resamples, values.shape[0]))
     for b in range(resamples):
         counts = np.bincount(rng.integers(windows.shape[0], size=windows.shape[0]),
                              minlength=windows.shape[0])
-        w = np.sqrt(counts[position].astype(np.float64))
-        step, *_ = np.linalg.lstsq(js * w[:, None], -residuals * w, rcond=NULL_SHARE)
-        draws[b] = np.clip(values + step * scale, lower, upper)
+        draws[b] = np.clip(values + (step(np.sqrt(counts[position].astype(np.float64)))
+                                     - whole) * scale, lower, upper)
     low, high = np.quantile(draws, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], axis=0)
-    return Bootstrap(draws, low, high, identified(jacobian, scale))
+    errors = standard_errors(jacobian, residuals, scale)
+    return Bootstrap(draws, low, high, errors * scale, errors <= UNDETERMINED_ERROR)

@@ -8,10 +8,11 @@ never sees it, and its error is the calibration's held-out error.
 A cell (``make_cells``) is the requests of one window in one band: for TTFT, a quartile of the
 prompt length; for TPOT, a tercile of the recorded concurrency (requests in flight, from the
 recorded arrivals and E2E, at the middle of the request's decode), so that the cells span the
-load levels the trace saw. A cell's residual is the median over its requests of
-``log(replayed / recorded)``: per request, as the user's own requests were served, and robust to
-the few requests the router placed differently from production (a per-request sum of squares
-is dominated by them and jumps with every routing change).
+load levels the trace saw. A cell's residual is the trimmed mean over its requests of
+``log(replayed / recorded)`` (the middle half): per request, as the user's own requests were
+served, robust to the few requests the router placed differently from production (a
+per-request sum of squares is dominated by them and jumps with every routing change), and
+smoother in the parameters than a median (one request's value).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ TPOT_BANDS = 3
 # A replayed latency missing (the request was rejected or never finished) or this far off counts
 # as this log ratio (e^3: 20 times).
 LOG_CAP = 3.0
+# A cell's residual is the mean of its log ratios less the lowest and highest quarter.
+TRIM = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +78,7 @@ def cut_windows(arrival_ms: np.ndarray, scored: np.ndarray, count: int) -> Windo
 @dataclass(frozen=True, slots=True)
 class Cells:
     """The cells: ``metric`` (``ttft`` or ``tpot``), ``window`` and ``weight`` per cell, and
-    its requests. Weights are ``sqrt(requests / all requests of the metric)``: a cell's median
+    its requests. Weights are ``sqrt(requests / all requests of the metric)``: a cell's mean
     is as precise as its size allows, and TTFT and TPOT weigh the same in all."""
 
     metric: np.ndarray
@@ -145,9 +148,11 @@ def log_ratios(replayed: np.ndarray, recorded: np.ndarray) -> np.ndarray:
 
 def cell_residuals(cells: Cells, ttft_ms: np.ndarray, tpot_ms: np.ndarray,
                    recorded: Recorded, rows: np.ndarray | None = None) -> np.ndarray:
-    """Each cell's median log ratio of replayed to recorded latency (of the cells ``rows``, or
-    all), unweighted."""
+    """Each cell's trimmed mean (``TRIM``) log ratio of replayed to recorded latency (of the
+    cells ``rows``, or all), unweighted."""
+    from scipy.stats import trim_mean
+
     by_metric = {"ttft": log_ratios(ttft_ms, recorded.ttft_ms),
                  "tpot": log_ratios(tpot_ms, recorded.tpot_ms)}
     rows = range(len(cells)) if rows is None else rows
-    return np.array([np.median(by_metric[cells.metric[c]][cells.members[c]]) for c in rows])
+    return np.array([trim_mean(by_metric[cells.metric[c]][cells.members[c]], TRIM) for c in rows])

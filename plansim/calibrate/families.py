@@ -50,8 +50,8 @@ class Parameter:
 
 @dataclass(frozen=True, slots=True)
 class Scales:
-    """The magnitudes the parameters are measured against: prefill tokens of a full pass, the
-    KV fill fraction the trace reaches, a typical pass time (ms), a typical request context
+    """The magnitudes the parameters are measured against: the prefill tokens of a long prompt,
+    the KV fill fraction the trace reaches, a typical pass time (ms), a typical request context
     (tokens) and batch (requests)."""
 
     tokens: float

@@ -1,15 +1,20 @@
 """Simulation-based fitting of one family: the parameters whose replay of the whole trace best
 reproduces the recorded latencies of the training windows' cells.
 
-The residuals are the training cells' median log ratios (``plansim.calibrate.cells``), weighted;
-scipy's trust-region least squares (``least_squares``, ``trf``, within the family's bounds)
-minimises their squares from the fast estimate. Each evaluation is a replay of the whole trace
-on the deployment with the family's keys set (``plansim.api``), so queueing, batching, chunked
-prefill and routing are the simulator's own. The Jacobian is taken by forward differences, one
-replay per parameter, with steps of ``STEP`` times each parameter's typical magnitude (large
-enough that a cell median moves with the parameter, not with the request that happens to be its
-median). The overhead adds to every replayed TTFT and E2E and changes nothing in the engines, so
-its column needs no replay.
+The residuals are the training cells' trimmed-mean log ratios (``plansim.calibrate.cells``),
+weighted; scipy's trust-region least squares (``least_squares``, ``trf``, within the family's
+bounds) minimises their squares from the fast estimate. Each evaluation is a replay of the
+whole trace on the deployment with the family's keys set (``plansim.api``), so queueing,
+batching, chunked prefill and routing are the simulator's own.
+
+The Jacobian is taken by forward differences, one replay per parameter, with steps of ``STEP``
+times each parameter's typical magnitude (large enough that a cell moves with the parameter,
+not with the few requests routed elsewhere), at the start of a round; at later points of the
+round Broyden's rank-one update of it costs no replay. A round ends when trf stops (a stale
+Jacobian makes it shrink its trust region until it does); the next starts with a fresh one,
+until a round gains less than ``ROUND_GAIN`` of the cost, ``MAX_ROUNDS`` or
+``MAX_EVALUATIONS``. The overhead adds to every replayed TTFT and E2E and changes nothing in
+the engines, so its column needs no replay.
 
 ``fit_family`` is a module-level function of picklable arguments: the command runs one per
 family in a spawn pool (``plansim.workers.parallel.parallel_map``), every fit deterministic.
@@ -35,8 +40,17 @@ from plansim.calibrate.families import (
 )
 from plansim.calibrate.recorded import Recorded
 
-STEP = 0.05
-MAX_EVALUATIONS = 15
+STEP = 0.1
+# The step of the Jacobian at the fit, which the bootstrap and the standard errors rest on:
+# larger, so that the jumps of a replay's routing as a parameter moves (a request placed on
+# another rank) weigh less against the trend than in a step of ``STEP``.
+STEP_AT_FIT = 0.3
+MAX_EVALUATIONS = 24
+MAX_ROUNDS = 4
+# A round that lowers the training cost by less than this share of it ends the fit.
+ROUND_GAIN = 0.05
+# Broyden updates of the Jacobian between two by differences.
+REFRESH = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +114,33 @@ class _Replays:
         return hit
 
 
+class _Broyden:
+    """The Jacobian ``least_squares`` asks for at each accepted point: by forward differences
+    (``differences``, one replay per parameter) at the start and after every ``REFRESH``
+    updates, else the last one updated by Broyden's rank-one secant from the step just taken
+    (no replay: the residuals at both points are known)."""
+
+    def __init__(self, residuals: Any, differences: Any) -> None:
+        self.residuals, self.differences = residuals, differences
+        self.z: np.ndarray | None = None
+        self.r: np.ndarray | None = None
+        self.j: np.ndarray | None = None
+        self.updates = 0
+
+    def __call__(self, z: np.ndarray) -> np.ndarray:
+        r = self.residuals(z)
+        if self.j is None or self.updates >= REFRESH:
+            self.j, self.updates = self.differences(z), 0
+        else:
+            s = z - self.z
+            ss = float(s @ s)
+            if ss > 0:
+                self.j = self.j + np.outer(r - self.r - self.j @ s, s) / ss
+                self.updates += 1
+        self.z, self.r = z.copy(), r
+        return self.j
+
+
 def replay_with(workload: Any, deployment: Any, overrides: dict[str, Any]) -> Replayed:
     """Replay ``workload`` on ``deployment`` with dotted-key ``overrides``."""
     from plansim import api
@@ -126,7 +167,7 @@ def fit_family(name: str, workload: Any, deployment: Any, problem: Problem,
     scale = np.array([p.scale for p in params])
     lower = np.array([p.lower for p in params]) / scale
     upper = np.array([p.upper for p in params]) / scale
-    start = np.append(family.start(estimate), 0.0)
+    start = np.append(family.start(estimate), estimate.overhead_ms)
     z0 = np.clip(start / scale, lower, upper)
     replays = _Replays(workload, deployment, family)
     rows = problem.train_cells
@@ -138,28 +179,40 @@ def fit_family(name: str, workload: Any, deployment: Any, problem: Problem,
         return weight * cell_residuals(problem.cells, r.ttft_ms, r.tpot_ms, problem.recorded,
                                        rows)
 
-    def jacobian(z: np.ndarray) -> np.ndarray:
+    def differences(z: np.ndarray, size: float = STEP) -> np.ndarray:
         base = residuals(z)
         columns = []
         for j in range(z.shape[0]):
-            step = STEP if z[j] + STEP <= upper[j] else -STEP
+            step = size if z[j] + size <= upper[j] else -size
             shifted = z.copy()
             shifted[j] += step
             columns.append((residuals(shifted) - base) / step)
         return np.column_stack(columns)
 
-    fit = least_squares(residuals, z0, jac=jacobian, bounds=(lower, upper), method="trf",
-                        x_scale=1.0, ftol=1e-3, xtol=1e-3, gtol=1e-6, max_nfev=MAX_EVALUATIONS)
+    # Rounds of least squares, each from a Jacobian by differences: a Broyden Jacobian gone
+    # stale makes trf shrink its trust region until it stops, and a fresh one moves it on.
+    z, evaluations, messages = z0, 0, []
+    cost = float(residuals(z0) @ residuals(z0))
+    for _ in range(MAX_ROUNDS):
+        fit = least_squares(residuals, z, jac=_Broyden(residuals, differences),
+                            bounds=(lower, upper), method="trf", x_scale=1.0, ftol=1e-3,
+                            xtol=1e-3, gtol=1e-6, max_nfev=MAX_EVALUATIONS - evaluations)
+        evaluations += int(fit.nfev)
+        messages.append(str(fit.message))
+        gain = cost - 2.0 * float(fit.cost)
+        z, cost = fit.x, 2.0 * float(fit.cost)
+        if gain <= ROUND_GAIN * cost or evaluations >= MAX_EVALUATIONS:
+            break
     z = fit.x
     x = z * scale
-    jac = jacobian(z) / scale  # per natural unit
+    jac = differences(z, STEP_AT_FIT) / scale  # per natural unit, fresh for the bootstrap
     at = with_overhead(replays(x[:-1]), x[-1])
     return FamilyFit(
         family=name, parameters=params, start=start, values=x,
         train_residuals=residuals(z), jacobian=jac,
         cell_residuals=cell_residuals(problem.cells, at.ttft_ms, at.tpot_ms, problem.recorded),
-        replayed=at, replays=len(replays.cache), evaluations=int(fit.nfev),
-        status=str(fit.message), wall_s=time.perf_counter() - started)
+        replayed=at, replays=len(replays.cache), evaluations=evaluations,
+        status=f"{len(messages)} round(s): {messages[-1]}", wall_s=time.perf_counter() - started)
 
 
 def fitted_overrides(fit: FamilyFit, deployment: Any) -> dict[str, Any]:

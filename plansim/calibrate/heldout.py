@@ -6,7 +6,7 @@ TPOT, median E2E, each replayed figure's relative error, and with an SLA the goo
 both (requests meeting every bound set, over the window's requests with recorded latencies).
 
 A family's held-out score (``score``) is the fit's own objective on the cells of the held-out
-windows: the weighted mean square of their median log ratios, a mean over windows with its
+windows: the weighted mean square of their trimmed-mean log ratios, a mean over windows with its
 standard error. ``choose`` takes the family with the fewest parameters whose held-out score is
 within one standard error of the best (the one-standard-error rule: a family with more
 parameters has to earn them on windows it never saw).

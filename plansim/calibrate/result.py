@@ -44,6 +44,7 @@ class FamilyResult:
     values: np.ndarray
     low: np.ndarray
     high: np.ndarray
+    standard_error: np.ndarray
     identified: np.ndarray
     draws: np.ndarray
     train_error: float
@@ -56,9 +57,12 @@ class FamilyResult:
 
     def parameters_json(self) -> list[dict[str, Any]]:
         return [{"name": p.name, "unit": p.unit, "value": float(v), "start": float(s),
-                 "low": float(lo), "high": float(hi), "level": LEVEL, "identified": bool(ok)}
-                for p, v, s, lo, hi, ok in zip(self.parameters, self.values, self.start,
-                                               self.low, self.high, self.identified)]
+                 "low": float(lo), "high": float(hi), "level": LEVEL,
+                 "standard_error": float(se) if np.isfinite(se) else None,
+                 "identified": bool(ok)}
+                for p, v, s, lo, hi, se, ok in zip(self.parameters, self.values, self.start,
+                                                   self.low, self.high, self.standard_error,
+                                                   self.identified)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +123,9 @@ class Calibration:
             "draws": list(self.draws),
             "fast_estimate": {"prefill": list(e.prefill), "decode": list(e.decode),
                               "prefill_scale": e.prefill_scale, "decode_scale": e.decode_scale,
+                              "overhead_ms": e.overhead_ms,
                               "unqueued_prefill_requests": e.unqueued_prefill,
+                              "multi_chunk_requests": e.multi_chunk,
                               "decode_requests": e.decode_requests},
             "requests": {"total": self.requests,
                          "scored": int(self.recorded.scored.sum()),

@@ -59,8 +59,9 @@ def calibrate(workload: Any, recorded: Recorded, deployment: Any, *,
     cells = make_cells(workload, recorded, win)
     base = with_overrides(deployment, {OVERHEAD_KEY: 0.0})
     say = progress or (lambda text: None)
-    say("replaying the deployment as given (fast estimate)")
-    estimate = fast_estimate(workload, recorded, api.replay(workload, api.setup(base)), base)
+    say("replaying the deployment as given and at the fast estimate")
+    estimate = fast_estimate(workload, recorded, base,
+                             recorded.scored & ~win.held_out[win.index])
     workers = sum(deployment.pool_sizes().values())
     problem = Problem(recorded, win, cells, problem_scales(workload, recorded, estimate, workers))
     say(f"fitting {', '.join(names)} on {int((~win.held_out).sum())} of {win.count} windows")
@@ -98,7 +99,7 @@ def _family_result(fit: FamilyFit, problem: Problem, deployment: Any,
     return FamilyResult(
         family=fit.family, summary=FAMILIES.get(fit.family).summary, parameters=params,
         start=fit.start, values=fit.values, low=boot.low, high=boot.high,
-        identified=boot.identified, draws=boot.draws, train_error=train,
+        standard_error=boot.standard_error, identified=boot.identified, draws=boot.draws, train_error=train,
         held_out=score(problem.cells, fit.cell_residuals, problem.windows),
         overrides=family_overrides(FAMILIES.get(fit.family), fit.values, deployment),
         replays=fit.replays, evaluations=fit.evaluations, status=fit.status, wall_s=fit.wall_s)

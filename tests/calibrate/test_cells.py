@@ -49,16 +49,19 @@ def test_requests_in_flight_count_the_recorded_spans():
     assert recorded_in_flight(workload, rec).tolist() == [2, 2, 2]
 
 
-def test_a_cell_residual_is_the_median_log_ratio_of_its_requests():
-    rec = Recorded(np.array([10.0, 10.0, 10.0, 20.0]), np.full(4, 100.0),
-                   np.array([5.0, 5.0, 5.0, 5.0]))
+def test_a_cell_residual_is_the_mean_log_ratio_of_its_middle_half():
+    rec = Recorded(np.full(8, 10.0), np.full(8, 100.0), np.full(8, 5.0))
     cells = Cells(np.array(["ttft", "tpot"]), np.array([0, 0]), np.ones(2),
-                  (np.array([0, 1, 2]), np.array([1, 2, 3])))
-    ttft = np.array([11.0, 12.0, 30.0, 20.0])
-    tpot = np.array([5.0, np.nan, 4.0, 6.0])  # a request the replay did not finish counts high
+                  (np.arange(8), np.arange(8)))
+    # Ratios 1.0 .. 1.4 and three strays (x10, x0.1, x0.9): the two lowest and the two highest
+    # of eight are dropped, whatever their size.
+    ttft = np.array([10.0, 11.0, 12.0, 13.0, 14.0, 100.0, 1.0, 9.0])
+    # TPOT: a request the replay did not finish counts as LOG_CAP, among the highest.
+    tpot = np.array([5.0, 5.0, 5.0, 5.5, 6.0, np.nan, 4.0, 5.0])
     r = cell_residuals(cells, ttft, tpot, rec)
-    assert r[0] == pytest.approx(math.log(1.2))
-    assert r[1] == pytest.approx(math.log(6.0 / 5.0))
+    assert r[0] == pytest.approx(math.log(1.0 * 1.1 * 1.2 * 1.3) / 4)
+    # Sorted log ratios: log 0.8, four 0s, log 1.1, log 1.2, LOG_CAP; the middle four remain.
+    assert r[1] == pytest.approx((0 + 0 + 0 + math.log(1.1)) / 4)
 
 
 def test_cells_lie_in_one_window_and_keep_only_scored_requests():
