@@ -6,9 +6,9 @@ requests with recorded latencies; every third one (windows 1, 4, 7, ...) is held
 never sees it, and its error is the calibration's held-out error.
 
 A cell (``make_cells``) is the requests of one window in one band: for TTFT, a quartile of the
-prompt length; for TPOT, a tercile of the recorded concurrency (requests in flight, from the
-recorded arrivals and E2E, at the middle of the request's decode), so that the cells span the
-load levels the trace saw. A cell's residual is the trimmed mean over its requests of
+prompt length; for TPOT, a tercile of the recorded KV tokens in flight (prompt and output of
+the requests in flight, from the recorded arrivals and E2E, at the middle of the request's
+decode), so that the cells span the load levels and contexts the trace saw. A cell's residual is the trimmed mean over its requests of
 ``log(replayed / recorded)`` (the middle half): per request, as the user's own requests were
 served, robust to the few requests the router placed differently from production (a
 per-request sum of squares is dominated by them and jumps with every routing change), and
@@ -94,15 +94,31 @@ class Cells:
         return np.flatnonzero(np.isin(self.window, windows))
 
 
-def recorded_in_flight(workload: Any, recorded: Recorded) -> np.ndarray:
-    """Per scored request, the recorded requests in flight at the middle of its decode."""
+def recorded_in_flight(workload: Any, recorded: Recorded,
+                       weight: np.ndarray | None = None) -> np.ndarray:
+    """Per scored request, the recorded requests in flight at the middle of its decode (-1 for
+    a request without recorded latencies); with ``weight`` (one per request), the sum of their
+    weights instead."""
     ok = recorded.scored
     arrival = np.asarray(workload.arrival_ms, dtype=np.float64)
-    starts = np.sort(arrival[ok])
-    ends = np.sort(arrival[ok] + recorded.e2e_ms[ok])
+    w = np.ones(arrival.shape[0]) if weight is None else np.asarray(weight, dtype=np.float64)
+    start_order = np.argsort(arrival[ok], kind="stable")
+    ends = arrival[ok] + recorded.e2e_ms[ok]
+    end_order = np.argsort(ends, kind="stable")
+    started = np.concatenate(([0.0], np.cumsum(w[ok][start_order])))
+    ended = np.concatenate(([0.0], np.cumsum(w[ok][end_order])))
     at = arrival + (recorded.ttft_ms + recorded.e2e_ms) / 2.0
-    count = np.searchsorted(starts, at, side="right") - np.searchsorted(ends, at, side="right")
-    return np.where(ok, count, -1)
+    total = (started[np.searchsorted(arrival[ok][start_order], at, side="right")]
+             - ended[np.searchsorted(ends[end_order], at, side="right")])
+    return np.where(ok, total, -1.0)
+
+
+def recorded_kv_tokens(workload: Any, recorded: Recorded) -> np.ndarray:
+    """Per scored request, the tokens of the recorded requests in flight at the middle of its
+    decode (prompt and output of each: the KV cache a decode pass reads, as the recorded
+    traffic held it)."""
+    tokens = np.asarray(workload.isl_tokens) + np.asarray(workload.osl_tokens)
+    return recorded_in_flight(workload, recorded, tokens)
 
 
 def _bands(values: np.ndarray, mask: np.ndarray, n: int) -> np.ndarray:
@@ -118,7 +134,7 @@ def make_cells(workload: Any, recorded: Recorded, windows: Windows) -> Cells:
     tpot_ok = np.isfinite(recorded.tpot_ms)
     groups = [("ttft", ttft_ok, _bands(np.asarray(workload.isl_tokens), ttft_ok, TTFT_BANDS),
                TTFT_BANDS),
-              ("tpot", tpot_ok, _bands(recorded_in_flight(workload, recorded), tpot_ok,
+              ("tpot", tpot_ok, _bands(recorded_kv_tokens(workload, recorded), tpot_ok,
                                        TPOT_BANDS), TPOT_BANDS)]
     metric, window, weight, members = [], [], [], []
     for name, ok, band, n in groups:

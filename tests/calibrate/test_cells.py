@@ -15,6 +15,7 @@ from plansim.calibrate.cells import (
     cut_windows,
     make_cells,
     recorded_in_flight,
+    recorded_kv_tokens,
     window_count,
 )
 from plansim.calibrate.recorded import Recorded, recorded_of
@@ -47,6 +48,17 @@ def test_requests_in_flight_count_the_recorded_spans():
     rec = Recorded(np.array([10.0, 2.0, 10.0]), np.array([100.0, 5.0, 100.0]),
                    np.full(3, np.nan))
     assert recorded_in_flight(workload, rec).tolist() == [2, 2, 2]
+
+
+def test_kv_tokens_in_flight_sum_prompt_and_output_of_the_requests_in_flight():
+    # As above; request 1's decode midpoint is 13.5 ms (requests 0 and 1 in flight), request
+    # 2's 75 ms (requests 0 and 2); a request without latencies counts nowhere.
+    workload = type("W", (), {"arrival_ms": np.array([0.0, 10.0, 20.0, 30.0]),
+                              "isl_tokens": np.array([100, 200, 300, 400]),
+                              "osl_tokens": np.array([10, 20, 30, 40])})()
+    rec = Recorded(np.array([10.0, 2.0, 10.0, np.nan]), np.array([100.0, 5.0, 100.0, np.nan]),
+                   np.full(4, np.nan))
+    assert recorded_kv_tokens(workload, rec).tolist() == [440.0, 330.0, 440.0, -1.0]
 
 
 def test_a_cell_residual_is_the_mean_log_ratio_of_its_middle_half():
