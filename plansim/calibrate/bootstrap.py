@@ -5,7 +5,9 @@ cell by how often its window was drawn. Refitting each resample by replaying wou
 per resample; instead the fit's residuals are linear in the parameters near the fit (its
 Jacobian, one replay per parameter, already taken), so each resample's parameters are the
 fit's plus the weighted Gauss-Newton step of that resample less the step of all the training
-windows (the one-step bootstrap, centred on the fit), kept within the family's bounds. The resamples come from a generator seeded by the deployment's
+windows (the one-step bootstrap, centred on the fit), kept within the family's bounds. A
+handful of windows is a small sample for a bootstrap: where its interval is narrower than the
+normal interval of the parameter's standard error at the fit, the draws are widened to it. The resamples come from a generator seeded by the deployment's
 seed, so the same inputs give the same intervals.
 
 A parameter the trace does not determine (its standard error at the fit more than
@@ -17,6 +19,7 @@ cache) is reported as such: its interval says only what the resamples did not mo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
@@ -85,6 +88,16 @@ def bootstrap(values: np.ndarray, residuals: np.ndarray, jacobian: np.ndarray,
                              minlength=windows.shape[0])
         draws[b] = np.clip(values + (step(np.sqrt(counts[position].astype(np.float64)))
                                      - whole) * scale, lower, upper)
-    low, high = np.quantile(draws, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], axis=0)
     errors = standard_errors(jacobian, residuals, scale)
+    # A bootstrap over a few windows sees little of the spread: on each side of the fit, a
+    # parameter's draws are widened until their interval reaches at least as far as the
+    # normal one of its standard error.
+    reach = np.where(np.isfinite(errors), NormalDist().inv_cdf((1 + LEVEL) / 2) * errors * scale,
+                     0.0)
+    low, high = np.quantile(draws, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], axis=0)
+    up = np.maximum(1.0, reach / np.maximum(high - values, 1e-300))
+    down = np.maximum(1.0, reach / np.maximum(values - low, 1e-300))
+    deviation = draws - values
+    draws = np.clip(values + deviation * np.where(deviation > 0, up, down), lower, upper)
+    low, high = np.quantile(draws, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], axis=0)
     return Bootstrap(draws, low, high, errors * scale, errors <= UNDETERMINED_ERROR)

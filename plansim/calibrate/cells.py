@@ -129,13 +129,19 @@ def _bands(values: np.ndarray, mask: np.ndarray, n: int) -> np.ndarray:
 
 def make_cells(workload: Any, recorded: Recorded, windows: Windows) -> Cells:
     """The cells of every window (module docstring); cells under ``MIN_CELL_REQUESTS`` are
-    left out."""
+    left out. What a training cell holds depends on the training windows alone: band edges
+    are quantiles of their requests, and KV tokens in flight count the requests of the same
+    side of the split (a held-out request beside a training one at a window's edge is not
+    seen from it)."""
+    held = windows.held_out[windows.index]
+    train = ~held
     ttft_ok = recorded.scored
     tpot_ok = np.isfinite(recorded.tpot_ms)
-    groups = [("ttft", ttft_ok, _bands(np.asarray(workload.isl_tokens), ttft_ok, TTFT_BANDS),
-               TTFT_BANDS),
-              ("tpot", tpot_ok, _bands(recorded_kv_tokens(workload, recorded), tpot_ok,
-                                       TPOT_BANDS), TPOT_BANDS)]
+    kv = np.where(held, recorded_kv_tokens(workload, recorded.only(held)),
+                  recorded_kv_tokens(workload, recorded.only(train)))
+    groups = [("ttft", ttft_ok, _bands(np.asarray(workload.isl_tokens), ttft_ok & train,
+                                       TTFT_BANDS), TTFT_BANDS),
+              ("tpot", tpot_ok, _bands(kv, tpot_ok & train, TPOT_BANDS), TPOT_BANDS)]
     metric, window, weight, members = [], [], [], []
     for name, ok, band, n in groups:
         total = max(int(ok.sum()), 1)

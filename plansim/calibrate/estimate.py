@@ -174,20 +174,20 @@ def _decode_envelope(fill: np.ndarray, tpot_ms: np.ndarray) -> tuple[float, floa
     return (float(max(base, 0.0)), float(max(slope, 0.0)), 0.0)
 
 
-def problem_scales(workload: Any, recorded: Recorded, estimate: FastEstimate,
-                   workers: int) -> Scales:
-    """The magnitudes the fit measures parameters against (``families.Scales``): a long prompt
-    (the 90th percentile, at most a pass's token budget: a prefill coefficient's scale is what
-    moves the prompts the trace has), the KV fill the replay reached, the median recorded TPOT,
-    the median prompt and the median recorded requests in flight per worker."""
+def problem_scales(workload: Any, recorded: Recorded, estimate: FastEstimate, workers: int,
+                   train: np.ndarray) -> Scales:
+    """The magnitudes the fit measures parameters against (``families.Scales``), from the
+    requests ``train`` (a mask: scored requests of the training windows): a long prompt (the
+    90th percentile, at most a pass's token budget: a prefill coefficient's scale is what moves
+    the prompts the trace has), the KV fill the replay reached, the median recorded TPOT, the
+    median prompt and the median recorded requests in flight per worker."""
     from plansim.calibrate.cells import recorded_in_flight
 
-    ok = recorded.scored
-    in_flight = recorded_in_flight(workload, recorded)[ok]
-    isl = np.asarray(workload.isl_tokens)[ok]
+    in_flight = recorded_in_flight(workload, recorded.only(train))[train]
+    isl = np.asarray(workload.isl_tokens)[train]
     return Scales(tokens=max(min(float(np.quantile(isl, 0.9)), float(estimate.budget_tokens)),
                              1.0),
                   kv_fill=max(estimate.kv_fill, 0.01),
-                  pass_ms=max(float(np.nanmedian(recorded.tpot_ms)), 1.0),
+                  pass_ms=max(float(np.nanmedian(recorded.tpot_ms[train])), 1.0),
                   context_tokens=max(float(np.median(isl)), 1.0),
                   batch=max(float(np.median(in_flight)) / max(workers, 1), 1.0))

@@ -9,7 +9,8 @@ batching, chunked prefill and routing are the simulator's own.
 
 The Jacobian is taken by forward differences, one replay per parameter, with steps of ``STEP``
 times each parameter's typical magnitude (large enough that a cell moves with the parameter,
-not with the few requests routed elsewhere), at the start of a round; at later points of the
+not with the few requests routed elsewhere), at the start of a round (and by central
+differences at the fit, for the bootstrap); at later points of the
 round Broyden's rank-one update of it costs no replay. A round ends when trf stops (a stale
 Jacobian makes it shrink its trust region until it does); the next starts with a fresh one,
 until a round gains less than ``ROUND_GAIN`` of the cost, ``MAX_ROUNDS`` or
@@ -40,15 +41,15 @@ from plansim.calibrate.families import (
 )
 from plansim.calibrate.recorded import Recorded
 
-STEP = 0.1
-# The step of the Jacobian at the fit, which the bootstrap and the standard errors rest on:
-# larger, so that the jumps of a replay's routing as a parameter moves (a request placed on
-# another rank) weigh less against the trend than in a step of ``STEP``.
+STEP = 0.3
+# The Jacobian at the fit, which the bootstrap and the standard errors rest on, is taken by
+# central differences of this step: the jumps of a replay's routing as a parameter moves (a
+# request placed on another rank) inflate a one-sided difference, and so shrink the errors.
 STEP_AT_FIT = 0.3
 MAX_EVALUATIONS = 24
 MAX_ROUNDS = 4
 # A round that lowers the training cost by less than this share of it ends the fit.
-ROUND_GAIN = 0.05
+ROUND_GAIN = 0.005
 # Broyden updates of the Jacobian between two by differences.
 REFRESH = 4
 
@@ -179,14 +180,19 @@ def fit_family(name: str, workload: Any, deployment: Any, problem: Problem,
         return weight * cell_residuals(problem.cells, r.ttft_ms, r.tpot_ms, problem.recorded,
                                        rows)
 
-    def differences(z: np.ndarray, size: float = STEP) -> np.ndarray:
+    def differences(z: np.ndarray, size: float = STEP, central: bool = False) -> np.ndarray:
         base = residuals(z)
         columns = []
         for j in range(z.shape[0]):
             step = size if z[j] + size <= upper[j] else -size
             shifted = z.copy()
             shifted[j] += step
-            columns.append((residuals(shifted) - base) / step)
+            ahead = residuals(shifted)
+            if central and z[j] - size >= lower[j]:
+                shifted[j] = z[j] - step
+                columns.append((ahead - residuals(shifted)) / (2 * step))
+            else:
+                columns.append((ahead - base) / step)
         return np.column_stack(columns)
 
     # Rounds of least squares, each from a Jacobian by differences: a Broyden Jacobian gone
@@ -205,7 +211,7 @@ def fit_family(name: str, workload: Any, deployment: Any, problem: Problem,
             break
     z = fit.x
     x = z * scale
-    jac = differences(z, STEP_AT_FIT) / scale  # per natural unit, fresh for the bootstrap
+    jac = differences(z, STEP_AT_FIT, central=True) / scale  # per natural unit, fresh for the bootstrap
     at = with_overhead(replays(x[:-1]), x[-1])
     return FamilyFit(
         family=name, parameters=params, start=start, values=x,

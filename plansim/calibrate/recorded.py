@@ -44,6 +44,11 @@ class Recorded:
     def unrecorded(self) -> int:
         return int((~self.scored).sum())
 
+    def only(self, rows: np.ndarray) -> Recorded:
+        """These latencies with those of the requests outside ``rows`` (a mask) left out."""
+        return Recorded(*(np.where(rows, v, np.nan)
+                          for v in (self.ttft_ms, self.e2e_ms, self.tpot_ms)))
+
 
 def recorded_of(workload: Any) -> Recorded:
     """The recorded latencies of a loaded workload (``load_recorded`` has checked them)."""

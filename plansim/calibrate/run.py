@@ -60,10 +60,11 @@ def calibrate(workload: Any, recorded: Recorded, deployment: Any, *,
     base = with_overrides(deployment, {OVERHEAD_KEY: 0.0})
     say = progress or (lambda text: None)
     say("replaying the deployment as given and at the fast estimate")
-    estimate = fast_estimate(workload, recorded, base,
-                             recorded.scored & ~win.held_out[win.index])
+    train = recorded.scored & ~win.held_out[win.index]
+    estimate = fast_estimate(workload, recorded, base, train)
     workers = sum(deployment.pool_sizes().values())
-    problem = Problem(recorded, win, cells, problem_scales(workload, recorded, estimate, workers))
+    problem = Problem(recorded, win, cells,
+                      problem_scales(workload, recorded, estimate, workers, train))
     say(f"fitting {', '.join(names)} on {int((~win.held_out).sum())} of {win.count} windows")
     tasks = [(name, workload, base, problem, estimate) for name in names]
     if jobs > 1 and len(tasks) > 1:
