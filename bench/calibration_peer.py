@@ -41,7 +41,8 @@ def run(job):
 
 
 def main():
-    jobs = json.load(open(sys.argv[1]))
+    with open(sys.argv[1]) as f:
+        jobs = json.load(f)
     results = [run(job) for job in jobs]
     with open(sys.argv[2], "w") as f:
         json.dump(results, f)

@@ -46,10 +46,10 @@ STEP = 0.3
 # central differences of this step: the jumps of a replay's routing as a parameter moves (a
 # request placed on another rank) inflate a one-sided difference, and so shrink the errors.
 STEP_AT_FIT = 0.3
-MAX_EVALUATIONS = 24
-MAX_ROUNDS = 4
+MAX_EVALUATIONS = 20
+MAX_ROUNDS = 3
 # A round that lowers the training cost by less than this share of it ends the fit.
-ROUND_GAIN = 0.005
+ROUND_GAIN = 0.01
 # Broyden updates of the Jacobian between two by differences.
 REFRESH = 4
 

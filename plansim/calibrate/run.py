@@ -40,7 +40,6 @@ def calibrate(workload: Any, recorded: Recorded, deployment: Any, *,
     ``recorded.load_recorded``); see the module docstring. ``families``: names of
     ``families.FAMILIES`` (default: all); ``windows``: how many (default ``DEFAULT_WINDOWS``,
     fewer on a short trace)."""
-    from plansim import api
     from plansim.sim.deployment import with_overrides
 
     started = time.perf_counter()
@@ -66,13 +65,18 @@ def calibrate(workload: Any, recorded: Recorded, deployment: Any, *,
     problem = Problem(recorded, win, cells,
                       problem_scales(workload, recorded, estimate, workers, train))
     say(f"fitting {', '.join(names)} on {int((~win.held_out).sum())} of {win.count} windows")
-    tasks = [(name, workload, base, problem, estimate) for name in names]
+    # The families with the most parameters (the longest fits) first, so that a pool of two
+    # runs the two longest side by side and the short one after whichever ends first.
+    order = sorted(range(len(names)), key=lambda i: -len(
+        FAMILIES.get(names[i]).parameters(problem.scales)))
+    tasks = [(names[i], workload, base, problem, estimate) for i in order]
     if jobs > 1 and len(tasks) > 1:
         from plansim.workers.parallel import parallel_map
 
-        fits = parallel_map(fit_family, tasks, min(jobs, len(tasks)))
+        done = parallel_map(fit_family, tasks, min(jobs, len(tasks)))
     else:
-        fits = [fit_family(*task) for task in tasks]
+        done = [fit_family(*task) for task in tasks]
+    fits = [done[order.index(i)] for i in range(len(names))]
     results = [_family_result(fit, problem, deployment, workload) for fit in fits]
     chosen = choose(names, [r.held_out for r in results], [len(r.values) for r in results])
     best = results[chosen]

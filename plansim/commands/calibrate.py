@@ -14,6 +14,7 @@ the fitted keys, loadable by every command), ``calibration.json``,
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 from pathlib import Path
@@ -21,7 +22,12 @@ from typing import Annotated, Any
 
 import typer
 
-from plansim.commands.output import ForceOption, OutputFolder, records_option, write_reports
+from plansim.commands.output import (
+    ForceOption,
+    OutputFolder,
+    records_option,
+    write_reports,
+)
 from plansim.commands.report import SELF_CONTAINED_HELP
 
 log = logging.getLogger("plansim.calibrate")
@@ -158,7 +164,7 @@ def requests_table(result: Any) -> Any:
 
 
 def _pct(value: float) -> str:
-    return "n/a" if value != value else f"{value:+.1%}"
+    return "n/a" if math.isnan(value) else f"{value:+.1%}"
 
 
 def table_lines(report: dict[str, Any]) -> list[str]:

@@ -213,7 +213,7 @@ def render_calibration(report: Mapping[str, Any], requests: pd.DataFrame,
                [[f["name"], f["chosen"], number(f["held_out_error"]["mean"], 6),
                  number(f["held_out_error"]["se"], 6), number(f["train_error"], 6),
                  f["replays"], f["status"]] for f in report["families"]],
-               "Errors are weighted mean squares of the cells' median log ratios; the family "
+               "Errors are weighted mean squares of the cells' trimmed-mean log ratios; the family "
                "with the fewest parameters within one SE of the best is chosen.")
     page.table("Windows", ["window", "from (s)", "to (s)", "held out", "requests",
                            *METRIC_LABELS.values(), "goodput (pt)"],

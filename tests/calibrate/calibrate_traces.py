@@ -21,10 +21,10 @@ DEPLOYMENT = {"num_workers": 2, "router": {"mode": "kv_router"},
 def synthetic(n: int = 600, rate_rps: float = 4.0, seed: int = 3, **spec: Any) -> Any:
     """``n`` requests at ``rate_rps`` (Poisson), prompts about 1500 tokens (a third of each a
     shared prefix of 8 groups), about 60 output tokens."""
-    defaults = dict(duration_s=n / rate_rps * 1.5, rate_rps=rate_rps,
-                    isl=LengthSpec.lognormal(1500, 900, maximum=12000),
-                    osl=LengthSpec.lognormal(60, 40, minimum=2), prefix_groups=8,
-                    shared_prefix_ratio=0.3, max_requests=n)
+    defaults = {"duration_s": n / rate_rps * 1.5, "rate_rps": rate_rps,
+                "isl": LengthSpec.lognormal(1500, 900, maximum=12000),
+                "osl": LengthSpec.lognormal(60, 40, minimum=2), "prefix_groups": 8,
+                "shared_prefix_ratio": 0.3, "max_requests": n}
     return synthesize(SynthSpec(**{**defaults, **spec}), seed=seed)
 
 

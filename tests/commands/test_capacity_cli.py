@@ -201,10 +201,10 @@ def test_a_calibration_widens_the_interval_and_checks_the_pessimistic_draw(tmp_p
 
 @pytest.mark.parametrize(("content", "message"), [
     ("{}", "not a calibration.json of plansim calibrate"),
-    ('{"schema": "plansim.calibration.v1", "deployment_keys": {"engine.speedup_ratio": 1},'
-     ' "draws": [{"engine.decode_speedup_ratio": 1}]}', "draws: must be a non-empty list"),
-    ('{"schema": "plansim.calibration.v1", "deployment_keys": {"engine.nope": 1},'
-     ' "draws": [{"engine.nope": 1}]}', "engine.nope"),
+    (('{"schema": "plansim.calibration.v1", "deployment_keys": {"engine.speedup_ratio": 1},'
+      ' "draws": [{"engine.decode_speedup_ratio": 1}]}'), "draws: must be a non-empty list"),
+    (('{"schema": "plansim.calibration.v1", "deployment_keys": {"engine.nope": 1},'
+      ' "draws": [{"engine.nope": 1}]}'), "engine.nope"),
 ])
 def test_a_bad_calibration_file_is_one_line_naming_it(tmp_path, files, run_cli, content,
                                                       message):
