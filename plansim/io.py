@@ -53,17 +53,14 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> Path:
 
 
 def write_parquet_atomic(path: str | os.PathLike[str], frame: Any) -> Path:
-    """Write a pandas DataFrame (through pandas) or a ``plansim.result_table.Table`` (through
-    ``plansim.parquet``, without importing pyarrow) as Parquet atomically."""
+    """Write a ``plansim.result_table.Table`` or a pandas DataFrame as Parquet atomically, both
+    through ``plansim.parquet`` (plansim's one Parquet writer)."""
+    from plansim.parquet import frame_columns, write_table
     from plansim.result_table import Table
 
+    columns = frame.columns if isinstance(frame, Table) else frame_columns(frame)
     with atomic_open(path) as fh:
-        if isinstance(frame, Table):
-            from plansim.parquet import write_table
-
-            write_table(fh, frame.columns)
-        else:
-            frame.to_parquet(fh, index=False)
+        write_table(fh, columns)
     return Path(path)
 
 

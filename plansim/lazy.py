@@ -1,6 +1,6 @@
 """Package namespaces that import their members on first use, so that importing one light
 submodule (``plansim.sim.routing``, ``plansim.planner_core.predictors.factory``) does not load
-the whole package (simpy, pandas)."""
+the whole package (pandas)."""
 
 from __future__ import annotations
 

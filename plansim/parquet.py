@@ -1,16 +1,27 @@
-"""Parquet files of a ``plansim.result_table.Table``, written without pyarrow.
+"""Parquet files of named numpy columns (a ``plansim.result_table.Table``'s, or a pandas
+DataFrame's through ``frame_columns``): plansim's one Parquet writer, for every table.
 
-Importing pyarrow and its Parquet module costs about 33 ms of CPU, more than a replay spends
-writing all of its tables; ``plansim replay run`` writes them with this module instead and never
-imports pyarrow. The file is the one Arrow readers take back as the table pandas would write for
-``Table.to_pandas()`` (without pandas' metadata):
+Importing pyarrow and its Parquet module costs several times what a replay of the sample spends
+writing all of its tables; ``plansim replay run`` writes them with this module and never imports
+pyarrow (``bench/dependency_choices.py parquet``; the figures in ``docs/architecture.md``,
+"Dependencies"). The file is the one Arrow readers take back as the table pandas would write
+for ``Table.to_pandas()`` (without pandas' metadata):
 
 - one row group; every column optional (nullable), as Arrow's columns are;
 - int64 and float64 columns PLAIN-encoded, a float NaN written as a null (as pandas writes it);
 - text columns UTF-8 byte arrays, ``None`` a null, dictionary-encoded when values repeat;
-- no compression and no statistics;
+- bool columns PLAIN (bit-packed); ``Nulls`` Arrow's null type (as Arrow writes it: INT32,
+  logical type UNKNOWN);
+- an object column of ``bool``, ``int`` or numbers and ``None`` a bool, int64 or float64 column
+  with nulls, as Arrow types a pandas object column;
+- every page GZIP-compressed at level 1 (zlib: the only Parquet codec in Python 3.11's standard
+  library; level 1 writes the sample's tables 3x faster than level 6, 3% larger);
+- statistics for every column chunk (null count; min and max of the present values, in the
+  type's own order: TYPE_DEFINED_ORDER);
 - the Arrow schema in the footer (``ARROW:schema``, as Arrow writes it), so that Arrow readers
   read text columns back as ``large_string``.
+
+The same columns give the same bytes (the gzip header carries no time).
 
 Formats: Apache Parquet (format 2.6: footer and page headers in Thrift's compact protocol, data
 page v1, levels in the RLE/bit-packing hybrid) and Arrow's IPC schema message (a flatbuffer).
@@ -20,8 +31,10 @@ from __future__ import annotations
 
 import binascii
 import struct
+import zlib
 from collections.abc import Iterator, Mapping
-from typing import BinaryIO
+from dataclasses import dataclass
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -29,14 +42,18 @@ MAGIC = b"PAR1"
 # Rows per data page: about 1 MiB of 8-byte values, the page size Arrow's writer aims at.
 PAGE_ROWS = 1 << 17
 CREATED_BY = b"plansim"
+GZIP_LEVEL = 1
 
 # Parquet enums (parquet.thrift).
-_INT64, _DOUBLE, _BYTE_ARRAY = 2, 5, 6
+_BOOLEAN, _INT32, _INT64, _DOUBLE, _BYTE_ARRAY = 0, 1, 2, 5, 6
+_NULL = _INT32  # a column of nulls only is INT32 with logical type UNKNOWN, as Arrow writes it
 _OPTIONAL = 1
 _UTF8 = 0  # ConvertedType
 _PLAIN, _RLE, _RLE_DICTIONARY = 0, 3, 8
 _DATA_PAGE, _DICTIONARY_PAGE = 0, 2
-_UNCOMPRESSED = 0
+_GZIP = 2
+# LogicalType union fields.
+_LOGICAL_STRING, _LOGICAL_UNKNOWN = 1, 11
 
 # Thrift compact protocol type codes.
 _T_I32, _T_I64, _T_BINARY, _T_LIST, _T_STRUCT = 5, 6, 8, 9, 12
@@ -45,119 +62,221 @@ _LENGTH = struct.Struct("<I").pack
 
 
 def write_table(fh: BinaryIO, columns: Mapping[str, np.ndarray]) -> None:
-    """Write named columns of equal length (int64, float64, or ``str`` in numpy ``U`` or object
-    arrays, ``None`` a missing value) to ``fh`` as a Parquet file."""
+    """Write named columns of equal length (int64, float64, bool, or ``str`` in numpy ``U`` or
+    object arrays, ``None`` a missing value; object arrays of ``bool``, ``int`` or numbers and
+    ``None``; ``Nulls``) to ``fh`` as a Parquet file."""
     names = list(columns)
-    kinds = [_kind(name, columns[name]) for name in names]
+    prepared = [_column(name, columns[name]) for name in names]
     num_rows = len(columns[names[0]]) if names else 0
     fh.write(MAGIC)
     offset = len(MAGIC)
     chunks = []  # (size in bytes, the encoded ColumnChunk)
-    for name, kind in zip(names, kinds):
+    for name, col in zip(names, prepared):
         start = offset
+        raw_size = 0  # the pages' headers and uncompressed bodies
         dictionary_offset = data_offset = None
         encodings = [_PLAIN, _RLE]  # the values (or the dictionary), the levels
-        for encoding, page in _pages(kind, columns[name]):
+        for encoding, header, body, raw in _pages(col):
             if encoding == _DICTIONARY_PAGE:
                 dictionary_offset = offset
                 encodings.append(_RLE_DICTIONARY)
             elif data_offset is None:
                 data_offset = offset
-            for part in page:
-                fh.write(part)
-                offset += len(part)
+            fh.write(header)
+            fh.write(body)
+            offset += len(header) + len(body)
+            raw_size += len(header) + raw
         size = offset - start
-        meta = {1: _i32(kind), 2: _list(_T_I32, [_varint(_zigzag(e)) for e in encodings]),
-                3: _list(_T_BINARY, [_bytes(name.encode())]), 4: _i32(_UNCOMPRESSED),
-                5: _i64(num_rows), 6: _i64(size), 7: _i64(size), 9: _i64(data_offset)}
+        meta = {1: _i32(col.kind), 2: _list(_T_I32, [_varint(_zigzag(e)) for e in encodings]),
+                3: _list(_T_BINARY, [_bytes(name.encode())]), 4: _i32(_GZIP),
+                5: _i64(num_rows), 6: _i64(raw_size), 7: _i64(size), 9: _i64(data_offset),
+                12: _statistics(col)}
         if dictionary_offset is not None:
             meta[11] = _i64(dictionary_offset)
         chunks.append((size, _struct({2: _i64(start), 3: _struct(meta)})[1]))
-    footer = _footer(names, kinds, num_rows, chunks)
+    footer = _footer(names, [col.kind for col in prepared], num_rows, chunks)
     fh.write(footer)
     fh.write(_LENGTH(len(footer)))
     fh.write(MAGIC)
 
 
+@dataclass(frozen=True, slots=True)
+class Nulls:
+    """A column of ``rows`` nulls and no type: Arrow's null type, what pandas writes for an
+    object column of missing values only."""
+
+    rows: int
+
+    def __len__(self) -> int:
+        return self.rows
+
+
+def frame_columns(frame: Any) -> dict[str, np.ndarray | Nulls]:
+    """A pandas DataFrame's columns as ``write_table`` takes them, typed as pandas' own
+    ``to_parquet(index=False)`` types them: numpy int64, float64 and bool columns as they are,
+    an object column of missing values only as ``Nulls``, the others as object arrays with
+    ``None`` where pandas has a missing value. The index is left out."""
+    columns: dict[str, np.ndarray | Nulls] = {}
+    for name in frame.columns:
+        series = frame[name]
+        if series.dtype.kind in "fib" and isinstance(series.dtype, np.dtype):
+            columns[str(name)] = series.to_numpy()
+        elif series.dtype == object and series.isna().all():
+            columns[str(name)] = Nulls(len(series))
+        else:
+            values = series.to_numpy(dtype=object, copy=True)
+            values[series.isna().to_numpy()] = None
+            columns[str(name)] = values
+    return columns
+
+
+@dataclass(frozen=True, slots=True)
+class _Column:
+    """One column ready to encode: its Parquet physical type (``_NULL``: nulls only), which
+    rows are present (None: all), and the present values (a numpy array; a list of ``str`` for
+    text)."""
+
+    kind: int
+    rows: int
+    valid: np.ndarray | None
+    values: Any
+
+
+def _column(name: str, values: np.ndarray | Nulls) -> _Column:
+    """The column's kind and present values (an object array of ``None`` only is text, as a
+    ``Table``'s text column); other dtypes, and object arrays of other values, are refused."""
+    n = len(values)
+    if isinstance(values, Nulls):
+        return _Column(_NULL, n, np.zeros(n, dtype=bool), [])
+    if values.dtype.kind == "U":
+        return _Column(_BYTE_ARRAY, n, None, values.tolist())
+    if values.dtype.kind == "O":
+        items = values.tolist()
+        valid = None
+        if None in items:
+            valid = np.fromiter((v is not None for v in items), dtype=bool, count=n)
+            items = [v for v in items if v is not None]
+        types = set(map(type, items))
+        if types <= {str}:
+            return _Column(_BYTE_ARRAY, n, valid, items)
+        if types <= {bool, np.bool_}:
+            return _Column(_BOOLEAN, n, valid, np.array(items, dtype=bool))
+        if types <= {int, np.int64}:
+            return _Column(_INT64, n, valid, np.array(items, dtype="<i8"))
+        if types <= {int, np.int64, float, np.float64}:
+            return _Column(_DOUBLE, n, valid, np.array(items, dtype="<f8"))
+        kinds = ", ".join(sorted(t.__name__ for t in types))
+        raise TypeError(f"no Parquet column for values of types {kinds} (column {name!r})")
+    if values.dtype == np.int64:
+        return _Column(_INT64, n, None, np.ascontiguousarray(values, dtype="<i8"))
+    if values.dtype == np.bool_:
+        return _Column(_BOOLEAN, n, None, values)
+    if values.dtype == np.float64:
+        present = np.ascontiguousarray(values, dtype="<f8")
+        finite = ~np.isnan(present)
+        if not finite.all():
+            return _Column(_DOUBLE, n, finite, present[finite])
+        return _Column(_DOUBLE, n, None, present)
+    raise TypeError(f"no Parquet column for dtype {values.dtype} (column {name!r})")
+
+
+def _statistics(col: _Column) -> tuple[int, bytes]:
+    """The column chunk's Statistics: null count, and min and max of the present values
+    (``min_value``/``max_value``; a float's zero as -0.0 in min and +0.0 in max, as the format
+    asks)."""
+    fields = {3: _i64(col.rows - len(col.values))}
+    if len(col.values) and col.kind != _NULL:
+        if col.kind == _BYTE_ARRAY:
+            low, high = min(col.values).encode(), max(col.values).encode()
+        elif col.kind == _DOUBLE:
+            low, high = float(col.values.min()), float(col.values.max())
+            low, high = (-0.0 if low == 0 else low), (0.0 if high == 0 else high)
+            low, high = struct.pack("<d", low), struct.pack("<d", high)
+        elif col.kind == _INT64:
+            low, high = struct.pack("<q", int(col.values.min())), struct.pack(
+                "<q", int(col.values.max()))
+        else:
+            low, high = bytes([bool(col.values.min())]), bytes([bool(col.values.max())])
+        fields[5], fields[6] = _binary(high), _binary(low)
+    return _struct(fields)
+
+
 def _footer(names: list[str], kinds: list[int], num_rows: int,
             chunks: list[tuple[int, bytes]]) -> bytes:
     """The FileMetaData: the schema (a root and one optional leaf a column), the one row group,
-    the Arrow schema."""
+    the Arrow schema, each column's statistics ordered by its type."""
     schema = [_struct({4: _binary(b"schema"), 5: _i32(len(names))})[1]]
     for name, kind in zip(names, kinds):
         leaf = {1: _i32(kind), 3: _i32(_OPTIONAL), 4: _binary(name.encode())}
         if kind == _BYTE_ARRAY:
             leaf[6] = _i32(_UTF8)
-            leaf[10] = _struct({1: _struct({})})  # LogicalType: STRING
+            leaf[10] = _struct({_LOGICAL_STRING: _struct({})})
+        elif kind == _NULL:
+            leaf[10] = _struct({_LOGICAL_UNKNOWN: _struct({})})
         schema.append(_struct(leaf)[1])
     row_group = _struct({1: _list(_T_STRUCT, [c for _, c in chunks]),
                          2: _i64(sum(size for size, _ in chunks)), 3: _i64(num_rows)})[1]
     arrow_schema = binascii.b2a_base64(arrow_schema_message(names, kinds), newline=False)
     key_value = _struct({1: _binary(b"ARROW:schema"), 2: _binary(arrow_schema)})[1]
+    type_order = _struct({1: _struct({})})[1]  # ColumnOrder: TYPE_ORDER
     return _struct({1: _i32(2), 2: _list(_T_STRUCT, schema), 3: _i64(num_rows),
                     4: _list(_T_STRUCT, [row_group]), 5: _list(_T_STRUCT, [key_value]),
-                    6: _binary(CREATED_BY)})[1]
+                    6: _binary(CREATED_BY), 7: _list(_T_STRUCT, [type_order] * len(names))})[1]
 
 
-def _kind(name: str, values: np.ndarray) -> int:
-    """The column's Parquet physical type; other dtypes are refused."""
-    if values.dtype.kind in "UO":
-        return _BYTE_ARRAY
-    if values.dtype == np.int64:
-        return _INT64
-    if values.dtype == np.float64:
-        return _DOUBLE
-    raise TypeError(f"no Parquet column for dtype {values.dtype} (column {name!r})")
-
-
-def _pages(kind: int, values: np.ndarray) -> Iterator[tuple[int, list[bytes]]]:
+def _pages(col: _Column) -> Iterator[tuple[int, bytes, bytes, int]]:
     """The column chunk's pages, each as (the data page's encoding, or ``_DICTIONARY_PAGE``;
-    the page's header and body). Numbers are PLAIN; text is dictionary-encoded when at most
-    half of its present values are distinct (Arrow's writer too gives up its dictionary when
-    that grows large), else PLAIN. A chunk of no rows is one empty data page."""
-    n = len(values)
-    valid = None  # which rows are present; None: all of them
-    if kind == _BYTE_ARRAY:
-        items = values.tolist()
-        if None in items:
-            valid = np.fromiter((v is not None for v in items), dtype=bool, count=n)
-            items = [v for v in items if v is not None]
-        distinct = dict.fromkeys(items)  # in order of first appearance
-        if 2 * len(distinct) <= len(items):
+    its header; its compressed body; the body's uncompressed size). Numbers and booleans are
+    PLAIN; text is dictionary-encoded when at most half of its present values are distinct
+    (Arrow's writer too gives up its dictionary when that grows large), else PLAIN. A chunk of
+    no rows is one empty data page."""
+    values = col.values
+    encoding = _PLAIN
+    if col.kind == _BYTE_ARRAY:
+        distinct = dict.fromkeys(values)  # in order of first appearance
+        if 2 * len(distinct) <= len(values):
             index = {v: i for i, v in enumerate(distinct)}
-            codes = np.fromiter(map(index.__getitem__, items), dtype=np.int64, count=len(items))
+            codes = np.fromiter(map(index.__getitem__, values), dtype=np.int64,
+                                count=len(values))
             plain = _byte_arrays([v.encode() for v in distinct])
-            yield _DICTIONARY_PAGE, [_page_header(_DICTIONARY_PAGE, len(plain), 7, _struct({
-                1: _i32(len(distinct)), 2: _i32(_PLAIN)})), plain]
+            body = _deflate(plain)
+            yield _DICTIONARY_PAGE, _page_header(_DICTIONARY_PAGE, len(plain), len(body), 7,
+                                                 _struct({1: _i32(len(distinct)),
+                                                          2: _i32(_PLAIN)})), body, len(plain)
             width = max(1, (len(distinct) - 1).bit_length())
             encoding = _RLE_DICTIONARY
 
-            def body(lo: int, hi: int) -> bytes:
+            def encode(lo: int, hi: int) -> bytes:
                 return bytes([width]) + _bit_packed(codes[lo:hi], width)
         else:
-            words = [v.encode() for v in items]
-            encoding = _PLAIN
+            words = [v.encode() for v in values]
 
-            def body(lo: int, hi: int) -> bytes:
+            def encode(lo: int, hi: int) -> bytes:
                 return _byte_arrays(words[lo:hi])
+    elif col.kind == _BOOLEAN:
+        def encode(lo: int, hi: int) -> bytes:
+            return np.packbits(values[lo:hi], bitorder="little").tobytes()
+    elif col.kind == _NULL:
+        def encode(lo: int, hi: int) -> bytes:
+            return b""
     else:
-        present = np.ascontiguousarray(values, dtype="<f8" if kind == _DOUBLE else "<i8")
-        if kind == _DOUBLE:
-            finite = ~np.isnan(present)
-            if not finite.all():
-                valid, present = finite, present[finite]
-        encoding = _PLAIN
-
-        def body(lo: int, hi: int) -> bytes:
-            return present[lo:hi].tobytes()
-    done = 0  # present values already written
+        def encode(lo: int, hi: int) -> bytes:
+            return values[lo:hi].tobytes()
+    n, done = col.rows, 0  # rows; present values already written
     for lo in range(0, max(n, 1), PAGE_ROWS):
         rows = min(PAGE_ROWS, n - lo)
-        page_valid = None if valid is None else valid[lo:lo + rows]
+        page_valid = None if col.valid is None else col.valid[lo:lo + rows]
         count = rows if page_valid is None else int(np.count_nonzero(page_valid))
-        data = _levels(page_valid, rows) + body(done, done + count)
+        data = _levels(page_valid, rows) + encode(done, done + count)
         done += count
-        yield encoding, [_data_page_header(len(data), rows, encoding), data]
+        body = _deflate(data)
+        yield encoding, _data_page_header(len(data), len(body), rows, encoding), body, len(data)
+
+
+def _deflate(data: bytes) -> bytes:
+    """``data`` in the gzip format (Parquet's GZIP codec); its header's time is 0."""
+    compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    return compressor.compress(data) + compressor.flush()
 
 
 def _byte_arrays(words: list[bytes]) -> bytes:
@@ -193,12 +312,14 @@ def _bit_packed(values: np.ndarray, width: int) -> bytes:
     return _varint(groups << 1 | 1) + np.packbits(bits[:, :width], bitorder="little").tobytes()
 
 
-def _page_header(page_type: int, size: int, field: int, header: tuple[int, bytes]) -> bytes:
-    return _struct({1: _i32(page_type), 2: _i32(size), 3: _i32(size), field: header})[1]
+def _page_header(page_type: int, size: int, compressed_size: int, field: int,
+                 header: tuple[int, bytes]) -> bytes:
+    return _struct({1: _i32(page_type), 2: _i32(size), 3: _i32(compressed_size),
+                    field: header})[1]
 
 
-def _data_page_header(size: int, rows: int, encoding: int) -> bytes:
-    return _page_header(_DATA_PAGE, size, 5, _struct({
+def _data_page_header(size: int, compressed_size: int, rows: int, encoding: int) -> bytes:
+    return _page_header(_DATA_PAGE, size, compressed_size, 5, _struct({
         1: _i32(rows), 2: _i32(encoding), 3: _i32(_RLE), 4: _i32(_RLE)}))
 
 
@@ -260,13 +381,14 @@ def _struct(fields: Mapping[int, tuple[int, bytes]]) -> tuple[int, bytes]:
 
 # Arrow's flatbuffer enums (Schema.fbs, Message.fbs).
 _V5, _HEADER_SCHEMA = 4, 1
-_TYPE_INT, _TYPE_FLOATING_POINT, _TYPE_LARGE_UTF8 = 2, 3, 20
+_TYPE_NULL, _TYPE_INT, _TYPE_FLOATING_POINT, _TYPE_BOOL, _TYPE_LARGE_UTF8 = 1, 2, 3, 6, 20
 _DOUBLE_PRECISION = 2
 
 
 def arrow_schema_message(names: list[str], kinds: list[int]) -> bytes:
     """The encapsulated IPC message of the Arrow schema (every field nullable; int64, float64,
-    large_string), as Arrow's Parquet writer stores it in ``ARROW:schema`` (before base64)."""
+    bool, null, large_string), as Arrow's Parquet writer stores it in ``ARROW:schema`` (before
+    base64)."""
     fb = _Flatbuffer()
     fields = []
     for name, kind in zip(names, kinds):
@@ -276,6 +398,10 @@ def arrow_schema_message(names: list[str], kinds: list[int]) -> bytes:
         elif kind == _DOUBLE:
             type_type = _TYPE_FLOATING_POINT
             arrow_type = fb.table([(0, "h", _DOUBLE_PRECISION)])
+        elif kind == _BOOLEAN:
+            type_type, arrow_type = _TYPE_BOOL, fb.table([])
+        elif kind == _NULL:
+            type_type, arrow_type = _TYPE_NULL, fb.table([])
         else:
             type_type, arrow_type = _TYPE_LARGE_UTF8, fb.table([])
         label = fb.string(name.encode())

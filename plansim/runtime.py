@@ -39,7 +39,7 @@ from typing import NoReturn
 
 # Modules whose presence means the teardown may still have work to do (joining pool workers and
 # their feeder threads, which ``threading``'s exit hooks run before the exit handlers).
-_NEEDS_TEARDOWN = ("multiprocessing", "concurrent.futures", "joblib", "ray")
+_NEEDS_TEARDOWN = ("multiprocessing", "concurrent.futures", "ray")
 
 
 def one_blas_thread() -> None:

@@ -1,10 +1,13 @@
-"""``plansim.parquet``: Arrow reads back the columns written, with their types and nulls."""
+"""``plansim.parquet``: Arrow reads back the columns written, with their types, nulls and
+statistics; a DataFrame reads back as pandas' own Parquet writer would give it."""
 
 from __future__ import annotations
 
 import io
+import math
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -12,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from plansim import parquet
-from plansim.parquet import arrow_schema_message, write_table
+from plansim.parquet import Nulls, arrow_schema_message, frame_columns, write_table
 
 
 def _written(columns) -> bytes:
@@ -23,7 +26,8 @@ def _written(columns) -> bytes:
 
 def _expected(columns) -> pa.Table:
     """The Arrow table of the columns, built by Arrow from Python values (NaN a null)."""
-    types = {"f": pa.float64(), "i": pa.int64(), "U": pa.large_string(), "O": pa.large_string()}
+    types = {"f": pa.float64(), "i": pa.int64(), "b": pa.bool_(), "U": pa.large_string(),
+             "O": pa.large_string()}
     return pa.table({name: pa.array(values.tolist(), types[values.dtype.kind],
                                     from_pandas=True) for name, values in columns.items()})
 
@@ -43,6 +47,7 @@ def tables(draw):
         "f_ms": np.array(draw(st.lists(floats, min_size=n, max_size=n)), dtype=np.float64),
         "n": np.array(draw(st.lists(st.integers(-2**63, 2**63 - 1), min_size=n, max_size=n)),
                       dtype=np.int64),
+        "flag": np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool),
         "label": _text(draw, n, null=False),
         "maybe": _text(draw, n, null=True),
         "ünïcode name": np.array([f"r{i}é" for i in range(n)], dtype=object),  # distinct
@@ -92,16 +97,77 @@ def test_a_file_of_no_rows_keeps_its_column_types():
 
 
 def test_the_footer_carries_the_arrow_schema_that_arrow_decodes():
-    message = arrow_schema_message(["i", "x", "s"], [2, 5, 6])  # INT64, DOUBLE, BYTE_ARRAY
+    # INT64, DOUBLE, BYTE_ARRAY, BOOLEAN, and INT32 for a column of nulls
+    message = arrow_schema_message(["i", "x", "s", "b", "z"], [2, 5, 6, 0, 1])
     assert message[:4] == b"\xff\xff\xff\xff" and len(message) % 8 == 0
     assert pa.ipc.read_schema(pa.py_buffer(message)).equals(
-        pa.schema([("i", pa.int64()), ("x", pa.float64()), ("s", pa.large_string())]))
+        pa.schema([("i", pa.int64()), ("x", pa.float64()), ("s", pa.large_string()),
+                   ("b", pa.bool_()), ("z", pa.null())]))
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.int32, bool])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, "datetime64[s]"])
 def test_a_column_of_another_dtype_is_refused(dtype):
     with pytest.raises(TypeError, match="no Parquet column for dtype"):
         write_table(io.BytesIO(), {"a": np.zeros(2, dtype=dtype)})
+
+
+def test_an_object_column_mixing_text_and_numbers_is_refused():
+    with pytest.raises(TypeError, match="values of types int, str .column 'a'"):
+        write_table(io.BytesIO(), {"a": np.array(["x", 1, None], dtype=object)})
+
+
+def test_booleans_with_nulls_and_a_column_of_nulls_only_keep_their_arrow_types():
+    table = pq.read_table(io.BytesIO(_written({
+        "b": np.array([True, None, False], dtype=object), "z": Nulls(3),
+        "none_text": np.array([None, None, None], dtype=object)})))
+    assert table.column("b").to_pylist() == [True, None, False]
+    assert table.column("z").to_pylist() == [None] * 3
+    assert [str(t) for t in table.schema.types] == ["bool", "null", "large_string"]
+
+
+def test_statistics_are_the_null_count_and_the_min_and_max_of_the_present_values():
+    data = _written({"n": np.array([5, -3, 9], dtype=np.int64),
+                     "x": np.array([np.nan, 0.0, -2.5]),
+                     "s": np.array(["pear", None, "apple"], dtype=object),
+                     "b": np.array([True, False, True]), "z": Nulls(3)})
+    group = pq.ParquetFile(io.BytesIO(data)).metadata.row_group(0)
+    stats = [group.column(i).statistics for i in range(5)]
+    assert [s.null_count for s in stats] == [0, 1, 1, 0, 3]
+    assert [(s.min, s.max) for s in stats[:4]] == [(-3, 9), (-2.5, 0.0), ("apple", "pear"),
+                                                    (False, True)]
+    assert math.copysign(1, stats[1].max) == 1  # a zero maximum is +0.0
+    assert not stats[4].has_min_max
+
+
+def test_a_zero_minimum_is_negative_zero():
+    data = _written({"x": np.array([0.0, 1.0])})
+    low = pq.ParquetFile(io.BytesIO(data)).metadata.row_group(0).column(0).statistics.min
+    assert low == 0 and math.copysign(1, low) == -1
+
+
+def test_every_column_chunk_is_gzip_compressed_and_the_same_columns_give_the_same_bytes():
+    columns = {"n": np.arange(1000, dtype=np.int64) % 7, "s": np.array(["a", "b"] * 500)}
+    data = _written(columns)
+    group = pq.ParquetFile(io.BytesIO(data)).metadata.row_group(0)
+    for i in range(2):
+        chunk = group.column(i)
+        assert chunk.compression == "GZIP"
+        assert chunk.total_compressed_size < chunk.total_uncompressed_size
+    assert _written(columns) == data
+
+
+def test_a_frame_reads_back_as_pandas_own_parquet_writer_gives_it():
+    frame = pd.DataFrame({
+        "n": [1, 2, 3], "x": [0.5, None, 1.0], "flag": [True, False, False],
+        "maybe": [True, None, False], "label": ["a", None, "b"], "none": [None] * 3,
+        "count": pd.Series([3, None, 4], dtype=object),  # ints and a None, not floats
+        "mixed": pd.Series([1, 2.5, None], dtype=object),
+    })
+    assert frame["count"].tolist() == [3, None, 4]
+    fh = io.BytesIO()
+    frame.to_parquet(fh, index=False)
+    pd.testing.assert_frame_equal(pd.read_parquet(io.BytesIO(_written(frame_columns(frame)))),
+                                  pd.read_parquet(io.BytesIO(fh.getvalue())), check_exact=True)
 
 
 # The pieces, against the format's own definitions.

@@ -43,7 +43,9 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from itertools import count
 from pathlib import Path
 
 import numpy as np
@@ -58,6 +60,8 @@ MAX_PASS_TOKENS = 1 << 18
 PER_OCTAVE = 4
 PREFIX_PER_OCTAVE = 2
 MIN_PREFIX = 16
+# ``on_rows(done, total)``: rows of the grid asked of the SDK so far, of all of them.
+RowsDone = Callable[[int, int], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,26 +142,31 @@ def cache_path(spec: AicSpec, key: str) -> Path:
     return cache_dir() / f"{name}-{key}.npz"
 
 
-def load_table(spec: AicSpec) -> AicTable:
-    """The table of ``spec``: from the cache when present, else built and cached."""
+def load_table(spec: AicSpec, on_rows: RowsDone | None = None) -> AicTable:
+    """The table of ``spec``: from the cache when present, else built (``on_rows`` as
+    ``sdk_table`` calls it) and cached."""
     bounds = grid_bounds(spec)
     key = table_key(spec, bounds)
     path = cache_path(spec, key)
     table = _read(path, key)
     if table is None:
-        table = build_table(spec, bounds, key)
+        table = build_table(spec, bounds, key, on_rows)
         _write(path, table)
     return table
 
 
-def build_table(spec: AicSpec, bounds: GridBounds, key: str = "") -> AicTable:
+def build_table(spec: AicSpec, bounds: GridBounds, key: str = "",
+                on_rows: RowsDone | None = None) -> AicTable:
     """Ask the SDK for every grid point of ``spec`` and make the answers monotone (seconds;
     ``load_table`` caches the result)."""
-    return monotone_table(sdk_table(spec, bounds, key))
+    return monotone_table(sdk_table(spec, bounds, key, on_rows))
 
 
-def sdk_table(spec: AicSpec, bounds: GridBounds, key: str = "") -> AicTable:
-    """The SDK's answers at every grid point, as they are."""
+def sdk_table(spec: AicSpec, bounds: GridBounds, key: str = "",
+              on_rows: RowsDone | None = None) -> AicTable:
+    """The SDK's answers at every grid point, as they are. ``on_rows(done, total)`` is called
+    after each row of the grid: a prefill row per token count, a decode row per batch size,
+    the shared-pass row (progress displays)."""
     handle = sdk.engine(spec)
     batch = octave_axis(1, bounds.max_batch, PER_OCTAVE, successors=True)
     tokens = octave_axis(1, bounds.max_context, PER_OCTAVE, successors=True)
@@ -165,12 +174,22 @@ def sdk_table(spec: AicSpec, bounds: GridBounds, key: str = "") -> AicTable:
     context = octave_axis(1, bounds.max_context, PER_OCTAVE)
     shared_tokens = octave_axis(1, bounds.max_pass_tokens + bounds.max_batch, PER_OCTAVE,
                                 successors=True)
+    rows = count(1)
+    total = tokens.size + batch.size + 1
+
+    def row_done() -> None:
+        if on_rows is not None:
+            on_rows(next(rows), total)
+
     with sdk.quiet():
-        prefill = _prefill_grid(handle, batch, tokens, prefix, bounds.max_pass_tokens)
-        decode = np.array([[handle.predict_decode_latency(int(b), int(c)) for c in context]
-                           for b in batch])
+        prefill = _prefill_grid(handle, batch, tokens, prefix, bounds.max_pass_tokens, row_done)
+        decode = np.empty((batch.size, context.size))
+        for i, b in enumerate(batch):
+            decode[i] = [handle.predict_decode_latency(int(b), int(c)) for c in context]
+            row_done()
         shared = np.array([handle.mixed_step_breakdown(int(x), 0, int(x), 2)[1]
                            for x in shared_tokens])
+        row_done()
     return AicTable(key=key, prefill_batch=batch, prefill_tokens=tokens, prefill_prefix=prefix,
                     prefill_ms=prefill, decode_batch=batch, decode_context=context,
                     decode_ms=decode, shared_tokens=shared_tokens, shared_ms=shared)
@@ -185,7 +204,7 @@ def monotone_table(raw: AicTable) -> AicTable:
 
 
 def _prefill_grid(handle: object, batch: np.ndarray, tokens: np.ndarray, prefix: np.ndarray,
-                  max_pass_tokens: int) -> np.ndarray:
+                  max_pass_tokens: int, row_done: Callable[[], None]) -> np.ndarray:
     out = np.empty((batch.size, tokens.size, prefix.size))
     predict = handle.predict_prefill_latency  # type: ignore[attr-defined]
     for j, n in enumerate(tokens.astype(int)):
@@ -197,6 +216,7 @@ def _prefill_grid(handle: object, batch: np.ndarray, tokens: np.ndarray, prefix:
                 break
             out[i, j, :] = [predict(int(b), int(n + p), int(p)) for p in prefix.astype(int)]
             last = i
+        row_done()
     return out
 
 

@@ -12,8 +12,6 @@ the target within the budget still exits 0 and says so.
 
 from __future__ import annotations
 
-import sys
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,6 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from plansim.commands.output import ForceOption, OutputFolder, records_option, write_reports
+from plansim.commands.progress import QUIET_HELP, Progress
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.commands.retune_windows import Backend
 from plansim.errors import InputError
@@ -91,7 +90,7 @@ def capacity(
                                             help="Skip capacity_report.html.")] = False,
     self_contained: Annotated[bool, typer.Option(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress line.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: ForceOption = False,
 ) -> None:
     """Find the cheapest deployment that meets the goodput target on TRACE..., the hindsight
@@ -128,13 +127,13 @@ def capacity(
     if len(workload) == 0:
         raise InputError("no requests in " + ", ".join(map(str, traces)), field="TRACE")
     executor = make_executor(backend.value, jobs or os.cpu_count() or 1, ray_address)
-    status = _Status() if (not quiet and sys.stderr.isatty()) else None
     try:
-        result = cap.run(plan, workload, executor=executor, on_round=status)
+        # The search decides its next replays from the last round's: their number is not known.
+        with Progress("capacity", total=None, unit="replays", quiet=quiet) as bar:
+            result = cap.run(plan, workload, executor=executor, on_round=lambda stats: bar.update(
+                stats.total, description=f"capacity round {stats.rounds}"))
     finally:
         executor.close()
-        if status is not None:
-            status.close()
     report = result.to_json()
     report["host"].update(backend=backend.value, max_parallel=executor.max_parallel)
     with folder.writing() as out_dir:
@@ -145,23 +144,6 @@ def capacity(
         if not no_report:
             write_reports(out_dir, self_contained=self_contained)
     typer.echo(f"output        {out_dir}")
-
-
-class _Status:
-    """One progress line on stderr: rounds, replays by kind, elapsed time."""
-
-    def __init__(self) -> None:
-        self._start = time.monotonic()
-
-    def __call__(self, stats: Any) -> None:
-        kinds = ", ".join(f"{n} {k}" for k, n in sorted(stats.replays.items()))
-        sys.stderr.write(f"\rcapacity: round {stats.rounds}, {stats.total} replays ({kinds}), "
-                         f"{time.monotonic() - self._start:.0f} s ")
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        sys.stderr.write("\r" + " " * 100 + "\r")
-        sys.stderr.flush()
 
 
 def _inputs(options: Mapping[str, Any], traces: Sequence[Path], workload: Any, plan: Any,

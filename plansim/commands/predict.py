@@ -54,6 +54,7 @@ from typing import Annotated, Any
 import typer
 
 from plansim.commands.output import ForceOption, OutputFolder, write_reports
+from plansim.commands.progress import QUIET_HELP, Progress
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.errors import ConfigError, InputError
 from plansim.limits import MAX_SPAN_S, check_number
@@ -169,6 +170,7 @@ def compare(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
     trace_format: Annotated[str, typer.Option(
         "--format", help="Trace format: auto, dynamo, mooncake or azure.")] = "auto",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: ForceOption = False,
 ) -> None:
     """Backtest the planner's load predictors one step ahead on TRACE... and rank them."""
@@ -203,7 +205,10 @@ def compare(
             field="--interval")
 
     started = time.perf_counter()
-    result = run_backtest(table, specs, warmup_buckets, interval_s=interval, jobs=jobs)
+    # One task a candidate and series (request count, ISL, OSL), as run_backtest splits them.
+    with Progress("predict", total=3 * len(specs), unit="backtests", quiet=quiet) as bar:
+        result = run_backtest(table, specs, warmup_buckets, interval_s=interval, jobs=jobs,
+                              on_task=lambda done, total: bar.update(done, total=total))
     total_wall_s = time.perf_counter() - started
 
     with folder.writing() as out_dir:

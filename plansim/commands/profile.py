@@ -17,6 +17,7 @@ from typing import Annotated
 
 import typer
 
+from plansim.commands.progress import QUIET_HELP, Progress
 from plansim.errors import InputError
 from plansim.roles import Role
 
@@ -67,6 +68,7 @@ def aic(
     max_context: Annotated[int | None, typer.Option(
         min=1, help="Longest context the profile covers (default: the engine's max_model_len, "
                     "else the model's context length).")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
 ) -> None:
     """Write AIConfigurator's estimates for a model on a GPU as an NPZ timing profile."""
     from plansim.aic.sdk import require_sdk, sdk_version
@@ -89,7 +91,9 @@ def aic(
         spec, engine_seqs, engine_context = _spec_from_config(config, pool)
     else:
         spec = _spec_from_options(given)
-    table = load_table(spec)
+    # Only a table not in the cache yet is asked of the SDK, row by row (seconds to minutes).
+    with Progress("aic table", total=None, unit="rows", quiet=quiet) as bar:
+        table = load_table(spec, on_rows=lambda done, total: bar.update(done, total=total))
     context = max_context or engine_context or grid_bounds(spec).max_context
     arrays = profile_arrays(table, max_batch=max_num_seqs or engine_seqs or DEFAULT_MAX_NUM_SEQS,
                             max_context=context)

@@ -10,8 +10,6 @@ synthetic workload built in memory.
 
 from __future__ import annotations
 
-import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -27,6 +25,7 @@ from plansim.commands.output import (
     write_replay_outputs,
     write_reports,
 )
+from plansim.commands.progress import QUIET_HELP, Progress
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.commands.router_flags import (
     ROUTER_MODE_HELP,
@@ -74,34 +73,6 @@ def _overrides(**flags: Any) -> tuple[dict[str, Any], dict[str, str]]:
     return out, {key: "--" + name.replace("_", "-") for name, key in dotted.items()}
 
 
-class ProgressBar:
-    """A one-line bar over virtual time on stderr: ``progress(now_ms, end_ms)`` with ``end_ms``
-    the replay's expected end (e.g. the last arrival); redrawn at most 10 times a second."""
-
-    WIDTH = 30
-
-    def __init__(self) -> None:
-        self._last_draw = 0.0
-        self._drawn = False
-
-    def __call__(self, now_ms: float, end_ms: float) -> None:
-        wall = time.monotonic()
-        if wall - self._last_draw < 0.1:
-            return
-        self._last_draw = wall
-        fraction = min(max(now_ms / end_ms, 0.0), 1.0) if end_ms > 0 else 1.0
-        filled = int(fraction * self.WIDTH)
-        bar = "#" * filled + "-" * (self.WIDTH - filled)
-        sys.stderr.write(f"\rreplay [{bar}] {fraction:4.0%}  virtual {_duration(now_ms)}")
-        sys.stderr.flush()
-        self._drawn = True
-
-    def close(self) -> None:
-        if self._drawn:
-            sys.stderr.write("\r" + " " * (self.WIDTH + 40) + "\r")
-            sys.stderr.flush()
-
-
 def _duration(ms: float) -> str:
     seconds = ms / 1000.0
     if seconds < 1:
@@ -111,6 +82,15 @@ def _duration(ms: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.1f} min"
     return f"{seconds / 3600:.2f} h"
+
+
+def _virtual_time(bar: Progress) -> Any:
+    """The replay's ``progress(now_ms, end_ms)`` callback, shown in virtual seconds."""
+
+    def progress(now_ms: float, end_ms: float) -> None:
+        bar.update(now_ms / 1000.0, total=max(end_ms, now_ms) / 1000.0)
+
+    return progress
 
 
 def _print_summary(s: Mapping[str, Any], n_rejected: int, out_dir: Path,
@@ -225,7 +205,7 @@ OUTPUT_OPTIONS = {
     "no_report": (Annotated[bool, typer.Option("--no-report", help="Skip report.html.")], False),
     "self_contained": (Annotated[bool, typer.Option(
         "--self-contained", help=SELF_CONTAINED_HELP)], False),
-    "quiet": (Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")], False),
+    "quiet": (Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)], False),
     "force": (ForceOption, False),
 }
 # Deployment flags that are deployment keys (_execute reads the files and --router-param).
@@ -316,12 +296,10 @@ def _execute(ctx: typer.Context, load: Any, *, traces: list[Path], trace_format:
         raise InputError("retune replays windows of a trace file: use plansim replay run",
                          field="--planner-config")
 
-    bar = ProgressBar() if (not p["quiet"] and sys.stderr.isatty()) else None
-    try:
-        result = api.replay(workload, setup, trace_paths=[str(t) for t in traces], progress=bar)
-    finally:
-        if bar is not None:
-            bar.close()
+    # Over virtual time, up to the last arrival (a closed loop's moves on as it is released).
+    with Progress("replay", total=None, unit="virtual s", quiet=p["quiet"]) as bar:
+        result = api.replay(workload, setup, trace_paths=[str(t) for t in traces],
+                            progress=_virtual_time(bar) if bar.on else None)
 
     inputs = {**_inputs(ctx, traces, workload, deployment, planner_raw, trace_format,
                         trace_block_size), **result.inputs}

@@ -7,16 +7,15 @@ Printing lives here and in ``plansim.commands.retune_text``; the work is in
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from plansim.commands.output import ForceOption, OutputFolder, write_replay_outputs, write_reports
+from plansim.commands.progress import QUIET_HELP, Progress
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.commands.retune_text import (
-    WindowBar,
     ranked_table,
     score_legend,
     scoring_sla,
@@ -38,7 +37,7 @@ def sweep(
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip the HTML reports.")] = False,
     self_contained: Annotated[bool, typer.Option(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: ForceOption = False,
 ) -> None:
     """Replay the trace with retune on: one sweep per window, one line per decision."""
@@ -53,20 +52,15 @@ def sweep(
     run = load_retune_run(config)
     workload = load_run_workload(run)
     typer.echo(score_legend(run.retune))
-    bar = WindowBar(count_windows(run, workload)) if (not quiet and sys.stderr.isatty()) else None
+    # Over the windows whose sweep launches before the last arrival (an estimate).
+    with Progress("retune", total=count_windows(run, workload), unit="windows",
+                  quiet=quiet) as bar:
 
-    def on_decision(event: dict[str, Any]) -> None:
-        if bar is not None:
-            bar.clear()
-        typer.echo(window_line(event))
-        if bar is not None:
-            bar.step()
+        def on_decision(event: dict[str, Any]) -> None:
+            bar.echo(window_line(event))
+            bar.advance()
 
-    try:
         result = run_retune(run, workload=workload, on_decision=on_decision)
-    finally:
-        if bar is not None:
-            bar.close()
 
     inputs = {
         "command": "plansim retune sweep",
@@ -106,6 +100,7 @@ def window(
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip the HTML report.")] = False,
     self_contained: Annotated[bool, typer.Option(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: ForceOption = False,
 ) -> None:
     """Score one window's candidates without the outer replay; print them ranked.
@@ -125,7 +120,10 @@ def window(
                          last_option="--window", no_timeout=no_timeout)
     executor = make_executor("spawn", cfg.max_parallel)
     try:
-        results = score_windows(plans, executor)
+        # Over the sweep's tasks (the window's read, the pre-sweep, the candidates' replays),
+        # known batch by batch.
+        with Progress("retune window", total=0, unit="tasks", quiet=quiet) as bar:
+            results = score_windows(plans, _Counted(executor, bar))
     finally:
         executor.close()
     typer.echo(score_legend(run.retune))
@@ -137,6 +135,27 @@ def window(
         typer.echo(f"output        {out_dir}")
         if not no_report:
             write_reports(out_dir, self_contained=self_contained)
+
+
+class _Counted:
+    """A spawn pool whose batches move the progress display: each batch adds its tasks to the
+    total, each task's result advances it."""
+
+    def __init__(self, pool: Any, bar: Progress) -> None:
+        self._pool, self._bar = pool, bar
+        self._total = 0
+        self.max_parallel = pool.max_parallel
+
+    def run(self, tasks: Any, context: Any, timeout_s: float | None = None) -> Any:
+        self._total += len(tasks)
+        self._bar.update(self._total - len(tasks), total=self._total)
+        return self._pool.run(tasks, context, timeout_s, on_result=lambda _: self._bar.advance())
+
+    def cancel(self) -> None:
+        self._pool.cancel()
+
+    def close(self) -> None:
+        self._pool.close()
 
 
 def _register_windows() -> None:

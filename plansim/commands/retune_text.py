@@ -1,38 +1,10 @@
-"""What the retune commands print: the progress bar over windows, numbers, the score legend
-and scoring SLA, one line per decided window, and a window's ranked candidates."""
+"""What the retune commands print: numbers, the score legend and scoring SLA, one line per
+decided window, and a window's ranked candidates."""
 
 from __future__ import annotations
 
 import math
-import sys
 from typing import Any
-
-
-class WindowBar:
-    """A one-line progress bar over windows on stderr (terminals only)."""
-
-    def __init__(self, total: int) -> None:
-        self.total = max(total, 1)
-        self.done = 0
-
-    def step(self) -> None:
-        self.done += 1
-        self.total = max(self.total, self.done)
-        self.draw()
-
-    def draw(self) -> None:
-        width = 30
-        filled = int(width * self.done / self.total)
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] "
-                         f"window {self.done}/{self.total}")
-        sys.stderr.flush()
-
-    def clear(self) -> None:
-        sys.stderr.write("\r" + " " * 60 + "\r")
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        self.clear()
 
 
 def format_number(value: float | None, fmt: str = "{:.4g}") -> str:

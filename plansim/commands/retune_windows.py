@@ -13,7 +13,6 @@ Printing lives here; the work is in ``plansim.retune_runs.batch``.
 from __future__ import annotations
 
 import logging
-import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,6 +20,7 @@ from typing import Annotated, Any
 import typer
 
 from plansim.commands.output import ForceOption, OutputFolder, write_reports
+from plansim.commands.progress import QUIET_HELP, Progress
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.errors import InputError
 
@@ -101,7 +101,7 @@ def windows(
     self_contained: Annotated[bool, typer.Option(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
     no_timeout: NoTimeoutOption = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: ForceOption = False,
 ) -> None:
     """Score the candidates of many windows at once; print them ranked per window.
@@ -109,7 +109,7 @@ def windows(
     Every (window, candidate) replay is an independent task; a summary over the windows follows
     the tables.
     """
-    from plansim.commands.retune_text import WindowBar, ranked_table, score_legend
+    from plansim.commands.retune_text import ranked_table, score_legend
     from plansim.retune_runs.batch import score_windows
     from plansim.workers.backends import make_executor
 
@@ -122,17 +122,15 @@ def windows(
     cfg = run.retune.config
     # The backend first: a missing Ray fails before any trace is read.
     executor = make_executor(backend.value, cfg.max_parallel, ray_address)
-    bar = None
     try:
         plans = plans_of_run(run, first=first, last=last, no_timeout=no_timeout)
         typer.echo(score_legend(run.retune))
-        bar = WindowBar(len(plans)) if (not quiet and sys.stderr.isatty()) else None
-        printer = _InOrder([plan.window.index for plan in plans], bar, cfg, top, ranked_table)
-        results = score_windows(plans, executor, on_window=printer.add)
+        with Progress("retune windows", total=len(plans), unit="windows", quiet=quiet) as bar:
+            printer = _InOrder([plan.window.index for plan in plans], bar, cfg, top,
+                               ranked_table)
+            results = score_windows(plans, executor, on_window=printer.add)
     finally:
         executor.close()
-        if bar is not None:
-            bar.close()
 
     with folder.writing() as out_dir:
         summary = write_window_outputs(
@@ -201,7 +199,8 @@ class _InOrder:
     """Prints each window's ranked table as soon as every earlier window has been printed, so
     the output is in window order whatever order the windows finish in."""
 
-    def __init__(self, indices: list[int], bar: Any, cfg: Any, top: int, table: Any) -> None:
+    def __init__(self, indices: list[int], bar: Progress, cfg: Any, top: int,
+                 table: Any) -> None:
         self._order = indices
         self._next = 0
         self._waiting: dict[int, Any] = {}
@@ -209,15 +208,12 @@ class _InOrder:
 
     def add(self, result: Any) -> None:
         self._waiting[result.index] = result
-        if self._bar is not None:
-            self._bar.clear()
+        lines = []
         while self._next < len(self._order) and self._order[self._next] in self._waiting:
-            ready = self._waiting.pop(self._order[self._next])
-            for line in self._lines(ready):
-                typer.echo(line)
+            lines += self._lines(self._waiting.pop(self._order[self._next]))
             self._next += 1
-        if self._bar is not None:
-            self._bar.step()
+        self._bar.echo(*lines)
+        self._bar.advance()
 
     def _lines(self, result: Any) -> list[str]:
         lines = self._table(result.report, self._cfg, result.index)

@@ -5,7 +5,7 @@ Three sources share one seam; the host builds one with ``arrival_source`` and th
 ``start()``, ``on_terminal(rid, completed)`` and ``arrived_by(now_ms)``:
 
 - ``OpenLoop``: every request enters at its trace arrival (first arrival at 0, gaps divided by
-  ``arrival_speedup_ratio``). The host's fastest path: one SimPy process walks the sorted
+  ``arrival_speedup_ratio``). The host's fastest path: one clock process walks the sorted
   arrivals, nothing is tracked per request.
 - ``ClosedLoop`` (a workload with a ``RequestGraph``): a request is released when all its
   dependency edges have fired and its ``not_before_ms`` has passed (both on the virtual clock:

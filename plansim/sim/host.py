@@ -1,4 +1,4 @@
-"""``replay(workload, deployment, planner=None)``: the replay host on a SimPy virtual clock (ms).
+"""``replay(workload, deployment, planner=None)``: the replay host on the virtual clock (ms).
 
 The host owns time. An arrival source (``plansim.sim.arrivals``: the trace's arrivals, first at
 0 and gaps divided by ``arrival_speedup_ratio``; closed-loop release on dependencies; a

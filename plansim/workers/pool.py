@@ -25,7 +25,7 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import ForkingPickler
@@ -130,8 +130,11 @@ class SpawnPool:
     # -- public API -------------------------------------------------------------------------
 
     def run(
-        self, tasks: Sequence[Task], context: TaskContext, timeout_s: float | None = None
+        self, tasks: Sequence[Task], context: TaskContext, timeout_s: float | None = None, *,
+        on_result: Callable[[TaskResult], None] | None = None,
     ) -> BatchOutcome:
+        """The ``Executor`` contract; ``on_result`` is called (from this thread) with each
+        task's result as it comes, in completion order (progress displays)."""
         if self._closed:
             raise RuntimeError("the pool is closed")
         started = time.perf_counter()
@@ -165,6 +168,8 @@ class SpawnPool:
                         index, result = collected
                         results[index] = result
                         overhead_s.append(time.perf_counter() - sent_at - result.wall_s)
+                        if on_result is not None:
+                            on_result(result)
         return self._finish(tasks, results, timed_out, cancelled, started, overhead_s)
 
     def cancel(self) -> None:

@@ -73,6 +73,15 @@ def test_table_holds_the_sdk_answers_at_every_grid_point(monkeypatch, qwen_spec)
     assert t.shared_ms.tolist() == [4.0 + 0.01 * x for x in t.shared_tokens]
 
 
+def test_on_rows_counts_the_grid_rows_asked_of_the_sdk(monkeypatch, qwen_spec):
+    monkeypatch.setattr(sdk, "engine", lambda spec: FakeHandle())
+    seen = []
+    t = build_table(qwen_spec, SMALL, on_rows=lambda done, total: seen.append((done, total)))
+    # A prefill row per token count, a decode row per batch size, the shared-pass row.
+    total = t.prefill_tokens.size + t.decode_batch.size + 1
+    assert seen == [(k, total) for k in range(1, total + 1)]
+
+
 def test_prefill_beyond_the_largest_pass_is_linear_in_batch(monkeypatch, qwen_spec):
     monkeypatch.setattr(sdk, "engine", lambda spec: FakeHandle())
     t = build_table(qwen_spec, SMALL)

@@ -189,18 +189,6 @@ def test_example_deployments_validate(name):
     assert deployment.sla.ttft_ms is not None
 
 
-def test_progress_bar_shows_virtual_time_as_a_fraction_of_the_last_arrival(capsys):
-    from plansim.commands.replay import ProgressBar
-
-    bar = ProgressBar()
-    bar(30_000.0, 120_000.0)  # a quarter of the arrivals' span
-    bar.close()
-    err = capsys.readouterr().err
-    assert "[#######-----------------------]  25%" in err  # 7 of 30 cells
-    assert "virtual 30.0 s" in err
-    assert err.endswith("\r")  # the line is cleared for the summary table
-
-
 def _summary_of(tmp_path, run_cli, deployment: str) -> str:
     """The terminal summary of the micro trace replayed on ``deployment`` (YAML text)."""
     config = _write(tmp_path / "deploy.yaml", deployment)

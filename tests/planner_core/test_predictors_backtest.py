@@ -60,6 +60,14 @@ def test_constant_backtest_by_hand():
     assert s["failed_forecasts"] == 0
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_on_task_counts_the_tasks_one_per_candidate_and_series(jobs):
+    seen = []
+    run_backtest(BUCKETS, ["constant", "kalman"], warmup=2, jobs=jobs,
+                 on_task=lambda done, total: seen.append((done, total)))
+    assert seen == [(k, 6) for k in range(1, 7)]  # 2 candidates x 3 series
+
+
 def test_backtest_returns_the_prediction_rows():
     rows = backtest(BUCKETS, ["constant", "kalman"], warmup=2)
     assert len(rows) == 2 * 3 * 3  # candidates x series x scored buckets

@@ -160,3 +160,33 @@ def test_the_example_run_file_scores_a_window_of_the_bundled_sample(tmp_path, ru
     rows = [line for line in stdout.splitlines() if line.strip()[:1].isdigit()]
     assert len(rows) == 8  # 4 weights x 2 temperatures; the startup point is one of them
     assert "decision:" in stdout
+
+
+def test_retune_window_counts_tasks_batch_by_batch_and_result_by_result():
+    from plansim.commands.retune import _Counted
+
+    class Pool:
+        max_parallel = 2
+
+        def run(self, tasks, context, timeout_s=None, *, on_result=None):
+            for task in tasks:
+                on_result(task)
+            return "outcome"
+
+    class Bar:
+        def __init__(self):
+            self.shown = []
+
+        def update(self, completed, total=None):
+            self.shown.append((completed, total))
+
+        def advance(self):
+            done, total = self.shown[-1]
+            self.shown.append((done + 1, total))
+
+    bar = Bar()
+    counted = _Counted(Pool(), bar)
+    assert counted.run(["read"], None) == "outcome"
+    counted.run(["a", "b", "c"], None)
+    # The total grows by each batch before it runs; each result advances what is done.
+    assert bar.shown == [(0, 1), (1, 1), (1, 4), (2, 4), (3, 4), (4, 4)]

@@ -1,4 +1,5 @@
-"""parallel_map: task order kept, no worker left behind, a failing task named."""
+"""parallel_map: task order kept, no worker left behind, a failing task named, on_done called
+once per task."""
 
 from __future__ import annotations
 
@@ -27,3 +28,10 @@ def test_parallel_map_keeps_task_order_and_leaves_no_worker():
 def test_parallel_map_raises_when_a_task_fails():
     with pytest.raises(RuntimeError, match=r"parallel task 1 failed: ZeroDivisionError"):
         parallel_map(divmod, [(1, 1), (1, 0)], 2)
+
+
+def test_on_done_is_called_once_as_each_task_ends():
+    ended = []
+    assert parallel_map(_square_plus, [(i, 0) for i in range(5)], 2,
+                        on_done=lambda: ended.append(1)) == [0, 1, 4, 9, 16]
+    assert len(ended) == 5

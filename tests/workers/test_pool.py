@@ -43,6 +43,15 @@ def test_results_do_not_depend_on_max_parallel(context, max_parallel):
         assert pool.workers_started <= max_parallel
 
 
+def test_each_result_is_handed_to_on_result_as_it_comes(context):
+    batch = [Task(f"t{i}", tasks.square, (i,)) for i in range(5)]
+    seen = []
+    with SpawnPool(2) as pool:
+        out = pool.run(batch, context, on_result=seen.append)
+    assert sorted(r.key for r in seen) == [f"t{i}" for i in range(5)]
+    assert {r.key: r.value for r in seen} == {r.key: r.value for r in out.results}
+
+
 def test_a_pool_without_workers_starts_them_all_at_its_first_task(context):
     with SpawnPool(2) as pool:
         out = pool.run([Task("a", tasks.square, (2,))], context)

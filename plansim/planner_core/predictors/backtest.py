@@ -42,8 +42,9 @@ retune pre-sweep), then by loss, then in the order given.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import count
 from typing import Any
 
 import numpy as np
@@ -91,9 +92,11 @@ def run_backtest(
     *,
     interval_s: float | None = None,
     jobs: int = 1,
+    on_task: Callable[[int, int], None] | None = None,
 ) -> BacktestResult:
     """Predictions and ranked summary. Raises ``InputError`` when the table is shorter than
-    ``warmup + 2`` buckets or ``warmup < 1``, ``ConfigError`` for a bad candidate."""
+    ``warmup + 2`` buckets or ``warmup < 1``, ``ConfigError`` for a bad candidate.
+    ``on_task(done, total)`` is called as each task (one candidate on one series) ends."""
     counts, isl, osl = bucket_arrays(buckets)
     specs = [p if isinstance(p, PredictorSpec) else PredictorSpec.of(p) for p in predictors]
     if not specs:
@@ -110,12 +113,21 @@ def run_backtest(
         )
     extra = {} if interval_s is None else {"throughput_adjustment_interval_seconds": interval_s}
     tasks = [(spec, k, counts, isl, osl, warmup, extra) for spec in specs for k in range(3)]
+    done = count(1)
+
+    def ended() -> None:
+        if on_task is not None:
+            on_task(next(done), len(tasks))
+
     if jobs > 1:
         from plansim.workers.parallel import parallel_map
 
-        outputs = parallel_map(_run_series, tasks, min(jobs, len(tasks)))
+        outputs = parallel_map(_run_series, tasks, min(jobs, len(tasks)), on_done=ended)
     else:
-        outputs = [_run_series(*task) for task in tasks]
+        outputs = []
+        for task in tasks:
+            outputs.append(_run_series(*task))
+            ended()
     predictions = pd.concat([frame for frame, _ in outputs], ignore_index=True)
     wall: dict[str, float] = {}
     for (spec, *_), (_, seconds) in zip(tasks, outputs, strict=True):
