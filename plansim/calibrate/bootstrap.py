@@ -7,8 +7,9 @@ Jacobian, one replay per parameter, already taken), so each resample's parameter
 fit's plus the weighted Gauss-Newton step of that resample less the step of all the training
 windows (the one-step bootstrap, centred on the fit), kept within the family's bounds. A
 handful of windows is a small sample for a bootstrap: where its interval is narrower than the
-normal interval of the parameter's standard error at the fit, the draws are widened to it. The resamples come from a generator seeded by the deployment's
-seed, so the same inputs give the same intervals.
+normal interval of the parameter's standard error at the fit, the draws are widened to it. The
+resamples come from a generator seeded by the deployment's seed, so the same inputs give the
+same intervals.
 
 A parameter the trace does not determine (its standard error at the fit more than
 ``UNDETERMINED_ERROR`` of its typical magnitude: its Jacobian column nearly zero or nearly in

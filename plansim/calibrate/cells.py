@@ -8,8 +8,9 @@ never sees it, and its error is the calibration's held-out error.
 A cell (``make_cells``) is the requests of one window in one band: for TTFT, a quartile of the
 prompt length; for TPOT, a tercile of the recorded KV tokens in flight (prompt and output of
 the requests in flight, from the recorded arrivals and E2E, at the middle of the request's
-decode), so that the cells span the load levels and contexts the trace saw. A cell's residual is the trimmed mean over its requests of
-``log(replayed / recorded)`` (the middle half): per request, as the user's own requests were
+decode), so that the cells span the load levels and contexts the trace saw. A cell's residual
+is the trimmed mean over its requests of ``log(replayed / recorded)`` (the middle half): per
+request, as the user's own requests were
 served, robust to the few requests the router placed differently from production (a
 per-request sum of squares is dominated by them and jumps with every routing change), and
 smoother in the parameters than a median (one request's value).

@@ -86,7 +86,8 @@ def calibrate(workload: Any, recorded: Recorded, deployment: Any, *,
     notes = _notes(best, recorded, errors)
     return Calibration(
         family=best.family, overrides=best.overrides, families=tuple(results), windows=errors,
-        request_id=workload.request_id, arrival_ms=workload.arrival_ms, draws=draws, estimate=estimate, recorded=recorded, replayed=fits[chosen].replayed,
+        request_id=workload.request_id, arrival_ms=workload.arrival_ms, draws=draws,
+        estimate=estimate, recorded=recorded, replayed=fits[chosen].replayed,
         window_of=win.index, held_out=win.held_out, notes=tuple(notes),
         requests=len(workload), wall_s=time.perf_counter() - started)
 
@@ -104,7 +105,8 @@ def _family_result(fit: FamilyFit, problem: Problem, deployment: Any,
     return FamilyResult(
         family=fit.family, summary=FAMILIES.get(fit.family).summary, parameters=params,
         start=fit.start, values=fit.values, low=boot.low, high=boot.high,
-        standard_error=boot.standard_error, identified=boot.identified, draws=boot.draws, train_error=train,
+        standard_error=boot.standard_error, identified=boot.identified, draws=boot.draws,
+        train_error=train,
         held_out=score(problem.cells, fit.cell_residuals, problem.windows),
         overrides=family_overrides(FAMILIES.get(fit.family), fit.values, deployment),
         replays=fit.replays, evaluations=fit.evaluations, status=fit.status, wall_s=fit.wall_s)
