@@ -35,11 +35,13 @@ DRAWS = 10
 
 def calibrate(workload: Any, recorded: Recorded, deployment: Any, *,
               families: Sequence[str] | None = None, windows: int | None = None,
-              jobs: int = 1, progress: Callable[[str], None] | None = None) -> Calibration:
+              jobs: int = 1,
+              progress: Callable[[str, int, int], None] | None = None) -> Calibration:
     """Calibrate ``deployment``'s timing to ``recorded`` (the latencies of ``workload``, from
     ``recorded.load_recorded``); see the module docstring. ``families``: names of
     ``families.FAMILIES`` (default: all); ``windows``: how many (default ``DEFAULT_WINDOWS``,
-    fewer on a short trace)."""
+    fewer on a short trace); ``progress(description, done, total)`` is told of every step done
+    (the fast estimate, then each family's fit)."""
     from plansim.sim.deployment import with_overrides
 
     started = time.perf_counter()
@@ -57,14 +59,22 @@ def calibrate(workload: Any, recorded: Recorded, deployment: Any, *,
     win = cut_windows(np.asarray(workload.arrival_ms), recorded.scored, count)
     cells = make_cells(workload, recorded, win)
     base = with_overrides(deployment, {OVERHEAD_KEY: 0.0})
-    say = progress or (lambda text: None)
-    say("replaying the deployment as given and at the fast estimate")
+    say = progress or (lambda text, done, total: None)
+    steps = 1 + len(names)
+    say("calibrate: the fast estimate", 0, steps)
     train = recorded.scored & ~win.held_out[win.index]
     estimate = fast_estimate(workload, recorded, base, train)
     workers = sum(deployment.pool_sizes().values())
     problem = Problem(recorded, win, cells,
                       problem_scales(workload, recorded, estimate, workers, train))
-    say(f"fitting {', '.join(names)} on {int((~win.held_out).sum())} of {win.count} windows")
+    fitting = f"calibrate: fitting {', '.join(names)}"
+    fitted = [1]
+
+    def one_done() -> None:
+        fitted[0] += 1
+        say(fitting, fitted[0], steps)
+
+    say(fitting, 1, steps)
     # The families with the most parameters (the longest fits) first, so that a pool of two
     # runs the two longest side by side and the short one after whichever ends first.
     order = sorted(range(len(names)), key=lambda i: -len(
@@ -73,9 +83,12 @@ def calibrate(workload: Any, recorded: Recorded, deployment: Any, *,
     if jobs > 1 and len(tasks) > 1:
         from plansim.workers.parallel import parallel_map
 
-        done = parallel_map(fit_family, tasks, min(jobs, len(tasks)))
+        done = parallel_map(fit_family, tasks, min(jobs, len(tasks)), on_done=one_done)
     else:
-        done = [fit_family(*task) for task in tasks]
+        done = []
+        for task in tasks:
+            done.append(fit_family(*task))
+            one_done()
     fits = [done[order.index(i)] for i in range(len(names))]
     results = [_family_result(fit, problem, deployment, workload) for fit in fits]
     chosen = choose(names, [r.held_out for r in results], [len(r.values) for r in results])

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -28,6 +27,7 @@ from plansim.commands.output import (
     records_option,
     write_reports,
 )
+from plansim.commands.progress import QUIET_HELP, Progress
 from plansim.commands.report import SELF_CONTAINED_HELP
 
 log = logging.getLogger("plansim.calibrate")
@@ -60,7 +60,7 @@ def calibrate(
                                             help="Skip calibration_report.html.")] = False,
     self_contained: Annotated[bool, typer.Option(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: ForceOption = False,
 ) -> None:
     """Fit the deployment's engine timing to the latencies TRACE... recorded, with held-out
@@ -80,12 +80,11 @@ def calibrate(
     deployment = load_deployment(config)
     workload, recorded = cal.load_recorded(traces, format=trace_format)
 
-    def say(text: str) -> None:
-        if not quiet:
-            print(f"calibrate: {text}", file=sys.stderr, flush=True)
-
-    result = cal.calibrate(workload, recorded, deployment, families=family, windows=windows,
-                           jobs=jobs or os.cpu_count() or 1, progress=say)
+    with Progress("calibrate", total=None, unit="steps", quiet=quiet) as bar:
+        result = cal.calibrate(
+            workload, recorded, deployment, families=family, windows=windows,
+            jobs=jobs or os.cpu_count() or 1,
+            progress=lambda text, done, total: bar.update(done, total, text))
     report = result.to_json()
     report["host"]["jobs"] = jobs or os.cpu_count() or 1
     with folder.writing() as out_dir:

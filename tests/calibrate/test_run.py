@@ -62,7 +62,11 @@ def small(tmp_path_factory):
 def test_the_fit_never_sees_the_held_out_windows(small):
     workload, recorded = small
     deployment = build_deployment(DEPLOYMENT)
-    plain = calibrate(workload, recorded, deployment, families=["scaled"])
+    steps = []
+    plain = calibrate(workload, recorded, deployment, families=["scaled"],
+                      progress=lambda text, done, total: steps.append((done, total)))
+    # The fast estimate, then the one family's fit.
+    assert steps == [(0, 2), (1, 2), (2, 2)]
     # Production twice as slow in the held-out windows only.
     held = plain.held_out[plain.window_of]
     slow = dataclasses.replace(recorded, ttft_ms=np.where(held, 2 * recorded.ttft_ms,
