@@ -88,19 +88,31 @@ def bench_case(case: truth_data.Case, jobs: int) -> dict:
     counts = sorted(truth)
     tasks = [(str(recorded_trace), deployment, result.overrides, n) for n in counts]
     predicted = dict(zip(counts, parallel_map(replay_summary, tasks, jobs)))
+    # The families not chosen, at the target counts: what the choice by held-out error gained
+    # or lost where the targets are set.
+    others = [f for f in result.families if f.family != result.family]
+    targets = [n for n in counts if n in _target_counts(case.recorded_at)]
+    tasks = [(str(recorded_trace), deployment, f.overrides, n) for f in others for n in targets]
+    done = iter(parallel_map(replay_summary, tasks, jobs))
+    by_family = {f.family: {n: next(done) for n in targets} for f in others}
     report = result.to_json()
     return {"case": case.name, "requests": len(workload), "recorded_at": case.recorded_at,
             "family": result.family, "held_out": report["held_out"], "wall_s": wall_s,
             "replays": sum(f["replays"] for f in report["families"]),
             "parameters": report["parameters"], "notes": report["notes"],
             "families": [{k: f[k] for k in ("name", "chosen", "train_error", "held_out_error",
-                                            "replays", "evaluations", "status")}
+                                            "replays", "evaluations", "status", "parameters")}
                          for f in report["families"]],
+            "by_family": by_family,
             "family_wall_s": report["host"]["family_wall_s"],
             "cpu_s": cpu_main + cpu_children,
             "free_wall_s": free_wall_s(cpu_main, cpu_children,
                                        list(report["host"]["family_wall_s"].values()), jobs),
             "predicted": predicted, "truth": truth}
+
+
+def _target_counts(n: int) -> tuple[int, ...]:
+    return (n - 4, n - 2, n + 2, n + 4)
 
 
 def _children_cpu_s() -> float:
@@ -155,7 +167,7 @@ def print_case(out: dict) -> list[tuple[str, bool, bool | None]]:
         mark = " (recorded)" if count == n else ""
         print(f"   {count:>7}  {'  '.join(cells)}  {goodput_ratio(ours):.3f}/"
               f"{goodput_ratio(theirs):.3f}{mark}")
-        if count in (n - 4, n - 2, n + 2, n + 4):
+        if count in _target_counts(n):
             met = abs(errs[0]) <= TTFT_ERROR and abs(errs[1]) <= TTFT_ERROR \
                 and abs(errs[2]) <= TPOT_ERROR
             moon = abs(errs[0]) <= MOONSHOT_TTFT and abs(errs[1]) <= MOONSHOT_TTFT \
@@ -164,6 +176,11 @@ def print_case(out: dict) -> list[tuple[str, bool, bool | None]]:
                     f"p90 {errs[1]:+.1%} (within 10%), {tpot_label.split(' (')[0]} "
                     f"{errs[2]:+.1%} (within 5%)")
             targets.append((line, met, moon))
+    for name, summaries in out["by_family"].items():
+        errs = [f"{c}: " + "/".join(f"{_err(s[k], truth[c][k]):+.1%}" for k in
+                                    ("median_ttft_ms", "p90_ttft_ms", tpot_key))
+                for c, s in summaries.items()]
+        print(f"   not chosen, {name} (TTFT p50/p90/TPOT p50 error): " + ", ".join(errs))
     ours_n, true_n = cheapest(predicted), cheapest(truth)
     line = (f"{out['case']}: cheapest count holding {TARGET_GOODPUT:.0%} goodput among "
             f"{sorted(truth)}: {ours_n} predicted, {true_n} true")

@@ -10,12 +10,13 @@ batching, chunked prefill and routing are the simulator's own.
 The Jacobian is taken by forward differences, one replay per parameter, with steps of ``STEP``
 times each parameter's typical magnitude (large enough that a cell moves with the parameter,
 not with the few requests routed elsewhere), at the start of a round (and by central
-differences at the fit, for the bootstrap); at later points of the
-round Broyden's rank-one update of it costs no replay. A round ends when trf stops (a stale
-Jacobian makes it shrink its trust region until it does); the next starts with a fresh one,
-until a round gains less than ``ROUND_GAIN`` of the cost, ``MAX_ROUNDS`` or
-``MAX_EVALUATIONS``. The overhead adds to every replayed TTFT and E2E and changes nothing in
-the engines, so its column needs no replay.
+differences of ``STEP_AT_FIT`` at the fit, for the bootstrap); at later points of the round
+Broyden's rank-one update of it costs no replay. A round ends when trf stops (a stale Jacobian
+makes it shrink its trust region until it does); the next starts with a fresh one, until a
+round gains less than ``ROUND_GAIN`` of the cost, ``MAX_ROUNDS`` rounds, or
+``EVALUATIONS_PER_PARAMETER`` evaluations per parameter (at least ``MIN_EVALUATIONS``). The
+overhead adds to every replayed TTFT and E2E and changes nothing in the engines, so its column
+needs no replay.
 
 ``fit_family`` is a module-level function of picklable arguments: the command runs one per
 family in a spawn pool (``plansim.workers.parallel.parallel_map``), every fit deterministic.
@@ -46,7 +47,10 @@ STEP = 0.3
 # central differences of this step: the jumps of a replay's routing as a parameter moves (a
 # request placed on another rank) inflate a one-sided difference, and so shrink the errors.
 STEP_AT_FIT = 0.3
-MAX_EVALUATIONS = 20
+# The evaluation budget grows with the parameters: the linear family (eight) starts its context
+# and batch terms at 0 and ran out of a flat budget of 20 before its decode had settled.
+EVALUATIONS_PER_PARAMETER = 4
+MIN_EVALUATIONS = 20
 MAX_ROUNDS = 3
 # A round that lowers the training cost by less than this share of it ends the fit.
 ROUND_GAIN = 0.01
@@ -197,21 +201,23 @@ def fit_family(name: str, workload: Any, deployment: Any, problem: Problem,
 
     # Rounds of least squares, each from a Jacobian by differences: a Broyden Jacobian gone
     # stale makes trf shrink its trust region until it stops, and a fresh one moves it on.
+    budget = max(MIN_EVALUATIONS, EVALUATIONS_PER_PARAMETER * len(params))
     z, evaluations, messages = z0, 0, []
     cost = float(residuals(z0) @ residuals(z0))
     for _ in range(MAX_ROUNDS):
         fit = least_squares(residuals, z, jac=_Broyden(residuals, differences),
                             bounds=(lower, upper), method="trf", x_scale=1.0, ftol=1e-3,
-                            xtol=1e-3, gtol=1e-6, max_nfev=MAX_EVALUATIONS - evaluations)
+                            xtol=1e-3, gtol=1e-6, max_nfev=budget - evaluations)
         evaluations += int(fit.nfev)
         messages.append(str(fit.message))
         gain = cost - 2.0 * float(fit.cost)
         z, cost = fit.x, 2.0 * float(fit.cost)
-        if gain <= ROUND_GAIN * cost or evaluations >= MAX_EVALUATIONS:
+        if gain <= ROUND_GAIN * cost or evaluations >= budget:
             break
     z = fit.x
     x = z * scale
-    jac = differences(z, STEP_AT_FIT, central=True) / scale  # per natural unit, fresh for the bootstrap
+    # Per natural unit, and fresh for the bootstrap.
+    jac = differences(z, STEP_AT_FIT, central=True) / scale
     at = with_overhead(replays(x[:-1]), x[-1])
     return FamilyFit(
         family=name, parameters=params, start=start, values=x,
