@@ -48,7 +48,7 @@ STEP = 0.3
 # request placed on another rank) inflate a one-sided difference, and so shrink the errors.
 STEP_AT_FIT = 0.3
 # The evaluation budget grows with the parameters: the linear family (eight) starts its context
-# and batch terms at 0 and ran out of a flat budget of 20 before its decode had settled.
+# and batch terms at 0 and ran out of a flat budget of 20 in three of four bench cases.
 EVALUATIONS_PER_PARAMETER = 4
 MIN_EVALUATIONS = 20
 MAX_ROUNDS = 3

@@ -76,7 +76,8 @@ def _scatter(data: CalibrationData) -> go.Figure | str:
     req = data.requests
     fig = make_subplots(rows=1, cols=2, subplot_titles=("TTFT (ms)", "TPOT (ms)"))
     for col, metric in enumerate(("ttft", "tpot"), start=1):
-        rows = req[np.isfinite(req[f"recorded_{metric}_ms"]) & np.isfinite(req[f"replayed_{metric}_ms"])]
+        rows = req[np.isfinite(req[f"recorded_{metric}_ms"])
+                   & np.isfinite(req[f"replayed_{metric}_ms"])]
         for held, name, colour in ((False, "fitted windows", FIT_COLOUR),
                                    (True, "held-out windows", HELD_COLOUR)):
             part = _thin(rows[rows["held_out"] == held])
@@ -87,13 +88,23 @@ def _scatter(data: CalibrationData) -> go.Figure | str:
                 hovertemplate="recorded %{x:.2f} ms<br>replayed %{y:.2f} ms<extra></extra>"),
                 row=1, col=col)
         if len(rows):
-            lo = float(np.nanmin(rows[f"recorded_{metric}_ms"].clip(lower=1e-3)))
-            hi = float(np.nanmax(rows[f"recorded_{metric}_ms"]))
-            fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="equal",
-                                     showlegend=col == 1, line={"color": "#555", "dash": "dot"},
-                                     hoverinfo="skip"), row=1, col=col)
-        fig.update_xaxes(type="log", title_text="recorded", row=1, col=col)
-        fig.update_yaxes(type="log", title_text="replayed", row=1, col=col)
+            _equal_line(fig, col, float(np.nanmin(rows[f"recorded_{metric}_ms"].clip(lower=1e-3))),
+                        float(np.nanmax(rows[f"recorded_{metric}_ms"])))
+    return _log_panels(fig, "recorded", "replayed")
+
+
+def _equal_line(fig: go.Figure, col: int, lo: float, hi: float) -> None:
+    """The diagonal of recorded = replayed from ``lo`` to ``hi`` in panel ``col``."""
+    fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="equal",
+                             showlegend=col == 1, line={"color": "#555", "dash": "dot"},
+                             hoverinfo="skip"), row=1, col=col)
+
+
+def _log_panels(fig: go.Figure, x_title: str, y_title: str) -> go.Figure:
+    """Both panels on log axes, recorded across and replayed up."""
+    for col in (1, 2):
+        fig.update_xaxes(type="log", title_text=x_title, row=1, col=col)
+        fig.update_yaxes(type="log", title_text=y_title, row=1, col=col)
     base_layout(fig, height=440)
     fig.update_layout(hovermode="closest")
     return fig
@@ -109,8 +120,8 @@ def _windows_chart(data: CalibrationData) -> go.Figure | str:
         fig.add_trace(go.Bar(x=labels, y=[w["error"].get(metric) for w in windows], name=label,
                              marker={"color": PALETTE[i]},
                              hovertemplate=label + " %{y:+.1%}<extra></extra>"))
-    fig.update_layout(barmode="group", yaxis={"tickformat": "+.0%", "title": "replayed vs recorded"},
-                      xaxis={"title": "window"})
+    fig.update_layout(barmode="group", xaxis={"title": "window"},
+                      yaxis={"tickformat": "+.0%", "title": "replayed vs recorded"})
     return base_layout(fig, height=420)
 
 
@@ -132,15 +143,8 @@ def _qq(data: CalibrationData) -> go.Figure | str:
                                      hovertemplate="recorded %{x:.2f} ms<br>replayed %{y:.2f} ms"
                                      "<extra></extra>"), row=1, col=col)
             if not held:
-                fig.add_trace(go.Scatter(x=[x[0], x[-1]], y=[x[0], x[-1]], mode="lines",
-                                         name="equal", showlegend=col == 1,
-                                         line={"color": "#555", "dash": "dot"},
-                                         hoverinfo="skip"), row=1, col=col)
-        fig.update_xaxes(type="log", title_text="recorded quantile", row=1, col=col)
-        fig.update_yaxes(type="log", title_text="replayed quantile", row=1, col=col)
-    base_layout(fig, height=440)
-    fig.update_layout(hovermode="closest")
-    return fig
+                _equal_line(fig, col, float(x[0]), float(x[-1]))
+    return _log_panels(fig, "recorded quantile", "replayed quantile")
 
 
 def _residuals(data: CalibrationData) -> go.Figure | str:
