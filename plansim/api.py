@@ -24,8 +24,9 @@ once (capabilities, self-benchmark or profiling data, predictor warm-up). ``Conf
 (``plansim.sim.result``). With retune, the controller sweeps windows read from
 ``trace_paths`` (Dynamo request traces; the workload's own ``sources`` when it has them) with
 ``executor`` (default: a spawn pool of ``retune.max_parallel`` workers) and is closed when the
-replay ends; ``on_decision`` sees each decision record as it lands; ``result.retune_events``
-lists them. ``progress(virtual_ms, last_arrival_ms)`` is called about once per simulated
+replay ends; ``sweep(plan, executor)`` runs each window's sweep (default
+``retune.sweep.run_sweep``); ``on_decision`` sees each decision record as it lands;
+``result.retune_events`` lists them. ``progress(virtual_ms, last_arrival_ms)`` is called about once per simulated
 second.
 
 A ``ReplaySetup`` built by ``setup`` holds a planner ready to tick: replay it once.
@@ -92,7 +93,8 @@ def setup(deployment: Deployment, planner: Any = None, *, source: str = "") -> R
 def replay(workload: Any, setup: ReplaySetup, *, trace_paths: Sequence[str] = (),
            progress: Callable[[float, float], None] | None = None,
            executor: Callable[[int], Any] | None = None,
-           on_decision: Callable[[dict[str, Any]], None] | None = None) -> ReplayResult:
+           on_decision: Callable[[dict[str, Any]], None] | None = None,
+           sweep: Callable[[Any, Any], Any] | None = None) -> ReplayResult:
     """Replay ``workload`` as ``setup`` says; see the module docstring."""
     from plansim.sim.host import replay as host_replay
 
@@ -102,7 +104,7 @@ def replay(workload: Any, setup: ReplaySetup, *, trace_paths: Sequence[str] = ()
     from plansim.sim.bootstrap import planner_for_deployment
 
     controller = controller_for_replay(setup.retune, workload, trace_paths, executor=executor,
-                                       on_decision=on_decision)
+                                       on_decision=on_decision, sweep=sweep)
     try:
         with located(setup.source or None):
             planner = planner_for_deployment(setup.planner_config, setup.deployment,

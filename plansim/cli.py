@@ -1,7 +1,9 @@
 """The ``plansim`` command: composition only. Each command group lives in ``plansim.commands``.
 
-Warnings are ``plansim: warning: ...`` lines on stderr. Every command runs with SIGTERM/SIGHUP unwinding it like Ctrl-C and with one scratch folder for
-all temporary files of it and its workers, removed when it ends (``plansim.lifecycle``). Every
+Warnings are ``plansim: warning: ...`` lines on stderr, held until the command's inputs are
+checked (a refused command prints only why). Every command runs with SIGTERM/SIGHUP unwinding it like Ctrl-C and with one scratch folder for
+all temporary files of it and its workers, removed when it ends (``plansim.lifecycle``), and
+the output folder it locked is released when it ends (``commands.output.run_folders``). Every
 way a command can end that is not success is one line on stderr, never a traceback:
 
 - a user mistake (``InputError``, a bad flag): exit status 2;
@@ -24,6 +26,7 @@ from typing import Any, NoReturn
 import typer
 from typer.exceptions import Abort, Exit, TyperException
 
+from plansim.commands.output import held_warnings, run_folders, warning_line
 from plansim.errors import InputError
 from plansim.lifecycle import Terminated, handle_termination, scratch_folder
 from plansim.runtime import (
@@ -84,13 +87,14 @@ def register_commands(args: list[str]) -> None:
 
 class _WarningLine(logging.Handler):
     """plansim's warnings (a key with no effect, a reconciled flag) as ``plansim: warning: ...``
-    lines on stderr, whatever ``sys.stderr`` is when they are logged."""
+    lines on stderr, whatever ``sys.stderr`` is when they are logged; held while the command
+    checks its inputs (``commands.output.held_warnings``)."""
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
 
     def emit(self, record: logging.LogRecord) -> None:
-        print(f"plansim: warning: {record.getMessage()}", file=sys.stderr)
+        warning_line(f"plansim: warning: {record.getMessage()}")
 
 
 def _warnings_to_stderr() -> None:
@@ -130,7 +134,7 @@ def _main() -> NoReturn:
         register_commands(sys.argv[1:])
         command = typer.main.get_command(app)
     try:
-        with (handle_termination(), scratch_folder(),
+        with (handle_termination(), scratch_folder(), run_folders(), held_warnings(),
               command.make_context("plansim", sys.argv[1:]) as ctx):
             result = command.invoke(ctx)
     except Exit as exc:  # --help, or a group called without a command
@@ -165,5 +169,7 @@ def describe_os_error(exc: OSError) -> str:
 
 
 def _fail(message: str, status: int) -> NoReturn:
-    print(f"plansim: {message}", file=sys.stderr)
+    # One line, whatever the message holds (a library's error text may span several).
+    print(f"plansim: {'; '.join(filter(None, map(str.strip, message.splitlines())))}",
+          file=sys.stderr)
     raise SystemExit(status) from None

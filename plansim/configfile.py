@@ -4,7 +4,8 @@
 ``read_config(path, what)`` returns the top-level mapping. Every problem is a ``ConfigError``
 naming the file (and the line where one is known): unreadable file, bytes that are not UTF-8, a
 syntax error, a key given twice in one mapping (YAML and JSON parsers would silently keep the
-last one), a top level that is not a mapping. A UTF-8 byte-order mark is accepted.
+last one), a top level that is not a mapping, a text with a NUL character (no key or value has
+one, and a path with one cannot be opened). A UTF-8 byte-order mark is accepted.
 
 Values are not checked here: the pydantic models behind each file do that (``plansim.validation``).
 """
@@ -35,7 +36,25 @@ def read_config(path: str | Path, *, what: str = "config file") -> dict[str, Any
     if not isinstance(parsed, dict):
         raise ConfigError(f"a {what} must be a mapping at the top level, not a "
                           f"{_kind(parsed)}", source=source)
+    field = _nul_field(parsed)
+    if field is not None:
+        raise ConfigError("a NUL character in a text", source=source, field=field)
     return parsed
+
+
+def _nul_field(value: Any, at: str = "") -> str | None:
+    """The dotted key of the first key or text in ``value`` holding a NUL character, if any."""
+    if isinstance(value, str):
+        return at if "\0" in value else None
+    items = (value.items() if isinstance(value, dict)
+             else enumerate(value) if isinstance(value, list) else ())
+    for key, item in items:
+        shown = str(key).replace("\0", "\\0")  # the NUL written as the user would write it
+        name = f"{at}[{key}]" if isinstance(value, list) else f"{at}.{shown}" if at else shown
+        found = name if isinstance(key, str) and "\0" in key else _nul_field(item, name)
+        if found is not None:
+            return found
+    return None
 
 
 def parse_config_bytes(data: bytes, source: str, suffix: str = "") -> Any:
@@ -90,8 +109,11 @@ def _yaml(text: str, source: str) -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"invalid YAML: {problem}", source=source, line=line) from None
+        if line is None and isinstance(getattr(exc, "position", None), int):
+            line = text.count("\n", 0, exc.position) + 1  # a character the reader refuses
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"invalid YAML: {' '.join(problem.split())}", source=source,
+                          line=line) from None
     except _DuplicateKey as exc:
         raise ConfigError(f"given twice in one mapping (first on line {exc.first_line})",
                           source=source, line=exc.line, field=str(exc.key)) from None

@@ -23,11 +23,16 @@ MAX_SPAN_S = 31 * 86_400.0
 MAX_ARRIVAL_MS = 1e13
 # Workers in one pool (agg, prefill or decode), at start or after planner scaling.
 MAX_POOL_WORKERS = 4096
+# Engine ranks (workers x dp_size) a pool starts with: each is simulated (about 10 kB each).
+MAX_POOL_RANKS = 16_384
+# Worker processes of one executor (--jobs, retune.max_parallel): each is an interpreter.
+MAX_WORKER_PROCESSES = 1024
 # Intervals a bucket table, a predictor backtest or a planner's tick schedule may have.
 MAX_BUCKETS = 1_000_000
 # Requests a synthetic trace may have (rate x duration, and the sessions' turns).
 MAX_SYNTH_REQUESTS = 20_000_000
-# Tokens in one synthetic prompt or output (the longest public traces stay under 200,000).
+# Tokens in one request's prompt or output, read from a trace or synthesized, and in one hash
+# block (the longest public traces stay under 200,000).
 MAX_REQUEST_TOKENS = 10_000_000
 # Values of one retune search domain, and candidates of one retune grid.
 MAX_RETUNE_CANDIDATES = 10_000
@@ -36,11 +41,13 @@ MAX_SEED = 2**63 - 1
 
 
 def describe_span(span_s: float) -> str:
-    """A span in the largest unit that keeps it readable: 42.0 s, 3.5 h, 31.7 years."""
+    """A span in the largest unit that keeps it readable: 42.0 s, 3.5 h, 31.7 years, 9.16e+296
+    years."""
     for unit, size in (("years", 365.25 * 86_400), ("days", 86_400.0), ("h", 3600.0),
                        ("min", 60.0)):
         if span_s >= 2 * size:
-            return f"{span_s / size:,.1f} {unit}"
+            value = span_s / size
+            return f"{value:,.1f} {unit}" if value < 1e6 else f"{value:.3g} {unit}"
     return f"{span_s:,.1f} s"
 
 

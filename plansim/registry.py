@@ -1,5 +1,6 @@
 """``Registry``: the one table of an extension point (engine schedulers, routing policies, load
-predictors, timing models), name -> ``"module:attribute"``.
+predictors, timing models, scaling policies, trace formats, folder reports, executor backends),
+name -> ``"module:attribute"``.
 
 Entries are imported on first use, so naming a heavy extension (one that pulls in statsmodels
 or prophet) costs nothing until it is chosen. Adding an extension is one module and one line in
@@ -15,6 +16,12 @@ from typing import Any, Generic, TypeVar
 T = TypeVar("T")
 
 
+def load_target(target: str) -> Any:
+    """The object a ``"module:attribute"`` target names (its module imported now)."""
+    module_name, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module_name), attr)
+
+
 class Registry(Generic[T]):
     """Names of one extension point, in registration order. ``what`` names the kind in
     errors (``"engine backend"``)."""
@@ -28,7 +35,7 @@ class Registry(Generic[T]):
         return tuple(self._targets)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._targets
+        return isinstance(name, str) and name in self._targets  # a user's list is no name
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._targets)
@@ -41,8 +48,7 @@ class Registry(Generic[T]):
         target = self._targets.get(name)
         if target is None:
             raise KeyError(self.unknown(name))
-        module_name, _, attr = target.partition(":")
-        obj: Any = getattr(importlib.import_module(module_name), attr)
+        obj: Any = load_target(target)
         self._loaded[name] = obj
         return obj
 

@@ -208,3 +208,22 @@ def sla_text(sla: dict[str, float] | None) -> str:
     names = (("ttft_ms", "TTFT"), ("itl_ms", "ITL"), ("e2e_ms", "E2E"))
     parts = [f"{label} ≤ {sla[key]:g} ms" for key, label in names if (sla or {}).get(key)]
     return " and ".join(parts)
+
+
+def all_rejected_text(requests: int, reason: str, smallest_prompt_tokens: int,
+                      deployment: dict) -> str:
+    """Why a replay in which every one of its ``requests`` was rejected did nothing, in words:
+    the engines' most frequent ``reason``, and the smallest prompt's KV blocks against those of
+    one rank of the pool prompts go to (``deployment``: the validated deployment as JSON, as
+    ``inputs.json`` records it)."""
+    disagg = deployment.get("mode") == "disagg"
+    engine = (deployment.get("prefill_engine") if disagg else None) or deployment.get("engine")
+    engine = engine if isinstance(engine, dict) else {}
+    block, blocks = engine.get("block_size"), engine.get("num_gpu_blocks")
+    need = ""
+    if isinstance(block, int) and isinstance(blocks, int) and block > 0:
+        needed = -(-smallest_prompt_tokens // block)
+        need = (f": the smallest prompt, {smallest_prompt_tokens:,} tokens, needs {needed:,} KV "
+                f"blocks of {block} token{'' if block == 1 else 's'}, and a "
+                f"{'prefill' if disagg else 'worker'} rank has {blocks:,} (num_gpu_blocks)")
+    return f"all {requests:,} requests were rejected ({reason}){need}"

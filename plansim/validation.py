@@ -2,7 +2,9 @@
 
 - ``StrictModel``: the base of every pydantic model of user input. Unknown keys are errors,
   numbers must be finite (``.inf`` and ``.nan`` are refused), and a boolean is never taken as a
-  number (pydantic alone would read ``num_workers: true`` as 1).
+  number (pydantic alone would read ``num_workers: true`` as 1), and a whole number must fit
+  in 64 bits (tables, JSON and numpy store them so: ``num_gpu_blocks: 18446744073709551616``
+  failed when inputs.json was written, a ``block_size`` of 2**63 overflowed in the router).
 - ``config_error(exc, ...)``: a pydantic ``ValidationError`` as one ``ConfigError`` naming the
   dotted field and what was given (``NaN``, ``inf``, ``true``), never "Input should be greater
   than 0" for a NaN.
@@ -23,6 +25,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from plansim.errors import ConfigError, describe_value
+
+# The whole numbers a field may hold: what an int64 column, orjson and numpy take.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 # pydantic's location parts that name a union member or a validator, not a field.
 _LOCATION_TAGS = frozenset({"float", "int", "str", "bool", "none", "__root__"})
@@ -58,6 +63,15 @@ class StrictModel(BaseModel):
                 if isinstance(value, bool) and _accepts_number(info.annotation):
                     raise ValueError(f"{key}: expected a number, got {describe_value(value)}")
         return data
+
+    @model_validator(mode="after")
+    def _whole_numbers_fit_in_64_bits(self) -> Any:
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if type(value) is int and not INT64_MIN <= value <= INT64_MAX:
+                raise ValueError(f"{name}: input should be at most {INT64_MAX:,} in size (a "
+                                 f"64-bit whole number), got {value}")
+        return self
 
 
 def config_error(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 MICRO_TRACE = Path(__file__).parent / "sim" / "reference" / "micro" / "M7-round-robin.jsonl"
@@ -133,10 +134,11 @@ cli.main()
 
 
 def _blas_at_first_pass(tmp_path, env):
+    # A folder of its own: the process ends at its first pass and leaves its folder's lock.
     out = subprocess.run(
         [sys.executable, "-c", _BLAS_AT_FIRST_PASS, "replay", "run", str(MICRO_TRACE),
          "--format", "mooncake", "--trace-block-size", "512", "--num-workers", "3",
-         "--out", str(tmp_path / "out"), "--no-report", "--quiet"],
+         "--out", tempfile.mkdtemp(dir=tmp_path), "--no-report", "--quiet"],
         capture_output=True, text=True, check=True, env=env)
     setting, threads = out.stdout.split()
     return setting, int(threads)

@@ -69,3 +69,19 @@ def test_top_level_must_be_a_mapping_and_empty_is_empty(tmp_path):
 def test_unreadable_file_names_its_role(tmp_path):
     with pytest.raises(ConfigError, match="cannot read planner config: Is a directory"):
         read_config(tmp_path, what="planner config")
+
+
+def test_a_nul_character_in_a_key_or_text_names_its_field(tmp_path):
+    # YAML's "\0" and JSON's "\u0000" both put one in; a path holding one cannot be opened.
+    path = _file(tmp_path, "d.yaml", b'engine: "args\\0.json"\n')
+    with pytest.raises(ConfigError) as err:
+        read_config(path)
+    assert str(err.value) == f"{path}: engine: a NUL character in a text"
+    path = _file(tmp_path, "d.json", b'{"engine": {"ok": ["a", "b\\u0000"], "k\\u0000": 1}}')
+    with pytest.raises(ConfigError) as err:
+        read_config(path)
+    assert str(err.value) == f"{path}: engine.ok[1]: a NUL character in a text"
+    path = _file(tmp_path, "k.json", b'{"engine": {"k\\u0000": 1}}')
+    with pytest.raises(ConfigError) as err:
+        read_config(path)
+    assert str(err.value) == f"{path}: engine.k\\0: a NUL character in a text"

@@ -173,21 +173,6 @@ def _against_the_floors(edges: set[Edge], floors: dict[str, int]) -> list[str]:
     return out
 
 
-# The scaling-policy circle of planner_core (the config validates against the policy registry,
-# whose policies build on the planner state, which holds the config): issue 31 part 2 cuts it.
-# Delete this entry when it does.
-KNOWN_CYCLES = [[
-    "plansim.planner_core.builtins",
-    "plansim.planner_core.config",
-    "plansim.planner_core.load_scaling",
-    "plansim.planner_core.scaling_policies",
-    "plansim.planner_core.scaling_policies.dynamo",
-    "plansim.planner_core.scaling_policies.sla_goodput",
-    "plansim.planner_core.state",
-    "plansim.planner_core.throughput_scaling",
-]]
-
-
 def test_the_cycle_finder_finds_a_cycle_and_only_cycles():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
@@ -239,7 +224,7 @@ def test_no_module_imports_itself_through_others():
     graph: dict[str, set[str]] = {name: set() for name in MODULES}
     for e in EDGES:
         graph[e.source].add(e.target)
-    assert _cycles(graph) == KNOWN_CYCLES
+    assert _cycles(graph) == []
 
 
 _IMPORT_EACH = """

@@ -52,3 +52,24 @@ def test_prefix_and_aliases_rename_the_field():
         _Pool.model_validate({"workers": 0})
     error = config_error(err.value, prefix="retune", aliases={"workers": "num_workers"})
     assert str(error) == "retune.num_workers: input should be greater than or equal to 1, got 0"
+
+
+class _Sizes(StrictModel):
+    blocks: int = Field(default=1, ge=1)
+    offset: int = 0
+
+
+@pytest.mark.parametrize("raw", [{"blocks": 2**63}, {"blocks": 2**64}, {"offset": -(2**63) - 1}])
+def test_a_whole_number_past_64_bits_is_refused_by_name(raw):
+    # What the branch's fuzzing found: num_gpu_blocks 2**64 failed writing inputs.json
+    # (orjson), block_size 2**63 overflowed a numpy int64 in the router.
+    ((name, value),) = raw.items()
+    with pytest.raises(ValidationError) as err:
+        _Sizes.model_validate(raw)
+    assert str(config_error(err.value, source="d.yaml")) == (
+        f"d.yaml: {name}: input should be at most 9,223,372,036,854,775,807 in size (a 64-bit "
+        f"whole number), got {value}")
+
+
+def test_the_64_bit_edges_are_accepted():
+    assert _Sizes(blocks=2**63 - 1, offset=-(2**63)).blocks == 9_223_372_036_854_775_807

@@ -64,13 +64,15 @@ def load_recorded(paths: Sequence[str | Path], *, format: str = "auto",
                   trace_block_size: int | None = None) -> tuple[Any, Recorded]:
     """The workload of ``paths`` and its recorded latencies; ``InputError`` for what calibration
     cannot use (module docstring)."""
-    from plansim.traces.load import LINKERS, read_columns, workload_from_columns
+    from plansim.traces.formats import TRACE_FORMATS
+    from plansim.traces.load import read_columns, workload_from_columns
 
     fmt, parts = read_columns(paths, format, trace_block_size)
-    if fmt != "dynamo":
-        raise TraceError(f"a {fmt} trace records no latencies; calibrate reads Dynamo request "
-                         "traces (dynamo.request.trace.v1) with ttft_ms and total_time_ms",
-                         source=parts[0].source)
+    spec = TRACE_FORMATS.get(fmt)
+    if not spec.records_latencies:
+        raise TraceError(f"a {fmt} trace records no latencies; calibrate reads traces with "
+                         "ttft_ms and total_time_ms per request (a Dynamo request trace, "
+                         "dynamo.request.trace.v1)", source=parts[0].source)
     for part in parts:
         _check_rows(part)
     names = ", ".join(p.source for p in parts)
@@ -82,7 +84,7 @@ def load_recorded(paths: Sequence[str | Path], *, format: str = "auto",
     if have < MIN_REQUESTS:
         raise TraceError(f"only {have} requests have recorded latencies; calibrate needs at "
                          f"least {MIN_REQUESTS}", source=names)
-    workload = workload_from_columns(parts, has_latencies=True, linker=LINKERS.get(fmt))
+    workload = workload_from_columns(parts, has_latencies=True, linker=spec.graph_builder())
     return workload, recorded_of(workload)
 
 

@@ -31,6 +31,7 @@ from plansim.capacity.segments import SegmentWindow, Segments, windows
 from plansim.capacity.static_search import Evaluated, StaticSearch, evaluate, required_good, run_search
 from plansim.capacity.tasks import SegmentReplay, replay_full_task, replay_segment_task
 from plansim.capacity.variants import Variant
+from plansim.sim.routing import ROUTERS
 
 log = logging.getLogger("plansim.capacity")
 Counts = tuple[int, ...]
@@ -82,7 +83,7 @@ class RunJobs:
         self.first_rows = tuple(int(r) for r in segments.first_row)
         self.windows: list[SegmentWindow] = windows(segments, plan.lead_in_s)
         base_seed = plan.deployment.seed
-        self.seed_sensitive = plan.deployment.router.mode != "round_robin"
+        self.seed_sensitive = ROUTERS.get(plan.deployment.router.mode).draws
         extra = plan.seeds - 1 if self.seed_sensitive else 0
         self.extra_seeds = tuple(base_seed + k for k in range(1, extra + 1))
 

@@ -41,6 +41,7 @@ from plansim.capacity.static_search import smallest_count
 from plansim.errors import ConfigError, InputError
 from plansim.planner_core import parse_planner_config
 from plansim.planner_core.config import PlannerConfig
+from plansim.planner_core.predictors.factory import PREDICTORS
 
 SLA_FRACTION = "sla_fraction"
 # Monotone knobs: +1 when larger values are safer (cost more, serve more), -1 when smaller are.
@@ -69,7 +70,6 @@ _NOT_KNOBS = {
     "report_interval_hours": "reports change no decision",
     "report_output_dir": "reports change no decision",
 }
-PRESET_PREDICTORS = ("kalman", "constant", "arima")
 PRESET_THROUGHPUT_INTERVALS_S = (60, 30, 180)
 PRESET_SLA_FRACTIONS = (1.0, 0.8, 0.6, 0.4, 0.25)
 PRESET_SENSITIVITIES = (100, 80, 50, 20, 0)
@@ -119,8 +119,8 @@ def preset(base: Mapping[str, Any], limits: Mapping[str, int]) -> list[Knob]:
         return (own, *(v for v in values if v != own))
 
     knobs = [
-        Knob("load_predictor", first(base.get("load_predictor", "arima"), PRESET_PREDICTORS),
-             False),
+        Knob("load_predictor", first(base.get("load_predictor", _default("load_predictor")),
+                                     preset_predictors()), False),
         Knob("throughput_adjustment_interval_seconds",
              first(base.get("throughput_adjustment_interval_seconds", 180),
                    PRESET_THROUGHPUT_INTERVALS_S), False),
@@ -129,6 +129,17 @@ def preset(base: Mapping[str, Any], limits: Mapping[str, int]) -> list[Knob]:
     ]
     knobs += [parse_knob(key, range(1, max(n, 1) + 1)) for key, n in limits.items()]
     return knobs
+
+
+def preset_predictors() -> tuple[str, ...]:
+    """The predictors the preset tries, in their ``tune_order`` (names break a tie)."""
+    ranked = sorted((cls.tune_order, name) for name, cls in PREDICTORS.items()
+                    if cls.tune_order is not None)
+    return tuple(name for _, name in ranked)
+
+
+def _default(key: str) -> Any:
+    return PlannerConfig.model_fields[key].default
 
 
 def merged(user: Sequence[Knob], presets: Sequence[Knob]) -> list[Knob]:
@@ -160,7 +171,7 @@ def planner_mapping(base: Mapping[str, Any], setting: Setting,
                     out[name] = float(bound) * float(value)
         else:
             out[key] = value
-    if out.get("scaling_policy", "dynamo") == "dynamo":
+    if out.get("scaling_policy", _default("scaling_policy")) == _default("scaling_policy"):
         out.pop("scaling_policy", None)
         if not out.get("scaling_policy_params"):
             out.pop("scaling_policy_params", None)

@@ -1,7 +1,7 @@
 """The planner policies a capacity run replays beside the static search and the bound.
 
 By default, the planner's own policies: one planner config per registered scaling policy
-(``planner_core.scaling_policies``: ``dynamo``, ``sla_goodput``), built from the deployment's
+(``planner_core.scaling_policies.SCALING_POLICIES``, in its order), built from the deployment's
 ``planner:`` block when it has one, else from defaults sized for the run (both scaling loops, the
 SLA's TTFT and ITL as the planner's targets, a Kalman load predictor, the run's GPU budget). Each
 ``--planner-config`` adds one more, named after its file. A policy replay starts from the
@@ -19,6 +19,7 @@ from typing import Any
 from plansim.errors import ConfigError
 from plansim.planner_core import parse_planner_config
 from plansim.planner_core.config import DEFAULT_ITL_MS, DEFAULT_TTFT_MS, PlannerConfig
+from plansim.planner_core.scaling_policies import SCALING_POLICIES
 from plansim.sim.deployment import Deployment
 
 _MODES = {"agg": ("agg",), "disagg": ("disagg", "prefill", "decode")}
@@ -57,16 +58,13 @@ def default_policies(deployment: Deployment,
                      max_gpu_budget: int) -> tuple[list[Policy], list[str]]:
     """One policy per registered scaling policy on the same base config, and a note for each
     policy the deployment's planner block cannot run (its config rules refuse the block)."""
-    from plansim.planner_core.scaling_policies import policy_names
-
-    # Sorted: the registry's order is its modules' import order, which varies.
-    names = sorted(policy_names())
+    names = SCALING_POLICIES.names()
     raw = default_base(deployment, max_gpu_budget)
     if deployment.planner is None:
         return [Policy(name, _checked({**raw, "scaling_policy": name}, deployment, "default"),
                        "default") for name in names], []
     source = "deployment planner block"
-    own = raw.get("scaling_policy", "dynamo")
+    own = raw.get("scaling_policy", PlannerConfig.model_fields["scaling_policy"].default)
     policies = [Policy(own, _checked(raw, deployment, source), source)]
     notes = []
     for name in names:

@@ -42,8 +42,9 @@ def calibrate(
         "--config", "-c", help="The deployment that served the traces (YAML or JSON): worker "
                                "counts, router, engine limits.", show_default=False)],
     family: Annotated[list[str] | None, typer.Option(
-        "--family", help="Fit only this family (repeatable): scaled, polynomial, linear "
-                         "(default: all, the one chosen by its held-out error).",
+        "--family", help="Fit only this calibration family (repeatable; docs/calibrate.md "
+                         "names them). Without it every family is fitted and the held-out "
+                         "error chooses.",
         show_default=False)] = None,
     windows: Annotated[int | None, typer.Option(
         help="Time windows to cut the trace into (every third held out; default 12, fewer "

@@ -7,7 +7,9 @@ bound on any scaling policy, and planner policies side by side.
 traces, runs ``plansim.capacity``, prints the ranked table with the recommendation on top and
 writes ``capacity.json``, ``points.parquet``, ``inputs.json``, ``recommended_deployment.yaml``
 (when a deployment meets the target) and ``capacity_report.html``. A search that cannot meet
-the target within the budget still exits 0 and says so.
+the target within the budget still exits 0 and says so. Each replay is recorded in the output
+folder as it finishes, so that ``--resume`` after a kill replays only what is missing and gives
+the answer an uninterrupted run gives.
 """
 
 from __future__ import annotations
@@ -18,11 +20,23 @@ from typing import Annotated, Any
 
 import typer
 
-from plansim.commands.output import ForceOption, OutputFolder, records_option, write_reports
+from plansim.commands.output import (
+    ForceOption,
+    OutputFolder,
+    ResumeOption,
+    open_journal,
+    records_option,
+    start_work,
+    write_reports,
+)
 from plansim.commands.progress import QUIET_HELP, Progress
 from plansim.commands.report import SELF_CONTAINED_HELP
-from plansim.commands.retune_windows import Backend
+from plansim.commands.retune_windows import DEFAULT_BACKEND, Backend
 from plansim.errors import InputError
+from plansim.limits import MAX_WORKER_PROCESSES
+from plansim.sim.routing import ROUTERS
+from plansim.traces.formats import block_size_help, input_help
+from plansim.workers.backends import backend_help, check_address, make_executor
 
 
 def capacity(
@@ -40,7 +54,7 @@ def capacity(
     search: Annotated[list[str] | None, typer.Option(
         "--search", metavar="KEY=V1,V2",
         help="Also search a deployment key over these values (repeatable), e.g. "
-             "engine.max_num_batched_tokens=4096,8192 or router.mode=round_robin,kv_router.",
+             f"engine.max_num_batched_tokens=4096,8192 or router.mode={','.join(ROUTERS)}.",
         show_default=False)] = None,
     planner_config: Annotated[list[Path] | None, typer.Option(
         "--planner-config", help="A planner config to compare (repeatable), besides the "
@@ -73,16 +87,17 @@ def capacity(
     arrival_speedup_ratio: Annotated[float | None, typer.Option(
         help="Divide arrival gaps by this.")] = None,
     trace_format: Annotated[str, typer.Option(
-        "--format", help="Trace format: auto, dynamo, mooncake or azure.")] = "auto",
+        "--format", help=input_help())] = "auto",
     trace_block_size: Annotated[int | None, typer.Option(
-        help="Tokens per hash id for Mooncake/Azure traces.")] = None,
+        help=block_size_help())] = None,
     backend: Annotated[Backend, typer.Option(
-        help="Where replays run: a spawn pool on this machine, or Ray.")] = Backend.spawn,
+        help=backend_help("replays"))] = DEFAULT_BACKEND,
     ray_address: Annotated[str | None, typer.Option(
         "--ray-address", help="Ray cluster to connect to (default with --backend ray: a local "
                               "instance with --jobs CPUs).", show_default=False)] = None,
     jobs: Annotated[int | None, typer.Option(
-        min=1, help="Parallel replays (default: the CPU count).", show_default=False)] = None,
+        min=1, max=MAX_WORKER_PROCESSES, help="Parallel replays (default: the CPU count).",
+        show_default=False)] = None,
     out: Annotated[Path | None, typer.Option(
         help="Output folder (default: a new plansim-out/capacity-<time>).",
         show_default=False)] = None,
@@ -92,22 +107,23 @@ def capacity(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: ForceOption = False,
+    resume: ResumeOption = False,
 ) -> None:
     """Find the cheapest deployment that meets the goodput target on TRACE..., the hindsight
     lower bound on any scaling policy, and how far each planner policy is from it."""
     import os
 
     from plansim import capacity as cap
-    from plansim.workers.backends import make_executor
     from plansim.sim.deployment import load_deployment
     from plansim.traces import load_workload
+    from plansim.workers.journal import JournaledExecutor
 
-    folder = OutputFolder.claim(out, "capacity", "plansim capacity", force=force)
+    folder = OutputFolder.claim(out, "capacity", "plansim capacity", force=force,
+                                resume=resume)
     overrides = {key: value for key, value in (
         ("sla.ttft_ms", sla_ttft_ms), ("sla.itl_ms", sla_itl_ms), ("sla.e2e_ms", sla_e2e_ms),
         ("seed", seed), ("arrival_speedup_ratio", arrival_speedup_ratio)) if value is not None}
-    if ray_address is not None and backend is not Backend.ray:
-        raise InputError("only with --backend ray", field="--ray-address")
+    check_address(backend.value, ray_address)
     # Everything that can be checked without the traces is checked first.
     deployment = load_deployment(config, overrides, flags={
         "sla.ttft_ms": "--sla-ttft-ms", "sla.itl_ms": "--sla-itl-ms", "sla.e2e_ms": "--sla-e2e-ms",
@@ -126,24 +142,34 @@ def capacity(
     workload = load_workload(traces, format=trace_format, trace_block_size=trace_block_size)
     if len(workload) == 0:
         raise InputError("no requests in " + ", ".join(map(str, traces)), field="TRACE")
+    inputs = _inputs(ctx.params, traces, workload, plan, trace_format)
+    journal = open_journal(folder, inputs, workload.content_digest(), ignore=_HOW_IT_RUNS)
     executor = make_executor(backend.value, jobs or os.cpu_count() or 1, ray_address)
-    try:
-        # The search decides its next replays from the last round's: their number is not known.
-        with Progress("capacity", total=None, unit="replays", quiet=quiet) as bar:
-            result = cap.run(plan, workload, executor=executor, on_round=lambda stats: bar.update(
-                stats.total, description=f"capacity round {stats.rounds}"))
-    finally:
-        executor.close()
-    report = result.to_json()
-    report["host"].update(backend=backend.value, max_parallel=executor.max_parallel)
+    start_work()
     with folder.writing() as out_dir:
-        _write(out_dir, result, report,
-               _inputs(ctx.params, traces, workload, plan, trace_format), plan.deployment)
+        try:
+            # The search decides its next replays from the last round's: their number is not
+            # known.
+            with Progress("capacity", total=None, unit="replays", quiet=quiet) as bar:
+                result = cap.run(plan, workload, executor=JournaledExecutor(executor, journal),
+                                 on_round=lambda stats: bar.update(
+                                     stats.total, description=f"capacity round {stats.rounds}"))
+        finally:
+            executor.close()
+        report = result.to_json()
+        report["host"].update(backend=backend.value, max_parallel=executor.max_parallel,
+                              resumed_replays=journal.reused)
+        _write(out_dir, result, report, inputs, plan.deployment)
         for line in table_lines(report):
             typer.echo(line)
         if not no_report:
             write_reports(out_dir, self_contained=self_contained)
     typer.echo(f"output        {out_dir}")
+
+
+# Options that say how the replays run, not what they give (the answer is the same on any
+# backend and worker count): a resumed run may change them.
+_HOW_IT_RUNS = ("backend", "ray_address", "jobs")
 
 
 def _inputs(options: Mapping[str, Any], traces: Sequence[Path], workload: Any, plan: Any,
@@ -340,6 +366,8 @@ def table_lines(report: Mapping[str, Any]) -> list[str]:
     kinds = ", ".join(f"{k} {n}" for k, n in replays.items() if k not in ("total", "rounds"))
     host = report.get("host", {})
     where = f" on {host['max_parallel']} {host['backend']} workers" if "backend" in host else ""
+    resumed = host.get("resumed_replays")
+    again = f"; {resumed} recorded by the interrupted run, not replayed again" if resumed else ""
     lines.append(f"replays       {replays['total']} ({kinds}) in {replays['rounds']} rounds, "
-                 f"{host.get('wall_s', 0.0):.1f} s{where}")
+                 f"{host.get('wall_s', 0.0):.1f} s{where}{again}")
     return lines

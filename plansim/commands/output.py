@@ -1,12 +1,16 @@
 """The output layer: where every command's files go, checked before any work starts.
 
-An output folder holds exactly one run. ``OutputFolder.claim(--out, ...)`` validates it first
-(nothing is created yet): not a file, creatable, writable, and either empty or (with
-``--force``) holding a previous plansim run whose files are then replaced, never mixed with the
-new ones. ``folder.writing()`` wraps the writing phase: it creates the folder, removes the
+An output folder holds exactly one run. ``OutputFolder.claim(--out, ...)`` validates it first:
+not a file, creatable, writable, and either empty or (with ``--force``) holding a previous
+plansim run whose files are then replaced, never mixed with the new ones, or (with
+``--resume``) holding an interrupted run of the same command to go on with. It creates the
+folder and takes its lock (``folder_lock``) for the whole run, so that of two runs started at
+once into one folder the second is refused, and a killed run's stale lock is named (``--force``
+and ``--resume`` take it over). ``folder.writing()`` wraps the writing phase: it removes the
 previous run's files, writes ``run.json`` with ``"status": "incomplete"`` first and rewrites it
-with ``"complete"`` and the list of files last, so an interrupted or failed run is marked as such.
-A run that fails before writing anything leaves no folder behind.
+with ``"complete"`` and the list of files last, so an interrupted or failed run is marked as such,
+and releases the lock. A run that fails before writing anything leaves no folder behind (a
+killed one leaves its stale lock).
 
 ``check_output_file(path, option)`` does the same up-front check for a single output file
 (``trace convert``/``synth``). Files themselves are written atomically (``plansim.io``).
@@ -14,9 +18,12 @@ A run that fails before writing anything leaves no folder behind.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import sys
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,12 +35,22 @@ import orjson
 import typer
 
 from plansim import schema
+from plansim.commands.folder_lock import LOCK_NAME, FolderLock, acquire
 from plansim.errors import InputError
 from plansim.io import atomic_write_json, write_parquet_atomic
+
+log = logging.getLogger("plansim.commands")
 
 OUT_ROOT = Path("plansim-out")
 RUN_MARKER = "run.json"
 COMPLETE, INCOMPLETE = "complete", "incomplete"
+# A long run's records of its finished replays (``plansim.workers.journal``), kept while it
+# runs so that ``--resume`` after a kill replays only what is missing; removed once it is done.
+RESUME_DIR = ".plansim-resume"
+# Folders claimed in this process and not yet released by ``run_folders``.
+_claimed: list[OutputFolder] = []
+# Warning lines held while a command checks its inputs (``held_warnings``); None: print them.
+_held: list[str] | None = None
 # What plansim writes into an output folder, besides what run.json lists: --force removes these
 # (a folder written before run.json existed, or one whose run stopped before listing its files).
 _OWN_NAMES = frozenset({
@@ -46,13 +63,13 @@ _OWN_NAMES = frozenset({
     schema.WINDOWS_REPORT, schema.PLOTLY_JS, schema.CAPACITY_JSON, schema.POINTS_TABLE,
     schema.RECOMMENDED_DEPLOYMENT, schema.RECOMMENDED_PLANNER, schema.CAPACITY_REPORT,
     schema.CALIBRATION_JSON, schema.CALIBRATED_DEPLOYMENT, schema.CALIBRATION_TABLE,
-    schema.CALIBRATION_REPORT,
+    schema.CALIBRATION_REPORT, RESUME_DIR,
 })
 
 # Options that say where and how a run is written, not what ran: inputs.json leaves them out, so
 # that the same inputs write the same inputs.json whatever folder they go to (the folder is
 # where its run.json is; nothing needs its path recorded).
-WRITING_OPTIONS = frozenset({"out", "force", "no_report", "self_contained", "quiet"})
+WRITING_OPTIONS = frozenset({"out", "force", "resume", "no_report", "self_contained", "quiet"})
 
 
 def records_option(name: str, value: Any) -> bool:
@@ -63,6 +80,10 @@ def records_option(name: str, value: Any) -> bool:
 
 ForceOption = Annotated[bool, typer.Option(
     "--force", help="Replace the run already in --out (only plansim's files are removed).")]
+ResumeOption = Annotated[bool, typer.Option(
+    "--resume", help="Go on with the run interrupted in --out (killed, or stopped): the "
+                     "replays it recorded are not replayed again, and the answer is the one "
+                     "an uninterrupted run gives. The inputs must be the same.")]
 
 
 def new_out_dir(kind: str) -> Path:
@@ -90,92 +111,233 @@ def read_marker(folder: Path) -> dict[str, Any] | None:
     return marker if isinstance(marker, dict) else None
 
 
+@contextmanager
+def held_warnings() -> Iterator[None]:
+    """Hold the warning lines (``warning_line``) of the block until its command starts its work
+    (``start_work``) or ends: a command refused for a mistake in its inputs (``InputError``,
+    exit status 2) prints one line, the mistake, not the warnings its checks gave before it
+    (the CLI runs each command in this block)."""
+    global _held
+    _held = []
+    try:
+        yield
+    except InputError:
+        _held = None
+        raise
+    finally:
+        start_work()
+
+
+def warning_line(line: str) -> None:
+    """Print ``line`` on stderr, or hold it while the command checks its inputs."""
+    if _held is not None:
+        _held.append(line)
+    else:
+        print(line, file=sys.stderr)
+
+
+def start_work() -> None:
+    """Every input of the command is checked and its work begins: print the warnings held so
+    far, and later ones as they come."""
+    global _held
+    held, _held = _held, None
+    for line in held or ():
+        print(line, file=sys.stderr)
+
+
+@contextmanager
+def run_folders() -> Iterator[None]:
+    """Release every output folder claimed while the block runs when it ends, however it ends:
+    a command that fails before writing leaves neither its lock nor an empty folder (the CLI
+    runs each command in this block)."""
+    mark = len(_claimed)
+    try:
+        yield
+    finally:
+        while len(_claimed) > mark:
+            _claimed.pop().release()
+
+
 @dataclass(slots=True)
 class OutputFolder:
-    """A validated output folder; see the module docstring."""
+    """A validated output folder, locked for this run; see the module docstring."""
 
     path: Path
     command: str
     replace: tuple[str, ...] = ()  # the previous run's entries, removed when writing starts
     foreign: frozenset[str] = field(default_factory=frozenset)  # entries kept as they are
+    lock: FolderLock | None = None
+    created: tuple[Path, ...] = ()  # folders claim made, deepest first (removed if left empty)
+    resumed: bool = False  # it holds an interrupted run of this command, to go on with
 
     @classmethod
     def claim(cls, out: Path | None, kind: str, command: str, *, force: bool = False,
-              option: str = "--out") -> OutputFolder:
-        """Check ``out`` (default: a new ``plansim-out/<kind>-<time>``) before any work."""
+              resume: bool | None = None, option: str = "--out") -> OutputFolder:
+        """Check and lock ``out`` (default: a new ``plansim-out/<kind>-<time>``) before any
+        work. ``resume`` (None for a command without ``--resume``): ``out`` may hold an
+        interrupted run of ``command``, whose records (``RESUME_DIR``) are kept; any other run
+        there is refused."""
         path = out if out is not None else new_out_dir(kind)
+        if force and resume:
+            raise InputError("give --resume to go on with an interrupted run or --force to "
+                             "replace it, not both", field="--resume")
         if path.exists() and not path.is_dir():
             raise InputError(f"{path} exists and is not a folder", field=option)
         _check_creatable(path, option)
-        entries = sorted(os.listdir(path)) if path.is_dir() else []
+        created = _make_folders(path)
+        try:
+            hint = ("use --force to take it over" if resume is None else
+                    "use --resume to go on with its run, or --force to start over")
+            lock = acquire(path, command, take_over=force or bool(resume), option=option,
+                           stale_hint=hint)
+        except BaseException:
+            _remove_empty(created)
+            raise
+        folder = cls(path, command, lock=lock, created=created)
+        try:
+            folder._check_entries(force, resume, option)
+        except BaseException:
+            folder.release()
+            raise
+        if lock.stale is not None:
+            log.warning("%s: took over the stale lock of a run that was killed (%s)", path,
+                        lock.stale)
+        _claimed.append(folder)
+        return folder
+
+    def _check_entries(self, force: bool, resume: bool | None, option: str) -> None:
+        """What the folder may already hold: nothing, or (``force``) anything, or (``resume``)
+        an interrupted run of this command; sets what writing replaces and keeps."""
+        path = self.path
+        entries = [name for name in sorted(os.listdir(path)) if not _lock_file(name)]
         if not entries:
-            return cls(path, command)
-        if not force:
-            marker = read_marker(path)
+            return
+        marker = read_marker(path)
+        command = (marker or {}).get("command")
+        by = f" of {command}" if isinstance(command, str) else ""
+        if resume:
+            if marker is None:
+                raise InputError(f"{path} holds no interrupted run of {self.command} to resume; "
+                                 "use --force to write into it, or choose another folder",
+                                 field="--resume")
+            if marker.get("status") == COMPLETE or command != self.command:
+                what = "a complete run" if marker.get("status") == COMPLETE else "a run"
+                raise InputError(f"{path} holds {what}{by}, nothing of {self.command} to resume; "
+                                 "use --force to replace it, or choose another folder",
+                                 field="--resume")
+            self.resumed = True
+        elif not force:
             if marker is not None or schema.INPUTS_JSON in entries:
-                what = "an incomplete run" if (marker or {}).get("status") != COMPLETE else "a run"
-                by = f" of {marker['command']}" if isinstance((marker or {}).get("command"),
-                                                               str) else ""
-                raise InputError(f"{path} already holds {what}{by}; use --force to replace it, "
-                                 "or choose another folder", field=option)
+                incomplete = (marker or {}).get("status") != COMPLETE
+                what = "an incomplete run" if incomplete else "a run"
+                again = ("use --resume to go on with it, --force to replace it"
+                         if incomplete and resume is not None and command == self.command
+                         else "use --force to replace it")
+                raise InputError(f"{path} already holds {what}{by}; {again}, or choose another "
+                                 "folder", field=option)
             raise InputError(f"{path} is not empty; use --force to write into it (plansim's "
                              "files there are replaced, others kept), or choose another folder",
                              field=option)
-        listed = (read_marker(path) or {}).get("files", [])
+        listed = (marker or {}).get("files", [])
         listed = {str(name).split("/", 1)[0] for name in listed} if isinstance(listed,
                                                                                list) else set()
-        replace = tuple(name for name in entries if _own(name) or name in listed)
-        return cls(path, command, replace, frozenset(entries) - frozenset(replace))
+        replace = tuple(name for name in entries if (_own(name) or name in listed)
+                        and not (self.resumed and name == RESUME_DIR))
+        self.replace = replace
+        self.foreign = frozenset(entries) - frozenset(replace) - {RESUME_DIR}
+
+    def release(self) -> None:
+        """Give up the folder's lock and remove the folders ``claim`` made if they are still
+        empty; idempotent (called when writing ends, and when the command ends)."""
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+        _remove_empty(self.created)
+        self.created = ()
 
     @classmethod
     @contextmanager
     def reopen(cls, path: Path, option: str = "DIR") -> Iterator[Path]:
-        """Add files (re-rendered reports) to a finished run's folder: refused when its
-        ``run.json`` says the run is incomplete; its file list is brought up to date after."""
-        marker = read_marker(path)
-        if marker is not None and marker.get("status") != COMPLETE:
-            raise InputError(f"{path} holds an incomplete run (interrupted or failed; see "
-                             f"{RUN_MARKER}); run it again", field=option)
-        yield path
-        if marker is not None:
-            folder = cls(path, str(marker.get("command", "")))
-            atomic_write_json(path / RUN_MARKER, {**marker, "files": folder._written()})
+        """Add files (re-rendered reports) to a finished run's folder: refused when a run is
+        writing there or its ``run.json`` says the run is incomplete; its file list is brought
+        up to date after."""
+        lock = acquire(path, "plansim report", take_over=True, option=option) \
+            if path.is_dir() else None
+        try:
+            marker = read_marker(path)
+            if marker is not None and marker.get("status") != COMPLETE:
+                raise InputError(f"{path} holds an incomplete run (interrupted or failed; see "
+                                 f"{RUN_MARKER}); run it again", field=option)
+            yield path
+            if marker is not None:
+                folder = cls(path, str(marker.get("command", "")))
+                atomic_write_json(path / RUN_MARKER, {**marker, "files": folder._written()})
+        finally:
+            if lock is not None:
+                lock.release()
 
     @contextmanager
     def writing(self) -> Iterator[Path]:
-        """Create the folder, clear the previous run, mark the run incomplete; on success mark
-        it complete with its files. A failure before any file but the marker was written removes
-        what this run created."""
-        created = not self.path.exists()
-        self.path.mkdir(parents=True, exist_ok=True)
-        for name in self.replace:
-            target = self.path / name
-            if target.is_dir() and not target.is_symlink():
-                shutil.rmtree(target)
-            else:
-                target.unlink(missing_ok=True)
-        atomic_write_json(self.path / RUN_MARKER, {"command": self.command, "status": INCOMPLETE})
+        """Clear the previous run, mark the run incomplete; on success drop the run's resume
+        records and mark it complete with its files. A failure before any file but the marker
+        was written removes what this run created. The lock is released when the block ends."""
         try:
-            yield self.path
-        except BaseException:
-            if not self._written():  # nothing of this run but its marker: leave no trace
-                if created:
-                    shutil.rmtree(self.path, ignore_errors=True)
+            self.path.mkdir(parents=True, exist_ok=True)
+            for name in self.replace:
+                target = self.path / name
+                if target.is_dir() and not target.is_symlink():
+                    shutil.rmtree(target)
                 else:
+                    target.unlink(missing_ok=True)
+            atomic_write_json(self.path / RUN_MARKER,
+                              {"command": self.command, "status": INCOMPLETE})
+            try:
+                yield self.path
+            except BaseException:
+                if not self._written():  # nothing of this run but its marker: leave no trace
                     (self.path / RUN_MARKER).unlink(missing_ok=True)
-            raise
-        atomic_write_json(self.path / RUN_MARKER, {
-            "command": self.command, "status": COMPLETE, "files": self._written()})
+                raise
+            shutil.rmtree(self.path / RESUME_DIR, ignore_errors=True)
+            atomic_write_json(self.path / RUN_MARKER, {
+                "command": self.command, "status": COMPLETE, "files": self._written()})
+        finally:
+            self.release()
 
     def _written(self) -> list[str]:
-        """This run's files, relative to the folder, sorted (the marker excluded)."""
+        """This run's files, relative to the folder, sorted (the marker and lock excluded)."""
         out = []
         for root, _, files in os.walk(self.path):
             for name in files:
                 rel = Path(root, name).relative_to(self.path).as_posix()
-                if rel != RUN_MARKER and rel.split("/", 1)[0] not in self.foreign:
+                if (rel != RUN_MARKER and not _lock_file(rel)
+                        and rel.split("/", 1)[0] not in self.foreign):
                     out.append(rel)
         return sorted(out)
+
+
+def _lock_file(name: str) -> bool:
+    """Whether a folder entry is the run lock or one being made (``folder_lock``)."""
+    return name == LOCK_NAME or (name.startswith(".plansim-lock-") and name.endswith(".tmp"))
+
+
+def _make_folders(path: Path) -> tuple[Path, ...]:
+    """Create ``path`` and its missing parents; the ones created, deepest first."""
+    missing = []
+    probe = path
+    while not probe.exists():
+        missing.append(probe)
+        probe = probe.parent
+    path.mkdir(parents=True, exist_ok=True)
+    return tuple(missing)
+
+
+def _remove_empty(folders: tuple[Path, ...]) -> None:
+    """Remove each of ``folders`` (deepest first) while it is empty."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 def _check_creatable(path: Path, option: str) -> None:
@@ -212,6 +374,37 @@ def write_reports(out_dir: Path, *, self_contained: bool = False) -> None:
     for path in render_dir(out_dir, self_contained=self_contained):
         if path.suffix == ".html":
             typer.echo(f"report        {path}")
+
+
+def open_journal(folder: OutputFolder, inputs: dict[str, Any], workload_digest: str,
+                 ignore: tuple[str, ...] = ()) -> Any:
+    """The ``workers.journal.Journal`` of a long run in ``folder`` (its ``RESUME_DIR``): the
+    interrupted run's records when the folder was claimed with ``--resume``, else an empty one.
+    Its inputs are the run's ``inputs`` (as inputs.json records them, less the ``options``
+    named in ``ignore``, which do not change results), its workload's content
+    (``Workload.content_digest``) and plansim's version; a resumed run with other inputs is
+    refused."""
+    from plansim import __version__
+    from plansim.workers.journal import Journal
+
+    options = {k: v for k, v in inputs.get("options", {}).items() if k not in ignore}
+    return Journal.open(folder.path / RESUME_DIR, {
+        **inputs, "options": options, "workload": workload_digest,
+        "plansim": __version__}, resume=folder.resumed)
+
+
+def warn_if_all_rejected(result: Any, inputs: dict[str, Any]) -> None:
+    """One warning line when every request of a replay (a ``ReplayResult``) was rejected, with
+    the reason (``schema.all_rejected_text``; ``inputs`` as written to inputs.json): such a run
+    finishes at once and would otherwise look like a success."""
+    requests = result.tables["requests"]
+    n = len(requests["status"])
+    if n == 0 or not (requests["status"] == "rejected").all():
+        return
+    reasons = Counter(str(r) for r in requests["reason"])
+    log.warning(schema.all_rejected_text(n, reasons.most_common(1)[0][0],
+                                         int(requests["input_length"].min()),
+                                         inputs["deployment"]))
 
 
 def write_replay_outputs(out_dir: Path, result: Any, inputs: dict[str, Any]) -> None:

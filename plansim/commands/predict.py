@@ -53,16 +53,17 @@ from typing import Annotated, Any
 
 import typer
 
-from plansim.commands.output import ForceOption, OutputFolder, write_reports
+from plansim.commands.output import ForceOption, OutputFolder, start_work, write_reports
 from plansim.commands.progress import QUIET_HELP, Progress
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.errors import ConfigError, InputError
-from plansim.limits import MAX_SPAN_S, check_number
+from plansim.limits import MAX_SPAN_S, MAX_WORKER_PROCESSES, check_number
 from plansim.planner_core.predictors.factory import (
     PREDICTOR_NAMES,
     all_predictor_params,
     relevant_params,
 )
+from plansim.traces.formats import input_help
 
 app = typer.Typer(help="Compare the planner's load predictors on a trace.", no_args_is_help=True)
 
@@ -169,7 +170,7 @@ def compare(
     self_contained: Annotated[bool, typer.Option(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
     trace_format: Annotated[str, typer.Option(
-        "--format", help="Trace format: auto, dynamo, mooncake or azure.")] = "auto",
+        "--format", help=input_help())] = "auto",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: ForceOption = False,
 ) -> None:
@@ -187,8 +188,8 @@ def compare(
         raise InputError(f"must be >= 1, got {warmup_buckets}", field="--warmup-buckets")
     if jobs is None:
         jobs = max(1, min(3 * len(specs), os.cpu_count() or 1))
-    elif jobs < 1:
-        raise InputError(f"must be >= 1, got {jobs}", field="--jobs")
+    elif not 1 <= jobs <= MAX_WORKER_PROCESSES:
+        raise InputError(f"must be in [1, {MAX_WORKER_PROCESSES:,}], got {jobs}", field="--jobs")
 
     from plansim.traces import load_workload
     from plansim.traces.buckets import buckets as bucket_workload
@@ -204,6 +205,7 @@ def compare(
             f"warm-up + 2 = {warmup_buckets + 2} (lower --warmup-buckets or --interval)",
             field="--interval")
 
+    start_work()
     started = time.perf_counter()
     # One task a candidate and series (request count, ISL, OSL), as run_backtest splits them.
     with Progress("predict", total=3 * len(specs), unit="backtests", quiet=quiet) as bar:

@@ -22,6 +22,8 @@ from plansim.commands.output import (
     ForceOption,
     OutputFolder,
     records_option,
+    start_work,
+    warn_if_all_rejected,
     write_replay_outputs,
     write_reports,
 )
@@ -35,6 +37,7 @@ from plansim.commands.router_flags import (
 )
 from plansim.errors import InputError
 from plansim.runtime import long_lived
+from plansim.traces.formats import block_size_help, input_help
 
 app = typer.Typer(help="Replay request traces against a simulated deployment.",
                   no_args_is_help=True)
@@ -220,9 +223,9 @@ def run(
     traces: Annotated[list[Path], typer.Argument(
         help="Trace files, folders or globs.", metavar="TRACE", show_default=False)],
     trace_format: Annotated[str, typer.Option(
-        "--format", help="Trace format: auto, dynamo, mooncake, agentic_mooncake or azure.")] = "auto",
+        "--format", help=input_help())] = "auto",
     trace_block_size: Annotated[int | None, typer.Option(
-        help="Tokens per hash id for Mooncake/Azure traces.")] = None,
+        help=block_size_help())] = None,
     open_loop: Annotated[bool, typer.Option(
         "--open-loop", help="Replay a closed-loop trace (sessions, dependencies) open-loop: "
                             "every request at its recorded arrival, or where delays put it "
@@ -296,6 +299,7 @@ def _execute(ctx: typer.Context, load: Any, *, traces: list[Path], trace_format:
         raise InputError("retune replays windows of a trace file: use plansim replay run",
                          field="--planner-config")
 
+    start_work()
     # Over virtual time, up to the last arrival (a closed loop's moves on as it is released).
     with Progress("replay", total=None, unit="virtual s", quiet=p["quiet"]) as bar:
         result = api.replay(workload, setup, trace_paths=[str(t) for t in traces],
@@ -303,6 +307,7 @@ def _execute(ctx: typer.Context, load: Any, *, traces: list[Path], trace_format:
 
     inputs = {**_inputs(ctx, traces, workload, deployment, planner_raw, trace_format,
                         trace_block_size), **result.inputs}
+    warn_if_all_rejected(result, inputs)
     with folder.writing() as out_dir:
         # The result and the table writer's modules live until the command ends too:
         # a collection while they load would walk every structure the replay built.

@@ -12,7 +12,16 @@ from typing import Annotated, Any
 
 import typer
 
-from plansim.commands.output import ForceOption, OutputFolder, write_replay_outputs, write_reports
+from plansim.commands.output import (
+    ForceOption,
+    OutputFolder,
+    ResumeOption,
+    open_journal,
+    start_work,
+    warn_if_all_rejected,
+    write_replay_outputs,
+    write_reports,
+)
 from plansim.commands.progress import QUIET_HELP, Progress
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.commands.retune_text import (
@@ -21,7 +30,7 @@ from plansim.commands.retune_text import (
     scoring_sla,
     window_line,
 )
-from plansim.commands.retune_windows import NoTimeoutOption
+from plansim.commands.retune_windows import NoTimeoutOption, echo_resumed
 
 app = typer.Typer(help="Retune router and planner parameters over traffic windows.",
                   no_args_is_help=True)
@@ -39,8 +48,15 @@ def sweep(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: ForceOption = False,
+    resume: ResumeOption = False,
 ) -> None:
-    """Replay the trace with retune on: one sweep per window, one line per decision."""
+    """Replay the trace with retune on: one sweep per window, one line per decision.
+
+    Each window's replays and report are recorded in the output folder as they finish, so that
+    --resume after a kill sweeps only what is missing (the replay itself runs again: with the
+    recorded sweeps it decides as the interrupted run did).
+    """
+    from plansim.retune_runs.batch import journaled_sweep
     from plansim.retune_runs.runner import (
         count_windows,
         load_retune_run,
@@ -48,20 +64,10 @@ def sweep(
         run_retune,
     )
 
-    folder = OutputFolder.claim(out, "retune", "plansim retune sweep", force=force)
+    folder = OutputFolder.claim(out, "retune", "plansim retune sweep", force=force,
+                                resume=resume)
     run = load_retune_run(config)
     workload = load_run_workload(run)
-    typer.echo(score_legend(run.retune))
-    # Over the windows whose sweep launches before the last arrival (an estimate).
-    with Progress("retune", total=count_windows(run, workload), unit="windows",
-                  quiet=quiet) as bar:
-
-        def on_decision(event: dict[str, Any]) -> None:
-            bar.echo(window_line(event))
-            bar.advance()
-
-        result = run_retune(run, workload=workload, on_decision=on_decision)
-
     inputs = {
         "command": "plansim retune sweep",
         "config": str(config),
@@ -73,16 +79,32 @@ def sweep(
         "sla": run.deployment.sla.model_dump(mode="json"),
         "seed": run.deployment.seed,
         "scoring_sla": scoring_sla(run.retune),
-        **result.inputs,
     }
-    events = result.retune_events or []
-    counts: dict[str, int] = {}
-    for event in events:
-        counts[event["outcome"]] = counts.get(event["outcome"], 0) + 1
-    tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no window completed"
+    journal = open_journal(folder, inputs, workload.content_digest())
+    typer.echo(score_legend(run.retune))
+    start_work()
+    # The folder is written from the first recorded replay on (its resume records).
     with folder.writing() as out_dir:
+        # Over the windows whose sweep launches before the last arrival (an estimate).
+        with Progress("retune", total=count_windows(run, workload), unit="windows",
+                      quiet=quiet) as bar:
+
+            def on_decision(event: dict[str, Any]) -> None:
+                bar.echo(window_line(event))
+                bar.advance()
+
+            result = run_retune(run, workload=workload, on_decision=on_decision,
+                                sweep=lambda plan, pool: journaled_sweep(plan, pool, journal))
+        inputs.update(result.inputs)
+        events = result.retune_events or []
+        counts: dict[str, int] = {}
+        for event in events:
+            counts[event["outcome"]] = counts.get(event["outcome"], 0) + 1
+        tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no window completed"
+        warn_if_all_rejected(result, inputs)
         write_replay_outputs(out_dir, result, inputs)
         typer.echo(f"decisions     {len(events)} ({tally})")
+        echo_resumed(journal)
         typer.echo(f"output        {out_dir}")
         if not no_report:
             write_reports(out_dir, self_contained=self_contained)
@@ -111,14 +133,16 @@ def window(
     from plansim.commands.retune_windows import plans_of_run, write_window_outputs
     from plansim.retune_runs.batch import score_windows
     from plansim.retune_runs.runner import load_retune_run
-    from plansim.workers.backends import make_executor
+    from plansim.workers.backends import EXECUTORS, make_executor
 
     folder = OutputFolder.claim(out, "retune-window", "plansim retune window", force=force)
     run = load_retune_run(config)
     cfg = run.retune.config
     plans = plans_of_run(run, first=index, last=index, first_option="--window",
                          last_option="--window", no_timeout=no_timeout)
-    executor = make_executor("spawn", cfg.max_parallel)
+    # One window is swept on this machine, by the default executor.
+    executor = make_executor(EXECUTORS.names()[0], cfg.max_parallel)
+    start_work()
     try:
         # Over the sweep's tasks (the window's read, the pre-sweep, the candidates' replays),
         # known batch by batch.
@@ -146,10 +170,17 @@ class _Counted:
         self._total = 0
         self.max_parallel = pool.max_parallel
 
-    def run(self, tasks: Any, context: Any, timeout_s: float | None = None) -> Any:
+    def run(self, tasks: Any, context: Any, timeout_s: float | None = None,
+            on_result: Any = None) -> Any:
         self._total += len(tasks)
         self._bar.update(self._total - len(tasks), total=self._total)
-        return self._pool.run(tasks, context, timeout_s, on_result=lambda _: self._bar.advance())
+
+        def done(result: Any) -> None:
+            self._bar.advance()
+            if on_result is not None:
+                on_result(result)
+
+        return self._pool.run(tasks, context, timeout_s, on_result=done)
 
     def cancel(self) -> None:
         self._pool.cancel()

@@ -19,17 +19,25 @@ from typing import Annotated, Any
 
 import typer
 
-from plansim.commands.output import ForceOption, OutputFolder, write_reports
+from plansim.commands.output import (
+    ForceOption,
+    OutputFolder,
+    ResumeOption,
+    open_journal,
+    start_work,
+    write_reports,
+)
 from plansim.commands.progress import QUIET_HELP, Progress
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.errors import InputError
+from plansim.workers.backends import EXECUTORS, backend_help, check_address, make_executor
 
 log = logging.getLogger("plansim.retune")
 
 
-class Backend(str, Enum):
-    spawn = "spawn"
-    ray = "ray"
+# ``--backend``'s choices, the registered executors (the first the default).
+Backend = Enum("Backend", [(name, name) for name in EXECUTORS], type=str)
+DEFAULT_BACKEND = Backend(EXECUTORS.names()[0])
 
 
 NoTimeoutOption = Annotated[bool, typer.Option(
@@ -49,18 +57,19 @@ def load_window_plans(
 
 
 def plans_of_run(run: Any, *, first: int, last: int | None, first_option: str = "--from",
-                 last_option: str = "--to", no_timeout: bool = False) -> list[Any]:
+                 last_option: str = "--to", no_timeout: bool = False,
+                 workload: Any = None) -> list[Any]:
     """The sweep plans of windows ``first..last`` (default: the trace's last complete window)
-    of a loaded retune run, without the wall-clock limit if ``no_timeout``; a window past the
-    last complete one is an ``InputError`` naming the option that asked for it and the last
-    window."""
+    of a loaded retune run (``workload``: its trace, when already loaded), without the
+    wall-clock limit if ``no_timeout``; a window past the last complete one is an
+    ``InputError`` naming the option that asked for it and the last window."""
     from dataclasses import replace
-
 
     from plansim.retune_runs.batch import window_plans
     from plansim.retune_runs.runner import count_windows, load_run_workload
 
-    workload = load_run_workload(run)
+    if workload is None:
+        workload = load_run_workload(run)
     count = count_windows(run, workload)
     complete = (f"the trace has {count} complete window(s), 0 to {count - 1}" if count
                 else "the trace has no complete window")
@@ -87,7 +96,7 @@ def windows(
         "--to", min=0, help="Last window index (default: the trace's last complete window).",
         show_default=False)] = None,
     backend: Annotated[Backend, typer.Option(
-        help="Where candidate replays run: a spawn pool on this machine, or Ray.")] = Backend.spawn,
+        help=backend_help("candidate replays"))] = DEFAULT_BACKEND,
     ray_address: Annotated[str | None, typer.Option(
         "--ray-address", help="Ray cluster to connect to (default with --backend ray: start a "
                               "local instance with retune.max_parallel CPUs).",
@@ -103,46 +112,68 @@ def windows(
     no_timeout: NoTimeoutOption = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: ForceOption = False,
+    resume: ResumeOption = False,
 ) -> None:
     """Score the candidates of many windows at once; print them ranked per window.
 
     Every (window, candidate) replay is an independent task; a summary over the windows follows
-    the tables.
+    the tables. Each replay is recorded in the output folder as it finishes, so that --resume
+    after a kill replays only what is missing (with --no-timeout, or when no window reaches
+    its timeout, the answer is the one an uninterrupted run gives).
     """
     from plansim.commands.retune_text import ranked_table, score_legend
     from plansim.retune_runs.batch import score_windows
-    from plansim.workers.backends import make_executor
 
-    if ray_address is not None and backend is not Backend.ray:
-        raise InputError("only with --backend ray", field="--ray-address")
-    from plansim.retune_runs.runner import load_retune_run
+    check_address(backend.value, ray_address)
+    from plansim.retune_runs.runner import load_retune_run, load_run_workload
 
-    folder = OutputFolder.claim(out, "retune-windows", "plansim retune windows", force=force)
+    folder = OutputFolder.claim(out, "retune-windows", "plansim retune windows", force=force,
+                                resume=resume)
     run = load_retune_run(config)
     cfg = run.retune.config
     # The backend first: a missing Ray fails before any trace is read.
     executor = make_executor(backend.value, cfg.max_parallel, ray_address)
     try:
-        plans = plans_of_run(run, first=first, last=last, no_timeout=no_timeout)
+        workload = load_run_workload(run)
+        plans = plans_of_run(run, first=first, last=last, no_timeout=no_timeout,
+                             workload=workload)
+        journal = open_journal(folder, {
+            "command": "plansim retune windows", "config": str(config),
+            "traces": list(run.trace_paths), "windows": [p.window.index for p in plans],
+            "deployment": run.deployment.model_dump(mode="json"), "planner": run.planner_raw,
+            "no_timeout": no_timeout}, workload.content_digest())
+        del workload  # the sweeps read their windows again
+        start_work()
         typer.echo(score_legend(run.retune))
-        with Progress("retune windows", total=len(plans), unit="windows", quiet=quiet) as bar:
-            printer = _InOrder([plan.window.index for plan in plans], bar, cfg, top,
-                               ranked_table)
-            results = score_windows(plans, executor, on_window=printer.add)
+        # The folder is written from the first recorded replay on (its resume records).
+        with folder.writing() as out_dir:
+            with Progress("retune windows", total=len(plans), unit="windows",
+                          quiet=quiet) as bar:
+                printer = _InOrder([plan.window.index for plan in plans], bar, cfg, top,
+                                   ranked_table)
+                results = score_windows(plans, executor, on_window=printer.add,
+                                        journal=journal)
+            executor.close()
+            summary = write_window_outputs(
+                out_dir, run, plans, results, command="plansim retune windows", config=config,
+                extra={"backend": backend.value, "ray_address": ray_address,
+                       "max_parallel": executor.max_parallel, "no_timeout": no_timeout},
+            )
+            for line in summary_lines(summary):
+                typer.echo(line)
+            echo_resumed(journal)
+            typer.echo(f"output        {out_dir}")
+            if not no_report:
+                write_reports(out_dir, self_contained=self_contained)
     finally:
         executor.close()
 
-    with folder.writing() as out_dir:
-        summary = write_window_outputs(
-            out_dir, run, plans, results, command="plansim retune windows", config=config,
-            extra={"backend": backend.value, "ray_address": ray_address,
-                   "max_parallel": executor.max_parallel, "no_timeout": no_timeout},
-        )
-        for line in summary_lines(summary):
-            typer.echo(line)
-        typer.echo(f"output        {out_dir}")
-        if not no_report:
-            write_reports(out_dir, self_contained=self_contained)
+
+def echo_resumed(journal: Any) -> None:
+    """The line saying how many windows and replays a resumed run took from its journal."""
+    if journal.reused:
+        typer.echo(f"resumed       {journal.reused} windows and replays recorded by the "
+                   "interrupted run, not run again")
 
 
 def write_window_outputs(

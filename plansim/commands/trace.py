@@ -1,7 +1,7 @@
 """`plansim trace` commands: inspect, convert and synthesize request traces.
 
 ``plansim trace inspect FILE...``  counts, time span, rates, length distributions, reuse bound.
-``plansim trace convert IN OUT --to dynamo|mooncake``  rewrite a trace in another format.
+``plansim trace convert IN OUT --to FORMAT``  rewrite a trace in another format.
 ``plansim trace synth --rate R --duration S -o OUT``  write a seeded synthetic trace.
 
 Bad input raises ``InputError``; ``plansim.cli.main`` prints it as one line, exit status 2.
@@ -21,20 +21,20 @@ from plansim.commands.options import with_options
 from plansim.commands.output import check_output_file
 from plansim.errors import InputError
 from plansim.limits import MAX_ARRIVAL_MS, MAX_SEED, check_number
+from plansim.traces.formats import (
+    TRACE_FORMATS,
+    block_size_help,
+    input_help,
+    output_help,
+    writable,
+)
 
 app = typer.Typer(help="Inspect, convert and synthesize request traces.", no_args_is_help=True)
 
-FORMAT_HELP = (
-    "Input format: auto (detect from the content), dynamo (dynamo.request.trace.v1 JSONL, plain "
-    "or gzip), mooncake (Mooncake JSONL, sessions included), agentic_mooncake "
-    "(dynamo.agentic_mooncake) or azure (Azure LLM inference CSV)."
-)
-BLOCK_HELP = (
-    "Tokens per hash block. Mooncake and Azure traces default to 512; Dynamo traces carry their "
-    "own block size and a different value is an error."
-)
-FormatOpt = Annotated[str, typer.Option("--format", "-f", help=FORMAT_HELP)]
-BlockOpt = Annotated[int | None, typer.Option("--trace-block-size", help=BLOCK_HELP, min=1)]
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help=input_help())]
+BlockOpt = Annotated[int | None, typer.Option("--trace-block-size", help=block_size_help(), min=1)]
+ToOpt = Annotated[str, typer.Option("--to", help=output_help())]
+UNIX_OUTPUTS = [name for name in writable() if TRACE_FORMATS.get(name).writer.unix_ms]
 
 
 @app.callback()
@@ -111,58 +111,48 @@ def inspect(
 def convert(
     src: Annotated[str, typer.Argument(help="Input trace: a file, glob or folder of shards.")],
     out: Annotated[Path, typer.Argument(help="Output file (overwritten atomically).")],
-    to: Annotated[str, typer.Option("--to", help="Output format: dynamo (gzip request_end rows), mooncake (JSONL; sessions as session_id + delay) or agentic_mooncake (dependencies).")],
+    to: ToOpt,
     format: FormatOpt = "auto",
     trace_block_size: BlockOpt = None,
     epoch_ms: Annotated[float | None, typer.Option(
         "--epoch-ms",
-        help="Dynamo output: Unix ms added to arrivals that are offsets (Mooncake, synthetic). "
-             "Default: 0 for arrivals that already are Unix times, else 1764000000000.")] = None,
+        help=f"Output in {' or '.join(UNIX_OUTPUTS)} (Unix times): Unix ms added to arrivals "
+             "that are offsets (Mooncake, synthetic). Default: 0 for arrivals that already are "
+             "Unix times, else 1764000000000.")] = None,
 ) -> None:
-    """Rewrite a trace as a Dynamo request trace or Mooncake JSONL.
+    """Rewrite a trace in another format (--to).
 
-    Dynamo output keeps recorded latencies; Mooncake timestamps become ms after the first arrival.
-    A closed-loop trace keeps its sessions (mooncake) or its whole dependency graph
-    (agentic_mooncake).
+    Output in Unix times keeps recorded latencies; other outputs' timestamps become ms after the
+    first arrival. A closed-loop trace keeps its sessions or its whole dependency graph where
+    the output format holds them.
     """
     from plansim.traces import load_workload
 
-    _check_to(to)
+    fmt = _output_format(to)
     if epoch_ms is not None:
         check_number(epoch_ms, "--epoch-ms", ge=0, le=MAX_ARRIVAL_MS, unit="ms")
     check_output_file(out, "OUT")
     workload = load_workload(src, format=format, trace_block_size=trace_block_size)
     epoch = _epoch(workload, epoch_ms)
-    if to == "dynamo":
+    if fmt.writer.unix_ms:
         last_ms = epoch + (float(workload.arrival_ms[-1]) if len(workload) else 0.0)
         if not last_ms < MAX_ARRIVAL_MS:
             raise InputError(f"{epoch:,.0f} ms puts the last arrival at {last_ms:,.0f} ms, "
                              f"past {MAX_ARRIVAL_MS:,.0f} ms (the year 2286)", field="--epoch-ms")
-    _write(workload, out, to, epoch)
+    fmt.writer.write(workload, out, epoch)
     note = ""
-    if to == "mooncake" and workload.trace_block_size != 512:
+    if fmt.block_size is not None and workload.trace_block_size != fmt.block_size:
+        # The format does not store the block size: it reads back at its default.
         note = f"; read it back with --trace-block-size {workload.trace_block_size}"
     typer.echo(f"wrote {len(workload):,} requests to {out} ({to}){note}")
 
 
-_OUTPUT_FORMATS = ("dynamo", "mooncake", "agentic_mooncake")
-
-
-def _check_to(to: str) -> None:
-    if to not in _OUTPUT_FORMATS:
-        raise InputError(f"unknown output format {to!r}; choose {', '.join(_OUTPUT_FORMATS)}",
+def _output_format(to: str) -> Any:
+    """The format ``--to`` names (``InputError`` for one plansim does not write)."""
+    if to not in writable():
+        raise InputError(f"unknown output format {to!r}; choose {', '.join(writable())}",
                          field="--to")
-
-
-def _write(workload, out: Path, to: str, epoch_ms: float) -> None:
-    from plansim.traces.writers import write_agentic_mooncake, write_dynamo, write_mooncake
-
-    if to == "dynamo":
-        write_dynamo(workload, out, epoch_ms=epoch_ms)
-    elif to == "mooncake":
-        write_mooncake(workload, out)
-    else:
-        write_agentic_mooncake(workload, out)
+    return TRACE_FORMATS.get(to)
 
 
 def _epoch(workload, epoch_ms: float | None) -> float:
@@ -177,7 +167,7 @@ def _epoch(workload, epoch_ms: float | None) -> float:
 def synth(
     ctx: typer.Context,
     output: Annotated[Path, typer.Option("--output", "-o", help="Output file.")],
-    to: Annotated[str, typer.Option("--to", help="Output format: dynamo (gzip), mooncake (JSONL) or agentic_mooncake.")] = "dynamo",
+    to: ToOpt = "dynamo",
     seed: Annotated[int, typer.Option(help="Random seed; the same options and seed give the same trace.")] = 0,
     **options: Any,
 ) -> None:
@@ -186,14 +176,15 @@ def synth(
     Arrivals follow a rate schedule (Poisson or gamma), ISL/OSL come from distributions, with
     optional shared-prefix groups and multi-turn sessions (open- or closed-loop).
     """
-    _check_to(to)
-    if options["closed_loop"] and to == "dynamo":
-        raise InputError("--closed-loop writes sessions with think times: use --to mooncake "
-                         "or agentic_mooncake", field="--to")
+    fmt = _output_format(to)
+    if options["closed_loop"] and not fmt.writer.graph:
+        graphs = [name for name in writable() if TRACE_FORMATS.get(name).writer.graph]
+        raise InputError("--closed-loop writes sessions with think times: use --to "
+                         f"{' or '.join(graphs)}", field="--to")
     if not 0 <= seed <= MAX_SEED:
         raise InputError(f"must be in [0, {MAX_SEED}], got {seed}", field="--seed")
     check_output_file(output, "--output")
     workload = synth_options.synthesize_from(ctx.params, seed=seed)
-    _write(workload, output, to, 1_764_000_000_000.0)
+    fmt.writer.write(workload, output, 1_764_000_000_000.0)
     typer.echo(f"wrote {len(workload):,} requests over {options['duration']:g} s to {output} "
                f"({to}, seed {seed})")

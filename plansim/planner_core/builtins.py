@@ -21,6 +21,7 @@ from plansim.planner_core.observations import TrafficObservation
 from plansim.planner_core.pipeline import Override, OverrideType, PipelineContext, Stage, StageResult
 from plansim.planner_core.predictors import TrafficForecaster, make_predictor
 from plansim.planner_core.reasons import ThroughputReason
+from plansim.planner_core.scaling_policies.base import PolicyPlugins
 from plansim.planner_core.state import PlannerScalingState
 from plansim.planner_core.throughput_scaling import Predictions, advance_throughput
 
@@ -170,6 +171,13 @@ class BuiltinLoadPropose:
             self.throughput.refresh(ctx)
         targets = advance_load(self.state, ctx.observations.fpm)
         return StageResult(overrides=_set_overrides(targets, self.state.diag.load_decision_reason or ""))
+
+
+def dynamo_plugins(state: PlannerScalingState, params: Any, sla: Any) -> PolicyPlugins:
+    """``scaling_policy: dynamo``'s loops (``scaling_policies.dynamo``): the throughput loop
+    and the load loop above its floor."""
+    throughput = BuiltinThroughputPropose(state)
+    return PolicyPlugins(throughput=throughput, load=BuiltinLoadPropose(state, throughput))
 
 
 def _as_window(obs: Any) -> tuple[float, float | None, float | None]:

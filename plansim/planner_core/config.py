@@ -30,6 +30,7 @@ from plansim.planner_core.predictors.factory import (
     all_predictor_params,
     predictor_params,
 )
+from plansim.planner_core.scaling_policies import SCALING_POLICIES, validate_params
 from plansim.roles import PlannerMode, Role
 from plansim.validation import StrictModel, config_error
 
@@ -257,12 +258,9 @@ class _PlannerFields(StrictModel):
         return self
 
     def _check_scaling_policy(self) -> None:
-        from plansim.planner_core.scaling_policies import get_policy, validate_params
-
-        try:
-            policy = get_policy(self.scaling_policy)
-        except KeyError as exc:
-            raise ValueError(f"scaling_policy: {exc.args[0]}") from None
+        if self.scaling_policy not in SCALING_POLICIES:
+            raise ValueError(f"scaling_policy: {SCALING_POLICIES.unknown(self.scaling_policy)}")
+        policy = SCALING_POLICIES.get(self.scaling_policy)
         self._policy_params = validate_params(self.scaling_policy, self.scaling_policy_params)
         problem = policy.check(self) if policy.check is not None else None
         if problem is not None:

@@ -53,7 +53,7 @@ from plansim.planner_core.pipeline import (
     run_pipeline,
 )
 from plansim.planner_core.reasons import ExecuteAction
-from plansim.planner_core.scaling_policies import PolicyPlugins, get_policy
+from plansim.planner_core.scaling_policies import SCALING_POLICIES, PolicyPlugins
 from plansim.planner_core.state import PlannerScalingState
 from plansim.roles import Mode, PlannerMode, Role
 
@@ -240,8 +240,9 @@ class PlannerEngine:
 
     # -- internals ---------------------------------------------------------------------------
     def _build_policy(self) -> None:
-        policy = get_policy(self.config.scaling_policy)
-        self._policy: PolicyPlugins = policy.build(self.state, self.config.policy_params, self.sla)
+        policy = SCALING_POLICIES.get(self.config.scaling_policy)
+        self._policy: PolicyPlugins = policy.plugins(self.state, self.config.policy_params,
+                                                     self.sla)
         self._throughput = self._policy.throughput
         self._load = self._policy.load
 

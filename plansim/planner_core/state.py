@@ -17,14 +17,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from plansim.planner_core.budget import Budget, Pair, guard_disagg_scaling_budget, proportional_clamp_pair
-from plansim.planner_core.config import PlannerConfig
 from plansim.planner_core.diagnostics import TickDiagnostics
 from plansim.planner_core.observations import ForwardPassMetrics, WorkerCapabilities, WorkerCounts
 from plansim.planner_core.perf_model import EngineLimits, EnginePerfModel
 from plansim.planner_core.reasons import BudgetReason
 from plansim.roles import PlannerMode, Role
+
+if TYPE_CHECKING:
+    # The state holds a validated config and reads its fields: the config module, which
+    # validates against the scaling-policy registry whose loops hold the state, is not needed
+    # to import it.
+    from plansim.planner_core.config import PlannerConfig
 
 
 @dataclass(slots=True)

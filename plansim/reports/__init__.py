@@ -18,8 +18,9 @@ Every report has the same shape, built with ``page.Page``:
 3. ``page.part("Details")``: tables (``page.table``), grouped figures (``page.grouped``) and
    the run's inputs (``page.nested``), every value through ``format`` (units, no Python reprs).
 
-A new report is a module with its ``render_*`` function and ``PANELS``, and one branch in
-``folder.render_dir`` that finds its tables (names in ``plansim.schema``).
+A new report is a module with its ``render_*`` function, its ``PANELS`` and its
+``FOLDER_REPORT`` (``folder_tables.FolderReport``: the tables that trigger it, named in
+``plansim.schema``, what it reads and writes), and one line in ``folder.FOLDER_REPORTS``.
 """
 
 from plansim.reports.capacity import render_capacity

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,12 +21,20 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from plansim.errors import InputError
+from plansim.reports.folder_tables import (
+    FolderOutput,
+    FolderReport,
+    FolderTables,
+    read_json,
+)
 from plansim.reports.format import number, percent
 from plansim.reports.page import Card, Page
 from plansim.reports.panels import Panel, draw_panels
 from plansim.reports.replay import inputs_details
 from plansim.reports.sampling import MAX_POINTS
 from plansim.reports.style import PALETTE, base_layout
+from plansim.schema import CALIBRATION_JSON, CALIBRATION_REPORT, CALIBRATION_TABLE
 
 # Held-out errors the headline calls good: TTFT within 10%, TPOT within 5% (issue 28's targets
 # for predictions at other worker counts).
@@ -227,3 +236,35 @@ def render_calibration(report: Mapping[str, Any], requests: pd.DataFrame,
                  else ""] for w in report.get("windows") or []])
     inputs_details(page, dict(inputs or {}))
     return page.render(plotly_src)
+
+
+def read_calibration(path: Path) -> Mapping[str, Any] | None:
+    """``calibration.json`` as ``plansim calibrate`` writes it, with its
+    ``calibration_requests.parquet`` beside it; None when absent."""
+    report = read_json(path)
+    if report is None:
+        return None
+    need = ("family", "parameters", "families", "windows", "held_out", "host")
+    if not isinstance(report, Mapping) or any(k not in report for k in need):
+        raise InputError("not a calibration.json of plansim calibrate", source=str(path))
+    if not (path.parent / CALIBRATION_TABLE).is_file():
+        raise InputError(f"{CALIBRATION_TABLE} is missing beside it", source=str(path))
+    return report
+
+
+def _read_folder(tables: FolderTables) -> bool:
+    if tables.read(CALIBRATION_JSON, read_calibration) is None:
+        return False
+    tables.parquet(CALIBRATION_TABLE)
+    return True
+
+
+def _write_folder(tables: FolderTables, out: FolderOutput) -> list[Path]:
+    return [out.write_html(CALIBRATION_REPORT, lambda src: render_calibration(
+        tables.read(CALIBRATION_JSON, read_calibration), tables.parquet(CALIBRATION_TABLE),
+        tables.inputs, plotly_src=src))]
+
+
+# ``calibration_report.html``: the folder has ``calibration.json`` (and
+# ``calibration_requests.parquet`` beside it).
+FOLDER_REPORT = FolderReport((CALIBRATION_JSON,), _read_folder, _write_folder)

@@ -2,7 +2,8 @@
 
 ``replay_cards`` (replay and planner reports): goodput with the SLA it was scored against,
 GPU-hours, p90 TTFT and p90 per-request ITL against their bounds, peak and mean workers, and
-the requests that did not complete when there are any. ``scaling_cards`` adds the planner's
+the requests that did not complete when there are any (first, with the reason, when every
+request was rejected). ``scaling_cards`` adds the planner's
 scaling events and, when a reference figure is known (a static deployment or the hindsight
 lower bound), the GPU-hour gap to it.
 
@@ -21,7 +22,7 @@ from plansim.reports.format import NO_SAMPLES, duration, number, percent
 from plansim.reports.page import Card
 from plansim.reports.tables import finite_number, first_bounds, floats, has
 from plansim.roles import POOL_COUNT_FIELDS, Mode, Role
-from plansim.schema import sla_text
+from plansim.schema import all_rejected_text, sla_text
 
 _PROVISIONED = ("ready", "starting", "draining")
 
@@ -36,23 +37,41 @@ def goodput_sla(inputs: Mapping[str, Any] | None) -> dict[str, float]:
     )
 
 
+def all_rejected(requests: pd.DataFrame | None, inputs: Mapping[str, Any] | None) -> str | None:
+    """Why the replay did nothing, when every request in ``requests`` was rejected
+    (``schema.all_rejected_text``, the sentence the command warned with); None otherwise, or
+    when the tables do not say."""
+    deployment = (inputs or {}).get("deployment")
+    if not has(requests, "status", "reason", "input_length") or not isinstance(deployment,
+                                                                                Mapping):
+        return None
+    if not (requests["status"].astype(str) == "rejected").all():
+        return None
+    reason = str(requests["reason"].astype(str).value_counts().index[0])
+    return all_rejected_text(len(requests), reason, int(requests["input_length"].min()),
+                             dict(deployment))
+
+
 def replay_cards(
     summary: Mapping[str, Any],
     sla: Mapping[str, float],
     timeseries: pd.DataFrame | None = None,
+    rejected: str | None = None,
 ) -> list[Card]:
     """The replay's headline: goodput, GPU-hours, p90 TTFT, p90 ITL, peak and mean workers, and
     rejected/incomplete requests when any. ``sla`` is the goodput SLA (``goodput_sla``). ITL is
-    each request's mean token gap (TPOT), the quantity the SLA's ITL bound checks."""
+    each request's mean token gap (TPOT), the quantity the SLA's ITL bound checks.
+    ``rejected``: why every request was rejected (``all_rejected``), said first when given."""
     if not summary:
         return [Card("summary", "Summary", NO_SAMPLES, "summary.json is absent or empty")]
     n = int(finite_number(summary.get("num_requests")) or 0)
     done = int(finite_number(summary.get("completed_requests")) or 0)
-    cards = [_goodput(summary, sla, n), _gpu_hours(summary)]
+    cards = [Card("all_rejected", "All rejected", f"{n:,}", rejected, "bad")] if rejected else []
+    cards += [_goodput(summary, sla, n), _gpu_hours(summary)]
     cards.append(_latency(summary, sla, "ttft", "ttft_ms", "p90 TTFT", done))
     cards.append(_latency(summary, sla, "tpot", "itl_ms", "p90 ITL (per request)", done))
     cards += _workers(summary, timeseries)
-    if done < n:
+    if done < n and not rejected:
         cards.append(
             Card(
                 "not_completed",

@@ -29,15 +29,22 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from plansim.io import atomic_write_bytes, atomic_write_text
+from plansim.reports.folder_tables import FolderOutput, FolderReport, FolderTables, positive
 from plansim.reports.format import number
 from plansim.reports.headline import goodput_sla, replay_cards, scaling_cards, static_reference
 from plansim.reports.page import Page, plain
 from plansim.reports.panels import Panel, PanelOutput, panel_cells
 from plansim.reports.sampling import MAX_POINTS, TimeUnit, bin_series, thin_events, time_unit
 from plansim.reports.style import PALETTE, SLA_COLOUR, base_layout, pool_colour
-from plansim.reports.tables import first_column, floats, has
+from plansim.reports.tables import find_sla, find_value, first_column, floats, has, planner_targets
 from plansim.roles import PLANNER_ROLES, Role, pools_doing, pools_seen_as
-from plansim.schema import sla_text
+from plansim.schema import (
+    PLANNER_PERIOD_REPORTS_DIR,
+    PLANNER_REPORT,
+    TICKS_TABLE,
+    TIMESERIES_TABLE,
+    sla_text,
+)
 
 SNAPSHOT_CAP = 50_000  # the reference recorder keeps the last 50,000 snapshots per report
 MAX_ENGINES = 10  # engine lines per load panel (the busiest)
@@ -827,3 +834,32 @@ PANELS: tuple[Panel, ...] = (
           _decisions("throughput", THROUGHPUT_COLOURS, "diamond")),
 )
 TITLES = tuple(panel.title for panel in PANELS)
+
+
+def _read_folder(tables: FolderTables) -> bool:
+    ticks = tables.parquet(TICKS_TABLE)
+    tables.parquet(TIMESERIES_TABLE)
+    return ticks is not None and len(ticks) > 0 and "at_s" in ticks.columns
+
+
+def _write_folder(tables: FolderTables, out: FolderOutput) -> list[Path]:
+    ticks, inputs = tables.parquet(TICKS_TABLE), tables.inputs
+    timeseries = tables.parquet(TIMESERIES_TABLE)
+    sla = planner_targets(inputs) or find_sla(inputs)
+    written = write_planner_report(
+        ticks, out.folder / PLANNER_REPORT, scaling_events=tables.scaling_events, sla=sla,
+        timeseries=timeseries, summary=tables.summary if isinstance(tables.summary, dict) else None,
+        inputs=inputs,
+        plotly_src=out.plotly_src(out.folder / f"{PLANNER_REPORT}.html"))
+    interval_h = positive(find_value(inputs, "report_interval_hours"))
+    if interval_h is not None:
+        periods = out.folder / PLANNER_PERIOD_REPORTS_DIR
+        written += write_planner_reports(
+            ticks, periods, interval_h, scaling_events=tables.scaling_events, sla=sla,
+            timeseries=timeseries, plotly_src=out.plotly_src(periods / f"{PLANNER_REPORT}.html"))
+    return written
+
+
+# ``planner_report.html`` and its tick log: the ticks table has rows; with
+# ``report_interval_hours`` in the planner inputs, also one pair per period.
+FOLDER_REPORT = FolderReport((TICKS_TABLE,), _read_folder, _write_folder)

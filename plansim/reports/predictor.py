@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,13 +20,20 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from plansim.reports.folder_tables import FolderOutput, FolderReport, FolderTables, positive
 from plansim.reports.format import NO_SAMPLES, number, percent, plain_value
 from plansim.reports.page import Card, Page, plain
 from plansim.reports.panels import Drawn, Panel, PanelOutput, draw_panels
 from plansim.reports.sampling import TimeUnit, bin_series, time_unit
 from plansim.reports.style import ACTUAL_COLOUR, base_layout, palette_map
-from plansim.reports.tables import finite_number, floats, has
-from plansim.schema import BACKTEST_SUMMARY_COLUMNS, PRESWEEP_LOSS_SENTENCE, UNDER_FORECAST_RATIO
+from plansim.reports.tables import find_value, finite_number, floats, has
+from plansim.schema import (
+    BACKTEST_SUMMARY_COLUMNS,
+    PREDICTIONS_TABLE,
+    PREDICTOR_REPORT,
+    PRESWEEP_LOSS_SENTENCE,
+    UNDER_FORECAST_RATIO,
+)
 
 MAX_PREDICTORS = 8  # predictors drawn per chart (the best ranked); the table lists all
 ERROR_SMOOTHING_BUCKETS = 10
@@ -459,3 +467,20 @@ PANELS: tuple[Panel, ...] = (
         _error_chart,
     ),
 )
+
+
+def _write_folder(tables: FolderTables, out: FolderOutput) -> list[Path]:
+    summary, inputs = tables.summary, tables.inputs
+    interval = positive((summary.get("interval_s") if isinstance(summary, Mapping) else None)
+                        or find_value(inputs, "interval_s") or find_value(inputs, "interval"))
+    return [out.write_html(PREDICTOR_REPORT, lambda src: render_predictor(
+        tables.parquet(PREDICTIONS_TABLE), ranking_rows(summary), interval_s=interval,
+        inputs=inputs, plotly_src=src))]
+
+
+def _read_folder(tables: FolderTables) -> bool:
+    return tables.parquet(PREDICTIONS_TABLE) is not None
+
+
+# ``predictor_report.html``: the folder has a predictions table.
+FOLDER_REPORT = FolderReport((PREDICTIONS_TABLE,), _read_folder, _write_folder)

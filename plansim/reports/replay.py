@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,8 +21,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from plansim.reports.folder_tables import FolderOutput, FolderReport, FolderTables
 from plansim.reports.format import column_label, key_value, with_unit
-from plansim.reports.headline import goodput_sla, replay_cards
+from plansim.reports.headline import all_rejected, goodput_sla, replay_cards
 from plansim.reports.page import Page, plain
 from plansim.reports.panels import Drawn, Panel, PanelOutput, draw_panels
 from plansim.reports.sampling import (
@@ -47,11 +49,16 @@ from plansim.reports.style import (
 from plansim.reports.tables import find_sla, first_column, floats, has, missing
 from plansim.roles import Mode, Role
 from plansim.schema import (
+    REPLAY_REPORT,
+    REQUESTS_TABLE,
+    SESSIONS_TABLE,
     SUMMARY_DISTRIBUTIONS,
     SUMMARY_GROUPS,
     SUMMARY_KEY_BY_NAME,
     SUMMARY_KEYS,
     SUMMARY_STATS,
+    TIMESERIES_TABLE,
+    WORKERS_TABLE,
     sla_text,
 )
 
@@ -109,7 +116,8 @@ def render_replay(
         "A replay of a request trace on simulated engines. "
         "Times are virtual, from the first arrival.",
     )
-    page.headline(replay_cards(data.summary, goodput_sla(data.inputs), timeseries))
+    page.headline(replay_cards(data.summary, goodput_sla(data.inputs), timeseries,
+                               all_rejected(requests, data.inputs)))
     page.part("Charts")
     draw_panels(page, PANELS, data)
     page.part("Details")
@@ -799,3 +807,22 @@ PANELS: tuple[Panel, ...] = (
         _load_balance,
     ),
 )
+
+
+def _read_folder(tables: FolderTables) -> bool:
+    requests, timeseries = tables.parquet(REQUESTS_TABLE), tables.parquet(TIMESERIES_TABLE)
+    tables.parquet(WORKERS_TABLE)
+    tables.parquet(SESSIONS_TABLE)
+    return requests is not None or timeseries is not None
+
+
+def _write_folder(tables: FolderTables, out: FolderOutput) -> list[Path]:
+    summary = tables.summary if isinstance(tables.summary, dict) else {}
+    return [out.write_html(REPLAY_REPORT, lambda src: render_replay(
+        tables.parquet(REQUESTS_TABLE), tables.parquet(TIMESERIES_TABLE),
+        tables.parquet(WORKERS_TABLE), summary, tables.inputs, tables.scaling_events,
+        sessions=tables.parquet(SESSIONS_TABLE), plotly_src=src))]
+
+
+# ``report.html``: the folder has a requests or a timeseries table.
+FOLDER_REPORT = FolderReport((REQUESTS_TABLE, TIMESERIES_TABLE), _read_folder, _write_folder)

@@ -14,19 +14,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from plansim.errors import InputError
+from plansim.reports.folder_tables import FolderOutput, FolderReport, FolderTables, read_json
 from plansim.reports.format import number, plain_value
 from plansim.reports.page import Card, Page, plain
 from plansim.reports.panels import Drawn, Panel, PanelOutput, draw_panels
 from plansim.reports.style import base_layout, palette_map
-from plansim.reports.tables import finite_number
+from plansim.reports.tables import find_value, finite_number
 from plansim.schema import (
+    DEFAULT_MIN_IMPROVEMENT_PERCENTAGE,
     PRESWEEP_LOSS_SENTENCE,
+    RETUNE_EVENTS_JSON,
     RETUNE_OUTCOMES,
+    RETUNE_REPORT,
     is_minimized,
     objective_unit,
     sla_text,
@@ -605,3 +611,50 @@ PANELS: tuple[Panel, ...] = (
         _presweep_chart,
     ),
 )
+
+
+def read_events(path: Path) -> list[Mapping[str, Any]] | None:
+    """The retune decision records: a JSON list (or a dict holding it under
+    ``retune_events``/``events``); None when the file is absent."""
+    events = read_json(path)
+    if events is None:
+        return None
+    if isinstance(events, Mapping):
+        events = events.get("retune_events", events.get("events", []))
+    if not isinstance(events, list):
+        raise InputError("expected a list of decision records", source=str(path))
+    for i, event in enumerate(events):
+        # The keys every decision record has (retune.record); anything else is not one.
+        if not (isinstance(event, Mapping) and isinstance(event.get("window"), int)
+                and event.get("outcome") in RETUNE_OUTCOMES):
+            raise InputError(f"record {i} is not a retune decision record (it needs an integer "
+                             "window and an outcome: " + ", ".join(RETUNE_OUTCOMES) + ")",
+                             source=str(path))
+    return events
+
+
+def _threshold(value: Any) -> float:
+    """The retune threshold in percent; the retune config's default when not given."""
+    if value is None or isinstance(value, bool):
+        return DEFAULT_MIN_IMPROVEMENT_PERCENTAGE
+    try:
+        return max(float(value), 0.0)
+    except (TypeError, ValueError):
+        return DEFAULT_MIN_IMPROVEMENT_PERCENTAGE
+
+
+def _write_folder(tables: FolderTables, out: FolderOutput) -> list[Path]:
+    retune = find_value(tables.inputs, "retune")
+    retune = retune if isinstance(retune, Mapping) else {}
+    return [out.write_html(RETUNE_REPORT, lambda src: render_retune(
+        tables.read(RETUNE_EVENTS_JSON, read_events), objective=retune.get("objective"),
+        min_improvement_percentage=_threshold(retune.get("min_improvement_percentage")),
+        inputs=tables.inputs, plotly_src=src))]
+
+
+def _read_folder(tables: FolderTables) -> bool:
+    return tables.read(RETUNE_EVENTS_JSON, read_events) is not None
+
+
+# ``retune_report.html``: the folder has retune decision records.
+FOLDER_REPORT = FolderReport((RETUNE_EVENTS_JSON,), _read_folder, _write_folder)

@@ -13,18 +13,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
 
+from plansim.errors import InputError
+from plansim.reports.folder_tables import FolderOutput, FolderReport, FolderTables, read_json
 from plansim.reports.format import number, plain_value
 from plansim.reports.page import Card, Page, plain
 from plansim.reports.panels import Panel, PanelOutput, draw_panels
 from plansim.reports.replay import inputs_details
 from plansim.reports.style import base_layout, palette_map
 from plansim.reports.tables import finite_number
-from plansim.schema import is_minimized, objective_unit, sla_text
+from plansim.schema import (
+    WINDOW_RECORDS_DIR,
+    WINDOWS_REPORT,
+    WINDOWS_TABLE,
+    is_minimized,
+    objective_unit,
+    sla_text,
+)
 
 MAX_CANDIDATE_LINES = 8  # candidates drawn as their own line (most wins first); the rest grey
 MAX_RANKING_ROWS = 2000
@@ -357,3 +367,33 @@ PANELS: tuple[Panel, ...] = (
         _spread_chart,
     ),
 )
+
+
+def read_window_records(folder: Path) -> list[Mapping[str, Any]] | None:
+    """The ``windows/<k>.json`` records of a retune windows run, by window; None without."""
+    if not (folder.is_dir() and any(folder.glob("*.json"))):
+        return None
+    records = []
+    for path in sorted(folder.glob("*.json")):
+        record = read_json(path)
+        if not isinstance(record, Mapping) or "window" not in record:
+            raise InputError("expected a window record (a dict with a window)", source=str(path))
+        records.append(record)
+    return records
+
+
+def _read_folder(tables: FolderTables) -> bool:
+    return tables.read(WINDOW_RECORDS_DIR, read_window_records) is not None
+
+
+def _write_folder(tables: FolderTables, out: FolderOutput) -> list[Path]:
+    summary = tables.summary if isinstance(tables.summary, Mapping) else {}
+    return [out.write_html(WINDOWS_REPORT, lambda src: render_windows(
+        tables.read(WINDOW_RECORDS_DIR, read_window_records), summary, tables.inputs,
+        plotly_src=src))]
+
+
+# ``retune_windows_report.html``: the folder has ``windows/<k>.json`` records (a windows table
+# alone makes the folder renderable, but the report draws from the records).
+FOLDER_REPORT = FolderReport((WINDOWS_TABLE, f"{WINDOW_RECORDS_DIR}/*.json"), _read_folder,
+                             _write_folder)

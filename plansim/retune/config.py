@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from plansim.errors import ConfigError
-from plansim.limits import MAX_RETUNE_CANDIDATES, MAX_SEED
+from plansim.limits import MAX_RETUNE_CANDIDATES, MAX_SEED, MAX_WORKER_PROCESSES
 from plansim.retune import domains, scoring
 from plansim.schema import DEFAULT_MIN_IMPROVEMENT_PERCENTAGE
 from plansim.validation import StrictModel, config_error
@@ -58,7 +58,8 @@ class RetuneConfig(StrictModel):
     sla: RetuneSla | None = None
     min_improvement_percentage: float = Field(default=DEFAULT_MIN_IMPROVEMENT_PERCENTAGE, ge=0)
     max_candidates: int = Field(default=32, ge=1, le=MAX_RETUNE_CANDIDATES)
-    max_parallel: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1)
+    max_parallel: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1,
+                              le=MAX_WORKER_PROCESSES)
     timeout_seconds: float | None = Field(default=None, gt=0)
     decision_latency_seconds: float | Literal["measured"] = 0.0
     advisory: bool = False

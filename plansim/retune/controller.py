@@ -42,6 +42,10 @@ from plansim.retune.sweep import VALIDATION_FAILED, SweepPlan, SweepReport, run_
 from plansim.retune.tasks import ReplaySpec, WindowSpec
 from plansim.workers.executor import Executor
 
+# Runs one window's sweep on the controller's executor (``run_sweep`` by default; the CLI's
+# ``--resume`` passes one that records and reuses what it finds).
+Sweeper = Callable[[SweepPlan, Executor], SweepReport]
+
 log = logging.getLogger("plansim.retune")
 
 _EPS_S = 1e-9
@@ -94,6 +98,7 @@ class RetuneController:
         wait_for_sweep: bool = True,
         sweep_root: str | None = None,
         on_decision: Callable[[dict[str, Any]], None] | None = None,
+        sweep: Sweeper | None = None,
     ) -> None:
         self.setup = setup
         self.cfg: RetuneConfig = setup.config
@@ -104,6 +109,7 @@ class RetuneController:
         self.wait_for_sweep = wait_for_sweep
         self.on_decision = on_decision
         self.sweep_root = sweep_root
+        self._sweep = sweep or (lambda plan, pool: run_sweep(plan, pool, sweep_root=sweep_root))
         self.live_config = setup.planner_config
         self.current_point = setup.startup_point
         # The complete desired map, level-triggered: patched as decisions apply.
@@ -237,7 +243,7 @@ class RetuneController:
 
         def sweep() -> None:
             try:
-                flight.box.append(run_sweep(plan, executor, sweep_root=self.sweep_root))
+                flight.box.append(self._sweep(plan, executor))
             except BaseException as exc:  # a bug: re-raised on the planner's thread
                 flight.box.append(exc)  # type: ignore[arg-type]
             finally:
@@ -367,10 +373,12 @@ def controller_for_replay(
     *,
     executor: Callable[[int], Executor] | None = None,
     on_decision: Callable[[dict[str, Any]], None] | None = None,
+    sweep: Sweeper | None = None,
 ) -> RetuneController:
     """The retune controller for a replay of ``workload`` (read from ``trace_paths``, unless the
     workload names its own sources): the time origin is its first arrival, extra history the
-    planner's ``load_predictor_warmup_trace``."""
+    planner's ``load_predictor_warmup_trace``; ``sweep`` runs each window's sweep (default
+    ``run_sweep``)."""
     warmup = setup.planner_config.load_predictor_warmup_trace
     origin_ms = float(workload.arrival_ms.min()) if len(workload) else 0.0
     inputs = RetuneInputs(
@@ -378,4 +386,5 @@ def controller_for_replay(
         origin_ms=origin_ms,
         history_paths=(warmup,) if warmup else (),
     )
-    return RetuneController(setup, inputs, executor=executor, on_decision=on_decision)
+    return RetuneController(setup, inputs, executor=executor, on_decision=on_decision,
+                            sweep=sweep)

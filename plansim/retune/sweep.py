@@ -51,6 +51,7 @@ NO_COUNTS = "no recorded counts"
 WARMUP_TOO_SHORT = "warm-up too short for a swapped predictor"
 VALIDATION_FAILED = "validation failed"
 READ_FAILED = "window read failed"
+CANCELLED = "sweep cancelled"
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +138,7 @@ def run_sweep(plan: SweepPlan, executor: Executor, *, sweep_root: str | None = N
         # A cancelled batch (Ctrl-C, the controller closing) ends the sweep as a timeout too;
         # a sweep without a timeout can only have been cancelled.
         report.outcome = "timeout"
-        report.reason = ("sweep cancelled" if stop.cancelled or plan.timeout_s is None
+        report.reason = (CANCELLED if stop.cancelled or plan.timeout_s is None
                          else f"sweep exceeded {plan.timeout_s:g} s")
         for cand in report.candidates:
             if cand.status == "pending":

@@ -26,8 +26,15 @@ import numpy as np
 
 from plansim.retune import scoring
 from plansim.retune.record import window_bounds
-from plansim.retune.sweep import SweepPlan, SweepReport, run_sweep
-from plansim.workers.executor import BatchOutcome, Executor, Task, TaskContext
+from plansim.retune.sweep import CANCELLED, SweepPlan, SweepReport, run_sweep
+from plansim.workers.executor import (
+    BatchOutcome,
+    Executor,
+    ResultCallback,
+    Task,
+    TaskContext,
+)
+from plansim.workers.journal import MISSING, Journal, JournaledExecutor
 
 # How often the waiting thread wakes up so that Ctrl-C is seen promptly (s).
 _WAKE_S = 0.2
@@ -66,25 +73,38 @@ def score_windows(
     *,
     sweep_root: str | None = None,
     on_window: Callable[[WindowResult], None] | None = None,
+    journal: Journal | None = None,
 ) -> list[WindowResult]:
     """Sweep every plan's window on ``executor``; results in plan order.
 
     ``on_window`` is called (from the calling thread) as each window finishes, in completion
-    order. Ctrl-C cancels every outstanding task, waits for the sweeps to end and re-raises.
+    order. With a ``journal`` (``workers.journal``), each candidate replay and pre-sweep is
+    recorded as it finishes and each window's report when its sweep ends (unless cancelled): a
+    window already recorded is not swept again, and a sweep replays only what it lacks. Ctrl-C
+    cancels every outstanding task, waits for the sweeps to end and re-raises.
     """
     plans = list(plans)
-    lanes = windows_in_flight(executor, plans)
     results: dict[int, WindowResult] = {}
+    todo = []
+    for position, plan in enumerate(plans):
+        recorded = MISSING if journal is None else journal.get(_window_key(plan))
+        if recorded is MISSING:
+            todo.append(position)
+            continue
+        results[position] = WindowResult(plan, recorded)
+        if on_window is not None:
+            on_window(results[position])
+    lanes = windows_in_flight(executor, [plans[i] for i in todo])
     stoppable = _Stoppable(executor)
 
     def sweep(position: int) -> tuple[int, WindowResult]:
         plan = plans[position]
-        return position, WindowResult(plan, run_sweep(plan, stoppable, sweep_root=sweep_root))
+        report = (run_sweep(plan, stoppable, sweep_root=sweep_root) if journal is None
+                  else journaled_sweep(plan, stoppable, journal, sweep_root=sweep_root))
+        return position, WindowResult(plan, report)
 
     pool = ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="plansim-window")
-    pending: set[Future[tuple[int, WindowResult]]] = {
-        pool.submit(sweep, i) for i in range(len(plans))
-    }
+    pending: set[Future[tuple[int, WindowResult]]] = {pool.submit(sweep, i) for i in todo}
     try:
         while pending:
             done, pending = wait(pending, timeout=_WAKE_S, return_when=FIRST_COMPLETED)
@@ -107,6 +127,29 @@ def score_windows(
     return [results[i] for i in range(len(plans))]
 
 
+def journaled_sweep(plan: SweepPlan, executor: Executor, journal: Journal, *,
+                    sweep_root: str | None = None) -> SweepReport:
+    """``run_sweep(plan, executor)`` with ``journal``: the window's recorded report if it has
+    one; else a sweep whose pre-sweeps and candidate replays are recorded as each finishes (and
+    answered from the journal when recorded), and whose report is recorded when it ends
+    (unless cancelled)."""
+    prefix = _window_key(plan)
+    recorded = journal.get(prefix)
+    if recorded is not MISSING:
+        return recorded
+    # The window read's value names a file of its sweep folder: it always runs.
+    runner = JournaledExecutor(executor, journal, lambda task: None if task.key == "read"
+                               else f"{prefix} {task.key}")
+    report = run_sweep(plan, runner, sweep_root=sweep_root)
+    if report.reason != CANCELLED:
+        journal.record(prefix, report)
+    return report
+
+
+def _window_key(plan: SweepPlan) -> str:
+    return f"window {plan.window.index}"
+
+
 class _Stoppable:
     """The executor as the window sweeps see it, with a stop for Ctrl-C: ``stop()`` cancels
     the running batches, and every later batch comes back cancelled without running, so a sweep
@@ -117,11 +160,13 @@ class _Stoppable:
         self._stopped = threading.Event()
         self.max_parallel = executor.max_parallel
 
-    def run(self, tasks: Sequence[Task], context: TaskContext, timeout_s: float | None = None
-            ) -> BatchOutcome:
+    def run(self, tasks: Sequence[Task], context: TaskContext, timeout_s: float | None = None,
+            on_result: ResultCallback | None = None) -> BatchOutcome:
         if self._stopped.is_set():
             return BatchOutcome((), cancelled=True)
-        return self._executor.run(tasks, context, timeout_s)
+        if on_result is None:  # executors written before on_result need not take it
+            return self._executor.run(tasks, context, timeout_s)
+        return self._executor.run(tasks, context, timeout_s, on_result=on_result)
 
     def stop(self) -> None:
         self._stopped.set()

@@ -4,7 +4,7 @@ score one window's candidates without the outer replay.
 A retune run file (YAML or JSON) names what to replay::
 
     trace: traces/sample.dynamo.jsonl.gz     # a path, a glob, a folder, or a list of them
-    trace_format: auto                       # optional: auto | dynamo | mooncake | azure
+    trace_format: auto                       # optional: auto or a trace format name
     deployment: {...}                        # a deployment mapping, or a deployment file
     planner:    {..., retune: {...}}         # a planner config mapping (with its retune block),
                                              # or a planner config file
@@ -100,7 +100,7 @@ def load_retune_run(path: str | Path) -> RetuneRun:
     if not isinstance(planner_raw, Mapping):
         raise ConfigError("a planner config with a retune block is required",
                           source=str(source), field="planner")
-    if "retune" not in planner_raw:
+    if planner_raw.get("retune") is None:  # absent or null
         raise ConfigError("the planner config has no retune block", source=planner_source,
                           field="planner.retune")
     return RetuneRun(
@@ -119,16 +119,14 @@ def load_run_workload(run: RetuneRun) -> Any:
     from plansim.errors import TraceError
     from plansim.traces import load_workload
     from plansim.traces.detect import detect_format
+    from plansim.traces.formats import TRACE_FORMATS, windowed
     from plansim.traces.sources import resolve_paths
 
     for path in resolve_paths(list(run.trace_paths)):
         found = run.trace_format if run.trace_format != "auto" else detect_format(path)
-        if found != "dynamo":
-            raise TraceError(
-                f"is a {found} trace; retune windows are read from Dynamo request traces "
-                "(dynamo.request.trace.v1; convert with `plansim trace convert --to dynamo`)",
-                source=str(path),
-            )
+        if found not in TRACE_FORMATS or TRACE_FORMATS.get(found).windows is None:
+            raise TraceError(f"is a {found} trace; retune windows are read from {windowed()}: "
+                             "convert it with `plansim trace convert`", source=str(path))
     return load_workload(list(run.trace_paths), format=run.trace_format,
                          trace_block_size=run.trace_block_size)
 
@@ -152,12 +150,14 @@ def run_retune(
     executor: Callable[[int], Executor] | None = None,
     on_decision: Callable[[dict[str, Any]], None] | None = None,
     progress: Callable[[float, float], None] | None = None,
+    sweep: Callable[[Any, Executor], Any] | None = None,
 ) -> Any:
     """Replay the run's trace with the planner and retune in the loop; returns the
-    ``ReplayResult`` (``retune_events``: the decision records, a list)."""
+    ``ReplayResult`` (``retune_events``: the decision records, a list). ``sweep(plan,
+    executor)`` runs each window's sweep (default ``retune.sweep.run_sweep``)."""
     workload = load_run_workload(run) if workload is None else workload
     return api.replay(workload, run.setup, trace_paths=run.trace_paths, progress=progress,
-                      executor=executor, on_decision=on_decision)
+                      executor=executor, on_decision=on_decision, sweep=sweep)
 
 
 def starting_counts(deployment: Any) -> WorkerCounts:

@@ -24,6 +24,7 @@ from plansim.planner_core.observations import (
     SlaTargets,
     WorkerCapabilities,
 )
+from plansim.planner_core.scaling_policies import SCALING_POLICIES
 from plansim.planner_io import read_profile_fpms, read_warmup_observations
 from plansim.roles import Mode, Role
 from plansim.sim.deployment import Deployment, EngineArgs
@@ -140,21 +141,21 @@ def planner_for_deployment(config: PlannerConfig, deployment: Deployment, *,
     sizes for); ``retune`` is the optional retune controller."""
     capabilities, profile = planner_inputs(config, deployment)
     sla = SlaTargets(ttft_ms=deployment.sla.ttft_ms, itl_ms=deployment.sla.itl_ms)
-    if config.scaling_policy == "sla_goodput":
+    if SCALING_POLICIES.get(config.scaling_policy).sizes_for_deployment_sla:
         _warn_unused_planner_sla(config, sla)
     return PlannerEngine(config, capabilities, warmup=read_warmup_observations(config),
                          retune=retune, profile_fpms=profile, sla=sla)
 
 
 def _warn_unused_planner_sla(config: PlannerConfig, sla: SlaTargets) -> None:
-    """sla_goodput sizes for the deployment's SLA; a planner ttft_ms/itl_ms it overrides has
-    no effect, and the user should hear so."""
+    """A policy that sizes for the deployment's SLA (``sizes_for_deployment_sla``): a planner
+    ttft_ms/itl_ms it overrides has no effect, and the user should hear so."""
     unused = [f"{name} {getattr(config, name):g}" for name, value in
               (("ttft_ms", sla.ttft_ms), ("itl_ms", sla.itl_ms))
               if name in config.model_fields_set and value is not None and value != getattr(config, name)]
     if unused:
-        log.warning("planner config: scaling_policy sla_goodput sizes for the deployment's sla "
-                    "(%s); %s not used", _sla_text(sla), ", ".join(unused))
+        log.warning("planner config: scaling_policy %s sizes for the deployment's sla "
+                    "(%s); %s not used", config.scaling_policy, _sla_text(sla), ", ".join(unused))
 
 
 def _sla_text(sla: SlaTargets) -> str:

@@ -98,6 +98,11 @@ class Clock:
 
         self.call_at(0.0, step, Priority.FIRST)
 
+    def latest(self) -> float:
+        """When the last live queued call is due (cancelled ones left out); now when none is."""
+        return max((at for at, _, _, handle in self._queue if handle.fn is not None),
+                   default=self.now)
+
     def peek(self) -> float:
         """When the next queued call is due (cancelled ones included); inf when none is."""
         return self._queue[0][0] if self._queue else INFINITY

@@ -29,18 +29,17 @@ from pydantic import (
     model_validator,
 )
 
-from plansim.aic import sdk as aic_sdk
 from plansim.aic.memory import MEMORY_FRACTION_KEYS
-from plansim.aic.spec import AicSpec, parse_aic_spec
+from plansim.aic.spec import AicSpec
 from plansim.configfile import read_config
 from plansim.errors import ConfigError
-from plansim.limits import MAX_POOL_WORKERS, MAX_SEED
-from plansim.params import params_of
+from plansim.limits import MAX_POOL_RANKS, MAX_POOL_WORKERS, MAX_SEED
+from plansim.params import Param, params_of
 from plansim.roles import POOL_COUNT_FIELDS, Mode, Role
 from plansim.sim import engine_config
-from plansim.sim.routing import ROUTERS, all_router_knobs, router_knobs
-from plansim.sim.schedulers import SCHEDULERS
-from plansim.sim.timing import TIMING_MODELS, timing_params
+from plansim.sim.routing import ROUTERS, all_router_knobs, router_knobs, router_mode
+from plansim.sim.schedulers import SCHEDULERS, backend_blocks, backend_engine_knobs
+from plansim.sim.timing import TIMING_MODELS, TimingKind, timing_params
 from plansim.sim.speculative import accept_rates
 from plansim.validation import StrictModel, config_error
 
@@ -52,19 +51,11 @@ DERIVED = "derived_from_model"
 
 
 class _TimingModelFields(StrictModel):
-    """The reference's ``timing_model`` object (``TimingModelSpec`` adds the keys of their own
-    that registered types declare, ``TimingKind.Params``).
-
-    ``type``: ``polynomial`` (or ``default``): the reference's default formulas;
-    ``fixed``: constant ``prefill_ms`` / ``decode_ms`` per pass;
-    ``npz``: the mocker's NPZ profile at ``path``;
-    ``external`` with ``provider: dynamo_profile`` and ``config.path``: the same NPZ profile;
-    ``python``: ``callable`` is ``"module:attr"`` naming a factory or object with
-    ``prefill_ms(new_tokens, batch_size, mean_isl, mean_prefix)`` and
-    ``decode_ms(batch_size, active_kv_tokens, mean_context, total_kv_tokens)``;
-    ``aic``: AIConfigurator's estimates for a model on a GPU (extra ``plansim[aic]``); the other
-    keys are :class:`~plansim.aic.spec.AicSpec`'s and are kept in ``aic``.
-    """
+    """The reference's ``timing_model`` object: ``type`` names a type of the timing registry
+    (``plansim.sim.timing.TIMING_MODELS``; each type's module says what it reads), the keys
+    below are the ones types share (``TimingKind.shared_keys``: an NPZ ``path``, an external
+    ``provider`` and its ``config``, the ``aic`` settings), and ``TimingModelSpec`` adds the keys
+    of their own that types declare (``TimingKind.Params``)."""
 
     # A type of the timing registry (``plansim.sim.timing.TIMING_MODELS``).
     type: str = "polynomial"
@@ -75,24 +66,18 @@ class _TimingModelFields(StrictModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _aic_fields(cls, data: Any) -> Any:
-        """``{type: aic, system: ..., ...}``: the keys after ``type`` are the AIC spec's."""
-        if not (isinstance(data, Mapping) and data.get("type") == "aic"):
-            return data
-        if aic_sdk.sdk_version() is None:
-            raise ValueError(aic_sdk.MISSING_SDK)
-        if "aic" in data:
-            return data
-        return {"type": "aic", "aic": parse_aic_spec({k: v for k, v in data.items() if k != "type"})}
+    def _own_fields(cls, data: Any) -> Any:
+        """A type's settings as written (``TimingKind.from_written``: ``aic``'s beside type)."""
+        kind = _timing_kind(data.get("type", cls.model_fields["type"].default)) \
+            if isinstance(data, Mapping) else None
+        return data if kind is None else kind.from_written(data)
 
     @model_serializer(mode="wrap")
-    def _aic_beside_type(self, handler: Any) -> Any:
-        """An aic model dumps as it is written, its keys beside ``type`` (so a dotted override
-        like ``engine.timing_model.system`` applies to a dump)."""
+    def _as_written(self, handler: Any) -> Any:
+        """A spec dumps as it is written (``TimingKind.to_written``)."""
         data = handler(self)
-        if self.aic is None or not isinstance(data, dict):
-            return data
-        return {**data.get("aic", {}), "type": "aic"}
+        return TIMING_MODELS.get(self.type).to_written(self, data) if isinstance(data, dict) \
+            else data
 
     @field_validator("type")
     @classmethod
@@ -113,14 +98,17 @@ class _TimingModelFields(StrictModel):
             raise ValueError(f"{', '.join(foreign)}: not read by a timing model of type "
                              f"{self.type}")
         kind.check(self)
-        if self.type == "aic" and self.aic is None:
-            raise ValueError("aic settings belong to a timing model of type aic")
         return self
 
     @property
     def npz_path(self) -> str | None:
         """The NPZ file this spec reads, if any."""
         return TIMING_MODELS.get(self.type).npz_path(self)
+
+
+def _timing_kind(name: Any) -> TimingKind | None:
+    """The registered timing type ``name`` names, if any (the type check names a bad one)."""
+    return TIMING_MODELS.get(name) if isinstance(name, str) and name in TIMING_MODELS else None
 
 
 TimingModelSpec = create_model(
@@ -130,20 +118,19 @@ TimingModelSpec = create_model(
        if name not in _TimingModelFields.model_fields})
 
 
-class SglangArgs(StrictModel):
-    """The reference's ``engine.sglang`` block (used with ``backend: sglang``)."""
-
-    schedule_policy: Literal["fifo", "lpm"] = "fifo"
-    max_prefill_tokens: int = Field(default=16384, ge=1)
-    chunked_prefill_size: int = Field(default=8192, ge=1)
-    clip_max_new_tokens: int = Field(default=4096, ge=1)
-    schedule_conservativeness: float = Field(default=1.0, ge=0, le=1)
+def _block_model(backend: str, knobs: tuple[Param, ...]) -> type[StrictModel]:
+    """The model of a backend's engine block (``engine.sglang``) from its declared knobs."""
+    return create_model(f"{backend.capitalize()}Args", __base__=StrictModel, __module__=__name__,
+                        __doc__=f"The reference's ``engine.{backend}`` block (used with "
+                                f"``backend: {backend}``).",
+                        **{p.name: p.field() for p in knobs})
 
 
-class TrtllmArgs(StrictModel):
-    """The reference's ``engine.trtllm`` block (used with ``backend: trtllm``)."""
-
-    capacity_scheduler_policy: Literal["guaranteed_no_evict"] = "guaranteed_no_evict"
+# Each backend's own engine block, by backend (``plansim.sim.schedulers.backend_blocks``).
+BACKEND_BLOCKS: dict[str, type[StrictModel]] = {
+    backend: _block_model(backend, knobs) for backend, knobs in backend_blocks().items()}
+# Module attributes under their names (``SglangArgs``), so that engine args pickle (worker pools).
+globals().update({model.__name__: model for model in BACKEND_BLOCKS.values()})
 
 
 class HostOffloadArgs(StrictModel):
@@ -156,8 +143,9 @@ class HostOffloadArgs(StrictModel):
     h2d_bandwidth_gbps: float = Field(default=32.0, ge=0)
 
 
-class EngineArgs(StrictModel):
-    """One engine (worker) in the reference mocker's JSON key names and defaults."""
+class _EngineFields(StrictModel):
+    """One engine (worker) in the reference mocker's JSON key names and defaults (``EngineArgs``
+    adds each backend's own keys: its block, ``sglang``, and its top-level keys)."""
 
     # A backend of the engine registry (``plansim.sim.schedulers.SCHEDULERS``).
     engine_type: str = "vllm"
@@ -170,7 +158,7 @@ class EngineArgs(StrictModel):
     enable_chunked_prefill: bool = True
     speedup_ratio: float = Field(default=1.0, ge=0)
     decode_speedup_ratio: float = Field(default=1.0, ge=0)
-    dp_size: int = Field(default=1, ge=1)
+    dp_size: int = Field(default=1, ge=1, le=MAX_POOL_RANKS)
     startup_time: float | None = Field(default=None, ge=0)
     # plansim's cold-start realism for workers a planner adds: start-up times drawn from a
     # lognormal of mean ``startup_time`` and this coefficient of variation (seeded), and a
@@ -195,10 +183,6 @@ class EngineArgs(StrictModel):
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
     mem_fraction_static: float | None = Field(default=None, gt=0, le=1)
     free_gpu_memory_fraction: float | None = Field(default=None, gt=0, le=1)
-    sglang: SglangArgs = Field(default_factory=SglangArgs)
-    trtllm: TrtllmArgs = Field(default_factory=TrtllmArgs)
-    # SGLang: decode passes that follow a prefill pass before the next prefill (0: none).
-    prefill_decode_interval: int = Field(default=0, ge=0)
     # Speculative (MTP) decoding: draft tokens per pass, their conditional acceptance rates,
     # and the base seed of each rank's acceptance stream (``plansim.sim.speculative``).
     aic_nextn: int | None = Field(default=None, ge=1, le=5)
@@ -241,7 +225,7 @@ class EngineArgs(StrictModel):
                 fields["kv_cache_bytes_per_token"] = fields["kv_bytes_per_token"]
         elif "kv_cache_bytes_per_token" in fields:
             no_effect.add("kv_cache_bytes_per_token")  # it sizes host offload blocks only
-        backend = fields.get("engine_type", "vllm")
+        backend = fields.get("engine_type", cls.model_fields["engine_type"].default)
         backend = backend.lower() if isinstance(backend, str) else backend
         if backend in SCHEDULERS:
             if "block_size" not in fields:
@@ -249,16 +233,16 @@ class EngineArgs(StrictModel):
                 fields["block_size"] = SCHEDULERS.get(backend).default_block_size
             # The reference's normaliser writes every backend's block; another backend's
             # settings count only if the user changed them.
-            for block, model in (("sglang", SglangArgs), ("trtllm", TrtllmArgs)):
+            for block, knobs in backend_blocks().items():
                 given = fields.get(block)
                 if block != backend and isinstance(given, Mapping):
+                    defaults = {knob.name: knob.default for knob in knobs}
                     no_effect.update(f"{block}.{k}" for k, v in given.items()
-                                     if k in model.model_fields
-                                     and v != model.model_fields[k].default)
+                                     if k in defaults and v != defaults[k])
         timing = fields.get("timing_model")
-        if isinstance(timing, Mapping) and timing.get("type") == "aic" and "backend" not in timing:
-            # The reference's rule: AIConfigurator's backend defaults to the engine's.
-            fields["timing_model"] = {**timing, "backend": backend}
+        kind = _timing_kind(timing.get("type")) if isinstance(timing, Mapping) else None
+        if kind is not None:
+            fields["timing_model"] = kind.engine_defaults(timing, backend)
         return {**fields, "no_effect_keys": tuple(sorted(no_effect))}
 
     @model_validator(mode="wrap")
@@ -298,16 +282,19 @@ class EngineArgs(StrictModel):
 
     @model_validator(mode="after")
     def _backend_knobs(self) -> EngineArgs:
-        if self.prefill_decode_interval and self.engine_type != "sglang":
-            raise ValueError("prefill_decode_interval: supported only for backend sglang")
+        for name, (knob, owners) in backend_engine_knobs().items():
+            if self.engine_type not in owners and getattr(self, name) != knob.default:
+                raise ValueError(f"{name}: supported only for backend {' and '.join(owners)}")
         return self
 
     @model_validator(mode="after")
     def _host_offload(self) -> EngineArgs:
         if self.native_host_offload is None:
             return self
-        if self.engine_type != "vllm":
-            raise ValueError("native_host_offload: supported only for backend vllm")
+        if not SCHEDULERS.get(self.engine_type).host_offload:
+            hosts = [name for name, cls in SCHEDULERS.items() if cls.host_offload]
+            raise ValueError(f"native_host_offload: supported only for backend "
+                             f"{' and '.join(hosts)}")
         if not self.enable_prefix_caching:
             raise ValueError("native_host_offload: needs enable_prefix_caching")
         if self.kv_cache_bytes_per_token is None:
@@ -363,6 +350,12 @@ class EngineArgs(StrictModel):
         return TimingModelSpec()
 
 
+EngineArgs = create_model(
+    "EngineArgs", __base__=_EngineFields, __module__=__name__, __doc__=_EngineFields.__doc__,
+    **{name: (model, Field(default_factory=model)) for name, model in BACKEND_BLOCKS.items()},
+    **{name: knob.field() for name, (knob, _) in backend_engine_knobs().items()})
+
+
 # Engine keys that time the disaggregated KV handoff; only the prefill pool's are read.
 HANDOFF_KEYS = ("kv_transfer_bandwidth", "kv_transfer_timing_mode")
 
@@ -413,7 +406,7 @@ class _RouterBase(StrictModel):
     def _split_no_effect(cls, data: Any) -> Any:
         if not isinstance(data, Mapping) or "no_effect_keys" in data:
             return data
-        mode = _router_mode(data.get("mode", "round_robin"))
+        mode = router_mode(data.get("mode", cls.model_fields["mode"].default))
         used = {k.name for k in router_knobs(mode)} if mode in ROUTERS else set()
         unused_knobs = {k for k in data if k in all_router_knobs() and k not in used}
         given = sorted(k for k in data if k in NO_EFFECT_ROUTER_KEYS or k in unused_knobs)
@@ -434,16 +427,10 @@ class _RouterBase(StrictModel):
     @field_validator("mode", mode="before")
     @classmethod
     def _known_mode(cls, value: Any) -> Any:
-        mode = _router_mode(value)
+        mode = router_mode(value)
         if isinstance(mode, str) and mode not in ROUTERS:
             raise ValueError(ROUTERS.unknown(value))
         return mode
-
-
-def _router_mode(value: Any) -> Any:
-    """The registry name of a router mode spelling (``kv``, ``kv-router``, ``round-robin``)."""
-    return {"kv": "kv_router", "kv-router": "kv_router", "round-robin": "round_robin"}.get(
-        value, value) if isinstance(value, str) else value
 
 
 RouterConfig = create_model(
@@ -503,6 +490,12 @@ class Deployment(StrictModel):
             p, d = self.prefill_args, self.decode_args
             if p.block_size != d.block_size:
                 raise ValueError("prefill_engine and decode_engine need the same block_size")
+        for pool, workers in self.pool_sizes().items():
+            ranks = workers * self.pool_args(pool).dp_size
+            if ranks > MAX_POOL_RANKS:
+                raise ValueError(f"{POOL_COUNT_FIELDS[pool]}: {workers} workers of dp_size "
+                                 f"{self.pool_args(pool).dp_size} are {ranks:,} engine ranks; "
+                                 f"at most {MAX_POOL_RANKS:,} per pool")
         return self
 
     @property
@@ -596,15 +589,21 @@ def load_deployment(
         raise
 
 
+def _mode_named(value: Any) -> Mode | None:
+    """The mode ``value`` spells (an alias included), or None when it spells none."""
+    if not isinstance(value, str):
+        return None
+    value = _MODE_ALIASES.get(value, value)
+    return Mode(value) if value in tuple(Mode) else None
+
+
 def _switch_mode(raw: dict[str, Any], overrides: Mapping[str, Any], name: str,
                  flags: Mapping[str, str]) -> None:
     """Drop (loudly) the file's pool keys that a ``mode`` override makes meaningless; see
     ``load_deployment``."""
-    new = _MODE_ALIASES.get(overrides.get("mode"), overrides.get("mode"))
-    old = _MODE_ALIASES.get(raw.get("mode", Mode.AGG), raw.get("mode", Mode.AGG))
-    if new not in tuple(Mode) or old not in tuple(Mode) or new == old:
-        return
-    new, old = Mode(new), Mode(old)
+    new, old = _mode_named(overrides.get("mode")), _mode_named(raw.get("mode", Mode.AGG))
+    if new is None or old is None or new == old:
+        return  # validation names a mode that is not one
     stale = [key for key in old.pool_keys if key in raw]
     sized = [key for key in stale if key in old.size_keys]
     if sized and not any(key in overrides or key in raw for key in new.size_keys):
@@ -663,7 +662,7 @@ def _drop_unused_knobs(raw: dict[str, Any], keep: set[str] = frozenset()) -> Non
     router = raw.get("router")
     if not isinstance(router, dict):
         return
-    mode = _router_mode(router.get("mode", "round_robin"))
+    mode = router_mode(router.get("mode", _RouterBase.model_fields["mode"].default))
     if mode not in ROUTERS:
         return
     used = {k.name for k in router_knobs(mode)}
@@ -697,7 +696,7 @@ def _no_effect_reason(dotted: str) -> str:
         modes = [mode for mode in ROUTERS if name in {k.name for k in router_knobs(mode)}]
         return f"a knob of router mode {' and '.join(modes)} only"
     block = name.partition(".")[0]
-    if block in ("sglang", "trtllm"):
+    if block in BACKEND_BLOCKS:
         return f"used only with backend {block}"
     if name in HANDOFF_KEYS:
         return "times the disaggregated KV handoff; only the prefill pool's engine args are read"

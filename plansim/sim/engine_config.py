@@ -13,17 +13,21 @@ Two forms load, and may be mixed (a flat key beside ``engine:`` wins over the wr
 
 ``KEYS`` lists every accepted key once, under its canonical name (nested members dotted:
 ``sglang.max_prefill_tokens``), with its older spellings and the ``EngineArgs`` field it sets, or
-``None`` when the key has no effect in plansim. No key is silently ignored: ``normalise`` returns
-the no-effect keys it met with a value (null is a key left unset), and ``plansim.sim.deployment``
-names them in one warning at start-up.
+``None`` when the key has no effect in plansim; a backend's own keys (its ``sglang`` block, ...)
+come from its declaration (``plansim.sim.schedulers.base.BackendKeys``). No key is silently
+ignored: ``normalise`` returns the no-effect keys it met with a value (null is a key left unset),
+and ``plansim.sim.deployment`` names them in one warning at start-up.
 A key that is not listed fails with its name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from plansim.params import params_of
+from plansim.sim.schedulers import SCHEDULERS
 
 NO_EFFECT = None
 
@@ -56,11 +60,6 @@ def _accept_rates(value: Any) -> Any:
     return value
 
 
-def _schedule_policy(value: Any) -> Any:
-    # The older mocker accepted SGLang's ``fcfs`` for ``fifo``.
-    return "fifo" if value == "fcfs" else value
-
-
 # Memory fractions are modelled only where they matter (plansim.aic.engine_fields).
 _AIC_SIZED = "memory fraction, sizes num_gpu_blocks with an aic timing model when it is unset"
 
@@ -68,6 +67,27 @@ _AIC_SIZED = "memory fraction, sizes num_gpu_blocks with an aic timing model whe
 def _k(name: str, field: str | None = "", *aliases: str, convert: Callable[[Any], Any] | None = None,
        why: str = "") -> EngineKey:
     return EngineKey(name, name if field == "" else field, aliases, convert, why)
+
+
+def _respelt(spellings: Mapping[Any, Any]) -> Callable[[Any], Any]:
+    """A value mapping that turns an older spelling of a value into today's."""
+    return lambda value: spellings.get(value, value) if isinstance(value, Hashable) else value
+
+
+def _backend_keys() -> tuple[EngineKey, ...]:
+    """Every backend's own keys (``plansim.sim.schedulers.base.BackendKeys``): its block's
+    members (older flat spelling ``<backend>_<member>``) and its top-level engine keys."""
+    keys: list[EngineKey] = []
+    for backend, cls in SCHEDULERS.items():
+        for knob in params_of(cls.Knobs):
+            name = f"{backend}.{knob.name}"
+            spellings = cls.value_aliases.get(knob.name)
+            keys.append(_k(name, name, f"{backend}_{knob.name}",
+                           convert=_respelt(spellings) if spellings else None))
+        keys += [_k(f"{backend}.{member}", shared, f"{backend}_{member}")
+                 for member, shared in cls.block_aliases.items()]
+        keys += [_k(knob.name) for knob in params_of(cls.EngineKnobs)]
+    return tuple(keys)
 
 
 # Canonical 1.6.1 keys first (engine block, then top level, then the dynamo block), then the
@@ -82,7 +102,6 @@ KEYS: tuple[EngineKey, ...] = (
     _k("prefill_schedule_interval", NO_EFFECT,
        why="live vLLM mocker's prefill cadence; the reference replay's timings do not depend on "
            "it either"),
-    _k("prefill_decode_interval"),
     _k("enable_prefix_caching"),
     _k("enable_chunked_prefill"),
     _k("speedup_ratio"),
@@ -119,17 +138,7 @@ KEYS: tuple[EngineKey, ...] = (
     _k("kv_transfer_bandwidth"),
     _k("kv_transfer_timing_mode"),
     _k("timing_model"),
-    _k("sglang.schedule_policy", "sglang.schedule_policy", "sglang_schedule_policy",
-       convert=_schedule_policy),
-    _k("sglang.page_size", "block_size", "sglang_page_size"),
-    _k("sglang.max_prefill_tokens", "sglang.max_prefill_tokens", "sglang_max_prefill_tokens"),
-    _k("sglang.chunked_prefill_size", "sglang.chunked_prefill_size",
-       "sglang_chunked_prefill_size"),
-    _k("sglang.clip_max_new_tokens", "sglang.clip_max_new_tokens", "sglang_clip_max_new_tokens"),
-    _k("sglang.schedule_conservativeness", "sglang.schedule_conservativeness",
-       "sglang_schedule_conservativeness"),
-    _k("trtllm.capacity_scheduler_policy", "trtllm.capacity_scheduler_policy",
-       "trtllm_capacity_scheduler_policy"),
+    *_backend_keys(),
     # Top level of the canonical form.
     _k("dp_size", "dp_size", "data_parallel_size"),
     _k("tensor_parallel_size", "tensor_parallel_size", "aic_tp_size", "ais_tp_size"),

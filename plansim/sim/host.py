@@ -44,6 +44,9 @@ if TYPE_CHECKING:
     from plansim.sim.planner_host import PlannerHost
 
 SAMPLE_INTERVAL_MS = 1000.0
+# Samples between two checks that nothing scheduled lies past the replay's bound of virtual
+# time (a scan of the clock's queue: once a virtual minute costs nothing).
+_HORIZON_CHECK_SAMPLES = 60
 # Block keys are computed for this many requests (at most this many trace blocks) at a time.
 _KEY_CHUNK_REQUESTS = 256
 _KEY_CHUNK_HASHES = 1 << 15
@@ -95,6 +98,14 @@ def _check_replay_span(last_arrival_ms: float, speedup: float) -> None:
         check_span(last_arrival_ms / 1000.0, what=what, hint="raise arrival_speedup_ratio",
                    field="arrival_speedup_ratio")
     check_span(last_arrival_ms / 1000.0, what=what)
+
+
+def _check_horizon(latest_ms: float) -> None:
+    """Refuse a replay whose engines would run past ``limits.MAX_SPAN_S`` of virtual time (a
+    pass timed in years: ``speedup_ratio`` 1e-300, a timing model's huge constant): the time
+    series would be sampled every second up to there."""
+    check_span(latest_ms / 1000.0, what="the replay (an engine pass or delay ending there)",
+               hint="check the engines' speedup_ratio and timing model")
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +285,7 @@ class ReplayHost:
 
     def _sampler(self):
         clock = self.clock
+        samples = 0
         while True:
             self.rec.sample(clock.now, self.pools)
             if self.progress is not None:
@@ -282,6 +294,9 @@ class ReplayHost:
                 return
             if clock.peek() == float("inf"):
                 return  # nothing else can happen: what is left stays incomplete
+            samples += 1
+            if samples % _HORIZON_CHECK_SAMPLES == 0:
+                _check_horizon(clock.latest())
             yield SAMPLE_INTERVAL_MS
 
     # ---------------------------------------------------------------- routing

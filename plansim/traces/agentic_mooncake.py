@@ -36,14 +36,15 @@ import numpy as np
 import orjson
 
 from plansim.errors import TraceError
+from plansim.limits import MAX_REQUEST_TOKENS
+from plansim.traces.agentic_header import SCHEMA, VERSION
 from plansim.traces.columns import I64_MAX, U64_MAX, TraceColumns
 from plansim.traces.graph import COMPLETION, DISPATCH, Edges, RequestGraph, build_graph
+from plansim.traces.lengths import check_lengths, drop_extra_hashes
 from plansim.traces.sources import line_batches
 
 log = logging.getLogger(__name__)
 
-SCHEMA = "dynamo.agentic_mooncake"
-VERSION = 2
 TRIGGERS = {"dispatch": DISPATCH, "completion": COMPLETION}
 RELATIONS = ("sequence", "spawn", "join", "replay_barrier")
 _ROW_KEYS = frozenset({"request_id", "play_id", "session_id", "model", "input_length",
@@ -79,8 +80,8 @@ def read_agentic_mooncake(path: Path, *, trace_block_size: int | None = None) ->
     header's ``block_size``."""
     source = str(path)
     block_size: int | None = None
-    rows: dict[str, list] = {k: [] for k in ("line", "nb", "isl", "osl", "rid", "session",
-                                             "play", "model", "count")}
+    rows: dict[str, list] = {k: [] for k in ("line", "nb", "isl", "isl_missing", "osl", "rid",
+                                             "session", "play", "model", "count")}
     hashes: list[int] = []
     dep_offsets = [0]
     dep_rid: list[str] = []
@@ -104,6 +105,7 @@ def read_agentic_mooncake(path: Path, *, trace_block_size: int | None = None) ->
             row = _Row(rec, source, line, block_size)
             no_effect.update(row.no_effect)
             for key, value in (("line", line), ("nb", row.not_before), ("isl", row.isl),
+                               ("isl_missing", row.isl_missing),
                                ("osl", row.osl), ("rid", row.rid), ("session", row.session),
                                ("play", row.play), ("model", row.model),
                                ("count", len(row.hashes))):
@@ -127,6 +129,15 @@ def read_agentic_mooncake(path: Path, *, trace_block_size: int | None = None) ->
         out[:] = values
         return out
 
+    line = np.array(rows["line"], dtype=np.int64)
+    isl = np.array(rows["isl"], dtype=np.int64)
+    osl = np.array(rows["osl"], dtype=np.int64)
+    counts = np.array(rows["count"], dtype=np.int64)
+    raw = np.array(hashes, dtype=np.uint64)
+    check_lengths(source, line, isl, osl, isl_field="input_length", osl_field="output_length",
+                  hash_counts=counts, block_size=block_size,
+                  isl_from_hashes=np.array(rows["isl_missing"], dtype=bool))
+    raw, counts = drop_extra_hashes(raw, counts, isl, block_size)
     offsets = np.array(dep_offsets, dtype=np.int64)
     nb = np.array(rows["nb"], dtype=np.float64)
     links = AgenticLinks(
@@ -138,14 +149,14 @@ def read_agentic_mooncake(path: Path, *, trace_block_size: int | None = None) ->
     )
     return TraceColumns(
         source=source,
-        line=np.array(rows["line"], dtype=np.int64),
+        line=line,
         # A request with dependencies arrives when they allow: its estimate is computed later.
         arrival_ms=np.where(np.diff(offsets) > 0, np.nan, nb),
-        isl_tokens=np.array(rows["isl"], dtype=np.int64),
-        osl_tokens=np.array(rows["osl"], dtype=np.int64),
+        isl_tokens=isl,
+        osl_tokens=osl,
         request_id=objects(rows["rid"]),
-        hash_counts=np.array(rows["count"], dtype=np.int64),
-        raw_hashes=np.array(hashes, dtype=np.uint64),
+        hash_counts=counts,
+        raw_hashes=raw,
         trace_block_size=block_size,
         links=links,
     )
@@ -164,8 +175,9 @@ def _header(rec: object, source: str, line: int, expected: int | None) -> int:
     if rec.get("version") != VERSION or type(rec.get("version")) is not int:
         raise fail(f"version must be {VERSION}, got {rec.get('version')!r}", "version")
     bs = rec.get("block_size")
-    if type(bs) is not int or bs <= 0:
-        raise fail(f"block_size must be a positive integer, got {bs!r}", "block_size")
+    if type(bs) is not int or not 0 < bs <= MAX_REQUEST_TOKENS:
+        raise fail(f"block_size must be an integer in [1, {MAX_REQUEST_TOKENS:,}], got {bs!r}",
+                   "block_size")
     scope = rec.get("hash_id_scope", "local")
     if scope != "local":
         raise fail(f"hash_id_scope must be 'local', got {scope!r}", "hash_id_scope")
@@ -179,8 +191,8 @@ def _header(rec: object, source: str, line: int, expected: int | None) -> int:
 class _Row:
     """One validated request row."""
 
-    __slots__ = ("rid", "session", "play", "model", "isl", "osl", "hashes", "not_before",
-                 "deps", "no_effect")
+    __slots__ = ("rid", "session", "play", "model", "isl", "isl_missing", "osl", "hashes",
+                 "not_before", "deps", "no_effect")
 
     def __init__(self, rec: object, source: str, line: int, block_size: int) -> None:
         def fail(message: str, fld: str | None = None) -> TraceError:
@@ -208,15 +220,17 @@ class _Row:
             if not (type(h) is int and 0 <= h <= U64_MAX):
                 raise fail(f"hash_ids holds {h!r}, not a non-negative integer", "hash_ids")
         isl = _alias(rec, "input_length", "input_tokens")
-        if isl is not None and not (type(isl) is int and isl >= 0):
+        if isl is not None and not (type(isl) is int and 0 <= isl <= I64_MAX):
             raise fail(f"input_length must be a non-negative integer, got {isl!r}", "input_length")
         osl = _alias(rec, "output_length", "output_tokens")
         if not (type(osl) is int and 0 <= osl <= I64_MAX):
             raise fail(f"output_length must be a non-negative integer, got {osl!r}",
                        "output_length")
-        capacity = len(hs) * block_size
-        self.isl = capacity if isl is None else min(isl, capacity)
-        self.hashes = hs[: -(-self.isl // block_size)]
+        # Checked with the whole file's lengths (plansim.traces.lengths): a prompt past its
+        # blocks' capacity is refused, hash ids past its last block are dropped.
+        self.isl = len(hs) * block_size if isl is None else isl
+        self.isl_missing = isl is None
+        self.hashes = hs
         self.osl = osl
         nb = rec.get("not_before_ms")
         if not _is_ms(nb):
@@ -240,7 +254,7 @@ def _dependency(d: object, k: int, fail) -> tuple[str, int, float, int]:
     if type(rid) is not str or not rid:
         raise fail(f"request_id must be a non-empty string, got {rid!r}", f"{where}.request_id")
     trigger = d.get("trigger")
-    if trigger not in TRIGGERS:
+    if not isinstance(trigger, str) or trigger not in TRIGGERS:
         raise fail(f"trigger must be dispatch or completion, got {trigger!r}", f"{where}.trigger")
     delay = d.get("delay_ms")
     if not _is_ms(delay):

@@ -20,9 +20,9 @@ import numpy as np
 
 from plansim.errors import TraceError
 from plansim.traces.columns import TraceColumns
+from plansim.traces.lengths import check_lengths
 from plansim.traces.sources import open_binary
 
-DEFAULT_BLOCK_SIZE = 512
 COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 
 
@@ -33,10 +33,11 @@ _PLAIN_COUNT = r"\d{1,15}"  # exact through float64, as the pandas path converts
 _PLAIN_MAX_BYTES = 16 << 20
 
 
-def read_azure(path: Path, *, trace_block_size: int | None = None) -> TraceColumns:
-    """Read one Azure CSV; block size only shapes the unshared blocks (default 512)."""
+def read_azure(path: Path, *, trace_block_size: int) -> TraceColumns:
+    """Read one Azure CSV; the block size only shapes the unshared blocks (its declaration's
+    ``block_size`` is the default)."""
     source = str(path)
-    bs = DEFAULT_BLOCK_SIZE if trace_block_size is None else int(trace_block_size)
+    bs = int(trace_block_size)
     try:
         with open_binary(path) as fh:
             head = fh.read(_PLAIN_MAX_BYTES + 1)
@@ -47,9 +48,12 @@ def read_azure(path: Path, *, trace_block_size: int | None = None) -> TraceColum
     except (EOFError, OSError) as exc:
         raise TraceError(f"not a readable CSV: {exc}".splitlines()[0], source=source) from None
     arrival_ms, isl, osl = plain
+    line = np.arange(len(isl), dtype=np.int64) + 2
+    check_lengths(source, line, isl, osl, isl_field="ContextTokens", osl_field="GeneratedTokens")
+    isl, osl = isl.astype(np.int64, copy=False), osl.astype(np.int64, copy=False)
     return TraceColumns(
         source=source,
-        line=np.arange(len(isl), dtype=np.int64) + 2,
+        line=line,
         arrival_ms=arrival_ms,
         isl_tokens=isl,
         osl_tokens=osl,
@@ -62,7 +66,7 @@ def read_azure(path: Path, *, trace_block_size: int | None = None) -> TraceColum
 
 def _read_plain(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(arrival ms, ContextTokens, GeneratedTokens) of a plain file, or None when it is not
-    one (the pandas reader then reads it)."""
+    one (the pandas reader then reads it); token counts as ``_read_pandas`` gives them."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -91,11 +95,14 @@ def _read_plain(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None
         ns = np.array(stamps).astype("datetime64[ns]")
     except ValueError:
         return None  # not a date (Feb 30, hour 24): the pandas reader names it
-    return (ns.astype(np.int64) / 1e6, np.array(context).astype(np.int64),
-            np.array(generated).astype(np.int64))
+    # Token counts as float64, as the pandas path returns them (exact: at most 15 digits).
+    return (ns.astype(np.int64) / 1e6, np.array(context).astype(np.float64),
+            np.array(generated).astype(np.float64))
 
 
 def _read_pandas(fh: BinaryIO, source: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(arrival ms, ContextTokens, GeneratedTokens) of any CSV pandas reads; the token counts
+    are float64 integers, converted by the caller once they are known to be in bounds."""
     import pandas as pd  # the general CSV reader, for files that are not plain
 
     try:
@@ -147,5 +154,5 @@ def _read_pandas(fh: BinaryIO, source: str) -> tuple[np.ndarray, np.ndarray, np.
                 line=int(line[row]),
                 field=name,
             )
-        lengths[name] = arr.astype(np.int64)
+        lengths[name] = arr  # integers as float64: bounded (read_azure) before conversion
     return arrival_ms, lengths["ContextTokens"], lengths["GeneratedTokens"]

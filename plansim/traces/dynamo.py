@@ -31,6 +31,7 @@ import numpy as np
 import orjson
 
 from plansim.errors import TraceError
+from plansim.limits import MAX_REQUEST_TOKENS
 from plansim.traces.buffers import GrowingArray
 from plansim.traces.columns import I64_MAX, U64_MAX, TraceColumns
 from plansim.traces.dynamo_agents import DynamoLinks, ToolLink, end_ms, tool_link
@@ -42,6 +43,7 @@ from plansim.traces.dynamo_batch import (
     Batch,
     event_of,
 )
+from plansim.traces.lengths import check_lengths
 from plansim.traces.request_ids import IdCollector
 from plansim.traces.sources import prefetch, text_chunks
 
@@ -143,6 +145,8 @@ def read_dynamo(
                     line=int(batch.line[row]),
                     field="replay.trace_block_size",
                 )
+        check_lengths(source, batch.line, batch.input_length, batch.output_tokens,
+                      isl_field="replay.input_length", osl_field="output_tokens")
         for k, v in batch.skipped.items():
             skipped[k] = skipped.get(k, 0) + v
         for name, column in columns.items():
@@ -380,8 +384,9 @@ def _validate_row(rec: object, source: str, line: int, strict: bool, block_size:
     if not isinstance(rp, dict):
         raise fail("replay is missing or not an object", "replay")
     bs = rp.get("trace_block_size")
-    if not (_is_uint(bs) and bs > 0):
-        raise fail(f"replay.trace_block_size must be an integer > 0, got {bs!r}", "replay.trace_block_size")
+    if not (_is_uint(bs) and 0 < bs <= MAX_REQUEST_TOKENS):
+        raise fail(f"replay.trace_block_size must be an integer in [1, {MAX_REQUEST_TOKENS:,}], "
+                   f"got {bs!r}", "replay.trace_block_size")
     if block_size is not None and bs != block_size:
         raise fail(
             f"replay.trace_block_size {bs} differs from {block_size} used earlier; "

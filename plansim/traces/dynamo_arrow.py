@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from plansim.limits import MAX_REQUEST_TOKENS
 from plansim.traces.dynamo_batch import (
     REQUEST_END,
     SCHEMA,
@@ -65,6 +66,8 @@ def _values_ok(b: Batch, strict: bool) -> bool:
     """The value rules the per-row path checks row by row, in bulk (types were checked by the
     parser)."""
     if np.any(b.input_length < 0) or np.any(b.block_size <= 0):
+        return False
+    if np.any(b.block_size > MAX_REQUEST_TOKENS):
         return False
     if np.any(b.output_tokens < (0 if strict else -1)):
         return False

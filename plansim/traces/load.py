@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from plansim.errors import InputError, TraceError
-from plansim.limits import MAX_ARRIVAL_MS, check_span
+from plansim.limits import MAX_ARRIVAL_MS, MAX_REQUEST_TOKENS, check_span
 from plansim.traces.columns import TraceColumns, check_block_size, merge_skipped
 from plansim.traces.csr import csr_take
-from plansim.traces.detect import FORMATS, detect_format
+from plansim.traces.detect import detect_format
+from plansim.traces.formats import TRACE_FORMATS
 from plansim.traces.graph import RequestGraph, estimated_arrival_ms
 from plansim.traces.prefix import prefix_chain_ids, unshared_ids
 from plansim.traces.request_ids import STRING, fill_missing, first_repeat
@@ -27,42 +26,21 @@ Linker = Callable[[list[TraceColumns], np.ndarray, Callable[[int], tuple[str, in
                   RequestGraph | None]
 
 
-def _on_first_use(module: str, name: str) -> Callable[..., Any]:
-    """``module.name``, imported when first called: a format's reader brings in its own parser
-    (pyarrow for Dynamo, pandas for Azure) only when a trace of that format is read."""
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        return getattr(importlib.import_module(module), name)(*args, **kwargs)
-
-    return call
-
-
-READERS: dict[str, Callable[..., TraceColumns]] = {
-    "dynamo": _on_first_use("plansim.traces.dynamo", "read_dynamo"),
-    "mooncake": _on_first_use("plansim.traces.mooncake", "read_mooncake"),
-    "azure": _on_first_use("plansim.traces.azure", "read_azure"),
-    "agentic_mooncake": _on_first_use("plansim.traces.agentic_mooncake", "read_agentic_mooncake"),
-}
-LINKERS: dict[str, Linker] = {
-    "mooncake": _on_first_use("plansim.traces.mooncake_sessions", "mooncake_graph"),
-    "dynamo": _on_first_use("plansim.traces.dynamo_agents", "dynamo_graph"),
-    "agentic_mooncake": _on_first_use("plansim.traces.agentic_mooncake", "agentic_graph"),
-}
 # Rows per gather step when reordering hashes by arrival: bounds the index array's memory.
 _REORDER_ROWS = 65536
 
 
 def check_options(format: str, trace_block_size: int | None) -> None:
-    if format.replace("-", "_") != "auto" and format.replace("-", "_") not in FORMATS:
-        raise InputError(
-            f"unknown format {format!r}; choose auto, {', '.join(FORMATS)}", field="--format"
-        )
+    if format.replace("-", "_") != "auto" and format.replace("-", "_") not in TRACE_FORMATS:
+        raise InputError(f"unknown format {format!r}; choose auto, {', '.join(TRACE_FORMATS)}",
+                         field="--format")
     if trace_block_size is not None and (
         isinstance(trace_block_size, bool) or not isinstance(trace_block_size, (int, np.integer))
-        or trace_block_size <= 0
+        or not 0 < trace_block_size <= MAX_REQUEST_TOKENS
     ):
         raise InputError(
-            f"must be a positive integer, got {trace_block_size!r}", field="--trace-block-size"
+            f"must be an integer in [1, {MAX_REQUEST_TOKENS:,}] (tokens per hash block), got "
+            f"{trace_block_size!r}", field="--trace-block-size"
         )
 
 
@@ -87,9 +65,10 @@ def read_columns(
     check_options(format, trace_block_size)
     files = resolve_paths(paths)
     fmt = resolve_formats(files, format)
+    reader = TRACE_FORMATS.get(fmt)
     parts: list[TraceColumns] = []
     for p in files:
-        cols = READERS[fmt](p, trace_block_size=trace_block_size)
+        cols = reader.read(p, trace_block_size=trace_block_size)
         check_block_size(parts, cols)
         parts.append(cols)
     if sum(len(c) for c in parts) == 0:
@@ -105,16 +84,18 @@ def load_workload(
 ) -> Workload:
     """Read trace file(s) into a ``Workload`` sorted by arrival (stable).
 
-    ``paths``: a file, glob or folder, or several. ``format``: ``auto`` (detect by content),
-    ``dynamo``, ``mooncake``, ``agentic_mooncake`` or ``azure``. ``trace_block_size``: tokens
-    per hash block; Mooncake and Azure default to 512, Dynamo and agentic Mooncake take it from
-    the trace and reject a different value. Closed-loop traces (Mooncake sessions, Dynamo
-    ``agent_context``, agentic Mooncake) load with their ``graph``.
+    ``paths``: a file, glob or folder, or several. ``format``: ``auto`` (detect by content) or
+    a name of ``TRACE_FORMATS``. ``trace_block_size``: tokens per hash block; a format without
+    one of its own in the file reads with its ``block_size``, one that has it rejects a
+    different value. Closed-loop traces (those of a format with a ``linker``, whose rows say
+    so) load with their ``graph``.
     Raises ``TraceError`` / ``InputError`` for any bad input. Rows without an id (Mooncake,
     Azure) get their 0-based ordinal in load order as id.
     """
     fmt, parts = read_columns(paths, format, trace_block_size)
-    return workload_from_columns(parts, has_latencies=fmt == "dynamo", linker=LINKERS.get(fmt))
+    spec = TRACE_FORMATS.get(fmt)
+    return workload_from_columns(parts, has_latencies=spec.records_latencies,
+                                 linker=spec.graph_builder())
 
 
 def workload_from_columns(parts: list[TraceColumns], *, has_latencies: bool,

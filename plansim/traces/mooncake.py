@@ -3,8 +3,9 @@
 ``output_tokens``), ``hash_ids`` and optionally ``request_id``.
 
 As in the reference replay, a missing ``input_length`` defaults to
-``len(hash_ids) * trace_block_size`` and a larger one is capped at that value; hash ids beyond
-``ceil(input_length / trace_block_size)`` are dropped, since no token of the prompt falls in them.
+``len(hash_ids) * trace_block_size`` and a larger one is refused (the prompt would be cut; the
+rules of ``plansim.traces.lengths``); hash ids beyond ``ceil(input_length / trace_block_size)``
+are dropped, since no token of the prompt falls in them.
 
 Session form (closed loop): rows with a ``session_id`` (a string) are the turns of that session
 in file order. The first turn has a ``timestamp`` and no ``delay``; a later turn has a ``delay``
@@ -23,10 +24,10 @@ import orjson
 
 from plansim.errors import TraceError
 from plansim.traces.columns import I64_MAX, U64_MAX, TraceColumns
+from plansim.traces.lengths import check_lengths, drop_extra_hashes
 from plansim.traces.mooncake_sessions import MooncakeLinks
 from plansim.traces.sources import line_batches
 
-DEFAULT_BLOCK_SIZE = 512
 _TIMESTAMP = ("timestamp", "created_time")
 _INPUT = ("input_length", "input_tokens")
 _OUTPUT = ("output_length", "output_tokens")
@@ -38,10 +39,11 @@ def _alias(rec: dict, names: tuple[str, str]):
     return rec.get(names[1]) if v is None else v
 
 
-def read_mooncake(path: Path, *, trace_block_size: int | None = None) -> TraceColumns:
-    """Read one Mooncake JSONL file at ``trace_block_size`` tokens per hash id (default 512)."""
+def read_mooncake(path: Path, *, trace_block_size: int) -> TraceColumns:
+    """Read one Mooncake JSONL file at ``trace_block_size`` tokens per hash id (the format does
+    not store it: its declaration's ``block_size`` is the default)."""
     source = str(path)
-    bs = DEFAULT_BLOCK_SIZE if trace_block_size is None else int(trace_block_size)
+    bs = int(trace_block_size)
     lines_out: list[np.ndarray] = []
     ts_all: list[float] = []
     isl_all: list[int] = []
@@ -78,16 +80,14 @@ def read_mooncake(path: Path, *, trace_block_size: int | None = None) -> TraceCo
         raise TraceError("empty file", source=source)
     counts = np.array(cnt_all, dtype=np.int64)
     raw = np.concatenate(hash_parts)
-    capacity = counts * bs
+    line = np.concatenate(lines_out)
+    osl = np.array(osl_all, dtype=np.int64)
     isl_given = np.array([-1 if v is None else v for v in isl_all], dtype=np.int64)
-    isl_arr = np.where(isl_given < 0, capacity, np.minimum(isl_given, capacity))
-    keep = -(-isl_arr // bs)
-    if np.any(keep < counts):
-        owner = np.repeat(np.arange(counts.size), counts)
-        start = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        pos = np.arange(raw.size) - np.repeat(start, counts)
-        raw = raw[pos < keep[owner]]
-        counts = keep
+    isl_arr = np.where(isl_given < 0, counts * bs, isl_given)
+    check_lengths(source, line, isl_arr, osl, isl_field="input_length",
+                  osl_field="output_length", hash_counts=counts, block_size=bs,
+                  isl_from_hashes=isl_given < 0)
+    raw, counts = drop_extra_hashes(raw, counts, isl_arr, bs)
     rid = np.empty(len(rid_all), dtype=object)
     rid[:] = rid_all
     links = None
@@ -97,10 +97,10 @@ def read_mooncake(path: Path, *, trace_block_size: int | None = None) -> TraceCo
         links = MooncakeLinks(session=sessions, delay_ms=np.array(delay_all, dtype=np.float64))
     return TraceColumns(
         source=source,
-        line=np.concatenate(lines_out),
+        line=line,
         arrival_ms=np.array(ts_all, dtype=np.float64),
         isl_tokens=isl_arr,
-        osl_tokens=np.array(osl_all, dtype=np.int64),
+        osl_tokens=osl,
         request_id=rid,
         hash_counts=counts,
         raw_hashes=raw,

@@ -31,9 +31,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from plansim.errors import TraceError
+from plansim.registry import load_target
 from plansim.traces.columns import TraceColumns, check_block_size, concat_columns, take_rows
 from plansim.traces.detect import detect_format
-from plansim.traces.dynamo import read_dynamo
+from plansim.traces.formats import TRACE_FORMATS, windowed
 from plansim.traces.load import workload_from_columns
 from plansim.traces.request_ids import repeated
 from plansim.traces.sources import resolve_paths
@@ -135,12 +136,11 @@ def _read_rows(paths: PathsArg, trace_block_size: int | None) -> _Rows:
     parts = []
     for p in files:
         fmt = detect_format(p)
-        if fmt != "dynamo":
-            raise TraceError(
-                f"is a {fmt} trace; the window reader reads dynamo.request.trace.v1 files",
-                source=str(p),
-            )
-        cols = read_dynamo(p, trace_block_size=trace_block_size, strict=False)
+        reader = TRACE_FORMATS.get(fmt).windows
+        if reader is None:
+            raise TraceError(f"is a {fmt} trace; the window reader reads {windowed()}",
+                             source=str(p))
+        cols = load_target(reader)(p, trace_block_size=trace_block_size, strict=False)
         check_block_size(parts, cols)
         parts.append(cols)
     sizes = [c.trace_block_size for c in parts if c.trace_block_size]

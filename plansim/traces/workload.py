@@ -22,7 +22,8 @@ Contract (all arrays have one entry per request, sorted by arrival, stable for t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import hashlib
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
@@ -75,7 +76,30 @@ class Workload:
         """Prefix-chain block ids of request ``i``."""
         return self.hash_ids[self.hash_offsets[i] : self.hash_offsets[i + 1]]
 
+    def content_digest(self) -> str:
+        """SHA-256 of what a replay of this workload reads (every column, the block size, the
+        closed-loop graph), not of where it came from: equal requests give an equal digest
+        whatever their files (a resumed search checks it is replaying the same trace)."""
+        digest = hashlib.sha256(str(self.trace_block_size).encode())
+        columns = [self.arrival_ms, self.isl_tokens, self.osl_tokens, self.hash_offsets,
+                   np.asarray(self.hash_ids, dtype=np.int64), self.recorded_ttft_ms,
+                   self.recorded_total_ms]
+        if self.graph is not None:
+            columns += [getattr(self.graph, f.name) for f in fields(self.graph)]
+        for column in columns:
+            digest.update(b"-" if column is None else _column_bytes(column))
+        digest.update("\0".join(str(r) for r in self.request_id.tolist()).encode())
+        return digest.hexdigest()
+
     def open_loop(self) -> Workload:
         """This workload without its closed-loop structure: every request arrives at
         ``arrival_ms``."""
         return replace(self, graph=None)
+
+
+def _column_bytes(column: np.ndarray) -> bytes:
+    """A column's dtype, length and values as bytes (strings joined by NUL)."""
+    head = f"{column.dtype.str}:{column.size}:".encode()
+    if column.dtype.kind in "OTU":
+        return head + "\0".join(str(v) for v in column.tolist()).encode()
+    return head + np.ascontiguousarray(column).tobytes()

@@ -22,8 +22,8 @@ import orjson
 
 from plansim.errors import InputError
 from plansim.io import atomic_open
-from plansim.traces.agentic_mooncake import SCHEMA as AGENTIC_SCHEMA
-from plansim.traces.agentic_mooncake import VERSION as AGENTIC_VERSION
+from plansim.traces.agentic_header import SCHEMA as AGENTIC_SCHEMA
+from plansim.traces.agentic_header import VERSION as AGENTIC_VERSION
 from plansim.traces.dynamo_batch import SCHEMA
 from plansim.traces.graph import DISPATCH, TERMINAL, RequestGraph
 from plansim.traces.workload import Workload

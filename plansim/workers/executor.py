@@ -64,14 +64,31 @@ class BatchOutcome:
         return {r.key: r for r in self.results}
 
 
+ResultCallback = Callable[[TaskResult], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorBackend:
+    """One ``--backend`` choice (``workers.backends.EXECUTORS``): ``about`` says where tasks run
+    (for the option's help), ``build(max_parallel, address)`` returns the ``Executor``;
+    ``takes_address`` says whether it accepts ``--ray-address`` (a cluster to connect to)."""
+
+    about: str
+    build: Callable[[int, str | None], Executor]
+    takes_address: bool = False
+
+
 @runtime_checkable
 class Executor(Protocol):
     """Runs batches of tasks on worker processes.
 
-    - ``run(tasks, context, timeout_s)`` blocks until every task has a result, the timeout (wall
-      seconds, None = no limit) expires, or ``cancel()`` is called from another thread. Tasks are
-      dispatched in list order (earlier tasks start first). On timeout or cancel every worker is
-      killed; the executor starts fresh workers on the next ``run``.
+    - ``run(tasks, context, timeout_s, on_result)`` blocks until every task has a result, the
+      timeout (wall seconds, None = no limit) expires, or ``cancel()`` is called from another
+      thread. Tasks are dispatched in list order (earlier tasks start first). ``on_result``, when
+      given, is called in the calling thread with each ``TaskResult`` as it arrives (completion
+      order), before ``run`` returns: a caller can keep each result the moment it exists
+      (``workers.journal``). On timeout or cancel every worker is killed; the executor starts
+      fresh workers on the next ``run``.
     - A task that raises, or whose worker dies, fails alone (``TaskResult.ok`` False); the other
       tasks of the batch still run, and a dead worker is replaced.
     - ``close()`` kills every worker and waits for them; the executor cannot be used afterwards.
@@ -80,7 +97,8 @@ class Executor(Protocol):
     max_parallel: int
 
     def run(
-        self, tasks: Sequence[Task], context: TaskContext, timeout_s: float | None = None
+        self, tasks: Sequence[Task], context: TaskContext, timeout_s: float | None = None,
+        on_result: ResultCallback | None = None,
     ) -> BatchOutcome: ...
 
     def cancel(self) -> None: ...
@@ -88,7 +106,8 @@ class Executor(Protocol):
     def close(self) -> None: ...
 
 
-def run_serially(tasks: Sequence[Task], context: TaskContext) -> BatchOutcome:
+def run_serially(tasks: Sequence[Task], context: TaskContext,
+                 on_result: ResultCallback | None = None) -> BatchOutcome:
     """Run tasks one after the other in this process: the reference against which executors are
     checked (same functions, same arguments, so the same values)."""
     import time
@@ -104,6 +123,8 @@ def run_serially(tasks: Sequence[Task], context: TaskContext) -> BatchOutcome:
             ok, error = True, None
         results.append(TaskResult(task.key, ok, value, error, time.perf_counter() - start,
                                   time.thread_time() - cpu))
+        if on_result is not None:
+            on_result(results[-1])
     return BatchOutcome(tuple(results))
 
 
@@ -120,9 +141,10 @@ class InProcessExecutor:
     max_parallel = 1
 
     def run(
-        self, tasks: Sequence[Task], context: TaskContext, timeout_s: float | None = None
+        self, tasks: Sequence[Task], context: TaskContext, timeout_s: float | None = None,
+        on_result: ResultCallback | None = None,
     ) -> BatchOutcome:
-        return run_serially(tasks, context)
+        return run_serially(tasks, context, on_result)
 
     def cancel(self) -> None:
         """Nothing to stop between tasks: a serial batch runs to its end."""

@@ -25,14 +25,22 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from plansim.lifecycle import block_sigint_for_children, parent_lost
-from plansim.workers.executor import BatchOutcome, Task, TaskContext, TaskResult, describe_error
+from plansim.workers.executor import (
+    BatchOutcome,
+    ExecutorBackend,
+    ResultCallback,
+    Task,
+    TaskContext,
+    TaskResult,
+    describe_error,
+)
 
 WORKER_NICENESS = 10
 # The worker's acknowledgement of a task it received (results are tuples).
@@ -130,11 +138,11 @@ class SpawnPool:
     # -- public API -------------------------------------------------------------------------
 
     def run(
-        self, tasks: Sequence[Task], context: TaskContext, timeout_s: float | None = None, *,
-        on_result: Callable[[TaskResult], None] | None = None,
+        self, tasks: Sequence[Task], context: TaskContext, timeout_s: float | None = None,
+        on_result: ResultCallback | None = None,
     ) -> BatchOutcome:
         """The ``Executor`` contract; ``on_result`` is called (from this thread) with each
-        task's result as it comes, in completion order (progress displays)."""
+        task's result as it comes, in completion order (progress displays, the journal)."""
         if self._closed:
             raise RuntimeError("the pool is closed")
         started = time.perf_counter()
@@ -216,8 +224,11 @@ class SpawnPool:
                 if len(self._workers) == 1:
                     # A pool with no worker starts them all together, so that their start-up
                     # (a new interpreter, imports) overlaps the first tasks instead of delaying
-                    # the next batch's (multiprocessing.Pool starts all its workers too).
-                    while len(self._workers) < self.max_parallel:
+                    # the next batch's (multiprocessing.Pool starts all its workers too); past
+                    # the CPU count, no more than the batch has tasks (a max_parallel far above
+                    # both would start interpreters until memory runs out).
+                    wanted = min(self.max_parallel, max(len(pending), os.cpu_count() or 1))
+                    while len(self._workers) < wanted:
                         self._start_worker()
             if not idle.process.is_alive():
                 # Died while idle (killed from outside): replace it before handing it a task.
@@ -334,3 +345,10 @@ def _kill_group(process: Any) -> None:
     # The worker may not have made its own group yet; kill it directly too.
     if process.is_alive():
         process.kill()
+
+
+def _build(max_parallel: int, address: str | None) -> SpawnPool:
+    return SpawnPool(max_parallel)
+
+
+BACKEND = ExecutorBackend(about="a spawn pool on this machine", build=_build)

@@ -47,7 +47,15 @@ from typing import Any
 from plansim.errors import InputError
 from plansim.io import atomic_write_bytes
 from plansim.lifecycle import ProcessReaper
-from plansim.workers.executor import BatchOutcome, Task, TaskContext, TaskResult, describe_error
+from plansim.workers.executor import (
+    BatchOutcome,
+    ExecutorBackend,
+    ResultCallback,
+    Task,
+    TaskContext,
+    TaskResult,
+    describe_error,
+)
 
 INSTALL_HINT = "pip install 'plansim[ray]'"
 WORKER_NICENESS = 10
@@ -151,15 +159,16 @@ class RayExecutor:
     # -- public API -------------------------------------------------------------------------
 
     def run(
-        self, tasks: Sequence[Task], context: TaskContext, timeout_s: float | None = None
+        self, tasks: Sequence[Task], context: TaskContext, timeout_s: float | None = None,
+        on_result: ResultCallback | None = None,
     ) -> BatchOutcome:
         """Run ``tasks`` as independent Ray tasks, submitted in list order; results in task
-        order."""
+        order, each also handed to ``on_result`` (in this thread) as it arrives."""
         if self._closed:
             raise RuntimeError("the executor is closed")
         with self._lock:
             generation = self._cancel_generation
-        batch = _Batch(self, tasks, context)
+        batch = _Batch(self, tasks, context, on_result)
         try:
             finished = batch.drive(timeout_s, lambda: self._cancel_generation != generation)
         except BaseException:
@@ -202,12 +211,18 @@ class RayExecutor:
         self.close()
 
 
+BACKEND = ExecutorBackend(about="Ray, a cluster or a local instance", build=RayExecutor,
+                          takes_address=True)
+
+
 class _Batch:
     """The driver side of one ``run``: submission with backpressure, collection, the deadline
     and cancellation."""
 
-    def __init__(self, executor: RayExecutor, tasks: Sequence[Task], context: TaskContext) -> None:
+    def __init__(self, executor: RayExecutor, tasks: Sequence[Task], context: TaskContext,
+                 on_result: ResultCallback | None = None) -> None:
         self._executor = executor
+        self._on_result = on_result
         self._ray = executor._ray
         self._tasks = tasks
         self._context = context
@@ -346,6 +361,8 @@ class _Batch:
             result = TaskResult(key, ok, value, error, wall_s)
             self._overhead_s.append(time.perf_counter() - submitted_at - wall_s)
         self._results[index] = result
+        if self._on_result is not None:
+            self._on_result(result)
 
     def _receive_files(self, private_dir: str | None, files: dict[str, bytes]) -> None:
         """Store the files a task wrote on another node in the driver's sweep folder."""

@@ -8,14 +8,14 @@ from capacity_workloads import agg_deployment
 
 from plansim.capacity.policies import default_policies, file_policies
 from plansim.errors import ConfigError
-from plansim.planner_core.scaling_policies import policy_names
+from plansim.planner_core.scaling_policies import SCALING_POLICIES
 from plansim.sim.deployment import build_deployment
 
 
 def test_defaults_are_every_scaling_policy_sized_for_the_sla_and_budget():
     deployment = build_deployment({"sla": {"ttft_ms": 400, "itl_ms": 25}})
     policies, notes = default_policies(deployment, 24)
-    assert [p.name for p in policies] == sorted(policy_names()) and notes == []
+    assert [p.name for p in policies] == list(SCALING_POLICIES.names()) and notes == []
     for policy in policies:
         config = policy.config
         assert config.scaling_policy == policy.name and config.mode == "agg"
@@ -27,7 +27,7 @@ def test_the_deployment_planner_block_is_the_defaults_base():
     block = {"mode": "agg", "optimization_target": "sla", "load_predictor": "constant"}
     deployment = build_deployment({"sla": {"ttft_ms": 400}, "planner": block})
     policies, notes = default_policies(deployment, 24)
-    assert [p.name for p in policies] == sorted(policy_names()) and notes == []
+    assert [p.name for p in policies] == list(SCALING_POLICIES.names()) and notes == []
     for policy in policies:
         assert policy.config.load_predictor == "constant"
         assert policy.source == "deployment planner block"

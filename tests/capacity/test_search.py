@@ -4,12 +4,16 @@ and the interval. Engines and workloads: ``capacity_workloads``."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
+import pandas as pd
 import pytest
 from capacity_workloads import agg_deployment, flat, steps, workload_at
 
 from plansim.capacity import search
 from plansim.workers.executor import InProcessExecutor
+from plansim.workers.journal import Journal, JournaledExecutor
 
 
 def run(workload, deployment, target=0.95, **options):
@@ -172,3 +176,41 @@ def test_planner_knob_search_answers_the_first_feasible_min_endpoint_and_writes_
     assert loaded.model_dump() == parse_planner_config(tuning.planner).model_dump()
     rows = result.points[result.points["kind"] == "tune"]
     assert len(rows) == len(tuning.trials)
+
+
+def test_a_journaled_search_resumed_replays_only_what_its_journal_lacks_tune_replays_too(
+        tmp_path):
+    # The planner knob search's replays go through the same executor as the others, so they
+    # are recorded as they finish and a resumed run (--resume) answers them from the journal:
+    # with the tune records removed exactly those are replayed again, to the same answer.
+    class Counting(InProcessExecutor):
+        def __init__(self):
+            self.ran = []
+
+        def run(self, tasks, context, timeout_s=None, on_result=None):
+            self.ran += [t.key for t in tasks]
+            return super().run(tasks, context, timeout_s, on_result)
+
+    def journaled(inner):
+        journal = Journal.open(tmp_path / "journal", {"test": 1}, resume=True)
+        result = search(flat(1000, 30.0), agg_deployment(), 0.9, segment_s=15.0,
+                        search=["planner.min_endpoint=1,2,3,4,5"], default_policies=False,
+                        executor=JournaledExecutor(inner, journal))
+        return result, journal
+
+    first, journal = journaled(Counting())
+    total = sum(first.replays.values())
+    assert journal.recorded == total > 0
+    records = {p: json.loads(p.read_bytes()).get("key", "")
+               for p in (tmp_path / "journal").glob("*.json")}
+    tune = {p: key for p, key in records.items() if key.startswith("policy tune ")}
+    assert len(tune) == first.replays["tune"] == len(first.tuning.trials) > 0
+    for path in tune:
+        path.unlink()
+    inner = Counting()
+    again, journal = journaled(inner)
+    assert sorted(inner.ran) == sorted(tune.values())
+    assert journal.reused == total - len(tune)
+    assert again.tuning.answer == first.tuning.answer
+    assert again.tuning.planner == first.tuning.planner
+    pd.testing.assert_frame_equal(again.points, first.points)

@@ -359,6 +359,103 @@ CASES = [
                                                   "{out}"), 2,
          "p.yaml: mode disagg does not match an agg deployment",
          files={"p.yaml": "mode: disagg\noptimization_target: sla\n"}),
+    # -- issue 33: no prompt silently cut, every bound of plansim.limits held, every request
+    # rejected said in one warning ------------------------------------------------------------
+    # One 512-token block cannot hold a 5,000-token prompt (the reference refuses it too).
+    Case("prompt-past-its-hash-blocks", ("replay", "run", "{d}/m.jsonl", "--out", "{out}"), 2,
+         "m.jsonl:1: input_length 5000 exceeds hash_ids capacity 512 (1 hash id of 512 tokens)",
+         files={"m.jsonl": '{"timestamp": 0, "input_length": 5000, "output_length": 10, '
+                           '"hash_ids": [0]}\n'}),
+    Case("prompt-of-fifty-million-tokens", ("replay", "run", "{d}/m.jsonl", "--out", "{out}"),
+         2, "m.jsonl:1: input_length 50000000 exceeds hash_ids capacity 512",
+         files={"m.jsonl": '{"timestamp": 0, "input_length": 50000000, "output_length": 10, '
+                           '"hash_ids": [0]}\n'}),
+    Case("output-of-fifty-million-tokens", ("replay", "run", "{d}/m.jsonl", "--out", "{out}"),
+         2, "m.jsonl:2: output_length 50,000,000 tokens is over plansim's bound of 10,000,000 "
+            "tokens per request",
+         files={"m.jsonl": '{"timestamp": 0, "input_length": 10, "output_length": 1, '
+                           '"hash_ids": [0]}\n{"timestamp": 1, "input_length": 10, '
+                           '"output_length": 50000000, "hash_ids": [1]}\n'}),
+    Case("azure-context-of-fifty-million-tokens", ("replay", "run", "{d}/a.csv", "--out",
+                                                   "{out}"), 2,
+         "a.csv:3: ContextTokens 50,000,000 tokens is over plansim's bound of 10,000,000",
+         files={"a.csv": "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                         "2023-11-16 18:17:03.98,100,10\n2023-11-16 18:17:04.03,50000000,8\n"}),
+    # One KV block of one token: neither prompt (3,000 and 6,000 tokens) fits; exit 0.
+    Case("every-request-rejected", ("replay", "run", str(MICRO), "--config", "{d}/d.yaml",
+                                    "--out", "{out}", "--no-report"), 0,
+         "plansim: warning: all 2 requests were rejected (prompt_exceeds_kv_pool): the smallest "
+         "prompt, 3,000 tokens, needs 3,000 KV blocks of 1 token, and a worker rank has 1 "
+         "(num_gpu_blocks)",
+         files={"d.yaml": "num_workers: 1\nengine: {block_size: 1, num_gpu_blocks: 1}\n"}),
+    # -- found by the fuzzed inputs (tests/commands/test_fuzzed_inputs.py) --------------------
+    Case("deployment-mode-a-list", ("replay", "run", str(MICRO), "--config", "{d}/d.yaml",
+                                    "--out", "{out}"), 2,
+         "d.yaml: mode: input should be 'agg' or 'disagg', got a list",
+         files={"d.yaml": "mode: []\n"}),
+    Case("yaml-control-character", ("replay", "run", str(MICRO), "--config", "{d}/d.yaml",
+                                    "--out", "{out}"), 2,
+         "d.yaml:2: invalid YAML: unacceptable character #x001f: special characters are not "
+         "allowed", files={"d.yaml": b"seed: 1\nrouter: \x1f\n"}),
+    Case("backend-a-list", ("replay", "run", str(MICRO), "--config", "{d}/d.yaml", "--out",
+                            "{out}"), 2,
+         "d.yaml: engine.engine_type: unknown engine backend [] (known: vllm, sglang, trtllm)",
+         files={"d.yaml": "engine: {backend: []}\n"}),
+    Case("router-mode-a-list", ("replay", "run", str(MICRO), "--config", "{d}/d.yaml",
+                                "--out", "{out}"), 2,
+         "d.yaml: router.mode: input should be a valid string, got a list",
+         files={"d.yaml": "router: {mode: []}\n"}),
+    Case("agentic-trigger-a-list", ("replay", "run", "{d}/a.jsonl", "--out", "{out}"), 2,
+         "a.jsonl:3: dependencies[0].trigger: trigger must be dispatch or completion, got []",
+         files={"a.jsonl": '{"schema": "dynamo.agentic_mooncake", "version": 2, '
+                           '"block_size": 512}\n'
+                           '{"request_id": "a", "session_id": "s", "input_length": 10, '
+                           '"output_length": 1, "hash_ids": [1], "not_before_ms": 0}\n'
+                           '{"request_id": "b", "session_id": "s", "input_length": 10, '
+                           '"output_length": 1, "hash_ids": [1], "not_before_ms": 0, '
+                           '"dependencies": [{"request_id": "a", "trigger": [], '
+                           '"delay_ms": 0}]}\n'}),
+    # A warning from a check that passed, then a mistake: only the mistake is printed.
+    Case("warning-then-error-is-one-line", ("replay", "run", str(MICRO), "--planner-config",
+                                            "{d}/p.yaml", "--out", "{out}"), 2,
+         "p.yaml: mode disagg does not match an agg deployment",
+         files={"p.yaml": "mode: disagg\noptimization_target: throughput\nttft_ms: 100\n"}),
+    Case("dp-size-builds-too-many-ranks", ("replay", "run", str(MICRO), "--config",
+                                           "{d}/d.yaml", "--out", "{out}"), 2,
+         "d.yaml: num_workers: 4096 workers of dp_size 8 are 32,768 engine ranks; at most "
+         "16,384 per pool", files={"d.yaml": "num_workers: 4096\nengine: {dp_size: 8}\n"}),
+    # Two prompts at speedup 1e-300 take ~1e300 ms: sampling each virtual second
+    # toward it exhausted memory.
+    Case("passes-timed-in-eons", ("replay", "run", str(MICRO), "--config", "{d}/d.yaml",
+                                  "--out", "{out}"), 2,
+         "the replay (an engine pass or delay ending there) spans 5.36e+291 years; plansim "
+         "handles at most 31.0 days (check the engines' speedup_ratio and timing model)",
+         files={"d.yaml": "engine: {speedup_ratio: 1.0e-300}\n"}),
+    Case("retune-max-parallel-huge", ("retune", "sweep", "{d}/r.yaml", "--out", "{out}"), 2,
+         "r.yaml: retune.max_parallel: input should be less than or equal to 1024",
+         files={"r.yaml": _retune_run().replace("max_parallel: 1", "max_parallel: 2000000")}),
+    Case("capacity-jobs-huge", ("capacity", str(MICRO), "--jobs", "2000000", "--out", "{out}"),
+         2, "Invalid value for '--jobs': Input should be less than or equal to 1024"),
+    # A NUL in the engine-args path (YAML's "\0"): opening it raised ValueError.
+    Case("engine-path-with-a-nul", ("replay", "run", str(MICRO), "--config", "{d}/d.yaml",
+                                    "--out", "{out}"), 2,
+         "d.yaml: engine: a NUL character in a text", files={"d.yaml": 'engine: "e\\0"\n'}),
+    # 2**64 blocks replayed, then inputs.json could not be written; a block of 2**63 tokens
+    # overflowed in the router.
+    Case("kv-blocks-past-64-bits", ("replay", "run", str(MICRO), "--config", "{d}/d.yaml",
+                                    "--out", "{out}"), 2,
+         "d.yaml: engine.num_gpu_blocks: input should be at most 9,223,372,036,854,775,807 in "
+         "size (a 64-bit whole number), got 18446744073709551616",
+         files={"d.yaml": "engine: {num_gpu_blocks: 18446744073709551616}\n"}),
+    Case("block-size-past-64-bits", ("replay", "run", str(MICRO), "--config", "{d}/d.yaml",
+                                     "--out", "{out}"), 2,
+         "d.yaml: engine.block_size: input should be at most 9,223,372,036,854,775,807",
+         files={"d.yaml": "engine: {block_size: 9223372036854775808}\n"}),
+    # retune: null passed the "has a retune block" check, then failed an assertion.
+    Case("retune-block-null", ("retune", "window", "{d}/r.yaml", "--window", "0", "--out",
+                               "{out}"), 2,
+         "planner.retune: the planner config has no retune block",
+         files={"r.yaml": f"trace: {SAMPLE}\nplanner: {{mode: agg, retune: null}}\n"}),
     # -- the earlier one-line errors ---------------------------------------------------------
     Case("unknown-deployment-key", ("replay", "run", str(MICRO), "--config", "{d}/d.yaml",
                                     "--out", "{out}"), 2, "d.yaml: num_wrokers: unknown key",
@@ -410,7 +507,7 @@ CASES = [
                                      "--param", "kalman_r", "--out", "{out}"), 2,
          "--param: expected NAME=VALUE"),
     Case("predict-jobs-zero", ("predict", "compare", str(SAMPLE), "--interval", "60", "--jobs",
-                               "0", "--out", "{out}"), 2, "--jobs: must be >= 1, got 0"),
+                               "0", "--out", "{out}"), 2, "--jobs: must be in [1, 1,024], got 0"),
     Case("predict-too-few-buckets", ("predict", "compare", str(SAMPLE), "--interval", "300",
                                      "--out", "{out}"), 2, "--interval: the traces span 1"),
     Case("retune-run-unknown-key", ("retune", "sweep", "{d}/r.yaml", "--out", "{out}"), 2,
@@ -419,7 +516,7 @@ CASES = [
          "planner.retune: the planner config has no retune block",
          files={"r.yaml": f"trace: {SAMPLE}\nplanner: {{mode: agg}}\n"}),
     Case("retune-run-mooncake-trace", ("retune", "sweep", "{d}/r.yaml", "--out", "{out}"), 2,
-         "is a mooncake trace; retune windows are read from Dynamo request traces",
+         "is a mooncake trace; retune windows are read from dynamo traces",
          files={"r.yaml": _retune_run().replace(str(SAMPLE), str(MICRO))}),
     Case("retune-timeout-over-interval", ("retune", "sweep", "{d}/r.yaml", "--out", "{out}"), 2,
          "retune.timeout_seconds: 500 exceeds interval_seconds 120",
@@ -589,7 +686,10 @@ def test_interruption_leaves_nothing_behind(case: Interruption, tmp_path: Path):
     while list(private_tmp.iterdir()) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert list(private_tmp.iterdir()) == []
-    # A run stopped before writing leaves no folder; one stopped while writing says so.
-    if out.exists():
+    # A run stopped before writing leaves no folder (a killed one, its stale lock: the next
+    # run names it); one stopped while writing says so.
+    if out.exists() and (case.status is not None or (out / "run.json").exists()):
         marker = json.loads((out / "run.json").read_text())
         assert marker["status"] == "incomplete"
+    elif out.exists():
+        assert [p.name for p in out.iterdir()] == [".plansim.lock"]

@@ -223,3 +223,59 @@ def test_a_key_the_calibration_sets_cannot_be_searched(tmp_path, files, run_cli)
                         str(_calibration(tmp_path, [1.0])), "--search",
                         "engine.speedup_ratio=1,2")
     assert code == 2 and "set by the calibration" in err
+
+
+@pytest.mark.slow
+def test_a_search_killed_at_random_points_and_resumed_gives_the_uninterrupted_answer(
+        tmp_path, files, run_cli):
+    from killed_runs import RESUME_DIR, kill_and_resume
+
+    trace, config = files
+    # The planner knob search (three min_endpoint values) runs last: with 19 replays the seed's
+    # kills come at 5 and 18 records, the second one within the knob search.
+    args = ["capacity", str(trace), "--config", str(config), "--quiet", "--no-report",
+            "--segment-s", "6", "--jobs", "2", "--search", "planner.min_endpoint=1,2,3"]
+    whole = tmp_path / "whole"
+    code, _, err = run_cli(*args, "--out", str(whole))
+    assert code == 0, err
+    expected = json.loads((whole / "capacity.json").read_text())
+    out = tmp_path / "killed"
+    total = expected["replays"]["total"]
+    assert expected["replays"]["tune"] == 3
+    at_kill, before = kill_and_resume([*args, "--out", str(out)], out, total, seed=33, kills=2)
+    assert before > 0, (at_kill, before)  # the completing run took over recorded work
+    got = json.loads((out / "capacity.json").read_text())
+    # The completing run replayed only what the killed ones had not recorded.
+    assert got["host"]["resumed_replays"] == before
+    for report in (expected, got):
+        del report["host"]  # how the replays ran (wall time, workers), not what they gave
+    assert got == expected
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "points.parquet"),
+                                  pd.read_parquet(whole / "points.parquet"))
+    for name in ("inputs.json", "recommended_deployment.yaml"):
+        assert (out / name).read_bytes() == (whole / name).read_bytes(), name
+    assert json.loads((out / "run.json").read_text())["status"] == "complete"
+    assert not (out / RESUME_DIR).exists() and not (out / ".plansim.lock").exists()
+
+
+def test_resume_refuses_other_inputs_and_a_complete_run(tmp_path, files, run_cli):
+    trace, config = files
+    out = tmp_path / "out"
+    code, _, err = _run(run_cli, trace, config, out, "--no-default-policies")
+    assert code == 0, err
+    code, _, err = _run(run_cli, trace, config, out, "--no-default-policies", "--resume")
+    assert (code, err) == (2, (f"plansim: --resume: {out} holds a complete run of plansim "
+                               "capacity, nothing of plansim capacity to resume; use --force to "
+                               "replace it, or choose another folder\n"))
+    # An interrupted run (its marker says so) with a record: other inputs are refused.
+    marker = json.loads((out / "run.json").read_text())
+    (out / "run.json").write_text(json.dumps({**marker, "status": "incomplete"}))
+    from plansim.workers.journal import Journal
+
+    Journal.open(out / ".plansim-resume", {"seed": 1}, resume=False).record("k", 1)
+    code, _, err = _run(run_cli, trace, config, out, "--no-default-policies", "--resume")
+    assert code == 2 and err.startswith(f"plansim: --resume: the interrupted run in {out} had "
+                                        "other inputs (")
+    code, _, err = _run(run_cli, trace, config, out, "--resume", "--force")
+    assert code == 2 and "--resume: give --resume to go on with an interrupted run or --force" \
+        in err

@@ -1,9 +1,14 @@
-"""plansim.commands.output: output folders checked before work, one run per folder, run.json
-written first as incomplete and last as complete."""
+"""plansim.commands.output: output folders checked and locked before work, one run per folder
+even when two start at once, run.json written first as incomplete and last as complete."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,10 +21,10 @@ def _marker(folder):
     return json.loads((folder / "run.json").read_text())
 
 
-def test_claim_creates_nothing_and_writing_marks_the_run_complete_with_its_files(tmp_path):
+def test_claim_locks_the_folder_and_writing_marks_the_run_complete_with_its_files(tmp_path):
     out = tmp_path / "a" / "b"
     folder = OutputFolder.claim(out, "replay", "plansim replay run")
-    assert not (tmp_path / "a").exists()
+    assert [p.name for p in out.iterdir()] == [".plansim.lock"]  # the lock, nothing else
     with folder.writing() as path:
         assert _marker(path) == {"command": "plansim replay run", "status": "incomplete"}
         (path / "summary.json").write_text("{}")
@@ -27,6 +32,79 @@ def test_claim_creates_nothing_and_writing_marks_the_run_complete_with_its_files
         (path / "windows" / "0.json").write_text("{}")
     assert _marker(out) == {"command": "plansim replay run", "status": "complete",
                             "files": ["summary.json", "windows/0.json"]}
+    assert not (out / ".plansim.lock").exists()  # released when writing ends
+
+
+def test_a_claim_released_before_writing_leaves_no_folder(tmp_path):
+    folder = OutputFolder.claim(tmp_path / "a" / "b", "replay", "plansim replay run")
+    folder.release()
+    folder.release()  # idempotent
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_second_run_into_a_locked_folder_is_refused_naming_the_first(tmp_path):
+    out = tmp_path / "out"
+    first = OutputFolder.claim(out, "replay", "plansim replay run")
+    for force in (False, True):  # --force never takes a live run's folder
+        with pytest.raises(InputError) as err:
+            OutputFolder.claim(out, "capacity", "plansim capacity", force=force)
+        assert str(err.value).startswith(
+            f"--out: {out} is in use by another run (plansim replay run, pid {os.getpid()}, "
+            "started ")
+        assert str(err.value).endswith("; wait for it to end, or choose another folder")
+    with first.writing() as path:
+        (path / "summary.json").write_text("{}")
+    with pytest.raises(InputError, match="already holds a run of plansim replay run"):
+        OutputFolder.claim(out, "replay", "plansim replay run")
+
+
+def test_a_stale_lock_of_a_killed_run_is_named_and_force_takes_it_over(tmp_path, caplog):
+    out = tmp_path / "out"
+    # A run that took the folder and was killed before writing: its lock file is left, and no
+    # process holds it.
+    child = subprocess.run(
+        [sys.executable, "-c", ("import os, signal, sys; from pathlib import Path; "
+                                "from plansim.commands.output import OutputFolder; "
+                                "OutputFolder.claim(Path(sys.argv[1]), 'replay', "
+                                "'plansim replay run'); print(os.getpid(), flush=True); "
+                                "os.kill(os.getpid(), signal.SIGKILL)"), str(out)],
+        capture_output=True, text=True, check=False)
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    pid = int(child.stdout)
+    with pytest.raises(InputError) as err:
+        OutputFolder.claim(out, "replay", "plansim replay run")
+    assert str(err.value).startswith(
+        f"--out: {out} holds the stale lock of a run that was killed (plansim replay run, pid "
+        f"{pid}, started ")
+    assert str(err.value).endswith("; use --force to take it over")
+    with OutputFolder.claim(out, "replay", "plansim replay run", force=True).writing() as path:
+        (path / "summary.json").write_text("{}")
+    assert [r.getMessage().split(" (")[0] for r in caplog.records] == [
+        f"{out}: took over the stale lock of a run that was killed"]
+    assert sorted(p.name for p in out.iterdir()) == ["run.json", "summary.json"]
+
+
+def test_two_claims_racing_for_one_folder_give_it_to_one(tmp_path):
+    out = tmp_path / "out"
+    script = ("import sys, time; from pathlib import Path; "
+              "from plansim.commands.output import OutputFolder; from plansim.errors import "
+              "InputError\n"
+              "start = float(sys.argv[2])\n"
+              "while time.time() < start: pass\n"
+              "try:\n    f = OutputFolder.claim(Path(sys.argv[1]), 'replay', 'r')\n"
+              "except InputError as e:\n    print('refused', e); sys.exit(2)\n"
+              "print('claimed', flush=True); sys.stdin.read()\n")
+    for round_ in range(5):
+        target = out / str(round_)
+        start = f"{time.time() + 2.0}"
+        procs = [subprocess.Popen([sys.executable, "-c", script, str(target), start],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                 for _ in range(3)]
+        lines = [p.stdout.readline() for p in procs]
+        for p in procs:
+            p.communicate("")
+        assert sorted(line.split()[0] for line in lines) == ["claimed", "refused", "refused"]
+        assert all("is in use by another run" in line for line in lines if "refused" in line)
 
 
 def test_a_failure_after_some_files_leaves_the_run_marked_incomplete(tmp_path):

@@ -17,7 +17,7 @@ def _mooncake(path: Path, counts: list[int]) -> Path:
         for k in range(n):
             rows.append({"timestamp": bucket * 60_000 + k * (60_000 // (n + 1)),
                          "input_length": 1000 + 10 * bucket, "output_length": 50 + k,
-                         "hash_ids": [len(rows)]})
+                         "hash_ids": [3 * len(rows) + t for t in range(3)]})  # 1536 tokens
     path.write_bytes(b"\n".join(orjson.dumps(r) for r in rows) + b"\n")
     return path
 

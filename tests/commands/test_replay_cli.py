@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -214,6 +217,57 @@ def test_latencies_without_samples_are_na(tmp_path, run_cli):
     for label in ("TTFT", "ITL", "E2E"):
         row = next(line.split() for line in stdout.splitlines() if line.strip().startswith(label))
         assert row[1:] == ["n/a"] * 4, row
+
+
+def test_a_replay_that_rejects_every_request_says_why_on_stderr_and_in_the_headline(
+        tmp_path, run_cli):
+    config = _write(tmp_path / "deploy.yaml", "num_workers: 1\n"
+                    "engine: {block_size: 1, num_gpu_blocks: 1}\n")
+    out = tmp_path / "out"
+    code, _, err = run_cli("replay", "run", str(MICRO_TRACE), "--config", str(config),
+                           "--out", str(out), "--quiet")
+    assert code == 0, err
+    # The smallest of the six prompts has 800 tokens: 800 blocks of one token against one.
+    why = ("all 6 requests were rejected (prompt_exceeds_kv_pool): the smallest prompt, 800 "
+           "tokens, needs 800 KV blocks of 1 token, and a worker rank has 1 (num_gpu_blocks)")
+    assert err.splitlines() == [f"plansim: warning: {why}"]
+    html = (out / "report.html").read_text()
+    assert "All rejected" in html and why in html
+
+
+def test_a_folder_another_run_holds_is_refused_in_one_line(tmp_path, run_cli):
+    from plansim.commands.output import OutputFolder
+
+    out = tmp_path / "out"
+    held = OutputFolder.claim(out, "replay", "plansim replay run")
+    try:
+        code, _, err = run_cli("replay", "run", str(MICRO_TRACE), "--out", str(out))
+    finally:
+        held.release()
+    assert code == 2
+    assert len(err.splitlines()) == 1
+    assert err.startswith(f"plansim: --out: {out} is in use by another run (plansim replay run, "
+                          f"pid {os.getpid()}, started ")
+    assert not out.exists()  # the refused run wrote nothing, the holder nothing yet
+
+
+def test_two_replays_started_at_once_into_one_folder_one_is_refused(tmp_path):
+    out = tmp_path / "out"
+    sample = EXAMPLES / "traces" / "sample.dynamo.jsonl.gz"  # a few seconds of replay
+    procs = [subprocess.Popen([sys.executable, "-m", "plansim", "replay", "run", str(sample),
+                               "--num-workers", str(n), "--out", str(out), "--no-report",
+                               "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True) for n in (2, 3)]
+    errs = [p.communicate(timeout=300)[1] for p in procs]
+    codes = [p.returncode for p in procs]
+    assert sorted(codes) == [0, 2], errs
+    winner, loser = (0, 1) if codes[0] == 0 else (1, 0)
+    lines = errs[loser].splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"plansim: --out: {out} "), lines
+    # The folder holds the winner's run, whole.
+    inputs = json.loads((out / "inputs.json").read_text())
+    assert inputs["options"]["num_workers"] == (2, 3)[winner]
+    assert json.loads((out / "run.json").read_text())["status"] == "complete"
 
 
 def test_replay_synth_with_a_concurrency_cap_needs_no_file(tmp_path, run_cli):

@@ -7,6 +7,7 @@ from plansim.errors import ConfigError
 from plansim.planner_core import PlannerEngine, parse_planner_config
 from plansim.planner_core.diagnostics import TICK_COLUMNS
 from plansim.planner_core.observations import TickInput, TrafficObservation, WorkerCounts
+from plansim.planner_core.predictors.factory import PREDICTORS
 
 SLA_AGG = {"mode": "agg", "optimization_target": "sla", "enable_load_scaling": True, "load_predictor": "constant",
            "throughput_adjustment_interval_seconds": 60, "ttft_ms": 100, "itl_ms": 20, "max_gpu_budget": 8}
@@ -202,5 +203,5 @@ def test_predictor_swap_is_warmed_from_the_decision():
     engine = _engine(SLA_AGG)
     engine.apply_planner_changes({"load_predictor": "kalman"}, predictor_warmup=[(120.0, 1000.0, 200.0)] * 6)
     forecaster = engine._predict.forecaster
-    assert forecaster.num_req.name == "kalman"
+    assert type(forecaster.num_req) is PREDICTORS.get("kalman")
     assert forecaster.predict().num_req == pytest.approx(120.0)

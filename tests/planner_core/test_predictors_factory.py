@@ -9,7 +9,7 @@ from plansim.planner_core.predictors import (
     PredictorSpec,
     make_predictor,
 )
-from plansim.planner_core.predictors.factory import expand_candidates
+from plansim.planner_core.predictors.factory import PREDICTORS, expand_candidates
 
 
 def test_names_and_reference_defaults():
@@ -27,7 +27,7 @@ def test_names_and_reference_defaults():
 
 @pytest.mark.parametrize("name", PREDICTOR_NAMES)
 def test_every_name_builds_a_predictor_of_that_name(name):
-    assert make_predictor(name).name == name
+    assert type(make_predictor(name)) is PREDICTORS.get(name)
 
 
 def test_kalman_parameters_reach_the_filter():
@@ -45,7 +45,8 @@ def test_prophet_parameters_reach_the_predictor():
 
 
 def test_parameters_of_other_predictors_are_ignored():
-    assert make_predictor("constant", kalman_r=3, prophet_window_size=9).name == "constant"
+    assert type(make_predictor("constant", kalman_r=3, prophet_window_size=9)) is \
+        PREDICTORS.get("constant")
 
 
 def test_unknown_predictor_names_the_field():

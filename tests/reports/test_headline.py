@@ -5,7 +5,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from plansim.reports.headline import goodput_sla, replay_cards, scaling_cards
+from plansim.reports.headline import (
+    all_rejected,
+    goodput_sla,
+    replay_cards,
+    scaling_cards,
+)
 
 
 def _summary(**over):
@@ -49,6 +54,26 @@ def test_no_completed_request_shows_na_not_a_number():
     cards = _cards(summary, {"ttft_ms": 500.0})
     assert cards["p90_itl"].value == "n/a" and cards["p90_ttft"].value == "n/a"
     assert cards["not_completed"].value == "200" and cards["not_completed"].tone == "bad"
+
+
+def test_a_run_that_rejected_every_request_says_why_first():
+    requests = pd.DataFrame({"status": ["rejected"] * 3, "reason": ["prompt_exceeds_kv_pool"] * 3,
+                             "input_length": [700, 300, 513]})
+    inputs = {"deployment": {"mode": "disagg", "engine": {"block_size": 64,
+                                                          "num_gpu_blocks": 1000},
+                             "prefill_engine": {"block_size": 16, "num_gpu_blocks": 4}}}
+    why = all_rejected(requests, inputs)
+    # The prefill pool takes the prompts: 300 tokens in 16-token blocks is 19 blocks, against 4.
+    assert why == ("all 3 requests were rejected (prompt_exceeds_kv_pool): the smallest prompt, "
+                   "300 tokens, needs 19 KV blocks of 16 tokens, and a prefill rank has 4 "
+                   "(num_gpu_blocks)")
+    summary = _summary(num_requests=3, completed_requests=0, goodput_completed_requests=0)
+    cards = replay_cards(summary, {}, None, why)
+    assert (cards[0].name, cards[0].value, cards[0].detail, cards[0].tone) == (
+        "all_rejected", "3", why, "bad")
+    assert "not_completed" not in {c.name for c in cards}
+    requests.loc[1, "status"] = "completed"
+    assert all_rejected(requests, inputs) is None
 
 
 def test_without_an_sla_goodput_is_not_scored():

@@ -77,3 +77,33 @@ def test_no_timeout_lifts_every_windows_wall_clock_limit(run_file):
     assert [p.timeout_s for p in plans_of_run(run, first=1, last=2)] == [10.0, 10.0]
     assert [p.timeout_s for p in plans_of_run(run, first=1, last=2, no_timeout=True)] == [None,
                                                                                           None]
+
+
+@pytest.mark.slow
+def test_windows_killed_at_random_points_and_resumed_give_the_uninterrupted_answer(
+        run_file, tmp_path, run_cli):
+    from killed_runs import RESUME_DIR, kill_and_resume
+
+    args = ["retune", "windows", str(run_file), "--from", "1", "--to", "3", "--no-timeout",
+            "--no-report", "-q"]
+    whole = tmp_path / "whole"
+    code, _, err = run_cli(*args, "--out", str(whole))
+    assert code == 0, err
+    # Three windows of three candidates: nine replays and three window reports to record.
+    out = tmp_path / "killed"
+    at_kill, before = kill_and_resume([*args, "--out", str(out)], out, total=12, seed=33,
+                                      kills=2)
+    assert before > 0, (at_kill, before)
+
+    def record(folder: Path, k: int) -> dict:
+        data = json.loads((folder / "windows" / f"{k}.json").read_text())
+        del data["sweep_wall_s"]  # how long the sweep took, not what it found
+        return data
+
+    assert [record(out, k) for k in (1, 2, 3)] == [record(whole, k) for k in (1, 2, 3)]
+    for name in ("summary.json", "inputs.json"):
+        assert (out / name).read_bytes() == (whole / name).read_bytes(), name
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "windows.parquet"),
+                                  pd.read_parquet(whole / "windows.parquet"))
+    assert json.loads((out / "run.json").read_text())["status"] == "complete"
+    assert not (out / RESUME_DIR).exists()

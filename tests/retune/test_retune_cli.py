@@ -148,7 +148,8 @@ def test_a_trace_that_is_not_a_dynamo_request_trace_is_rejected(tmp_path, run_cl
     run.write_text(run.read_text().replace("trace.jsonl.gz", "trace.jsonl"))
     code, _, err = run_cli("retune", "window", str(run), "--window", "0",
                            "--out", str(tmp_path / "o"))
-    assert code == 2 and "trace.jsonl" in err and "Dynamo request traces" in err
+    assert code == 2 and "trace.jsonl" in err
+    assert "retune windows are read from dynamo traces" in err
 
 
 @pytest.mark.slow
@@ -190,3 +191,34 @@ def test_retune_window_counts_tasks_batch_by_batch_and_result_by_result():
     counted.run(["a", "b", "c"], None)
     # The total grows by each batch before it runs; each result advances what is done.
     assert bar.shown == [(0, 1), (1, 1), (1, 4), (2, 4), (3, 4), (4, 4)]
+
+
+@pytest.mark.slow
+def test_a_sweep_killed_at_random_points_and_resumed_decides_as_an_uninterrupted_one(
+        tmp_path, run_cli):
+    from killed_runs import RESUME_DIR, kill_and_resume
+
+    # The sweeps' wall-clock limit is the interval (30 s) so that a loaded machine does not
+    # cut one window's sweep in one run and not in the other.
+    run = make_run(tmp_path, "timeout_seconds: 30")
+    args = ["retune", "sweep", str(run), "--no-report", "--quiet"]
+    whole = tmp_path / "whole"
+    code, _, err = run_cli(*args, "--out", str(whole))
+    assert code == 0, err
+    # Two windows of three candidates: six replays and two window reports to record.
+    out = tmp_path / "killed"
+    at_kill, before = kill_and_resume([*args, "--out", str(out)], out, total=8, seed=33,
+                                      kills=2)
+    assert before > 0, (at_kill, before)
+
+    def decisions(folder: Path) -> list[dict]:
+        events = json.loads((folder / "retune_events.json").read_text())
+        for event in events:
+            del event["sweep_wall_s"]  # how long the sweep took, not what it found
+        return events
+
+    assert decisions(out) == decisions(whole)
+    for name in ("summary.json", "inputs.json", "requests.parquet", "ticks.parquet"):
+        assert (out / name).read_bytes() == (whole / name).read_bytes(), name
+    assert json.loads((out / "run.json").read_text())["status"] == "complete"
+    assert not (out / RESUME_DIR).exists()

@@ -64,6 +64,11 @@ def test_keys_without_effect_are_named_in_one_warning(tmp_path, caplog):
     ([agentic_row("a", "s", 0, model="m1"), agentic_row("b", "s", 0, model="m2")], 3, "model"),
     ([agentic_row("a", "s", -5)], 2, "not_before_ms"),
     ([agentic_row("a", "s", 0, output_length=2**63)], 2, "output_length"),
+    # A prompt past its blocks (1 of 512 tokens), or past 10^7 tokens, is never cut.
+    ([agentic_row("a", "s", 0), agentic_row("b", "s", 0, input_length=513)], 3, "input_length"),
+    ([agentic_row("a", "s", 0, input_length=10**7 + 1, hash_ids=list(range(20_000)))], 2,
+     "input_length"),
+    ([agentic_row("a", "s", 0, output_length=10**7 + 1)], 2, "output_length"),
     ([agentic_row("a", "s", 0, colour="red")], 2, "colour"),
     ([AGENTIC_HEADER], 2, "schema"),
 ])
@@ -84,3 +89,10 @@ def test_header_is_required_and_checked(tmp_path):
     with pytest.raises(TraceError) as info:
         _load(tmp_path, [agentic_row("a", "s", 0)], header={**AGENTIC_HEADER, "version": 1})
     assert info.value.field == "version"
+
+
+def test_the_capacity_error_says_what_the_blocks_hold(tmp_path):
+    with pytest.raises(TraceError) as info:
+        _load(tmp_path, [agentic_row("a", "s", 0, input_length=5_000)])
+    assert str(info.value).endswith(":2: input_length 5000 exceeds hash_ids capacity 512 (1 hash "
+                                    "id of 512 tokens); the prompt would be cut")

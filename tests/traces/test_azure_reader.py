@@ -43,6 +43,10 @@ def test_rows_with_different_utc_offsets_are_one_clock(tmp_path):
         ("2023-11-16 18:17:04.0,ten,1", "ContextTokens"),
         ("2023-11-16 18:17:04.0,10,-1", "GeneratedTokens"),
         ("2023-11-16 18:17:04.0,10,1.5", "GeneratedTokens"),
+        # Past 10^7 tokens per request (plansim.limits), in the plain and the pandas paths.
+        ("2023-11-16 18:17:04.0,10000001,1", "ContextTokens"),
+        ("2023-11-16 18:17:04.0,10,99999999999999", "GeneratedTokens"),
+        ('"2023-11-16 18:17:04.0",1e20,1', "ContextTokens"),
     ],
 )
 def test_bad_cells_name_line_and_column(tmp_path, row, field):

@@ -126,6 +126,22 @@ def test_each_bad_field_is_named_with_its_line(tmp_path, mutate, field):
     assert (e.line, e.field) == (2, field)
 
 
+@pytest.mark.parametrize(("isl", "osl", "block", "field", "text"), [
+    (10**7 + 1, 1, 2**20, "replay.input_length",
+     "replay.input_length 10,000,001 tokens is over plansim's bound of 10,000,000 tokens"),
+    (10, 10**7 + 1, 512, "output_tokens", "output_tokens 10,000,001 tokens is over"),
+    (10, 1, 10**7 + 1, "replay.trace_block_size", "must be an integer in [1, 10,000,000]"),
+])
+def test_sizes_past_the_request_bound_are_refused(tmp_path, isl, osl, block, field, text):
+    rows = [dynamo_row("a"), dynamo_row("b", isl=isl, osl=osl, block=block),
+            dynamo_row("c", isl=isl, osl=osl, block=block)]
+    if field != "replay.trace_block_size":  # one block size per trace
+        rows = [dynamo_row("a", block=block), *rows[1:]]
+    e = _err(write_jsonl(tmp_path / "t.jsonl", rows))
+    assert (e.line, e.field) == (2, field)
+    assert text in str(e)
+
+
 def test_not_json_names_the_line(tmp_path):
     p = tmp_path / "t.jsonl"
     p.write_bytes(orjson.dumps(dynamo_row("a")) + b"\n{\"schema\": \n")

@@ -41,9 +41,10 @@ def test_bad_options(tmp_path):
     with pytest.raises(InputError) as info:
         load_workload(p, format="parquet")
     assert info.value.field == "--format"
-    with pytest.raises(InputError) as info:
-        load_workload(p, trace_block_size=0)
-    assert info.value.field == "--trace-block-size"
+    for size in (0, 10**7 + 1):  # a block holds at most one request's 10^7 tokens
+        with pytest.raises(InputError) as info:
+            load_workload(p, trace_block_size=size)
+        assert info.value.field == "--trace-block-size"
 
 
 def test_closed_loop_forms_are_detected(tmp_path):

@@ -1,4 +1,5 @@
-"""Mooncake JSONL reader: fields, aliases, the input-length cap, block size, bad values."""
+"""Mooncake JSONL reader: fields, aliases, the hash capacity and request bounds, block size,
+bad values."""
 
 from __future__ import annotations
 
@@ -33,14 +34,39 @@ def test_missing_input_length_defaults_to_hash_capacity(tmp_path):
     assert w.isl_tokens[0] == 3 * 512
 
 
-def test_input_length_is_capped_at_hash_capacity(tmp_path):
-    w = load_workload(write_jsonl(tmp_path / "m.jsonl", [mooncake_row(0, 5_000, 1, [1, 2])]))
-    assert w.isl_tokens[0] == 1_024
+def test_an_input_length_past_the_hash_capacity_is_refused_not_cut(tmp_path):
+    # The reference: "trace line 1 input_length 5000 exceeds hash_ids capacity 512".
+    path = write_jsonl(tmp_path / "m.jsonl", [mooncake_row(0, 1_024, 1, [1, 2]),
+                                              mooncake_row(1, 1_025, 1, [1, 2])])
+    with pytest.raises(TraceError) as err:
+        load_workload(path)
+    assert str(err.value) == (f"{path}:2: input_length 1025 exceeds hash_ids capacity 1024 "
+                              "(2 hash ids of 512 tokens); the prompt would be cut")
+
+
+def test_a_prompt_or_output_past_the_request_bound_is_refused(tmp_path):
+    # 10^7 tokens per request (plansim.limits): 20,000 blocks of 512 hold 10,240,000.
+    for row, fld, text in (
+        (mooncake_row(0, 10_000_001, 1, list(range(20_000))), "input_length",
+         "input_length 10,000,001 tokens is over plansim's bound of 10,000,000"),
+        (mooncake_row(0, None, 1, list(range(20_000))), "hash_ids",
+         "20,000 hash ids of 512 tokens make a prompt of 10,240,000 tokens, over"),
+        (mooncake_row(0, 10, 10**12, [1]), "output_length",
+         "output_length 1,000,000,000,000 tokens is over plansim's bound"),
+    ):
+        path = write_jsonl(tmp_path / "m.jsonl", [mooncake_row(0, 10, 1, [5]), row])
+        with pytest.raises(TraceError) as err:
+            load_workload(path)
+        assert (err.value.line, err.value.field) == (2, fld)
+        assert text in str(err.value)
 
 
 def test_hash_ids_beyond_the_prompt_are_dropped(tmp_path):
-    w = load_workload(write_jsonl(tmp_path / "m.jsonl", [mooncake_row(0, 600, 1, [1, 2, 3, 4])]))
-    assert w.hash_offsets.tolist() == [0, 2]  # ceil(600 / 512) = 2
+    # As in the reference, whose own test traces have them: they hold no token of the prompt.
+    path = write_jsonl(tmp_path / "m.jsonl", [mooncake_row(0, 600, 1, [1, 2, 3, 4]),
+                                              mooncake_row(1, 10, 1, [1, 2])])
+    w = load_workload(path)
+    assert w.hash_offsets.tolist() == [0, 2, 3]  # ceil(600 / 512) = 2, ceil(10 / 512) = 1
 
 
 def test_trace_block_size_option(tmp_path):

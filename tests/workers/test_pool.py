@@ -59,6 +59,14 @@ def test_a_pool_without_workers_starts_them_all_at_its_first_task(context):
         assert pool.workers_started == 2 and len(pool.worker_pids()) == 2
 
 
+def test_a_pool_far_larger_than_the_machine_starts_no_more_workers_than_tasks(context):
+    cpus = os.cpu_count() or 1
+    with SpawnPool(cpus + 50) as pool:
+        out = pool.run([Task(f"t{i}", tasks.square, (i,)) for i in range(cpus + 1)], context)
+        assert [r.value for r in out.results] == [i * i for i in range(cpus + 1)]
+        assert pool.workers_started == cpus + 1
+
+
 def test_a_worker_lost_between_batches_is_replaced_alone(context):
     with SpawnPool(2) as pool:
         pool.run([Task("a", tasks.square, (2,))], context)

@@ -134,6 +134,14 @@ def test_values_match_the_spawn_pool_and_serial_run(ray_executor, context) -> No
     assert [r.value for r in by_ray.results] == [r.value for r in serial.results]
 
 
+def test_each_result_is_handed_over_as_it_arrives(ray_executor, context) -> None:
+    seen = []
+    outcome = ray_executor.run([Task(f"t{seed}", draw, (seed, 3)) for seed in range(4)], context,
+                               on_result=lambda r: seen.append((r.key, r.value)))
+    assert sorted(seen) == sorted((r.key, r.value) for r in outcome.results)
+    assert len(seen) == 4
+
+
 def test_shared_argument_is_put_once_per_batch(ray_executor, context) -> None:
     windows = [np.arange(10.0), np.arange(100.0)]
     values = []

@@ -3,7 +3,7 @@
 Public API::
 
     make_predictor(name, **params) -> LoadPredictor     # params: PlannerConfig field names
-    PREDICTOR_NAMES                                       # constant, arima, kalman, prophet
+    PREDICTOR_NAMES                                       # the registered names (factory)
     LoadPredictor.observe(x) / .predict_next() / .warm(values) / .reset_idle_skip()
     TrafficForecaster(build)                              # the three series with live feeding rules
     presweep_loss(forecast, actual)                       # retune pre-sweep loss

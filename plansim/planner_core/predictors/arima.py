@@ -45,8 +45,8 @@ _PQ_GRID = tuple((p, q) for p in range(3) for q in range(3))
 
 
 class ArimaPredictor(LoadPredictor):
-    name = "arima"
     Params = Log1pParams
+    tune_order = 2
 
     @classmethod
     def from_params(cls, params: Log1pParams) -> ArimaPredictor:

@@ -49,14 +49,16 @@ class Log1pParams:
 class LoadPredictor(ABC):
     """One-step-ahead forecaster of a non-negative traffic series (one value per interval).
 
-    A predictor declares its name and its parameters once: ``Params``, a frozen dataclass of
+    A predictor declares its parameters once: ``Params``, a frozen dataclass of
     ``plansim.params.param`` fields named as the PlannerConfig fields they are (defaults,
-    bounds, help), and ``from_params`` builds one from an instance of it. The registry
-    (``plansim.planner_core.predictors.factory.PREDICTORS``), the planner config fields and
-    the ``predict compare`` help derive from them."""
+    bounds, help), and ``from_params`` builds one from an instance of it. Its name is its line
+    in the registry (``plansim.planner_core.predictors.factory.PREDICTORS``); the planner config
+    fields and the ``predict compare`` help derive from them."""
 
-    name: ClassVar[str]
     Params: ClassVar[type] = NoParams
+    # Where ``plansim capacity --tune-planner`` tries this predictor after the base config's
+    # own, lower first; None: not tried.
+    tune_order: ClassVar[int | None] = None
 
     @classmethod
     def from_params(cls, params: Any) -> LoadPredictor:

@@ -7,8 +7,8 @@ names, so a planner can pass its config straight through; a parameter that does 
 chosen predictor is checked and ignored (one config serves every predictor), an unknown name or
 a bad value raises ``ConfigError`` naming the field.
 
-Adding a predictor: one module with its class (``name``, ``Params``, ``from_params``) and one
-line in ``PREDICTORS``.
+Adding a predictor: one module with its class (``Params``, ``from_params``, ``tune_order``) and
+one line in ``PREDICTORS``.
 """
 
 from __future__ import annotations

@@ -35,8 +35,8 @@ class KalmanParams(Log1pParams):
 
 
 class KalmanPredictor(LoadPredictor):
-    name = "kalman"
     Params = KalmanParams
+    tune_order = 0
 
     @classmethod
     def from_params(cls, params: KalmanParams) -> KalmanPredictor:

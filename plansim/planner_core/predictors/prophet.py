@@ -59,8 +59,8 @@ class ProphetParams(Log1pParams):
 
 
 class ProphetPredictor(LoadPredictor):
-    name = "prophet"
     Params = ProphetParams
+    tune_order = None  # a fit per interval, the slowest by far: the tuning preset skips it
 
     @classmethod
     def from_params(cls, params: ProphetParams) -> ProphetPredictor:

@@ -1,84 +1,43 @@
 """Planner scaling policies: the registry of what decides replica targets in the PROPOSE stage.
 
-A policy is one module that registers a :class:`ScalingPolicy`: its name (the value of
-``PlannerConfig.scaling_policy``), a one-line summary, its parameters as a pydantic model (every
-field's default, bounds and description written once; ``scaling_policy_params`` validates
-against it) and ``build``, which returns the policy's two loop plugins:
+``SCALING_POLICIES`` maps each name (the value of ``PlannerConfig.scaling_policy``) to the
+policy's :class:`ScalingPolicy` declaration, one module each: a one-line summary, its parameters
+as a pydantic model (every field's default, bounds and description written once;
+``scaling_policy_params`` validates against it), the config rules it adds, and ``build``, the
+``"module:attribute"`` of the function that returns the policy's two loop plugins:
 
 - ``throughput``: fires every ``throughput_adjustment_interval_seconds`` (the slow, predictive
   loop; it receives the same-tick predictions of ``builtin_load_predict``);
 - ``load``: fires every ``load_adjustment_interval_seconds`` (the fast, reactive loop).
 
 Either may be ``None``. The engine runs ``observe(tick_input)`` of the returned object on every
-tick, before the pipeline. Registered policies:
+tick, before the pipeline. ``build`` is imported only when a planner is built, so a config is
+validated against a policy's parameters without importing its loops (which import the planner
+state, which imports the config).
 
-- ``dynamo`` (default): Dynamo 1.6.1's throughput and load scaling, faithfully;
-- ``sla_goodput``: plansim's policy sizing for the goodput SLA per request.
+Adding a policy: one module declaring its ``POLICY`` (``base.ScalingPolicy``) and one line in
+``SCALING_POLICIES``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from plansim.planner_core.scaling_policies.base import PolicyPlugins, ScalingPolicy
+from plansim.registry import Registry
 
-@dataclass(slots=True)
-class PolicyPlugins:
-    """What a policy contributes to the pipeline: its two loops and a per-tick observer."""
-
-    throughput: Any = None
-    load: Any = None
-    observe: Callable[[Any], None] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ScalingPolicy:
-    name: str
-    summary: str
-    params: type[BaseModel]
-    # build(state, params, sla) -> PolicyPlugins; ``sla`` is the deployment's goodput SLA
-    # (``SlaTargets``) when the host knows it, else None.
-    build: Callable[..., PolicyPlugins]
-    # check(config) -> problem or None: config rules the policy adds (field: message form).
-    check: Callable[[Any], str | None] | None = None
-
-
-_REGISTRY: dict[str, ScalingPolicy] = {}
-
-
-def register(policy: ScalingPolicy) -> ScalingPolicy:
-    if policy.name in _REGISTRY:
-        raise ValueError(f"scaling policy {policy.name!r} is already registered")
-    _REGISTRY[policy.name] = policy
-    return policy
-
-
-def _load_builtins() -> None:
-    # Importing a policy module registers it; done lazily because the policy modules import
-    # the planner state, which imports the config that validates against this registry.
-    from plansim.planner_core.scaling_policies import dynamo, sla_goodput  # noqa: F401
-
-
-def policy_names() -> tuple[str, ...]:
-    _load_builtins()
-    return tuple(_REGISTRY)
-
-
-def get_policy(name: str) -> ScalingPolicy:
-    _load_builtins()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise KeyError(f"unknown scaling policy {name!r} (one of {', '.join(_REGISTRY)})") from None
+SCALING_POLICIES: Registry[ScalingPolicy] = Registry("scaling policy", {
+    "dynamo": "plansim.planner_core.scaling_policies.dynamo:POLICY",
+    "sla_goodput": "plansim.planner_core.scaling_policies.sla_goodput:POLICY",
+})
 
 
 def validate_params(name: str, raw: dict[str, Any]) -> BaseModel:
-    """The policy's parameters from ``raw``; ``ValueError`` naming the first bad key as
+    """Policy ``name``'s parameters from ``raw``; ``ValueError`` naming the first bad key as
     ``scaling_policy_params.<key>: <problem>``."""
-    policy = get_policy(name)
+    policy = SCALING_POLICIES.get(name)
     try:
         return policy.params.model_validate(raw)
     except ValidationError as exc:
@@ -90,3 +49,6 @@ def validate_params(name: str, raw: dict[str, Any]) -> BaseModel:
         elif "input" in err:
             msg = f"{msg} (got {err['input']!r})"
         raise ValueError(f"scaling_policy_params.{key}: {msg}") from None
+
+
+__all__ = ["SCALING_POLICIES", "PolicyPlugins", "ScalingPolicy", "validate_params"]

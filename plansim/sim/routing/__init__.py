@@ -2,7 +2,8 @@
 
 The seam is described in ``plansim.sim.routing.base``; each policy is one module declaring its
 knobs once. ``router_knobs(mode)`` lists a policy's knobs, ``all_router_knobs()`` every
-policy's (one entry per name), for the deployment model, the command line and retune.
+policy's (one entry per name), for the deployment model, the command line and retune;
+``router_mode(spelling)`` is the registry name a spelling of ``router.mode`` stands for.
 """
 
 from __future__ import annotations
@@ -21,6 +22,20 @@ ROUTERS: Registry[type] = Registry("router mode", {
     "random": "plansim.sim.routing.random_choice:RandomChoice",
     "kv_router": "plansim.sim.routing.kv_router:KvRouter",
 })
+
+
+@functools.cache
+def _spellings() -> dict[str, str]:
+    return {alias: mode for mode, policy in ROUTERS.items() for alias in policy.aliases}
+
+
+def router_mode(value: Any) -> Any:
+    """The registry name of a ``router.mode`` spelling: hyphens for underscores
+    (``round-robin``) or a policy's ``aliases`` (``kv``); anything else unchanged."""
+    if not isinstance(value, str) or value in ROUTERS:
+        return value
+    name = value.replace("-", "_")
+    return name if name in ROUTERS else _spellings().get(name, value)
 
 
 def router_knobs(mode: str) -> tuple[Param, ...]:
@@ -53,4 +68,4 @@ def make_router(config: Any, block_size: int, rng: Draws, *,
 
 
 __all__ = ["ROUTERS", "RankLoad", "Route", "RoutingPolicy", "all_router_knobs", "make_router",
-           "recurring_blocks", "router_knobs"]
+           "recurring_blocks", "router_knobs", "router_mode"]

@@ -87,6 +87,10 @@ class RoutingPolicy(Protocol):
     """One pool's router; see the module docstring."""
 
     Knobs: ClassVar[type]
+    # Other spellings of the policy's ``router.mode`` (besides hyphens for underscores).
+    aliases: ClassVar[tuple[str, ...]]
+    # Whether the policy draws from the seeded stream (its choices then depend on the seed).
+    draws: ClassVar[bool]
     # Whether ``choose`` or ``hold`` reads the views (``Policy`` says True unless told; a
     # policy may decide per pool).
     reads_prefix_cache: bool
@@ -132,6 +136,10 @@ class Policy:
     (``plansim.sim.seeded_draws``); ``pool``: the pool's role."""
 
     Knobs: ClassVar[type] = NoParams
+    aliases: ClassVar[tuple[str, ...]] = ()
+    # Whether the policy draws from the seeded stream: a replay with another seed may route
+    # otherwise (capacity search replays such a deployment with several seeds).
+    draws: ClassVar[bool] = True
     # Whether ``choose`` or ``hold`` reads the ranks' prefix-cache views (the ranks of a pool
     # whose router never does may run passes with prompt chunks in one step, and keep no view
     # of their cache for it).

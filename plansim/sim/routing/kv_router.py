@@ -155,6 +155,7 @@ class KvRouter(Policy):
     """The reference KV router; see the module docstring."""
 
     Knobs = KvRouterKnobs
+    aliases = ("kv",)
     prefill_load_scale: float
     overlap_score_credit: float
     overlap_score_credit_decay: float

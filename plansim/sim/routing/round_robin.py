@@ -12,6 +12,7 @@ from plansim.sim.routing.base import Policy, RankLoad, Route
 class RoundRobin(Policy):
     """The next candidate after the previous choice (by position in the candidate list)."""
 
+    draws = False
     reads_prefix_cache = False
     observes_first_tokens = False
 

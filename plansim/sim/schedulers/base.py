@@ -10,15 +10,23 @@ request is preempted when KV runs short, and which requests are refused at the d
 The policy composes each pass through the ``PassBuilder`` surface of the rank and nothing else.
 One policy instance serves one rank (it may keep per-rank state).
 
-Adding a backend: one module with a policy class (constructor ``(args: EngineArgs)``) and one
-line in ``plansim.sim.schedulers.SCHEDULERS``.
+A backend also declares its configuration once, as class attributes (``BackendKeys``): the
+engine block named after it (``Knobs``: ``engine.sglang``), the engine keys only it reads
+(``EngineKnobs``), older spellings, and whether it runs a host offload tier. The engine args'
+fields, their bounds and help, the flat older spellings of ``plansim.sim.engine_config`` and the
+"supported only for backend ..." checks derive from them.
+
+Adding a backend: one module with a policy class (constructor ``(args: EngineArgs)``, based on
+``BackendKeys``) and one line in ``plansim.sim.schedulers.SCHEDULERS``.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
+
+from plansim.params import NoParams
 
 if TYPE_CHECKING:
     from plansim.sim.batch import Request
@@ -129,3 +137,24 @@ class SchedulerPolicy(Protocol):
         """A decode run of ``passes`` decode-only passes ended: advance the state ``compose``
         keeps from pass to pass as that many decode passes would have."""
         ...
+
+
+class BackendKeys:
+    """What a backend declares about its engine keys (class attributes; the defaults declare
+    nothing).
+
+    ``Knobs``: the parameter dataclass (``plansim.params``) of the engine block named after the
+    backend (``engine.sglang.max_prefill_tokens``; older flat spelling
+    ``sglang_max_prefill_tokens``); ``NoParams``: no block. ``EngineKnobs``: top-level engine
+    keys only this backend reads; one changed from its default with another backend is an
+    error. ``block_aliases``: members of the block that spell a shared engine key
+    (``{"page_size": "block_size"}``). ``value_aliases``: older spellings of a knob's values
+    (``{"schedule_policy": {"fcfs": "fifo"}}``). ``host_offload``: whether the backend runs a
+    ``native_host_offload`` tier."""
+
+    __slots__ = ()
+    Knobs: ClassVar[type] = NoParams
+    EngineKnobs: ClassVar[type] = NoParams
+    block_aliases: ClassVar[Mapping[str, str]] = {}
+    value_aliases: ClassVar[Mapping[str, Mapping[Any, Any]]] = {}
+    host_offload: ClassVar[bool] = False

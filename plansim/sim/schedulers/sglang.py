@@ -35,15 +35,19 @@ requests wait: by cached prefix length, longest first, except that a request wit
 cached tokens whose first 32 tokens (rounded up to pages) repeat an earlier waiting request's
 goes last (it will find that prefix cached once the first is computed).
 
-Default page (block) size 1, as the reference's.
+Default page (block) size 1, as the reference's. The engine's ``sglang`` block holds the knobs
+(``SglangKnobs``; ``page_size`` is the engine's ``block_size``); ``prefill_decode_interval`` is a
+top-level engine key.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
-from plansim.sim.schedulers.base import PassBuilder
+from plansim.params import param
+from plansim.sim.schedulers.base import BackendKeys, PassBuilder
 
 if TYPE_CHECKING:
     from plansim.sim.batch import Request
@@ -53,6 +57,29 @@ _MIN_NEW_TOKEN_RATIO_FACTOR = 0.14
 _NEW_TOKEN_RATIO_DECAY_PASSES = 600.0
 _LPM_MAX_WAITING = 128
 _IN_BATCH_PREFIX_TOKENS = 32
+
+
+@dataclass(frozen=True, slots=True)
+class SglangKnobs:
+    """The reference's ``engine.sglang`` block."""
+
+    schedule_policy: Literal["fifo", "lpm"] = param(
+        "fifo", choices=("fifo", "lpm"), help="waiting-queue order: arrival, or longest cached "
+                                              "prefix first")
+    max_prefill_tokens: int = param(16384, ge=1, help="prefill budget of one pass (tokens)")
+    chunked_prefill_size: int = param(8192, ge=1, help="largest prompt chunk of one pass (tokens)")
+    clip_max_new_tokens: int = param(4096, ge=1, help="output tokens a running request reserves "
+                                                      "KV for, at most")
+    schedule_conservativeness: float = param(1.0, ge=0, le=1, help="scales the starting "
+                                                                   "new_token_ratio")
+
+
+@dataclass(frozen=True, slots=True)
+class SglangEngineKnobs:
+    """Top-level engine keys only SGLang reads."""
+
+    prefill_decode_interval: int = param(0, ge=0, help="decode passes that follow a prefill "
+                                                       "pass before the next prefill (0: none)")
 
 
 def _ceil_page(tokens: int, page: int) -> int:
@@ -91,9 +118,15 @@ class _Budget:
         return n
 
 
-class SglangScheduler:
+class SglangScheduler(BackendKeys):
     """SGLang prefill-or-decode passes, ``PrefillAdder`` budgets, retraction, ``lpm`` order;
     see the module docstring. Keeps the rank's ``new_token_ratio`` and pass cadence."""
+
+    Knobs = SglangKnobs
+    EngineKnobs = SglangEngineKnobs
+    block_aliases = {"page_size": "block_size"}
+    # The older mocker accepted SGLang's ``fcfs`` for ``fifo``.
+    value_aliases = {"schedule_policy": {"fcfs": "fifo"}}
 
     # With speculative decoding, a request finishing its prompt also runs verification (its
     # first pass emits 1 + accepted drafts and is timed as a decode too).

@@ -11,14 +11,16 @@ request's is set aside, so nothing is ever preempted:
 
 At the door, the output length is clipped to what the KV pool (and ``max_model_len``) leaves
 after the prompt, and a request whose prompt leaves no room at all is refused. Default block
-size 32, as the reference's.
+size 32, as the reference's. The engine's ``trtllm`` block names the capacity policy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
+from plansim.params import param
 from plansim.sim.schedulers.base import PassBuilder, PrefixMatch
 from plansim.sim.schedulers.vllm import VllmScheduler
 
@@ -26,11 +28,22 @@ if TYPE_CHECKING:
     from plansim.sim.batch import Request
 
 
+@dataclass(frozen=True, slots=True)
+class TrtllmKnobs:
+    """The reference's ``engine.trtllm`` block."""
+
+    capacity_scheduler_policy: Literal["guaranteed_no_evict"] = param(
+        "guaranteed_no_evict", choices=("guaranteed_no_evict",),
+        help="admission rule: KV for a request's whole lifetime is free")
+
+
 class TrtllmScheduler(VllmScheduler):
     """vLLM passes with no-evict admission; see the module docstring."""
 
     __slots__ = ("capacity_tokens",)
     default_block_size = 32
+    Knobs = TrtllmKnobs
+    host_offload = False
 
     def __init__(self, args: Any) -> None:
         super().__init__(args)

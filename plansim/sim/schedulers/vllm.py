@@ -21,16 +21,18 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from plansim.sim.host_offload import BLOCKED, HELD
-from plansim.sim.schedulers.base import PassBuilder, PrefixMatch
+from plansim.sim.schedulers.base import BackendKeys, PassBuilder, PrefixMatch
 
 if TYPE_CHECKING:
     from plansim.sim.batch import Request
 
 
-class VllmScheduler:
+class VllmScheduler(BackendKeys):
     """vLLM ordering, admission and preemption; see the module docstring."""
 
     __slots__ = ("budget", "max_num_seqs", "chunked", "lifo", "max_model_len")
+    # Step 3's host lookup: the reference runs ``native_host_offload`` on vLLM only.
+    host_offload = True
     # With speculative decoding, a request finishing its prompt also runs verification (its
     # first pass emits 1 + accepted drafts and is timed as a decode too).
     verifies_prefill = True

@@ -14,12 +14,14 @@ the grid, like the NPZ model).
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
-from plansim.aic.spec import AicSpec
+from plansim.aic import sdk as aic_sdk
+from plansim.aic.spec import AicSpec, parse_aic_spec
 from plansim.aic.table import AicTable, load_table
 from plansim.sim.timing.base import MIN_DECODE_MS, TimingKind
 from plansim.sim.timing.interp import Axis
@@ -73,9 +75,31 @@ def _timing_for(spec: AicSpec) -> AicTiming:
 
 
 class AicKind(TimingKind):
-    """``timing_model.type: aic`` (its settings are validated into ``spec.aic``)."""
+    """``timing_model.type: aic``: the keys beside ``type`` are :class:`AicSpec`'s, validated
+    into ``spec.aic`` (which needs the SDK, extra ``plansim[aic]``); AIConfigurator's backend
+    defaults to the engine's."""
 
     shared_keys = frozenset({"aic"})
+
+    def from_written(self, data: Mapping[str, Any]) -> Mapping[str, Any]:
+        if aic_sdk.sdk_version() is None:
+            raise ValueError(aic_sdk.MISSING_SDK)
+        if "aic" in data:
+            return data
+        return {"type": data["type"], "aic": parse_aic_spec(
+            {k: v for k, v in data.items() if k != "type"})}
+
+    def to_written(self, spec: Any, data: dict[str, Any]) -> dict[str, Any]:
+        # Its keys beside ``type``, so that a dotted override (``engine.timing_model.system``)
+        # applies to a dump.
+        return data if spec.aic is None else {**data.get("aic", {}), "type": spec.type}
+
+    def engine_defaults(self, data: Mapping[str, Any], backend: Any) -> Mapping[str, Any]:
+        return data if "backend" in data else {**data, "backend": backend}
+
+    def check(self, spec: Any) -> None:
+        if spec.aic is None:
+            raise ValueError("aic settings belong to a timing model of type aic")
 
     def build(self, spec: Any) -> AicTiming:
         return AicTiming.for_spec(spec.aic)

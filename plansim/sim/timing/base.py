@@ -21,11 +21,14 @@ total_kv_tokens, prefill_tokens)``: the time decode requests add to a pass that 
 A ``TimingKind`` is one ``timing_model.type`` of the engine args: it checks that a spec
 (``plansim.sim.deployment.TimingModelSpec``) has what the type needs, names the NPZ file it
 reads (checked when the deployment is built), and builds the model; keys of its own are
-declared once, as its ``Params``, and become ``timing_model`` fields.
+declared once, as its ``Params``, and become ``timing_model`` fields. A type whose settings are a
+model of their own, written beside ``type`` (``aic``), turns them into its shared key and back
+(``from_written``, ``to_written``) and may take defaults from the engine (``engine_defaults``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
@@ -55,6 +58,20 @@ class TimingKind:
 
     Params: ClassVar[type] = NoParams
     shared_keys: ClassVar[frozenset[str]] = frozenset()
+
+    def from_written(self, data: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The spec's fields from a ``timing_model`` mapping as written (``ValueError`` when
+        the type cannot be used); the default: as written."""
+        return data
+
+    def to_written(self, spec: Any, data: dict[str, Any]) -> dict[str, Any]:
+        """A dump of ``spec`` (``data``) as it would be written; the default: the dump."""
+        return data
+
+    def engine_defaults(self, data: Mapping[str, Any], backend: Any) -> Mapping[str, Any]:
+        """A ``timing_model`` mapping as written, with what the type takes from the engine when
+        the mapping leaves it out (``backend``: the engine's); the default: nothing."""
+        return data
 
     def check(self, spec: Any) -> None:
         """Raise ``ValueError`` (its message says what is missing) for an incomplete spec."""

@@ -18,7 +18,7 @@ from plansim.planner_core.observations import (
     WorkerCounts,
 )
 from plansim.planner_core.reasons import GoodputReason
-from plansim.planner_core.scaling_policies.sla_goodput import (
+from plansim.planner_core.goodput_policy import (
     RequestHistory,
     SlaGoodputPolicy,
     _recalibrated,
