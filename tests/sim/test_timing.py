@@ -130,9 +130,9 @@ def test_fixed_and_callable_models():
 
 def test_the_timing_registry_names_every_type_and_rejects_others():
     assert set(TIMING_MODELS.names()) == {"polynomial", "default", "fixed", "npz", "external",
-                                          "python", "aic"}
-    with pytest.raises(ConfigError, match=r"unknown timing model type 'roofline' \(known: "):
-        build_deployment({"engine": {"timing_model": {"type": "roofline"}}})
+                                          "python", "aic", "roofline"}
+    with pytest.raises(ConfigError, match=r"unknown timing model type 'measured' \(known: "):
+        build_deployment({"engine": {"timing_model": {"type": "measured"}}})
 
 
 @pytest.mark.parametrize(("spec", "missing"), [
