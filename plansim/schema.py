@@ -28,6 +28,9 @@ CAPACITY_JSON = "capacity.json"  # plansim capacity: the answer
 POINTS_TABLE = "points.parquet"  # plansim capacity: one row per replay
 RECOMMENDED_DEPLOYMENT = "recommended_deployment.yaml"  # plansim capacity: the answer to run
 RECOMMENDED_PLANNER = "recommended_planner.yaml"  # plansim capacity: the tuned Dynamo planner
+CALIBRATION_JSON = "calibration.json"  # plansim calibrate: the fit, its errors and intervals
+CALIBRATED_DEPLOYMENT = "calibrated_deployment.yaml"  # plansim calibrate: the deployment fitted
+CALIBRATION_TABLE = "calibration_requests.parquet"  # plansim calibrate: recorded vs replayed
 # Reports (plansim.reports.folder writes them) and the plotly.js they share.
 REPLAY_REPORT = "report.html"
 PLANNER_REPORT = "planner_report"  # .html and .log.jsonl.gz (the tick log)
@@ -36,6 +39,7 @@ RETUNE_REPORT = "retune_report.html"
 PREDICTOR_REPORT = "predictor_report.html"
 WINDOWS_REPORT = "retune_windows_report.html"
 CAPACITY_REPORT = "capacity_report.html"
+CALIBRATION_REPORT = "calibration_report.html"
 PLOTLY_JS = "plotly.min.js"
 
 # ---------------------------------------------------------------- retune

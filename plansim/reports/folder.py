@@ -3,7 +3,8 @@
 ``FOLDER_REPORTS`` is the table of those reports, each a ``FolderReport`` its module declares
 (the files that trigger it, what it reads, what it writes): ``replay`` (``report.html``),
 ``planner`` (``planner_report.html`` and its tick log, and one pair per period),
-``retune``, ``predictor``, ``windows`` (the retune windows report) and ``capacity``; each
+``retune``, ``predictor``, ``windows`` (the retune windows report), ``capacity`` and
+``calibration``; each
 module's ``FOLDER_REPORT`` says which tables make it.
 
 plotly.js is written once, as ``plotly.min.js`` at the top of the folder, and every report
@@ -34,6 +35,7 @@ FOLDER_REPORTS: Registry[FolderReport] = Registry("folder report", {
     "predictor": "plansim.reports.predictor:FOLDER_REPORT",
     "windows": "plansim.reports.windows:FOLDER_REPORT",
     "capacity": "plansim.reports.capacity:FOLDER_REPORT",
+    "calibration": "plansim.reports.calibration:FOLDER_REPORT",
 })
 
 
