@@ -30,6 +30,9 @@ RECOMMENDED_DEPLOYMENT = "recommended_deployment.yaml"  # plansim capacity: the 
 RECOMMENDED_PLANNER = "recommended_planner.yaml"  # plansim capacity: the tuned Dynamo planner
 FLEET_JSON = "fleet.json"  # plansim fleet: the answer
 FLEET_MODELS_DIR = "models"  # plansim fleet: one <model>/recommended_deployment.yaml each
+CALIBRATION_JSON = "calibration.json"  # plansim calibrate: the fit, its errors and intervals
+CALIBRATED_DEPLOYMENT = "calibrated_deployment.yaml"  # plansim calibrate: the deployment fitted
+CALIBRATION_TABLE = "calibration_requests.parquet"  # plansim calibrate: recorded vs replayed
 # Reports (plansim.reports.folder writes them) and the plotly.js they share.
 REPLAY_REPORT = "report.html"
 PLANNER_REPORT = "planner_report"  # .html and .log.jsonl.gz (the tick log)
@@ -39,6 +42,7 @@ PREDICTOR_REPORT = "predictor_report.html"
 WINDOWS_REPORT = "retune_windows_report.html"
 CAPACITY_REPORT = "capacity_report.html"
 FLEET_REPORT = "fleet_report.html"
+CALIBRATION_REPORT = "calibration_report.html"
 PLOTLY_JS = "plotly.min.js"
 
 # ---------------------------------------------------------------- retune

@@ -133,12 +133,21 @@ def resolve_version(system: str, backend: str, requested: str) -> str:
                      f"available: {available}")
 
 
+def local_config(model: str) -> Path | None:
+    """The ``config.json`` of ``model`` when it names a local folder holding one (the SDK
+    then estimates the model from that config, outside its support matrix), else None."""
+    path = Path(model) / "config.json"
+    return path if path.is_file() else None
+
+
 @lru_cache(maxsize=None)
 def model_config(model: str) -> dict[str, Any]:
-    """The published HuggingFace ``config.json`` the SDK bundles for ``model``."""
+    """The HuggingFace ``config.json`` of ``model``: a local folder's, or the published one
+    the SDK bundles."""
     import json
 
-    path = _package_dir() / "model_configs" / (model.replace("/", "--", 1) + "_config.json")
+    path = local_config(model) or (_package_dir() / "model_configs"
+                                   / (model.replace("/", "--", 1) + "_config.json"))
     return json.loads(path.read_text(encoding="utf-8"))
 
 

@@ -2,13 +2,14 @@
 
 Fields are AIConfigurator's own: ``system`` (e.g. ``h200_sxm``), ``backend`` (``vllm``,
 ``sglang``, ``trtllm``), ``backend_version`` (``current``, ``previous``, ``next`` or a version
-one of them names), ``model`` (a HuggingFace id), ``tp_size``, ``attention_dp_size``,
-``moe_tp_size`` / ``moe_ep_size`` (MoE models; unset ones fill ``tp_size x attention_dp_size``,
-both unset: experts split by tensor parallelism) and the quantization modes
-``gemm_quant_mode``, ``kvcache_quant_mode``, ``fmha_quant_mode``, ``moe_quant_mode``,
-``comm_quant_mode`` (unset: the checkpoint's own precision). The backend defaults to the
-engine's ``engine_type``; with the engine's ``aic_nextn`` draft tokens AIConfigurator estimates
-the MTP decode step (``nextn``, never set here).
+one of them names), ``model`` (a HuggingFace id of the support matrix, or a local folder
+holding a model's ``config.json``, which the SDK estimates outside its matrix), ``tp_size``,
+``attention_dp_size``, ``moe_tp_size`` / ``moe_ep_size`` (MoE models; unset ones fill
+``tp_size x attention_dp_size``, both unset: experts split by tensor parallelism) and the
+quantization modes ``gemm_quant_mode``, ``kvcache_quant_mode``, ``fmha_quant_mode``,
+``moe_quant_mode``, ``comm_quant_mode`` (unset: the checkpoint's own precision). The backend
+defaults to the engine's ``engine_type``; with the engine's ``aic_nextn`` draft tokens
+AIConfigurator estimates the MTP decode step (``nextn``, never set here).
 
 System, backend, version and model are checked against the support matrix of the installed
 SDK; each mistake is one line listing what is supported.
@@ -84,7 +85,7 @@ class AicSpec(StrictModel):
     def _known_model(cls, value: str, info: ValidationInfo) -> str:
         system, backend = info.data.get("system"), info.data.get("backend")
         version = info.data.get("backend_version")
-        if system is None or backend is None or version is None:
+        if system is None or backend is None or version is None or sdk.local_config(value):
             return value
         matrix = sdk.support_matrix()
         models = matrix.models(system, backend)
@@ -173,6 +174,11 @@ class AicSpec(StrictModel):
         out = self.model_dump(exclude={"type"})
         out["backend_version"] = self.resolved_version
         out["moe_tp_size"], out["moe_ep_size"] = self.moe_split
+        config = sdk.local_config(self.model)
+        if config is not None:
+            import hashlib
+
+            out["model_config_sha256"] = hashlib.sha256(config.read_bytes()).hexdigest()
         return out
 
 

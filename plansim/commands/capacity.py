@@ -3,7 +3,7 @@ bound on any scaling policy, and planner policies side by side.
 
 ``plansim capacity TRACE... --config deploy.yaml [--sla-ttft-ms X --sla-itl-ms Y] [--target 0.95]
 [--search KEY=V1,V2 ...] [--planner-config planner.yaml ...] [--seeds N]
-[--backend spawn|ray] [--out DIR]`` validates every option and config before reading the
+[--calibration calibration.json] [--backend spawn|ray] [--out DIR]`` validates every option and config before reading the
 traces, runs ``plansim.capacity``, prints the ranked table with the recommendation on top and
 writes ``capacity.json``, ``points.parquet``, ``inputs.json``, ``recommended_deployment.yaml``
 (when a deployment meets the target) and ``capacity_report.html``. A search that cannot meet
@@ -88,6 +88,11 @@ def capacity(
         help="Segment length of the hindsight bound (s of replay time).")] = 600.0,
     seeds: Annotated[int, typer.Option(
         help="Router seeds per chosen point, for the 90% interval.")] = 1,
+    calibration: Annotated[Path | None, typer.Option(
+        "--calibration", help="A calibration.json of plansim calibrate: the chosen points are "
+                              "also replayed at its timing draws, so their interval includes "
+                              "the timing's uncertainty, and the recommendation is checked at "
+                              "the pessimistic draw.", show_default=False)] = None,
     seed: Annotated[int | None, typer.Option(help="The canonical router seed.")] = None,
     arrival_speedup_ratio: Annotated[float | None, typer.Option(
         help="Divide arrival gaps by this.")] = None,
@@ -129,10 +134,16 @@ def capacity(
         "sla.ttft_ms": "--sla-ttft-ms", "sla.itl_ms": "--sla-itl-ms", "sla.e2e_ms": "--sla-e2e-ms",
         "seed": "--seed", "arrival_speedup_ratio": "--arrival-speedup-ratio"})
     objective = cap.GpuCost(cap.parse_gpu_costs(gpu_cost)) if gpu_cost else None
+    timing = None
+    if calibration is not None:
+        from plansim.calibrate.result import load_timing_draws
+
+        timing = load_timing_draws(calibration)
     plan = cap.prepare(deployment, target, search=search or (), objective=objective,
                        planner_configs=planner_config or (),
                        default_policies=not no_default_policies, max_gpu_budget=max_gpu_budget,
-                       segment_s=segment_s, seeds=seeds, tune_planner=tune_planner)
+                       segment_s=segment_s, seeds=seeds, tune_planner=tune_planner,
+                       timing=timing)
     workload = load_workload(traces, format=trace_format, trace_block_size=trace_block_size)
     if len(workload) == 0:
         raise InputError("no requests in " + ", ".join(map(str, traces)), field="TRACE")
@@ -261,8 +272,13 @@ def _interval(point: Mapping[str, Any]) -> str:
     iv = point.get("interval")
     if not iv:
         return ""
-    return (f", 90% interval {iv['low']:.1%}-{iv['high']:.1%} "
-            f"({iv['seeds']} seed(s) x {iv['segments']} segments: {iv['verdict']} target)")
+    draws = f" + {iv['timing_draws']} timing draws" if iv.get("timing_draws") else ""
+    text = (f", 90% interval {iv['low']:.1%}-{iv['high']:.1%} "
+            f"({iv['seeds']} seed(s){draws} x {iv['segments']} segments: {iv['verdict']} target)")
+    if "pessimistic_goodput_ratio" in point:
+        holds = "holds" if point["holds_at_pessimistic"] else "does not hold"
+        text += f"; {point['pessimistic_goodput_ratio']:.1%} at the pessimistic draw ({holds})"
+    return text
 
 
 def _replayed(counts: Sequence[Any]) -> str:

@@ -62,7 +62,9 @@ _OWN_NAMES = frozenset({
     schema.PLANNER_PERIOD_REPORTS_DIR, schema.RETUNE_REPORT, schema.PREDICTOR_REPORT,
     schema.WINDOWS_REPORT, schema.PLOTLY_JS, schema.CAPACITY_JSON, schema.POINTS_TABLE,
     schema.RECOMMENDED_DEPLOYMENT, schema.RECOMMENDED_PLANNER, schema.CAPACITY_REPORT,
-    schema.FLEET_JSON, schema.FLEET_MODELS_DIR, schema.FLEET_REPORT, RESUME_DIR,
+    schema.FLEET_JSON, schema.FLEET_MODELS_DIR, schema.FLEET_REPORT,
+    schema.CALIBRATION_JSON, schema.CALIBRATED_DEPLOYMENT, schema.CALIBRATION_TABLE,
+    schema.CALIBRATION_REPORT, RESUME_DIR,
 })
 
 # Options that say where and how a run is written, not what ran: inputs.json leaves them out, so

@@ -4,7 +4,7 @@
 (the files that trigger it, what it reads, what it writes): ``replay`` (``report.html``),
 ``planner`` (``planner_report.html`` and its tick log, and one pair per period),
 ``retune``, ``predictor``, ``windows`` (the retune windows report), ``capacity`` and
-``fleet``; each
+``fleet`` and ``calibration``; each
 module's ``FOLDER_REPORT`` says which tables make it.
 
 plotly.js is written once, as ``plotly.min.js`` at the top of the folder, and every report
@@ -36,6 +36,7 @@ FOLDER_REPORTS: Registry[FolderReport] = Registry("folder report", {
     "windows": "plansim.reports.windows:FOLDER_REPORT",
     "capacity": "plansim.reports.capacity:FOLDER_REPORT",
     "fleet": "plansim.reports.fleet:FOLDER_REPORT",
+    "calibration": "plansim.reports.calibration:FOLDER_REPORT",
 })
 
 

@@ -167,6 +167,10 @@ class _EngineFields(StrictModel):
     # restored worker). Workers of the starting deployment are warm. 0: off.
     startup_time_cv: float = Field(default=0.0, ge=0, le=10)
     first_pass_delay_s: float = Field(default=0.0, ge=0)
+    # vLLM's async scheduling (on by default in vLLM 0.15, PR #27614; SGLang's and
+    # TensorRT-LLM's overlap schedulers do the same): a request reaching a busy rank joins the
+    # pass after next (``plansim.sim.engine``, rule 6). Off: the reference mocker's scheduling.
+    async_scheduling: bool = False
     worker_type: Literal["aggregated", "prefill", "decode"] = "aggregated"
     is_prefill: bool | None = None
     is_decode: bool | None = None
@@ -471,6 +475,9 @@ class Deployment(StrictModel):
     sla: SlaConfig = Field(default_factory=SlaConfig)
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
     planner: dict[str, Any] | None = None
+    # Time each request spends outside the engines (frontend, network), added to its TTFT and
+    # E2E as recorded; the engines, the router and the planner never see it.
+    request_overhead_ms: float = Field(default=0.0, ge=0)
 
     @field_validator("mode", mode="before")
     @classmethod

@@ -24,6 +24,10 @@ decides who gets tokens in a pass, who is admitted and who is preempted; the ran
    model with ``mixed_decode_ms`` gives the decode share instead.
 5. Pass end = start + prefill + decode, each rounded to whole nanoseconds as the reference's
    durations are. Tokens are stamped at the pass end.
+6. With ``async_scheduling`` (vLLM's async scheduling: the next step is scheduled while one
+   runs) a request reaching a busy rank is not seen by the pass composed when the running one
+   ends, only by the one after (a run stops after that pass); when nothing else would run, it
+   joins that pass. Off: it joins the next pass (the reference).
 
 Speculative decoding (``aic_nextn``, the rank's ``plansim.sim.speculative.Drafts``): a pass
 emits ``1 + accepted drafts`` tokens per request (a prompt's own pass only if the policy
@@ -144,6 +148,9 @@ class Rank:
         # The batch's requests in batch order (the batch owns the list).
         self.running: list[Request] = self.batch.reqs
         self.waiting: deque[Request] = deque()
+        # Async scheduling: requests that reached the rank while its pass ran (rule 6).
+        self.async_scheduling = args.async_scheduling
+        self._unseen: list[Request] = []
         self.queued = QueueTotals()
         self.busy = False
         # Nothing can run until a host transfer in flight lands (``wake``) or a request arrives.
@@ -179,7 +186,10 @@ class Rank:
             self.hooks.on_reject(self, req, reason)
             return False
         self.stalled = False
-        self._wait(req, left=False)
+        if self.busy and self.async_scheduling:
+            self._unseen.append(req)
+        else:
+            self._wait(req, left=False)
         return True
 
     def wake(self, now: float) -> None:
@@ -190,14 +200,14 @@ class Rank:
             self.offload.settle(self, now)
 
     def has_work(self) -> bool:
-        return not self.stalled and bool(self.running or self.waiting)
+        return not self.stalled and bool(self.running or self.waiting or self._unseen)
 
     def cached_blocks(self, keys: list[int]) -> int:
         return self.cache.cached_run(keys)
 
     def holds_requests(self) -> bool:
-        return bool(self.running or self.waiting or (self.offload is not None
-                                                     and self.offload.held))
+        return bool(self.running or self.waiting or self._unseen
+                    or (self.offload is not None and self.offload.held))
 
     def evacuate(self) -> list[Request]:
         """Take every request off the rank, whose worker is gone (preempted), between passes:
@@ -215,6 +225,23 @@ class Rank:
     def start_pass(self, now: float) -> float:
         """Schedule one pass (or a run of passes) starting at ``now``; returns its end time as
         the clock reaches it, pass end after pass end (both virtual ms)."""
+        unseen = self._unseen
+        if not unseen:
+            return self._start_pass(now)
+        self._unseen = []
+        if not (self.running or self.waiting):
+            # The step scheduled while the last one ran was empty: they join this one.
+            for req in unseen:
+                self._wait(req, left=False)
+            return self._start_pass(now)
+        end = self._start_pass(now)
+        for req in unseen:
+            self._wait(req, left=False)
+        # They are seen as this pass ends: a run stops there.
+        cut = self.interrupt(now)
+        return end if cut is None else cut
+
+    def _start_pass(self, now: float) -> float:
         self.busy = True
         offload = self.offload
         if offload is not None:

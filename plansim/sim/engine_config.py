@@ -145,6 +145,7 @@ KEYS: tuple[EngineKey, ...] = (
     _k("startup_time"),
     _k("startup_time_cv"),  # plansim extension: cold-start realism (EngineArgs)
     _k("first_pass_delay_s"),  # plansim extension
+    _k("async_scheduling"),  # plansim extension, vLLM's key name
     _k("num_gpu_blocks_is_explicit", NO_EFFECT, why="marks num_gpu_blocks as user-set"),
     _k("gpu_memory_utilization", why=f"vLLM {_AIC_SIZED}"),
     _k("mem_fraction_static", why=f"SGLang {_AIC_SIZED}"),

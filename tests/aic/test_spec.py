@@ -92,3 +92,28 @@ def test_specs_are_hashable_and_equal_by_value():
     a = parse_aic_spec({"model": "Qwen/Qwen3-32B", "system": "h200_sxm"})
     b = AicSpec(model="Qwen/Qwen3-32B", system="h200_sxm")
     assert a == b and hash(a) == hash(b)
+
+
+CONFIGS = Path(__file__).resolve().parents[1] / "data" / "model_configs"
+
+
+def test_a_local_config_folder_is_a_model_outside_the_matrix(tmp_path):
+    # Llama-2-7B is in no support matrix; its config.json in a folder is accepted.
+    folder = tmp_path / "llama"
+    folder.mkdir()
+    config = (CONFIGS / "meta-llama--Llama-2-7b-hf" / "config.json").read_bytes()
+    (folder / "config.json").write_bytes(config)
+    spec = parse_aic_spec({"model": str(folder), "system": "h100_sxm", "backend": "vllm"})
+    first = spec.identity()["model_config_sha256"]
+    # The table cache key follows the file's content, not only its path.
+    (folder / "config.json").write_bytes(config.replace(b'"num_hidden_layers": 32',
+                                                        b'"num_hidden_layers": 16'))
+    assert spec.identity()["model_config_sha256"] != first
+    with pytest.raises(ValueError, match="tp_size 3 does not divide"):
+        parse_aic_spec({"model": str(CONFIGS / "meta-llama--Llama-2-7b-hf"),
+                        "system": "h100_sxm", "tp_size": 3})
+
+
+def test_a_folder_without_a_config_is_still_checked_against_the_matrix(tmp_path):
+    with pytest.raises(ValueError, match="is not supported by AIConfigurator"):
+        parse_aic_spec({"model": str(tmp_path), "system": "h100_sxm", "backend": "vllm"})

@@ -220,6 +220,48 @@ def test_an_arrival_during_a_pass_joins_the_next_pass():
     assert req(r, 1).first_token_ms == pytest.approx(expected, **APPROX)
 
 
+@pytest.mark.parametrize("decode_runs", [True, False])
+def test_with_async_scheduling_an_arrival_during_a_pass_skips_the_pass_composed_meanwhile(
+        decode_runs):
+    # B arrives while A's prefill pass runs; the pass after it (A's first decode) was scheduled
+    # while the prefill ran, so B is admitted at that decode pass's end, not the prefill's.
+    rows = [(0.0, 1000, 5, [1, 2]), (10.0, 800, 5, [3, 4])]
+    r = run(rows, decode_runs=decode_runs, engine={"async_scheduling": True})
+    admitted = prefill_ms(1000) + decode_ms(1001)
+    assert req(r, 1).first_admit_ms == pytest.approx(admitted, **APPROX)
+    # B's prefill shares the next pass with A's second decode (A is 1002 tokens long).
+    expected = admitted + prefill_ms(800) + decode_ms(1002)
+    assert req(r, 1).first_token_ms == pytest.approx(expected, **APPROX)
+    assert req(r, 0).first_token_ms == pytest.approx(prefill_ms(1000), **APPROX)
+
+
+@pytest.mark.parametrize("decode_runs", [True, False])
+def test_with_async_scheduling_an_arrival_cuts_a_decode_run_one_pass_later(decode_runs):
+    # A decodes pass after pass; B arrives during A's third decode pass: the fourth was
+    # already scheduled, so B is admitted as it ends.
+    rows = [(0.0, 1000, 20, [1, 2])]
+    d = [decode_ms(1000 + k) for k in range(1, 6)]
+    arrival = prefill_ms(1000) + d[0] + d[1] + d[2] / 2
+    rows.append((arrival, 800, 5, [3, 4]))
+    r = run(rows, decode_runs=decode_runs, engine={"async_scheduling": True})
+    admitted = prefill_ms(1000) + sum(d[:4])
+    assert req(r, 1).first_admit_ms == pytest.approx(admitted, **APPROX)
+    assert req(r, 1).first_token_ms == pytest.approx(
+        admitted + prefill_ms(800) + decode_ms(1005), **APPROX)
+
+
+def test_with_async_scheduling_a_request_reaching_an_idle_rank_or_an_emptying_one_runs_next():
+    # C reaches an idle rank: its prompt runs at once. B arrives during A's last decode pass:
+    # the pass scheduled meanwhile had nothing to run, so B joins the pass after it.
+    p, d = prefill_ms(1000), decode_ms(1001)
+    rows = [(0.0, 1000, 2, [1, 2]), (p + d / 2, 800, 2, [3, 4]), (10_000.0, 500, 2, [5])]
+    r = run(rows, engine={"async_scheduling": True})
+    assert req(r, 0).last_token_ms == pytest.approx(p + d, **APPROX)
+    assert req(r, 1).first_admit_ms == pytest.approx(p + d, **APPROX)
+    assert req(r, 1).first_token_ms == pytest.approx(p + d + prefill_ms(800), **APPROX)
+    assert req(r, 2).ttft_ms == pytest.approx(prefill_ms(500), **APPROX)
+
+
 def test_last_fpm_is_the_latest_pass_of_a_rank():
     from plansim.sim.batch import Request
 

@@ -2,8 +2,10 @@
 
 ``TIMING_MODELS`` maps each ``timing_model.type`` of the engine args to its ``TimingKind``
 (``plansim.sim.timing.base``): ``polynomial`` (``default``), ``fixed``, ``npz``, ``external``,
-``python`` and ``aic`` (AIConfigurator's estimates, :mod:`plansim.sim.timing.aic`, extra
-``plansim[aic]``). ``make_timing_model(spec)`` builds the model a spec describes.
+``python``, ``aic`` (AIConfigurator's estimates, :mod:`plansim.sim.timing.aic`, extra
+``plansim[aic]``) and ``roofline`` (from a model config and a GPU's peak figures,
+:mod:`plansim.sim.timing.roofline`). ``make_timing_model(spec)`` builds the model a spec
+describes.
 
 Adding a model: one module with its model and a ``TimingKind`` (whose ``Params`` declare any keys
 of its own: they become ``timing_model`` fields), and one line in ``TIMING_MODELS``.
@@ -28,6 +30,7 @@ TIMING_MODELS: Registry[TimingKind] = Registry("timing model type", {
     "external": "plansim.sim.timing.npz:EXTERNAL_KIND",
     "python": "plansim.sim.timing.python_callable:KIND",
     "aic": "plansim.sim.timing.aic:KIND",
+    "roofline": "plansim.sim.timing.roofline:KIND",
 })
 
 
