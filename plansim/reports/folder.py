@@ -3,9 +3,8 @@
 ``FOLDER_REPORTS`` is the table of those reports, each a ``FolderReport`` its module declares
 (the files that trigger it, what it reads, what it writes): ``replay`` (``report.html``),
 ``planner`` (``planner_report.html`` and its tick log, and one pair per period),
-``retune``, ``predictor``, ``windows`` (the retune windows report), ``capacity`` and
-``fleet`` and ``calibration``; each
-module's ``FOLDER_REPORT`` says which tables make it.
+``retune``, ``predictor``, ``windows`` (the retune windows report), ``capacity``, ``fleet``
+and ``calibration``; each module's ``FOLDER_REPORT`` says which tables make it.
 
 plotly.js is written once, as ``plotly.min.js`` at the top of the folder, and every report
 loads it from there (reports keep working when the folder is copied whole); with
