@@ -27,7 +27,9 @@ once (capabilities, self-benchmark or profiling data, predictor warm-up). ``Conf
 replay ends; ``sweep(plan, executor)`` runs each window's sweep (default
 ``retune.sweep.run_sweep``); ``on_decision`` sees each decision record as it lands;
 ``result.retune_events`` lists them. ``progress(virtual_ms, last_arrival_ms)`` is called about once per simulated
-second.
+second. ``supply`` says where the workers come from (``plansim.sim.supply``: refused scale-ups,
+spot workers preempted); ``replay_shared`` replays several setups on one virtual clock, each with
+its supply (a fleet sharing one inventory of GPUs; without retune).
 
 A ``ReplaySetup`` built by ``setup`` holds a planner ready to tick: replay it once.
 
@@ -51,7 +53,7 @@ if TYPE_CHECKING:  # a replay without a planner never loads the planner's config
     from plansim.planner_core.config import PlannerConfig
     from plansim.retune.setup import RetuneSetup
 
-__all__ = ["ReplayResult", "ReplaySetup", "load_deployment", "replay", "setup"]
+__all__ = ["ReplayResult", "ReplaySetup", "load_deployment", "replay", "replay_shared", "setup"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,14 +97,14 @@ def replay(workload: Any, setup: ReplaySetup, *, trace_paths: Sequence[str] = ()
            executor: Callable[[int], Any] | None = None,
            on_decision: Callable[[dict[str, Any]], None] | None = None,
            sweep: Callable[[Any, Any], Any] | None = None,
-           pass_log: Any = None) -> ReplayResult:
+           pass_log: Any = None, supply: Any = None) -> ReplayResult:
     """Replay ``workload`` as ``setup`` says; see the module docstring. ``pass_log`` (a
     ``plansim.sim.pass_log.PassLog``) receives every pass of every engine rank."""
     from plansim.sim.host import replay as host_replay
 
     if setup.retune is None:
         return host_replay(workload, setup.deployment, setup.planner, progress=progress,
-                           pass_log=pass_log)
+                           pass_log=pass_log, supply=supply)
     from plansim.retune.controller import controller_for_replay
     from plansim.sim.bootstrap import planner_for_deployment
 
@@ -113,10 +115,23 @@ def replay(workload: Any, setup: ReplaySetup, *, trace_paths: Sequence[str] = ()
             planner = planner_for_deployment(setup.planner_config, setup.deployment,
                                              retune=controller)
         result = host_replay(workload, setup.deployment, planner, progress=progress,
-                             pass_log=pass_log)
+                             pass_log=pass_log, supply=supply)
     finally:
         controller.close()
     if result.retune_events is None:
         # The host does not collect decisions: take them from the controller.
         result = replace(result, retune_events=list(controller.events))
     return result
+
+
+def replay_shared(members: Sequence[tuple[Any, ReplaySetup, Any]]) -> list[ReplayResult]:
+    """Replay ``(workload, setup, supply)`` members on one virtual clock
+    (``plansim.sim.host.replay_shared``); a setup with a retune block is refused."""
+    from plansim.sim.host import SharedMember
+    from plansim.sim.host import replay_shared as host_shared
+
+    for _, setup_, _ in members:
+        if setup_.retune is not None:
+            raise ValueError("replay_shared does not run retune")
+    return host_shared([SharedMember(w, s.deployment, s.planner, supply)
+                        for w, s, supply in members])

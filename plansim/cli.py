@@ -59,7 +59,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "retune": ("plansim.commands.retune", "app"),
     "predict": ("plansim.commands.predict", "app"),
     "profile": ("plansim.commands.profile", "app"),
+    "calibrate": ("plansim.commands.calibrate", "calibrate"),
     "capacity": ("plansim.commands.capacity", "capacity"),
+    "fleet": ("plansim.commands.fleet", "fleet"),
     "report": ("plansim.commands.report", "report"),
     "compare": ("plansim.commands.compare", "compare"),
 }

@@ -35,6 +35,11 @@ RECOMMENDED_ENGINE_ARGS = "recommended_engine_args.json"  # the agg pool's, or t
 RECOMMENDED_PREFILL_ENGINE_ARGS = "recommended_prefill_engine_args.json"
 RECOMMENDED_DECODE_ENGINE_ARGS = "recommended_decode_engine_args.json"
 TRACE_EVENTS_JSON = "trace_events.json.gz"  # replay --trace-events: Chrome/Perfetto timeline
+FLEET_JSON = "fleet.json"  # plansim fleet: the answer
+FLEET_MODELS_DIR = "models"  # plansim fleet: one <model>/recommended_deployment.yaml each
+CALIBRATION_JSON = "calibration.json"  # plansim calibrate: the fit, its errors and intervals
+CALIBRATED_DEPLOYMENT = "calibrated_deployment.yaml"  # plansim calibrate: the deployment fitted
+CALIBRATION_TABLE = "calibration_requests.parquet"  # plansim calibrate: recorded vs replayed
 # Reports (plansim.reports.folder writes them) and the plotly.js they share.
 REPLAY_REPORT = "report.html"
 PLANNER_REPORT = "planner_report"  # .html and .log.jsonl.gz (the tick log)
@@ -45,6 +50,8 @@ WINDOWS_REPORT = "retune_windows_report.html"
 CAPACITY_REPORT = "capacity_report.html"
 COMPARE_JSON = "compare.json"  # plansim compare: the runs side by side
 COMPARE_REPORT = "compare_report.html"
+FLEET_REPORT = "fleet_report.html"
+CALIBRATION_REPORT = "calibration_report.html"
 PLOTLY_JS = "plotly.min.js"
 
 # ---------------------------------------------------------------- retune

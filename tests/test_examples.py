@@ -32,3 +32,16 @@ def test_the_dynamo_planner_example_sizes_for_deploy_yamls_sla():
     planner = parse_planner_config(read_config(EXAMPLES / "planner.yaml", what="planner config"))
     assert planner.scaling_policy == "dynamo"
     assert (planner.ttft_ms, planner.itl_ms) == (sla.ttft_ms, sla.tpot_ms)
+
+
+def test_the_fleet_example_is_valid_and_its_models_search_both_gpu_types_of_its_inventory():
+    from plansim import fleet
+
+    plan = fleet.prepare(fleet.load_fleet(EXAMPLES / "fleet.yaml"),
+                         source=str(EXAMPLES / "fleet.yaml"))
+    assert [m.name for m in plan.models] == ["chat", "batch"]
+    assert plan.inventory.counts == {"h200_sxm": 16, "h100_sxm": 8}
+    for m in plan.models:
+        assert [v.label for v in m.variants] == [
+            "engine.timing_model.system=h200_sxm", "engine.timing_model.system=h100_sxm"]
+        assert all(Path(t).is_file() for t in m.traces)

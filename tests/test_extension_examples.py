@@ -171,8 +171,10 @@ def test_a_new_routing_policy(tmp_path):
 
 
 def test_a_new_timing_model(tmp_path):
+    # Its key is its own: one another type declares (the polynomial's prefill_ms_per_token)
+    # would have to be declared the same way.
     tree = _extend(tmp_path, "sim/timing/per_token.py", '''
-        """``per_token``: a prefill pass costs ``prefill_ms_per_token`` per new token, a decode
+        """``per_token``: a prefill pass costs ``ms_per_new_token`` per new token, a decode
         pass ``pass_ms``."""
 
         from dataclasses import dataclass
@@ -199,7 +201,7 @@ def test_a_new_timing_model(tmp_path):
 
         @dataclass(frozen=True, slots=True)
         class PerTokenParams:
-            prefill_ms_per_token: float | None = param(None, ge=0, optional=True,
+            ms_per_new_token: float | None = param(None, ge=0, optional=True,
                                                        help="prefill time per new token (ms)")
             pass_ms: float | None = param(None, ge=0, optional=True, help="decode pass (ms)")
 
@@ -208,18 +210,18 @@ def test_a_new_timing_model(tmp_path):
             Params = PerTokenParams
 
             def check(self, spec):
-                if spec.prefill_ms_per_token is None or spec.pass_ms is None:
-                    raise ValueError("a per_token timing model needs prefill_ms_per_token and "
+                if spec.ms_per_new_token is None or spec.pass_ms is None:
+                    raise ValueError("a per_token timing model needs ms_per_new_token and "
                                      "pass_ms")
 
             def build(self, spec):
-                return PerTokenTiming(spec.prefill_ms_per_token, spec.pass_ms)
+                return PerTokenTiming(spec.ms_per_new_token, spec.pass_ms)
 
 
         KIND = PerTokenKind()
         ''', "sim/timing/__init__.py", '"per_token": "plansim.sim.timing.per_token:KIND",')
     out = _run(tree, """
-        timing = {"type": "per_token", "prefill_ms_per_token": 0.1, "pass_ms": 4.0}
+        timing = {"type": "per_token", "ms_per_new_token": 0.1, "pass_ms": 4.0}
         dep = build_deployment({"engine": {"timing_model": timing}})
         result = replay(workload([(0.0, 100, 3)]), dep)
         print(json.dumps({
@@ -231,7 +233,7 @@ def test_a_new_timing_model(tmp_path):
     # 100 prompt tokens at 0.1 ms, then two 4 ms decode passes.
     assert out["e2e"] == [pytest.approx(18.0)]
     assert "engine.timing_model" in out["incomplete"]
-    assert "prefill_ms_per_token" in out["incomplete"]
+    assert "ms_per_new_token" in out["incomplete"]
     assert "decode_ms: not read by a timing model of type per_token" in out["foreign"]
 
 

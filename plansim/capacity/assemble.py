@@ -48,20 +48,29 @@ class Assembly:
         self.extra_seeds = jobs.extra_seeds
         self.seed_sensitive = jobs.seed_sensitive
 
-    def _interval(self, replays: Sequence[FullReplay]) -> Interval:
+    def _interval(self, replays: Sequence[FullReplay], timing_draws: int = 0) -> Interval:
         good = np.array([r.segment_good for r in replays])
-        return bootstrap(good, self.segments.requests, seed=self.plan.deployment.seed)
+        return bootstrap(good, self.segments.requests, seed=self.plan.deployment.seed,
+                         timing_draws=timing_draws)
 
     def _point(self, variant: Variant, e: Evaluated,
-               seeds: Mapping[tuple[str, Counts], list[FullReplay]] | None) -> StaticPoint:
+               seeds: Mapping[tuple[str, Counts], list[FullReplay]] | None,
+               timing: Mapping[tuple[str, Counts], list[FullReplay]] | None = None
+               ) -> StaticPoint:
         extra = (seeds or {}).get((variant.label, e.counts), [])
+        drawn = (timing or {}).get((variant.label, e.counts), [])
+        low = min((sum(r.segment_good) for r in drawn), default=None)
         return StaticPoint(
             variant=variant.label, overrides=variant.overrides, mode=variant.layout.mode,
             counts=e.counts, gpus=variant.layout.gpus(e.counts), requests=e.requests,
             good_requests=e.good, gpu_hours=float(e.replay.summary["gpu_hours"]), cost=e.cost,
             meets_target=e.meets_target, within_budget=e.within_budget,
             summary=e.replay.summary,
-            interval=self._interval([e.replay, *extra]) if seeds is not None else None)
+            interval=(self._interval([e.replay, *extra, *drawn], len(drawn))
+                      if seeds is not None else None),
+            pessimistic_good=low,
+            holds_at_pessimistic=(None if low is None
+                                  else low >= required_good(self.plan.target, e.requests)))
 
     def result(self, results: Mapping[str, Any], stats: RunStats, arrivals: np.ndarray,
                wall_s: float, notes: Sequence[str] = ()) -> CapacityResult:
@@ -69,8 +78,10 @@ class Assembly:
         statics = self.jobs.statics(results)
         chosen = self.jobs.choose(statics)
         seeds = results["seeds"]
-        cheapest = self._point(*chosen.cheapest, seeds) if chosen.cheapest else None
-        best_bad = self._point(*chosen.best_infeasible, seeds) if chosen.best_infeasible else None
+        timing = results.get("timing")
+        cheapest = self._point(*chosen.cheapest, seeds, timing) if chosen.cheapest else None
+        best_bad = (self._point(*chosen.best_infeasible, seeds, timing)
+                    if chosen.best_infeasible else None)
         variants = tuple(self._variant_result(s) for s in statics)
         bound = self._bound(results["bound"], results["schedule"], chosen)
         static_cost = cheapest.cost if cheapest is not None else None
@@ -85,7 +96,7 @@ class Assembly:
             if tune.policy is not None:
                 policies.append(self._policy_result(tune.policy, tune.variant, tune.replays,
                                                     bound, static_cost))
-        notes = [*notes, *self._notes(chosen, statics, bound)]
+        notes = [*notes, *self._notes(chosen, statics, bound), *self._timing_notes(cheapest)]
         if tune is not None and tune.answer is None:
             notes.append(f"no setting of the planner knobs replayed ({len(tune.trials)}) meets "
                          f"the {plan.target:.1%} goodput target")
@@ -192,6 +203,16 @@ class Assembly:
                          "optimistic values for segments not replayed (still a lower bound)")
         return notes
 
+    def _timing_notes(self, cheapest: StaticPoint | None) -> list[str]:
+        timing = self.plan.timing
+        if timing is None or cheapest is None or cheapest.pessimistic_good is None:
+            return []
+        low = cheapest.pessimistic_good / cheapest.requests if cheapest.requests else 0.0
+        holds = "holds" if cheapest.holds_at_pessimistic else "does not hold"
+        return [f"with the timing uncertainty of {timing.source} ({timing.family}, "
+                f"{len(timing.draws)} draws), the recommendation's goodput at the pessimistic "
+                f"draw is {low:.2%}: it {holds} the {self.plan.target:.1%} target there"]
+
     def _start_notes(self, variant: Variant) -> list[str]:
         budget = self.plan.max_gpu_budget
         start = variant.policy_start(budget)
@@ -233,6 +254,10 @@ class Assembly:
         for (label, counts), replays in seeds.items():
             for seed, replay in zip(self.extra_seeds, replays):
                 rows.append(full_row("seed", by_label[label], counts, replay, seed))
+        for (label, counts), replays in (results.get("timing") or {}).items():
+            for k, replay in enumerate(replays):
+                rows.append({**full_row("timing", by_label[label], counts, replay, base_seed),
+                             "timing_draw": k})
         outcome: BoundOutcome = results["bound"]
         for k, final in enumerate(outcome.values.final):
             n_k = int(self.segments.requests[k])

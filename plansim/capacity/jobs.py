@@ -1,7 +1,7 @@
 """The job graph of one capacity run (``scheduler`` protocol): one static search per variant;
 then, on the recommended variant (known at once when nothing is searched), the bound's rounds,
-the bound's schedule replayed, the seed replays of the chosen points and one job per planner
-policy. ``RunJobs`` also builds every replay request, so that equal work has one key."""
+the bound's schedule replayed, the seed replays of the chosen points, with a calibration the
+replays of the chosen points at its timing draws, and one job per planner policy. ``RunJobs`` also builds every replay request, so that equal work has one key."""
 
 from __future__ import annotations
 
@@ -142,6 +142,8 @@ class RunJobs:
         specs.append(JobSpec("bound", self._bound_job, statics))
         specs.append(JobSpec("schedule", self._schedule_job, ("bound",)))
         specs.append(JobSpec("seeds", self._seeds_job, statics))
+        if plan.timing is not None:
+            specs.append(JobSpec("timing", self._timing_job, statics))
         specs += [JobSpec(f"policy {k}", self._policy_job(p), policy_after)
                   for k, p in enumerate(plan.policies)]
         if plan.tunes_planner:
@@ -276,6 +278,23 @@ class RunJobs:
         replays = (yield requests) if requests else []
         per_point = len(self.extra_seeds)
         return {(v.label, e.counts): replays[i * per_point:(i + 1) * per_point]
+                for i, (v, e) in enumerate(points)}
+
+    def _timing_job(self, deps: Mapping[str, Any]) -> Generator:
+        """The chosen points at each of the calibration's timing draws."""
+        from plansim.sim.deployment import with_overrides
+
+        chosen = self.choose(self.statics(deps))
+        points = [p for p in (chosen.cheapest, chosen.best_infeasible) if p is not None]
+        draws = self.plan.timing.draws
+        requests = [
+            ReplayRequest(f"{v.label} @ {counts_label(v.layout.mode, e.counts)} timing draw {i}",
+                          replay_full_task,
+                          (self.trace_path, with_overrides(v.with_counts(e.counts), draw),
+                           self.first_rows), "timing")
+            for v, e in points for i, draw in enumerate(draws)]
+        replays = (yield requests) if requests else []
+        return {(v.label, e.counts): replays[i * len(draws):(i + 1) * len(draws)]
                 for i, (v, e) in enumerate(points)}
 
     def _policy_job(self, policy: Policy) -> Callable[[Mapping[str, Any]], Generator]:

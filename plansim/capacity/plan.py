@@ -42,6 +42,7 @@ class Plan:
     # and whether the --tune-planner preset joins them; off when neither.
     knobs: tuple[planner_search.Knob, ...] = ()
     tune_planner: bool = False
+    timing: Any = None  # a calibration's timing draws (plansim.calibrate.TimingDraws) or None
 
     @property
     def tunes_planner(self) -> bool:
@@ -54,8 +55,11 @@ def prepare(deployment: Deployment, target: float = 0.95, *,
             max_gpu_budget: int = DEFAULT_MAX_GPU_BUDGET, segment_s: float = DEFAULT_SEGMENT_S,
             lead_in_s: float = DEFAULT_LEAD_IN_S, seeds: int = 1,
             objective: objectives.Objective | None = None,
-            max_bound_rounds: int = DEFAULT_BOUND_ROUNDS, tune_planner: bool = False) -> Plan:
-    """Validate a capacity run; ``InputError`` names the option at fault."""
+            max_bound_rounds: int = DEFAULT_BOUND_ROUNDS, tune_planner: bool = False,
+            timing: Any = None) -> Plan:
+    """Validate a capacity run; ``InputError`` names the option at fault. ``timing``: the
+    timing draws of a calibration (``plansim.calibrate.load_timing_draws``), replayed at the
+    chosen points so that their intervals include the timing's uncertainty."""
     if not (isinstance(target, (int, float)) and 0 < target <= 1):
         raise InputError(f"must be in (0, 1], got {target}", field="--target")
     if not deployment.sla.is_set:
@@ -78,12 +82,16 @@ def prepare(deployment: Deployment, target: float = 0.95, *,
     if knobs or tune_planner:
         base = planner_search.tune_base(planner_policies.default_base(deployment, max_gpu_budget))
         planner_search.check_values(base, knobs, deployment.sla.model_dump())
+    notes: list[str] = []
+    if timing is not None:
+        notes += _check_timing(deployment, dims, timing)
     variants = build_variants(deployment, dims, max_gpu_budget=max_gpu_budget)
     if isinstance(objective, objectives.GpuCost):
         for variant in variants:
             objective.check(variant.label, variant.layout)
-    policies, notes = (planner_policies.default_policies(deployment, max_gpu_budget)
-                       if default_policies else ([], []))
+    policies, policy_notes = (planner_policies.default_policies(deployment, max_gpu_budget)
+                              if default_policies else ([], []))
+    notes += policy_notes
     policies += [p for p in planner_configs if isinstance(p, Policy)]
     paths = [p for p in planner_configs if not isinstance(p, Policy)]
     policies += planner_policies.file_policies(paths, deployment,
@@ -91,7 +99,30 @@ def prepare(deployment: Deployment, target: float = 0.95, *,
     return Plan(deployment, float(target), tuple(dims), tuple(variants), tuple(policies),
                 max_gpu_budget, float(segment_s), float(lead_in_s), int(seeds),
                 objective or objectives.GpuHours(), max_bound_rounds, tuple(notes),
-                tuple(knobs), bool(tune_planner))
+                tuple(knobs), bool(tune_planner), timing)
+
+
+def _check_timing(deployment: Deployment, dims: Sequence[SearchDimension],
+                  timing: Any) -> list[str]:
+    """Refuse a search over a key the calibration's draws set, check every draw against the
+    deployment; a note when the deployment's timing is not the calibration's fit."""
+    from plansim.errors import located
+    from plansim.sim.deployment import with_overrides
+
+    for d in dims:
+        for key in timing.keys:
+            if d.key == key or d.key.startswith(key + ".") or key.startswith(d.key + "."):
+                raise InputError(f"{d.key}: set by the calibration ({timing.source}), so it "
+                                 "cannot be searched with --calibration", field="--search")
+    with located(timing.source):
+        for draw in timing.draws:
+            with_overrides(deployment, draw)
+        fitted = with_overrides(deployment, timing.keys)
+    if fitted.model_dump() != deployment.model_dump():
+        return [f"the deployment's timing is not the fit of {timing.source} (its "
+                f"calibrated_deployment.yaml): the search uses the deployment's, the intervals "
+                "the calibration's draws"]
+    return []
 
 
 def _dimensions(search: Any) -> list[SearchDimension]:

@@ -44,6 +44,10 @@ class StaticPoint:
     within_budget: bool
     summary: dict[str, Any] = field(repr=False)
     interval: Interval | None = None
+    # With a calibration: the good requests of its pessimistic timing draw (the fewest), and
+    # whether they meet the target.
+    pessimistic_good: int | None = None
+    holds_at_pessimistic: bool | None = None
 
     @property
     def goodput_ratio(self) -> float:
@@ -75,6 +79,10 @@ class StaticPoint:
         }
         if self.interval is not None:
             out["interval"] = {**self.interval.to_json(), "verdict": self.interval.verdict(target)}
+        if self.pessimistic_good is not None:
+            out["pessimistic_goodput_ratio"] = (self.pessimistic_good / self.requests
+                                                if self.requests else 0.0)
+            out["holds_at_pessimistic"] = self.holds_at_pessimistic
         return out
 
 

@@ -188,9 +188,11 @@ def corner_limit_for(variant: Variant, budget: int) -> int:
     return 3 * max(math.ceil(math.log2(max(max(variant.layout.max_counts(budget)), 2))), 1)
 
 
+EvaluateCounts = Callable[[Sequence[Counts]], Generator[object, object, list[Evaluated]]]
+
+
 def run_search(variant: Variant, budget: int, objective: objectives.Objective,
-               evaluate_counts: Callable[[Sequence[Counts]], Generator[
-                   object, object, list[Evaluated]]]) -> Generator[object, object, StaticSearch]:
+               evaluate_counts: EvaluateCounts) -> Generator[object, object, StaticSearch]:
     """Drive the variant's count search; ``evaluate_counts`` is a generator (in the scheduler
     protocol) that replays counts and returns their evaluations."""
     if variant.layout.mode is Mode.AGG:
@@ -198,6 +200,16 @@ def run_search(variant: Variant, budget: int, objective: objectives.Objective,
                                                                                     budget)
     else:
         search = disagg_search(variant, budget, objective, corner_limit_for(variant, budget))
+    answer, evaluated, complete = yield from drive(search, evaluate_counts)
+    return StaticSearch(variant, evaluated, answer, complete)
+
+
+def drive(search: Generator[list[Counts], list[Evaluated], Counts | None],
+          evaluate_counts: EvaluateCounts) -> Generator[
+              object, object, tuple[Counts | None, tuple[Evaluated, ...], bool]]:
+    """Run a count search, each count replayed once through ``evaluate_counts``; returns its
+    answer, the evaluations in the order replayed, and False when a disaggregated walk stopped
+    at its replay cap."""
     seen: dict[Counts, Evaluated] = {}
     order: list[Counts] = []
     sent: list[Evaluated] | None = None
@@ -217,4 +229,4 @@ def run_search(variant: Variant, budget: int, objective: objectives.Objective,
                 seen[e.counts] = e
                 order.append(e.counts)
         sent = [seen[c] for c in wants]
-    return StaticSearch(variant, tuple(seen[c] for c in order), answer, complete)
+    return answer, tuple(seen[c] for c in order), complete

@@ -3,7 +3,8 @@ bound on any scaling policy, and planner policies side by side.
 
 ``plansim capacity TRACE... --config deploy.yaml [--sla-ttft-ms X --sla-tpot-ms Y] [--target 0.95]
 [--search KEY=V1,V2 ...] [--planner-config planner.yaml ...] [--seeds N]
-[--backend spawn|ray] [--fail-under RATIO] [--out DIR]`` validates every option and config
+[--calibration calibration.json] [--backend spawn|ray] [--fail-under RATIO]
+[--out DIR]`` validates every option and config
 before reading the traces, runs ``plansim.capacity``, prints the ranked table with the
 recommendation on top and writes ``capacity.json``, ``points.parquet``, ``inputs.json``,
 ``recommended_deployment.yaml`` with the Dynamo files of the recommendation (when a deployment
@@ -44,6 +45,16 @@ from plansim.workers.backends import backend_help, check_address, make_executor
 
 # The exit status of a search whose best goodput is under --fail-under.
 FAIL_UNDER_STATUS = 3
+
+
+# Where a search's replays run (capacity's and the fleet's options).
+BackendOption = Annotated[Backend, typer.Option(help=backend_help("replays"))]
+RayAddressOption = Annotated[str | None, typer.Option(
+    "--ray-address", help="Ray cluster to connect to (default with --backend ray: a local "
+                          "instance with --jobs CPUs).", show_default=False)]
+JobsOption = Annotated[int | None, typer.Option(
+    min=1, max=MAX_WORKER_PROCESSES, help="Parallel replays (default: the CPU count).",
+    show_default=False)]
 
 
 def capacity(
@@ -91,6 +102,11 @@ def capacity(
         help="Segment length of the hindsight bound (s of replay time).")] = 600.0,
     seeds: Annotated[int, typer.Option(
         help="Router seeds per chosen point, for the 90% interval.")] = 1,
+    calibration: Annotated[Path | None, typer.Option(
+        "--calibration", help="A calibration.json of plansim calibrate: the chosen points are "
+                              "also replayed at its timing draws, so their interval includes "
+                              "the timing's uncertainty, and the recommendation is checked at "
+                              "the pessimistic draw.", show_default=False)] = None,
     seed: Annotated[int | None, typer.Option(help="The canonical router seed.")] = None,
     arrival_speedup_ratio: Annotated[float | None, typer.Option(
         help="Divide arrival gaps by this.")] = None,
@@ -98,14 +114,9 @@ def capacity(
         "--format", help=input_help())] = "auto",
     trace_block_size: Annotated[int | None, typer.Option(
         help=block_size_help())] = None,
-    backend: Annotated[Backend, typer.Option(
-        help=backend_help("replays"))] = DEFAULT_BACKEND,
-    ray_address: Annotated[str | None, typer.Option(
-        "--ray-address", help="Ray cluster to connect to (default with --backend ray: a local "
-                              "instance with --jobs CPUs).", show_default=False)] = None,
-    jobs: Annotated[int | None, typer.Option(
-        min=1, max=MAX_WORKER_PROCESSES, help="Parallel replays (default: the CPU count).",
-        show_default=False)] = None,
+    backend: BackendOption = DEFAULT_BACKEND,
+    ray_address: RayAddressOption = None,
+    jobs: JobsOption = None,
     out: Annotated[Path | None, typer.Option(
         help="Output folder (default: a new plansim-out/capacity-<time>).",
         show_default=False)] = None,
@@ -140,10 +151,16 @@ def capacity(
         "sla.e2e_ms": "--sla-e2e-ms",
         "seed": "--seed", "arrival_speedup_ratio": "--arrival-speedup-ratio"})
     objective = cap.GpuCost(cap.parse_gpu_costs(gpu_cost)) if gpu_cost else None
+    timing = None
+    if calibration is not None:
+        from plansim.calibrate.result import load_timing_draws
+
+        timing = load_timing_draws(calibration)
     plan = cap.prepare(deployment, target, search=search or (), objective=objective,
                        planner_configs=planner_config or (),
                        default_policies=not no_default_policies, max_gpu_budget=max_gpu_budget,
-                       segment_s=segment_s, seeds=seeds, tune_planner=tune_planner)
+                       segment_s=segment_s, seeds=seeds, tune_planner=tune_planner,
+                       timing=timing)
     workload = load_workload(traces, format=trace_format, trace_block_size=trace_block_size)
     if len(workload) == 0:
         raise InputError("no requests in " + ", ".join(map(str, traces)), field="TRACE")
@@ -295,8 +312,13 @@ def _interval(point: Mapping[str, Any]) -> str:
     iv = point.get("interval")
     if not iv:
         return ""
-    return (f", 90% interval {iv['low']:.1%}-{iv['high']:.1%} "
-            f"({iv['seeds']} seed(s) x {iv['segments']} segments: {iv['verdict']} target)")
+    draws = f" + {iv['timing_draws']} timing draws" if iv.get("timing_draws") else ""
+    text = (f", 90% interval {iv['low']:.1%}-{iv['high']:.1%} "
+            f"({iv['seeds']} seed(s){draws} x {iv['segments']} segments: {iv['verdict']} target)")
+    if "pessimistic_goodput_ratio" in point:
+        holds = "holds" if point["holds_at_pessimistic"] else "does not hold"
+        text += f"; {point['pessimistic_goodput_ratio']:.1%} at the pessimistic draw ({holds})"
+    return text
 
 
 def _replayed(counts: Sequence[Any]) -> str:

@@ -65,6 +65,9 @@ _OWN_NAMES = frozenset({
     schema.BASELINE_JSON, schema.COMPARE_JSON, schema.COMPARE_REPORT,
     schema.RECOMMENDED_ENGINE_ARGS, schema.RECOMMENDED_PREFILL_ENGINE_ARGS,
     schema.RECOMMENDED_DECODE_ENGINE_ARGS, schema.TRACE_EVENTS_JSON, RESUME_DIR,
+    schema.FLEET_JSON, schema.FLEET_MODELS_DIR, schema.FLEET_REPORT,
+    schema.CALIBRATION_JSON, schema.CALIBRATED_DEPLOYMENT, schema.CALIBRATION_TABLE,
+    schema.CALIBRATION_REPORT, RESUME_DIR,
 })
 
 # Options that say where and how a run is written, not what ran: inputs.json leaves them out, so

@@ -21,7 +21,9 @@ its reason in words (the ``policy_reason*`` columns of the ticks table).
 - **Forecast lead** (``forecast_lead``): a worker started now serves only once it is ready, so
   the demand sized for is the one a start-up time ahead (``planner_core.lead``): the larger of
   the observed rate and the predictor's forecast plus the rising trend of the observed rates
-  over the start-up time (the p90 of the start-ups observed from the worker counts,
+  over the start-up time (a slope beyond two of its standard errors over the last four
+  intervals: one burst is no trend, and a worker started for it is ready when it has passed;
+  the start-up time is the p90 of the start-ups observed from the worker counts,
   ``startup_guess_s`` until one is seen), plus ``forecast_error_z`` standard deviations of the
   predictor's one-step error; an observed rate more than twice that error over its forecast
   sizes at once (no median).

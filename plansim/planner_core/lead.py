@@ -5,7 +5,8 @@
   a guess until one is seen. A live planner can measure this too: it needs only the worker
   counts every tick.
 - ``LeadForecast``: the demand ``lead_s`` seconds ahead from the load predictor's one-step
-  forecast: the forecast, plus the rising trend of the observed rates over the lead, plus
+  forecast: the forecast, plus the rising trend of the observed rates over the lead (a slope
+  beyond two of its standard errors: bursts are no trend), plus
   ``z`` standard deviations of the predictor's own one-step errors (grown with the square
   root of the steps ahead). It also tells a forecast surprise: an observed rate above the
   forecast made for it by more than ``SURPRISE_SIGMAS`` of those errors.
@@ -28,6 +29,8 @@ ERRORS_KEPT = 24
 TREND_POINTS = 4
 MIN_ERRORS = 4
 SURPRISE_SIGMAS = 2.0
+# A slope counts as a trend beyond this many of its standard errors.
+TREND_SIGMAS = 2.0
 
 
 class StartupTracker:
@@ -87,12 +90,17 @@ class LeadForecast:
         return math.sqrt(float(np.mean(np.square(self._errors))))
 
     def slope_per_interval(self) -> float:
-        """The least-squares slope of the last observed rates, per interval."""
-        if len(self._observed) < 2:
+        """The least-squares slope of the last observed rates, per interval; 0 unless it
+        exceeds ``TREND_SIGMAS`` of its own standard error (a trend, not one burst: a burst
+        that has passed when a worker started for it is ready buys an idle worker)."""
+        if len(self._observed) < 3:
             return 0.0
         y = np.asarray(self._observed)
         x = np.arange(y.size, dtype=float)
-        return float(np.polyfit(x, y, 1)[0])
+        slope, intercept = np.polyfit(x, y, 1)
+        residual = y - (slope * x + intercept)
+        se = math.sqrt(float(residual @ residual) / (y.size - 2) / float(((x - x.mean()) ** 2).sum()))
+        return float(slope) if abs(slope) > TREND_SIGMAS * se else 0.0
 
     def ahead(self, forecast_rps: float, lead_s: float, interval_s: float, z: float) -> float:
         """The demand to size for when what is started now is ready ``lead_s`` from now and

@@ -4,9 +4,10 @@
 written once beside them (``plotly.min.js``; ``self_contained=True`` embeds it in each page
 instead). The per-report functions take tables and return one HTML document (str; plotly.js
 embedded unless ``plotly_src`` names the shared file): ``render_replay``, ``render_planner``,
-``render_retune``, ``render_predictor``, ``render_windows``, ``render_capacity``. ``write_planner_reports`` cuts
-planner reports every ``report_interval_hours`` of planner time, each with its tick log
-(``.log.jsonl.gz``), like the reference DiagnosticsRecorder.
+``render_retune``, ``render_predictor``, ``render_windows``, ``render_capacity``,
+``render_fleet``. ``write_planner_reports`` cuts planner reports every
+``report_interval_hours`` of planner time, each with its tick log (``.log.jsonl.gz``), like the
+reference DiagnosticsRecorder.
 
 Every report has the same shape, built with ``page.Page``:
 
@@ -24,6 +25,7 @@ A new report is a module with its ``render_*`` function, its ``PANELS`` and its
 """
 
 from plansim.reports.capacity import render_capacity
+from plansim.reports.fleet import render_fleet
 from plansim.reports.folder import render_dir
 from plansim.reports.planner import (
     planner_report_periods,
@@ -41,6 +43,7 @@ __all__ = [
     "planner_report_periods",
     "render_capacity",
     "render_dir",
+    "render_fleet",
     "render_planner",
     "render_predictor",
     "render_replay",

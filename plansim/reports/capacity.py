@@ -130,11 +130,16 @@ def capacity_cards(report: Mapping[str, Any]) -> list[Card]:
     elif report.get("policies"):
         cards.append(Card("best_policy", "Best policy", "none",
                           "no planner policy met the target", "bad"))
+    cards.append(replays_card(report))
+    return cards
+
+
+def replays_card(report: Mapping[str, Any]) -> Card:
+    """The replays a run took, by kind, and its rounds (``report["replays"]``)."""
     replays = report.get("replays") or {}
     kinds = ", ".join(f"{n} {k}" for k, n in replays.items() if k not in ("total", "rounds"))
-    cards.append(Card("replays", "Replays", f"{replays.get('total', 0):,}",
-                      f"{kinds}; {replays.get('rounds', 0)} rounds"))
-    return cards
+    return Card("replays", "Replays", f"{replays.get('total', 0):,}",
+                f"{kinds}; {replays.get('rounds', 0)} rounds")
 
 
 def render_capacity(report: Mapping[str, Any], points: pd.DataFrame | None = None,

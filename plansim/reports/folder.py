@@ -5,8 +5,8 @@
 ``planner`` (``planner_report.html`` and its tick log, and one pair per period; none for a
 planner that only retunes; with ``baseline.json`` its headline compares with the starting counts
 replayed static), ``retune`` (with ``baseline.json``, goodput and GPU-hours before and after),
-``predictor``, ``windows`` (the retune windows report), ``capacity`` and ``compare``
-(``compare.json``; the compared folders are read again); each module's ``FOLDER_REPORT`` says
+``predictor``, ``windows`` (the retune windows report), ``capacity``, ``fleet``,
+``calibration`` and ``compare`` (``compare.json``; the compared folders are read again); each module's ``FOLDER_REPORT`` says
 which tables make it.
 
 plotly.js is written once, as ``plotly.min.js`` at the top of the folder, and every report
@@ -38,6 +38,8 @@ FOLDER_REPORTS: Registry[FolderReport] = Registry("folder report", {
     "windows": "plansim.reports.windows:FOLDER_REPORT",
     "capacity": "plansim.reports.capacity:FOLDER_REPORT",
     "compare": "plansim.reports.compare:FOLDER_REPORT",
+    "fleet": "plansim.reports.fleet:FOLDER_REPORT",
+    "calibration": "plansim.reports.calibration:FOLDER_REPORT",
 })
 
 

@@ -29,11 +29,15 @@ def assemble_result(workload: Any, deployment: Any, pools: Mapping[Role, Pool], 
     """The result of a replay of ``workload`` on ``deployment`` that ran ``wall_ms``;
     ``planner_host`` is None without a planner."""
     requests = rec.requests_table(workload.request_id)
+    d = deployment
+    if d.request_overhead_ms:
+        # The client sees every token that much later: TTFT and E2E grow by it, TPOT does not.
+        for name in ("first_token_ms", "last_token_ms", "ttft_ms", "e2e_latency_ms"):
+            requests.columns[name] = requests[name] + d.request_overhead_ms
     graph = workload.graph
     if graph is not None:
         requests = session_columns(requests, graph)
     end_ms = replay_end_ms(requests)
-    d = deployment
     # Worker-seconds and GPUs per worker by planner role (an aggregated pool is decode).
     seconds = {Role.PREFILL: 0.0, Role.DECODE: 0.0}
     gpus = {Role.PREFILL: 0, Role.DECODE: 0}

@@ -2,8 +2,9 @@
 
 A worker is ``starting`` from the moment it is provisioned until ``startup_time`` seconds later,
 then ``ready`` (it receives requests). A removed worker becomes ``draining``: it receives nothing
-new, finishes what it has, and is gone once idle. Worker-seconds integrate the provisioned count
-(starting + ready + draining) over virtual time.
+new, finishes what it has, and is gone once idle. A ``preempted`` worker (spot capacity taken
+back, ``plansim.sim.supply``) is gone at once; its ranks stop at the end of the pass in flight.
+Worker-seconds integrate the provisioned count (starting + ready + draining) over virtual time.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ from plansim.sim.routing import RankLoad
 from plansim.sim.timing import TimingModel
 
 STARTING, READY, DRAINING, REMOVED = "starting", "ready", "draining", "removed"
+PREEMPTED = "preempted"
 
 
 class Worker:
     """One worker: ``dp_size`` ranks sharing a lifecycle."""
 
     __slots__ = ("worker_id", "pool", "ranks", "loads", "state", "provisioned_ms", "ready_ms",
-                 "removed_ms", "inbound")
+                 "removed_ms", "inbound", "lease")
 
     def __init__(self, worker_id: int, pool: Role, ranks: list[Rank], provisioned_ms: float) -> None:
         self.worker_id = worker_id
@@ -38,6 +40,8 @@ class Worker:
         self.removed_ms = float("nan")
         # Requests routed here whose KV handoff is still in flight (they count as work).
         self.inbound = 0
+        # What a worker supply granted (``plansim.sim.supply.Lease``); None without one.
+        self.lease = None
 
     def idle(self) -> bool:
         return not self.inbound and not any(r.busy or r.holds_requests() for r in self.ranks)
@@ -50,7 +54,9 @@ class Pool:
     def __init__(self, name: Role, args: Any, timing: TimingModel, hooks: EngineHooks,
                  new_worker_id: Callable[[], int], *, decode_runs: bool = True,
                  prompt_runs: bool = False, head_runs: bool = False,
-                 pass_window: bool = True, pass_log: Any = None) -> None:
+                 pass_window: bool = True, pass_log: Any = None,
+                 on_gone: Callable[[Worker, float], None] | None = None) -> None:
+        """``on_gone(worker, now_ms)`` is called when a worker is removed or preempted."""
         self.name = name
         self.rank_role = rank_role(name, args.role)
         self.args = args
@@ -66,6 +72,7 @@ class Pool:
         # Something (a planner) takes its ranks' pass metrics; a timeline logs their passes.
         self.pass_window = pass_window
         self.pass_log = pass_log
+        self.on_gone = on_gone
         self.workers: list[Worker] = []
         # Routing candidates, rebuilt when membership changes: the ranks, the router's view of
         # their prefix caches and its load records of them, index for index.
@@ -106,8 +113,7 @@ class Pool:
             for worker in reversed(self.workers):
                 if worker.state == state:
                     if state == STARTING or worker.idle():
-                        worker.state = REMOVED
-                        worker.removed_ms = now_ms
+                        self._gone(worker, REMOVED, now_ms)
                     else:
                         worker.state = DRAINING
                     self._refresh()
@@ -117,8 +123,20 @@ class Pool:
     def drained(self, worker: Worker, now_ms: float) -> None:
         """A draining worker went idle: it is gone."""
         if worker.state == DRAINING and worker.idle():
-            worker.state = REMOVED
-            worker.removed_ms = now_ms
+            self._gone(worker, REMOVED, now_ms)
+
+    def preempt(self, worker: Worker, now_ms: float) -> None:
+        """The worker's capacity was taken back: it serves nothing more from now."""
+        refresh = worker.state == READY
+        self._gone(worker, PREEMPTED, now_ms)
+        if refresh:
+            self._refresh()
+
+    def _gone(self, worker: Worker, state: str, now_ms: float) -> None:
+        worker.state = state
+        worker.removed_ms = now_ms
+        if self.on_gone is not None:
+            self.on_gone(worker, now_ms)
 
     def count(self, state: str) -> int:
         return sum(1 for w in self.workers if w.state == state)

@@ -88,8 +88,10 @@ class ClusterView:
         wanted = {Role.PREFILL: decision.num_prefill, Role.DECODE: decision.num_decode}
         return {pool: wanted[pool.planner_role] for pool in self.mode.pools}
 
-    def scale(self, pool: Role, target: int) -> None:
-        self._scale(pool, target)
+    def scale(self, pool: Role, target: int) -> int:
+        """Set ``pool``'s serving count to ``target``; returns the count granted (less when
+        the replay's worker supply refused workers)."""
+        return self._scale(pool, target)[1]
 
     def set_router_parameters(self, worker_type: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """Patch the router of the pool worker type ``prefill``/``decode`` stands for; returns

@@ -485,6 +485,9 @@ class Deployment(StrictModel):
     sla: SlaConfig = Field(default_factory=SlaConfig)
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
     planner: dict[str, Any] | None = None
+    # Time each request spends outside the engines (frontend, network), added to its TTFT and
+    # E2E as recorded; the engines, the router and the planner never see it.
+    request_overhead_ms: float = Field(default=0.0, ge=0)
 
     @field_validator("mode", mode="before")
     @classmethod

@@ -211,6 +211,19 @@ class Rank:
         return bool(self.running or self.waiting or self._unseen
                     or (self.offload is not None and self.offload.held))
 
+    def evacuate(self) -> list[Request]:
+        """Take every request off the rank, whose worker is gone (preempted), between passes:
+        the running ones in batch order, then the waiting ones, then those held back for a host
+        transfer. The rank never runs again, so its KV pool and queue totals are left as
+        they are."""
+        out = [*self.running, *self.waiting]
+        if self.offload is not None:
+            out += [held[1] for held in self.offload.held]
+            self.offload.held = []
+        self.running.clear()
+        self.waiting.clear()
+        return out
+
     def start_pass(self, now: float) -> float:
         """Schedule one pass (or a run of passes) starting at ``now``; returns its end time as
         the clock reaches it, pass end after pass end (both virtual ms)."""
@@ -244,20 +257,28 @@ class Rank:
             # A run's last end is already the clock's, pass end after pass end (``now + (end -
             # now)`` on it could be a float off when the run lasts longer than ``now``).
             return end
+        before = self._state()
         end = self._single_pass(now)
         while (not self._emit and not self._slices and not self.pass_tokens
-               and not self.running and self.waiting):
-            if offload is not None and offload.held:
-                # The head waits for device blocks that loads in flight hold: the rank
-                # idles until a transfer lands.
-                self.stalled = True
-                break
-            # Nothing runs and the head cannot start: it never will, so it must not stall
-            # the rank (a replay never hangs).
-            stuck = self._unwait(self.waiting[0])
-            if offload is not None:
-                offload.dropped(stuck, self.cache)
-            self.hooks.on_reject(self, stuck, "cannot_be_scheduled")
+               and (self.running or self.waiting)):
+            # An empty pass takes no time: one that changed nothing would be composed again
+            # and again, so the request that blocks it never runs and must not stall the rank
+            # (a replay never hangs).
+            if self.running:
+                if self._state() != before:
+                    break
+                self._reject_running(self._blocking(), "cannot_be_scheduled")
+            else:
+                if offload is not None and offload.held:
+                    # The head waits for device blocks that loads in flight hold: the rank
+                    # idles until a transfer lands.
+                    self.stalled = True
+                    break
+                stuck = self._unwait(self.waiting[0])
+                if offload is not None:
+                    offload.dropped(stuck, self.cache)
+                self.hooks.on_reject(self, stuck, "cannot_be_scheduled")
+            before = self._state()
             end = self._single_pass(now)
         end = now + (end - now)  # the pass end as the clock reaches it
         if self.head_runs:
@@ -393,9 +414,7 @@ class Rank:
                 self.preemptions += 1
                 if victim is req and len(running) == 1:
                     # Alone and still short of KV: this request can never finish here.
-                    self.batch.remove([0])
-                    self._release(req)
-                    self.hooks.on_reject(self, req, "kv_pool_too_small_for_sequence")
+                    self._reject_running(0, "kv_pool_too_small_for_sequence")
                     return False
                 self._preempt(victim, index)
                 if victim is req:
@@ -650,6 +669,27 @@ class Rank:
         if self.offload is not None:
             self.offload.preempted(victim)
         self._wait(victim, left=True)
+
+    def _state(self) -> tuple[object, ...]:
+        """What a pass can change without granting a token: preemptions, admissions, the
+        policy's own state."""
+        return self.preemptions, len(self.running), len(self.waiting), self.policy.pass_state()
+
+    def _blocking(self) -> int:
+        """Batch row of the request an empty pass could not serve: the first whose prompt is
+        unfinished (a prompt that no budget can take), else the head."""
+        for index, req in enumerate(self.running):
+            if req.computed < req.isl:
+                return index
+        return 0
+
+    def _reject_running(self, index: int, reason: str) -> None:
+        """Take the running request at batch row ``index`` off the rank for good: its KV
+        returns and the host hears why."""
+        req = self.running[index]
+        self.batch.remove([index])
+        self._release(req)
+        self.hooks.on_reject(self, req, reason)
 
     def _release(self, req: Request) -> None:
         """Return all of ``req``'s KV blocks; full generated blocks stay cached (inactive)."""

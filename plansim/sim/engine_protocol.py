@@ -12,7 +12,8 @@ Who uses what:
   passes) ends, as the clock reaches it step by step, and the host calls ``finish(end)`` at that
   time; an arrival that reaches a busy rank calls ``interrupt(now)``, which may shorten a run in
   flight (the new end time, the same way, or None when unchanged); ``wake(now)``
-  at a time the rank asked for with ``on_wakeup``; ``role`` and ``worker_id`` to relay reports;
+  at a time the rank asked for with ``on_wakeup``; ``evacuate()`` when its worker was
+  preempted; ``role`` and ``worker_id`` to relay reports;
 - the recorder: ``occupancy()`` once per sample;
 - the router: ``prefix_view.overlap(keys)`` (the pool hands it the ready ranks' views);
 - the planner host (through ``ClusterView``): ``take_fpm(now)``.
@@ -75,6 +76,10 @@ class EngineRank(Protocol):
 
     def holds_requests(self) -> bool:
         """Requests are on the rank (running, waiting, or held back for a host transfer)."""
+        ...
+
+    def evacuate(self) -> list[Request]:
+        """Take every request off the rank (not ``busy``; its worker was preempted)."""
         ...
 
     def wake(self, now_ms: float) -> None:

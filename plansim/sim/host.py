@@ -12,6 +12,10 @@ assembled by ``plansim.sim.assembly``.
 Time is ``plansim.sim.clock``'s; its docstring states the order of events at one instant (pass
 ends first, then arrivals, pass starts, handoffs, ticks in scheduling order, so a request
 arriving exactly when a pass ends joins the next pass, as in the reference).
+
+A ``WorkerSupply`` (``plansim.sim.supply``) may grant or refuse each new worker and preempt
+spot workers; ``replay_shared`` runs several replays on one clock (a fleet whose models share
+one supply of GPUs).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from plansim.roles import Mode, Role
 from plansim.sim.arrivals import OpenLoop, arrival_source
 from plansim.sim.assembly import assemble_result
 from plansim.sim.clock import Clock, Handle, Priority
-from plansim.sim.cluster import DRAINING, STARTING, Pool, Worker
+from plansim.sim.cluster import DRAINING, PREEMPTED, READY, REMOVED, STARTING, Pool, Worker
 from plansim.sim.deployment import Deployment
 from plansim.sim.batch import Request
 from plansim.sim.engine_protocol import EngineHooks, EngineRank
@@ -38,10 +42,12 @@ from plansim.sim.recorder import Recorder
 from plansim.sim.result import ReplayResult
 from plansim.sim.routing import RoutingPolicy, make_router, recurring_blocks
 from plansim.sim.seeded_draws import SeededDraws
+from plansim.sim.supply import NEVER
 from plansim.sim.timing import make_timing_model
 
 if TYPE_CHECKING:
     from plansim.sim.planner_host import PlannerHost
+    from plansim.sim.supply import Lease, WorkerSupply
 
 SAMPLE_INTERVAL_MS = 1000.0
 # Samples between two checks that nothing scheduled lies past the replay's bound of virtual
@@ -54,18 +60,47 @@ _KEY_CHUNK_HASHES = 1 << 15
 
 def replay(workload: Any, deployment: Deployment, planner: Any = None, *,
            progress: Callable[[float, float], None] | None = None,
-           pass_log: Any = None) -> ReplayResult:
+           pass_log: Any = None, supply: WorkerSupply | None = None) -> ReplayResult:
     """Replay ``workload`` against ``deployment``; see ``plansim.sim.result`` for the tables.
 
     ``planner``: an object with ``initial_tick(now_s)``, ``tick(TickInput)`` returning
     ``PlannerEffects`` and ``advisory``; it is ticked on the virtual clock and its targets applied.
     ``progress(virtual_ms, last_arrival_ms)`` is called about once per simulated second.
     ``pass_log`` (a ``sim.pass_log.PassLog``) receives every pass of every rank.
+    ``supply``: where the workers come from (``plansim.sim.supply``; None: granted at once).
     """
     wall_start = time.perf_counter()
-    host = ReplayHost(workload, deployment, planner, progress, pass_log=pass_log)
+    host = ReplayHost(workload, deployment, planner, progress, pass_log=pass_log, supply=supply)
     host.run()
     return host.result(wall_ms=(time.perf_counter() - wall_start) * 1000.0)
+
+
+@dataclass(frozen=True, slots=True)
+class SharedMember:
+    """One replay of ``replay_shared``: a workload on a deployment, with an optional planner
+    (as for ``replay``) and supply."""
+
+    workload: Any
+    deployment: Deployment
+    planner: Any = None
+    supply: WorkerSupply | None = None
+
+
+def replay_shared(members: Sequence[SharedMember]) -> list[ReplayResult]:
+    """Replay every member on one virtual clock, each workload's first arrival at 0: events of
+    one instant run in scheduling order, members set up (initial workers, first arrivals,
+    samplers, planners) in the order given. A member's replay differs from its replay alone
+    only through what its supply grants, so members that share one supply compete for it.
+    Every result's wall time is the whole run's."""
+    wall_start = time.perf_counter()
+    clock = Clock()
+    hosts = [ReplayHost(m.workload, m.deployment, m.planner, clock=clock, supply=m.supply)
+             for m in members]
+    for host in hosts:
+        host.start()
+    clock.run()
+    wall_ms = (time.perf_counter() - wall_start) * 1000.0
+    return [host.result(wall_ms=wall_ms) for host in hosts]
 
 
 def block_end_offsets(block_size: int, trace_block_size: int) -> np.ndarray | None:
@@ -137,12 +172,15 @@ class ReplayHost:
 
     def __init__(self, workload: Any, deployment: Deployment, planner: Any = None,
                  progress: Callable[[float, float], None] | None = None, *,
-                 decode_runs: bool = True, pass_log: Any = None) -> None:
+                 decode_runs: bool = True, clock: Clock | None = None,
+                 supply: WorkerSupply | None = None, pass_log: Any = None) -> None:
         """``decode_runs=False`` simulates every pass one by one (the reference behaviour the
-        decode-run fast path must reproduce; for tests)."""
+        decode-run fast path must reproduce; for tests). ``clock``: a clock shared with other
+        replays (``replay_shared``); ``supply``: where workers come from (``sim.supply``)."""
         self.workload = workload
         self.deployment = deployment
-        self.clock = Clock()
+        self.clock = Clock() if clock is None else clock
+        self.supply = supply
         self.progress = progress
         n = len(workload)
         self.source = arrival_source(self, workload,
@@ -181,10 +219,18 @@ class ReplayHost:
                         prompt_runs=not router.reads_prefix_cache,
                         head_runs=not router.observes_first_tokens,
                         pass_window=planner is not None or pass_log is not None,
-                        pass_log=pass_log)
+                        pass_log=pass_log,
+                        on_gone=self._gone if supply is not None else None)
             self.pools[name] = pool
             for _ in range(count):
-                pool.mark_ready(pool.provision(0.0), 0.0)
+                lease = supply.acquire(name, 0.0) if supply is not None else None
+                if supply is not None and lease is None:
+                    raise ValueError(f"the worker supply refused the {name} pool's initial "
+                                     f"{count} workers")
+                worker = pool.provision(0.0)
+                pool.mark_ready(worker, 0.0)
+                if lease is not None:
+                    self._lease(worker, lease)
         self.block_size = deployment.pool_args(self.mode.visible_pool).block_size
         # Dense keys unless a host tier orders blocks by their key values (``cohort_rank``).
         self._key_grid = key_grid(self.block_size, workload.trace_block_size, dense=all(
@@ -272,11 +318,15 @@ class ReplayHost:
     # ---------------------------------------------------------------- main loop
 
     def run(self) -> None:
+        self.start()
+        self.clock.run()
+
+    def start(self) -> None:
+        """Start the arrivals, the sampler and the planner (the clock is run by the caller)."""
         self.source.start()
         self.clock.process(self._sampler())
         if self.planner_host is not None:
             self.planner_host.start()
-        self.clock.run()
 
     def finished(self) -> bool:
         """Every request completed or was rejected."""
@@ -428,6 +478,10 @@ class ReplayHost:
     def _land(self, worker: Worker, rank: EngineRank, req: Request) -> None:
         """A handoff routed to ``rank`` before its transfer has landed there."""
         worker.inbound -= 1
+        if worker.state == PREEMPTED:
+            self.routers[worker.pool].finished(req.rid)
+            self._migrate(req.rid)
+            return
         if rank.enqueue(req):
             self._kick(rank)
         elif worker.state == DRAINING:
@@ -533,17 +587,26 @@ class ReplayHost:
     def _finish_group(self, worker: Worker) -> None:
         now = self.clock.now
         self._apply_pass_end(self._group_pass.pop(id(worker)), now)
-        if worker.state == DRAINING:
-            self.pools[worker.pool].drained(worker, now)
+        if worker.state != READY:
+            self._leaving(worker, worker.ranks, now)
         self._kick_group(worker)
 
     def _finish(self, rank: EngineRank) -> None:
         now = self.clock.now
         self._apply_pass_end((rank,), now)
         worker = self._rank_worker[id(rank)]
+        if worker.state != READY:
+            self._leaving(worker, (rank,), now)
+        self._kick(rank, last=True)
+
+    def _leaving(self, worker: Worker, ranks: Sequence[EngineRank], now: float) -> None:
+        """A pass of a worker out of service ended: a draining worker is gone once idle, a
+        preempted one's ``ranks`` hand their requests back."""
         if worker.state == DRAINING:
             self.pools[worker.pool].drained(worker, now)
-        self._kick(rank, last=True)
+        elif worker.state == PREEMPTED:
+            for rank in ranks:
+                self._evacuate(rank)
 
     # ---------------------------------------------------------------- engine hooks
 
@@ -611,20 +674,39 @@ class ReplayHost:
     # ---------------------------------------------------------------- scaling (planner host)
 
     def scale_pool(self, pool_name: Role, target: int) -> tuple[int, int]:
-        """Set the pool's serving count (ready + starting) to ``target``; returns (from, to)."""
+        """Set the pool's serving count (ready + starting) to ``target``; returns (from, to),
+        ``to`` short of ``target`` when the worker supply refused workers."""
         pool = self.pools[pool_name]
         now = self.clock.now
         current = pool.active_count()
         if target > current:
-            for _ in range(target - current):
-                worker = pool.provision(now)
-                self._index_worker(worker)
-                self.clock.call_at(self._startup_ms(pool.args),
-                                   lambda w=worker: self._worker_ready(w))
-        elif target < current:
+            granted = self._add_workers(pool_name, target - current)
+            if granted < target - current:
+                self.supply.refused(pool_name, target, current + granted, now)
+            return current, current + granted
+        if target < current:
             for _ in range(current - target):
                 pool.remove_newest(now)
         return current, target
+
+    def _add_workers(self, pool_name: Role, count: int) -> int:
+        """Provision up to ``count`` workers, each ready after the engine's ``startup_time``;
+        returns how many the supply granted."""
+        pool = self.pools[pool_name]
+        now = self.clock.now
+        for added in range(count):
+            lease = None
+            if self.supply is not None:
+                lease = self.supply.acquire(pool_name, now)
+                if lease is None:
+                    return added
+            worker = pool.provision(now)
+            self._index_worker(worker)
+            if lease is not None:
+                self._lease(worker, lease)
+            self.clock.call_at(self._startup_ms(pool.args),
+                               lambda w=worker: self._worker_ready(w))
+        return count
 
     def _startup_ms(self, args: Any) -> float:
         """A new worker's start-up: ``startup_time``, or a seeded lognormal draw of that mean
@@ -649,6 +731,68 @@ class ReplayHost:
         pool.mark_ready(worker, self.clock.now)
         self._flush_pending(worker.pool)
         self._release(worker.pool)
+
+    # ---------------------------------------------------------------- worker supply
+
+    def _lease(self, worker: Worker, lease: Lease) -> None:
+        worker.lease = lease
+        if lease.preempt_after_ms != NEVER:
+            self.clock.call_at(lease.preempt_after_ms, lambda: self._preempt(worker))
+
+    def _gone(self, worker: Worker, now: float) -> None:
+        self.supply.release(worker.pool, worker.lease, now)
+
+    def _preempt(self, worker: Worker) -> None:
+        """Spot capacity taken back: the worker leaves now, each busy rank stops at the end of
+        its pass in flight (``_leaving``), the others hand their requests back at once, and a
+        replacement starts unless the worker was draining."""
+        state = worker.state
+        if state in (REMOVED, PREEMPTED) or self.done():
+            return
+        now = self.clock.now
+        pool_name = worker.pool
+        self.pools[pool_name].preempt(worker, now)
+        self.supply.preempted(pool_name, worker.worker_id, now)
+        for rank in worker.ranks:
+            if not rank.busy:
+                self._evacuate(rank)
+            elif len(worker.ranks) == 1:
+                # A run in flight keeps the passes already started (as an arrival would).
+                new_end = rank.interrupt(now)
+                if new_end is not None:
+                    key = id(rank)
+                    self._finish_call[key].cancel()
+                    self._finish_call[key] = self.clock.call_at_time(
+                        new_end, lambda r=rank: self._finish(r), Priority.PASS_END)
+        if state != DRAINING:
+            serving = self.pools[pool_name].active_count()
+            if not self._add_workers(pool_name, 1):
+                self.supply.refused(pool_name, serving + 1, serving, now)
+
+    def _evacuate(self, rank: EngineRank) -> None:
+        """Re-route the requests of a preempted worker's ``rank``."""
+        reqs = rank.evacuate()
+        if not reqs:
+            return
+        pool_name = self._rank_pool[id(rank)]
+        router = self.routers[pool_name]
+        for req in reqs:
+            router.finished(req.rid)
+        self.supply.migrated(pool_name, len(reqs), self.clock.now)
+        self._release(pool_name)
+        for req in reqs:
+            self._migrate(req.rid)
+
+    def _migrate(self, rid: int) -> None:
+        """Send request ``rid`` back to the entry pool with the tokens it emitted appended to
+        its prompt and that many fewer left to emit (Dynamo's request migration); its record
+        (arrival, TTFT, token gaps) goes on."""
+        if self.isl is self.rec.isl:
+            self.isl = self.isl.copy()  # the recorder keeps the trace's prompt lengths
+        emitted = self.rec.n_tokens.item(rid)
+        self.isl[rid] = self.rec.isl.item(rid) + emitted
+        self.osl[rid] = max(int(self.workload.osl_tokens[rid]), 1) - emitted
+        self._dispatch(rid, self.entry_pool)
 
     # ---------------------------------------------------------------- result
 

@@ -13,8 +13,8 @@ The host calls ``planner.initial_tick(0.0)``, then ``planner.tick(TickInput)`` a
 The planner host sees the replay only through a ``ClusterView`` (and the completions the host
 reports). Effects: ``scale_to`` targets are applied through the view (new workers ready after
 the engine's ``startup_time``, removed ones drain newest first; a pool keeps at least one worker
-so queued requests can finish) unless the planner is advisory, in which case they are only
-recorded; ``router_parameters`` (per worker type ``prefill``/``decode``;
+so queued requests can finish; a scaling event notes ``granted_count`` when the replay's worker
+supply refused some) unless the planner is advisory, in which case they are only recorded; ``router_parameters`` (per worker type ``prefill``/``decode``;
 agg uses ``decode``) are applied where they differ; ``retune_decisions``' ``planner_changes`` go to
 ``planner.apply_planner_changes`` when it exists. Ticking stops when the planner returns no next
 tick or the replay has nothing left to do. Ticks run at ``Priority.NORMAL`` (``plansim.sim.clock``:
@@ -171,13 +171,15 @@ class PlannerHost:
                 before = self.cluster.serving(component)
                 if target == before:
                     continue
-                if not self.advisory:
-                    self.cluster.scale(component, target)
-                self.scaling_events.append({
+                granted = target if self.advisory else self.cluster.scale(component, target)
+                event = {
                     "at_s": now_s, "component": component.value, "from_count": before,
                     "to_count": int(target),
                     "reason": "scale_up" if target > before else "scale_down",
-                    "applied": not self.advisory})
+                    "applied": not self.advisory}
+                if granted != target:
+                    event["granted_count"] = int(granted)  # the worker supply refused some
+                self.scaling_events.append(event)
         for worker_type, params in (effects.router_parameters or {}).items():
             self.cluster.set_router_parameters(worker_type, params)
         apply_changes = getattr(self.planner, "apply_planner_changes", None)

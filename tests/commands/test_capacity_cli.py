@@ -206,6 +206,71 @@ def test_the_recommendation_keeps_the_input_s_spellings_and_is_written_for_dynam
     assert "scaling_policy" not in planner
 
 
+def _calibration(tmp_path: Path, draws: list[float]) -> Path:
+    """A calibration.json whose fit is the deployment's own timing (speedup 1) and whose
+    bootstrap draws are the speedup ratios ``draws``."""
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps({
+        "schema": "plansim.calibration.v1", "family": "scaled",
+        "deployment_keys": {"engine.speedup_ratio": 1.0},
+        "draws": [{"engine.speedup_ratio": d} for d in draws]}))
+    return path
+
+
+def test_a_calibration_widens_the_interval_and_checks_the_pessimistic_draw(tmp_path, files,
+                                                                          run_cli):
+    trace, config = files
+    plain, calibrated = tmp_path / "plain", tmp_path / "calibrated"
+    assert _run(run_cli, trace, config, plain, "--no-default-policies")[0] == 0
+    code, stdout, err = _run(run_cli, trace, config, calibrated, "--no-default-policies",
+                             "--calibration", str(_calibration(tmp_path, [1.0, 0.8])))
+    assert code == 0, err
+    before = json.loads((plain / "capacity.json").read_text())["cheapest_static"]
+    after = json.loads((calibrated / "capacity.json").read_text())["cheapest_static"]
+    # The search itself runs on the deployment's timing: the same 4 workers hold 100%.
+    assert after["num_workers"] == before["num_workers"] == 4
+    assert before["interval"]["low"] == before["interval"]["high"] == 1.0
+    # At speedup 0.8 a request holds its worker 125 ms, and each of the 4 round-robin workers
+    # gets one every 120 ms: the k-th request of a worker waits 5k ms, its TTFT 12.5 + 5k ms
+    # meets the 500 ms SLA for k = 0..97, 98 of each worker's 150 requests (392 of 600).
+    assert after["pessimistic_goodput_ratio"] == pytest.approx(392 / 600)
+    assert after["holds_at_pessimistic"] is False
+    assert after["interval"]["timing_draws"] == 2 and after["interval"]["seeds"] == 1
+    assert after["interval"]["low"] < before["interval"]["low"]
+    assert after["interval"]["verdict"] != "above"
+    assert "65.3% at the pessimistic draw (does not hold)" in stdout
+    # Both chosen points (4 workers, and 3, the best infeasible) are replayed at both draws.
+    timing = pd.read_parquet(calibrated / "points.parquet").query("kind == 'timing'")
+    assert sorted(zip(timing["num_workers"], timing["timing_draw"])) == [
+        (3, 0), (3, 1), (4, 0), (4, 1)]
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("{}", "not a calibration.json of plansim calibrate"),
+    (('{"schema": "plansim.calibration.v1", "deployment_keys": {"engine.speedup_ratio": 1},'
+      ' "draws": [{"engine.decode_speedup_ratio": 1}]}'), "draws: must be a non-empty list"),
+    (('{"schema": "plansim.calibration.v1", "deployment_keys": {"engine.nope": 1},'
+      ' "draws": [{"engine.nope": 1}]}'), "engine.nope"),
+])
+def test_a_bad_calibration_file_is_one_line_naming_it(tmp_path, files, run_cli, content,
+                                                      message):
+    trace, config = files
+    path = tmp_path / "calibration.json"
+    path.write_text(content)
+    code, _, err = _run(run_cli, trace, config, tmp_path / "out", "--calibration", str(path))
+    assert code == 2, err
+    assert message in err and "calibration.json" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+def test_a_key_the_calibration_sets_cannot_be_searched(tmp_path, files, run_cli):
+    trace, config = files
+    code, _, err = _run(run_cli, trace, config, tmp_path / "out", "--calibration",
+                        str(_calibration(tmp_path, [1.0])), "--search",
+                        "engine.speedup_ratio=1,2")
+    assert code == 2 and "set by the calibration" in err
+
+
 @pytest.mark.slow
 def test_a_search_killed_at_random_points_and_resumed_gives_the_uninterrupted_answer(
         tmp_path, files, run_cli):

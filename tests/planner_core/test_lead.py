@@ -59,6 +59,24 @@ def test_a_falling_trend_does_not_lower_the_demand():
     assert f.ahead(1.0, lead_s=60.0, interval_s=60.0, z=0.0) == pytest.approx(1.0)
 
 
+def test_a_burst_is_no_trend():
+    # The last four rates 0, 0, 0, 10: least-squares slope 15 / 5 = 3 per interval, residuals
+    # 2, -1, -4, 3 (sum of squares 30), standard error sqrt(30 / 2 / 5) = 1.73: a slope of 3 is
+    # within two standard errors, so no rise is added to the forecast.
+    f = LeadForecast()
+    for rate in (0, 0, 0, 10):
+        f.observe(float(rate), float(rate))
+    assert f.slope_per_interval() == 0.0
+    assert f.ahead(10.0, lead_s=60.0, interval_s=60.0, z=0.0) == pytest.approx(10.0)
+    # 0, 1, 2, 4: slope 1.3, residuals 0.2, -0.1, -0.4, 0.3 (0.3 summed squares), standard
+    # error sqrt(0.3 / 2 / 5) = 0.17: a trend, 1.3 per interval ahead.
+    f = LeadForecast()
+    for rate in (0, 1, 2, 4):
+        f.observe(float(rate), float(rate))
+    assert f.slope_per_interval() == pytest.approx(1.3)
+    assert f.ahead(4.0, lead_s=60.0, interval_s=60.0, z=0.0) == pytest.approx(5.3)
+
+
 def test_surprise_beyond_twice_the_forecast_error():
     f = LeadForecast()
     for _ in range(6):

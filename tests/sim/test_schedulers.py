@@ -96,6 +96,9 @@ class OneAtATime:
     def decode_run(self, passes):
         """Nothing is kept from pass to pass."""
 
+    def pass_state(self):
+        return None
+
 
 def test_another_policy_drives_the_same_mechanics():
     log = Log()

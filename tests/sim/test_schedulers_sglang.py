@@ -102,3 +102,22 @@ def test_a_retracted_transferred_prompt_is_recomputed_on_its_decode_rank():
         assert list(r.requests.status) == ["completed"] * 3
         assert list(r.requests.output_length) == [65, 47, 80]
         assert r.requests.readmission_count.sum() >= 1
+
+
+def test_a_retracted_prompt_that_can_never_finish_is_rejected_not_replayed_forever():
+    # The decode rank holds 39 blocks of 16 tokens, 624 in all. The second request is
+    # prefilled in chunks (a chunk reserves no output) and transferred; on its decode rank it
+    # needs a block beside the first request, is retracted, and re-admitted holding its prompt:
+    # to recompute it, its 592 prompt tokens and the 42 it has still to generate must fit,
+    # 634 > 624, so no pass can ever serve it. Empty passes take no time: the rank used to
+    # compose them forever at the same instant; it must reject the request and go on.
+    rows = [(0.0, 117, 39, [100]), (50.0, 592, 50, [100, 101, 102])]
+    engine = {"backend": "sglang", "num_gpu_blocks": 39, "block_size": 16, "max_num_seqs": 14,
+              "max_num_batched_tokens": 256, "enable_chunked_prefill": True}
+    for decode_runs in (True, False):
+        r = run(rows, decode_runs=decode_runs, engine=engine, mode="disagg",
+                num_prefill_workers=1, num_decode_workers=1)
+        assert list(r.requests.status) == ["completed", "rejected"]
+        assert list(r.requests.reason) == ["", "cannot_be_scheduled"]
+        assert req(r, 0).output_length == 39
+        assert req(r, 1).readmission_count == 1

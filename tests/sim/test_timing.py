@@ -181,3 +181,36 @@ def test_two_types_declaring_one_key_differently_is_refused():
 
 
 KIND_A, KIND_B = _KindA(), _KindB()
+
+
+def test_polynomial_coefficients_given_replace_the_references_and_the_rest_stay():
+    spec = TimingModelSpec(type="polynomial", prefill_base_ms=20.0, prefill_ms_per_token=0.03,
+                           decode_ms_per_kv_fill=10.0)
+    m = make_timing_model(spec)
+    # Prefill 4.209989e-7 T^2 (the reference's square term) + 0.03 T + 20.
+    assert m.prefill_ms(1000, 1, 1000, 0) == pytest.approx(4.209989e-7 * 1e6 + 30.0 + 20.0)
+    u = 262144 / 1048576
+    assert m.decode_ms(3, 262144, 1000, 1048576) == pytest.approx(-25.74 * u * u + 10.0 * u + 5.74)
+    # Decode still depends on the KV tokens alone: the engine tabulates it by KV.
+    assert m.decode_ms_by_kv(np.array([262144]), 1048576)[0] == m.decode_ms(3, 262144, 1, 1048576)
+
+
+def test_polynomial_context_and_request_terms_add_to_decode_by_batch():
+    spec = TimingModelSpec(type="polynomial", decode_base_ms=4.0, decode_ms_per_kv_fill=16.0,
+                           decode_ms_per_kv_fill_sq=0.0, decode_ms_per_context_token=1e-4,
+                           decode_ms_per_request=0.5)
+    m = make_timing_model(spec)
+    # 4 requests over 40000 KV tokens, mean context 10000: 4 + 16 u + 1 + 2 ms.
+    expected = 4.0 + 16.0 * 40000 / 1048576 + 1.0 + 2.0
+    assert m.decode_ms(4, 40000, 10000, 1048576) == pytest.approx(expected)
+    assert getattr(m, "decode_ms_by_kv", None) is None  # no table by KV alone
+    by_batch = m.decode_ms_by_batch(4, np.array([40000, 80000]), 1048576)
+    assert by_batch[0] == pytest.approx(expected)
+    assert by_batch[1] == pytest.approx(4.0 + 16.0 * 80000 / 1048576 + 2.0 + 2.0)
+
+
+def test_polynomial_coefficient_keys_belong_to_the_polynomial_type():
+    with pytest.raises(ConfigError) as err:
+        build_deployment({"engine": {"timing_model": {"type": "npz", "path": str(NPZ),
+                                                      "decode_base_ms": 3.0}}})
+    assert err.value.field == "engine.timing_model.decode_base_ms"

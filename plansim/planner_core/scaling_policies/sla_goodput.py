@@ -53,7 +53,8 @@ class SlaGoodputParams(BaseModel):
         True,
         description="size for the demand one start-up time ahead (what a worker started now "
                     "must carry when it is ready): the load predictor's forecast plus the "
-                    "rising trend of the observed rates over the observed start-up time; an "
+                    "rising trend of the observed rates (a slope beyond two standard errors) "
+                    "over the observed start-up time; an "
                     "observed rate beyond twice the forecast's error sizes at once")
     startup_guess_s: float = Field(
         60.0, ge=0, le=86400,

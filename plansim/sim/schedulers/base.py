@@ -138,6 +138,11 @@ class SchedulerPolicy(Protocol):
         keeps from pass to pass as that many decode passes would have."""
         ...
 
+    def pass_state(self) -> object:
+        """The state ``compose`` keeps from pass to pass (compared with ``==``): a pass that
+        grants nothing and leaves it, the batch and the queue unchanged would repeat forever."""
+        ...
+
 
 class BackendKeys:
     """What a backend declares about its engine keys (class attributes; the defaults declare

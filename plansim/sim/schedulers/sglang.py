@@ -208,6 +208,10 @@ class SglangScheduler(BackendKeys):
         self.ratio = ratio
         self.decodes_since_prefill += passes
 
+    def pass_state(self) -> object:
+        # The ratio decays pass by pass, empty passes too, and the room it leaves grows.
+        return self.ratio, self.decodes_since_prefill
+
     def _prefill_batch(self, rank: PassBuilder, now_ms: float) -> tuple[bool, bool]:
         """Compose a prefill batch; returns (any prompt tokens granted, out of memory)."""
         running = rank.running

@@ -163,3 +163,6 @@ class VllmScheduler(BackendKeys):
 
     def decode_run(self, passes: int) -> None:
         """Nothing is kept from pass to pass."""
+
+    def pass_state(self) -> object:
+        return None
