@@ -21,6 +21,7 @@ from typing import Annotated, Any
 
 import typer
 
+from plansim.commands import console
 from plansim.commands.output import (
     ForceOption,
     OutputFolder,
@@ -63,7 +64,7 @@ def calibrate(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: ForceOption = False,
-) -> None:
+) -> int:
     """Fit the deployment's engine timing to the latencies TRACE... recorded, with held-out
     error per window and bootstrap intervals; write the calibrated deployment."""
     from plansim import calibrate as cal
@@ -91,14 +92,16 @@ def calibrate(
     with folder.writing() as out_dir:
         _write(out_dir, result, report, _inputs(ctx.params, traces, workload, deployment),
                deployment, config)
-        for line in table_lines(report):
-            typer.echo(line)
+        headline, *lines = table_lines(report)
+        console.result(headline)
+        console.echo(*lines)
         if not no_report:
             write_reports(out_dir, self_contained=self_contained)
     large = [n for n in report["notes"] if n.startswith("window ")]
     if large:
         log.warning("held-out error is large: %s (calibration.json, notes)", large[0])
-    typer.echo(f"output        {out_dir}")
+    console.echo(f"output        {out_dir}")
+    return console.finish(report)
 
 
 def _inputs(options: dict[str, Any], traces: list[Path], workload: Any,

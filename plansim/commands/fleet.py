@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
+from plansim.commands import console
 from plansim.commands.capacity import BackendOption, JobsOption, RayAddressOption
 from plansim.commands.output import ForceOption, OutputFolder, write_reports
 from plansim.commands.progress import QUIET_HELP, Progress
@@ -42,7 +43,7 @@ def fleet(
         "--self-contained", help=SELF_CONTAINED_HELP)] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: ForceOption = False,
-) -> None:
+) -> int:
     """Find the cheapest fleet (one deployment per model) that meets every model's goodput
     target within the GPU inventory and the budget, and replay it autoscaled when the models
     have planners."""
@@ -74,11 +75,13 @@ def fleet(
               "requests": {m.name: len(w) for m, w in zip(plan.models, workloads)}}
     with folder.writing() as out_dir:
         _write(out_dir, result, report, inputs)
-        for line in table_lines(report):
-            typer.echo(line)
+        headline, *lines = table_lines(report)
+        console.result(headline)
+        console.echo(*lines)
         if not no_report:
             write_reports(out_dir, self_contained=self_contained)
-    typer.echo(f"output        {out_dir}")
+    console.echo(f"output        {out_dir}")
+    return console.finish(report)
 
 
 def _workload(m: Any, source: str) -> Any:

@@ -57,7 +57,13 @@ def test_writes_every_output_and_a_deployment_every_command_loads(tmp_path, reco
     assert deployment.engine.speedup_ratio == pytest.approx(1.0 / values["prefill_scale"]["value"])
     table = pd.read_parquet(out / "calibration_requests.parquet")
     assert len(table) == 400 and table["recorded_ttft_ms"].notna().all()
-    assert stdout.startswith("family        scaled (chosen by held-out error)")
+    # -q prints the result line alone; without it, the table follows.
+    assert stdout.splitlines() == ["family        scaled (chosen by held-out error)"]
+    code, stdout, err = run_cli("calibrate", str(trace), "--config", str(config), "--out",
+                                str(tmp_path / "again"), "--jobs", "1", "--family", "scaled",
+                                "--no-report")
+    assert code == 0, err
+    assert stdout.startswith("family        scaled (chosen by held-out error)\n")
     assert any(line.startswith("held-out      TTFT p50") for line in stdout.splitlines())
     inputs = json.loads((out / "inputs.json").read_text())
     assert inputs["command"] == "plansim calibrate" and inputs["requests"] == 400

@@ -72,6 +72,25 @@ def _capacity(d: Path, run_cli: Callable) -> tuple[list[str], str | None]:
              "1", "--out", str(d / "out"), "--no-report"], "capacity.json")
 
 
+def _calibrate(d: Path, run_cli: Callable) -> tuple[list[str], str | None]:
+    import yaml
+
+    from tests.calibrate.calibrate_traces import DEPLOYMENT, record, synthetic
+
+    trace = record(d / "trace.jsonl.gz", synthetic(n=400), DEPLOYMENT)
+    (d / "deploy.yaml").write_text(yaml.safe_dump(DEPLOYMENT))
+    return (["calibrate", str(trace), "-c", str(d / "deploy.yaml"), "--family", "scaled",
+             "--jobs", "1", "--out", str(d / "out"), "--no-report"], "calibration.json")
+
+
+def _fleet(d: Path, run_cli: Callable) -> tuple[list[str], str | None]:
+    from tests.fleet.fleet_cases import on_demand, write_fleet
+
+    path = write_fleet(d, on_demand(4, 8), models=("light",), search={})
+    return (["fleet", str(path), "--jobs", "1", "--out", str(d / "out"), "--no-report"],
+            "fleet.json")
+
+
 def _replay_run(d: Path, run_cli: Callable) -> tuple[list[str], str | None]:
     (d / "deploy.yaml").write_text(DEPLOY)
     return (["replay", "run", str(MICRO), *MICRO_FLAGS, "-c", str(d / "deploy.yaml"), "--out",
@@ -79,8 +98,10 @@ def _replay_run(d: Path, run_cli: Callable) -> tuple[list[str], str | None]:
 
 
 EXAMPLES: dict[str, Example] = {
+    "calibrate": _calibrate,
     "capacity": _capacity,
     "compare": _compare,
+    "fleet": _fleet,
     "predict compare": lambda d, _: (["predict", "compare", str(SAMPLE), "--interval", "30",
                                       "--predictors", "constant", "--out", str(d / "out"),
                                       "--no-report"], "summary.json"),
