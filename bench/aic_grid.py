@@ -26,15 +26,22 @@ import numpy as np
 
 CONFIGS = [
     {"model": "Qwen/Qwen3-32B", "system": "h200_sxm", "backend": "vllm", "tp_size": 1},
-    {"model": "meta-llama/Meta-Llama-3.1-70B", "system": "b200_sxm", "backend": "vllm", "tp_size": 4},
+    {
+        "model": "meta-llama/Meta-Llama-3.1-70B",
+        "system": "b200_sxm",
+        "backend": "vllm",
+        "tp_size": 4,
+    },
     {"model": "Qwen/Qwen3-30B-A3B", "system": "h200_sxm", "backend": "sglang", "tp_size": 2},
 ]
 
 
 def _stats(errors: np.ndarray) -> str:
     e = np.abs(errors) * 100
-    return (f"{np.median(e):6.2f} {np.percentile(e, 95):6.2f} {np.percentile(e, 99):6.2f} "
-            f"{e.max():6.2f}")
+    return (
+        f"{np.median(e):6.2f} {np.percentile(e, 95):6.2f} {np.percentile(e, 99):6.2f} "
+        f"{e.max():6.2f}"
+    )
 
 
 def measure(raw: dict, samples: int, seed: int) -> None:
@@ -57,29 +64,53 @@ def measure(raw: dict, samples: int, seed: int) -> None:
         n = np.exp(rng.uniform(0, np.log(8192), samples * 8)).astype(int) + 1
         keep = b * n <= 8192
         b, n = b[keep][:samples], n[keep][:samples]
-        p = np.where(rng.random(b.size) < 0.4, 0,
-                     np.exp(rng.uniform(np.log(16), np.log(32768), b.size)).astype(int))
-        prefill = np.array([timing.prefill_ms(int(x * y), int(x), int(y + z), int(z)) /
-                            handle.predict_prefill_latency(int(x), int(y + z), int(z)) - 1
-                            for x, y, z in zip(b, n, p)])
+        p = np.where(
+            rng.random(b.size) < 0.4,
+            0,
+            np.exp(rng.uniform(np.log(16), np.log(32768), b.size)).astype(int),
+        )
+        prefill = np.array(
+            [
+                timing.prefill_ms(int(x * y), int(x), int(y + z), int(z))
+                / handle.predict_prefill_latency(int(x), int(y + z), int(z))
+                - 1
+                for x, y, z in zip(b, n, p)
+            ]
+        )
         batch = rng.integers(1, 257, samples)
         ctx = np.exp(rng.uniform(np.log(16), np.log(32768), samples)).astype(int)
-        decode = timing.decode_ms_bulk(batch, batch * ctx, ctx.astype(float), 0) / np.array(
-            [handle.predict_decode_latency(int(x), int(c)) for x, c in zip(batch, ctx)]) - 1
+        decode = (
+            timing.decode_ms_bulk(batch, batch * ctx, ctx.astype(float), 0)
+            / np.array([handle.predict_decode_latency(int(x), int(c)) for x, c in zip(batch, ctx)])
+            - 1
+        )
         chunk = np.exp(rng.uniform(np.log(64), np.log(8192), samples // 4)).astype(int)
         dec = rng.integers(1, 129, chunk.size)
-        mixed = np.array([(timing.prefill_ms(int(t), 1, int(t), 0)
-                           + timing.mixed_decode_ms(int(d), int(d * t), float(t), 0, int(t)))
-                          / handle.mixed_step_latency(int(t), int(d), int(t), 2) - 1
-                          for t, d in zip(chunk, dec)])
+        mixed = np.array(
+            [
+                (
+                    timing.prefill_ms(int(t), 1, int(t), 0)
+                    + timing.mixed_decode_ms(int(d), int(d * t), float(t), 0, int(t))
+                )
+                / handle.mixed_step_latency(int(t), int(d), int(t), 2)
+                - 1
+                for t, d in zip(chunk, dec)
+            ]
+        )
 
-    moved = [np.abs(getattr(table, f) / getattr(answers, f) - 1)
-             for f in ("prefill_ms", "decode_ms", "shared_ms")]
+    moved = [
+        np.abs(getattr(table, f) / getattr(answers, f) - 1)
+        for f in ("prefill_ms", "decode_ms", "shared_ms")
+    ]
     points = sum(m.size for m in moved)
-    print(f"{spec.label}: table {points} points, built in {build_s:.1f} s; monotone step moved "
-          f"{sum(int((m > 0).sum()) for m in moved)} points, at most "
-          f"{100 * max(m.max() for m in moved):.2f} %")
-    print(f"  {'pass':8s} {'samples':>7s} {'median':>6s} {'p95':>6s} {'p99':>6s} {'max':>6s}  (% error)")
+    print(
+        f"{spec.label}: table {points} points, built in {build_s:.1f} s; monotone step moved "
+        f"{sum(int((m > 0).sum()) for m in moved)} points, at most "
+        f"{100 * max(m.max() for m in moved):.2f} %"
+    )
+    print(
+        f"  {'pass':8s} {'samples':>7s} {'median':>6s} {'p95':>6s} {'p99':>6s} {'max':>6s}  (% error)"
+    )
     for name, err in (("prefill", prefill), ("decode", decode), ("mixed", mixed)):
         print(f"  {name:8s} {err.size:7d} {_stats(err)}")
 

@@ -69,11 +69,14 @@ def _workload(case: Case):
     # Distinct prompts: no prefix is shared, as in the static estimate.
     ids = np.arange(case.batch * blocks, dtype=np.int64)
     return Workload(
-        arrival_ms=np.zeros(case.batch), isl_tokens=np.full(case.batch, case.isl, dtype=np.int64),
+        arrival_ms=np.zeros(case.batch),
+        isl_tokens=np.full(case.batch, case.isl, dtype=np.int64),
         osl_tokens=np.full(case.batch, case.osl, dtype=np.int64),
         request_id=np.array([f"r{i}" for i in range(case.batch)], dtype=object),
-        hash_offsets=np.arange(case.batch + 1, dtype=np.int64) * blocks, hash_ids=ids,
-        trace_block_size=block)
+        hash_offsets=np.arange(case.batch + 1, dtype=np.int64) * blocks,
+        hash_ids=ids,
+        trace_block_size=block,
+    )
 
 
 def run_case(case: Case) -> dict:
@@ -82,12 +85,26 @@ def run_case(case: Case) -> dict:
     from plansim.sim.deployment import build_deployment
     from plansim.sim.host import replay
 
-    timing = {"type": "aic", "model": case.model, "system": case.system, "backend": case.backend,
-              "tp_size": case.tp_size}
+    timing = {
+        "type": "aic",
+        "model": case.model,
+        "system": case.system,
+        "backend": case.backend,
+        "tp_size": case.tp_size,
+    }
     blocks = -(-case.batch * (case.isl + case.osl) // 64) + case.batch
-    deployment = build_deployment({"num_workers": 1, "engine": {
-        "timing_model": timing, "block_size": 64, "num_gpu_blocks": blocks,
-        "max_num_seqs": case.batch, "max_num_batched_tokens": case.batch * case.isl}})
+    deployment = build_deployment(
+        {
+            "num_workers": 1,
+            "engine": {
+                "timing_model": timing,
+                "block_size": 64,
+                "num_gpu_blocks": blocks,
+                "max_num_seqs": case.batch,
+                "max_num_batched_tokens": case.batch * case.isl,
+            },
+        }
+    )
     t0 = time.perf_counter()
     result = replay(_workload(case), deployment)
     wall_s = time.perf_counter() - t0
@@ -97,10 +114,18 @@ def run_case(case: Case) -> dict:
     spec = parse_aic_spec({k: v for k, v in timing.items() if k != "type"})
     with sdk.quiet():
         context_ms, generation_ms, _ = sdk.engine(spec).run_static(
-            batch_size=case.batch, isl=case.isl, osl=case.osl)
+            batch_size=case.batch, isl=case.isl, osl=case.osl
+        )
     aic_tpot = generation_ms / (case.osl - 1)
-    return {"case": case, "label": spec.label, "ttft": ttft, "aic_ttft": context_ms,
-            "tpot": tpot, "aic_tpot": aic_tpot, "wall_s": wall_s}
+    return {
+        "case": case,
+        "label": spec.label,
+        "ttft": ttft,
+        "aic_ttft": context_ms,
+        "tpot": tpot,
+        "aic_tpot": aic_tpot,
+        "wall_s": wall_s,
+    }
 
 
 def main() -> None:
@@ -109,8 +134,10 @@ def main() -> None:
     args = parser.parse_args()
     cases = [c for c in CASES if not args.case or c.name in args.case]
     print(f"load average {os.getloadavg()[0]:.2f}")
-    header = (f"{'case':27s} {'batch':>5s} {'ISL':>5s} {'OSL':>5s} {'TTFT ms':>9s} "
-              f"{'AIC TTFT':>9s} {'err':>6s} {'TPOT ms':>8s} {'AIC TPOT':>8s} {'err':>6s}  ok")
+    header = (
+        f"{'case':27s} {'batch':>5s} {'ISL':>5s} {'OSL':>5s} {'TTFT ms':>9s} "
+        f"{'AIC TTFT':>9s} {'err':>6s} {'TPOT ms':>8s} {'AIC TPOT':>8s} {'err':>6s}  ok"
+    )
     print(header)
     passed = 0
     for case in cases:
@@ -119,9 +146,11 @@ def main() -> None:
         e_tpot = r["tpot"] / r["aic_tpot"] - 1
         ok = abs(e_ttft) <= TOLERANCE and abs(e_tpot) <= TOLERANCE
         passed += ok
-        print(f"{case.name:27s} {case.batch:5d} {case.isl:5d} {case.osl:5d} {r['ttft']:9.1f} "
-              f"{r['aic_ttft']:9.1f} {100 * e_ttft:+5.1f}% {r['tpot']:8.2f} {r['aic_tpot']:8.2f} "
-              f"{100 * e_tpot:+5.1f}%  {'yes' if ok else 'NO'}")
+        print(
+            f"{case.name:27s} {case.batch:5d} {case.isl:5d} {case.osl:5d} {r['ttft']:9.1f} "
+            f"{r['aic_ttft']:9.1f} {100 * e_ttft:+5.1f}% {r['tpot']:8.2f} {r['aic_tpot']:8.2f} "
+            f"{100 * e_tpot:+5.1f}%  {'yes' if ok else 'NO'}"
+        )
     print(f"aic parity: {passed}/{len(cases)} within 5%")
 
 

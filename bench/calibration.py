@@ -63,8 +63,9 @@ def goodput_ratio(summary: dict) -> float:
 
 def cheapest(summaries: dict[int, dict]) -> int | None:
     """The fewest workers whose goodput ratio holds ``TARGET_GOODPUT``."""
-    return min((n for n, s in summaries.items() if goodput_ratio(s) >= TARGET_GOODPUT),
-               default=None)
+    return min(
+        (n for n, s in summaries.items() if goodput_ratio(s) >= TARGET_GOODPUT), default=None
+    )
 
 
 def replay_summary(trace: str, deployment: dict, overrides: dict, workers: int) -> dict:
@@ -76,8 +77,11 @@ def replay_summary(trace: str, deployment: dict, overrides: dict, workers: int) 
 
 def bench_case(case: truth_data.Case, jobs: int) -> dict:
     recorded_trace, truth = truth_data.ensure_truth(case)
-    deployment = {"num_workers": case.recorded_at, "router": {"mode": "kv_router"},
-                  "sla": {"ttft_ms": case.sla_ttft_ms, "itl_ms": case.sla_itl_ms}}
+    deployment = {
+        "num_workers": case.recorded_at,
+        "router": {"mode": "kv_router"},
+        "sla": {"ttft_ms": case.sla_ttft_ms, "itl_ms": case.sla_itl_ms},
+    }
     started, cpu_main = time.perf_counter(), time.process_time()
     cpu_children = _children_cpu_s()
     workload, recorded = load_recorded([recorded_trace])
@@ -96,19 +100,41 @@ def bench_case(case: truth_data.Case, jobs: int) -> dict:
     done = iter(parallel_map(replay_summary, tasks, jobs))
     by_family = {f.family: {n: next(done) for n in targets} for f in others}
     report = result.to_json()
-    return {"case": case.name, "requests": len(workload), "recorded_at": case.recorded_at,
-            "family": result.family, "held_out": report["held_out"], "wall_s": wall_s,
-            "replays": sum(f["replays"] for f in report["families"]),
-            "parameters": report["parameters"], "notes": report["notes"],
-            "families": [{k: f[k] for k in ("name", "chosen", "train_error", "held_out_error",
-                                            "replays", "evaluations", "status", "parameters")}
-                         for f in report["families"]],
-            "by_family": by_family,
-            "family_wall_s": report["host"]["family_wall_s"],
-            "cpu_s": cpu_main + cpu_children,
-            "free_wall_s": free_wall_s(cpu_main, cpu_children,
-                                       list(report["host"]["family_wall_s"].values()), jobs),
-            "predicted": predicted, "truth": truth}
+    return {
+        "case": case.name,
+        "requests": len(workload),
+        "recorded_at": case.recorded_at,
+        "family": result.family,
+        "held_out": report["held_out"],
+        "wall_s": wall_s,
+        "replays": sum(f["replays"] for f in report["families"]),
+        "parameters": report["parameters"],
+        "notes": report["notes"],
+        "families": [
+            {
+                k: f[k]
+                for k in (
+                    "name",
+                    "chosen",
+                    "train_error",
+                    "held_out_error",
+                    "replays",
+                    "evaluations",
+                    "status",
+                    "parameters",
+                )
+            }
+            for f in report["families"]
+        ],
+        "by_family": by_family,
+        "family_wall_s": report["host"]["family_wall_s"],
+        "cpu_s": cpu_main + cpu_children,
+        "free_wall_s": free_wall_s(
+            cpu_main, cpu_children, list(report["host"]["family_wall_s"].values()), jobs
+        ),
+        "predicted": predicted,
+        "truth": truth,
+    }
 
 
 def _target_counts(n: int) -> tuple[int, ...]:
@@ -120,8 +146,9 @@ def _children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def free_wall_s(cpu_main: float, cpu_children: float, family_wall_s: list[float],
-                jobs: int) -> float:
+def free_wall_s(
+    cpu_main: float, cpu_children: float, family_wall_s: list[float], jobs: int
+) -> float:
     """The wall time of a calibration on ``jobs`` free cores, from its CPU time: the main
     process's, plus the children's share on the critical path (the longest-first schedule of
     the family fits, whose measured walls give their relative lengths when every process got the
@@ -142,53 +169,85 @@ def print_case(out: dict) -> list[tuple[str, bool, bool | None]]:
     n, truth, predicted = out["recorded_at"], out["truth"], out["predicted"]
     tpot_key = "median_tpot_ms" if "median_tpot_ms" in truth[n] else "median_itl_ms"
     held = out["held_out"]
-    print(f"\n== {out['case']}: {out['requests']} requests recorded at {n} workers; "
-          f"family {out['family']}, {out['replays']} replays, {out['wall_s']:.0f} s wall, "
-          f"{out['cpu_s']:.0f} s CPU (about {out['free_wall_s']:.0f} s on free cores)")
-    print("   held-out (median over windows): " + ", ".join(
-        f"{k} {held[k]['median']:+.1%}" for k in ("median_ttft_ms", "p90_ttft_ms",
-                                                  "median_tpot_ms") if k in held))
+    print(
+        f"\n== {out['case']}: {out['requests']} requests recorded at {n} workers; "
+        f"family {out['family']}, {out['replays']} replays, {out['wall_s']:.0f} s wall, "
+        f"{out['cpu_s']:.0f} s CPU (about {out['free_wall_s']:.0f} s on free cores)"
+    )
+    print(
+        "   held-out (median over windows): "
+        + ", ".join(
+            f"{k} {held[k]['median']:+.1%}"
+            for k in ("median_ttft_ms", "p90_ttft_ms", "median_tpot_ms")
+            if k in held
+        )
+    )
     for f in out["families"]:
-        print(f"   {'*' if f['chosen'] else ' '} {f['name']:<11} held-out "
-              f"{f['held_out_error']['mean']:.2e} train {f['train_error']:.2e}, {f['replays']} "
-              f"replays, {f['evaluations']} evaluations, {out['family_wall_s'][f['name']]:.0f} s"
-              f" ({f['status']})")
+        print(
+            f"   {'*' if f['chosen'] else ' '} {f['name']:<11} held-out "
+            f"{f['held_out_error']['mean']:.2e} train {f['train_error']:.2e}, {f['replays']} "
+            f"replays, {f['evaluations']} evaluations, {out['family_wall_s'][f['name']]:.0f} s"
+            f" ({f['status']})"
+        )
     for p in out["parameters"]:
         print(f"   {p['name']:<28} {p['value']:<12.6g} 90% [{p['low']:.6g}, {p['high']:.6g}]")
     tpot_label = "TPOT p50" if tpot_key == "median_tpot_ms" else "ITL p50 (no TPOT in truth)"
-    print(f"   {'workers':>7}  {'TTFT p50 ours/truth':>26}  {'TTFT p90 ours/truth':>26}  "
-          f"{tpot_label + ' ours/truth':>24}  goodput ours/truth")
+    print(
+        f"   {'workers':>7}  {'TTFT p50 ours/truth':>26}  {'TTFT p90 ours/truth':>26}  "
+        f"{tpot_label + ' ours/truth':>24}  goodput ours/truth"
+    )
     targets = []
     for count in sorted(truth):
         ours, theirs = predicted[count], truth[count]
         errs = [_err(ours[k], theirs[k]) for k in ("median_ttft_ms", "p90_ttft_ms", tpot_key)]
-        cells = [f"{ours[k]:>9.4g}/{theirs[k]:<9.4g} {e:+7.1%}"
-                 for k, e in zip(("median_ttft_ms", "p90_ttft_ms", tpot_key), errs)]
+        cells = [
+            f"{ours[k]:>9.4g}/{theirs[k]:<9.4g} {e:+7.1%}"
+            for k, e in zip(("median_ttft_ms", "p90_ttft_ms", tpot_key), errs)
+        ]
         mark = " (recorded)" if count == n else ""
-        print(f"   {count:>7}  {'  '.join(cells)}  {goodput_ratio(ours):.3f}/"
-              f"{goodput_ratio(theirs):.3f}{mark}")
+        print(
+            f"   {count:>7}  {'  '.join(cells)}  {goodput_ratio(ours):.3f}/"
+            f"{goodput_ratio(theirs):.3f}{mark}"
+        )
         if count in _target_counts(n):
-            met = abs(errs[0]) <= TTFT_ERROR and abs(errs[1]) <= TTFT_ERROR \
+            met = (
+                abs(errs[0]) <= TTFT_ERROR
+                and abs(errs[1]) <= TTFT_ERROR
                 and abs(errs[2]) <= TPOT_ERROR
-            moon = abs(errs[0]) <= MOONSHOT_TTFT and abs(errs[1]) <= MOONSHOT_TTFT \
+            )
+            moon = (
+                abs(errs[0]) <= MOONSHOT_TTFT
+                and abs(errs[1]) <= MOONSHOT_TTFT
                 and abs(errs[2]) <= MOONSHOT_TPOT
-            line = (f"{out['case']} at {count} workers: TTFT p50 {errs[0]:+.1%}, "
-                    f"p90 {errs[1]:+.1%} (within 10%), {tpot_label.split(' (')[0]} "
-                    f"{errs[2]:+.1%} (within 5%)")
+            )
+            line = (
+                f"{out['case']} at {count} workers: TTFT p50 {errs[0]:+.1%}, "
+                f"p90 {errs[1]:+.1%} (within 10%), {tpot_label.split(' (')[0]} "
+                f"{errs[2]:+.1%} (within 5%)"
+            )
             targets.append((line, met, moon))
     for name, summaries in out["by_family"].items():
-        errs = [f"{c}: " + "/".join(f"{_err(s[k], truth[c][k]):+.1%}" for k in
-                                    ("median_ttft_ms", "p90_ttft_ms", tpot_key))
-                for c, s in summaries.items()]
+        errs = [
+            f"{c}: "
+            + "/".join(
+                f"{_err(s[k], truth[c][k]):+.1%}"
+                for k in ("median_ttft_ms", "p90_ttft_ms", tpot_key)
+            )
+            for c, s in summaries.items()
+        ]
         print(f"   not chosen, {name} (TTFT p50/p90/TPOT p50 error): " + ", ".join(errs))
     ours_n, true_n = cheapest(predicted), cheapest(truth)
-    line = (f"{out['case']}: cheapest count holding {TARGET_GOODPUT:.0%} goodput among "
-            f"{sorted(truth)}: {ours_n} predicted, {true_n} true")
+    line = (
+        f"{out['case']}: cheapest count holding {TARGET_GOODPUT:.0%} goodput among "
+        f"{sorted(truth)}: {ours_n} predicted, {true_n} true"
+    )
     targets.append((line, ours_n == true_n, None))
     if out["requests"] >= BIG_TRACE:
-        line = (f"{out['case']}: {out['requests']} requests calibrated in "
-                f"{out['wall_s']:.0f} s wall, about {out['free_wall_s']:.0f} s on free cores "
-                f"(under {WALL_LIMIT_S:.0f} s)")
+        line = (
+            f"{out['case']}: {out['requests']} requests calibrated in "
+            f"{out['wall_s']:.0f} s wall, about {out['free_wall_s']:.0f} s on free cores "
+            f"(under {WALL_LIMIT_S:.0f} s)"
+        )
         targets.append((line, out["wall_s"] < WALL_LIMIT_S, None))
     for note in out["notes"]:
         print(f"   note: {note}")
@@ -198,14 +257,21 @@ def print_case(out: dict) -> list[tuple[str, bool, bool | None]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", default="", help="Comma-separated case names (default: all).")
-    parser.add_argument("--cases", nargs="*", default=None, type=Path,
-                        help="Cases files in the form of calibration_cases.json (default: the "
-                             "shared one).")
+    parser.add_argument(
+        "--cases",
+        nargs="*",
+        default=None,
+        type=Path,
+        help="Cases files in the form of calibration_cases.json (default: the shared one).",
+    )
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    files = args.cases if args.cases is not None else [
-        truth_data.SHARED / "reference" / "calibration_cases.json"]
+    files = (
+        args.cases
+        if args.cases is not None
+        else [truth_data.SHARED / "reference" / "calibration_cases.json"]
+    )
     truth_data.ensure_traces()
     cases = [truth_data.shared_case(f) for f in files] + truth_data.builtin_cases()
     if args.case:
@@ -225,8 +291,9 @@ def main() -> None:
     met = sum(m for _, m, _ in targets)
     print(f"calibration: {met}/{len(targets)} targets met")
     if args.json:
-        args.json.write_bytes(orjson.dumps(outcomes, option=orjson.OPT_SERIALIZE_NUMPY
-                                           | orjson.OPT_NON_STR_KEYS))
+        args.json.write_bytes(
+            orjson.dumps(outcomes, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+        )
 
 
 if __name__ == "__main__":

@@ -16,8 +16,15 @@ import json
 import sys
 import time
 
-PER_REQUEST = ("ttft_ms", "e2e_latency_ms", "output_length", "requested_output_length",
-               "input_length", "arrival_time_ms", "terminal_status")
+PER_REQUEST = (
+    "ttft_ms",
+    "e2e_latency_ms",
+    "output_length",
+    "requested_output_length",
+    "input_length",
+    "arrival_time_ms",
+    "terminal_status",
+)
 
 
 def run(job):
@@ -25,16 +32,30 @@ def run(job):
 
     engine = {}
     if job.get("npz"):
-        engine = {"engine": {"timing_model": {"type": "external", "provider": "dynamo_profile",
-                                              "config": {"path": job["npz"]}}}}
+        engine = {
+            "engine": {
+                "timing_model": {
+                    "type": "external",
+                    "provider": "dynamo_profile",
+                    "config": {"path": job["npz"]},
+                }
+            }
+        }
     started = time.perf_counter()
-    report = run_trace_replay(job["trace"], trace_format=job["trace_format"],
-                              num_workers=job["num_workers"], router_mode=job["router_mode"],
-                              extra_engine_args=engine or None,
-                              sla_ttft_ms=job.get("sla_ttft_ms"), sla_itl_ms=job.get("sla_itl_ms"),
-                              capture_per_request=bool(job.get("per_request")))
-    out = {"summary": {k: v for k, v in report.summary.items() if isinstance(v, (int, float))},
-           "wall_s": time.perf_counter() - started}
+    report = run_trace_replay(
+        job["trace"],
+        trace_format=job["trace_format"],
+        num_workers=job["num_workers"],
+        router_mode=job["router_mode"],
+        extra_engine_args=engine or None,
+        sla_ttft_ms=job.get("sla_ttft_ms"),
+        sla_itl_ms=job.get("sla_itl_ms"),
+        capture_per_request=bool(job.get("per_request")),
+    )
+    out = {
+        "summary": {k: v for k, v in report.summary.items() if isinstance(v, (int, float))},
+        "wall_s": time.perf_counter() - started,
+    }
     if job.get("per_request"):
         out["requests"] = {k: [r.get(k) for r in report.per_request] for k in PER_REQUEST}
     return out

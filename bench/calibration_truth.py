@@ -23,23 +23,32 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = next((p / "shared" for p in ROOT.parents if (p / "shared" / "reference").is_dir()),
-              ROOT.parent / "shared")
+SHARED = next(
+    (p / "shared" for p in ROOT.parents if (p / "shared" / "reference").is_dir()),
+    ROOT.parent / "shared",
+)
 DATA = ROOT / "bench" / "_data" / "calibration"
 PEER_SCRIPT = ROOT / "bench" / "calibration_peer.py"
 
 ISL_GRID = np.array([64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768], dtype=float)
-KV_GRID = np.array([0, 4096, 16384, 65536, 131072, 262144, 393216, 524288, 786432, 1048576],
-                   dtype=float)
+KV_GRID = np.array(
+    [0, 4096, 16384, 65536, 131072, 262144, 393216, 524288, 786432, 1048576], dtype=float
+)
 CTX_GRID = np.array([64, 512, 2048, 8192, 32768], dtype=float)
 
 
-def _profile(prefill: Callable[[np.ndarray], np.ndarray],
-             decode: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> dict[str, np.ndarray]:
+def _profile(
+    prefill: Callable[[np.ndarray], np.ndarray],
+    decode: Callable[[np.ndarray, np.ndarray], np.ndarray],
+) -> dict[str, np.ndarray]:
     kv, ctx = np.meshgrid(KV_GRID, CTX_GRID, indexing="ij")
-    return {"prefill_isl": ISL_GRID, "prefill_ttft_ms": prefill(ISL_GRID),
-            "decode_active_kv_tokens": KV_GRID, "decode_context_length": CTX_GRID,
-            "decode_itl": decode(kv, ctx)}
+    return {
+        "prefill_isl": ISL_GRID,
+        "prefill_ttft_ms": prefill(ISL_GRID),
+        "decode_active_kv_tokens": KV_GRID,
+        "decode_context_length": CTX_GRID,
+        "decode_itl": decode(kv, ctx),
+    }
 
 
 def _sample_scaled(prefill_x: float, decode_x: float) -> dict[str, np.ndarray]:
@@ -56,17 +65,22 @@ PROFILES: dict[str, Callable[[], dict[str, np.ndarray]]] = {
     # The sample profile, prefill 1.7x slower and decode 0.75x (a different GPU).
     "scaled": lambda: _sample_scaled(1.7, 0.75),
     # Attention-heavy prefill (quadratic term 3x the sample's), decode steep in KV tokens.
-    "attn_heavy": lambda: _profile(lambda t: 25.0 + 0.02 * t + 1.2e-6 * t * t,
-                                   lambda kv, ctx: 9.0 + 3.0e-5 * kv + 1.0e-4 * ctx),
+    "attn_heavy": lambda: _profile(
+        lambda t: 25.0 + 0.02 * t + 1.2e-6 * t * t, lambda kv, ctx: 9.0 + 3.0e-5 * kv + 1.0e-4 * ctx
+    ),
     # Decode bound by the batch size (a weight-streaming term per request), little by KV.
-    "batch_bound": lambda: _profile(lambda t: 12.0 + 0.03 * t + 2.0e-7 * t * t,
-                                    lambda kv, ctx: 6.0 + 0.04 * kv / ctx + 1.0e-5 * kv),
+    "batch_bound": lambda: _profile(
+        lambda t: 12.0 + 0.03 * t + 2.0e-7 * t * t,
+        lambda kv, ctx: 6.0 + 0.04 * kv / ctx + 1.0e-5 * kv,
+    ),
     # Another polynomial, for a larger model: 4.5 x (prefill 3e-7 T^2 + 0.025 T + 22, decode
     # -10 u^2 + 40 u + 8 in the KV fill fraction u of the default pool, 16384 x 64 tokens).
-    "poly_other": lambda: _profile(lambda t: 4.5 * (22.0 + 0.025 * t + 3.0e-7 * t * t),
-                                   lambda kv, ctx: 4.5 * (8.0 + 40.0 * (kv / 1048576.0)
-                                                          - 10.0 * (kv / 1048576.0) ** 2)
-                                   + 0.0 * ctx),
+    "poly_other": lambda: _profile(
+        lambda t: 4.5 * (22.0 + 0.025 * t + 3.0e-7 * t * t),
+        lambda kv, ctx: (
+            4.5 * (8.0 + 40.0 * (kv / 1048576.0) - 10.0 * (kv / 1048576.0) ** 2) + 0.0 * ctx
+        ),
+    ),
 }
 
 
@@ -101,14 +115,46 @@ def _around(n: int) -> tuple[int, ...]:
 def builtin_cases() -> list[Case]:
     """The cases this benchmark makes (its traces are written by ``ensure_traces``)."""
     return [
-        Case("mooncake-scaled", "mooncake.dynamo.jsonl.gz", "scaled", 8, 2000, 15,
-             _around(8), (1, 2, 3, 5)),
-        Case("mooncake-attn", "mooncake.dynamo.jsonl.gz", "attn_heavy", 10, 3000, 25,
-             _around(10), (1, 2, 3, 4, 5)),
-        Case("azure-batch", "azure.dynamo.jsonl.gz", "batch_bound", 6, 1000, 20,
-             _around(6), (1, 2, 3, 5)),
-        Case("synth-poly", "synth12k.dynamo.jsonl.gz", "poly_other", 8, 3000, 60,
-             _around(8), (2, 3, 5, 7)),
+        Case(
+            "mooncake-scaled",
+            "mooncake.dynamo.jsonl.gz",
+            "scaled",
+            8,
+            2000,
+            15,
+            _around(8),
+            (1, 2, 3, 5),
+        ),
+        Case(
+            "mooncake-attn",
+            "mooncake.dynamo.jsonl.gz",
+            "attn_heavy",
+            10,
+            3000,
+            25,
+            _around(10),
+            (1, 2, 3, 4, 5),
+        ),
+        Case(
+            "azure-batch",
+            "azure.dynamo.jsonl.gz",
+            "batch_bound",
+            6,
+            1000,
+            20,
+            _around(6),
+            (1, 2, 3, 5),
+        ),
+        Case(
+            "synth-poly",
+            "synth12k.dynamo.jsonl.gz",
+            "poly_other",
+            8,
+            3000,
+            60,
+            _around(8),
+            (2, 3, 5, 7),
+        ),
     ]
 
 
@@ -120,10 +166,17 @@ def shared_case(path: Path) -> Case:
     counts = {int(k): v for k, v in data["counts"].items()}
     n = int(data["recorded_at_workers"])
     trace = (path.parent / data["trace"]).resolve()
-    return Case(path.stem, str(trace), str((path.parent / data.get("profile", "")).resolve())
-                if data.get("profile") else "", n, float(data.get("sla_ttft_ms", 2000)),
-                float(data.get("sla_itl_ms", 15)), tuple(c for c in sorted(counts) if c != n),
-                truth=counts, recorded_trace=str(trace))
+    return Case(
+        path.stem,
+        str(trace),
+        str((path.parent / data.get("profile", "")).resolve()) if data.get("profile") else "",
+        n,
+        float(data.get("sla_ttft_ms", 2000)),
+        float(data.get("sla_itl_ms", 15)),
+        tuple(c for c in sorted(counts) if c != n),
+        truth=counts,
+        recorded_trace=str(trace),
+    )
 
 
 def ensure_traces() -> None:
@@ -135,11 +188,15 @@ def ensure_traces() -> None:
     nan = None
     inputs = {
         "mooncake.dynamo.jsonl.gz": lambda: load_workload(
-            [SHARED / "traces" / "mooncake_synthetic_trace.jsonl"], format="mooncake",
-            trace_block_size=512),
+            [SHARED / "traces" / "mooncake_synthetic_trace.jsonl"],
+            format="mooncake",
+            trace_block_size=512,
+        ),
         "azure.dynamo.jsonl.gz": lambda: load_workload(
-            [SHARED / "traces" / "AzureLLMInferenceTrace_code.csv"], format="azure",
-            trace_block_size=512),
+            [SHARED / "traces" / "AzureLLMInferenceTrace_code.csv"],
+            format="azure",
+            trace_block_size=512,
+        ),
     }
     for name, load in inputs.items():
         if not (DATA / name).exists():
@@ -149,11 +206,37 @@ def ensure_traces() -> None:
     synth = DATA / "synth12k.dynamo.jsonl.gz"
     if not synth.exists():
         # One hour, 12,000 requests (3.33/s, diurnal), chat-like lengths with shared prefixes.
-        subprocess.run([sys.executable, "-m", "plansim", "trace", "synth", "-o", str(synth),
-                        "--rate", "3.3333", "--duration", "3600", "--schedule", "diurnal",
-                        "--peak-to-trough", "3", "--isl-mean", "3000", "--osl-mean", "400",
-                        "--prefix-groups", "40", "--shared-prefix-ratio", "0.5", "--seed", "11"],
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "plansim",
+                "trace",
+                "synth",
+                "-o",
+                str(synth),
+                "--rate",
+                "3.3333",
+                "--duration",
+                "3600",
+                "--schedule",
+                "diurnal",
+                "--peak-to-trough",
+                "3",
+                "--isl-mean",
+                "3000",
+                "--osl-mean",
+                "400",
+                "--prefix-groups",
+                "40",
+                "--shared-prefix-ratio",
+                "0.5",
+                "--seed",
+                "11",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
 
 
 def profile_path(case: Case) -> Path:
@@ -180,8 +263,13 @@ def run_peer(jobs: list[dict]) -> list[dict]:
         spec, out = Path(tmp) / "jobs.json", Path(tmp) / "out.json"
         spec.write_text(json.dumps(jobs))
         env = {**os.environ, "RUST_LOG": "error"}
-        subprocess.run([str(peer_python()), str(PEER_SCRIPT), str(spec), str(out)], check=True,
-                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [str(peer_python()), str(PEER_SCRIPT), str(spec), str(out)],
+            check=True,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         return json.loads(out.read_text())
 
 
@@ -193,23 +281,34 @@ def ensure_truth(case: Case) -> tuple[Path, dict[int, dict]]:
     folder = DATA / case.name
     folder.mkdir(parents=True, exist_ok=True)
     truth_file, recorded = folder / "truth.json", folder / "recorded.dynamo.jsonl.gz"
-    summaries = ({int(k): v for k, v in json.loads(truth_file.read_text()).items()}
-                 if truth_file.exists() and recorded.exists() else {})
+    summaries = (
+        {int(k): v for k, v in json.loads(truth_file.read_text()).items()}
+        if truth_file.exists() and recorded.exists()
+        else {}
+    )
     missing = [n for n in case.all_counts() if n not in summaries]
     if not missing:
         return recorded, summaries
     trace = str(DATA / case.trace)
     npz = str(profile_path(case))
-    jobs = [{"trace": trace, "trace_format": "dynamo", "num_workers": n,
-             "router_mode": "kv_router", "npz": npz, "sla_ttft_ms": case.sla_ttft_ms,
-             "sla_itl_ms": case.sla_itl_ms, "per_request": n == case.recorded_at}
-            for n in missing]
+    jobs = [
+        {
+            "trace": trace,
+            "trace_format": "dynamo",
+            "num_workers": n,
+            "router_mode": "kv_router",
+            "npz": npz,
+            "sla_ttft_ms": case.sla_ttft_ms,
+            "sla_itl_ms": case.sla_itl_ms,
+            "per_request": n == case.recorded_at,
+        }
+        for n in missing
+    ]
     by_count = dict(zip(missing, run_peer(jobs)))
     if case.recorded_at in by_count:
         write_recorded(trace, by_count[case.recorded_at]["requests"], recorded)
     summaries.update({n: r["summary"] for n, r in by_count.items()})
-    truth_file.write_text(json.dumps({str(n): summaries[n] for n in sorted(summaries)},
-                                     indent=1))
+    truth_file.write_text(json.dumps({str(n): summaries[n] for n in sorted(summaries)}, indent=1))
     return recorded, summaries
 
 
@@ -222,14 +321,23 @@ def write_recorded(trace: str, requests: dict[str, list], out: Path) -> None:
 
     w = load_workload([trace], format="dynamo")
     rows: dict[tuple, list[int]] = {}
-    for i, key in enumerate(zip(np.round(w.arrival_ms - w.arrival_ms.min(), 3).tolist(),
-                                w.isl_tokens.tolist(), w.osl_tokens.tolist())):
+    for i, key in enumerate(
+        zip(
+            np.round(w.arrival_ms - w.arrival_ms.min(), 3).tolist(),
+            w.isl_tokens.tolist(),
+            w.osl_tokens.tolist(),
+        )
+    ):
         rows.setdefault(key, []).append(i)
     ttft, total = np.full(len(w), np.nan), np.full(len(w), np.nan)
     for arrival, isl, osl, t, e, status in zip(
-            requests["arrival_time_ms"], requests["input_length"],
-            requests["requested_output_length"], requests["ttft_ms"],
-            requests["e2e_latency_ms"], requests["terminal_status"]):
+        requests["arrival_time_ms"],
+        requests["input_length"],
+        requests["requested_output_length"],
+        requests["ttft_ms"],
+        requests["e2e_latency_ms"],
+        requests["terminal_status"],
+    ):
         i = rows[(round(arrival, 3), isl, osl)].pop(0)
         if status == "completed":
             ttft[i], total[i] = t, e

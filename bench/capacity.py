@@ -44,10 +44,14 @@ from plansim.traces import load_workload
 from plansim.workers.pool import SpawnPool
 
 ROOT = Path(__file__).resolve().parents[1]
-TRACES = next((d for d in (ROOT.parent / "shared/traces", ROOT / "tests/data/traces")
-               if d.is_dir()), ROOT.parent / "shared/traces")
-TRACE_FILES = {"mooncake": "mooncake_synthetic_trace.jsonl",
-               "azure": "AzureLLMInferenceTrace_code.csv"}
+TRACES = next(
+    (d for d in (ROOT.parent / "shared/traces", ROOT / "tests/data/traces") if d.is_dir()),
+    ROOT.parent / "shared/traces",
+)
+TRACE_FILES = {
+    "mooncake": "mooncake_synthetic_trace.jsonl",
+    "azure": "AzureLLMInferenceTrace_code.csv",
+}
 SLA = {"ttft_ms": 800.0, "tpot_ms": 15.0}
 CASES = ("mooncake-agg", "mooncake-disagg", "azure-agg", "azure-disagg")
 BOUND_SAVING = 0.10
@@ -60,17 +64,32 @@ def trace_path(name: str) -> Path:
 
 def deployment(mode: str):
     engine = {"startup_time": 60.0}
-    pools = ({"num_workers": 2} if mode == "agg" else
-             {"num_prefill_workers": 2, "num_decode_workers": 2})
-    return build_deployment({"mode": mode, **pools, "engine": engine,
-                             "router": {"mode": "kv_router"}, "sla": SLA, "seed": 0})
+    pools = (
+        {"num_workers": 2} if mode == "agg" else {"num_prefill_workers": 2, "num_decode_workers": 2}
+    )
+    return build_deployment(
+        {
+            "mode": mode,
+            **pools,
+            "engine": engine,
+            "router": {"mode": "kv_router"},
+            "sla": SLA,
+            "seed": 0,
+        }
+    )
 
 
 def bench_case(name: str, args: argparse.Namespace) -> dict:
     trace, mode = name.split("-")
     workload = load_workload(trace_path(TRACE_FILES[trace]), trace_block_size=512)
-    plan = prepare(deployment(mode), args.target, max_gpu_budget=args.max_gpu_budget,
-                   segment_s=args.segment_s, seeds=args.seeds, tune_planner=args.tune_planner)
+    plan = prepare(
+        deployment(mode),
+        args.target,
+        max_gpu_budget=args.max_gpu_budget,
+        segment_s=args.segment_s,
+        seeds=args.seeds,
+        tune_planner=args.tune_planner,
+    )
     start = time.perf_counter()
     with SpawnPool(args.jobs) as pool:
         result = run(plan, workload, executor=pool)
@@ -80,43 +99,65 @@ def bench_case(name: str, args: argparse.Namespace) -> dict:
     limits = variant.layout.max_counts(args.max_gpu_budget)
     allowed = [2 * math.log2(max(n, 2)) for n in limits]
     static = report["replays"].get("static", 0)
-    print(f"\n== {name}: {len(workload)} requests, {report['requests']} scored, "
-          f"{len(report['oracle']['segments']) if report['oracle'] else 0} segments ==")
-    kinds = ", ".join(f"{k} {n}" for k, n in report["replays"].items()
-                      if k not in ("total", "rounds"))
-    print(f"replays       {report['replays']['total']} ({kinds}) in "
-          f"{report['replays']['rounds']} rounds, {wall_s:.1f} s wall on {args.jobs} workers")
-    print(f"static        {static} replays (allowed about "
-          f"{' + '.join(f'{a:.1f}' for a in allowed)} = {sum(allowed):.1f} for max counts "
-          f"{'/'.join(map(str, limits))}): {report['static'][0]['replayed']}")
+    print(
+        f"\n== {name}: {len(workload)} requests, {report['requests']} scored, "
+        f"{len(report['oracle']['segments']) if report['oracle'] else 0} segments =="
+    )
+    kinds = ", ".join(
+        f"{k} {n}" for k, n in report["replays"].items() if k not in ("total", "rounds")
+    )
+    print(
+        f"replays       {report['replays']['total']} ({kinds}) in "
+        f"{report['replays']['rounds']} rounds, {wall_s:.1f} s wall on {args.jobs} workers"
+    )
+    print(
+        f"static        {static} replays (allowed about "
+        f"{' + '.join(f'{a:.1f}' for a in allowed)} = {sum(allowed):.1f} for max counts "
+        f"{'/'.join(map(str, limits))}): {report['static'][0]['replayed']}"
+    )
     best = report["cheapest_static"]
     if best is not None:
-        print(f"cheapest      {_counts(best)}: goodput {best['goodput_ratio']:.2%}, "
-              f"{best['gpu_hours']:.3f} GPU-h")
+        print(
+            f"cheapest      {_counts(best)}: goodput {best['goodput_ratio']:.2%}, "
+            f"{best['gpu_hours']:.3f} GPU-h"
+        )
     else:
         print(f"cheapest      none within {args.max_gpu_budget} GPUs")
     bad = report["best_infeasible"]
     if bad is not None:
-        print(f"infeasible    best {_counts(bad)}: goodput {bad['goodput_ratio']:.2%}, "
-              f"{bad['gpu_hours']:.3f} GPU-h")
+        print(
+            f"infeasible    best {_counts(bad)}: goodput {bad['goodput_ratio']:.2%}, "
+            f"{bad['gpu_hours']:.3f} GPU-h"
+        )
     oracle = report["oracle"]
     if oracle and oracle["cost"] is not None:
         schedule = " ".join(_counts(s) for s in oracle["segments"])
         saving = f", {1 - oracle['cost'] / best['gpu_hours']:.1%} below static" if best else ""
-        print(f"lower bound   {oracle['cost']:.3f} GPU-h{saving} (exact {oracle['exact']}, "
-              f"{oracle['rounds']} rounds; schedule {schedule})")
+        print(
+            f"lower bound   {oracle['cost']:.3f} GPU-h{saving} (exact {oracle['exact']}, "
+            f"{oracle['rounds']} rounds; schedule {schedule})"
+        )
         replayed = oracle.get("schedule_replay")
         if replayed:
-            print(f"  replayed    {replayed['gpu_hours']:.3f} GPU-h at "
-                  f"{replayed['goodput_ratio']:.2%} goodput")
-    bound_saving = (oracle and oracle["cost"] is not None and best is not None
-                    and oracle["cost"] <= (1 - BOUND_SAVING) * best["gpu_hours"])
+            print(
+                f"  replayed    {replayed['gpu_hours']:.3f} GPU-h at "
+                f"{replayed['goodput_ratio']:.2%} goodput"
+            )
+    bound_saving = (
+        oracle
+        and oracle["cost"] is not None
+        and best is not None
+        and oracle["cost"] <= (1 - BOUND_SAVING) * best["gpu_hours"]
+    )
     for p in report["policies"]:
         gap = p["gap_to_oracle_pct"]
         saving, share = p["saving_vs_static_pct"], p["share_of_hindsight_saving"]
-        money = ("misses the target, no saving" if not p["meets_target"] else
-                 f"{'-' if saving is None else f'{saving:+.1f}%'} vs static, "
-                 f"{'-' if share is None else f'{share:.0%}'} of the hindsight saving")
+        money = (
+            "misses the target, no saving"
+            if not p["meets_target"]
+            else f"{'-' if saving is None else f'{saving:+.1f}%'} vs static, "
+            f"{'-' if share is None else f'{share:.0%}'} of the hindsight saving"
+        )
         verdict = ""
         if p["name"] == "dynamo-tuned":
             verdict = " -> target " + ("MET" if p["meets_target"] else "MISSED")
@@ -125,17 +166,17 @@ def bench_case(name: str, args: argparse.Namespace) -> dict:
             if bound_saving:
                 met = met and (share or 0.0) >= 0.5
             verdict = " -> target " + ("MET" if met else "MISSED")
-        print(f"policy        {p['name']:<12} goodput {p['goodput_ratio']:.2%}, "
-              f"{p['gpu_hours']:.3f} GPU-h, {p['scaling_events']} events, {money}, gap to bound "
-              f"{'-' if gap is None else f'{gap:+.1f}%'}{verdict}")
+        print(
+            f"policy        {p['name']:<12} goodput {p['goodput_ratio']:.2%}, "
+            f"{p['gpu_hours']:.3f} GPU-h, {p['scaling_events']} events, {money}, gap to bound "
+            f"{'-' if gap is None else f'{gap:+.1f}%'}{verdict}"
+        )
     tuning = report.get("planner_tuning")
     if tuning is not None:
-        print(f"tuning        {len(tuning['trials'])} settings replayed, answer "
-              f"{tuning['answer']}")
+        print(f"tuning        {len(tuning['trials'])} settings replayed, answer {tuning['answer']}")
     for note in report["notes"]:
         print(f"note          {note}")
-    return {"wall_s": wall_s, "jobs": args.jobs, "load_average": os.getloadavg(),
-            "report": report}
+    return {"wall_s": wall_s, "jobs": args.jobs, "load_average": os.getloadavg(), "report": report}
 
 
 def _counts(point: dict) -> str:
@@ -145,17 +186,22 @@ def _counts(point: dict) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--case", default=",".join(CASES),
-                    help=f"comma-separated, of {', '.join(CASES)}")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--case", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)}"
+    )
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--target", type=float, default=0.95)
     ap.add_argument("--max-gpu-budget", type=int, default=32)
     ap.add_argument("--segment-s", type=float, default=600.0)
     ap.add_argument("--seeds", type=int, default=1)
-    ap.add_argument("--tune-planner", action="store_true",
-                    help="also tune the dynamo policy's knobs (dynamo-tuned)")
+    ap.add_argument(
+        "--tune-planner",
+        action="store_true",
+        help="also tune the dynamo policy's knobs (dynamo-tuned)",
+    )
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
     names = [c for c in args.case.split(",") if c]

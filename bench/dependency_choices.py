@@ -46,8 +46,9 @@ SAMPLE_TRACE = ROOT / "examples" / "traces" / "sample.dynamo.jsonl.gz"
 SAMPLE_DEPLOYMENT = ROOT / "examples" / "deploy.yaml"
 
 
-def best_of(repeat: int, fn: Callable[[], object],
-            timer: Callable[[], float] = time.process_time) -> float:
+def best_of(
+    repeat: int, fn: Callable[[], object], timer: Callable[[], float] = time.process_time
+) -> float:
     """The shortest time of ``repeat`` calls of ``fn`` by ``timer`` (CPU time unless told),
     in seconds."""
     times = []
@@ -59,6 +60,7 @@ def best_of(repeat: int, fn: Callable[[], object],
 
 
 # --------------------------------------------------------------------------------- simpy
+
 
 def simpy_clock_class():
     """``Clock``'s contract on a SimPy ``Environment`` (built on first use: simpy is imported
@@ -247,8 +249,10 @@ def bench_simpy(repeat: int) -> None:
         events = event_pattern(cls())
         cpu = best_of(repeat, lambda cls=cls: event_pattern(cls()))
         calls[name] = events
-        print(f"  event pattern  {name:<12} {events:,} calls in {cpu * 1e3:7.1f} ms CPU: "
-              f"{events / cpu / 1e6:.2f} M calls/s")
+        print(
+            f"  event pattern  {name:<12} {events:,} calls in {cpu * 1e3:7.1f} ms CPU: "
+            f"{events / cpu / 1e6:.2f} M calls/s"
+        )
     assert calls["own Clock"] == calls["SimPy clock"], calls
     clocks = {"own Clock": Clock, "SimPy clock": SimPyClock}
     summaries = {name: sample_replay(cls)[0] for name, cls in clocks.items()}  # warm-up too
@@ -257,8 +261,10 @@ def bench_simpy(repeat: int) -> None:
         for name, cls in clocks.items():
             cpus[name].append(sample_replay(cls)[1])
     for name, times in cpus.items():
-        print(f"  sample replay  {name:<12} {min(times) * 1e3:7.1f} ms CPU best, "
-              f"{sorted(times)[len(times) // 2] * 1e3:7.1f} ms median (the replay alone)")
+        print(
+            f"  sample replay  {name:<12} {min(times) * 1e3:7.1f} ms CPU best, "
+            f"{sorted(times)[len(times) // 2] * 1e3:7.1f} ms median (the replay alone)"
+        )
     same = summaries["own Clock"] == summaries["SimPy clock"]
     Counted = counted(Clock)
     sample_replay(Counted)
@@ -266,6 +272,7 @@ def bench_simpy(repeat: int) -> None:
 
 
 # -------------------------------------------------------------------------------- joblib
+
 
 # The pool under test (``plansim.workers.pool``).
 def spawn_pool(jobs: int):
@@ -312,8 +319,11 @@ def run_pool(jobs: int, calls, timeout_s=None):
     from plansim.workers.executor import Task, TaskContext
 
     with spawn_pool(jobs) as pool:
-        outcome = pool.run([Task(str(i), pool_job, call) for i, call in enumerate(calls)],
-                           TaskContext(tempfile.gettempdir()), timeout_s=timeout_s)
+        outcome = pool.run(
+            [Task(str(i), pool_job, call) for i, call in enumerate(calls)],
+            TaskContext(tempfile.gettempdir()),
+            timeout_s=timeout_s,
+        )
     return outcome
 
 
@@ -325,8 +335,9 @@ def run_joblib(jobs: int, calls, timeout_s=None, setup: bool = False, batch_size
     extra = {"initializer": joblib_worker_setup} if setup else {}
     try:
         return Parallel(n_jobs=max(jobs, 2), timeout=timeout_s, batch_size=batch_size, **extra)(
-            delayed(job)(*call) for call in calls)
-    except Exception as exc:  # noqa: BLE001 - the trial reports what joblib raised
+            delayed(job)(*call) for call in calls
+        )
+    except Exception as exc:
         return exc
 
 
@@ -364,8 +375,9 @@ def descendants(root: int) -> list[int]:
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
-                parents[int(name)] = int(Path(f"/proc/{name}/stat").read_text()
-                                         .rsplit(")", 1)[1].split()[1])
+                parents[int(name)] = int(
+                    Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[1]
+                )
             except OSError:
                 pass
     found, frontier = [], [root]
@@ -400,8 +412,9 @@ def driver(kind: str, pids_file: str) -> None:
 def kill_parent_trial(kind: str) -> str:
     with tempfile.TemporaryDirectory() as folder:
         pids_file = Path(folder) / "pids"
-        parent = subprocess.Popen([sys.executable, __file__, "--driver", kind, str(pids_file)],
-                                  stderr=subprocess.DEVNULL)  # a killed tracker's warnings
+        parent = subprocess.Popen(
+            [sys.executable, __file__, "--driver", kind, str(pids_file)], stderr=subprocess.DEVNULL
+        )  # a killed tracker's warnings
         hang_pids(pids_file)
         below = descendants(parent.pid)  # workers, their children, trackers
         parent.kill()
@@ -422,8 +435,9 @@ def timeout_trial(kind: str) -> str:
 
             with spawn_pool(1) as pool:
                 pool.run([Task("warm", pool_job, ("echo", 0))], TaskContext(folder))
-                outcome = pool.run([Task("0", pool_job, hang)], TaskContext(folder),
-                                   timeout_s=TRIAL_TIMEOUT_S)
+                outcome = pool.run(
+                    [Task("0", pool_job, hang)], TaskContext(folder), timeout_s=TRIAL_TIMEOUT_S
+                )
             ended = "timed out" if outcome.timed_out else "no timeout"
         else:
             setup = kind == "joblib+setup"
@@ -449,8 +463,10 @@ def bench_joblib(repeat: int) -> None:
         run_joblib(jobs, [("echo", 0)])
 
     wall = time.perf_counter
-    print(f"  start-up (cold pool to first result)   pool {best_of(repeat, pool_cold, wall):6.3f} s"
-          f"   joblib {best_of(repeat, joblib_cold, wall):6.3f} s")
+    print(
+        f"  start-up (cold pool to first result)   pool {best_of(repeat, pool_cold, wall):6.3f} s"
+        f"   joblib {best_of(repeat, joblib_cold, wall):6.3f} s"
+    )
     from plansim.workers.executor import Task, TaskContext
 
     with spawn_pool(jobs) as pool:
@@ -461,14 +477,18 @@ def bench_joblib(repeat: int) -> None:
     run_joblib(jobs, sleeps)  # warm
     joblib_s = best_of(repeat, lambda: run_joblib(jobs, sleeps), wall)
     ideal = len(sleeps) * 0.02 / jobs
-    print(f"  per-task overhead (warm, 40 x 20 ms)    pool {(pool_s - ideal) / len(sleeps) * 1e3:6.2f} ms"
-          f"  joblib {(joblib_s - ideal) / len(sleeps) * 1e3:6.2f} ms")
+    print(
+        f"  per-task overhead (warm, 40 x 20 ms)    pool {(pool_s - ideal) / len(sleeps) * 1e3:6.2f} ms"
+        f"  joblib {(joblib_s - ideal) / len(sleeps) * 1e3:6.2f} ms"
+    )
 
     print("  niceness of a worker:")
     plain = run_joblib(2, [("nice", None)])[0]
     shut_loky()
-    print(f"    pool {run_pool(1, [('nice', None)]).results[0].value}; joblib {plain}; "
-          f"joblib with loky's initializer {run_joblib(2, [('nice', None)], setup=True)[0]}")
+    print(
+        f"    pool {run_pool(1, [('nice', None)]).results[0].value}; joblib {plain}; "
+        f"joblib with loky's initializer {run_joblib(2, [('nice', None)], setup=True)[0]}"
+    )
     shut_loky()
     print("  a worker dies (SIGKILL) in a batch of 4 tasks:")
     calls = [("sleep", 0.2), ("die", None), ("sleep", 0.2), ("sleep", 0.2)]
@@ -477,18 +497,22 @@ def bench_joblib(repeat: int) -> None:
     failed = [r.error for r in outcome.results if not r.ok]
     print(f"    pool: {ok} of 4 results, the other failed: {failed}")
     outcome = run_joblib(jobs, calls)
-    got = f"{len(outcome)} of 4 results" if isinstance(outcome, list) else (
-        f"0 of 4 results, the call raised {type(outcome).__name__}")
+    got = (
+        f"{len(outcome)} of 4 results"
+        if isinstance(outcome, list)
+        else (f"0 of 4 results, the call raised {type(outcome).__name__}")
+    )
     print(f"    joblib: {got}")
     shut_loky()
-    print(f"  a task past a {TRIAL_TIMEOUT_S:g} s timeout (of the task's worker and the child it "
-          "started, 0.5 s later):")
+    print(
+        f"  a task past a {TRIAL_TIMEOUT_S:g} s timeout (of the task's worker and the child it "
+        "started, 0.5 s later):"
+    )
     for kind in ("pool", "joblib", "joblib+setup"):
         print(f"    {kind:<13} {timeout_trial(kind)}")
         if kind != "pool":
             shut_loky()
-    print("  the parent is SIGKILLed while a task runs (of the processes below it, 2 s "
-          "later):")
+    print("  the parent is SIGKILLed while a task runs (of the processes below it, 2 s later):")
     for kind in ("pool", "joblib", "joblib+setup"):
         print(f"    {kind:<13} {kill_parent_trial(kind)}")
 
@@ -503,8 +527,12 @@ def import_ms(statement: str, module: str, repeat: int) -> float:
     new interpreter running ``statement``, in ms."""
     best = math.inf
     for _ in range(repeat):
-        err = subprocess.run([sys.executable, "-X", "importtime", "-c", statement],
-                             capture_output=True, text=True, check=True).stderr
+        err = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", statement],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stderr
         for line in err.splitlines():
             parts = line.split("|")
             if len(parts) == 3 and parts[2].strip() == module:
@@ -560,37 +588,58 @@ def bench_parquet(repeat: int, requests: int = 0) -> None:
 
     print(f"parquet: plansim.parquet vs pyarrow {pyarrow.__version__}")
     floor = "import numpy"
-    print(f"  import pyarrow.parquet after numpy: "
-          f"{import_ms(floor + '; import pyarrow.parquet', 'pyarrow.parquet', repeat):.1f} ms "
-          f"(best of {repeat}; plansim.parquet: "
-          f"{import_ms(floor + '; import plansim.parquet', 'plansim.parquet', repeat):.1f} ms)")
+    print(
+        f"  import pyarrow.parquet after numpy: "
+        f"{import_ms(floor + '; import pyarrow.parquet', 'pyarrow.parquet', repeat):.1f} ms "
+        f"(best of {repeat}; plansim.parquet: "
+        f"{import_ms(floor + '; import plansim.parquet', 'plansim.parquet', repeat):.1f} ms)"
+    )
     tables = replay_tables(requests)
     what = f"a {requests:,}-request synthetic replay" if requests else "the sample replay"
     print(f"  tables of {what}: size in KB, CPU time to write in ms (best of {repeat})")
-    print(f"    {'table':<11} {'rows':>8} {'plansim.parquet':>15} " + " ".join(
-        f"{'pyarrow ' + c:>16}" for c in CODECS))
+    print(
+        f"    {'table':<11} {'rows':>8} {'plansim.parquet':>15} "
+        + " ".join(f"{'pyarrow ' + c:>16}" for c in CODECS)
+    )
     for name, columns in tables.items():
         rows = len(next(iter(columns.values())))
-        cells = [(len(write_own(columns)),
-                  best_of(repeat, lambda columns=columns: write_own(columns)))]
+        cells = [
+            (len(write_own(columns)), best_of(repeat, lambda columns=columns: write_own(columns)))
+        ]
         for codec in CODECS:
             data = write_arrow(columns, codec)
             assert data == write_arrow(columns, codec), "pyarrow wrote different bytes"
-            cells.append((len(data), best_of(
-                repeat, lambda c=codec, columns=columns: write_arrow(columns, c))))
-        print(f"    {name:<11} {rows:>8,} " + " ".join(
-            f"{size / 1e3:>{9 if i == 0 else 8}.0f} {cpu * 1e3:>6.1f}" + ("" if i in (0, len(cells) - 1) else "  ")
-            for i, (size, cpu) in enumerate(cells)))
+            cells.append(
+                (
+                    len(data),
+                    best_of(repeat, lambda c=codec, columns=columns: write_arrow(columns, c)),
+                )
+            )
+        print(
+            f"    {name:<11} {rows:>8,} "
+            + " ".join(
+                f"{size / 1e3:>{9 if i == 0 else 8}.0f} {cpu * 1e3:>6.1f}"
+                + ("" if i in (0, len(cells) - 1) else "  ")
+                for i, (size, cpu) in enumerate(cells)
+            )
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("sections", nargs="*", choices=["simpy", "joblib", "parquet", []],
-                        help="sections to run (default: all)")
+    parser.add_argument(
+        "sections",
+        nargs="*",
+        choices=["simpy", "joblib", "parquet", []],
+        help="sections to run (default: all)",
+    )
     parser.add_argument("--repeat", type=int, default=5, help="timed runs, best taken")
-    parser.add_argument("--requests", type=int, default=0,
-                        help="parquet: the tables of a synthetic replay of N requests instead "
-                             "of the sample's")
+    parser.add_argument(
+        "--requests",
+        type=int,
+        default=0,
+        help="parquet: the tables of a synthetic replay of N requests instead of the sample's",
+    )
     parser.add_argument("--driver", nargs=2, metavar=("KIND", "FILE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.driver:

@@ -85,21 +85,30 @@ def run_case(case: ReferenceCase) -> bool:
     print(f"   {'key':<34}{'ours':>16}{'expected':>16}{'error':>10}{'tol':>7}  ")
     for check in checks:
         mark = "" if check.kind == "info" else ("ok" if check.ok else "FAIL")
-        print(f"   {check.key:<34}{_fmt(check.ours):>16}{_fmt(check.expected):>16}"
-              f"{_error(check):>10}{_rule(check):>7}  {mark}")
+        print(
+            f"   {check.key:<34}{_fmt(check.ours):>16}{_fmt(check.expected):>16}"
+            f"{_error(check):>10}{_rule(check):>7}  {mark}"
+        )
     graded = [c for c in checks if c.kind != "info"]
     passed = sum(c.ok for c in graded)
     ok = passed == len(graded)
-    print(f"{case.name}: {'PASS' if ok else 'FAIL'} ({passed}/{len(graded)} graded keys, "
-          f"{len(workload)} requests, replay {wall_s:.2f} s wall)\n")
+    print(
+        f"{case.name}: {'PASS' if ok else 'FAIL'} ({passed}/{len(graded)} graded keys, "
+        f"{len(workload)} requests, replay {wall_s:.2f} s wall)\n"
+    )
     return ok
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", required=True, help="cases.json-format file")
-    parser.add_argument("--only", action="append", default=[], metavar="NAME",
-                        help="replay only this case (repeatable)")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="replay only this case (repeatable)",
+    )
     args = parser.parse_args(argv)
     try:
         cases = load_cases(args.cases)

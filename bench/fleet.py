@@ -62,20 +62,31 @@ from plansim.traces import load_workload
 from plansim.workers.pool import SpawnPool
 
 ROOT = Path(__file__).resolve().parents[1]
-TRACES = next((d for d in (ROOT.parent / "shared/traces", ROOT / "tests/data/traces")
-               if d.is_dir()), ROOT.parent / "shared/traces")
+TRACES = next(
+    (d for d in (ROOT.parent / "shared/traces", ROOT / "tests/data/traces") if d.is_dir()),
+    ROOT.parent / "shared/traces",
+)
 HOUR_S = 3600.0
 LIMIT_S = 15 * 60.0
 PRICES = {"h200_sxm": 3.5, "h100_sxm": 2.2}
 SPOT = {"price_per_gpu_hour": 0.9, "preemptions_per_hour": 0.05}
 MODELS = {
     "chat": ("sessions_synthetic.jsonl", "Qwen/Qwen3-32B", {"ttft_ms": 2000.0, "itl_ms": 40.0}),
-    "code": ("AzureLLMInferenceTrace_code.csv", "Qwen/Qwen3-32B",
-             {"ttft_ms": 1000.0, "itl_ms": 50.0}),
-    "docs": ("mooncake_synthetic_trace.jsonl", "Qwen/Qwen3-8B", {"ttft_ms": 3000.0, "itl_ms": 40.0}),
+    "code": (
+        "AzureLLMInferenceTrace_code.csv",
+        "Qwen/Qwen3-32B",
+        {"ttft_ms": 1000.0, "itl_ms": 50.0},
+    ),
+    "docs": (
+        "mooncake_synthetic_trace.jsonl",
+        "Qwen/Qwen3-8B",
+        {"ttft_ms": 3000.0, "itl_ms": 40.0},
+    ),
 }
-SEARCH = {"engine.timing_model.system": ["h200_sxm", "h100_sxm"],
-          "engine.timing_model.tp_size": [1, 2]}
+SEARCH = {
+    "engine.timing_model.system": ["h200_sxm", "h100_sxm"],
+    "engine.timing_model.tp_size": [1, 2],
+}
 TARGET = 0.95
 
 
@@ -101,11 +112,18 @@ def one_hour(source: Path, out: Path) -> int:
                 at = copy * period + float(arrival[i])
                 if at >= HOUR_S * 1000:
                     break
-                hashes = w.hash_ids[w.hash_offsets[i]:w.hash_offsets[i + 1]] + copy * shift
-                f.write(orjson.dumps({"timestamp": round(at, 3),
-                                      "input_length": int(w.isl_tokens[i]),
-                                      "output_length": int(w.osl_tokens[i]),
-                                      "hash_ids": hashes.tolist()}).decode() + "\n")
+                hashes = w.hash_ids[w.hash_offsets[i] : w.hash_offsets[i + 1]] + copy * shift
+                f.write(
+                    orjson.dumps(
+                        {
+                            "timestamp": round(at, 3),
+                            "input_length": int(w.isl_tokens[i]),
+                            "output_length": int(w.osl_tokens[i]),
+                            "hash_ids": hashes.tolist(),
+                        }
+                    ).decode()
+                    + "\n"
+                )
                 rows += 1
     return rows
 
@@ -115,27 +133,47 @@ def write_inputs(folder: Path) -> None:
         rows = one_hour(trace_path(source), folder / f"{name}.jsonl")
         print(f"trace         {name}: {rows} requests in one hour (from {source})")
         deployment = {
-            "mode": "agg", "num_workers": 2,
-            "engine": {"timing_model": {"type": "aic", "model": model, "system": "h100_sxm"},
-                       "startup_time": 120.0},
-            "router": {"mode": "kv_router"}, "sla": sla,
-            "planner": {"mode": "agg", "scaling_policy": "dynamo",
-                        "optimization_target": "sla", "enable_throughput_scaling": True,
-                        "enable_load_scaling": False,
-                        "throughput_adjustment_interval_seconds": 60,
-                        "ttft_ms": sla["ttft_ms"], "itl_ms": sla["itl_ms"],
-                        "load_predictor": "kalman", "max_gpu_budget": 32}}
+            "mode": "agg",
+            "num_workers": 2,
+            "engine": {
+                "timing_model": {"type": "aic", "model": model, "system": "h100_sxm"},
+                "startup_time": 120.0,
+            },
+            "router": {"mode": "kv_router"},
+            "sla": sla,
+            "planner": {
+                "mode": "agg",
+                "scaling_policy": "dynamo",
+                "optimization_target": "sla",
+                "enable_throughput_scaling": True,
+                "enable_load_scaling": False,
+                "throughput_adjustment_interval_seconds": 60,
+                "ttft_ms": sla["ttft_ms"],
+                "itl_ms": sla["itl_ms"],
+                "load_predictor": "kalman",
+                "max_gpu_budget": 32,
+            },
+        }
         (folder / f"{name}.yaml").write_text(yaml.safe_dump(deployment, sort_keys=False))
 
 
 def fleet_file(folder: Path, name: str, h100: int) -> Path:
     spec = {
-        "inventory": {"h200_sxm": {"count": 64, "price_per_gpu_hour": PRICES["h200_sxm"]},
-                      "h100_sxm": {"count": h100, "price_per_gpu_hour": PRICES["h100_sxm"],
-                                   "spot": SPOT}},
-        "models": [{"name": m, "trace": f"{m}.jsonl", "deployment": f"{m}.yaml",
-                    "search": SEARCH, "target": TARGET, "max_gpu_budget": 32}
-                   for m in MODELS],
+        "inventory": {
+            "h200_sxm": {"count": 64, "price_per_gpu_hour": PRICES["h200_sxm"]},
+            "h100_sxm": {"count": h100, "price_per_gpu_hour": PRICES["h100_sxm"], "spot": SPOT},
+        },
+        "models": [
+            {
+                "name": m,
+                "trace": f"{m}.jsonl",
+                "deployment": f"{m}.yaml",
+                "search": SEARCH,
+                "target": TARGET,
+                "max_gpu_budget": 32,
+            }
+            for m in MODELS
+        ],
     }
     path = folder / f"fleet-{name}.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -159,8 +197,11 @@ def run_fleet(path: Path, jobs: int) -> tuple[fleet.FleetResult, list, float, fl
 
     def progress(stats) -> None:
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(stats.replays.items()))
-        print(f"  round {stats.rounds:>2}: {stats.total:>3} replays ({kinds}), "
-              f"{time.perf_counter() - start:.0f} s, load {os.getloadavg()[0]:.1f}", flush=True)
+        print(
+            f"  round {stats.rounds:>2}: {stats.total:>3} replays ({kinds}), "
+            f"{time.perf_counter() - start:.0f} s, load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
 
     with SpawnPool(jobs) as pool:
         result = fleet.run(plan, workloads, executor=pool, on_round=progress)
@@ -172,32 +213,42 @@ def show(label: str, result: fleet.FleetResult, wall_s: float, cpu_s: float) -> 
     solver = report["solver"]
     replays = report["replays"]
     kinds = ", ".join(f"{k} {n}" for k, n in replays.items() if k not in ("total", "rounds"))
-    print(f"{label:<13} wall {wall_s:.0f} s ({'under' if wall_s < LIMIT_S else 'OVER'} "
-          f"15 min, load {os.getloadavg()[0]:.1f}), CPU {cpu_s:.0f} s (/ 2 cores = "
-          f"{cpu_s / 2:.0f} s), {replays['total']} replays ({kinds}) in {replays['rounds']} "
-          "rounds")
-    print(f"{'':<13} fits {report['feasible']}, {report['cost_per_hour']:.3f} per hour, "
-          f"{report['cost']:.3f} over the traces; {solver['name']}: status "
-          f"{solver['status']}, proved optimal {solver['proved_optimal']}, "
-          f"{solver['nodes']} nodes")
+    print(
+        f"{label:<13} wall {wall_s:.0f} s ({'under' if wall_s < LIMIT_S else 'OVER'} "
+        f"15 min, load {os.getloadavg()[0]:.1f}), CPU {cpu_s:.0f} s (/ 2 cores = "
+        f"{cpu_s / 2:.0f} s), {replays['total']} replays ({kinds}) in {replays['rounds']} "
+        "rounds"
+    )
+    print(
+        f"{'':<13} fits {report['feasible']}, {report['cost_per_hour']:.3f} per hour, "
+        f"{report['cost']:.3f} over the traces; {solver['name']}: status "
+        f"{solver['status']}, proved optimal {solver['proved_optimal']}, "
+        f"{solver['nodes']} nodes"
+    )
     for m in report["models"]:
         c, alone = m["choice"], m["cheapest_alone"]
-        print(f"{'':<13} {m['name']}: {c['variant']} x{c.get('num_workers')} on {c['tier']} "
-              f"({c['gpus']}), goodput {c['goodput_ratio']:.2%}, {c['cost_per_hour']:.3f}/h; "
-              f"alone {alone['variant']} x{alone.get('num_workers')} on {alone['tier']}, "
-              f"{alone['cost_per_hour']:.3f}/h{'  MOVED' if c['moved'] else ''}")
+        print(
+            f"{'':<13} {m['name']}: {c['variant']} x{c.get('num_workers')} on {c['tier']} "
+            f"({c['gpus']}), goodput {c['goodput_ratio']:.2%}, {c['cost_per_hour']:.3f}/h; "
+            f"alone {alone['variant']} x{alone.get('num_workers')} on {alone['tier']}, "
+            f"{alone['cost_per_hour']:.3f}/h{'  MOVED' if c['moved'] else ''}"
+        )
     for system, e in report["inventory"].items():
         print(f"{'':<13} {system}: {e['used']} of {e['count']} GPUs ({e['used_spot']} spot)")
     auto = report["autoscaled"]
     if auto is not None:
-        print(f"{'':<13} autoscaled: {auto['gpu_hours']:.2f} GPU-h, {auto['cost']:.3f}, "
-              f"{auto['refused_scale_ups']} refused scale-ups, "
-              f"{auto['sla_cost_good_requests']} good requests lost to them")
+        print(
+            f"{'':<13} autoscaled: {auto['gpu_hours']:.2f} GPU-h, {auto['cost']:.3f}, "
+            f"{auto['refused_scale_ups']} refused scale-ups, "
+            f"{auto['sla_cost_good_requests']} good requests lost to them"
+        )
         for e in auto["models"]:
-            print(f"{'':<15} {e['name']}: goodput {e['goodput_ratio']:.2%} (alone "
-                  f"{e['alone']['goodput_ratio']:.2%}), {e['gpu_hours']:.2f} GPU-h, "
-                  f"{e['scaling_events']} events, {e['refused_scale_ups']} refused, "
-                  f"{e['preemptions']} preempted, {e['migrated_requests']} migrated")
+            print(
+                f"{'':<15} {e['name']}: goodput {e['goodput_ratio']:.2%} (alone "
+                f"{e['alone']['goodput_ratio']:.2%}), {e['gpu_hours']:.2f} GPU-h, "
+                f"{e['scaling_events']} events, {e['refused_scale_ups']} refused, "
+                f"{e['preemptions']} preempted, {e['migrated_requests']} migrated"
+            )
     for note in report["notes"]:
         print(f"{'':<13} note: {note}")
 
@@ -220,7 +271,9 @@ def independent_best(result: fleet.FleetResult) -> tuple[float | None, float | N
             if c.meets_target and len(c.usage) == 1:
                 system = c.usage[0][0]
                 if system not in best or (c.cost_per_hour, c.cost) < (
-                        best[system].cost_per_hour, best[system].cost):
+                    best[system].cost_per_hour,
+                    best[system].cost,
+                ):
                     best[system] = c
         per_type.append(best)
     best_rate = None
@@ -263,11 +316,16 @@ def replayed_alone(result: fleet.FleetResult, workloads: list) -> list[tuple[str
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--squeeze", type=int, default=1,
-                    help="H100s below the cheapest answers' total in the binding run")
+    ap.add_argument(
+        "--squeeze",
+        type=int,
+        default=1,
+        help="H100s below the cheapest answers' total in the binding run",
+    )
     ap.add_argument("--run", default="loose,binding")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
@@ -283,33 +341,47 @@ def main() -> int:
         report = loose.to_json()
         out["loose"] = {"wall_s": wall, "cpu_s": cpu, "report": report}
         alone_sum = report["independent"]["cost_per_hour"]
-        ok &= check("loose: the fleet costs the sum of the cheapest answers",
-                    alone_sum is not None and abs(report["cost_per_hour"] - alone_sum) < 1e-9
-                    and not any(m["choice"]["moved"] for m in report["models"]),
-                    f"{report['cost_per_hour']:.3f} per hour, the sum {alone_sum}")
+        ok &= check(
+            "loose: the fleet costs the sum of the cheapest answers",
+            alone_sum is not None
+            and abs(report["cost_per_hour"] - alone_sum) < 1e-9
+            and not any(m["choice"]["moved"] for m in report["models"]),
+            f"{report['cost_per_hour']:.3f} per hour, the sum {alone_sum}",
+        )
         ok &= check("loose: under 15 minutes", wall < LIMIT_S, f"{wall:.0f} s")
         if "binding" in runs:
             h100 = sum(c.uses("h100_sxm") for c in (o.cheapest for o in loose.chosen.models))
             count = max(h100 - args.squeeze, 1)
             print(f"binding       H100 count {count} (the cheapest answers hold {h100})")
-            tight, workloads, wall, cpu = run_fleet(fleet_file(folder, "binding", count),
-                                                    args.jobs)
+            tight, workloads, wall, cpu = run_fleet(fleet_file(folder, "binding", count), args.jobs)
             show("binding", tight, wall, cpu)
             report = tight.to_json()
             best, greedy = independent_best(tight)
-            out["binding"] = {"wall_s": wall, "cpu_s": cpu, "h100": count,
-                              "independent_best": best,
-                              "greedy": greedy, "report": report}
-            ok &= check("binding: the fleet fits", report["feasible"],
-                        f"{report['cost_per_hour']:.3f} per hour")
-            ok &= check("binding: at most the best independent assignment that fits",
-                        best is None or report["cost_per_hour"] <= best + 1e-9,
-                        f"{report['cost_per_hour']:.3f} <= {best} (greedy {greedy})")
+            out["binding"] = {
+                "wall_s": wall,
+                "cpu_s": cpu,
+                "h100": count,
+                "independent_best": best,
+                "greedy": greedy,
+                "report": report,
+            }
+            ok &= check(
+                "binding: the fleet fits",
+                report["feasible"],
+                f"{report['cost_per_hour']:.3f} per hour",
+            )
+            ok &= check(
+                "binding: at most the best independent assignment that fits",
+                best is None or report["cost_per_hour"] <= best + 1e-9,
+                f"{report['cost_per_hour']:.3f} <= {best} (greedy {greedy})",
+            )
             replays = replayed_alone(tight, workloads)
             out["binding"]["replayed_alone"] = replays
-            ok &= check("binding: every recommended deployment replayed alone meets its target",
-                        all(meets for _, _, meets in replays),
-                        ", ".join(f"{label} {ratio:.2%}" for label, ratio, _ in replays))
+            ok &= check(
+                "binding: every recommended deployment replayed alone meets its target",
+                all(meets for _, _, meets in replays),
+                ", ".join(f"{label} {ratio:.2%}" for label, ratio, _ in replays),
+            )
             ok &= check("binding: under 15 minutes", wall < LIMIT_S, f"{wall:.0f} s")
     print(f"load average {os.getloadavg()[0]:.1f} at end")
     if args.json:

@@ -43,8 +43,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 from vs_reference import DEFAULT_CASES, plansim_command  # noqa: E402
 
-PHASES = ("start", "command", "deployment", "trace", "setup", "replay", "assembly", "tables",
-          "exit")
+PHASES = (
+    "start",
+    "command",
+    "deployment",
+    "trace",
+    "setup",
+    "replay",
+    "assembly",
+    "tables",
+    "exit",
+)
 
 # Run as ``python -c``: stamps the process's CPU time when a phase ends, and prints the stamps
 # at the exit (``os._exit`` skips atexit handlers, so ``runtime.exit_now`` is wrapped).
@@ -161,10 +170,13 @@ def main() -> None:
 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    cases = [c for f in args.cases for c in load_cases(f)
-             if args.only is None or c.name in args.only]
-    print(f"floor {floor_cpu(env, args.repeat):.3f} s CPU (numpy, pydantic + one model, typer, "
-          f"orjson), load {os.getloadavg()[0]:.1f}")
+    cases = [
+        c for f in args.cases for c in load_cases(f) if args.only is None or c.name in args.only
+    ]
+    print(
+        f"floor {floor_cpu(env, args.repeat):.3f} s CPU (numpy, pydantic + one model, typer, "
+        f"orjson), load {os.getloadavg()[0]:.1f}"
+    )
     print(f"{'case':26s} " + " ".join(f"{p:>10s}" for p in PHASES) + f" {'outside':>9s}  load")
     with tempfile.TemporaryDirectory(prefix="outside_replay") as tmp:
         work = Path(tmp)
@@ -173,10 +185,13 @@ def main() -> None:
             run_stamped(cmd, env)  # warm-up: bytecode written, files cached
             runs = [run_stamped(cmd, env) for _ in range(args.repeat)]
             med = {p: statistics.median(r.get(p, 0.0) for r in runs) for p in PHASES}
-            outside = statistics.median(sum(v for k, v in r.items() if k != "replay")
-                                        for r in runs)
-            print(f"{case.name:26s} " + " ".join(f"{med[p]:10.3f}" for p in PHASES)
-                  + f" {outside:9.3f}  {os.getloadavg()[0]:.1f}", flush=True)
+            outside = statistics.median(sum(v for k, v in r.items() if k != "replay") for r in runs)
+            print(
+                f"{case.name:26s} "
+                + " ".join(f"{med[p]:10.3f}" for p in PHASES)
+                + f" {outside:9.3f}  {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -59,13 +59,17 @@ from plansim.traces.synth import LengthSpec, SynthSpec, synthesize
 
 ROOT = Path(__file__).resolve().parents[1]
 # The shared traces beside the clone, else the suite's gzip copies of the same files.
-TRACES = next((d for d in (ROOT.parent / "shared/traces", ROOT / "tests/data/traces") if d.is_dir()),
-              ROOT.parent / "shared/traces")
+TRACES = next(
+    (d for d in (ROOT.parent / "shared/traces", ROOT / "tests/data/traces") if d.is_dir()),
+    ROOT.parent / "shared/traces",
+)
 
 
 def trace_path(name: str) -> Path:
     plain = TRACES / name
     return plain if plain.exists() else TRACES / f"{name}.gz"
+
+
 TARGET_GOODPUT = 0.95
 DIURNAL_SAVING = 0.10
 BOUND_MARGIN = 0.05
@@ -85,8 +89,14 @@ class Case:
 
 
 def _diurnal():
-    spec = SynthSpec(duration_s=2 * 3600, rate_rps=3.0, schedule="diurnal", peak_to_trough=4.0,
-                     isl=LengthSpec.lognormal(3000, 1500), osl=LengthSpec.lognormal(300, 150))
+    spec = SynthSpec(
+        duration_s=2 * 3600,
+        rate_rps=3.0,
+        schedule="diurnal",
+        peak_to_trough=4.0,
+        isl=LengthSpec.lognormal(3000, 1500),
+        osl=LengthSpec.lognormal(300, 150),
+    )
     return synthesize(spec, 7)
 
 
@@ -95,7 +105,12 @@ def _azure():
 
 
 CASES = {
-    "mooncake": Case("mooncake", 800, 15, load=lambda: load_workload(trace_path("mooncake_synthetic_trace.jsonl"))),
+    "mooncake": Case(
+        "mooncake",
+        800,
+        15,
+        load=lambda: load_workload(trace_path("mooncake_synthetic_trace.jsonl")),
+    ),
     "azure": Case("azure", 800, 15, load=_azure),
     "azure-slow": Case("azure-slow", 800, 40, speedup_ratio=0.25, load=_azure),
     "diurnal": Case("diurnal", 800, 40, speedup_ratio=0.25, load=_diurnal, varies_over_day=True),
@@ -103,22 +118,34 @@ CASES = {
 
 
 def deployment(case: Case, workers: int, startup_s: float) -> Deployment:
-    return Deployment.model_validate({
-        "mode": "agg", "num_workers": workers,
-        "engine": {"startup_time": startup_s, "speedup_ratio": case.speedup_ratio},
-        "router": {"mode": "kv_router"},
-        "sla": {"ttft_ms": case.ttft_ms, "itl_ms": case.itl_ms}, "seed": 0,
-    })
+    return Deployment.model_validate(
+        {
+            "mode": "agg",
+            "num_workers": workers,
+            "engine": {"startup_time": startup_s, "speedup_ratio": case.speedup_ratio},
+            "router": {"mode": "kv_router"},
+            "sla": {"ttft_ms": case.ttft_ms, "itl_ms": case.itl_ms},
+            "seed": 0,
+        }
+    )
 
 
 def planner_config(case: Case, policy: str):
-    return parse_planner_config({
-        "mode": "agg", "optimization_target": "sla",
-        "enable_throughput_scaling": True, "enable_load_scaling": True,
-        "throughput_adjustment_interval_seconds": 60, "load_adjustment_interval_seconds": 5,
-        "ttft_ms": case.ttft_ms, "itl_ms": case.itl_ms, "load_predictor": "kalman",
-        "max_gpu_budget": 64, "scaling_policy": policy,
-    })
+    return parse_planner_config(
+        {
+            "mode": "agg",
+            "optimization_target": "sla",
+            "enable_throughput_scaling": True,
+            "enable_load_scaling": True,
+            "throughput_adjustment_interval_seconds": 60,
+            "load_adjustment_interval_seconds": 5,
+            "ttft_ms": case.ttft_ms,
+            "itl_ms": case.itl_ms,
+            "load_predictor": "kalman",
+            "max_gpu_budget": 64,
+            "scaling_policy": policy,
+        }
+    )
 
 
 def run(workload, dep: Deployment, planner: PlannerEngine | None = None) -> dict:
@@ -136,8 +163,11 @@ def run(workload, dep: Deployment, planner: PlannerEngine | None = None) -> dict
 
 
 def _show(name: str, r: dict) -> None:
-    print(f"{name:<14}{r['goodput']:>9.2%}{r['gpu_hours']:>9.2f}{r['scaling_events']:>8}"
-          f"{r['p90_ttft_ms']:>10.0f}{r['p90_itl_ms']:>9.1f}{r['wall_s']:>8.1f}", flush=True)
+    print(
+        f"{name:<14}{r['goodput']:>9.2%}{r['gpu_hours']:>9.2f}{r['scaling_events']:>8}"
+        f"{r['p90_ttft_ms']:>10.0f}{r['p90_itl_ms']:>9.1f}{r['wall_s']:>8.1f}",
+        flush=True,
+    )
 
 
 def static_sweep(case: Case, workload, args) -> dict[int, dict]:
@@ -147,7 +177,11 @@ def static_sweep(case: Case, workload, args) -> dict[int, dict]:
         _show(f"static {n}", r)
         if r["goodput"] >= 0.99:
             break
-        if n >= 3 and r["goodput"] - statics[n - 2]["goodput"] < 0.002 and r["goodput"] >= TARGET_GOODPUT:
+        if (
+            n >= 3
+            and r["goodput"] - statics[n - 2]["goodput"] < 0.002
+            and r["goodput"] >= TARGET_GOODPUT
+        ):
             break  # plateau: more workers buy nothing
     return statics
 
@@ -158,26 +192,41 @@ def hindsight_bound(case: Case, workload, args, start: int) -> tuple[float | Non
     ``dynamo-tuned`` policy result, or None."""
     from plansim.capacity import search
 
-    result = search(workload, deployment(case, start, args.startup_s), TARGET_GOODPUT,
-                    max_parallel=args.jobs, default_policies=False, max_gpu_budget=64,
-                    tune_planner=args.tune)
+    result = search(
+        workload,
+        deployment(case, start, args.startup_s),
+        TARGET_GOODPUT,
+        max_parallel=args.jobs,
+        default_policies=False,
+        max_gpu_budget=64,
+        tune_planner=args.tune,
+    )
     tuned = next((p for p in result.policies if p.name == "dynamo-tuned"), None)
     if args.tune:
         answer = result.tuning.answer if result.tuning else None
-        print(f"tuned dynamo setting ({len(result.tuning.trials)} settings replayed): "
-              f"{answer}", flush=True)
+        print(
+            f"tuned dynamo setting ({len(result.tuning.trials)} settings replayed): {answer}",
+            flush=True,
+        )
     return (None if result.bound is None else result.bound.cost), tuned
 
 
 def bench_case(case: Case, args) -> dict:
     workload = case.load()
-    print(f"\n== {case.name}: {len(workload)} requests, SLA TTFT {case.ttft_ms:g} ms / ITL "
-          f"{case.itl_ms:g} ms, speedup_ratio {case.speedup_ratio:g} ==", flush=True)
-    print(f"{'run':<14}{'goodput':>9}{'GPU-h':>9}{'events':>8}{'p90 TTFT':>10}{'p90 ITL':>9}{'wall s':>8}")
+    print(
+        f"\n== {case.name}: {len(workload)} requests, SLA TTFT {case.ttft_ms:g} ms / ITL "
+        f"{case.itl_ms:g} ms, speedup_ratio {case.speedup_ratio:g} ==",
+        flush=True,
+    )
+    print(
+        f"{'run':<14}{'goodput':>9}{'GPU-h':>9}{'events':>8}{'p90 TTFT':>10}{'p90 ITL':>9}{'wall s':>8}"
+    )
     statics = static_sweep(case, workload, args)
     policies: dict[str, dict] = {}
     ok = [(r["gpu_hours"], n) for n, r in statics.items() if r["goodput"] >= TARGET_GOODPUT]
-    start = args.planner_start or (min(ok)[1] if ok else max(statics, key=lambda n: statics[n]["goodput"]))
+    start = args.planner_start or (
+        min(ok)[1] if ok else max(statics, key=lambda n: statics[n]["goodput"])
+    )
     print(f"(planners start at {start} workers)")
     for policy in POLICIES:
         dep = deployment(case, start, args.startup_s)
@@ -192,15 +241,23 @@ def bench_case(case: Case, args) -> dict:
         print(f"cheapest static >= 95%: {cheapest_n} workers, {cheapest_h:.2f} GPU-h")
         goal = TARGET_GOODPUT
     else:
-        cheapest_h = min(r["gpu_hours"] for r in statics.values() if r["goodput"] >= best_static - 0.01)
-        print(f"no static count reaches 95% (best {best_static:.2%}); goal: within 1 point at "
-              f"<= {cheapest_h:.2f} GPU-h")
+        cheapest_h = min(
+            r["gpu_hours"] for r in statics.values() if r["goodput"] >= best_static - 0.01
+        )
+        print(
+            f"no static count reaches 95% (best {best_static:.2%}); goal: within 1 point at "
+            f"<= {cheapest_h:.2f} GPU-h"
+        )
         goal = best_static - 0.01
-    bound, tuned = (hindsight_bound(case, workload, args, start) if args.bound or args.tune
-                    else (None, None))
+    bound, tuned = (
+        hindsight_bound(case, workload, args, start) if args.bound or args.tune else (None, None)
+    )
     if tuned is not None:
-        policies["dynamo-tuned"] = {"goodput": tuned.goodput_ratio, "gpu_hours": tuned.gpu_hours,
-                                    "scaling_events": tuned.scaling_events}
+        policies["dynamo-tuned"] = {
+            "goodput": tuned.goodput_ratio,
+            "gpu_hours": tuned.gpu_hours,
+            "scaling_events": tuned.scaling_events,
+        }
     elif args.tune:
         print("dynamo-tuned: no setting replayed meets the target")
     if bound is not None:
@@ -212,8 +269,10 @@ def bench_case(case: Case, args) -> dict:
         saving = 1.0 - r["gpu_hours"] / cheapest_h
         needed = DIURNAL_SAVING if case.varies_over_day else 0.0
         met = r["goodput"] >= goal and saving >= needed - 1e-12
-        line = (f"{policy}: {r['goodput']:.2%} goodput, {r['gpu_hours']:.2f} GPU-h "
-                f"({-saving:+.1%} GPU-h vs the cheapest static)")
+        line = (
+            f"{policy}: {r['goodput']:.2%} goodput, {r['gpu_hours']:.2f} GPU-h "
+            f"({-saving:+.1%} GPU-h vs the cheapest static)"
+        )
         if bound:
             line += f", {r['gpu_hours'] / bound - 1:+.1%} vs the bound"
             if r["goodput"] >= TARGET_GOODPUT and cheapest_h - bound > 0:
@@ -234,17 +293,26 @@ def bench_case(case: Case, args) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--case", default=",".join(CASES), help="comma-separated: " + ", ".join(CASES))
     ap.add_argument("--startup-s", type=float, default=60.0)
-    ap.add_argument("--planner-start", type=int, default=0,
-                    help="workers when the planners start (default: the cheapest static count at "
-                         ">= 95%%, the deployment one would otherwise run)")
+    ap.add_argument(
+        "--planner-start",
+        type=int,
+        default=0,
+        help="workers when the planners start (default: the cheapest static count at "
+        ">= 95%%, the deployment one would otherwise run)",
+    )
     ap.add_argument("--max-static", type=int, default=32)
     ap.add_argument("--bound", action="store_true", help="also compute the hindsight lower bound")
-    ap.add_argument("--tune", action="store_true",
-                    help="also tune the dynamo policy's knobs (capacity --tune-planner) and "
-                         "replay the answer (implies the bound)")
+    ap.add_argument(
+        "--tune",
+        action="store_true",
+        help="also tune the dynamo policy's knobs (capacity --tune-planner) and "
+        "replay the answer (implies the bound)",
+    )
     ap.add_argument("--jobs", type=int, default=2, help="processes for the hindsight bound")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
@@ -254,7 +322,9 @@ def main() -> int:
         ap.error(f"unknown case {unknown[0]!r} (one of {', '.join(CASES)})")
     out = {name: bench_case(CASES[name], args) for name in names}
     if args.json:
-        Path(args.json).write_bytes(orjson.dumps(out, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
+        Path(args.json).write_bytes(
+            orjson.dumps(out, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+        )
     ok = all(v.get("target_met") and v.get("tuned_target_met", True) for v in out.values())
     return 0 if ok else 1
 

@@ -54,20 +54,27 @@ def describe(table: pd.DataFrame) -> str:
 
 
 def print_table(summary: pd.DataFrame) -> None:
-    print(f"  {'rank':>4} {'predictor':<52} {'loss':>7} {'MAPE%':>7} {'RMSE':>8} "
-          f"{'under':>6} {'fit ms':>7} {'max ms':>7} {'fail':>4} {'wall s':>7}")
+    print(
+        f"  {'rank':>4} {'predictor':<52} {'loss':>7} {'MAPE%':>7} {'RMSE':>8} "
+        f"{'under':>6} {'fit ms':>7} {'max ms':>7} {'fail':>4} {'wall s':>7}"
+    )
     for r in summary.itertuples(index=False):
-        print(f"  {r.rank:>4} {r.predictor:<52} {r.loss:>7.3f} {r.mape_request_count_pct:>7.1f} "
-              f"{r.rmse_request_count:>8.1f} {r.under_forecast_share:>6.1%} "
-              f"{r.fit_time_mean_s * 1e3:>7.2f} {r.fit_time_max_s * 1e3:>7.1f} "
-              f"{r.failed_forecasts:>4d} {r.wall_time_s:>7.2f}")
+        print(
+            f"  {r.rank:>4} {r.predictor:<52} {r.loss:>7.3f} {r.mape_request_count_pct:>7.1f} "
+            f"{r.rmse_request_count:>8.1f} {r.under_forecast_share:>6.1%} "
+            f"{r.fit_time_mean_s * 1e3:>7.2f} {r.fit_time_max_s * 1e3:>7.1f} "
+            f"{r.failed_forecasts:>4d} {r.wall_time_s:>7.2f}"
+        )
 
 
-def run_case(name: str, table: pd.DataFrame, interval_s: int, specs: list[PredictorSpec],
-             jobs: int) -> pd.DataFrame:
+def run_case(
+    name: str, table: pd.DataFrame, interval_s: int, specs: list[PredictorSpec], jobs: int
+) -> pd.DataFrame:
     warmup = min(DEFAULT_WARMUP, len(table) - 2)
-    print(f"\n== {name} @ {interval_s} s: {len(table)} buckets, warm-up {warmup}, "
-          f"{len(table) - warmup} scored")
+    print(
+        f"\n== {name} @ {interval_s} s: {len(table)} buckets, warm-up {warmup}, "
+        f"{len(table) - warmup} scored"
+    )
     print(describe(table))
     started = time.perf_counter()
     result = run_backtest(table, specs, warmup, interval_s=interval_s, jobs=jobs)
@@ -78,8 +85,9 @@ def run_case(name: str, table: pd.DataFrame, interval_s: int, specs: list[Predic
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--traces", type=Path, default=Path(__file__).resolve().parents[2]
-                        / "shared" / "traces")
+    parser.add_argument(
+        "--traces", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "traces"
+    )
     parser.add_argument("--jobs", type=int, default=1)
     args = parser.parse_args()
 
@@ -99,16 +107,21 @@ def main() -> None:
     grid = expand_candidates(
         ["kalman", "arima", "prophet"],
         {},
-        {"kalman_q_level": [0.1, 1, 10], "kalman_r": [10, 1000], "load_predictor_log1p":
-         [False, True]},
+        {
+            "kalman_q_level": [0.1, 1, 10],
+            "kalman_r": [10, 1000],
+            "load_predictor_log1p": [False, True],
+        },
     )
     run_case("azure-code (grid)", table, 60, [PredictorSpec.of("constant"), *grid], args.jobs)
 
     print("\n== best model predictor vs constant (pre-sweep loss)")
     for trace, interval_s, best, best_loss, constant_loss in verdicts:
         gain = (constant_loss - best_loss) / constant_loss if constant_loss else float("nan")
-        print(f"  {trace:<11} @ {interval_s:>3} s  best {best:<8} {best_loss:.3f}  constant "
-              f"{constant_loss:.3f}  ({gain:+.1%} lower loss)")
+        print(
+            f"  {trace:<11} @ {interval_s:>3} s  best {best:<8} {best_loss:.3f}  constant "
+            f"{constant_loss:.3f}  ({gain:+.1%} lower loss)"
+        )
 
 
 if __name__ == "__main__":

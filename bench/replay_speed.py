@@ -21,7 +21,6 @@ import sys
 import time
 from pathlib import Path
 
-
 from plansim.sim.cases import case_deployment, case_workload, load_cases
 from plansim.sim.deployment import build_deployment
 from plansim.sim.host import replay
@@ -38,8 +37,13 @@ DEFAULT_SYNTH_RATE = 175.0
 def synthetic_workload(n: int, rate_rps: float, seed: int = 7) -> Workload:
     """``n`` Poisson arrivals at ``rate_rps``; ISL lognormal around 3000 tokens and OSL around
     300 (the ``traces.synth`` defaults), half of each prompt shared within 64 prefix groups."""
-    spec = SynthSpec(rate_rps=rate_rps, duration_s=1.2 * n / rate_rps + 60.0, max_requests=n,
-                     prefix_groups=64, shared_prefix_ratio=0.5)
+    spec = SynthSpec(
+        rate_rps=rate_rps,
+        duration_s=1.2 * n / rate_rps + 60.0,
+        max_requests=n,
+        prefix_groups=64,
+        shared_prefix_ratio=0.5,
+    )
     return synthesize(spec, seed=seed)
 
 
@@ -58,9 +62,11 @@ def timed(name: str, workload, deployment, profile: bool) -> None:
     n = len(workload)
     ref = REFERENCE_WALL_S.get(name[:2])
     ref_txt = f"  reference {ref:.1f} s" if ref else ""
-    print(f"{name:24s} wall {wall:7.2f} s  cpu {cpu:7.2f} s  {n / wall:10.0f} req/s  "
-          f"completed {result.summary['completed_requests']}  peak RSS {rss_mb:7.0f} MB{ref_txt}",
-          flush=True)
+    print(
+        f"{name:24s} wall {wall:7.2f} s  cpu {cpu:7.2f} s  {n / wall:10.0f} req/s  "
+        f"completed {result.summary['completed_requests']}  peak RSS {rss_mb:7.0f} MB{ref_txt}",
+        flush=True,
+    )
     if prof:
         out = io.StringIO()
         pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(15)
@@ -71,8 +77,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default=str(DEFAULT_CASES))
     ap.add_argument("--synth-requests", type=int, default=200_000)
-    ap.add_argument("--synth-rate", type=float, default=None,
-                    help="arrivals per second (default 175: ~70%% load of 16 workers)")
+    ap.add_argument(
+        "--synth-rate",
+        type=float,
+        default=None,
+        help="arrivals per second (default 175: ~70%% load of 16 workers)",
+    )
     ap.add_argument("--skip-synth", action="store_true")
     ap.add_argument("--skip-cases", action="store_true")
     ap.add_argument("--profile", action="store_true")

@@ -81,8 +81,12 @@ def make_run(trace: Path, interval_s: float):
         },
     }
     return RetuneRun(
-        source="bench", trace_paths=(str(trace),), trace_format="auto", trace_block_size=None,
-        setup=api.setup(deployment, planner_raw, source="bench"), planner_raw=planner_raw,
+        source="bench",
+        trace_paths=(str(trace),),
+        trace_format="auto",
+        trace_block_size=None,
+        setup=api.setup(deployment, planner_raw, source="bench"),
+        planner_raw=planner_raw,
     )
 
 
@@ -110,9 +114,11 @@ def main() -> int:
     controller = build_controller(run, workload)
     controller.initial_tick(0.0)
     plan = controller.build_plan(0, WorkerCounts(0, run.deployment.num_workers))
-    print(f"trace {args.trace.name}: window 0 = [0, {args.interval:g}) s, "
-          f"{len(plan.grid)} grid points, cpus {os.cpu_count()}, "
-          f"load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"trace {args.trace.name}: window 0 = [0, {args.interval:g}) s, "
+        f"{len(plan.grid)} grid points, cpus {os.cpu_count()}, "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
 
     # Alternate serial and pool runs and keep each side's best: other load on the machine then
     # hurts both sides alike. CPU seconds (this process, and the reaped workers) show the pool's
@@ -138,39 +144,60 @@ def main() -> int:
             small = pool.run([Task(f"e{i}", echo_task, (i,)) for i in range(200)], ctx)
             summary = {f"key_{i}": float(i) for i in range(80)}
             sized = pool.run([Task(f"s{i}", echo_task, (summary,)) for i in range(200)], ctx)
-    cpu_pool = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime + resource.getrusage(
-        resource.RUSAGE_CHILDREN).ru_stime
+    cpu_pool = (
+        resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
+        + resource.getrusage(resource.RUSAGE_CHILDREN).ru_stime
+    )
     serial_s, warm_s = min(serial_runs), min(warm_runs)
-    same = [c.score for c in serial.candidates] == [c.score for c in cold.candidates] == [
-        c.score for c in warm.candidates]
-    print(f"window requests {serial.window_requests}, candidates {len(serial.candidates)}, "
-          f"distinct replays {serial.replays}, outcome {serial.outcome}")
+    same = (
+        [c.score for c in serial.candidates]
+        == [c.score for c in cold.candidates]
+        == [c.score for c in warm.candidates]
+    )
+    print(
+        f"window requests {serial.window_requests}, candidates {len(serial.candidates)}, "
+        f"distinct replays {serial.replays}, outcome {serial.outcome}"
+    )
     print(f"serial (in process)           {serial_s:7.2f} s  (best of {args.repeat})")
-    print(f"spawn pool x{args.workers} (cold start)    {cold_s:7.2f} s  speedup {serial_s / cold_s:4.2f}x")
-    print(f"spawn pool x{args.workers} (warm workers)  {warm_s:7.2f} s  speedup {serial_s / warm_s:4.2f}x"
-          f"  (best of {args.repeat})")
+    print(
+        f"spawn pool x{args.workers} (cold start)    {cold_s:7.2f} s  speedup {serial_s / cold_s:4.2f}x"
+    )
+    print(
+        f"spawn pool x{args.workers} (warm workers)  {warm_s:7.2f} s  speedup {serial_s / warm_s:4.2f}x"
+        f"  (best of {args.repeat})"
+    )
     runs = args.repeat + 1
-    print(f"CPU seconds per sweep: serial {cpu_serial / args.repeat:.2f}, pool workers "
-          f"{cpu_pool / runs:.2f} (incl. worker start-up and the trivial batches)")
+    print(
+        f"CPU seconds per sweep: serial {cpu_serial / args.repeat:.2f}, pool workers "
+        f"{cpu_pool / runs:.2f} (incl. worker start-up and the trivial batches)"
+    )
     # The same sweep on an idle machine, from the CPU time each task used: serial is the sum,
     # the pool runs each batch's tasks on the first free worker, plus the measured overhead.
     overhead_s = max(small.stats["overhead_s_mean"], sized.stats["overhead_s_mean"])
     serial_cpu = sum(r.cpu_s for b in serial_exec.batches for r in b.results)
-    pool_wall = sum(makespan([r.cpu_s + overhead_s for r in b.results], args.workers)
-                    for b in pool_exec.batches)
-    replay_cpu = [r.cpu_s for b in serial_exec.batches for r in b.results
-                  if r.key.startswith("replay")]
-    print(f"task CPU: {len(replay_cpu)} replays, mean {statistics.mean(replay_cpu):.3f} s, "
-          f"max {max(replay_cpu):.3f} s; whole sweep {serial_cpu:.2f} s")
-    print(f"idle-machine estimate from task CPU: serial {serial_cpu:.2f} s, pool x{args.workers} "
-          f"{pool_wall:.2f} s, speedup {serial_cpu / pool_wall:.2f}x")
+    pool_wall = sum(
+        makespan([r.cpu_s + overhead_s for r in b.results], args.workers) for b in pool_exec.batches
+    )
+    replay_cpu = [
+        r.cpu_s for b in serial_exec.batches for r in b.results if r.key.startswith("replay")
+    ]
+    print(
+        f"task CPU: {len(replay_cpu)} replays, mean {statistics.mean(replay_cpu):.3f} s, "
+        f"max {max(replay_cpu):.3f} s; whole sweep {serial_cpu:.2f} s"
+    )
+    print(
+        f"idle-machine estimate from task CPU: serial {serial_cpu:.2f} s, pool x{args.workers} "
+        f"{pool_wall:.2f} s, speedup {serial_cpu / pool_wall:.2f}x"
+    )
     print(f"per-task overhead, trivial task     {small.stats['overhead_s_mean'] * 1000:6.2f} ms")
     print(f"per-task overhead, 80-key result    {sized.stats['overhead_s_mean'] * 1000:6.2f} ms")
     print(f"scores identical serial vs pool: {same}")
-    print(f"sweep: speedup {serial_s / warm_s:.2f}x warm, {serial_s / cold_s:.2f}x cold "
-          f"(target >= 1.7x), overhead "
-          f"{max(small.stats['overhead_s_mean'], sized.stats['overhead_s_mean']) * 1000:.2f} ms "
-          f"(target < 50 ms), load average now {os.getloadavg()[0]:.2f}")
+    print(
+        f"sweep: speedup {serial_s / warm_s:.2f}x warm, {serial_s / cold_s:.2f}x cold "
+        f"(target >= 1.7x), overhead "
+        f"{max(small.stats['overhead_s_mean'], sized.stats['overhead_s_mean']) * 1000:.2f} ms "
+        f"(target < 50 ms), load average now {os.getloadavg()[0]:.2f}"
+    )
     return 0 if same else 1
 
 

@@ -72,8 +72,9 @@ def synthetic(executor: Executor, windows: int, candidates: int, work_s: float) 
     results = [r for o in outcomes for r in o.results]
     assert all(r.ok for r in results) and len(results) == windows * candidates
     overheads = [o.stats["overhead_s_mean"] for o in outcomes]
-    return _figures(wall_s, [r.wall_s for r in results], sum(overheads) / len(overheads),
-                    executor.max_parallel)
+    return _figures(
+        wall_s, [r.wall_s for r in results], sum(overheads) / len(overheads), executor.max_parallel
+    )
 
 
 class _Recording:
@@ -113,8 +114,9 @@ def real(executor: Executor, config: str, windows: int) -> dict[str, float]:
     tasks = [r for o in recording.outcomes for r in o.results]
     # Task-weighted mean of the executor's per-batch overhead.
     overhead_s = sum(o.stats["overhead_s_mean"] * len(o.results) for o in recording.outcomes)
-    figures = _figures(wall_s, [r.wall_s for r in tasks], overhead_s / len(tasks),
-                       executor.max_parallel)
+    figures = _figures(
+        wall_s, [r.wall_s for r in tasks], overhead_s / len(tasks), executor.max_parallel
+    )
     replay_s = [
         r.wall_s for o in recording.outcomes for r in o.results if r.key.startswith("replay")
     ]
@@ -143,9 +145,12 @@ def _timed(label: str, make: Callable[[], Executor], run: Callable[[Executor], d
         figures = run(executor)
     finally:
         executor.close()
-    print(f"{label:<6} start-up {startup_s:6.2f} s  " + "  ".join(
-        f"{k} {v:.3f}" if not k.endswith("_ms") else f"{k} {v:.1f}" for k, v in figures.items()
-    ))
+    print(
+        f"{label:<6} start-up {startup_s:6.2f} s  "
+        + "  ".join(
+            f"{k} {v:.3f}" if not k.endswith("_ms") else f"{k} {v:.1f}" for k, v in figures.items()
+        )
+    )
     return figures
 
 
@@ -162,12 +167,16 @@ def main(argv: list[str] | None = None) -> int:
     from plansim.workers.ray_executor import RayExecutor
 
     if args.config:
+
         def run(ex: Executor) -> dict[str, Any]:
             return real(ex, args.config, args.windows)
+
         what = f"{args.windows} windows of {args.config}"
     else:
+
         def run(ex: Executor) -> dict[str, Any]:
             return synthetic(ex, args.windows, args.candidates, args.work_ms / 1000.0)
+
         what = f"{args.windows} windows x {args.candidates} tasks of {args.work_ms:g} ms CPU"
     print(f"sweep_ray: {what}, max_parallel {args.max_parallel}")
     spawn = _timed("spawn", lambda: SpawnPool(args.max_parallel), run)

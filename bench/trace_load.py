@@ -26,7 +26,9 @@ import orjson
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "_data"
-SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"  # ../shared beside the clone
+SHARED_TRACES = (
+    Path(__file__).resolve().parents[2] / "shared" / "traces"
+)  # ../shared beside the clone
 BLOCK = 512
 
 
@@ -36,7 +38,9 @@ def generate(path: Path, n: int, seed: int = 7) -> None:
     groups = 2000
     group_prefix = rng.integers(1, 2**64 - 1, size=(groups, 12), dtype=np.uint64)
     group_len = rng.integers(0, 13, size=groups)
-    arrival = 1_764_000_000_000 + np.cumsum(rng.exponential(1000 / 300, size=n)).round().astype(np.int64)
+    arrival = 1_764_000_000_000 + np.cumsum(rng.exponential(1000 / 300, size=n)).round().astype(
+        np.int64
+    )
     isl = rng.integers(4 * BLOCK, 36 * BLOCK, size=n)  # ~20 blocks on average
     osl = rng.integers(1, 1000, size=n)
     group = rng.integers(0, groups, size=n)
@@ -84,7 +88,18 @@ def child(paths: list[str]) -> None:
     w = load_workload(paths)
     seconds, cpu, main_cpu = time.perf_counter() - t0, _cpu_seconds() - c0, time.thread_time() - m0
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"rows": len(w), "hashes": int(w.hash_ids.size), "seconds": seconds, "cpu_seconds": cpu, "main_thread_cpu_seconds": main_cpu, "peak_rss_mb": peak_mb}))
+    print(
+        json.dumps(
+            {
+                "rows": len(w),
+                "hashes": int(w.hash_ids.size),
+                "seconds": seconds,
+                "cpu_seconds": cpu,
+                "main_thread_cpu_seconds": main_cpu,
+                "peak_rss_mb": peak_mb,
+            }
+        )
+    )
 
 
 def _cpu_seconds() -> float:
@@ -103,9 +118,15 @@ def run_child(paths: list[str]) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--requests", type=int, default=1_000_000, help="requests in the generated trace")
-    ap.add_argument("--repeat", type=int, default=3, help="timed loads of the big trace (best is reported)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--requests", type=int, default=1_000_000, help="requests in the generated trace"
+    )
+    ap.add_argument(
+        "--repeat", type=int, default=3, help="timed loads of the big trace (best is reported)"
+    )
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -115,7 +136,9 @@ def main() -> None:
     if not big.exists():
         t0 = time.perf_counter()
         generate(big, args.requests)
-        print(f"generated {big} ({big.stat().st_size / 1e6:.0f} MB gzip) in {time.perf_counter() - t0:.0f} s")
+        print(
+            f"generated {big} ({big.stat().st_size / 1e6:.0f} MB gzip) in {time.perf_counter() - t0:.0f} s"
+        )
     runs = [run_child([str(big)]) for _ in range(args.repeat)]
     best = min(runs, key=lambda r: r["seconds"])
     # On a busy machine wall time says little; CPU time does. With 2 idle cores the load cannot
@@ -134,7 +157,9 @@ def main() -> None:
         if f.suffix == ".md":
             continue
         r = run_child([str(f)])
-        print(f"{f.name}: {r['rows']:,} requests in {r['seconds'] * 1000:.0f} ms, peak RSS {r['peak_rss_mb']:.0f} MB")
+        print(
+            f"{f.name}: {r['rows']:,} requests in {r['seconds'] * 1000:.0f} ms, peak RSS {r['peak_rss_mb']:.0f} MB"
+        )
 
 
 if __name__ == "__main__":

@@ -40,10 +40,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # ``../shared`` beside the checkout (or beside an ancestor folder, for a worktree).
-SHARED = next((p / "shared" for p in ROOT.parents if (p / "shared" / "reference").is_dir()),
-              ROOT.parent / "shared")
-DEFAULT_CASES = [SHARED / "reference" / f for f in
-                 ("cases.json", "session_cases.json", "parity_cases.json")]
+SHARED = next(
+    (p / "shared" for p in ROOT.parents if (p / "shared" / "reference").is_dir()),
+    ROOT.parent / "shared",
+)
+DEFAULT_CASES = [
+    SHARED / "reference" / f for f in ("cases.json", "session_cases.json", "parity_cases.json")
+]
 PEER_SCRIPT = SHARED / "tools" / "peer_replay.py"
 HEAVY_SIZES = (50_000, 200_000)
 HEAVY_RATE_RPS = 175.0  # bench/replay_speed.py's workload: about 70% load of 16 workers
@@ -110,9 +113,23 @@ def plansim_command(case, out_dir: Path, cfg_dir: Path) -> list[str]:
     """``plansim replay run`` for a reference case: its deployment as a config file."""
     cfg = cfg_dir / f"{case.name}.json"
     cfg.write_text(json.dumps(case.deployment))
-    cmd = [sys.executable, "-m", "plansim", "replay", "run", str(case.trace),
-           "--format", case.trace_format, "-c", str(cfg), "--no-report", "-q",
-           "--out", str(out_dir / case.name), "--force"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "plansim",
+        "replay",
+        "run",
+        str(case.trace),
+        "--format",
+        case.trace_format,
+        "-c",
+        str(cfg),
+        "--no-report",
+        "-q",
+        "--out",
+        str(out_dir / case.name),
+        "--force",
+    ]
     if case.trace_block_size is not None:
         cmd += ["--trace-block-size", str(case.trace_block_size)]
     if case.closed_loop is False:
@@ -137,10 +154,18 @@ def heavy_cases(sizes: list[int], folder: Path) -> Path:
             workload = synthetic_workload(n, HEAVY_RATE_RPS, seed=HEAVY_SEED)
             write_mooncake(workload, trace)
             block_size.write_text(str(workload.trace_block_size))
-        cases.append({"name": f"heavy-{n // 1000}k", "trace": trace.name,
-                      "trace_format": "mooncake", "trace_block_size": int(block_size.read_text()),
-                      "mode": "agg", "num_workers": 16, "router_mode": "kv_router",
-                      "engine_args": {}})
+        cases.append(
+            {
+                "name": f"heavy-{n // 1000}k",
+                "trace": trace.name,
+                "trace_format": "mooncake",
+                "trace_block_size": int(block_size.read_text()),
+                "mode": "agg",
+                "num_workers": 16,
+                "router_mode": "kv_router",
+                "engine_args": {},
+            }
+        )
     path = folder / "heavy_cases.json"
     path.write_text(json.dumps({"cases": cases}))
     return path
@@ -153,8 +178,13 @@ def startup(case, folder: Path, repeat: int, env: dict[str, str]) -> tuple[float
     cmd = [cmd[0], "-c", _FIRST_PASS, *cmd[3:]]
     walls, cpus = [], []
     for _ in range(repeat):
-        out = subprocess.run(cmd, env={**env, "PLANSIM_BENCH_T0": repr(time.time())},
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            cmd,
+            env={**env, "PLANSIM_BENCH_T0": repr(time.time())},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         wall, cpu = out.stdout.strip().splitlines()[-1].split()
         walls.append(float(wall))
         cpus.append(float(cpu))
@@ -165,14 +195,20 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", nargs="+", type=Path, default=DEFAULT_CASES)
     ap.add_argument("--only", nargs="+", default=None, help="case names to run")
-    ap.add_argument("--heavy", default=",".join(str(n) for n in HEAVY_SIZES),
-                    help="request counts of the heavy workloads, comma-separated")
+    ap.add_argument(
+        "--heavy",
+        default=",".join(str(n) for n in HEAVY_SIZES),
+        help="request counts of the heavy workloads, comma-separated",
+    )
     ap.add_argument("--repeat", type=int, default=3, help="timed runs of each side per case")
     ap.add_argument("--warmup", type=int, default=1, help="untimed runs of each side first")
     ap.add_argument("--skip-heavy", action="store_true")
     ap.add_argument("--skip-cases", action="store_true")
-    ap.add_argument("--startup", action="store_true",
-                    help="also time plansim's start-up to its first simulated pass")
+    ap.add_argument(
+        "--startup",
+        action="store_true",
+        help="also time plansim's start-up to its first simulated pass",
+    )
     args = ap.parse_args(argv)
 
     from plansim.sim.cases import load_cases
@@ -195,11 +231,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         runs = [(p, c) for p, c in runs if c.name in args.only]
 
-    print(f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.2f}; repeat {args.repeat} "
-          f"after {args.warmup} warm-up (alternating, medians); "
-          "ours = plansim replay run --no-report, reference = peer_replay.py")
-    head = (f"{'case':26s} {'ours s':>8s} {'ref s':>8s} {'ratio':>6s}   {'ours cpu':>8s} "
-            f"{'ref cpu':>8s} {'cpu ratio':>9s}   {'ours MB':>8s} {'ref MB':>8s}  load")
+    print(
+        f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.2f}; repeat {args.repeat} "
+        f"after {args.warmup} warm-up (alternating, medians); "
+        "ours = plansim replay run --no-report, reference = peer_replay.py"
+    )
+    head = (
+        f"{'case':26s} {'ours s':>8s} {'ref s':>8s} {'ratio':>6s}   {'ours cpu':>8s} "
+        f"{'ref cpu':>8s} {'cpu ratio':>9s}   {'ours MB':>8s} {'ref MB':>8s}  load"
+    )
     print(head)
     print("-" * len(head))
     misses: list[str] = []
@@ -225,20 +265,30 @@ def main(argv: list[str] | None = None) -> int:
                 misses.append(f"{case.name} wall ratio {ratio:.2f} > 1.0")
             if heavy and case.name.endswith("200k") and o_rss >= RSS_TARGET_MB:
                 misses.append(f"{case.name} peak RSS {o_rss:.0f} MB >= {RSS_TARGET_MB:.0f} MB")
-            moon = "  (moonshot <= 0.5: " + ("met" if ratio <= 0.5 else "not met") + ")" \
-                if heavy else ""
-            print(f"{case.name:26s} {o_wall:8.2f} {r_wall:8.2f} {ratio:6.2f}   {o_cpu:8.2f} "
-                  f"{r_cpu:8.2f} {o_cpu / r_cpu:9.2f}   {o_rss:8.0f} "
-                  f"{max(s.rss_mb for s in ref):8.0f}  {os.getloadavg()[0]:.1f}{moon}",
-                  flush=True)
+            moon = (
+                "  (moonshot <= 0.5: " + ("met" if ratio <= 0.5 else "not met") + ")"
+                if heavy
+                else ""
+            )
+            print(
+                f"{case.name:26s} {o_wall:8.2f} {r_wall:8.2f} {ratio:6.2f}   {o_cpu:8.2f} "
+                f"{r_cpu:8.2f} {o_cpu / r_cpu:9.2f}   {o_rss:8.0f} "
+                f"{max(s.rss_mb for s in ref):8.0f}  {os.getloadavg()[0]:.1f}{moon}",
+                flush=True,
+            )
             if args.startup and not heavy:
                 wall, cpu = startup(case, work, args.repeat, env)
-                print(f"{'':26s} start-up to the first simulated pass: {wall:.3f} s wall, "
-                      f"{cpu:.3f} s CPU (target < 0.3 s)", flush=True)
+                print(
+                    f"{'':26s} start-up to the first simulated pass: {wall:.3f} s wall, "
+                    f"{cpu:.3f} s CPU (target < 0.3 s)",
+                    flush=True,
+                )
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"load average now {os.getloadavg()[0]:.2f}; targets: ours / reference <= 1.0 on "
-          f"every case, peak RSS < {RSS_TARGET_MB:.0f} MB at 200k")
+    print(
+        f"load average now {os.getloadavg()[0]:.2f}; targets: ours / reference <= 1.0 on "
+        f"every case, peak RSS < {RSS_TARGET_MB:.0f} MB at 200k"
+    )
     print("all targets met" if not misses else "missed: " + "; ".join(misses))
     return 0
 

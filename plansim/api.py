@@ -26,7 +26,8 @@ once (capabilities, self-benchmark or profiling data, predictor warm-up). ``Conf
 ``executor`` (default: a spawn pool of ``retune.max_parallel`` workers) and is closed when the
 replay ends; ``sweep(plan, executor)`` runs each window's sweep (default
 ``retune.sweep.run_sweep``); ``on_decision`` sees each decision record as it lands;
-``result.retune_events`` lists them. ``progress(virtual_ms, last_arrival_ms)`` is called about once per simulated
+``result.retune_events`` lists them. ``progress(virtual_ms, last_arrival_ms)`` is called about once
+per simulated
 second. ``supply`` says where the workers come from (``plansim.sim.supply``: refused scale-ups,
 spot workers preempted); ``replay_shared`` replays several setups on one virtual clock, each with
 its supply (a fleet sharing one inventory of GPUs; without retune).
@@ -78,13 +79,20 @@ def setup(deployment: Deployment, planner: Any = None, *, source: str = "") -> R
         return ReplaySetup(deployment, planner=planner, source=source)
     from plansim.planner_core.config import PlannerConfig, parse_planner_config
 
-    config = planner if isinstance(planner, PlannerConfig) else parse_planner_config(
-        dict(planner), source=source or None)
+    config = (
+        planner
+        if isinstance(planner, PlannerConfig)
+        else parse_planner_config(dict(planner), source=source or None)
+    )
     if config.retune is not None:
         from plansim.retune.setup import retune_setup
 
-        return ReplaySetup(deployment, planner_config=config, source=source,
-                           retune=retune_setup(config, deployment, source=source))
+        return ReplaySetup(
+            deployment,
+            planner_config=config,
+            source=source,
+            retune=retune_setup(config, deployment, source=source),
+        )
     from plansim.sim.bootstrap import planner_for_deployment
 
     with located(source or None):
@@ -92,30 +100,45 @@ def setup(deployment: Deployment, planner: Any = None, *, source: str = "") -> R
     return ReplaySetup(deployment, planner_config=config, planner=built, source=source)
 
 
-def replay(workload: Any, setup: ReplaySetup, *, trace_paths: Sequence[str] = (),
-           progress: Callable[[float, float], None] | None = None,
-           executor: Callable[[int], Any] | None = None,
-           on_decision: Callable[[dict[str, Any]], None] | None = None,
-           sweep: Callable[[Any, Any], Any] | None = None,
-           pass_log: Any = None, supply: Any = None) -> ReplayResult:
+def replay(
+    workload: Any,
+    setup: ReplaySetup,
+    *,
+    trace_paths: Sequence[str] = (),
+    progress: Callable[[float, float], None] | None = None,
+    executor: Callable[[int], Any] | None = None,
+    on_decision: Callable[[dict[str, Any]], None] | None = None,
+    sweep: Callable[[Any, Any], Any] | None = None,
+    pass_log: Any = None,
+    supply: Any = None,
+) -> ReplayResult:
     """Replay ``workload`` as ``setup`` says; see the module docstring. ``pass_log`` (a
     ``plansim.sim.pass_log.PassLog``) receives every pass of every engine rank."""
     from plansim.sim.host import replay as host_replay
 
     if setup.retune is None:
-        return host_replay(workload, setup.deployment, setup.planner, progress=progress,
-                           pass_log=pass_log, supply=supply)
+        return host_replay(
+            workload,
+            setup.deployment,
+            setup.planner,
+            progress=progress,
+            pass_log=pass_log,
+            supply=supply,
+        )
     from plansim.retune.controller import controller_for_replay
     from plansim.sim.bootstrap import planner_for_deployment
 
-    controller = controller_for_replay(setup.retune, workload, trace_paths, executor=executor,
-                                       on_decision=on_decision, sweep=sweep)
+    controller = controller_for_replay(
+        setup.retune, workload, trace_paths, executor=executor, on_decision=on_decision, sweep=sweep
+    )
     try:
         with located(setup.source or None):
-            planner = planner_for_deployment(setup.planner_config, setup.deployment,
-                                             retune=controller)
-        result = host_replay(workload, setup.deployment, planner, progress=progress,
-                             pass_log=pass_log, supply=supply)
+            planner = planner_for_deployment(
+                setup.planner_config, setup.deployment, retune=controller
+            )
+        result = host_replay(
+            workload, setup.deployment, planner, progress=progress, pass_log=pass_log, supply=supply
+        )
     finally:
         controller.close()
     if result.retune_events is None:
@@ -133,5 +156,6 @@ def replay_shared(members: Sequence[tuple[Any, ReplaySetup, Any]]) -> list[Repla
     for _, setup_, _ in members:
         if setup_.retune is not None:
             raise ValueError("replay_shared does not run retune")
-    return host_shared([SharedMember(w, s.deployment, s.planner, supply)
-                        for w, s, supply in members])
+    return host_shared(
+        [SharedMember(w, s.deployment, s.planner, supply) for w, s, supply in members]
+    )

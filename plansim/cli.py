@@ -1,7 +1,8 @@
 """The ``plansim`` command: composition only. Each command group lives in ``plansim.commands``.
 
 Warnings are ``plansim: warning: ...`` lines on stderr, held until the command's inputs are
-checked (a refused command prints only why). Every command runs with SIGTERM/SIGHUP unwinding it like Ctrl-C and with one scratch folder for
+checked (a refused command prints only why). Every command runs with SIGTERM/SIGHUP unwinding it
+like Ctrl-C and with one scratch folder for
 all temporary files of it and its workers, removed when it ends (``plansim.lifecycle``), and
 the output folder it locked is released when it ends (``commands.output.run_folders``). Every
 way a command can end that is not success is one line on stderr, never a traceback:
@@ -78,9 +79,15 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _group(
-    version: Annotated[bool, typer.Option(
-        "--version", is_eager=True, callback=_print_version,
-        help="Print plansim's version and exit.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            callback=_print_version,
+            help="Print plansim's version and exit.",
+        ),
+    ] = False,
 ) -> None:
     """A callback keeps ``plansim`` a group when only one command is registered."""
 
@@ -170,8 +177,13 @@ def _main() -> NoReturn:
         register_commands(sys.argv[1:])
         command = tidy_help(typer.main.get_command(app))
     try:
-        with (handle_termination(), scratch_folder(), run_folders(), held_warnings(),
-              command.make_context("plansim", sys.argv[1:]) as ctx):
+        with (
+            handle_termination(),
+            scratch_folder(),
+            run_folders(),
+            held_warnings(),
+            command.make_context("plansim", sys.argv[1:]) as ctx,
+        ):
             result = command.invoke(ctx)
     except Exit as exc:  # --help, or a group called without a command
         raise SystemExit(exc.exit_code) from None
@@ -206,6 +218,7 @@ def describe_os_error(exc: OSError) -> str:
 
 def _fail(message: str, status: int) -> NoReturn:
     # One line, whatever the message holds (a library's error text may span several).
-    print(f"plansim: {'; '.join(filter(None, map(str.strip, message.splitlines())))}",
-          file=sys.stderr)
+    print(
+        f"plansim: {'; '.join(filter(None, map(str.strip, message.splitlines())))}", file=sys.stderr
+    )
     raise SystemExit(status) from None

@@ -34,8 +34,9 @@ def read_config(path: str | Path, *, what: str = "config file") -> dict[str, Any
     if parsed is None:
         return {}
     if not isinstance(parsed, dict):
-        raise ConfigError(f"a {what} must be a mapping at the top level, not a "
-                          f"{_kind(parsed)}", source=source)
+        raise ConfigError(
+            f"a {what} must be a mapping at the top level, not a {_kind(parsed)}", source=source
+        )
     field = _nul_field(parsed)
     if field is not None:
         raise ConfigError("a NUL character in a text", source=source, field=field)
@@ -46,8 +47,13 @@ def _nul_field(value: Any, at: str = "") -> str | None:
     """The dotted key of the first key or text in ``value`` holding a NUL character, if any."""
     if isinstance(value, str):
         return at if "\0" in value else None
-    items = (value.items() if isinstance(value, dict)
-             else enumerate(value) if isinstance(value, list) else ())
+    items = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
     for key, item in items:
         shown = str(key).replace("\0", "\\0")  # the NUL written as the user would write it
         name = f"{at}[{key}]" if isinstance(value, list) else f"{at}.{shown}" if at else shown
@@ -77,16 +83,20 @@ def _decode(data: bytes, source: str) -> str:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise ConfigError(f"not UTF-8 text: byte 0x{data[exc.start]:02x} at column {column}",
-                          source=source, line=line) from None
+        raise ConfigError(
+            f"not UTF-8 text: byte 0x{data[exc.start]:02x} at column {column}",
+            source=source,
+            line=line,
+        ) from None
 
 
 def _json(text: str, source: str) -> Any:
     try:
         return json.loads(text, object_pairs_hook=_unique_pairs(source))
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"invalid JSON: {exc.msg} at column {exc.colno}", source=source,
-                          line=exc.lineno) from None
+        raise ConfigError(
+            f"invalid JSON: {exc.msg} at column {exc.colno}", source=source, line=exc.lineno
+        ) from None
 
 
 def _unique_pairs(source: str):
@@ -105,18 +115,23 @@ def _yaml(text: str, source: str) -> Any:
     import yaml  # only for YAML files: a JSON-only run never loads it
 
     try:
-        return yaml.load(text, Loader=_unique_key_loader())  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_unique_key_loader())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         if line is None and isinstance(getattr(exc, "position", None), int):
             line = text.count("\n", 0, exc.position) + 1  # a character the reader refuses
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"invalid YAML: {' '.join(problem.split())}", source=source,
-                          line=line) from None
+        raise ConfigError(
+            f"invalid YAML: {' '.join(problem.split())}", source=source, line=line
+        ) from None
     except _DuplicateKey as exc:
-        raise ConfigError(f"given twice in one mapping (first on line {exc.first_line})",
-                          source=source, line=exc.line, field=str(exc.key)) from None
+        raise ConfigError(
+            f"given twice in one mapping (first on line {exc.first_line})",
+            source=source,
+            line=exc.line,
+            field=str(exc.key),
+        ) from None
 
 
 _CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
@@ -167,8 +182,10 @@ def _at_path(node: Any, parts: list[str]) -> int | None:
     for i, part in enumerate(parts):
         if not isinstance(node, yaml.MappingNode):
             return None
-        match = next(((k, v) for k, v in node.value
-                      if isinstance(k, yaml.ScalarNode) and k.value == part), None)
+        match = next(
+            ((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == part),
+            None,
+        )
         if match is None:
             return None
         if i == len(parts) - 1:
@@ -190,8 +207,7 @@ def _unique_key_loader() -> type:
     import yaml
 
     class UniqueKeyLoader(yaml.SafeLoader):
-        def construct_mapping(self, node: yaml.MappingNode,
-                              deep: bool = False) -> dict[Any, Any]:
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
             seen: dict[Any, int] = {}
             for key_node, _ in node.value:
                 if key_node.tag == _MERGE_TAG:
@@ -211,4 +227,5 @@ def _unique_key_loader() -> type:
 
 def _kind(value: Any) -> str:
     return {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(
-        type(value), type(value).__name__)
+        type(value), type(value).__name__
+    )

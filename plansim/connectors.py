@@ -126,10 +126,17 @@ class JsonFileDecisionStore:
         data = _read_json(self.path)
         if data is None:
             return None
-        return VirtualDecision(data["num_prefill"], data["num_decode"], int(data["decision_id"]), float(data["decided_at_s"]))
+        return VirtualDecision(
+            data["num_prefill"],
+            data["num_decode"],
+            int(data["decision_id"]),
+            float(data["decided_at_s"]),
+        )
 
     def write_scaled(self, decision_id: int) -> None:
-        atomic_write_json(self.ack_path, {"scaled_decision_id": max(self.read_scaled(), decision_id)})
+        atomic_write_json(
+            self.ack_path, {"scaled_decision_id": max(self.read_scaled(), decision_id)}
+        )
 
     def read_scaled(self) -> int:
         data = _read_json(self.ack_path)
@@ -146,7 +153,9 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 class VirtualConnector:
     """Planner side of the handshake. Clock-free: callers pass ``now_s``."""
 
-    def __init__(self, store: DecisionStore | None = None, *, timeout_s: float = DEFAULT_SCALING_TIMEOUT_S) -> None:
+    def __init__(
+        self, store: DecisionStore | None = None, *, timeout_s: float = DEFAULT_SCALING_TIMEOUT_S
+    ) -> None:
         self.store = store if store is not None else InMemoryDecisionStore()
         self.timeout_s = timeout_s
         last = self.store.read_decision()
@@ -159,7 +168,9 @@ class VirtualConnector:
     def set_component_replicas(self, targets: ScalingDecision, now_s: float) -> int:
         """Publish a decision; returns its id (ids increase by one per decision)."""
         self._decision_id += 1
-        self.store.write_decision(VirtualDecision(targets.num_prefill, targets.num_decode, self._decision_id, now_s))
+        self.store.write_decision(
+            VirtualDecision(targets.num_prefill, targets.num_decode, self._decision_id, now_s)
+        )
         return self._decision_id
 
     def scaling_in_progress(self, now_s: float) -> bool:
@@ -194,7 +205,9 @@ class VirtualConnectorClient:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 return None
-            step = self.poll_interval_s if remaining is None else min(self.poll_interval_s, remaining)
+            step = (
+                self.poll_interval_s if remaining is None else min(self.poll_interval_s, remaining)
+            )
             if condition is not None:
                 with condition:
                     condition.wait(step)

@@ -53,8 +53,12 @@ def json_bytes(obj: Any) -> bytes:
     """JSON with sorted keys and 2-space indent and a final newline, as plansim writes every
     JSON file; numpy scalars and arrays are serialised, and string-enum keys
     (``plansim.roles.Role``) written as their values."""
-    opts = (orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY
-            | orjson.OPT_NON_STR_KEYS)
+    opts = (
+        orjson.OPT_INDENT_2
+        | orjson.OPT_SORT_KEYS
+        | orjson.OPT_SERIALIZE_NUMPY
+        | orjson.OPT_NON_STR_KEYS
+    )
     return orjson.dumps(obj, option=opts, default=_json_default) + b"\n"
 
 

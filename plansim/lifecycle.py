@@ -106,8 +106,9 @@ def die_with_parent(parent: int | None = None) -> None:
     _watched_parent, _watched_scratch = parent, scratch
     if os.getppid() != parent or parent == 1:  # the parent died before we got here
         _orphaned(scratch)
-    watcher = threading.Thread(target=_watch_parent, args=(parent, scratch), daemon=True,
-                               name="plansim-parent-watchdog")
+    watcher = threading.Thread(
+        target=_watch_parent, args=(parent, scratch), daemon=True, name="plansim-parent-watchdog"
+    )
     watcher.start()
 
 
@@ -204,10 +205,21 @@ class ProcessReaper:
         folders = [*folders, *filter(None, [os.environ.get(SCRATCH_ENV)])]
         read_end, self._write_end = os.pipe()
         self._process = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", _REAPER_SOURCE, str(os.getpid()),
-             str(REAPER_PERIOD_S), *folders],
-            stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, close_fds=True,
+            [
+                sys.executable,
+                "-I",
+                "-S",
+                "-c",
+                _REAPER_SOURCE,
+                str(os.getpid()),
+                str(REAPER_PERIOD_S),
+                *folders,
+            ],
+            stdin=read_end,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
         )
         os.close(read_end)
 

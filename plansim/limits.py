@@ -43,26 +43,48 @@ MAX_SEED = 2**63 - 1
 def describe_span(span_s: float) -> str:
     """A span in the largest unit that keeps it readable: 42.0 s, 3.5 h, 31.7 years, 9.16e+296
     years."""
-    for unit, size in (("years", 365.25 * 86_400), ("days", 86_400.0), ("h", 3600.0),
-                       ("min", 60.0)):
+    for unit, size in (
+        ("years", 365.25 * 86_400),
+        ("days", 86_400.0),
+        ("h", 3600.0),
+        ("min", 60.0),
+    ):
         if span_s >= 2 * size:
             value = span_s / size
             return f"{value:,.1f} {unit}" if value < 1e6 else f"{value:.3g} {unit}"
     return f"{span_s:,.1f} s"
 
 
-def check_span(span_s: float, *, what: str, hint: str = "check the timestamps' unit: ms",
-               source: str | None = None, line: int | None = None, field: str | None = None,
-               error: type[InputError] = InputError) -> None:
+def check_span(
+    span_s: float,
+    *,
+    what: str,
+    hint: str = "check the timestamps' unit: ms",
+    source: str | None = None,
+    line: int | None = None,
+    field: str | None = None,
+    error: type[InputError] = InputError,
+) -> None:
     """Refuse a time span over ``MAX_SPAN_S`` with ``error``; ``what`` says whose span it is."""
     if span_s > MAX_SPAN_S:
         raise error(
             f"{what} spans {describe_span(span_s)}; plansim handles at most "
-            f"{describe_span(MAX_SPAN_S)} ({hint})", source=source, line=line, field=field)
+            f"{describe_span(MAX_SPAN_S)} ({hint})",
+            source=source,
+            line=line,
+            field=field,
+        )
 
 
-def check_count(count: float, limit: int, *, what: str, field: str | None = None,
-                hint: str = "", error: type[InputError] = InputError) -> None:
+def check_count(
+    count: float,
+    limit: int,
+    *,
+    what: str,
+    field: str | None = None,
+    hint: str = "",
+    error: type[InputError] = InputError,
+) -> None:
     """Refuse ``count`` (a number of intervals, requests, ...) over ``limit`` with ``error``."""
     if not count <= limit:
         shown = f"{count:,.0f}" if math.isfinite(count) and count < 1e15 else f"{count:.3g}"

@@ -83,13 +83,19 @@ class Replay:
     def __repr__(self) -> str:
         s = self.summary
         good = s.get("goodput_completed_requests")
-        share = f"{good / s['num_requests']:.1%}" if good is not None and s["num_requests"] \
+        share = (
+            f"{good / s['num_requests']:.1%}"
+            if good is not None and s["num_requests"]
             else "not scored"
-        return (f"<plansim Replay: {s['num_requests']} requests, goodput {share}, "
-                f"{s['gpu_hours']:.4f} GPU-hours>")
+        )
+        return (
+            f"<plansim Replay: {s['num_requests']} requests, goodput {share}, "
+            f"{s['gpu_hours']:.4f} GPU-hours>"
+        )
 
-    def report(self, folder: str | Path, *, force: bool = False,
-               self_contained: bool = False) -> Path:
+    def report(
+        self, folder: str | Path, *, force: bool = False, self_contained: bool = False
+    ) -> Path:
         """Write the output folder of this replay (``summary.json``, ``inputs.json``, the
         tables, ``report.html`` and, with a planner, ``planner_report.html``), as ``plansim
         replay run --out folder`` does: a folder holding another run is refused unless
@@ -97,18 +103,24 @@ class Replay:
         from plansim.reports import render_dir
         from plansim.schema import REPLAY_REPORT
 
-        claimed = OutputFolder.claim(Path(folder), "replay", "plansim.replay", force=force,
-                                     option="folder")
+        claimed = OutputFolder.claim(
+            Path(folder), "replay", "plansim.replay", force=force, option="folder"
+        )
         with claimed.writing() as out_dir:
             write_replay_outputs(out_dir, self.result, self.inputs)
             render_dir(out_dir, self_contained=self_contained)
         return out_dir / REPLAY_REPORT
 
 
-def replay(trace: str | Path | Sequence[str | Path], config: str | Path | Mapping[str, Any]
-           | None = None, *, planner: str | Path | Mapping[str, Any] | None = None,
-           overrides: Mapping[str, Any] | None = None, trace_format: str = "auto",
-           trace_block_size: int | None = None) -> Replay:
+def replay(
+    trace: str | Path | Sequence[str | Path],
+    config: str | Path | Mapping[str, Any] | None = None,
+    *,
+    planner: str | Path | Mapping[str, Any] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    trace_format: str = "auto",
+    trace_block_size: int | None = None,
+) -> Replay:
     """Replay ``trace`` (files, folders or globs, as ``plansim replay run`` takes them) against
     ``config`` (a deployment file, a deployment mapping, or None for the defaults), with the
     dotted-key ``overrides`` on top (``{"num_workers": 8, "router.mode": "kv_router"}``) and the
@@ -135,6 +147,14 @@ def replay(trace: str | Path | Sequence[str | Path], config: str | Path | Mappin
     paths = [trace] if isinstance(trace, (str, Path)) else list(trace)
     workload = load_workload(paths, format=trace_format, trace_block_size=trace_block_size)
     result = api.replay(workload, setup, trace_paths=[str(p) for p in paths])
-    inputs = replay_inputs("plansim.replay", None, paths, workload, deployment, planner_raw,
-                           trace_format, trace_block_size)
+    inputs = replay_inputs(
+        "plansim.replay",
+        None,
+        paths,
+        workload,
+        deployment,
+        planner_raw,
+        trace_format,
+        trace_block_size,
+    )
     return Replay(result, deployment, {**inputs, **result.inputs})

@@ -56,13 +56,17 @@ class Param:
             annotation = Literal[self.choices]  # type: ignore[valid-type]
         if self.optional:
             annotation = annotation | None
-        return annotation, Field(default=self.default, ge=self.ge, gt=self.gt, le=self.le,
-                                 description=self.help)
+        return annotation, Field(
+            default=self.default, ge=self.ge, gt=self.gt, le=self.le, description=self.help
+        )
 
     def bounds_text(self) -> str:
         """``>= 0``, ``> 0, <= 100``, ``one of fcfs, lcfs``, or ``""``."""
-        parts = [f"{op} {bound:g}" for op, bound in ((">=", self.ge), (">", self.gt),
-                                                      ("<=", self.le)) if bound is not None]
+        parts = [
+            f"{op} {bound:g}"
+            for op, bound in ((">=", self.ge), (">", self.gt), ("<=", self.le))
+            if bound is not None
+        ]
         if self.choices:
             parts.append(f"one of {', '.join(self.choices)}")
         if self.optional:
@@ -79,8 +83,9 @@ class Param:
         """``value`` (a string from a command line is parsed) with this parameter's type, or
         ``ConfigError`` at ``field`` (default: the name) saying what is allowed."""
         where = field or self.name
-        if self.optional and (value is None or (isinstance(value, str)
-                                                and value.strip().lower() in ("null", "none"))):
+        if self.optional and (
+            value is None or (isinstance(value, str) and value.strip().lower() in ("null", "none"))
+        ):
             return None
         if self.kind is bool:
             if isinstance(value, bool):
@@ -91,8 +96,9 @@ class Param:
             raise ConfigError(f"expected true or false, got {value!r}", field=where)
         if self.kind is str:
             if not isinstance(value, str) or (self.choices and value not in self.choices):
-                raise ConfigError(f"expected {self.bounds_text() or 'text'}, got {value!r}",
-                                  field=where)
+                raise ConfigError(
+                    f"expected {self.bounds_text() or 'text'}, got {value!r}", field=where
+                )
             return value
         what = "an integer" if self.kind is int else "a number"
         try:
@@ -103,8 +109,11 @@ class Param:
             raise ConfigError(f"expected {what}, got {value!r}", field=where)
         if self.kind is int and not number.is_integer():
             raise ConfigError(f"expected an integer, got {value!r}", field=where)
-        if ((self.ge is not None and number < self.ge) or (self.gt is not None and number <= self.gt)
-                or (self.le is not None and number > self.le)):
+        if (
+            (self.ge is not None and number < self.ge)
+            or (self.gt is not None and number <= self.gt)
+            or (self.le is not None and number > self.le)
+        ):
             raise ConfigError(f"must be {self.bounds_text()}, got {value!r}", field=where)
         if self.kind is int:
             return int(number)
@@ -117,12 +126,29 @@ class NoParams:
     """The parameters of an extension that declares none."""
 
 
-def param(default: Any, *, help: str, ge: float | None = None, gt: float | None = None,
-          le: float | None = None, choices: tuple[str, ...] = (), optional: bool = False,
-          patchable: bool = True, alias_of: str | None = None) -> Any:
+def param(
+    default: Any,
+    *,
+    help: str,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    choices: tuple[str, ...] = (),
+    optional: bool = False,
+    patchable: bool = True,
+    alias_of: str | None = None,
+) -> Any:
     """A dataclass field declaring a ``Param`` (its name and kind come from the field)."""
-    spec = {"help": help, "ge": ge, "gt": gt, "le": le, "choices": choices,
-            "optional": optional, "patchable": patchable, "alias_of": alias_of}
+    spec = {
+        "help": help,
+        "ge": ge,
+        "gt": gt,
+        "le": le,
+        "choices": choices,
+        "optional": optional,
+        "patchable": patchable,
+        "alias_of": alias_of,
+    }
     return dataclasses.field(default=default, metadata={_META: spec})
 
 

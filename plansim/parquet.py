@@ -87,10 +87,17 @@ def write_table(fh: BinaryIO, columns: Mapping[str, np.ndarray]) -> None:
             offset += len(header) + len(body)
             raw_size += len(header) + raw
         size = offset - start
-        meta = {1: _i32(col.kind), 2: _list(_T_I32, [_varint(_zigzag(e)) for e in encodings]),
-                3: _list(_T_BINARY, [_bytes(name.encode())]), 4: _i32(_GZIP),
-                5: _i64(num_rows), 6: _i64(raw_size), 7: _i64(size), 9: _i64(data_offset),
-                12: _statistics(col)}
+        meta = {
+            1: _i32(col.kind),
+            2: _list(_T_I32, [_varint(_zigzag(e)) for e in encodings]),
+            3: _list(_T_BINARY, [_bytes(name.encode())]),
+            4: _i32(_GZIP),
+            5: _i64(num_rows),
+            6: _i64(raw_size),
+            7: _i64(size),
+            9: _i64(data_offset),
+            12: _statistics(col),
+        }
         if dictionary_offset is not None:
             meta[11] = _i64(dictionary_offset)
         chunks.append((size, _struct({2: _i64(start), 3: _struct(meta)})[1]))
@@ -193,16 +200,19 @@ def _statistics(col: _Column) -> tuple[int, bytes]:
             low, high = (-0.0 if low == 0 else low), (0.0 if high == 0 else high)
             low, high = struct.pack("<d", low), struct.pack("<d", high)
         elif col.kind == _INT64:
-            low, high = struct.pack("<q", int(col.values.min())), struct.pack(
-                "<q", int(col.values.max()))
+            low, high = (
+                struct.pack("<q", int(col.values.min())),
+                struct.pack("<q", int(col.values.max())),
+            )
         else:
             low, high = bytes([bool(col.values.min())]), bytes([bool(col.values.max())])
         fields[5], fields[6] = _binary(high), _binary(low)
     return _struct(fields)
 
 
-def _footer(names: list[str], kinds: list[int], num_rows: int,
-            chunks: list[tuple[int, bytes]]) -> bytes:
+def _footer(
+    names: list[str], kinds: list[int], num_rows: int, chunks: list[tuple[int, bytes]]
+) -> bytes:
     """The FileMetaData: the schema (a root and one optional leaf a column), the one row group,
     the Arrow schema, each column's statistics ordered by its type."""
     schema = [_struct({4: _binary(b"schema"), 5: _i32(len(names))})[1]]
@@ -214,14 +224,27 @@ def _footer(names: list[str], kinds: list[int], num_rows: int,
         elif kind == _NULL:
             leaf[10] = _struct({_LOGICAL_UNKNOWN: _struct({})})
         schema.append(_struct(leaf)[1])
-    row_group = _struct({1: _list(_T_STRUCT, [c for _, c in chunks]),
-                         2: _i64(sum(size for size, _ in chunks)), 3: _i64(num_rows)})[1]
+    row_group = _struct(
+        {
+            1: _list(_T_STRUCT, [c for _, c in chunks]),
+            2: _i64(sum(size for size, _ in chunks)),
+            3: _i64(num_rows),
+        }
+    )[1]
     arrow_schema = binascii.b2a_base64(arrow_schema_message(names, kinds), newline=False)
     key_value = _struct({1: _binary(b"ARROW:schema"), 2: _binary(arrow_schema)})[1]
     type_order = _struct({1: _struct({})})[1]  # ColumnOrder: TYPE_ORDER
-    return _struct({1: _i32(2), 2: _list(_T_STRUCT, schema), 3: _i64(num_rows),
-                    4: _list(_T_STRUCT, [row_group]), 5: _list(_T_STRUCT, [key_value]),
-                    6: _binary(CREATED_BY), 7: _list(_T_STRUCT, [type_order] * len(names))})[1]
+    return _struct(
+        {
+            1: _i32(2),
+            2: _list(_T_STRUCT, schema),
+            3: _i64(num_rows),
+            4: _list(_T_STRUCT, [row_group]),
+            5: _list(_T_STRUCT, [key_value]),
+            6: _binary(CREATED_BY),
+            7: _list(_T_STRUCT, [type_order] * len(names)),
+        }
+    )[1]
 
 
 def _pages(col: _Column) -> Iterator[tuple[int, bytes, bytes, int]]:
@@ -236,13 +259,21 @@ def _pages(col: _Column) -> Iterator[tuple[int, bytes, bytes, int]]:
         distinct = dict.fromkeys(values)  # in order of first appearance
         if 2 * len(distinct) <= len(values):
             index = {v: i for i, v in enumerate(distinct)}
-            codes = np.fromiter(map(index.__getitem__, values), dtype=np.int64,
-                                count=len(values))
+            codes = np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values))
             plain = _byte_arrays([v.encode() for v in distinct])
             body = _deflate(plain)
-            yield _DICTIONARY_PAGE, _page_header(_DICTIONARY_PAGE, len(plain), len(body), 7,
-                                                 _struct({1: _i32(len(distinct)),
-                                                          2: _i32(_PLAIN)})), body, len(plain)
+            yield (
+                _DICTIONARY_PAGE,
+                _page_header(
+                    _DICTIONARY_PAGE,
+                    len(plain),
+                    len(body),
+                    7,
+                    _struct({1: _i32(len(distinct)), 2: _i32(_PLAIN)}),
+                ),
+                body,
+                len(plain),
+            )
             width = max(1, (len(distinct) - 1).bit_length())
             encoding = _RLE_DICTIONARY
 
@@ -254,18 +285,22 @@ def _pages(col: _Column) -> Iterator[tuple[int, bytes, bytes, int]]:
             def encode(lo: int, hi: int) -> bytes:
                 return _byte_arrays(words[lo:hi])
     elif col.kind == _BOOLEAN:
+
         def encode(lo: int, hi: int) -> bytes:
             return np.packbits(values[lo:hi], bitorder="little").tobytes()
     elif col.kind == _NULL:
+
         def encode(lo: int, hi: int) -> bytes:
             return b""
     else:
+
         def encode(lo: int, hi: int) -> bytes:
             return values[lo:hi].tobytes()
+
     n, done = col.rows, 0  # rows; present values already written
     for lo in range(0, max(n, 1), PAGE_ROWS):
         rows = min(PAGE_ROWS, n - lo)
-        page_valid = None if col.valid is None else col.valid[lo:lo + rows]
+        page_valid = None if col.valid is None else col.valid[lo : lo + rows]
         count = rows if page_valid is None else int(np.count_nonzero(page_valid))
         data = _levels(page_valid, rows) + encode(done, done + count)
         done += count
@@ -307,20 +342,25 @@ def _bit_packed(values: np.ndarray, width: int) -> bytes:
         return b""
     groups = -(-len(values) // 8)
     padded = np.zeros(groups * 8, dtype="<u4")
-    padded[:len(values)] = values
+    padded[: len(values)] = values
     bits = np.unpackbits(padded.view(np.uint8).reshape(-1, 4), axis=1, bitorder="little")
     return _varint(groups << 1 | 1) + np.packbits(bits[:, :width], bitorder="little").tobytes()
 
 
-def _page_header(page_type: int, size: int, compressed_size: int, field: int,
-                 header: tuple[int, bytes]) -> bytes:
-    return _struct({1: _i32(page_type), 2: _i32(size), 3: _i32(compressed_size),
-                    field: header})[1]
+def _page_header(
+    page_type: int, size: int, compressed_size: int, field: int, header: tuple[int, bytes]
+) -> bytes:
+    return _struct({1: _i32(page_type), 2: _i32(size), 3: _i32(compressed_size), field: header})[1]
 
 
 def _data_page_header(size: int, compressed_size: int, rows: int, encoding: int) -> bytes:
-    return _page_header(_DATA_PAGE, size, compressed_size, 5, _struct({
-        1: _i32(rows), 2: _i32(encoding), 3: _i32(_RLE), 4: _i32(_RLE)}))
+    return _page_header(
+        _DATA_PAGE,
+        size,
+        compressed_size,
+        5,
+        _struct({1: _i32(rows), 2: _i32(encoding), 3: _i32(_RLE), 4: _i32(_RLE)}),
+    )
 
 
 # ---------------------------------------------------------------- Thrift compact protocol
@@ -369,8 +409,11 @@ def _struct(fields: Mapping[int, tuple[int, bytes]]) -> tuple[int, bytes]:
     for field_id in sorted(fields):
         kind, value = fields[field_id]
         delta = field_id - last
-        out += bytes([delta << 4 | kind]) if 0 < delta <= 15 else (
-            bytes([kind]) + _varint(_zigzag(field_id)))
+        out += (
+            bytes([delta << 4 | kind])
+            if 0 < delta <= 15
+            else (bytes([kind]) + _varint(_zigzag(field_id)))
+        )
         out += value
         last = field_id
     out.append(0)
@@ -405,8 +448,17 @@ def arrow_schema_message(names: list[str], kinds: list[int]) -> bytes:
         else:
             type_type, arrow_type = _TYPE_LARGE_UTF8, fb.table([])
         label = fb.string(name.encode())
-        fields.append(fb.table([(0, "offset", label), (1, "B", 1), (2, "B", type_type),
-                                (3, "offset", arrow_type), (5, "offset", children)]))
+        fields.append(
+            fb.table(
+                [
+                    (0, "offset", label),
+                    (1, "B", 1),
+                    (2, "B", type_type),
+                    (3, "offset", arrow_type),
+                    (5, "offset", children),
+                ]
+            )
+        )
     schema = fb.table([(1, "offset", fb.vector(fields))])
     message = fb.table([(0, "h", _V5), (1, "B", _HEADER_SCHEMA), (2, "offset", schema)])
     body = fb.finish(message)

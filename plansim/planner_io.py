@@ -57,7 +57,9 @@ def read_profile_fpms(profile_results_dir: str | Path) -> dict[str, tuple[Forwar
                 arrays.update(orjson.loads((root / json_name).read_bytes()))
         return fpms_from_arrays(arrays)
     except (OSError, ValueError, KeyError, orjson.JSONDecodeError) as exc:
-        raise ConfigError(f"unreadable profiling data: {exc}", source=str(root), field="profile_results_dir") from None
+        raise ConfigError(
+            f"unreadable profiling data: {exc}", source=str(root), field="profile_results_dir"
+        ) from None
 
 
 def read_warmup_observations(config: PlannerConfig) -> list[TrafficObservation] | None:

@@ -170,8 +170,11 @@ def pools_doing(work: Role | str) -> tuple[Role, ...]:
 
 
 # The deployment field holding each pool's initial worker count.
-POOL_COUNT_FIELDS: dict[Role, str] = {Role.AGG: "num_workers", Role.PREFILL: "num_prefill_workers",
-                                      Role.DECODE: "num_decode_workers"}
+POOL_COUNT_FIELDS: dict[Role, str] = {
+    Role.AGG: "num_workers",
+    Role.PREFILL: "num_prefill_workers",
+    Role.DECODE: "num_decode_workers",
+}
 
 
 def rank_role(pool: Role, worker_role: Role) -> Role:

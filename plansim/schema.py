@@ -181,25 +181,27 @@ SUMMARY_KEYS: tuple[SummaryKey, ...] = (
     SummaryKey("goodput_request_throughput_rps", "throughput", "Goodput requests", "req/s"),
     SummaryKey("input_throughput_tok_s", "throughput", "Input tokens per second", "tok/s"),
     SummaryKey("output_throughput_tok_s", "throughput", "Output tokens per second", "tok/s"),
-    SummaryKey(
-        "goodput_output_throughput_tok_s", "throughput", "Goodput output tokens", "tok/s"
-    ),
+    SummaryKey("goodput_output_throughput_tok_s", "throughput", "Goodput output tokens", "tok/s"),
     SummaryKey("total_throughput_tok_s", "throughput", "Input + output tokens per second", "tok/s"),
     SummaryKey("gpu_hours", "cost", "GPU-hours", "GPU-h"),
     SummaryKey("prefill_worker_seconds", "cost", "Prefill worker time", DURATION_S),
     SummaryKey("decode_worker_seconds", "cost", "Decode (or aggregated) worker time", DURATION_S),
     SummaryKey("prefill_gpus_per_worker", "cost", "GPUs per prefill worker", "GPUs"),
     SummaryKey("decode_gpus_per_worker", "cost", "GPUs per decode (or aggregated) worker", "GPUs"),
-    SummaryKey("prefix_cache_reused_ratio", "cache", "Input tokens found in the prefix cache", RATIO),
+    SummaryKey(
+        "prefix_cache_reused_ratio", "cache", "Input tokens found in the prefix cache", RATIO
+    ),
     SummaryKey("num_sessions", "sessions", "Sessions", ""),
     SummaryKey("completed_sessions", "sessions", "Sessions with every turn completed", ""),
-    SummaryKey("unreleased_requests", "sessions",
-               "Requests never released (they wait on a rejected request)", ""),
+    SummaryKey(
+        "unreleased_requests",
+        "sessions",
+        "Requests never released (they wait on a rejected request)",
+        "",
+    ),
     SummaryKey("wall_time_ms", "host", "Replay wall time", DURATION_MS),
     SummaryKey("processed_tokens_per_s", "host", "Tokens processed per wall second", "tok/s"),
-    SummaryKey(
-        "processed_output_tokens_per_s", "host", "Output tokens per wall second", "tok/s"
-    ),
+    SummaryKey("processed_output_tokens_per_s", "host", "Output tokens per wall second", "tok/s"),
 )
 SUMMARY_KEY_BY_NAME = {k.key: k for k in SUMMARY_KEYS}
 
@@ -233,8 +235,9 @@ def sla_text(sla: dict[str, float] | None) -> str:
     return " and ".join(parts)
 
 
-def all_rejected_text(requests: int, reason: str, smallest_prompt_tokens: int,
-                      deployment: dict) -> str:
+def all_rejected_text(
+    requests: int, reason: str, smallest_prompt_tokens: int, deployment: dict
+) -> str:
     """Why a replay in which every one of its ``requests`` was rejected did nothing, in words:
     the engines' most frequent ``reason``, and the smallest prompt's KV blocks against those of
     one rank of the pool prompts go to (``deployment``: the validated deployment as JSON, as
@@ -246,7 +249,9 @@ def all_rejected_text(requests: int, reason: str, smallest_prompt_tokens: int,
     need = ""
     if isinstance(block, int) and isinstance(blocks, int) and block > 0:
         needed = -(-smallest_prompt_tokens // block)
-        need = (f": the smallest prompt, {smallest_prompt_tokens:,} tokens, needs {needed:,} KV "
-                f"blocks of {block} token{'' if block == 1 else 's'}, and a "
-                f"{'prefill' if disagg else 'worker'} rank has {blocks:,} (num_gpu_blocks)")
+        need = (
+            f": the smallest prompt, {smallest_prompt_tokens:,} tokens, needs {needed:,} KV "
+            f"blocks of {block} token{'' if block == 1 else 's'}, and a "
+            f"{'prefill' if disagg else 'worker'} rank has {blocks:,} (num_gpu_blocks)"
+        )
     return f"all {requests:,} requests were rejected ({reason}){need}"

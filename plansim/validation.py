@@ -69,8 +69,10 @@ class StrictModel(BaseModel):
         for name in type(self).model_fields:
             value = getattr(self, name)
             if type(value) is int and not INT64_MIN <= value <= INT64_MAX:
-                raise ValueError(f"{name}: input should be at most {INT64_MAX:,} in size (a "
-                                 f"64-bit whole number), got {value}")
+                raise ValueError(
+                    f"{name}: input should be at most {INT64_MAX:,} in size (a "
+                    f"64-bit whole number), got {value}"
+                )
         return self
 
 
@@ -84,7 +86,7 @@ def older_spelling(data: Any, old: str, new: str) -> Any:
     if new in data and data[new] != value:
         raise ValueError(f"{old}: the older spelling of {new}, which is given too (give one)")
     if isinstance(value, bool):  # pydantic reports a validator's ValueError, not a TypeError
-        raise ValueError(f"{old}: expected a number, got {describe_value(value)}")  # noqa: TRY004
+        raise ValueError(f"{old}: expected a number, got {describe_value(value)}")
     data[new] = value
     return data
 
@@ -115,7 +117,7 @@ def config_error(
         message = str(cause.reason)
     elif sep and _FIELD_PATH.match(head):
         # A validator's "field: message": the field is relative to where the error arose.
-        if ".".join(parts[-len(head.split(".")):]) != head:
+        if ".".join(parts[-len(head.split(".")) :]) != head:
             parts += head.split(".")
         message = rest
     elif "input" in err and not isinstance(err["input"], Mapping):
@@ -133,7 +135,8 @@ def _known_keys(model: type[BaseModel] | None, parts: list[str]) -> list[str]:
         if model is None:
             return []
         info = model.model_fields.get(part) or next(
-            (f for f in model.model_fields.values() if f.alias == part), None)
+            (f for f in model.model_fields.values() if f.alias == part), None
+        )
         model = _model_in(info.annotation) if info is not None else None
     if model is None:
         return []

@@ -26,8 +26,13 @@ def records(out: Path) -> int:
 def run_killed_at(args: list[str], out: Path, at_records: int, timeout_s: float = 300) -> bool:
     """Run ``plansim ARGS`` and SIGKILL its whole process group once ``out`` holds
     ``at_records`` records; True if it was killed, False if it ended first (exit 0)."""
-    proc = subprocess.Popen([sys.executable, "-m", "plansim", *args], start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "plansim", *args],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + timeout_s
     try:
         while proc.poll() is None and records(out) < at_records:
@@ -47,8 +52,9 @@ def run_killed_at(args: list[str], out: Path, at_records: int, timeout_s: float 
         proc.stderr.close()
 
 
-def kill_and_resume(args: list[str], out: Path, total: int, seed: int,
-                    kills: int = 3) -> tuple[list[int], int]:
+def kill_and_resume(
+    args: list[str], out: Path, total: int, seed: int, kills: int = 3
+) -> tuple[list[int], int]:
     """Run ``args`` (its ``--out`` is ``out``), killing it at ``kills`` random numbers of records
     below ``total`` (increasing; the first run without ``--resume``, later ones with it), then
     resume it to its end. Returns the records present at each kill and the number the
@@ -63,7 +69,12 @@ def kill_and_resume(args: list[str], out: Path, total: int, seed: int,
         if (out / "run.json").exists():  # killed while searching: said so
             assert json.loads((out / "run.json").read_text())["status"] == "incomplete"
     before = records(out)
-    done = subprocess.run([sys.executable, "-m", "plansim", *args, "--resume"],
-                          capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "plansim", *args, "--resume"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     return at_kill, before

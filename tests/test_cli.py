@@ -33,9 +33,29 @@ main()
 def _replay_micro(script: str, out: Path, *flags: str) -> str:
     """The stdout of ``script`` running ``plansim replay run`` on the micro trace, 3 workers."""
     return subprocess.run(
-        [sys.executable, "-c", script, "replay", "run", str(MICRO_TRACE), "--format", "mooncake",
-         "--trace-block-size", "512", "--num-workers", "3", *flags, "--out", str(out),
-         "--no-report", "--quiet"], capture_output=True, text=True, check=True).stdout
+        [
+            sys.executable,
+            "-c",
+            script,
+            "replay",
+            "run",
+            str(MICRO_TRACE),
+            "--format",
+            "mooncake",
+            "--trace-block-size",
+            "512",
+            "--num-workers",
+            "3",
+            *flags,
+            "--out",
+            str(out),
+            "--no-report",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
 
 def test_replay_run_reaches_its_first_pass_without_what_it_does_not_use(tmp_path):
@@ -75,16 +95,36 @@ def test_replay_run_writes_its_tables_without_pandas_or_pyarrow(tmp_path):
     from plansim.traces.writers import write_dynamo
 
     azure = tmp_path / "a.csv"
-    azure.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
-                     "2023-11-16 18:17:03.9799600,1000,10\n2023-11-16 18:17:04.0319600,513,8\n")
-    dynamo = write_dynamo(load_workload(MICRO_TRACE, format="mooncake", trace_block_size=512),
-                          tmp_path / "d.jsonl")
+    azure.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2023-11-16 18:17:03.9799600,1000,10\n2023-11-16 18:17:04.0319600,513,8\n"
+    )
+    dynamo = write_dynamo(
+        load_workload(MICRO_TRACE, format="mooncake", trace_block_size=512), tmp_path / "d.jsonl"
+    )
     for trace, fmt in ((MICRO_TRACE, "mooncake"), (azure, "azure"), (dynamo, "dynamo")):
         out = subprocess.run(
-            [sys.executable, "-c", _AT_EXIT, "replay", "run", str(trace), "--format", fmt,
-             *(["--trace-block-size", "512"] if fmt != "dynamo" else []), "--num-workers", "3",
-             "--out", str(tmp_path / fmt), "--no-report", "--quiet"],
-            capture_output=True, text=True, check=True)
+            [
+                sys.executable,
+                "-c",
+                _AT_EXIT,
+                "replay",
+                "run",
+                str(trace),
+                "--format",
+                fmt,
+                *(["--trace-block-size", "512"] if fmt != "dynamo" else []),
+                "--num-workers",
+                "3",
+                "--out",
+                str(tmp_path / fmt),
+                "--no-report",
+                "--quiet",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         assert out.stdout.strip().splitlines()[-1] == "False", fmt
         assert (tmp_path / fmt / "requests.parquet").exists()
 
@@ -136,10 +176,29 @@ cli.main()
 def _blas_at_first_pass(tmp_path, env):
     # A folder of its own: the process ends at its first pass and leaves its folder's lock.
     out = subprocess.run(
-        [sys.executable, "-c", _BLAS_AT_FIRST_PASS, "replay", "run", str(MICRO_TRACE),
-         "--format", "mooncake", "--trace-block-size", "512", "--num-workers", "3",
-         "--out", tempfile.mkdtemp(dir=tmp_path), "--no-report", "--quiet"],
-        capture_output=True, text=True, check=True, env=env)
+        [
+            sys.executable,
+            "-c",
+            _BLAS_AT_FIRST_PASS,
+            "replay",
+            "run",
+            str(MICRO_TRACE),
+            "--format",
+            "mooncake",
+            "--trace-block-size",
+            "512",
+            "--num-workers",
+            "3",
+            "--out",
+            tempfile.mkdtemp(dir=tmp_path),
+            "--no-report",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
     setting, threads = out.stdout.split()
     return setting, int(threads)
 

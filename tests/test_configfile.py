@@ -16,12 +16,13 @@ def _file(tmp_path, name, data: bytes):
 
 def test_utf8_byte_order_mark_is_accepted(tmp_path):
     assert read_config(_file(tmp_path, "d.yaml", b"\xef\xbb\xbfnum_workers: 2\n")) == {
-        "num_workers": 2}
+        "num_workers": 2
+    }
     assert read_config(_file(tmp_path, "d.json", b'\xef\xbb\xbf{"seed": 1}')) == {"seed": 1}
 
 
 def test_bytes_that_are_not_utf8_name_the_line_and_column(tmp_path):
-    path = _file(tmp_path, "d.yaml", b"seed: 1\nrouter: {mode: \"\xff\"}\n")
+    path = _file(tmp_path, "d.yaml", b'seed: 1\nrouter: {mode: "\xff"}\n')
     with pytest.raises(ConfigError) as err:
         read_config(path)
     # "router: {mode: \"" is 16 bytes: the bad byte is column 17 of line 2
@@ -32,8 +33,9 @@ def test_yaml_key_given_twice_is_an_error_at_its_second_line(tmp_path):
     path = _file(tmp_path, "d.yaml", b"num_workers: 2\nseed: 1\nnum_workers: 3\n")
     with pytest.raises(ConfigError) as err:
         read_config(path)
-    assert str(err.value) == (f"{path}:3: num_workers: given twice in one mapping "
-                              "(first on line 1)")
+    assert str(err.value) == (
+        f"{path}:3: num_workers: given twice in one mapping (first on line 1)"
+    )
 
 
 def test_nested_yaml_key_given_twice_is_an_error(tmp_path):
@@ -45,7 +47,9 @@ def test_nested_yaml_key_given_twice_is_an_error(tmp_path):
 def test_yaml_merge_key_may_be_overridden(tmp_path):
     text = b"base: &b {block_size: 64, max_num_seqs: 8}\nengine:\n  <<: *b\n  block_size: 32\n"
     assert read_config(_file(tmp_path, "d.yaml", text))["engine"] == {
-        "block_size": 32, "max_num_seqs": 8}
+        "block_size": 32,
+        "max_num_seqs": 8,
+    }
 
 
 def test_json_key_given_twice_is_an_error(tmp_path):
@@ -75,8 +79,10 @@ def test_an_error_gets_the_line_of_its_key(tmp_path):
     from plansim.configfile import locate
 
     path = tmp_path / "d.yaml"
-    path.write_text("num_workers: 2\nrouter:\n  mode: kv_router\n  overlap_scor_weight: 1\n"
-                    "planner:\n  kalman_r: 3\n")
+    path.write_text(
+        "num_workers: 2\nrouter:\n  mode: kv_router\n  overlap_scor_weight: 1\n"
+        "planner:\n  kalman_r: 3\n"
+    )
     found = locate(ConfigError("unknown key", source=str(path), field="router.overlap_scor_weight"))
     assert str(found) == f"{path}:4: router.overlap_scor_weight: unknown key"
     # A planner config's field, named from the planner block's top, is found inside the file.

@@ -1,4 +1,5 @@
-"""VirtualConnector decision-id handshake, in memory and through a JSON file from another process."""
+"""VirtualConnector decision-id handshake, in memory and through a JSON file from another
+process."""
 
 import subprocess
 import sys
@@ -74,7 +75,9 @@ def test_json_file_client_in_another_process(tmp_path):
         print(d.num_prefill, d.num_decode, d.decision_id)
         client.complete(d)
     """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
     assert out.stdout.split() == ["3", "5", "1"]
     assert not planner.scaling_in_progress(1.0)
     # a restarted planner continues the id sequence from the file

@@ -49,19 +49,25 @@ def _imported(folder: str) -> frozenset[str]:
                 found.update(alias.name.split(".")[0] for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 found.add(node.module.split(".")[0])
-            elif (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "import_module"
-                  and node.args and isinstance(node.args[0], ast.Constant)
-                  and isinstance(node.args[0].value, str)):
+            elif (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "attr", None) == "import_module"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
                 found.add(node.args[0].value.split(".")[0])
     return frozenset(found)
 
 
 DECLARED = [(None, r) for r in PROJECT["dependencies"]] + [
-    (extra, r) for extra, reqs in PROJECT["optional-dependencies"].items() for r in reqs]
+    (extra, r) for extra, reqs in PROJECT["optional-dependencies"].items() for r in reqs
+]
 
 
-@pytest.mark.parametrize("extra, requirement", DECLARED,
-                         ids=[f"{e or 'install'}:{_name(r)}" for e, r in DECLARED])
+@pytest.mark.parametrize(
+    "extra, requirement", DECLARED, ids=[f"{e or 'install'}:{_name(r)}" for e, r in DECLARED]
+)
 def test_each_declared_dependency_is_imported_by_the_code_it_serves(extra, requirement):
     dist = _name(requirement)
     folder = EXTRA_USERS.get(extra, "plansim")
@@ -75,17 +81,24 @@ def test_each_declared_dependency_is_imported_by_the_code_it_serves(extra, requi
         modules = {dist.replace("-", "_")}
     assert modules & _imported(folder), (
         f"{dist} is declared ({extra or 'dependencies'}) but {folder}/ imports none of "
-        f"{sorted(modules)}: remove it, or use it")
+        f"{sorted(modules)}: remove it, or use it"
+    )
 
 
 def test_every_package_plansim_imports_is_declared_or_brought_by_a_declared_one():
     declared = {_name(r) for _, r in DECLARED}
-    brought = {_name(r) for dist in declared if dist in _import_names()
-               for r in metadata.requires(dist) or () if "extra ==" not in r}
+    brought = {
+        _name(r)
+        for dist in declared
+        if dist in _import_names()
+        for r in metadata.requires(dist) or ()
+        if "extra ==" not in r
+    }
     providers = {module: dist for dist, modules in _import_names().items() for module in modules}
     third_party = _imported("plansim") - set(sys.stdlib_module_names) - {"plansim"}
-    undeclared = {m: providers.get(m) for m in third_party
-                  if providers.get(m) not in declared | brought}
+    undeclared = {
+        m: providers.get(m) for m in third_party if providers.get(m) not in declared | brought
+    }
     assert not undeclared, f"imported but not declared: {undeclared}"
 
 
@@ -94,7 +107,8 @@ def test_the_source_scan_sees_function_level_and_importlib_imports(tmp_path, mon
     (tmp_path / "probe").mkdir()
     (tmp_path / "probe" / "m.py").write_text(
         "import a.b\nfrom c import d\nfrom . import e\n"
-        "def f():\n    import g\n    importlib.import_module('h.i')\n")
+        "def f():\n    import g\n    importlib.import_module('h.i')\n"
+    )
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     _imported.cache_clear()
     try:

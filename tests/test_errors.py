@@ -16,7 +16,17 @@ def test_error_names_source_line_and_field():
 def test_describe_value_writes_values_as_a_user_would():
     values = (None, True, 2, 0.5, math.nan, math.inf, -math.inf, "x", [1], {"a": 1})
     assert [describe_value(v) for v in values] == [
-        "null", "true", "2", "0.5", "NaN", "inf", "-inf", "'x'", "a list", "a mapping"]
+        "null",
+        "true",
+        "2",
+        "0.5",
+        "NaN",
+        "inf",
+        "-inf",
+        "'x'",
+        "a list",
+        "a mapping",
+    ]
 
 
 def test_an_unknown_key_names_the_known_key_it_is_a_typo_of():

@@ -17,8 +17,10 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 def test_the_retune_example_scores_candidates_on_its_deployments_sla():
     run = load_retune_run(EXAMPLES / "retune.yaml")
     scoring = run.retune.sla
-    assert (scoring.ttft_ms, scoring.tpot_ms) == (run.deployment.sla.ttft_ms,
-                                                  run.deployment.sla.tpot_ms)
+    assert (scoring.ttft_ms, scoring.tpot_ms) == (
+        run.deployment.sla.ttft_ms,
+        run.deployment.sla.tpot_ms,
+    )
 
 
 def test_the_retune_examples_planner_targets_are_its_deployments_sla():
@@ -37,11 +39,14 @@ def test_the_dynamo_planner_example_sizes_for_deploy_yamls_sla():
 def test_the_fleet_example_is_valid_and_its_models_search_both_gpu_types_of_its_inventory():
     from plansim import fleet
 
-    plan = fleet.prepare(fleet.load_fleet(EXAMPLES / "fleet.yaml"),
-                         source=str(EXAMPLES / "fleet.yaml"))
+    plan = fleet.prepare(
+        fleet.load_fleet(EXAMPLES / "fleet.yaml"), source=str(EXAMPLES / "fleet.yaml")
+    )
     assert [m.name for m in plan.models] == ["chat", "batch"]
     assert plan.inventory.counts == {"h200_sxm": 16, "h100_sxm": 8}
     for m in plan.models:
         assert [v.label for v in m.variants] == [
-            "engine.timing_model.system=h200_sxm", "engine.timing_model.system=h100_sxm"]
+            "engine.timing_model.system=h200_sxm",
+            "engine.timing_model.system=h100_sxm",
+        ]
         assert all(Path(t).is_file() for t in m.traces)

@@ -31,7 +31,7 @@ def _extend(tmp_path: Path, module: str, source: str, table: str, line: str) -> 
     (tree / "plansim" / module).write_text(textwrap.dedent(source), encoding="utf-8")
     path = tree / "plansim" / table
     text = path.read_text(encoding="utf-8")
-    opening = text.index("Registry(")
+    opening = text.index("{", text.index("Registry("))
     at = text.index("\n", opening) + 1
     path.write_text(text[:at] + f"    {line}\n" + text[at:], encoding="utf-8")
     return tree
@@ -41,8 +41,14 @@ def _run(tree: Path, code: str, cwd: Path) -> dict:
     """Run ``PRELUDE`` and ``code`` with the copy first on the path; it prints one JSON
     object."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    done = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code)], env=env,
-                          cwd=cwd, capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [sys.executable, "-c", PRELUDE + textwrap.dedent(code)],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -77,7 +83,10 @@ def error(raw):
 
 
 def test_a_new_engine_backend(tmp_path):
-    tree = _extend(tmp_path, "sim/schedulers/one_at_a_time.py", '''
+    tree = _extend(
+        tmp_path,
+        "sim/schedulers/one_at_a_time.py",
+        '''
         """``one_at_a_time``: vLLM passes with at most ``max_running`` requests running."""
 
         from dataclasses import dataclass
@@ -100,9 +109,13 @@ def test_a_new_engine_backend(tmp_path):
             def __init__(self, args):
                 super().__init__(args)
                 self.max_num_seqs = args.one_at_a_time.max_running
-        ''', "sim/schedulers/__init__.py",
-        '"one_at_a_time": "plansim.sim.schedulers.one_at_a_time:OneAtATimeScheduler",')
-    out = _run(tree, """
+        ''',
+        "sim/schedulers/__init__.py",
+        '"one_at_a_time": "plansim.sim.schedulers.one_at_a_time:OneAtATimeScheduler",',
+    )
+    out = _run(
+        tree,
+        """
         fixed = {"type": "fixed", "prefill_ms": 5.0, "decode_ms": 5.0}
         rows = [(0.0, 100, 2), (0.0, 100, 2)]
         def e2e(engine):
@@ -117,7 +130,9 @@ def test_a_new_engine_backend(tmp_path):
             "bad": error({"engine": {"backend": "one_at_a_time",
                                      "one_at_a_time": {"max_running": 0}}}),
         }))
-        """, tmp_path)
+        """,
+        tmp_path,
+    )
     # Two 2-token requests at 0 ms, 5 ms passes: batched, both end after a prefill and a decode
     # pass (10 ms); one at a time, the second starts when the first ends (20 ms).
     assert out["vllm"] == [10.0, 10.0] and out["one"] == [10.0, 20.0]
@@ -126,7 +141,10 @@ def test_a_new_engine_backend(tmp_path):
 
 
 def test_a_new_routing_policy(tmp_path):
-    tree = _extend(tmp_path, "sim/routing/first_ready.py", '''
+    tree = _extend(
+        tmp_path,
+        "sim/routing/first_ready.py",
+        '''
         """``first_ready``: the first ready rank (or the last, ``pick_last``)."""
 
         from dataclasses import dataclass
@@ -148,9 +166,13 @@ def test_a_new_routing_policy(tmp_path):
 
             def choose(self, isl, keys, views, loads):
                 return Route(len(views) - 1 if self.pick_last else 0, 0)
-        ''', "sim/routing/__init__.py",
-        '"first_ready": "plansim.sim.routing.first_ready:FirstReady",')
-    out = _run(tree, """
+        ''',
+        "sim/routing/__init__.py",
+        '"first_ready": "plansim.sim.routing.first_ready:FirstReady",',
+    )
+    out = _run(
+        tree,
+        """
         from plansim.commands.router_flags import ROUTER_MODE_HELP
         rows = [(0.0, 100, 2), (1.0, 100, 2), (2.0, 100, 2)]
         def workers(router):
@@ -163,7 +185,9 @@ def test_a_new_routing_policy(tmp_path):
             "help": ROUTER_MODE_HELP,
             "bad": error({"router": {"mode": "first_ready", "pick_last": "often"}}),
         }))
-        """, tmp_path)
+        """,
+        tmp_path,
+    )
     assert len(out["first"]) == 1 and len(out["last"]) == 1 and out["first"] != out["last"]
     assert len(out["round_robin"]) == 3
     assert "first_ready" in out["help"]
@@ -173,7 +197,10 @@ def test_a_new_routing_policy(tmp_path):
 def test_a_new_timing_model(tmp_path):
     # Its key is its own: one another type declares (the polynomial's prefill_ms_per_token)
     # would have to be declared the same way.
-    tree = _extend(tmp_path, "sim/timing/per_token.py", '''
+    tree = _extend(
+        tmp_path,
+        "sim/timing/per_token.py",
+        '''
         """``per_token``: a prefill pass costs ``ms_per_new_token`` per new token, a decode
         pass ``pass_ms``."""
 
@@ -219,8 +246,13 @@ def test_a_new_timing_model(tmp_path):
 
 
         KIND = PerTokenKind()
-        ''', "sim/timing/__init__.py", '"per_token": "plansim.sim.timing.per_token:KIND",')
-    out = _run(tree, """
+        ''',
+        "sim/timing/__init__.py",
+        '"per_token": "plansim.sim.timing.per_token:KIND",',
+    )
+    out = _run(
+        tree,
+        """
         timing = {"type": "per_token", "ms_per_new_token": 0.1, "pass_ms": 4.0}
         dep = build_deployment({"engine": {"timing_model": timing}})
         result = replay(workload([(0.0, 100, 3)]), dep)
@@ -229,7 +261,9 @@ def test_a_new_timing_model(tmp_path):
             "incomplete": error({"engine": {"timing_model": {"type": "per_token", "pass_ms": 1}}}),
             "foreign": error({"engine": {"timing_model": {**timing, "decode_ms": 1}}}),
         }))
-        """, tmp_path)
+        """,
+        tmp_path,
+    )
     # 100 prompt tokens at 0.1 ms, then two 4 ms decode passes.
     assert out["e2e"] == [pytest.approx(18.0)]
     assert "engine.timing_model" in out["incomplete"]
@@ -238,7 +272,10 @@ def test_a_new_timing_model(tmp_path):
 
 
 def test_a_new_load_predictor(tmp_path):
-    tree = _extend(tmp_path, "planner_core/predictors/mean_of_last.py", '''
+    tree = _extend(
+        tmp_path,
+        "planner_core/predictors/mean_of_last.py",
+        '''
         """``mean_of_last``: the mean of the last ``mean_window`` values."""
 
         from dataclasses import dataclass
@@ -263,9 +300,13 @@ def test_a_new_load_predictor(tmp_path):
             def _forecast(self):
                 last = self.values[-self.mean_window:]
                 return sum(last) / len(last)
-        ''', "planner_core/predictors/factory.py",
-        '"mean_of_last": "plansim.planner_core.predictors.mean_of_last:MeanOfLast",')
-    out = _run(tree, """
+        ''',
+        "planner_core/predictors/factory.py",
+        '"mean_of_last": "plansim.planner_core.predictors.mean_of_last:MeanOfLast",',
+    )
+    out = _run(
+        tree,
+        """
         from plansim.capacity.planner_search import preset_predictors
         from plansim.commands.predict import PREDICTORS_HELP
         from plansim.planner_core import parse_planner_config
@@ -280,7 +321,9 @@ def test_a_new_load_predictor(tmp_path):
             bad = str(exc)
         print(json.dumps({"forecast": p.predict_next(), "window": config.mean_window,
                           "help": PREDICTORS_HELP, "bad": bad, "tuned": preset_predictors()}))
-        """, tmp_path)
+        """,
+        tmp_path,
+    )
     assert out["forecast"] == 6.5  # (4 + 9) / 2
     assert out["window"] == 4 and "mean_of_last" in out["help"]
     assert out["bad"].startswith("mean_window")
@@ -289,7 +332,10 @@ def test_a_new_load_predictor(tmp_path):
 
 
 def test_a_new_scaling_policy(tmp_path):
-    tree = _extend(tmp_path, "planner_core/scaling_policies/fixed_size.py", '''
+    tree = _extend(
+        tmp_path,
+        "planner_core/scaling_policies/fixed_size.py",
+        '''
         """``fixed_size``: every load interval, the decode pool is set to ``replicas``."""
 
         from pydantic import BaseModel, ConfigDict, Field
@@ -328,9 +374,13 @@ def test_a_new_scaling_policy(tmp_path):
 
         POLICY = ScalingPolicy(summary="a fixed decode pool", params=FixedSizeParams,
                                build="plansim.planner_core.scaling_policies.fixed_size:build")
-        ''', "planner_core/scaling_policies/__init__.py",
-        '"fixed_size": "plansim.planner_core.scaling_policies.fixed_size:POLICY",')
-    out = _run(tree, """
+        ''',
+        "planner_core/scaling_policies/__init__.py",
+        '"fixed_size": "plansim.planner_core.scaling_policies.fixed_size:POLICY",',
+    )
+    out = _run(
+        tree,
+        """
         from plansim import api
         from plansim.planner_core import parse_planner_config
         planner = {"mode": "agg", "optimization_target": "throughput", "enable_load_scaling": True,
@@ -348,15 +398,21 @@ def test_a_new_scaling_policy(tmp_path):
         print(json.dumps({"first": [first["at_s"], first["from_count"], first["to_count"]],
                           "counts": sorted({e["to_count"] for e in result.scaling_events}),
                           "bad": bad}))
-        """, tmp_path)
+        """,
+        tmp_path,
+    )
     # The first load interval ends at 5 s: the pool goes from its 1 worker to 3, and stays.
     assert out["first"] == [5.0, 1, 3] and out["counts"] == [3]
-    assert ("scaling_policy_params.replica: not a parameter of scaling policy fixed_size"
-            in out["bad"])
+    assert (
+        "scaling_policy_params.replica: not a parameter of scaling policy fixed_size" in out["bad"]
+    )
 
 
 def test_a_new_trace_format(tmp_path):
-    tree = _extend(tmp_path, "traces/formats/tsv.py", '''
+    tree = _extend(
+        tmp_path,
+        "traces/formats/tsv.py",
+        '''
         """``tsv``: one request per line, ``arrival_ms  input_length  output_length``, after a
         header naming them; no hashes (every block unshared)."""
 
@@ -398,10 +454,16 @@ def test_a_new_trace_format(tmp_path):
             first_line="a tsv header (arrival_ms, input_length, output_length)",
             sniff=sniff, reader="plansim.traces.formats.tsv:read_tsv", block_size=64,
             writer=TraceWriter("plansim.traces.formats.tsv:write_tsv", "tab-separated lengths"))
-        ''', "traces/formats/__init__.py", '"tsv": "plansim.traces.formats.tsv:FORMAT",')
-    (tmp_path / "t.tsv").write_text("arrival_ms\tinput_length\toutput_length\n"
-                                    "0\t100\t3\n250\t700\t5\n")
-    out = _run(tree, """
+        ''',
+        "traces/formats/__init__.py",
+        '"tsv": "plansim.traces.formats.tsv:FORMAT",',
+    )
+    (tmp_path / "t.tsv").write_text(
+        "arrival_ms\tinput_length\toutput_length\n0\t100\t3\n250\t700\t5\n"
+    )
+    out = _run(
+        tree,
+        """
         import os
         import subprocess
         import sys
@@ -421,18 +483,24 @@ def test_a_new_trace_format(tmp_path):
             "written": Path("u.tsv").read_text(),
             "help": " ".join(cli("replay", "run", "--help")[1].split()),
         }))
-        """, tmp_path)
+        """,
+        tmp_path,
+    )
     assert out["detected"] == "tsv" and out["isl"] == [100, 700]
     assert out["blocks"] == [0, 2, 13]  # ceil(100 / 64), ceil(700 / 64) unshared blocks
     assert [code for code, _ in out["convert"]] == [0, 0], out["convert"]
     # Back from Dynamo's Unix times: the offsets plus convert's default epoch.
-    assert out["written"] == ("arrival_ms\tinput_length\toutput_length\n"
-                              "1764000000000\t100\t3\n1764000000250\t700\t5\n")
+    assert out["written"] == (
+        "arrival_ms\tinput_length\toutput_length\n1764000000000\t100\t3\n1764000000250\t700\t5\n"
+    )
     assert "tsv (tab-separated" in out["help"]
 
 
 def test_a_new_folder_report(tmp_path):
-    tree = _extend(tmp_path, "reports/notes.py", '''
+    tree = _extend(
+        tmp_path,
+        "reports/notes.py",
+        '''
         """``notes_report.html``: the folder's ``notes.json`` list, one paragraph each."""
 
         import html
@@ -447,11 +515,16 @@ def test_a_new_folder_report(tmp_path):
             return [out.write_html("notes_report.html", lambda src: f"<html>{body}</html>")]
 
         FOLDER_REPORT = FolderReport(("notes.json",), _read, _write)
-        ''', "reports/folder.py", '"notes": "plansim.reports.notes:FOLDER_REPORT",')
+        ''',
+        "reports/folder.py",
+        '"notes": "plansim.reports.notes:FOLDER_REPORT",',
+    )
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "notes.json").write_text('["first <note>", "second"]')
     (tmp_path / "empty").mkdir()
-    out = _run(tree, """
+    out = _run(
+        tree,
+        """
         from pathlib import Path
         from plansim.errors import InputError
         from plansim.reports import render_dir
@@ -462,14 +535,19 @@ def test_a_new_folder_report(tmp_path):
             empty = str(exc)
         print(json.dumps({"written": written, "page": Path("run/notes_report.html").read_text(),
                           "empty": empty}))
-        """, tmp_path)
+        """,
+        tmp_path,
+    )
     assert out["written"] == ["plotly.min.js", "notes_report.html"]
     assert out["page"] == "<html><p>first &lt;note&gt;</p><p>second</p></html>"
     assert "nothing to render: no notes.json, requests.parquet" in out["empty"]
 
 
 def test_a_new_executor_backend(tmp_path):
-    tree = _extend(tmp_path, "workers/inline.py", '''
+    tree = _extend(
+        tmp_path,
+        "workers/inline.py",
+        '''
         """``inline``: every task in this process, one after the other."""
 
         from plansim.workers.executor import ExecutorBackend, InProcessExecutor
@@ -481,8 +559,13 @@ def test_a_new_executor_backend(tmp_path):
             return InProcessExecutor()
 
         BACKEND = ExecutorBackend(about="this process, one task at a time", build=_build)
-        ''', "workers/backends.py", '"inline": "plansim.workers.inline:BACKEND",')
-    out = _run(tree, """
+        ''',
+        "workers/backends.py",
+        '"inline": "plansim.workers.inline:BACKEND",',
+    )
+    out = _run(
+        tree,
+        """
         import os, subprocess, sys
         from plansim.commands.retune_windows import DEFAULT_BACKEND
         from plansim.errors import InputError
@@ -502,7 +585,9 @@ def test_a_new_executor_backend(tmp_path):
         print(json.dumps({"values": [r.value for r in outcome.results],
                           "default": DEFAULT_BACKEND.value, "address": address,
                           "help": " ".join(shown.split())}))
-        """, tmp_path)
+        """,
+        tmp_path,
+    )
     assert out["values"] == [2, 4, 6]
     # The first registered is the default: the new line went first.
     assert out["default"] == "inline"

@@ -90,10 +90,16 @@ def _owners(registry: Registry, name: str) -> set[str]:
 def _table(module: str, registry: Registry) -> ast.Dict:
     """The dict literal passed to the ``Registry(...)`` call of ``module``'s table."""
     tree = _tree(module)
-    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)
-             and isinstance(node.func, ast.Name) and node.func.id == "Registry"
-             and node.args and isinstance(node.args[0], ast.Constant)
-             and node.args[0].value == registry.what]
+    calls = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "Registry"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and node.args[0].value == registry.what
+    ]
     assert len(calls) == 1, f"{module}: one Registry({registry.what!r}, ...) table"
     table = calls[0].args[1]
     assert isinstance(table, ast.Dict)
@@ -107,24 +113,33 @@ def test_each_entry_is_one_module_and_one_registration_line(point):
     assert [k.value for k in table.keys] == list(registry.names())
     for key, value in zip(table.keys, table.values, strict=True):
         assert isinstance(value, ast.Constant) and key.lineno == value.end_lineno, (
-            f"{key.value}: its registration is one line")
+            f"{key.value}: its registration is one line"
+        )
         target_module, _, attr = value.value.partition(":")
         assert target_module in MODULES, f"{key.value}: {target_module} is a module"
         tree = _tree(target_module)
         defined = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
-        defined |= {t.id for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
-                    for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
-                    if isinstance(t, ast.Name)}
+        defined |= {
+            t.id
+            for n in tree.body
+            if isinstance(n, (ast.Assign, ast.AnnAssign))
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+            if isinstance(t, ast.Name)
+        }
         assert attr in defined, f"{key.value}: {target_module} defines {attr}"
         for target in _targets_in(registry.get(key.value)):  # it loads, and what it names
             load_target(target)
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
-    return {id(node.body[0].value) for node in ast.walk(tree)
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-            and node.body and isinstance(node.body[0], ast.Expr)
-            and isinstance(node.body[0].value, ast.Constant)}
+    return {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
 
 
 def _strings(node: ast.AST) -> list[str]:
@@ -150,8 +165,11 @@ def _mentions(tree: ast.AST) -> tuple[tuple[int, str, tuple[str, ...]], ...]:
         elif isinstance(node, ast.Dict):
             strings = [s for key in node.keys if key is not None for s in _strings(key)]
             kind = "keys a table by"
-        elif (isinstance(node, ast.Constant) and isinstance(node.value, str)
-              and id(node) not in docstrings):
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+        ):
             strings, kind = [node.value], "names in a text"
         else:
             continue
@@ -194,11 +212,15 @@ def test_nothing_outside_an_entrys_modules_names_it(point):
 
 
 def test_the_check_finds_a_branch_a_list_and_a_help_text():
-    tree = ast.parse('"""Docs may name dynamo and mooncake."""\n'
-                     'if fmt == "dynamo":\n    pass\n'
-                     'CHOICES = ("dynamo", "azure")\n'
-                     'HELP = "Trace format: dynamo or mooncake."\n'
-                     'ONE = {"dynamo": 1}\n')
+    tree = ast.parse(
+        '"""Docs may name dynamo and mooncake."""\n'
+        'if fmt == "dynamo":\n    pass\n'
+        'CHOICES = ("dynamo", "azure")\n'
+        'HELP = "Trace format: dynamo or mooncake."\n'
+        'ONE = {"dynamo": 1}\n'
+    )
     assert _namings(tree, {"dynamo", "mooncake", "azure"}) == [
-        (2, "compares with", ["dynamo"]), (4, "lists", ["dynamo", "azure"]),
-        (5, "names in a text", ["dynamo", "mooncake"])]
+        (2, "compares with", ["dynamo"]),
+        (4, "lists", ["dynamo", "azure"]),
+        (5, "names in a text", ["dynamo", "mooncake"]),
+    ]

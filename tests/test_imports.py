@@ -49,7 +49,8 @@ class Edge:
 def _is_type_checking(node: ast.If) -> bool:
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _imports(path: Path) -> list[ast.Import | ast.ImportFrom | ast.Constant]:
@@ -88,8 +89,9 @@ def _edges(name: str, path: Path) -> set[Edge]:
             anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
             base = ".".join([*anchor, base] if base else anchor)
         subs = {f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in MODULES}
-        targets.update((m, node.lineno) for m in (subs if len(subs) == len(node.names)
-                                                  else subs | {base}))
+        targets.update(
+            (m, node.lineno) for m in (subs if len(subs) == len(node.names) else subs | {base})
+        )
     return {Edge(name, m, line) for m, line in targets if m in MODULES and m != name}
 
 
@@ -168,8 +170,10 @@ def _against_the_floors(edges: set[Edge], floors: dict[str, int]) -> list[str]:
     for e in sorted(edges, key=lambda e: (e.source, e.line, e.target)):
         a, b = _unit(e.source), _unit(e.target)
         if a != b and not floors[b] < floors[a]:
-            out.append(f"{e.source}:{e.line} imports {e.target} "
-                       f"({a} is on floor {floors[a]}, {b} on floor {floors[b]})")
+            out.append(
+                f"{e.source}:{e.line} imports {e.target} "
+                f"({a} is on floor {floors[a]}, {b} on floor {floors[b]})"
+            )
     return out
 
 
@@ -178,8 +182,7 @@ def test_the_cycle_finder_finds_a_cycle_and_only_cycles():
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_function_level_imports_and_registry_entries_count_and_type_checking_ones_do_not(
-        tmp_path):
+def test_function_level_imports_and_registry_entries_count_and_type_checking_ones_do_not(tmp_path):
     pkg = tmp_path / "plansim"
     pkg.mkdir()
     (pkg / "probe.py").write_text(
@@ -193,21 +196,29 @@ def test_function_level_imports_and_registry_entries_count_and_type_checking_one
         "class C:\n"
         "    def g(self):\n"
         "        from plansim.io import atomic_open\n"
-        "TABLE = {'x': 'plansim.params:Param', 'log': 'plansim.limits'}\n")
+        "TABLE = {'x': 'plansim.params:Param', 'log': 'plansim.limits'}\n"
+    )
     found = {(e.target, e.line) for e in _edges("plansim.probe", pkg / "probe.py")}
-    assert found == {("plansim.roles", 5), ("plansim.schema", 7), ("plansim.io", 10),
-                     ("plansim.params", 11)}
+    assert found == {
+        ("plansim.roles", 5),
+        ("plansim.schema", 7),
+        ("plansim.io", 10),
+        ("plansim.params", 11),
+    }
 
 
 def test_the_floor_check_names_an_import_that_runs_up_or_across():
     floors = {"errors": 1, "io": 2, "traces": 2, "sim": 3}
-    edges = {Edge("plansim.sim.host", "plansim.io", 3),
-             Edge("plansim.io", "plansim.sim.clock", 40),
-             Edge("plansim.traces.load", "plansim.io", 7),
-             Edge("plansim.traces", "plansim.traces.load", 9)}
+    edges = {
+        Edge("plansim.sim.host", "plansim.io", 3),
+        Edge("plansim.io", "plansim.sim.clock", 40),
+        Edge("plansim.traces.load", "plansim.io", 7),
+        Edge("plansim.traces", "plansim.traces.load", 9),
+    }
     assert _against_the_floors(edges, floors) == [
         "plansim.io:40 imports plansim.sim.clock (io is on floor 2, sim on floor 3)",
-        "plansim.traces.load:7 imports plansim.io (traces is on floor 2, io on floor 2)"]
+        "plansim.traces.load:7 imports plansim.io (traces is on floor 2, io on floor 2)",
+    ]
 
 
 def test_every_top_level_module_and_package_is_on_one_floor_of_the_layers_table():
@@ -245,6 +256,11 @@ def test_every_module_imports_on_its_own_in_a_fresh_interpreter():
     # One interpreter for all (third-party packages stay loaded); before each module every
     # plansim module is forgotten, so each is imported first, as a user's `import` would.
     names = list(MODULES)
-    out = subprocess.run([sys.executable, "-c", _IMPORT_EACH, *names], capture_output=True,
-                         text=True, check=True, cwd=ROOT.parent)
+    out = subprocess.run(
+        [sys.executable, "-c", _IMPORT_EACH, *names],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT.parent,
+    )
     assert out.stdout.strip() == ""

@@ -70,8 +70,12 @@ _PARENT = textwrap.dedent("""
 def test_a_worker_dies_when_its_parent_is_killed_and_removes_the_scratch(tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    parent = subprocess.Popen([sys.executable, "-c", _PARENT], stdout=subprocess.PIPE,
-                              text=True, env={**os.environ, SCRATCH_ENV: str(scratch)})
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _PARENT],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, SCRATCH_ENV: str(scratch)},
+    )
     worker = int(parent.stdout.readline())
     assert alive(worker)
     parent.kill()
@@ -97,8 +101,11 @@ _REAPED = textwrap.dedent("""
 def test_reaper_kills_the_descendants_of_a_killed_process_unless_closed(tmp_path, closed):
     folder = tmp_path / "ray-session"
     folder.mkdir()
-    parent = subprocess.Popen([sys.executable, "-c", _REAPED, str(folder),
-                               "close" if closed else "keep"], stdout=subprocess.PIPE, text=True)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _REAPED, str(folder), "close" if closed else "keep"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     sleeper = int(parent.stdout.readline())
     parent.kill()
     parent.wait()
@@ -138,8 +145,11 @@ _ESCAPED = textwrap.dedent("""
 def test_reaper_kills_a_process_out_of_the_tree_that_holds_a_file_in_its_folders(tmp_path):
     folder = tmp_path / "ray-session"
     folder.mkdir()
-    parent = subprocess.Popen([sys.executable, "-c", _ESCAPED, str(folder),
-                               str(tmp_path / "agent.pid")], stdout=subprocess.PIPE, text=True)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _ESCAPED, str(folder), str(tmp_path / "agent.pid")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     escaped = int(parent.stdout.readline())
     assert escaped not in live_children(parent.pid)
     parent.kill()

@@ -21,17 +21,21 @@ def test_span_over_the_limit_names_span_and_limit():
     check_span(MAX_SPAN_S, what="the trace")
     with pytest.raises(InputError) as err:
         check_span(1e9, what="the trace", source="t.jsonl", line=2)
-    assert str(err.value) == ("t.jsonl:2: the trace spans 31.7 years; plansim handles at most "
-                              "31.0 days (check the timestamps' unit: ms)")
+    assert str(err.value) == (
+        "t.jsonl:2: the trace spans 31.7 years; plansim handles at most "
+        "31.0 days (check the timestamps' unit: ms)"
+    )
 
 
 def test_count_over_the_limit_names_the_count_the_limit_and_the_option():
     check_count(10, 10, what="buckets")
     with pytest.raises(InputError) as err:
-        check_count(3.4e9, 1_000_000, what="the bucket count", field="--interval",
-                    hint="raise --interval")
-    assert str(err.value) == ("--interval: the bucket count would be 3,400,000,000; at most "
-                              "1,000,000 (raise --interval)")
+        check_count(
+            3.4e9, 1_000_000, what="the bucket count", field="--interval", hint="raise --interval"
+        )
+    assert str(err.value) == (
+        "--interval: the bucket count would be 3,400,000,000; at most 1,000,000 (raise --interval)"
+    )
     with pytest.raises(InputError, match=r"would be inf; at most"):
         check_count(float("inf"), 10, what="requests")
 

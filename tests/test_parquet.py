@@ -26,16 +26,28 @@ def _written(columns) -> bytes:
 
 def _expected(columns) -> pa.Table:
     """The Arrow table of the columns, built by Arrow from Python values (NaN a null)."""
-    types = {"f": pa.float64(), "i": pa.int64(), "b": pa.bool_(), "U": pa.large_string(),
-             "O": pa.large_string()}
-    return pa.table({name: pa.array(values.tolist(), types[values.dtype.kind],
-                                    from_pandas=True) for name, values in columns.items()})
+    types = {
+        "f": pa.float64(),
+        "i": pa.int64(),
+        "b": pa.bool_(),
+        "U": pa.large_string(),
+        "O": pa.large_string(),
+    }
+    return pa.table(
+        {
+            name: pa.array(values.tolist(), types[values.dtype.kind], from_pandas=True)
+            for name, values in columns.items()
+        }
+    )
 
 
 def _text(draw, n, null):
     pool = draw(st.lists(st.text(max_size=6), min_size=1, max_size=5))  # repeats: a dictionary
-    values = draw(st.lists(st.sampled_from(pool) | (st.none() if null else st.nothing()),
-                           min_size=n, max_size=n))
+    values = draw(
+        st.lists(
+            st.sampled_from(pool) | (st.none() if null else st.nothing()), min_size=n, max_size=n
+        )
+    )
     return np.array(values, dtype=object) if null else np.array(values, dtype=str)
 
 
@@ -45,14 +57,20 @@ def tables(draw):
     floats = st.floats(allow_nan=True, allow_infinity=True, width=64)
     return {
         "f_ms": np.array(draw(st.lists(floats, min_size=n, max_size=n)), dtype=np.float64),
-        "n": np.array(draw(st.lists(st.integers(-2**63, 2**63 - 1), min_size=n, max_size=n)),
-                      dtype=np.int64),
+        "n": np.array(
+            draw(st.lists(st.integers(-(2**63), 2**63 - 1), min_size=n, max_size=n)), dtype=np.int64
+        ),
         "flag": np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool),
         "label": _text(draw, n, null=False),
         "maybe": _text(draw, n, null=True),
         "ünïcode name": np.array([f"r{i}é" for i in range(n)], dtype=object),  # distinct
-        "sparse": np.array([f"s{i}" if keep else None for i, keep in enumerate(
-            draw(st.lists(st.booleans(), min_size=n, max_size=n)))], dtype=object),
+        "sparse": np.array(
+            [
+                f"s{i}" if keep else None
+                for i, keep in enumerate(draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+            ],
+            dtype=object,
+        ),
     }
 
 
@@ -70,8 +88,13 @@ def test_arrow_reads_back_the_columns(columns, page_rows):
 
 
 def test_nan_and_none_are_nulls_and_every_column_is_nullable():
-    table = pq.read_table(io.BytesIO(_written({
-        "x": np.array([1.5, np.nan, -0.0]), "s": np.array(["a", None, ""], dtype=object)})))
+    table = pq.read_table(
+        io.BytesIO(
+            _written(
+                {"x": np.array([1.5, np.nan, -0.0]), "s": np.array(["a", None, ""], dtype=object)}
+            )
+        )
+    )
     assert table.column("x").to_pylist() == [1.5, None, -0.0]
     assert table.column("s").to_pylist() == ["a", None, ""]
     assert all(field.nullable for field in table.schema)
@@ -79,8 +102,13 @@ def test_nan_and_none_are_nulls_and_every_column_is_nullable():
 
 
 def test_repeating_text_is_dictionary_encoded_and_distinct_text_and_numbers_are_plain():
-    data = _written({"s": np.array(["b", "a", "b", "b"]), "id": np.array(["1", "2", "3", "4"]),
-                     "n": np.arange(4, dtype=np.int64)})
+    data = _written(
+        {
+            "s": np.array(["b", "a", "b", "b"]),
+            "id": np.array(["1", "2", "3", "4"]),
+            "n": np.arange(4, dtype=np.int64),
+        }
+    )
     group = pq.ParquetFile(io.BytesIO(data)).metadata.row_group(0)
     assert group.column(0).encodings == ("PLAIN", "RLE", "RLE_DICTIONARY")
     assert group.column(0).has_dictionary_page
@@ -90,8 +118,11 @@ def test_repeating_text_is_dictionary_encoded_and_distinct_text_and_numbers_are_
 
 
 def test_a_file_of_no_rows_keeps_its_column_types():
-    table = pq.read_table(io.BytesIO(_written({
-        "s": np.array([], dtype=str), "x": np.zeros(0), "n": np.zeros(0, np.int64)})))
+    table = pq.read_table(
+        io.BytesIO(
+            _written({"s": np.array([], dtype=str), "x": np.zeros(0), "n": np.zeros(0, np.int64)})
+        )
+    )
     assert table.num_rows == 0
     assert [str(t) for t in table.schema.types] == ["large_string", "double", "int64"]
 
@@ -101,8 +132,16 @@ def test_the_footer_carries_the_arrow_schema_that_arrow_decodes():
     message = arrow_schema_message(["i", "x", "s", "b", "z"], [2, 5, 6, 0, 1])
     assert message[:4] == b"\xff\xff\xff\xff" and len(message) % 8 == 0
     assert pa.ipc.read_schema(pa.py_buffer(message)).equals(
-        pa.schema([("i", pa.int64()), ("x", pa.float64()), ("s", pa.large_string()),
-                   ("b", pa.bool_()), ("z", pa.null())]))
+        pa.schema(
+            [
+                ("i", pa.int64()),
+                ("x", pa.float64()),
+                ("s", pa.large_string()),
+                ("b", pa.bool_()),
+                ("z", pa.null()),
+            ]
+        )
+    )
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, "datetime64[s]"])
@@ -112,29 +151,46 @@ def test_a_column_of_another_dtype_is_refused(dtype):
 
 
 def test_an_object_column_mixing_text_and_numbers_is_refused():
-    with pytest.raises(TypeError, match="values of types int, str .column 'a'"):
+    with pytest.raises(TypeError, match=r"values of types int, str .column 'a'"):
         write_table(io.BytesIO(), {"a": np.array(["x", 1, None], dtype=object)})
 
 
 def test_booleans_with_nulls_and_a_column_of_nulls_only_keep_their_arrow_types():
-    table = pq.read_table(io.BytesIO(_written({
-        "b": np.array([True, None, False], dtype=object), "z": Nulls(3),
-        "none_text": np.array([None, None, None], dtype=object)})))
+    table = pq.read_table(
+        io.BytesIO(
+            _written(
+                {
+                    "b": np.array([True, None, False], dtype=object),
+                    "z": Nulls(3),
+                    "none_text": np.array([None, None, None], dtype=object),
+                }
+            )
+        )
+    )
     assert table.column("b").to_pylist() == [True, None, False]
     assert table.column("z").to_pylist() == [None] * 3
     assert [str(t) for t in table.schema.types] == ["bool", "null", "large_string"]
 
 
 def test_statistics_are_the_null_count_and_the_min_and_max_of_the_present_values():
-    data = _written({"n": np.array([5, -3, 9], dtype=np.int64),
-                     "x": np.array([np.nan, 0.0, -2.5]),
-                     "s": np.array(["pear", None, "apple"], dtype=object),
-                     "b": np.array([True, False, True]), "z": Nulls(3)})
+    data = _written(
+        {
+            "n": np.array([5, -3, 9], dtype=np.int64),
+            "x": np.array([np.nan, 0.0, -2.5]),
+            "s": np.array(["pear", None, "apple"], dtype=object),
+            "b": np.array([True, False, True]),
+            "z": Nulls(3),
+        }
+    )
     group = pq.ParquetFile(io.BytesIO(data)).metadata.row_group(0)
     stats = [group.column(i).statistics for i in range(5)]
     assert [s.null_count for s in stats] == [0, 1, 1, 0, 3]
-    assert [(s.min, s.max) for s in stats[:4]] == [(-3, 9), (-2.5, 0.0), ("apple", "pear"),
-                                                    (False, True)]
+    assert [(s.min, s.max) for s in stats[:4]] == [
+        (-3, 9),
+        (-2.5, 0.0),
+        ("apple", "pear"),
+        (False, True),
+    ]
     assert math.copysign(1, stats[1].max) == 1  # a zero maximum is +0.0
     assert not stats[4].has_min_max
 
@@ -157,20 +213,30 @@ def test_every_column_chunk_is_gzip_compressed_and_the_same_columns_give_the_sam
 
 
 def test_a_frame_reads_back_as_pandas_own_parquet_writer_gives_it():
-    frame = pd.DataFrame({
-        "n": [1, 2, 3], "x": [0.5, None, 1.0], "flag": [True, False, False],
-        "maybe": [True, None, False], "label": ["a", None, "b"], "none": [None] * 3,
-        "count": pd.Series([3, None, 4], dtype=object),  # ints and a None, not floats
-        "mixed": pd.Series([1, 2.5, None], dtype=object),
-    })
+    frame = pd.DataFrame(
+        {
+            "n": [1, 2, 3],
+            "x": [0.5, None, 1.0],
+            "flag": [True, False, False],
+            "maybe": [True, None, False],
+            "label": ["a", None, "b"],
+            "none": [None] * 3,
+            "count": pd.Series([3, None, 4], dtype=object),  # ints and a None, not floats
+            "mixed": pd.Series([1, 2.5, None], dtype=object),
+        }
+    )
     assert frame["count"].tolist() == [3, None, 4]
     fh = io.BytesIO()
     frame.to_parquet(fh, index=False)
-    pd.testing.assert_frame_equal(pd.read_parquet(io.BytesIO(_written(frame_columns(frame)))),
-                                  pd.read_parquet(io.BytesIO(fh.getvalue())), check_exact=True)
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(io.BytesIO(_written(frame_columns(frame)))),
+        pd.read_parquet(io.BytesIO(fh.getvalue())),
+        check_exact=True,
+    )
 
 
 # The pieces, against the format's own definitions.
+
 
 def test_varints_are_little_endian_groups_of_seven_bits_and_zigzag_maps_signs():
     assert parquet._varint(1) == b"\x01" and parquet._varint(300) == b"\xac\x02"
@@ -179,8 +245,7 @@ def test_varints_are_little_endian_groups_of_seven_bits_and_zigzag_maps_signs():
 
 def test_bit_packing_is_the_specs_example():
     # Parquet's encodings spec: 0..7 with bit width 3 pack to 10001000 11000110 11111010.
-    assert parquet._bit_packed(np.arange(8), 3) == bytes([0b11, 0b10001000, 0b11000110,
-                                                          0b11111010])
+    assert parquet._bit_packed(np.arange(8), 3) == bytes([0b11, 0b10001000, 0b11000110, 0b11111010])
 
 
 def test_levels_are_one_run_when_every_row_is_present_and_bits_otherwise():
@@ -208,5 +273,7 @@ def test_each_page_holds_exactly_its_rows_values():
         parquet.PAGE_ROWS = original
     pages = [words[0:2], words[2:4], words[4:5]]
     expected = sum(17 + 6 + sum(4 + len(w) for w in page) for page in pages)
-    assert pq.ParquetFile(io.BytesIO(data)).metadata.row_group(0).column(0) \
-        .total_uncompressed_size == expected
+    assert (
+        pq.ParquetFile(io.BytesIO(data)).metadata.row_group(0).column(0).total_uncompressed_size
+        == expected
+    )

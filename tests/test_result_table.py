@@ -15,12 +15,14 @@ def _table(n: int) -> Table:
     rng = np.random.default_rng(n)
     floats = rng.random(n)
     floats[::3] = np.nan  # undefined latencies
-    return Table({
-        "request_id": np.array([f"r{i}é" for i in range(n)], dtype=object),
-        "x_ms": floats,
-        "count": rng.integers(-5, 5, n).astype(np.int64),
-        "status": np.array(["completed", "rejected", ""] * n, dtype=str)[:n],
-    })
+    return Table(
+        {
+            "request_id": np.array([f"r{i}é" for i in range(n)], dtype=object),
+            "x_ms": floats,
+            "count": rng.integers(-5, 5, n).astype(np.int64),
+            "status": np.array(["completed", "rejected", ""] * n, dtype=str)[:n],
+        }
+    )
 
 
 @pytest.mark.parametrize("n", [1, 7, 1000])
@@ -33,8 +35,11 @@ def test_parquet_holds_what_pandas_writes_for_the_same_frame(tmp_path, n):
     assert ours.schema.remove_metadata().equals(theirs.schema.remove_metadata())
     assert ours.equals(theirs)
     assert ours.column("x_ms").null_count == len(range(0, n, 3))  # NaN is a null, as pandas has it
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "ours.parquet"),
-                                  pd.read_parquet(tmp_path / "pandas.parquet"), check_exact=True)
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "ours.parquet"),
+        pd.read_parquet(tmp_path / "pandas.parquet"),
+        check_exact=True,
+    )
 
 
 def test_to_pandas_is_the_frame_of_the_same_columns():

@@ -32,11 +32,14 @@ def test_a_disaggregated_deployment_enters_at_prefill_and_is_seen_at_decode():
     assert [Mode.DISAGG.pool_for(r) for r in PLANNER_ROLES] == [Role.PREFILL, Role.DECODE]
 
 
-@pytest.mark.parametrize(("role", "prefills", "decodes", "hands_off", "receives"), [
-    (Role.AGG, True, True, False, False),
-    (Role.PREFILL, True, False, True, False),
-    (Role.DECODE, False, True, False, True),
-])
+@pytest.mark.parametrize(
+    ("role", "prefills", "decodes", "hands_off", "receives"),
+    [
+        (Role.AGG, True, True, False, False),
+        (Role.PREFILL, True, False, True, False),
+        (Role.DECODE, False, True, False, True),
+    ],
+)
 def test_what_each_role_computes(role, prefills, decodes, hands_off, receives):
     assert (role.prefills, role.decodes) == (prefills, decodes)
     assert (role.hands_off, role.receives_handoff) == (hands_off, receives)
@@ -77,6 +80,10 @@ def test_an_aggregated_pool_counts_as_decode_but_does_both_kinds_of_work():
 def test_each_mode_names_the_deployment_keys_of_its_pools():
     assert Mode.AGG.size_keys == Mode.AGG.pool_keys == ("num_workers",)
     assert Mode.DISAGG.size_keys == ("num_prefill_workers", "num_decode_workers")
-    assert Mode.DISAGG.pool_keys == ("num_prefill_workers", "num_decode_workers",
-                                     "prefill_engine", "decode_engine")
+    assert Mode.DISAGG.pool_keys == (
+        "num_prefill_workers",
+        "num_decode_workers",
+        "prefill_engine",
+        "decode_engine",
+    )
     assert Mode.AGG.other is Mode.DISAGG and Mode.DISAGG.other is Mode.AGG

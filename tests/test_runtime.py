@@ -60,12 +60,15 @@ def test_exit_now_runs_the_exit_handlers_and_flushes_before_ending(tmp_path):
 
 def test_exit_now_lets_a_running_thread_finish(tmp_path):
     # A non-daemon thread still working: the ordinary exit joins it before the handlers run.
-    done = _exit_now(tmp_path, """
+    done = _exit_now(
+        tmp_path,
+        """
 def work():
     time.sleep(0.3)
     (out / "thread").write_text("finished")
 threading.Thread(target=work).start()
-""")
+""",
+    )
     assert done.returncode == 3
     assert (tmp_path / "thread").read_text() == "finished"
     assert (tmp_path / "atexit").read_text() == "ran"

@@ -60,7 +60,8 @@ def test_sla_text_names_only_the_bounds_set():
         "TTFT ≤ 500 ms and ITL ≤ 20 ms"
     )  # a planner's targets
     assert schema.sla_text({"ttft_ms": 500.0, "tpot_ms": 20.0}) == (
-        "TTFT ≤ 500 ms and TPOT ≤ 20 ms")
+        "TTFT ≤ 500 ms and TPOT ≤ 20 ms"
+    )
     assert schema.sla_text({"e2e_ms": 3000.0}) == "E2E ≤ 3000 ms"
     assert schema.sla_text({}) == "" and schema.sla_text(None) == ""
 

@@ -28,22 +28,27 @@ def _error(raw):
 
 def test_boolean_is_not_a_number():
     assert str(_error({"pool": {"workers": True}})) == (
-        "d.yaml: pool.workers: expected a number, got true")
+        "d.yaml: pool.workers: expected a number, got true"
+    )
     assert str(_error({"pool": {"rate": False}})) == (
-        "d.yaml: pool.rate: expected a number, got false")
+        "d.yaml: pool.rate: expected a number, got false"
+    )
     assert _Pool(on=True).on is True
 
 
-@pytest.mark.parametrize(("value", "shown"), [(math.nan, "NaN"), (math.inf, "inf"),
-                                              (-math.inf, "-inf")])
+@pytest.mark.parametrize(
+    ("value", "shown"), [(math.nan, "NaN"), (math.inf, "inf"), (-math.inf, "-inf")]
+)
 def test_non_finite_numbers_are_refused_by_name(value, shown):
     assert str(_error({"pool": {"rate": value}})) == (
-        f"d.yaml: pool.rate: input should be a finite number, got {shown}")
+        f"d.yaml: pool.rate: input should be a finite number, got {shown}"
+    )
 
 
 def test_bounds_and_unknown_keys_name_the_field_and_the_value():
     assert str(_error({"pool": {"workers": 9}})) == (
-        "d.yaml: pool.workers: input should be less than or equal to 8, got 9")
+        "d.yaml: pool.workers: input should be less than or equal to 8, got 9"
+    )
     assert str(_error({"pool": {"wrokers": 2}})) == "d.yaml: pool.wrokers: unknown key"
 
 
@@ -68,7 +73,8 @@ def test_a_whole_number_past_64_bits_is_refused_by_name(raw):
         _Sizes.model_validate(raw)
     assert str(config_error(err.value, source="d.yaml")) == (
         f"d.yaml: {name}: input should be at most 9,223,372,036,854,775,807 in size (a 64-bit "
-        f"whole number), got {value}")
+        f"whole number), got {value}"
+    )
 
 
 def test_the_64_bit_edges_are_accepted():

@@ -32,10 +32,13 @@ def derived_engine_fields(args: Any, spec: AicSpec) -> dict[str, Any]:
     if "num_gpu_blocks" not in given or "kv_bytes_per_token" not in given:
         fraction = getattr(args, fraction_key)
         try:
-            capacity = kv_capacity(spec, block_size=args.block_size,
-                                   max_num_batched_tokens=args.max_num_batched_tokens,
-                                   max_num_seqs=args.max_num_seqs,
-                                   memory_fraction=default if fraction is None else fraction)
+            capacity = kv_capacity(
+                spec,
+                block_size=args.block_size,
+                max_num_batched_tokens=args.max_num_batched_tokens,
+                max_num_seqs=args.max_num_seqs,
+                memory_fraction=default if fraction is None else fraction,
+            )
         except ConfigError as exc:
             raise ValueError(exc.message) from None
         if "num_gpu_blocks" not in given:
@@ -43,17 +46,22 @@ def derived_engine_fields(args: Any, spec: AicSpec) -> dict[str, Any]:
             used.add(fraction_key)
         if "kv_bytes_per_token" not in given:
             out["kv_bytes_per_token"] = capacity.handoff_bytes_per_token
-    unused = [key for key, _ in MEMORY_FRACTION_KEYS.values()
-              if key not in used and getattr(args, key) is not None]
+    unused = [
+        key
+        for key, _ in MEMORY_FRACTION_KEYS.values()
+        if key not in used and getattr(args, key) is not None
+    ]
     if unused:
         out["no_effect_keys"] = tuple(sorted(set(args.no_effect_keys) | set(unused)))
     return out
 
 
-def _agree(args: Any, given: set[str], field: str, value: int, spec_field: str,
-           out: dict[str, Any]) -> None:
+def _agree(
+    args: Any, given: set[str], field: str, value: int, spec_field: str, out: dict[str, Any]
+) -> None:
     if field not in given:
         out[field] = value
     elif getattr(args, field) != value:
-        raise ValueError(f"{field} {getattr(args, field)} differs from timing_model.{spec_field} "
-                         f"{value}")
+        raise ValueError(
+            f"{field} {getattr(args, field)} differs from timing_model.{spec_field} {value}"
+        )

@@ -54,19 +54,35 @@ class KvCapacity:
     other_bytes: int
 
 
-def kv_capacity(spec: AicSpec, *, block_size: int, max_num_batched_tokens: int,
-                max_num_seqs: int, memory_fraction: float) -> KvCapacity:
+def kv_capacity(
+    spec: AicSpec,
+    *,
+    block_size: int,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    memory_fraction: float,
+) -> KvCapacity:
     """The KV capacity of one rank of ``spec`` (cached on disk)."""
-    inputs = {"format": MEMORY_FORMAT, "sdk": sdk.sdk_version(), "spec": spec.identity(),
-              "block_size": block_size, "max_num_batched_tokens": max_num_batched_tokens,
-              "max_num_seqs": max_num_seqs, "memory_fraction": memory_fraction}
+    inputs = {
+        "format": MEMORY_FORMAT,
+        "sdk": sdk.sdk_version(),
+        "spec": spec.identity(),
+        "block_size": block_size,
+        "max_num_batched_tokens": max_num_batched_tokens,
+        "max_num_seqs": max_num_seqs,
+        "memory_fraction": memory_fraction,
+    }
     path = cache_dir() / f"memory-{input_key(inputs)}.json"
     try:
         return KvCapacity(**json.loads(path.read_text(encoding="utf-8"))["capacity"])
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    estimate = sdk.kv_cache_estimate(spec, max_num_tokens=max_num_batched_tokens,
-                                     max_batch_size=max_num_seqs, memory_fraction=memory_fraction)
+    estimate = sdk.kv_cache_estimate(
+        spec,
+        max_num_tokens=max_num_batched_tokens,
+        max_batch_size=max_num_seqs,
+        memory_fraction=memory_fraction,
+    )
     breakdown = estimate["memory_breakdown"]
     per_gpu = int(estimate["kv_size_per_token_bytes"])
     tokens = int(estimate["total_kv_size_tokens"])
@@ -83,12 +99,12 @@ def kv_capacity(spec: AicSpec, *, block_size: int, max_num_batched_tokens: int,
         other_bytes=int(breakdown["runtime_overhead_bytes"]),
     )
     if capacity.num_gpu_blocks < 1:
-        raise ValueError(f"{spec.label} leaves room for {tokens} KV tokens per GPU, less than one "
-                         f"block of {block_size}")
+        raise ValueError(
+            f"{spec.label} leaves room for {tokens} KV tokens per GPU, less than one "
+            f"block of {block_size}"
+        )
     try:
         atomic_write_json(path, {"inputs": inputs, "capacity": asdict(capacity)})
     except OSError:
         pass  # an unwritable cache only costs the next run the estimate
     return capacity
-
-

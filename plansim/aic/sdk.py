@@ -15,7 +15,7 @@ import importlib.metadata
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,8 +25,9 @@ if TYPE_CHECKING:
     from plansim.aic.spec import AicSpec
 
 DISTRIBUTION = "aiconfigurator-core"
-MISSING_SDK = ("the aic timing model needs AIConfigurator, which is not installed: "
-               "pip install 'plansim[aic]'")
+MISSING_SDK = (
+    "the aic timing model needs AIConfigurator, which is not installed: pip install 'plansim[aic]'"
+)
 VERSION_ALIASES = ("current", "previous", "next")
 # Support-matrix statuses under which AIConfigurator estimates a model end to end.
 SUPPORTED_STATUSES = ("PASS", "HYBRID_PASS")
@@ -108,7 +109,8 @@ def support_matrix() -> SupportMatrix:
                     continue
                 per_version = rows.setdefault(row["System"], {}).setdefault(row["Backend"], {})
                 per_version.setdefault(row["Version"], {})[row["HuggingFaceID"]] = MatrixEntry(
-                    row["Status"], " ".join((row.get("ErrMsg") or "").split()))
+                    row["Status"], " ".join((row.get("ErrMsg") or "").split())
+                )
     return SupportMatrix(rows)
 
 
@@ -129,8 +131,9 @@ def resolve_version(system: str, backend: str, requested: str) -> str:
     if requested in slots.values():
         return requested
     available = ", ".join(f"{k} ({v})" for k, v in slots.items()) or "none"
-    raise ValueError(f"{requested!r} is not available for {backend} on {system}; "
-                     f"available: {available}")
+    raise ValueError(
+        f"{requested!r} is not available for {backend} on {system}; available: {available}"
+    )
 
 
 def local_config(model: str) -> Path | None:
@@ -140,14 +143,15 @@ def local_config(model: str) -> Path | None:
     return path if path.is_file() else None
 
 
-@lru_cache(maxsize=None)
+@cache
 def model_config(model: str) -> dict[str, Any]:
     """The HuggingFace ``config.json`` of ``model``: a local folder's, or the published one
     the SDK bundles."""
     import json
 
-    path = local_config(model) or (_package_dir() / "model_configs"
-                                   / (model.replace("/", "--", 1) + "_config.json"))
+    path = local_config(model) or (
+        _package_dir() / "model_configs" / (model.replace("/", "--", 1) + "_config.json")
+    )
     return json.loads(path.read_text(encoding="utf-8"))
 
 
@@ -175,14 +179,18 @@ def engine(spec: AicSpec) -> Any:
 
     try:
         with quiet():
-            return EngineHandle.compile(spec.model, spec.system, spec.backend, **_compile_kwargs(spec))
+            return EngineHandle.compile(
+                spec.model, spec.system, spec.backend, **_compile_kwargs(spec)
+            )
     except (ValueError, AssertionError, KeyError) as exc:
-        raise ConfigError(f"AIConfigurator cannot build {spec.label}: {_one_line(exc)}",
-                          field="timing_model") from None
+        raise ConfigError(
+            f"AIConfigurator cannot build {spec.label}: {_one_line(exc)}", field="timing_model"
+        ) from None
 
 
-def kv_cache_estimate(spec: AicSpec, *, max_num_tokens: int, max_batch_size: int,
-                      memory_fraction: float) -> dict[str, Any]:
+def kv_cache_estimate(
+    spec: AicSpec, *, max_num_tokens: int, max_batch_size: int, memory_fraction: float
+) -> dict[str, Any]:
     """The SDK's rank-local KV-cache estimate (``estimate_kv_cache``, native memory model):
     byte budget, bytes per token per GPU, tokens, and the non-KV memory breakdown."""
     from aiconfigurator_core.sdk.memory import estimate_kv_cache
@@ -192,14 +200,22 @@ def kv_cache_estimate(spec: AicSpec, *, max_num_tokens: int, max_batch_size: int
     try:
         with quiet():
             return estimate_kv_cache(
-                spec.model, spec.system, spec.backend, version,
-                max_num_tokens=max_num_tokens, max_batch_size=max_batch_size,
+                spec.model,
+                spec.system,
+                spec.backend,
+                version,
+                max_num_tokens=max_num_tokens,
+                max_batch_size=max_batch_size,
                 # TRT-LLM's fraction is of the memory left free; vLLM's and SGLang's of all of it.
                 memory_fraction_kind="of_free" if spec.backend == "trtllm" else "of_total",
-                memory_fraction_value=memory_fraction, **kwargs)
+                memory_fraction_value=memory_fraction,
+                **kwargs,
+            )
     except ValueError as exc:
-        raise ConfigError(f"AIConfigurator cannot size the KV cache of {spec.label}: "
-                          f"{_one_line(exc)}", field="num_gpu_blocks") from None
+        raise ConfigError(
+            f"AIConfigurator cannot size the KV cache of {spec.label}: {_one_line(exc)}",
+            field="num_gpu_blocks",
+        ) from None
 
 
 def _one_line(exc: BaseException) -> str:

@@ -24,8 +24,13 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from plansim.aic import sdk
 from plansim.validation import StrictModel
 
-QUANT_FIELDS = ("gemm_quant_mode", "kvcache_quant_mode", "fmha_quant_mode", "moe_quant_mode",
-                "comm_quant_mode")
+QUANT_FIELDS = (
+    "gemm_quant_mode",
+    "kvcache_quant_mode",
+    "fmha_quant_mode",
+    "moe_quant_mode",
+    "comm_quant_mode",
+)
 
 
 class AicSpec(StrictModel):
@@ -56,8 +61,10 @@ class AicSpec(StrictModel):
             raise ValueError(sdk.MISSING_SDK)
         systems = sdk.support_matrix().systems()
         if value not in systems:
-            raise ValueError(f"{value!r} is not in AIConfigurator {sdk.sdk_version()}'s support "
-                             f"matrix; supported systems: {', '.join(systems)}")
+            raise ValueError(
+                f"{value!r} is not in AIConfigurator {sdk.sdk_version()}'s support "
+                f"matrix; supported systems: {', '.join(systems)}"
+            )
         return value
 
     @field_validator("backend")
@@ -68,8 +75,9 @@ class AicSpec(StrictModel):
             return value
         backends = sdk.support_matrix().backends(system)
         if value not in backends:
-            raise ValueError(f"{value!r} is not supported on {system}; supported backends: "
-                             f"{', '.join(backends)}")
+            raise ValueError(
+                f"{value!r} is not supported on {system}; supported backends: {', '.join(backends)}"
+            )
         return value
 
     @field_validator("backend_version")
@@ -90,13 +98,17 @@ class AicSpec(StrictModel):
         matrix = sdk.support_matrix()
         models = matrix.models(system, backend)
         if value not in models:
-            raise ValueError(f"{value!r} is not supported by AIConfigurator for {backend} on "
-                             f"{system}; supported models: {', '.join(models)}")
+            raise ValueError(
+                f"{value!r} is not supported by AIConfigurator for {backend} on "
+                f"{system}; supported models: {', '.join(models)}"
+            )
         entry = matrix.entry(system, backend, sdk.resolve_version(system, backend, version), value)
         if entry is not None and entry.status not in sdk.SUPPORTED_STATUSES:
             detail = f": {entry.message}" if entry.message else ""
-            raise ValueError(f"{value!r} is marked {entry.status} for {backend} {version} on "
-                             f"{system} in AIConfigurator's support matrix{detail}")
+            raise ValueError(
+                f"{value!r} is marked {entry.status} for {backend} {version} on "
+                f"{system} in AIConfigurator's support matrix{detail}"
+            )
         return value
 
     @field_validator("tp_size")
@@ -112,8 +124,9 @@ class AicSpec(StrictModel):
     @classmethod
     def _drafts_come_from_the_engine(cls, value: int) -> int:
         if value:
-            raise ValueError("set aic_nextn on the engine: the aic model follows its speculative "
-                             "decoding")
+            raise ValueError(
+                "set aic_nextn on the engine: the aic model follows its speculative decoding"
+            )
         return value
 
     @field_validator(*QUANT_FIELDS)
@@ -123,12 +136,17 @@ class AicSpec(StrictModel):
             return value
         from aiconfigurator_core.sdk import common
 
-        enum = {"gemm_quant_mode": common.GEMMQuantMode, "kvcache_quant_mode": common.KVCacheQuantMode,
-                "fmha_quant_mode": common.FMHAQuantMode, "moe_quant_mode": common.MoEQuantMode,
-                "comm_quant_mode": common.CommQuantMode}[info.field_name]
+        enum = {
+            "gemm_quant_mode": common.GEMMQuantMode,
+            "kvcache_quant_mode": common.KVCacheQuantMode,
+            "fmha_quant_mode": common.FMHAQuantMode,
+            "moe_quant_mode": common.MoEQuantMode,
+            "comm_quant_mode": common.CommQuantMode,
+        }[info.field_name]
         if value not in enum.__members__:
-            raise ValueError(f"{value!r} is not a {info.field_name}; choose one of "
-                             f"{', '.join(enum.__members__)}")
+            raise ValueError(
+                f"{value!r} is not a {info.field_name}; choose one of {', '.join(enum.__members__)}"
+            )
         return value
 
     @model_validator(mode="after")
@@ -136,8 +154,10 @@ class AicSpec(StrictModel):
         moe_tp, moe_ep = self.moe_split
         width = self.tp_size * self.attention_dp_size
         if moe_tp * moe_ep != width:
-            raise ValueError(f"moe_tp_size x moe_ep_size must equal tp_size x attention_dp_size "
-                             f"= {width}, got {self.moe_tp_size} x {self.moe_ep_size}")
+            raise ValueError(
+                f"moe_tp_size x moe_ep_size must equal tp_size x attention_dp_size "
+                f"= {width}, got {self.moe_tp_size} x {self.moe_ep_size}"
+            )
         return self
 
     @property
@@ -166,8 +186,10 @@ class AicSpec(StrictModel):
     @property
     def label(self) -> str:
         """Short human name: ``Qwen/Qwen3-32B on h200_sxm (vllm 0.24.0, TP 2)``."""
-        return (f"{self.model} on {self.system} ({self.backend} {self.resolved_version}, "
-                f"TP {self.tp_size})")
+        return (
+            f"{self.model} on {self.system} ({self.backend} {self.resolved_version}, "
+            f"TP {self.tp_size})"
+        )
 
     def identity(self) -> dict[str, Any]:
         """Every input that changes AIConfigurator's answers, with the version resolved."""

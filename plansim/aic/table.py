@@ -111,15 +111,24 @@ def _pow2_ceil(n: int) -> int:
 def grid_bounds(spec: AicSpec) -> GridBounds:
     """The grid's bounds for ``spec``: fixed batch and pass sizes, the model's context length."""
     config = sdk.model_config(spec.model)
-    context = config.get("max_position_embeddings") or config.get("text_config", {}).get(
-        "max_position_embeddings") or 32768
+    context = (
+        config.get("max_position_embeddings")
+        or config.get("text_config", {}).get("max_position_embeddings")
+        or 32768
+    )
     return GridBounds(MAX_BATCH, MAX_PASS_TOKENS, _pow2_ceil(int(context)))
 
 
 def table_key(spec: AicSpec, bounds: GridBounds) -> str:
     """Hash of every input the table depends on (spec, bounds, format, SDK version)."""
-    return input_key({"format": TABLE_FORMAT, "sdk": sdk.sdk_version(), "spec": spec.identity(),
-                      "bounds": [bounds.max_batch, bounds.max_pass_tokens, bounds.max_context]})
+    return input_key(
+        {
+            "format": TABLE_FORMAT,
+            "sdk": sdk.sdk_version(),
+            "spec": spec.identity(),
+            "bounds": [bounds.max_batch, bounds.max_pass_tokens, bounds.max_context],
+        }
+    )
 
 
 def input_key(inputs: dict) -> str:
@@ -138,7 +147,9 @@ def cache_dir() -> Path:
 
 
 def cache_path(spec: AicSpec, key: str) -> Path:
-    name = re.sub(r"[^A-Za-z0-9.]+", "-", f"{spec.model}-{spec.system}-{spec.backend}-tp{spec.tp_size}")
+    name = re.sub(
+        r"[^A-Za-z0-9.]+", "-", f"{spec.model}-{spec.system}-{spec.backend}-tp{spec.tp_size}"
+    )
     return cache_dir() / f"{name}-{key}.npz"
 
 
@@ -155,15 +166,17 @@ def load_table(spec: AicSpec, on_rows: RowsDone | None = None) -> AicTable:
     return table
 
 
-def build_table(spec: AicSpec, bounds: GridBounds, key: str = "",
-                on_rows: RowsDone | None = None) -> AicTable:
+def build_table(
+    spec: AicSpec, bounds: GridBounds, key: str = "", on_rows: RowsDone | None = None
+) -> AicTable:
     """Ask the SDK for every grid point of ``spec`` and make the answers monotone (seconds;
     ``load_table`` caches the result)."""
     return monotone_table(sdk_table(spec, bounds, key, on_rows))
 
 
-def sdk_table(spec: AicSpec, bounds: GridBounds, key: str = "",
-              on_rows: RowsDone | None = None) -> AicTable:
+def sdk_table(
+    spec: AicSpec, bounds: GridBounds, key: str = "", on_rows: RowsDone | None = None
+) -> AicTable:
     """The SDK's answers at every grid point, as they are. ``on_rows(done, total)`` is called
     after each row of the grid: a prefill row per token count, a decode row per batch size,
     the shared-pass row (progress displays)."""
@@ -172,8 +185,9 @@ def sdk_table(spec: AicSpec, bounds: GridBounds, key: str = "",
     tokens = octave_axis(1, bounds.max_context, PER_OCTAVE, successors=True)
     prefix = np.concatenate(([0.0], octave_axis(MIN_PREFIX, bounds.max_context, PREFIX_PER_OCTAVE)))
     context = octave_axis(1, bounds.max_context, PER_OCTAVE)
-    shared_tokens = octave_axis(1, bounds.max_pass_tokens + bounds.max_batch, PER_OCTAVE,
-                                successors=True)
+    shared_tokens = octave_axis(
+        1, bounds.max_pass_tokens + bounds.max_batch, PER_OCTAVE, successors=True
+    )
     rows = count(1)
     total = tokens.size + batch.size + 1
 
@@ -187,24 +201,43 @@ def sdk_table(spec: AicSpec, bounds: GridBounds, key: str = "",
         for i, b in enumerate(batch):
             decode[i] = [handle.predict_decode_latency(int(b), int(c)) for c in context]
             row_done()
-        shared = np.array([handle.mixed_step_breakdown(int(x), 0, int(x), 2)[1]
-                           for x in shared_tokens])
+        shared = np.array(
+            [handle.mixed_step_breakdown(int(x), 0, int(x), 2)[1] for x in shared_tokens]
+        )
         row_done()
-    return AicTable(key=key, prefill_batch=batch, prefill_tokens=tokens, prefill_prefix=prefix,
-                    prefill_ms=prefill, decode_batch=batch, decode_context=context,
-                    decode_ms=decode, shared_tokens=shared_tokens, shared_ms=shared)
+    return AicTable(
+        key=key,
+        prefill_batch=batch,
+        prefill_tokens=tokens,
+        prefill_prefix=prefix,
+        prefill_ms=prefill,
+        decode_batch=batch,
+        decode_context=context,
+        decode_ms=decode,
+        shared_tokens=shared_tokens,
+        shared_ms=shared,
+    )
 
 
 def monotone_table(raw: AicTable) -> AicTable:
     """``raw`` non-decreasing in batch and tokens (prefill), batch and context (decode), tokens
     (shared)."""
-    return replace(raw, prefill_ms=monotone(raw.prefill_ms, axes=(0, 1)),
-                   decode_ms=monotone(raw.decode_ms, axes=(0, 1)),
-                   shared_ms=monotone(raw.shared_ms, axes=(0,)))
+    return replace(
+        raw,
+        prefill_ms=monotone(raw.prefill_ms, axes=(0, 1)),
+        decode_ms=monotone(raw.decode_ms, axes=(0, 1)),
+        shared_ms=monotone(raw.shared_ms, axes=(0,)),
+    )
 
 
-def _prefill_grid(handle: object, batch: np.ndarray, tokens: np.ndarray, prefix: np.ndarray,
-                  max_pass_tokens: int, row_done: Callable[[], None]) -> np.ndarray:
+def _prefill_grid(
+    handle: object,
+    batch: np.ndarray,
+    tokens: np.ndarray,
+    prefix: np.ndarray,
+    max_pass_tokens: int,
+    row_done: Callable[[], None],
+) -> np.ndarray:
     out = np.empty((batch.size, tokens.size, prefix.size))
     predict = handle.predict_prefill_latency  # type: ignore[attr-defined]
     for j, n in enumerate(tokens.astype(int)):
@@ -232,8 +265,17 @@ def monotone(values: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     return out
 
 
-_FIELDS = ("prefill_batch", "prefill_tokens", "prefill_prefix", "prefill_ms", "decode_batch",
-           "decode_context", "decode_ms", "shared_tokens", "shared_ms")
+_FIELDS = (
+    "prefill_batch",
+    "prefill_tokens",
+    "prefill_prefix",
+    "prefill_ms",
+    "decode_batch",
+    "decode_context",
+    "decode_ms",
+    "shared_tokens",
+    "shared_ms",
+)
 
 
 def _read(path: Path, key: str) -> AicTable | None:

@@ -18,5 +18,12 @@ from plansim.calibrate.recorded import MIN_REQUESTS, Recorded, load_recorded
 from plansim.calibrate.result import Calibration, TimingDraws, load_timing_draws
 from plansim.calibrate.run import calibrate
 
-__all__ = ["MIN_REQUESTS", "Calibration", "Recorded", "TimingDraws", "calibrate",
-           "load_recorded", "load_timing_draws"]
+__all__ = [
+    "MIN_REQUESTS",
+    "Calibration",
+    "Recorded",
+    "TimingDraws",
+    "calibrate",
+    "load_recorded",
+    "load_timing_draws",
+]

@@ -65,9 +65,18 @@ def standard_errors(jacobian: np.ndarray, residuals: np.ndarray, scale: np.ndarr
     return np.where(blind, np.inf, np.sqrt(variance))
 
 
-def bootstrap(values: np.ndarray, residuals: np.ndarray, jacobian: np.ndarray,
-              cell_window: np.ndarray, lower: np.ndarray, upper: np.ndarray, scale: np.ndarray,
-              *, seed: int, resamples: int = RESAMPLES) -> Bootstrap:
+def bootstrap(
+    values: np.ndarray,
+    residuals: np.ndarray,
+    jacobian: np.ndarray,
+    cell_window: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    scale: np.ndarray,
+    *,
+    seed: int,
+    resamples: int = RESAMPLES,
+) -> Bootstrap:
     """One-step bootstrap of a fit (module docstring): ``values`` the fitted parameters,
     ``residuals`` and ``jacobian`` the training cells' weighted residuals and their Jacobian at
     the fit (natural units), ``cell_window`` each training cell's window."""
@@ -85,16 +94,21 @@ def bootstrap(values: np.ndarray, residuals: np.ndarray, jacobian: np.ndarray,
     whole = step(np.ones(residuals.shape[0]))
     draws = np.empty((resamples, values.shape[0]))
     for b in range(resamples):
-        counts = np.bincount(rng.integers(windows.shape[0], size=windows.shape[0]),
-                             minlength=windows.shape[0])
-        draws[b] = np.clip(values + (step(np.sqrt(counts[position].astype(np.float64)))
-                                     - whole) * scale, lower, upper)
+        counts = np.bincount(
+            rng.integers(windows.shape[0], size=windows.shape[0]), minlength=windows.shape[0]
+        )
+        draws[b] = np.clip(
+            values + (step(np.sqrt(counts[position].astype(np.float64))) - whole) * scale,
+            lower,
+            upper,
+        )
     errors = standard_errors(jacobian, residuals, scale)
     # A bootstrap over a few windows sees little of the spread: on each side of the fit, a
     # parameter's draws are widened until their interval reaches at least as far as the
     # normal one of its standard error.
-    reach = np.where(np.isfinite(errors), NormalDist().inv_cdf((1 + LEVEL) / 2) * errors * scale,
-                     0.0)
+    reach = np.where(
+        np.isfinite(errors), NormalDist().inv_cdf((1 + LEVEL) / 2) * errors * scale, 0.0
+    )
     low, high = np.quantile(draws, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], axis=0)
     up = np.maximum(1.0, reach / np.maximum(high - values, 1e-300))
     down = np.maximum(1.0, reach / np.maximum(values - low, 1e-300))

@@ -95,8 +95,9 @@ class Cells:
         return np.flatnonzero(np.isin(self.window, windows))
 
 
-def recorded_in_flight(workload: Any, recorded: Recorded,
-                       weight: np.ndarray | None = None) -> np.ndarray:
+def recorded_in_flight(
+    workload: Any, recorded: Recorded, weight: np.ndarray | None = None
+) -> np.ndarray:
     """Per scored request, the recorded requests in flight at the middle of its decode (-1 for
     a request without recorded latencies); with ``weight`` (one per request), the sum of their
     weights instead."""
@@ -109,8 +110,10 @@ def recorded_in_flight(workload: Any, recorded: Recorded,
     started = np.concatenate(([0.0], np.cumsum(w[ok][start_order])))
     ended = np.concatenate(([0.0], np.cumsum(w[ok][end_order])))
     at = arrival + (recorded.ttft_ms + recorded.e2e_ms) / 2.0
-    total = (started[np.searchsorted(arrival[ok][start_order], at, side="right")]
-             - ended[np.searchsorted(ends[end_order], at, side="right")])
+    total = (
+        started[np.searchsorted(arrival[ok][start_order], at, side="right")]
+        - ended[np.searchsorted(ends[end_order], at, side="right")]
+    )
     return np.where(ok, total, -1.0)
 
 
@@ -138,11 +141,20 @@ def make_cells(workload: Any, recorded: Recorded, windows: Windows) -> Cells:
     train = ~held
     ttft_ok = recorded.scored
     tpot_ok = np.isfinite(recorded.tpot_ms)
-    kv = np.where(held, recorded_kv_tokens(workload, recorded.only(held)),
-                  recorded_kv_tokens(workload, recorded.only(train)))
-    groups = [("ttft", ttft_ok, _bands(np.asarray(workload.isl_tokens), ttft_ok & train,
-                                       TTFT_BANDS), TTFT_BANDS),
-              ("tpot", tpot_ok, _bands(kv, tpot_ok & train, TPOT_BANDS), TPOT_BANDS)]
+    kv = np.where(
+        held,
+        recorded_kv_tokens(workload, recorded.only(held)),
+        recorded_kv_tokens(workload, recorded.only(train)),
+    )
+    groups = [
+        (
+            "ttft",
+            ttft_ok,
+            _bands(np.asarray(workload.isl_tokens), ttft_ok & train, TTFT_BANDS),
+            TTFT_BANDS,
+        ),
+        ("tpot", tpot_ok, _bands(kv, tpot_ok & train, TPOT_BANDS), TPOT_BANDS),
+    ]
     metric, window, weight, members = [], [], [], []
     for name, ok, band, n in groups:
         total = max(int(ok.sum()), 1)
@@ -157,8 +169,12 @@ def make_cells(workload: Any, recorded: Recorded, windows: Windows) -> Cells:
             window.append(int(k) // n)
             weight.append(np.sqrt((hi - lo) / total))
             members.append(order[lo:hi])
-    return Cells(np.array(metric), np.array(window, dtype=np.int64),
-                 np.array(weight, dtype=np.float64), tuple(members))
+    return Cells(
+        np.array(metric),
+        np.array(window, dtype=np.int64),
+        np.array(weight, dtype=np.float64),
+        tuple(members),
+    )
 
 
 def log_ratios(replayed: np.ndarray, recorded: np.ndarray) -> np.ndarray:
@@ -169,13 +185,20 @@ def log_ratios(replayed: np.ndarray, recorded: np.ndarray) -> np.ndarray:
     return np.clip(np.where(np.isnan(r), LOG_CAP, r), -LOG_CAP, LOG_CAP)
 
 
-def cell_residuals(cells: Cells, ttft_ms: np.ndarray, tpot_ms: np.ndarray,
-                   recorded: Recorded, rows: np.ndarray | None = None) -> np.ndarray:
+def cell_residuals(
+    cells: Cells,
+    ttft_ms: np.ndarray,
+    tpot_ms: np.ndarray,
+    recorded: Recorded,
+    rows: np.ndarray | None = None,
+) -> np.ndarray:
     """Each cell's trimmed mean (``TRIM``) log ratio of replayed to recorded latency (of the
     cells ``rows``, or all), unweighted."""
     from scipy.stats import trim_mean
 
-    by_metric = {"ttft": log_ratios(ttft_ms, recorded.ttft_ms),
-                 "tpot": log_ratios(tpot_ms, recorded.tpot_ms)}
+    by_metric = {
+        "ttft": log_ratios(ttft_ms, recorded.ttft_ms),
+        "tpot": log_ratios(tpot_ms, recorded.tpot_ms),
+    }
     rows = range(len(cells)) if rows is None else rows
     return np.array([trim_mean(by_metric[cells.metric[c]][cells.members[c]], TRIM) for c in rows])

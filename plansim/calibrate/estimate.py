@@ -77,12 +77,18 @@ def chunk_features(new_tokens: np.ndarray, budget: int) -> np.ndarray:
     remainder) of ``(1, c, c^2)``."""
     full = new_tokens // budget
     rem = new_tokens - full * budget
-    return np.column_stack([full + (rem > 0), new_tokens.astype(np.float64),
-                            full * float(budget) ** 2 + rem.astype(np.float64) ** 2])
+    return np.column_stack(
+        [
+            full + (rem > 0),
+            new_tokens.astype(np.float64),
+            full * float(budget) ** 2 + rem.astype(np.float64) ** 2,
+        ]
+    )
 
 
-def fast_estimate(workload: Any, recorded: Recorded, deployment: Any,
-                  train: np.ndarray) -> FastEstimate:
+def fast_estimate(
+    workload: Any, recorded: Recorded, deployment: Any, train: np.ndarray
+) -> FastEstimate:
     """The start values from the recorded latencies of the requests ``train`` (a mask: scored
     requests of the training windows) and two replays: on ``deployment`` as given, then on the
     polynomial model at what the first gave, so that which requests met no queueing is judged
@@ -95,18 +101,22 @@ def fast_estimate(workload: Any, recorded: Recorded, deployment: Any,
     from plansim.calibrate.families import OVERHEAD_KEY, POLYNOMIAL
     from plansim.sim.deployment import with_overrides
 
-    first = estimate_from(workload, recorded, api.replay(workload, api.setup(deployment)),
-                          deployment, train)
+    first = estimate_from(
+        workload, recorded, api.replay(workload, api.setup(deployment)), deployment, train
+    )
     values = np.array([*first.prefill, *first.decode])
-    polynomial = with_overrides(deployment, {**POLYNOMIAL.overrides(values, deployment),
-                                             OVERHEAD_KEY: 0.0})
-    second = estimate_from(workload, recorded, api.replay(workload, api.setup(polynomial)),
-                           polynomial, train)
+    polynomial = with_overrides(
+        deployment, {**POLYNOMIAL.overrides(values, deployment), OVERHEAD_KEY: 0.0}
+    )
+    second = estimate_from(
+        workload, recorded, api.replay(workload, api.setup(polynomial)), polynomial, train
+    )
     return replace(second, prefill_scale=first.prefill_scale, decode_scale=first.decode_scale)
 
 
-def estimate_from(workload: Any, recorded: Recorded, replay: Any, deployment: Any,
-                  train: np.ndarray) -> FastEstimate:
+def estimate_from(
+    workload: Any, recorded: Recorded, replay: Any, deployment: Any, train: np.ndarray
+) -> FastEstimate:
     """The start values from one ``replay`` (a ``ReplayResult`` of ``workload`` on
     ``deployment``) and the recorded latencies of the requests ``train`` (module docstring)."""
     from scipy.optimize import least_squares
@@ -117,8 +127,7 @@ def estimate_from(workload: Any, recorded: Recorded, replay: Any, deployment: An
     args = deployment.prefill_args if Mode(deployment.mode) == Mode.DISAGG else deployment.engine
     budget = int(args.max_num_batched_tokens)
     new = np.maximum(np.asarray(workload.isl_tokens) - req["reused_input_tokens"], 1)
-    unqueued = (train & (req["first_admit_ms"] == req["arrival_ms"])
-                & np.isfinite(req["ttft_ms"]))
+    unqueued = train & (req["first_admit_ms"] == req["arrival_ms"]) & np.isfinite(req["ttft_ms"])
     n_un = int(unqueued.sum())
     prefill = (P0, P1, P2)
     prefill_scale, overhead = 1.0, 0.0
@@ -129,13 +138,17 @@ def estimate_from(workload: Any, recorded: Recorded, replay: Any, deployment: An
         with_overhead = multi >= MIN_UNQUEUED
         if with_overhead:
             features = np.column_stack([features, np.ones(n_un)])
-        scale = np.array([P0, P1, P2, P0][:features.shape[1]])
+        scale = np.array([P0, P1, P2, P0][: features.shape[1]])
         # Log ratios under a Cauchy loss: a request the replay found uncached but production
         # served from its cache (or the other way round) is off by a factor of ten or more, and
         # must not pull the fit.
-        fit = least_squares(lambda c: np.log(features @ (c * scale) / y),
-                            np.ones(features.shape[1]), bounds=(1e-6, np.inf), loss="cauchy",
-                            f_scale=0.05)
+        fit = least_squares(
+            lambda c: np.log(features @ (c * scale) / y),
+            np.ones(features.shape[1]),
+            bounds=(1e-6, np.inf),
+            loss="cauchy",
+            f_scale=0.05,
+        )
         coefficients = fit.x * scale
         prefill = tuple(float(v) for v in coefficients[:3])
         overhead = float(coefficients[3]) if with_overhead else 0.0
@@ -143,18 +156,34 @@ def estimate_from(workload: Any, recorded: Recorded, replay: Any, deployment: An
 
     visible = Mode(deployment.mode).visible_pool.value
     fill = request_kv_fill(req, replay.tables["timeseries"], visible)
-    long = (train & np.isfinite(recorded.tpot_ms)
-            & (np.asarray(workload.osl_tokens) >= MIN_DECODE_TOKENS)
-            & np.isfinite(fill) & np.isfinite(req["tpot_ms"]))
+    long = (
+        train
+        & np.isfinite(recorded.tpot_ms)
+        & (np.asarray(workload.osl_tokens) >= MIN_DECODE_TOKENS)
+        & np.isfinite(fill)
+        & np.isfinite(req["tpot_ms"])
+    )
     decode = (U0, U1, U2)
     decode_scale = 1.0
     kv_fill = float(np.quantile(fill[long], 0.95)) if long.any() else 0.0
     if long.sum() >= MIN_UNQUEUED:
         decode = _decode_envelope(fill[long], recorded.tpot_ms[long])
-        decode_scale = float(np.quantile(recorded.tpot_ms[long], DECODE_QUANTILE)
-                             / np.quantile(req["tpot_ms"][long], DECODE_QUANTILE))
-    return FastEstimate(prefill, decode, prefill_scale, decode_scale, overhead, n_un, multi,
-                        int(long.sum()), kv_fill, budget)
+        decode_scale = float(
+            np.quantile(recorded.tpot_ms[long], DECODE_QUANTILE)
+            / np.quantile(req["tpot_ms"][long], DECODE_QUANTILE)
+        )
+    return FastEstimate(
+        prefill,
+        decode,
+        prefill_scale,
+        decode_scale,
+        overhead,
+        n_un,
+        multi,
+        int(long.sum()),
+        kv_fill,
+        budget,
+    )
 
 
 def _decode_envelope(fill: np.ndarray, tpot_ms: np.ndarray) -> tuple[float, float, float]:
@@ -174,8 +203,9 @@ def _decode_envelope(fill: np.ndarray, tpot_ms: np.ndarray) -> tuple[float, floa
     return (float(max(base, 0.0)), float(max(slope, 0.0)), 0.0)
 
 
-def problem_scales(workload: Any, recorded: Recorded, estimate: FastEstimate, workers: int,
-                   train: np.ndarray) -> Scales:
+def problem_scales(
+    workload: Any, recorded: Recorded, estimate: FastEstimate, workers: int, train: np.ndarray
+) -> Scales:
     """The magnitudes the fit measures parameters against (``families.Scales``), from the
     requests ``train`` (a mask: scored requests of the training windows): a long prompt (the
     90th percentile, at most a pass's token budget: a prefill coefficient's scale is what moves
@@ -185,9 +215,10 @@ def problem_scales(workload: Any, recorded: Recorded, estimate: FastEstimate, wo
 
     in_flight = recorded_in_flight(workload, recorded.only(train))[train]
     isl = np.asarray(workload.isl_tokens)[train]
-    return Scales(tokens=max(min(float(np.quantile(isl, 0.9)), float(estimate.budget_tokens)),
-                             1.0),
-                  kv_fill=max(estimate.kv_fill, 0.01),
-                  pass_ms=max(float(np.nanmedian(recorded.tpot_ms[train])), 1.0),
-                  context_tokens=max(float(np.median(isl)), 1.0),
-                  batch=max(float(np.median(in_flight)) / max(workers, 1), 1.0))
+    return Scales(
+        tokens=max(min(float(np.quantile(isl, 0.9)), float(estimate.budget_tokens)), 1.0),
+        kv_fill=max(estimate.kv_fill, 0.01),
+        pass_ms=max(float(np.nanmedian(recorded.tpot_ms[train])), 1.0),
+        context_tokens=max(float(np.median(isl)), 1.0),
+        batch=max(float(np.median(in_flight)) / max(workers, 1), 1.0),
+    )

@@ -88,9 +88,16 @@ def sections(deployment: Any) -> list[str]:
     return [s for s in SECTIONS if s == "engine" or getattr(deployment, s) is not None]
 
 
-POLYNOMIAL_KEYS = ("prefill_base_ms", "prefill_ms_per_token", "prefill_ms_per_token_sq",
-                   "decode_base_ms", "decode_ms_per_kv_fill", "decode_ms_per_kv_fill_sq",
-                   "decode_ms_per_context_token", "decode_ms_per_request")
+POLYNOMIAL_KEYS = (
+    "prefill_base_ms",
+    "prefill_ms_per_token",
+    "prefill_ms_per_token_sq",
+    "decode_base_ms",
+    "decode_ms_per_kv_fill",
+    "decode_ms_per_kv_fill_sq",
+    "decode_ms_per_context_token",
+    "decode_ms_per_request",
+)
 
 
 class Polynomial(Family):
@@ -99,37 +106,51 @@ class Polynomial(Family):
 
     name = "polynomial"
     summary = "polynomial timing, the reference's six coefficients"
-    decode: tuple[str, ...] = ("decode_base_ms", "decode_ms_per_kv_fill",
-                               "decode_ms_per_kv_fill_sq")
+    decode: tuple[str, ...] = (
+        "decode_base_ms",
+        "decode_ms_per_kv_fill",
+        "decode_ms_per_kv_fill_sq",
+    )
 
     def parameters(self, scales: Scales) -> tuple[Parameter, ...]:
         t, u, ms = scales.tokens, scales.kv_fill, scales.pass_ms
         decode = {
             "decode_base_ms": Parameter("decode_base_ms", "ms", 0.0, 1e5, ms / 4),
-            "decode_ms_per_kv_fill": Parameter("decode_ms_per_kv_fill", "ms", 0.0, 1e6,
-                                               ms / 2 / u),
-            "decode_ms_per_kv_fill_sq": Parameter("decode_ms_per_kv_fill_sq", "ms", -1e6, 1e6,
-                                                  ms / 2 / u ** 2),
-            "decode_ms_per_context_token": Parameter("decode_ms_per_context_token", "ms/token",
-                                                     0.0, 1e3, ms / 4 / scales.context_tokens),
-            "decode_ms_per_request": Parameter("decode_ms_per_request", "ms/request", 0.0, 1e4,
-                                               ms / 4 / scales.batch),
+            "decode_ms_per_kv_fill": Parameter("decode_ms_per_kv_fill", "ms", 0.0, 1e6, ms / 2 / u),
+            "decode_ms_per_kv_fill_sq": Parameter(
+                "decode_ms_per_kv_fill_sq", "ms", -1e6, 1e6, ms / 2 / u**2
+            ),
+            "decode_ms_per_context_token": Parameter(
+                "decode_ms_per_context_token", "ms/token", 0.0, 1e3, ms / 4 / scales.context_tokens
+            ),
+            "decode_ms_per_request": Parameter(
+                "decode_ms_per_request", "ms/request", 0.0, 1e4, ms / 4 / scales.batch
+            ),
         }
-        return (Parameter("prefill_base_ms", "ms", 0.0, 1e5, ms),
-                Parameter("prefill_ms_per_token", "ms/token", 0.0, 1e3, 5 * ms / t),
-                Parameter("prefill_ms_per_token_sq", "ms/token^2", 0.0, 1e3, ms / t ** 2),
-                *(decode[name] for name in self.decode))
+        return (
+            Parameter("prefill_base_ms", "ms", 0.0, 1e5, ms),
+            Parameter("prefill_ms_per_token", "ms/token", 0.0, 1e3, 5 * ms / t),
+            Parameter("prefill_ms_per_token_sq", "ms/token^2", 0.0, 1e3, ms / t**2),
+            *(decode[name] for name in self.decode),
+        )
 
     def start(self, estimate: Any) -> np.ndarray:
-        decode = dict(zip(("decode_base_ms", "decode_ms_per_kv_fill",
-                           "decode_ms_per_kv_fill_sq"), estimate.decode))
-        return np.array([*estimate.prefill, *(decode.get(n, 0.0) for n in self.decode)],
-                        dtype=np.float64)
+        decode = dict(
+            zip(
+                ("decode_base_ms", "decode_ms_per_kv_fill", "decode_ms_per_kv_fill_sq"),
+                estimate.decode,
+            )
+        )
+        return np.array(
+            [*estimate.prefill, *(decode.get(n, 0.0) for n in self.decode)], dtype=np.float64
+        )
 
     def overrides(self, values: np.ndarray, deployment: Any) -> dict[str, Any]:
         names = POLYNOMIAL_KEYS[:3] + self.decode
-        coefficients = {**dict.fromkeys(POLYNOMIAL_KEYS, 0.0),
-                        **dict(zip(names, (float(v) for v in values)))}
+        coefficients = {
+            **dict.fromkeys(POLYNOMIAL_KEYS, 0.0),
+            **dict(zip(names, (float(v) for v in values))),
+        }
         out: dict[str, Any] = {}
         for s in sections(deployment):
             out[f"{s}.timing_model"] = {"type": "polynomial", **coefficients}
@@ -141,8 +162,12 @@ class Polynomial(Family):
 class Linear(Polynomial):
     name = "linear"
     summary = "polynomial prefill; decode linear in KV fill, mean context and batch size"
-    decode = ("decode_base_ms", "decode_ms_per_kv_fill", "decode_ms_per_context_token",
-              "decode_ms_per_request")
+    decode = (
+        "decode_base_ms",
+        "decode_ms_per_kv_fill",
+        "decode_ms_per_context_token",
+        "decode_ms_per_request",
+    )
 
 
 class Scaled(Family):
@@ -150,8 +175,10 @@ class Scaled(Family):
     summary = "the deployment's own timing model, prefill and decode scaled apart"
 
     def parameters(self, scales: Scales) -> tuple[Parameter, ...]:
-        return (Parameter("prefill_scale", "x", 0.01, 100.0, 0.5),
-                Parameter("decode_scale", "x", 0.01, 100.0, 0.5))
+        return (
+            Parameter("prefill_scale", "x", 0.01, 100.0, 0.5),
+            Parameter("decode_scale", "x", 0.01, 100.0, 0.5),
+        )
 
     def start(self, estimate: Any) -> np.ndarray:
         return np.array([estimate.prefill_scale, estimate.decode_scale], dtype=np.float64)
@@ -173,11 +200,14 @@ LINEAR = Linear()
 SCALED = Scaled()
 
 # In order of parameters, fewest first: the order in which equally good families are preferred.
-FAMILIES: Registry[Family] = Registry("calibration family", {
-    "scaled": "plansim.calibrate.families:SCALED",
-    "polynomial": "plansim.calibrate.families:POLYNOMIAL",
-    "linear": "plansim.calibrate.families:LINEAR",
-})
+FAMILIES: Registry[Family] = Registry(
+    "calibration family",
+    {
+        "scaled": "plansim.calibrate.families:SCALED",
+        "polynomial": "plansim.calibrate.families:POLYNOMIAL",
+        "linear": "plansim.calibrate.families:LINEAR",
+    },
+)
 
 
 def family_overrides(family: Family, values: np.ndarray, deployment: Any) -> dict[str, Any]:
@@ -187,4 +217,3 @@ def family_overrides(family: Family, values: np.ndarray, deployment: Any) -> dic
 
 def parameter_names(family: Family, scales: Scales) -> list[str]:
     return [p.name for p in (*family.parameters(scales), overhead_parameter(scales))]
-

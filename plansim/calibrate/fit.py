@@ -114,8 +114,11 @@ class _Replays:
         key = np.asarray(values, dtype=np.float64).tobytes()
         hit = self.cache.get(key)
         if hit is None:
-            hit = self.cache[key] = replay_with(self.workload, self.deployment, {
-                **self.family.overrides(values, self.deployment), OVERHEAD_KEY: 0.0})
+            hit = self.cache[key] = replay_with(
+                self.workload,
+                self.deployment,
+                {**self.family.overrides(values, self.deployment), OVERHEAD_KEY: 0.0},
+            )
         return hit
 
 
@@ -157,12 +160,17 @@ def replay_with(workload: Any, deployment: Any, overrides: dict[str, Any]) -> Re
 
 
 def with_overhead(replayed: Replayed, overhead_ms: float) -> Replayed:
-    return Replayed(replayed.ttft_ms + overhead_ms, replayed.tpot_ms,
-                    replayed.e2e_ms + overhead_ms, replayed.output_tokens)
+    return Replayed(
+        replayed.ttft_ms + overhead_ms,
+        replayed.tpot_ms,
+        replayed.e2e_ms + overhead_ms,
+        replayed.output_tokens,
+    )
 
 
-def fit_family(name: str, workload: Any, deployment: Any, problem: Problem,
-               estimate: FastEstimate) -> FamilyFit:
+def fit_family(
+    name: str, workload: Any, deployment: Any, problem: Problem, estimate: FastEstimate
+) -> FamilyFit:
     """Fit family ``name`` (module docstring)."""
     from scipy.optimize import least_squares
 
@@ -181,8 +189,7 @@ def fit_family(name: str, workload: Any, deployment: Any, problem: Problem,
     def residuals(z: np.ndarray) -> np.ndarray:
         x = z * scale
         r = with_overhead(replays(x[:-1]), x[-1])
-        return weight * cell_residuals(problem.cells, r.ttft_ms, r.tpot_ms, problem.recorded,
-                                       rows)
+        return weight * cell_residuals(problem.cells, r.ttft_ms, r.tpot_ms, problem.recorded, rows)
 
     def differences(z: np.ndarray, size: float = STEP, central: bool = False) -> np.ndarray:
         base = residuals(z)
@@ -205,9 +212,18 @@ def fit_family(name: str, workload: Any, deployment: Any, problem: Problem,
     z, evaluations, messages = z0, 0, []
     cost = float(residuals(z0) @ residuals(z0))
     for _ in range(MAX_ROUNDS):
-        fit = least_squares(residuals, z, jac=_Broyden(residuals, differences),
-                            bounds=(lower, upper), method="trf", x_scale=1.0, ftol=1e-3,
-                            xtol=1e-3, gtol=1e-6, max_nfev=budget - evaluations)
+        fit = least_squares(
+            residuals,
+            z,
+            jac=_Broyden(residuals, differences),
+            bounds=(lower, upper),
+            method="trf",
+            x_scale=1.0,
+            ftol=1e-3,
+            xtol=1e-3,
+            gtol=1e-6,
+            max_nfev=budget - evaluations,
+        )
         evaluations += int(fit.nfev)
         messages.append(str(fit.message))
         gain = cost - 2.0 * float(fit.cost)
@@ -220,11 +236,19 @@ def fit_family(name: str, workload: Any, deployment: Any, problem: Problem,
     jac = differences(z, STEP_AT_FIT, central=True) / scale
     at = with_overhead(replays(x[:-1]), x[-1])
     return FamilyFit(
-        family=name, parameters=params, start=start, values=x,
-        train_residuals=residuals(z), jacobian=jac,
+        family=name,
+        parameters=params,
+        start=start,
+        values=x,
+        train_residuals=residuals(z),
+        jacobian=jac,
         cell_residuals=cell_residuals(problem.cells, at.ttft_ms, at.tpot_ms, problem.recorded),
-        replayed=at, replays=len(replays.cache), evaluations=evaluations,
-        status=f"{len(messages)} round(s): {messages[-1]}", wall_s=time.perf_counter() - started)
+        replayed=at,
+        replays=len(replays.cache),
+        evaluations=evaluations,
+        status=f"{len(messages)} round(s): {messages[-1]}",
+        wall_s=time.perf_counter() - started,
+    )
 
 
 def fitted_overrides(fit: FamilyFit, deployment: Any) -> dict[str, Any]:

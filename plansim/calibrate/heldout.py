@@ -52,10 +52,18 @@ class WindowError:
     error: dict[str, float]
 
     def to_json(self) -> dict[str, Any]:
-        return {"window": self.window, "start_s": self.start_s, "end_s": self.end_s,
-                "held_out": self.held_out, "requests": self.requests,
-                "unrecorded": self.unrecorded, "mean_in_flight": self.mean_in_flight,
-                "recorded": self.recorded, "replayed": self.replayed, "error": self.error}
+        return {
+            "window": self.window,
+            "start_s": self.start_s,
+            "end_s": self.end_s,
+            "held_out": self.held_out,
+            "requests": self.requests,
+            "unrecorded": self.unrecorded,
+            "mean_in_flight": self.mean_in_flight,
+            "recorded": self.recorded,
+            "replayed": self.replayed,
+            "error": self.error,
+        }
 
 
 def _figures(ttft: np.ndarray, tpot: np.ndarray, e2e: np.ndarray) -> dict[str, float]:
@@ -63,9 +71,13 @@ def _figures(ttft: np.ndarray, tpot: np.ndarray, e2e: np.ndarray) -> dict[str, f
         values = values[np.isfinite(values)]
         return float(np.quantile(values, p)) if values.shape[0] else float("nan")
 
-    return {"median_ttft_ms": q(ttft, 0.5), "p90_ttft_ms": q(ttft, 0.9),
-            "median_tpot_ms": q(tpot, 0.5), "p90_tpot_ms": q(tpot, 0.9),
-            "median_e2e_ms": q(e2e, 0.5)}
+    return {
+        "median_ttft_ms": q(ttft, 0.5),
+        "p90_ttft_ms": q(ttft, 0.9),
+        "median_tpot_ms": q(tpot, 0.5),
+        "p90_tpot_ms": q(tpot, 0.9),
+        "median_e2e_ms": q(e2e, 0.5),
+    }
 
 
 def good_share(ttft: np.ndarray, tpot: np.ndarray, e2e: np.ndarray, sla: Any) -> float:
@@ -81,8 +93,9 @@ def good_share(ttft: np.ndarray, tpot: np.ndarray, e2e: np.ndarray, sla: Any) ->
     return float(good.mean()) if good.shape[0] else float("nan")
 
 
-def window_errors(workload: Any, recorded: Recorded, windows: Windows, replayed: Any,
-                  sla: Any = None) -> list[WindowError]:
+def window_errors(
+    workload: Any, recorded: Recorded, windows: Windows, replayed: Any, sla: Any = None
+) -> list[WindowError]:
     """The figures of every window (module docstring); ``replayed``: a ``fit.Replayed``."""
     in_flight = recorded_in_flight(workload, recorded)
     out = []
@@ -93,17 +106,27 @@ def window_errors(workload: Any, recorded: Recorded, windows: Windows, replayed:
         rep = _figures(replayed.ttft_ms[scored], replayed.tpot_ms[scored], replayed.e2e_ms[scored])
         err = {m: (rep[m] - rec[m]) / rec[m] if rec[m] else float("nan") for m in METRICS}
         if sla is not None and sla.is_set:
-            rec["goodput_ratio"] = good_share(recorded.ttft_ms[scored], recorded.tpot_ms[scored],
-                                              recorded.e2e_ms[scored], sla)
-            rep["goodput_ratio"] = good_share(replayed.ttft_ms[scored], replayed.tpot_ms[scored],
-                                              replayed.e2e_ms[scored], sla)
+            rec["goodput_ratio"] = good_share(
+                recorded.ttft_ms[scored], recorded.tpot_ms[scored], recorded.e2e_ms[scored], sla
+            )
+            rep["goodput_ratio"] = good_share(
+                replayed.ttft_ms[scored], replayed.tpot_ms[scored], replayed.e2e_ms[scored], sla
+            )
             err["goodput_ratio"] = rep["goodput_ratio"] - rec["goodput_ratio"]
-        out.append(WindowError(
-            window=k, start_s=float(windows.start_ms[k] / 1000.0),
-            end_s=float(windows.end_ms[k] / 1000.0), held_out=bool(windows.held_out[k]),
-            requests=int(scored.sum()), unrecorded=int((rows & ~recorded.scored).sum()),
-            mean_in_flight=float(np.mean(in_flight[scored])) if scored.any() else 0.0,
-            recorded=rec, replayed=rep, error=err))
+        out.append(
+            WindowError(
+                window=k,
+                start_s=float(windows.start_ms[k] / 1000.0),
+                end_s=float(windows.end_ms[k] / 1000.0),
+                held_out=bool(windows.held_out[k]),
+                requests=int(scored.sum()),
+                unrecorded=int((rows & ~recorded.scored).sum()),
+                mean_in_flight=float(np.mean(in_flight[scored])) if scored.any() else 0.0,
+                recorded=rec,
+                replayed=rep,
+                error=err,
+            )
+        )
     return out
 
 
@@ -145,24 +168,36 @@ def unexplained(errors: Sequence[WindowError]) -> list[str]:
     metrics = ("median_ttft_ms", "median_tpot_ms")
     trained = [e for e in errors if not e.held_out]
     most = max((e.mean_in_flight for e in trained), default=0.0)
-    noise = {m: max((abs(e.error[m]) for e in trained if np.isfinite(e.error[m])), default=0.0)
-             for m in metrics}
+    noise = {
+        m: max((abs(e.error[m]) for e in trained if np.isfinite(e.error[m])), default=0.0)
+        for m in metrics
+    }
     out = []
     for e in errors:
-        off = [abs(e.error[m]) for m in metrics if np.isfinite(e.error[m])
-               and abs(e.error[m]) > max(LARGE_ERROR, NOISE_FACTOR * noise[m])]
+        off = [
+            abs(e.error[m])
+            for m in metrics
+            if np.isfinite(e.error[m])
+            and abs(e.error[m]) > max(LARGE_ERROR, NOISE_FACTOR * noise[m])
+        ]
         if not e.held_out or not off:
             continue
         worst = max(off)
         why = []
         if e.mean_in_flight > most * 1.1:
-            why.append(f"a load never seen in training ({e.mean_in_flight:.1f} requests in "
-                       f"flight on average, training windows at most {most:.1f})")
+            why.append(
+                f"a load never seen in training ({e.mean_in_flight:.1f} requests in "
+                f"flight on average, training windows at most {most:.1f})"
+            )
         if e.unrecorded:
-            why.append(f"{e.unrecorded} requests without recorded latencies (rejected or failed "
-                       "in production)")
+            why.append(
+                f"{e.unrecorded} requests without recorded latencies (rejected or failed "
+                "in production)"
+            )
         if not why:
             why.append("a behaviour the fitted family cannot reproduce")
-        out.append(f"window {e.window} ({e.start_s:.0f}-{e.end_s:.0f} s) is off by "
-                   f"{worst:.0%}: {'; '.join(why)}")
+        out.append(
+            f"window {e.window} ({e.start_s:.0f}-{e.end_s:.0f} s) is off by "
+            f"{worst:.0%}: {'; '.join(why)}"
+        )
     return out

@@ -46,8 +46,9 @@ class Recorded:
 
     def only(self, rows: np.ndarray) -> Recorded:
         """These latencies with those of the requests outside ``rows`` (a mask) left out."""
-        return Recorded(*(np.where(rows, v, np.nan)
-                          for v in (self.ttft_ms, self.e2e_ms, self.tpot_ms)))
+        return Recorded(
+            *(np.where(rows, v, np.nan) for v in (self.ttft_ms, self.e2e_ms, self.tpot_ms))
+        )
 
 
 def recorded_of(workload: Any) -> Recorded:
@@ -60,8 +61,9 @@ def recorded_of(workload: Any) -> Recorded:
     return Recorded(ttft, e2e, tpot)
 
 
-def load_recorded(paths: Sequence[str | Path], *, format: str = "auto",
-                  trace_block_size: int | None = None) -> tuple[Any, Recorded]:
+def load_recorded(
+    paths: Sequence[str | Path], *, format: str = "auto", trace_block_size: int | None = None
+) -> tuple[Any, Recorded]:
     """The workload of ``paths`` and its recorded latencies; ``InputError`` for what calibration
     cannot use (module docstring)."""
     from plansim.traces.formats import TRACE_FORMATS
@@ -70,20 +72,28 @@ def load_recorded(paths: Sequence[str | Path], *, format: str = "auto",
     fmt, parts = read_columns(paths, format, trace_block_size)
     spec = TRACE_FORMATS.get(fmt)
     if not spec.records_latencies:
-        raise TraceError(f"a {fmt} trace records no latencies; calibrate reads traces with "
-                         "ttft_ms and total_time_ms per request (a Dynamo request trace, "
-                         "dynamo.request.trace.v1)", source=parts[0].source)
+        raise TraceError(
+            f"a {fmt} trace records no latencies; calibrate reads traces with "
+            "ttft_ms and total_time_ms per request (a Dynamo request trace, "
+            "dynamo.request.trace.v1)",
+            source=parts[0].source,
+        )
     for part in parts:
         _check_rows(part)
     names = ", ".join(p.source for p in parts)
     have = sum(int(np.isfinite(p.recorded_ttft_ms).sum()) for p in parts)
     if have == 0:
-        raise TraceError("no request has recorded latencies (ttft_ms and total_time_ms): "
-                         "calibrate needs a trace recorded by the deployment it fits",
-                         source=names)
+        raise TraceError(
+            "no request has recorded latencies (ttft_ms and total_time_ms): "
+            "calibrate needs a trace recorded by the deployment it fits",
+            source=names,
+        )
     if have < MIN_REQUESTS:
-        raise TraceError(f"only {have} requests have recorded latencies; calibrate needs at "
-                         f"least {MIN_REQUESTS}", source=names)
+        raise TraceError(
+            f"only {have} requests have recorded latencies; calibrate needs at "
+            f"least {MIN_REQUESTS}",
+            source=names,
+        )
     workload = workload_from_columns(parts, has_latencies=True, linker=spec.graph_builder())
     return workload, recorded_of(workload)
 
@@ -96,15 +106,22 @@ def _check_rows(part: Any) -> None:
         i = int(np.argmax(one))
         missing = "total_time_ms" if np.isfinite(ttft[i]) else "ttft_ms"
         other = "ttft_ms" if missing == "total_time_ms" else "total_time_ms"
-        raise TraceError(f"missing while {other} is recorded", source=part.source,
-                         line=int(part.line[i]), field=missing)
+        raise TraceError(
+            f"missing while {other} is recorded",
+            source=part.source,
+            line=int(part.line[i]),
+            field=missing,
+        )
     with np.errstate(invalid="ignore"):
         late = ttft > total
     if late.any():
         i = int(np.argmax(late))
-        raise TraceError(f"{ttft[i]:g} ms is after total_time_ms {total[i]:g} ms (a first token "
-                         "after the last)", source=part.source, line=int(part.line[i]),
-                         field="ttft_ms")
+        raise TraceError(
+            f"{ttft[i]:g} ms is after total_time_ms {total[i]:g} ms (a first token after the last)",
+            source=part.source,
+            line=int(part.line[i]),
+            field="ttft_ms",
+        )
 
 
 __all__ = ["MIN_REQUESTS", "Recorded", "load_recorded", "recorded_of"]

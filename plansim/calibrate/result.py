@@ -56,13 +56,28 @@ class FamilyResult:
     wall_s: float
 
     def parameters_json(self) -> list[dict[str, Any]]:
-        return [{"name": p.name, "unit": p.unit, "value": float(v), "start": float(s),
-                 "low": float(lo), "high": float(hi), "level": LEVEL,
-                 "standard_error": float(se) if np.isfinite(se) else None,
-                 "identified": bool(ok)}
-                for p, v, s, lo, hi, se, ok in zip(self.parameters, self.values, self.start,
-                                                   self.low, self.high, self.standard_error,
-                                                   self.identified)]
+        return [
+            {
+                "name": p.name,
+                "unit": p.unit,
+                "value": float(v),
+                "start": float(s),
+                "low": float(lo),
+                "high": float(hi),
+                "level": LEVEL,
+                "standard_error": float(se) if np.isfinite(se) else None,
+                "identified": bool(ok),
+            }
+            for p, v, s, lo, hi, se, ok in zip(
+                self.parameters,
+                self.values,
+                self.start,
+                self.low,
+                self.high,
+                self.standard_error,
+                self.identified,
+            )
+        ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,8 +114,7 @@ class Calibration:
         for m in (*METRICS, "goodput_ratio"):
             values = [w.error[m] for w in held if np.isfinite(w.error.get(m, np.nan))]
             if values:
-                out[m] = {"median": float(np.median(values)),
-                          "worst": float(max(values, key=abs))}
+                out[m] = {"median": float(np.median(values)), "worst": float(max(values, key=abs))}
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -112,27 +126,45 @@ class Calibration:
             "parameters": self.chosen.parameters_json(),
             "held_out": self.held_out_summary(),
             "windows": [w.to_json() for w in self.windows],
-            "families": [{
-                "name": f.family, "summary": f.summary, "chosen": f.family == self.family,
-                "parameters": f.parameters_json(), "train_error": f.train_error,
-                "held_out_error": {"mean": f.held_out.mean, "se": f.held_out.se,
-                                   "per_window": {str(k): v
-                                                  for k, v in f.held_out.per_window.items()}},
-                "replays": f.replays, "evaluations": f.evaluations, "status": f.status,
-            } for f in self.families],
+            "families": [
+                {
+                    "name": f.family,
+                    "summary": f.summary,
+                    "chosen": f.family == self.family,
+                    "parameters": f.parameters_json(),
+                    "train_error": f.train_error,
+                    "held_out_error": {
+                        "mean": f.held_out.mean,
+                        "se": f.held_out.se,
+                        "per_window": {str(k): v for k, v in f.held_out.per_window.items()},
+                    },
+                    "replays": f.replays,
+                    "evaluations": f.evaluations,
+                    "status": f.status,
+                }
+                for f in self.families
+            ],
             "draws": list(self.draws),
-            "fast_estimate": {"prefill": list(e.prefill), "decode": list(e.decode),
-                              "prefill_scale": e.prefill_scale, "decode_scale": e.decode_scale,
-                              "overhead_ms": e.overhead_ms,
-                              "unqueued_prefill_requests": e.unqueued_prefill,
-                              "multi_chunk_requests": e.multi_chunk,
-                              "decode_requests": e.decode_requests},
-            "requests": {"total": self.requests,
-                         "scored": int(self.recorded.scored.sum()),
-                         "unrecorded": self.recorded.unrecorded},
+            "fast_estimate": {
+                "prefill": list(e.prefill),
+                "decode": list(e.decode),
+                "prefill_scale": e.prefill_scale,
+                "decode_scale": e.decode_scale,
+                "overhead_ms": e.overhead_ms,
+                "unqueued_prefill_requests": e.unqueued_prefill,
+                "multi_chunk_requests": e.multi_chunk,
+                "decode_requests": e.decode_requests,
+            },
+            "requests": {
+                "total": self.requests,
+                "scored": int(self.recorded.scored.sum()),
+                "unrecorded": self.recorded.unrecorded,
+            },
             "notes": list(self.notes),
-            "host": {"wall_s": self.wall_s,
-                     "family_wall_s": {f.family: f.wall_s for f in self.families}},
+            "host": {
+                "wall_s": self.wall_s,
+                "family_wall_s": {f.family: f.wall_s for f in self.families},
+            },
         }
 
 
@@ -159,14 +191,24 @@ def load_timing_draws(path: str | Path) -> TimingDraws:
     except orjson.JSONDecodeError as exc:
         raise InputError(f"not valid JSON: {exc}", source=source) from None
     if not isinstance(data, Mapping) or data.get("schema") != SCHEMA:
-        raise InputError(f"not a calibration.json of plansim calibrate (schema {SCHEMA})",
-                         source=source, field="schema")
+        raise InputError(
+            f"not a calibration.json of plansim calibrate (schema {SCHEMA})",
+            source=source,
+            field="schema",
+        )
     keys, draws = data.get("deployment_keys"), data.get("draws")
     if not isinstance(keys, Mapping) or not keys:
         raise InputError("missing or empty", source=source, field="deployment_keys")
-    if not isinstance(draws, Sequence) or not draws or not all(
-            isinstance(d, Mapping) and set(d) == set(keys) for d in draws):
-        raise InputError("must be a non-empty list of mappings with the keys of "
-                         "deployment_keys", source=source, field="draws")
-    return TimingDraws(source, str(data.get("family", "")), dict(keys),
-                       tuple(dict(d) for d in draws))
+    if (
+        not isinstance(draws, Sequence)
+        or not draws
+        or not all(isinstance(d, Mapping) and set(d) == set(keys) for d in draws)
+    ):
+        raise InputError(
+            "must be a non-empty list of mappings with the keys of deployment_keys",
+            source=source,
+            field="draws",
+        )
+    return TimingDraws(
+        source, str(data.get("family", "")), dict(keys), tuple(dict(d) for d in draws)
+    )

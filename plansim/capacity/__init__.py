@@ -8,6 +8,7 @@ price per GPU-hour of each GPU system) and ``parse_gpu_costs``.
 """
 
 from plansim.capacity.objective import GpuCost, GpuHours, Objective, parse_gpu_costs
+from plansim.capacity.plan import Plan, prepare
 from plansim.capacity.result import (
     Bound,
     CapacityResult,
@@ -15,8 +16,20 @@ from plansim.capacity.result import (
     StaticPoint,
     VariantResult,
 )
-from plansim.capacity.plan import Plan, prepare
 from plansim.capacity.search import run, search
 
-__all__ = ["Bound", "CapacityResult", "GpuCost", "GpuHours", "Objective", "Plan", "PolicyResult",
-           "StaticPoint", "VariantResult", "parse_gpu_costs", "prepare", "run", "search"]
+__all__ = [
+    "Bound",
+    "CapacityResult",
+    "GpuCost",
+    "GpuHours",
+    "Objective",
+    "Plan",
+    "PolicyResult",
+    "StaticPoint",
+    "VariantResult",
+    "parse_gpu_costs",
+    "prepare",
+    "run",
+    "search",
+]

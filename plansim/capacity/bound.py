@@ -131,8 +131,10 @@ class SegmentValues:
             bound = min(above, key=lambda f: (final[f], sum(f), f))
             cells.append(tuple((c + b) // 2 for c, b in zip(counts, bound)))
         elif len(counts) > 1:
-            cells += [tuple(c if j == i else lim for j, (c, lim) in enumerate(zip(counts, limits)))
-                      for i in range(len(counts))]
+            cells += [
+                tuple(c if j == i else lim for j, (c, lim) in enumerate(zip(counts, limits)))
+                for i in range(len(counts))
+            ]
         return [c for c in dict.fromkeys(cells) if c not in final]
 
     def good_grid(self, segment: int, limits: Counts) -> np.ndarray:
@@ -160,12 +162,14 @@ class SegmentValues:
         return {c: min(end, self._end_floor.get(c, end)) for c, end in self._end_final.items()}
 
 
-def line_threshold(values: SegmentValues, segment: int, pool: int, limits: Counts,
-                   need: int) -> Generator[list[tuple[int, Counts]], None, None]:
+def line_threshold(
+    values: SegmentValues, segment: int, pool: int, limits: Counts, need: int
+) -> Generator[list[tuple[int, Counts]], None, None]:
     """The fewest workers of ``pool`` with which ``segment`` meets its own ``need`` (good
     requests) while the other pools are at their limits: bisection below the smallest count
     whose floor already met it (or the pool's limit), on segment replays. Yields the cells to
     replay next; the caller records them in ``values`` before resuming."""
+
     def point(n: int) -> Counts:
         return tuple(n if j == pool else lim for j, lim in enumerate(limits))
 
@@ -222,8 +226,16 @@ def _startup_step(values: np.ndarray, axis: int, per_worker: float) -> np.ndarra
     index = np.arange(n, dtype=np.float64).reshape(shape) * per_worker
     down = np.flip(np.minimum.accumulate(np.flip(values, axis), axis=axis), axis)
     up = np.minimum.accumulate(values - index, axis=axis)
-    up = np.concatenate([np.full_like(np.take(up, [0], axis=axis), np.inf),
-                         np.take(up, np.arange(n - 1), axis=axis)], axis=axis) + index
+    up = (
+        np.concatenate(
+            [
+                np.full_like(np.take(up, [0], axis=axis), np.inf),
+                np.take(up, np.arange(n - 1), axis=axis),
+            ],
+            axis=axis,
+        )
+        + index
+    )
     return np.minimum(down, up)
 
 
@@ -235,8 +247,9 @@ def _startup_cost(src: np.ndarray, dst: Counts, per_worker: np.ndarray) -> np.nd
     return cost
 
 
-def solve(inputs: BoundInputs, good: Sequence[np.ndarray],
-          last_end_ms: Mapping[Counts, float]) -> Schedule | None:
+def solve(
+    inputs: BoundInputs, good: Sequence[np.ndarray], last_end_ms: Mapping[Counts, float]
+) -> Schedule | None:
     """The cheapest schedule meeting the target given per-segment good-request grids ``good``
     (``SegmentValues.good_grid``) and the replayed end of the last segment per counts (counts
     without one are charged to the last arrival only). None when no schedule within the budget
@@ -263,8 +276,9 @@ def solve(inputs: BoundInputs, good: Sequence[np.ndarray],
         return np.maximum(inputs.length_s[seg] + tail, 0.0)
 
     bad_bins = [np.floor((requests[s] - good[s]) / unit).astype(np.int64) for s in range(n_seg)]
-    seg_cost = [np.where(inputs.allowed, rate_grid * charged_s(s) / 3600.0, np.inf)
-                for s in range(n_seg)]
+    seg_cost = [
+        np.where(inputs.allowed, rate_grid * charged_s(s) / 3600.0, np.inf) for s in range(n_seg)
+    ]
     b_axis = np.arange(bins + 1)
 
     def place(before: np.ndarray, seg: int) -> np.ndarray:
@@ -295,8 +309,13 @@ def solve(inputs: BoundInputs, good: Sequence[np.ndarray],
     return _price(inputs, path, good, seg_cost, per_worker_startup)
 
 
-def _price(inputs: BoundInputs, path: list[Counts], good: Sequence[np.ndarray],
-           seg_cost: Sequence[np.ndarray], per_worker_startup: np.ndarray) -> Schedule:
+def _price(
+    inputs: BoundInputs,
+    path: list[Counts],
+    good: Sequence[np.ndarray],
+    seg_cost: Sequence[np.ndarray],
+    per_worker_startup: np.ndarray,
+) -> Schedule:
     """The schedule's cost summed again in float64 along the path (the same figures the
     programme minimised)."""
     cost = 0.0
@@ -304,7 +323,9 @@ def _price(inputs: BoundInputs, path: list[Counts], good: Sequence[np.ndarray],
     for seg, counts in enumerate(path):
         cost += float(seg_cost[seg][_cell(counts)])
         if seg:
-            startup += sum(max(c - p, 0) * float(w)
-                           for c, p, w in zip(counts, path[seg - 1], per_worker_startup))
+            startup += sum(
+                max(c - p, 0) * float(w)
+                for c, p, w in zip(counts, path[seg - 1], per_worker_startup)
+            )
     credited = tuple(int(good[s][_cell(counts)]) for s, counts in enumerate(path))
     return Schedule(tuple(path), cost + startup, credited, startup)

@@ -31,8 +31,9 @@ _ENGINE_SECTIONS = ("engine", "prefill_engine", "decode_engine")
 _PLANSIM_PLANNER_KEYS = ("scaling_policy", "scaling_policy_params")
 
 
-def deployment_file(deployment: Deployment, raw: Mapping[str, Any] | None,
-                    source: Path | None = None) -> dict[str, Any]:
+def deployment_file(
+    deployment: Deployment, raw: Mapping[str, Any] | None, source: Path | None = None
+) -> dict[str, Any]:
     """``deployment`` as a deployment file's mapping, spelled as ``raw`` (the input file's
     mapping; its engine sections may name engine-args files, relative to ``source``'s folder)
     spelled its keys; unset optional keys are left out."""
@@ -44,22 +45,31 @@ def deployment_file(deployment: Deployment, raw: Mapping[str, Any] | None,
             given = raw.get(section)
             if isinstance(given, str):  # an engine-args file: its own spellings
                 path = Path(given).expanduser()
-                given = read_config(path if path.is_absolute() else base / path,
-                                    what="engine-args file")
+                given = read_config(
+                    path if path.is_absolute() else base / path, what="engine-args file"
+                )
             spellings = engine_config.spellings(given) if isinstance(given, Mapping) else {}
             out[section] = engine_config.spelled(out[section], spellings)
     for section, new, old in _older_spellings():
         block, given = out.get(section), raw.get(section)
-        if (isinstance(block, dict) and isinstance(given, Mapping) and new in block
-                and old in given and new not in given):
+        if (
+            isinstance(block, dict)
+            and isinstance(given, Mapping)
+            and new in block
+            and old in given
+            and new not in given
+        ):
             block[old] = block.pop(new)
     return out
 
 
 def _older_spellings() -> list[tuple[str, str, str]]:
     """(section, key, older spelling) of the deployment keys with an older name."""
-    out = [("router", knob.alias_of, knob.name) for knob in all_router_knobs().values()
-           if knob.alias_of]
+    out = [
+        ("router", knob.alias_of, knob.name)
+        for knob in all_router_knobs().values()
+        if knob.alias_of
+    ]
     return [*out, ("sla", "tpot_ms", "itl_ms")]
 
 
@@ -68,19 +78,26 @@ def engine_files(deployment: Deployment) -> tuple[dict[str, Any], list[str]]:
     naming what they leave out (see the module docstring)."""
     files: dict[str, Any] = {}
     notes: list[str] = []
-    pools = ((schema.RECOMMENDED_ENGINE_ARGS, deployment.engine, "aggregated"),) \
-        if Mode(deployment.mode) is Mode.AGG else (
-        (schema.RECOMMENDED_PREFILL_ENGINE_ARGS, deployment.prefill_args, "prefill"),
-        (schema.RECOMMENDED_DECODE_ENGINE_ARGS, deployment.decode_args, "decode"))
+    pools = (
+        ((schema.RECOMMENDED_ENGINE_ARGS, deployment.engine, "aggregated"),)
+        if Mode(deployment.mode) is Mode.AGG
+        else (
+            (schema.RECOMMENDED_PREFILL_ENGINE_ARGS, deployment.prefill_args, "prefill"),
+            (schema.RECOMMENDED_DECODE_ENGINE_ARGS, deployment.decode_args, "decode"),
+        )
+    )
     for name, args, worker_type in pools:
         dump = args.model_dump(mode="json", exclude_unset=True)
         dump.pop("no_effect_keys", None)
         derived = dump.pop(DERIVED, None) or {}
         files[name], left_out = engine_config.canonical_file(
-            {**_without_none(dump), **derived}, worker_type=worker_type)
+            {**_without_none(dump), **derived}, worker_type=worker_type
+        )
         if left_out:
-            notes.append(f"{name} leaves out {', '.join(left_out)}: no Dynamo 1.6.1 engine key "
-                         "(an npz timing model is Dynamo's --planner-profile-data)")
+            notes.append(
+                f"{name} leaves out {', '.join(left_out)}: no Dynamo 1.6.1 engine key "
+                "(an npz timing model is Dynamo's --planner-profile-data)"
+            )
     return files, notes
 
 
@@ -91,9 +108,11 @@ def planner_config(deployment: Deployment, max_gpu_budget: int) -> dict[str, Any
     from plansim.capacity.policies import default_base
 
     # ``str`` of the pool mode (a StrEnum): a YAML file holds its plain value.
-    return {k: str(v) if isinstance(v, Mode) else v
-            for k, v in default_base(deployment, max_gpu_budget).items()
-            if v is not None and k not in _PLANSIM_PLANNER_KEYS}
+    return {
+        k: str(v) if isinstance(v, Mode) else v
+        for k, v in default_base(deployment, max_gpu_budget).items()
+        if v is not None and k not in _PLANSIM_PLANNER_KEYS
+    }
 
 
 def _without_none(value: Any) -> Any:

@@ -1,7 +1,8 @@
 """The job graph of one capacity run (``scheduler`` protocol): one static search per variant;
 then, on the recommended variant (known at once when nothing is searched), the bound's rounds,
 the bound's schedule replayed, the seed replays of the chosen points, with a calibration the
-replays of the chosen points at its timing draws, and one job per planner policy. ``RunJobs`` also builds every replay request, so that equal work has one key."""
+replays of the chosen points at its timing draws, and one job per planner policy. ``RunJobs`` also
+builds every replay request, so that equal work has one key."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from plansim.capacity import objective as objectives
+from plansim.capacity import planner_search
 from plansim.capacity.bound import (
     BoundInputs,
     Schedule,
@@ -21,14 +23,19 @@ from plansim.capacity.bound import (
     lockstep,
     solve,
 )
-from plansim.capacity import planner_search
 from plansim.capacity.plan import Plan
 from plansim.capacity.policies import Policy, default_base
 from plansim.capacity.result import counts_label
 from plansim.capacity.scheduler import JobSpec, ReplayRequest
 from plansim.capacity.scripted import change_to
-from plansim.capacity.segments import SegmentWindow, Segments, windows
-from plansim.capacity.static_search import Evaluated, StaticSearch, evaluate, required_good, run_search
+from plansim.capacity.segments import Segments, SegmentWindow, windows
+from plansim.capacity.static_search import (
+    Evaluated,
+    StaticSearch,
+    evaluate,
+    required_good,
+    run_search,
+)
 from plansim.capacity.tasks import SegmentReplay, replay_full_task, replay_segment_task
 from plansim.capacity.variants import Variant
 from plansim.sim.routing import ROUTERS
@@ -89,38 +96,50 @@ class RunJobs:
 
     # -- requests -------------------------------------------------------------------------
 
-    def _static_request(self, variant: Variant, counts: Counts, seed: int | None = None,
-                        kind: str = "static") -> ReplayRequest:
+    def _static_request(
+        self, variant: Variant, counts: Counts, seed: int | None = None, kind: str = "static"
+    ) -> ReplayRequest:
         key = f"{variant.label} @ {counts_label(variant.layout.mode, counts)}"
         if seed is not None:
             key += f" seed {seed}"
-        return ReplayRequest(key, replay_full_task,
-                             (self.trace_path, variant.with_counts(counts, seed), self.first_rows),
-                             kind)
+        return ReplayRequest(
+            key,
+            replay_full_task,
+            (self.trace_path, variant.with_counts(counts, seed), self.first_rows),
+            kind,
+        )
 
-    def _segment_request(self, variant: Variant, segment: int, counts: Counts,
-                         reference: Counts) -> ReplayRequest:
+    def _segment_request(
+        self, variant: Variant, segment: int, counts: Counts, reference: Counts
+    ) -> ReplayRequest:
         """Segment ``segment`` at ``counts``, its lead-in served by at least ``reference``."""
         window = self.windows[segment]
-        lead = tuple(max(c, r) for c, r in zip(counts, reference)) if window.has_lead_in \
-            else counts
+        lead = tuple(max(c, r) for c, r in zip(counts, reference)) if window.has_lead_in else counts
         mode = variant.layout.mode
         key = f"segment {segment} {variant.label} @ {counts_label(mode, counts)}"
         if lead != counts:
             key += f" after {counts_label(mode, lead)}"
-        return ReplayRequest(key, replay_segment_task,
-                             (self.trace_path, variant.with_counts(lead), window, counts),
-                             "segment", full=False)
+        return ReplayRequest(
+            key,
+            replay_segment_task,
+            (self.trace_path, variant.with_counts(lead), window, counts),
+            "segment",
+            full=False,
+        )
 
-    def _policy_request(self, variant: Variant, policy: Policy, seed: int,
-                        kind: str = "policy") -> ReplayRequest:
+    def _policy_request(
+        self, variant: Variant, policy: Policy, seed: int, kind: str = "policy"
+    ) -> ReplayRequest:
         key = f"policy {policy.name} on {variant.label}"
         if seed != self.plan.deployment.seed:
             key += f" seed {seed}"
         deployment = variant.with_counts(self.policy_start(variant, policy), seed)
-        return ReplayRequest(key, replay_full_task,
-                             (self.trace_path, deployment, self.first_rows, policy.config),
-                             kind)
+        return ReplayRequest(
+            key,
+            replay_full_task,
+            (self.trace_path, deployment, self.first_rows, policy.config),
+            kind,
+        )
 
     def policy_start(self, variant: Variant, policy: Policy) -> Counts:
         """Where a policy replay starts: the deployment's counts fitted into the budget, and at
@@ -144,8 +163,10 @@ class RunJobs:
         specs.append(JobSpec("seeds", self._seeds_job, statics))
         if plan.timing is not None:
             specs.append(JobSpec("timing", self._timing_job, statics))
-        specs += [JobSpec(f"policy {k}", self._policy_job(p), policy_after)
-                  for k, p in enumerate(plan.policies)]
+        specs += [
+            JobSpec(f"policy {k}", self._policy_job(p), policy_after)
+            for k, p in enumerate(plan.policies)
+        ]
         if plan.tunes_planner:
             specs.append(JobSpec("tune", self._tune_job, statics))
         return specs
@@ -155,12 +176,22 @@ class RunJobs:
 
         def evaluate_counts(counts: Sequence[Counts]) -> Generator:
             replays = yield [self._static_request(variant, c) for c in counts]
-            return [evaluate(variant, c, r, target=plan.target, budget=plan.max_gpu_budget,
-                             objective=plan.objective) for c, r in zip(counts, replays)]
+            return [
+                evaluate(
+                    variant,
+                    c,
+                    r,
+                    target=plan.target,
+                    budget=plan.max_gpu_budget,
+                    objective=plan.objective,
+                )
+                for c, r in zip(counts, replays)
+            ]
 
         def job(_: Mapping[str, Any]) -> Generator:
-            return (yield from run_search(variant, plan.max_gpu_budget, plan.objective,
-                                          evaluate_counts))
+            return (
+                yield from run_search(variant, plan.max_gpu_budget, plan.objective, evaluate_counts)
+            )
 
         return job
 
@@ -171,14 +202,17 @@ class RunJobs:
         a little sooner is not cheaper); and the variant the bound and policies run on."""
         feasible = [(s.variant, s.cheapest) for s in statics if s.cheapest is not None]
         cheapest = min(feasible, key=lambda ve: (ve[1].cost, ve[1].counts)) if feasible else None
-        missed = [(s.variant, e) for s in statics for e in s.evaluated
-                  if e.within_budget and not e.meets_target]
+        missed = [
+            (s.variant, e)
+            for s in statics
+            for e in s.evaluated
+            if e.within_budget and not e.meets_target
+        ]
         cheaper = []
         if cheapest is not None:
             limit = self._rate(*cheapest)
             cheaper = [ve for ve in missed if self._rate(*ve) < limit * (1 - 1e-9)]
-        best_bad = min(cheaper or missed, key=lambda ve: (-ve[1].good, ve[1].cost),
-                       default=None)
+        best_bad = min(cheaper or missed, key=lambda ve: (-ve[1].good, ve[1].cost), default=None)
         variant = (cheapest or best_bad or (self.plan.variants[0], None))[0]
         return Chosen(cheapest, best_bad, variant)
 
@@ -196,8 +230,14 @@ class RunJobs:
         layout = variant.layout
         limits = layout.max_counts(plan.max_gpu_budget)
         # The lead-in of a segment replay runs on the chosen static counts (or more).
-        reference = next((p[1].counts for p in (chosen.cheapest, chosen.best_infeasible)
-                          if p is not None and p[0] is variant), limits)
+        reference = next(
+            (
+                p[1].counts
+                for p in (chosen.cheapest, chosen.best_infeasible)
+                if p is not None and p[0] is variant
+            ),
+            limits,
+        )
         values = SegmentValues(segs.requests)
         for s in statics:
             if s.variant is variant:
@@ -208,11 +248,15 @@ class RunJobs:
             allowed[idx] = layout.within_budget(tuple(i + 1 for i in idx), plan.max_gpu_budget)
         total = int(segs.requests.sum())
         inputs = BoundInputs(
-            limits=limits, allowed=allowed,
-            worker_rates=plan.objective.worker_rates(layout), startup_s=layout.startup_s,
-            length_s=segs.length_s, requests=segs.requests,
+            limits=limits,
+            allowed=allowed,
+            worker_rates=plan.objective.worker_rates(layout),
+            startup_s=layout.startup_s,
+            length_s=segs.length_s,
+            requests=segs.requests,
             allowed_bad=total - required_good(plan.target, total),
-            last_edge_ms=float(segs.edges_ms[-1]))
+            last_edge_ms=float(segs.edges_ms[-1]),
+        )
         rounds = 0
 
         def replay_cells(cells: Sequence[tuple[int, Counts]]) -> Generator:
@@ -220,29 +264,43 @@ class RunJobs:
             rounds += 1
             cells = list(dict.fromkeys(cells))
             replays: list[SegmentReplay] = yield [
-                self._segment_request(variant, k, c, reference) for k, c in cells]
+                self._segment_request(variant, k, c, reference) for k, c in cells
+            ]
             for (k, c), r in zip(cells, replays):
                 values.add_segment(k, c, r.good, r.end_ms)
 
         # First, in every segment, the threshold of each pool along its line (the other pools
         # at their limits), by bisection below the smallest count whose floor met the segment's
         # own target: what bounds the optimistic values of every count below it.
-        searches = [line_threshold(values, k, pool, limits,
-                                   required_good(plan.target, int(segs.requests[k])))
-                    for k in range(len(segs)) for pool in range(len(limits))]
+        searches = [
+            line_threshold(
+                values, k, pool, limits, required_good(plan.target, int(segs.requests[k]))
+            )
+            for k in range(len(segs))
+            for pool in range(len(limits))
+        ]
         for cells in lockstep(searches):
             yield from replay_cells(cells)
         while True:
             good = [values.good_grid(k, limits) for k in range(len(segs))]
             schedule = solve(inputs, good, values.last_end_ms())
-            missing = [] if schedule is None else [
-                (k, c) for k, c in enumerate(schedule.counts) if not values.is_final(k, c)]
-            log.debug("bound round %d: schedule %s (cost %s), not yet replayed %s", rounds,
-                      schedule and schedule.counts, schedule and schedule.cost, missing)
+            missing = (
+                []
+                if schedule is None
+                else [(k, c) for k, c in enumerate(schedule.counts) if not values.is_final(k, c)]
+            )
+            log.debug(
+                "bound round %d: schedule %s (cost %s), not yet replayed %s",
+                rounds,
+                schedule and schedule.counts,
+                schedule and schedule.cost,
+                missing,
+            )
             if not missing or rounds >= plan.max_bound_rounds:
                 break
-            yield from replay_cells([(k, cell) for k, c in missing
-                                     for cell in values.probe(k, c, limits)])
+            yield from replay_cells(
+                [(k, cell) for k, c in missing for cell in values.probe(k, c, limits)]
+            )
         return BoundOutcome(variant, schedule, values, rounds, not missing)
 
     def _schedule_job(self, deps: Mapping[str, Any]) -> Generator:
@@ -264,21 +322,32 @@ class RunJobs:
                     changes.append(change_to(layout.mode, at_s, only))
         deployment = variant.with_counts(schedule.counts[0])
         key = f"schedule {variant.label} " + ",".join(
-            counts_label(layout.mode, c) for c in schedule.counts)
-        (replay,) = yield [ReplayRequest(key, replay_full_task,
-                                         (self.trace_path, deployment, self.first_rows, None,
-                                          tuple(changes)), "schedule")]
+            counts_label(layout.mode, c) for c in schedule.counts
+        )
+        (replay,) = yield [
+            ReplayRequest(
+                key,
+                replay_full_task,
+                (self.trace_path, deployment, self.first_rows, None, tuple(changes)),
+                "schedule",
+            )
+        ]
         return replay
 
     def _seeds_job(self, deps: Mapping[str, Any]) -> Generator:
         chosen = self.choose(self.statics(deps))
         points = [p for p in (chosen.cheapest, chosen.best_infeasible) if p is not None]
-        requests = [self._static_request(v, e.counts, seed, "seed")
-                    for v, e in points for seed in self.extra_seeds]
+        requests = [
+            self._static_request(v, e.counts, seed, "seed")
+            for v, e in points
+            for seed in self.extra_seeds
+        ]
         replays = (yield requests) if requests else []
         per_point = len(self.extra_seeds)
-        return {(v.label, e.counts): replays[i * per_point:(i + 1) * per_point]
-                for i, (v, e) in enumerate(points)}
+        return {
+            (v.label, e.counts): replays[i * per_point : (i + 1) * per_point]
+            for i, (v, e) in enumerate(points)
+        }
 
     def _timing_job(self, deps: Mapping[str, Any]) -> Generator:
         """The chosen points at each of the calibration's timing draws."""
@@ -288,19 +357,24 @@ class RunJobs:
         points = [p for p in (chosen.cheapest, chosen.best_infeasible) if p is not None]
         draws = self.plan.timing.draws
         requests = [
-            ReplayRequest(f"{v.label} @ {counts_label(v.layout.mode, e.counts)} timing draw {i}",
-                          replay_full_task,
-                          (self.trace_path, with_overrides(v.with_counts(e.counts), draw),
-                           self.first_rows), "timing")
-            for v, e in points for i, draw in enumerate(draws)]
+            ReplayRequest(
+                f"{v.label} @ {counts_label(v.layout.mode, e.counts)} timing draw {i}",
+                replay_full_task,
+                (self.trace_path, with_overrides(v.with_counts(e.counts), draw), self.first_rows),
+                "timing",
+            )
+            for v, e in points
+            for i, draw in enumerate(draws)
+        ]
         replays = (yield requests) if requests else []
-        return {(v.label, e.counts): replays[i * len(draws):(i + 1) * len(draws)]
-                for i, (v, e) in enumerate(points)}
+        return {
+            (v.label, e.counts): replays[i * len(draws) : (i + 1) * len(draws)]
+            for i, (v, e) in enumerate(points)
+        }
 
     def _policy_job(self, policy: Policy) -> Callable[[Mapping[str, Any]], Generator]:
         def job(deps: Mapping[str, Any]) -> Generator:
-            variant = (self.choose(self.statics(deps)).variant if deps
-                       else self.plan.variants[0])
+            variant = self.choose(self.statics(deps)).variant if deps else self.plan.variants[0]
             seeds = (self.plan.deployment.seed, *self.extra_seeds)
             replays = yield [self._policy_request(variant, policy, s) for s in seeds]
             return variant, replays
@@ -314,8 +388,11 @@ class RunJobs:
         chosen = self.choose(self.statics(deps))
         variant = chosen.variant
         layout = variant.layout
-        static = (chosen.cheapest[1].counts if chosen.cheapest is not None
-                  and chosen.cheapest[0] is variant else layout.max_counts(plan.max_gpu_budget))
+        static = (
+            chosen.cheapest[1].counts
+            if chosen.cheapest is not None and chosen.cheapest[0] is variant
+            else layout.max_counts(plan.max_gpu_budget)
+        )
         base = planner_search.tune_base(default_base(variant.deployment, plan.max_gpu_budget))
         knobs = list(plan.knobs)
         if plan.tune_planner:
@@ -327,33 +404,54 @@ class RunJobs:
 
         def policy(setting: planner_search.Setting) -> Policy:
             if setting not in made:
-                made[setting] = Policy(f"tune {planner_search.label(setting)}",
-                                       planner_search.setting_config(base, setting, sla),
-                                       "planner search")
+                made[setting] = Policy(
+                    f"tune {planner_search.label(setting)}",
+                    planner_search.setting_config(base, setting, sla),
+                    "planner search",
+                )
             return made[setting]
 
         def replay(settings: Sequence[planner_search.Setting]) -> Generator:
-            replays = yield [self._policy_request(variant, policy(s), plan.deployment.seed,
-                                                  "tune") for s in settings]
+            replays = yield [
+                self._policy_request(variant, policy(s), plan.deployment.seed, "tune")
+                for s in settings
+            ]
             trials = []
             for s, r in zip(settings, replays):
                 requests = int(r.summary["num_requests"])
                 good = sum(r.segment_good)
-                trials.append(planner_search.Trial(
-                    s, good, requests, objectives.measured(plan.objective, layout, r.summary),
-                    good >= required_good(plan.target, requests), r))
+                trials.append(
+                    planner_search.Trial(
+                        s,
+                        good,
+                        requests,
+                        objectives.measured(plan.objective, layout, r.summary),
+                        good >= required_good(plan.target, requests),
+                        r,
+                    )
+                )
             return trials
 
         answer, trials = yield from planner_search.drive(planner_search.search(knobs), replay)
         if answer is None:
-            return TuneOutcome(variant, tuple(knobs), tuple(trials), None, None, None,
-                               policies=made)
+            return TuneOutcome(
+                variant, tuple(knobs), tuple(trials), None, None, None, policies=made
+            )
         tuned = Policy("dynamo-tuned", policy(answer.setting).config, "planner search")
-        extra = [self._policy_request(variant, policy(answer.setting), s, "tune")
-                 for s in self.extra_seeds]
+        extra = [
+            self._policy_request(variant, policy(answer.setting), s, "tune")
+            for s in self.extra_seeds
+        ]
         more = (yield extra) if extra else []
-        return TuneOutcome(variant, tuple(knobs), tuple(trials), answer,
-                           planner_search.planner_mapping(base, answer.setting, sla), tuned,
-                           (answer.replay, *more), made)
+        return TuneOutcome(
+            variant,
+            tuple(knobs),
+            tuple(trials),
+            answer,
+            planner_search.planner_mapping(base, answer.setting, sla),
+            tuned,
+            (answer.replay, *more),
+            made,
+        )
 
     # -- result ---------------------------------------------------------------------------

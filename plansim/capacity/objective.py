@@ -51,18 +51,26 @@ class GpuCost:
     unit: str = "$"
 
     def worker_rates(self, layout: PoolLayout) -> tuple[float, ...]:
-        return tuple(float(g) * self.prices[system]  # type: ignore[index]
-                     for g, system in zip(layout.gpus_per_worker, layout.gpu_systems))
+        return tuple(
+            float(g) * self.prices[system]  # type: ignore[index]
+            for g, system in zip(layout.gpus_per_worker, layout.gpu_systems)
+        )
 
     def check(self, label: str, layout: PoolLayout) -> None:
         """``InputError`` (``--gpu-cost``) unless every pool of ``layout`` has a priced system."""
         for pool, system in zip(layout.names, layout.gpu_systems):
             if system is None:
-                raise InputError(f"the {pool} pool of {label} has no aic timing model, so its "
-                                 "GPU system (and price) is unknown", field="--gpu-cost")
+                raise InputError(
+                    f"the {pool} pool of {label} has no aic timing model, so its "
+                    "GPU system (and price) is unknown",
+                    field="--gpu-cost",
+                )
             if system not in self.prices:
-                raise InputError(f"no price for {system} (the {pool} pool of {label}); priced: "
-                                 f"{', '.join(sorted(self.prices))}", field="--gpu-cost")
+                raise InputError(
+                    f"no price for {system} (the {pool} pool of {label}); priced: "
+                    f"{', '.join(sorted(self.prices))}",
+                    field="--gpu-cost",
+                )
 
 
 def parse_gpu_costs(values: Sequence[str]) -> dict[str, float]:
@@ -73,15 +81,20 @@ def parse_gpu_costs(values: Sequence[str]) -> dict[str, float]:
         system, sep, text = item.partition("=")
         system = system.strip()
         if not sep or not system:
-            raise InputError(f"expected SYSTEM=PRICE_PER_GPU_HOUR, got {item!r}", field="--gpu-cost")
+            raise InputError(
+                f"expected SYSTEM=PRICE_PER_GPU_HOUR, got {item!r}", field="--gpu-cost"
+            )
         try:
             price = float(text)
         except ValueError:
-            raise InputError(f"{system}: expected a price per GPU-hour, got {text.strip()!r}",
-                             field="--gpu-cost") from None
+            raise InputError(
+                f"{system}: expected a price per GPU-hour, got {text.strip()!r}", field="--gpu-cost"
+            ) from None
         if not (math.isfinite(price) and price > 0):
-            raise InputError(f"{system}: the price must be a positive number, got {text.strip()}",
-                             field="--gpu-cost")
+            raise InputError(
+                f"{system}: the price must be a positive number, got {text.strip()}",
+                field="--gpu-cost",
+            )
         if system in prices:
             raise InputError(f"{system} priced twice", field="--gpu-cost")
         prices[system] = price
@@ -100,6 +113,8 @@ def measured(objective: Objective, layout: PoolLayout, summary: Mapping[str, Any
     if layout.mode is Mode.AGG:
         seconds: tuple[float, ...] = (float(summary["decode_worker_seconds"]),)
     else:
-        seconds = (float(summary["prefill_worker_seconds"]),
-                   float(summary["decode_worker_seconds"]))
+        seconds = (
+            float(summary["prefill_worker_seconds"]),
+            float(summary["decode_worker_seconds"]),
+        )
     return sum(s * r for s, r in zip(seconds, rates)) / 3600.0

@@ -49,23 +49,34 @@ class Plan:
         return self.tune_planner or bool(self.knobs)
 
 
-def prepare(deployment: Deployment, target: float = 0.95, *,
-            search: Sequence[SearchDimension | str] | Mapping[str, Sequence[Any]] = (),
-            planner_configs: Sequence[str | Path | Policy] = (), default_policies: bool = True,
-            max_gpu_budget: int = DEFAULT_MAX_GPU_BUDGET, segment_s: float = DEFAULT_SEGMENT_S,
-            lead_in_s: float = DEFAULT_LEAD_IN_S, seeds: int = 1,
-            objective: objectives.Objective | None = None,
-            max_bound_rounds: int = DEFAULT_BOUND_ROUNDS, tune_planner: bool = False,
-            timing: Any = None) -> Plan:
+def prepare(
+    deployment: Deployment,
+    target: float = 0.95,
+    *,
+    search: Sequence[SearchDimension | str] | Mapping[str, Sequence[Any]] = (),
+    planner_configs: Sequence[str | Path | Policy] = (),
+    default_policies: bool = True,
+    max_gpu_budget: int = DEFAULT_MAX_GPU_BUDGET,
+    segment_s: float = DEFAULT_SEGMENT_S,
+    lead_in_s: float = DEFAULT_LEAD_IN_S,
+    seeds: int = 1,
+    objective: objectives.Objective | None = None,
+    max_bound_rounds: int = DEFAULT_BOUND_ROUNDS,
+    tune_planner: bool = False,
+    timing: Any = None,
+) -> Plan:
     """Validate a capacity run; ``InputError`` names the option at fault. ``timing``: the
     timing draws of a calibration (``plansim.calibrate.load_timing_draws``), replayed at the
     chosen points so that their intervals include the timing's uncertainty."""
     if not (isinstance(target, (int, float)) and 0 < target <= 1):
         raise InputError(f"must be in (0, 1], got {target}", field="--target")
     if not deployment.sla.is_set:
-        raise InputError("plansim capacity scores goodput and needs an SLA: set sla.ttft_ms, "
-                         "sla.tpot_ms or sla.e2e_ms in the deployment, or --sla-ttft-ms, "
-                         "--sla-tpot-ms, --sla-e2e-ms", field="--sla-ttft-ms")
+        raise InputError(
+            "plansim capacity scores goodput and needs an SLA: set sla.ttft_ms, "
+            "sla.tpot_ms or sla.e2e_ms in the deployment, or --sla-ttft-ms, "
+            "--sla-tpot-ms, --sla-e2e-ms",
+            field="--sla-ttft-ms",
+        )
     if max_gpu_budget < 1:
         raise InputError(f"must be at least 1, got {max_gpu_budget}", field="--max-gpu-budget")
     if not segment_s > 0:
@@ -75,8 +86,11 @@ def prepare(deployment: Deployment, target: float = 0.95, *,
     if seeds < 1:
         raise InputError(f"must be at least 1, got {seeds}", field="--seeds")
     dims = _dimensions(search)
-    knobs = [planner_search.parse_knob(d.key.split(".", 1)[1], d.values)
-             for d in dims if d.key.startswith("planner.")]
+    knobs = [
+        planner_search.parse_knob(d.key.split(".", 1)[1], d.values)
+        for d in dims
+        if d.key.startswith("planner.")
+    ]
     dims = [d for d in dims if not d.key.startswith("planner.")]
     planner_search.check_knobs(knobs)
     if knobs or tune_planner:
@@ -89,21 +103,37 @@ def prepare(deployment: Deployment, target: float = 0.95, *,
     if isinstance(objective, objectives.GpuCost):
         for variant in variants:
             objective.check(variant.label, variant.layout)
-    policies, policy_notes = (planner_policies.default_policies(deployment, max_gpu_budget)
-                              if default_policies else ([], []))
+    policies, policy_notes = (
+        planner_policies.default_policies(deployment, max_gpu_budget)
+        if default_policies
+        else ([], [])
+    )
     notes += policy_notes
     policies += [p for p in planner_configs if isinstance(p, Policy)]
     paths = [p for p in planner_configs if not isinstance(p, Policy)]
-    policies += planner_policies.file_policies(paths, deployment,
-                                               taken=[p.name for p in policies])
-    return Plan(deployment, float(target), tuple(dims), tuple(variants), tuple(policies),
-                max_gpu_budget, float(segment_s), float(lead_in_s), int(seeds),
-                objective or objectives.GpuHours(), max_bound_rounds, tuple(notes),
-                tuple(knobs), bool(tune_planner), timing)
+    policies += planner_policies.file_policies(paths, deployment, taken=[p.name for p in policies])
+    return Plan(
+        deployment,
+        float(target),
+        tuple(dims),
+        tuple(variants),
+        tuple(policies),
+        max_gpu_budget,
+        float(segment_s),
+        float(lead_in_s),
+        int(seeds),
+        objective or objectives.GpuHours(),
+        max_bound_rounds,
+        tuple(notes),
+        tuple(knobs),
+        bool(tune_planner),
+        timing,
+    )
 
 
-def _check_timing(deployment: Deployment, dims: Sequence[SearchDimension],
-                  timing: Any) -> list[str]:
+def _check_timing(
+    deployment: Deployment, dims: Sequence[SearchDimension], timing: Any
+) -> list[str]:
     """Refuse a search over a key the calibration's draws set, check every draw against the
     deployment; a note when the deployment's timing is not the calibration's fit."""
     from plansim.errors import located
@@ -112,16 +142,21 @@ def _check_timing(deployment: Deployment, dims: Sequence[SearchDimension],
     for d in dims:
         for key in timing.keys:
             if d.key == key or d.key.startswith(key + ".") or key.startswith(d.key + "."):
-                raise InputError(f"{d.key}: set by the calibration ({timing.source}), so it "
-                                 "cannot be searched with --calibration", field="--search")
+                raise InputError(
+                    f"{d.key}: set by the calibration ({timing.source}), so it "
+                    "cannot be searched with --calibration",
+                    field="--search",
+                )
     with located(timing.source):
         for draw in timing.draws:
             with_overrides(deployment, draw)
         fitted = with_overrides(deployment, timing.keys)
     if fitted.model_dump() != deployment.model_dump():
-        return [f"the deployment's timing is not the fit of {timing.source} (its "
-                f"calibrated_deployment.yaml): the search uses the deployment's, the intervals "
-                "the calibration's draws"]
+        return [
+            f"the deployment's timing is not the fit of {timing.source} (its "
+            f"calibrated_deployment.yaml): the search uses the deployment's, the intervals "
+            "the calibration's draws"
+        ]
     return []
 
 

@@ -93,8 +93,7 @@ def parse_knob(key: str, values: Sequence[Any]) -> Knob:
     (``--search``) for a key that is not a knob or a value the config refuses."""
     name = key.split(".", 1)[0]
     if name in _NOT_KNOBS:
-        raise InputError(f"planner.{key}: not a planner knob: {_NOT_KNOBS[name]}",
-                         field="--search")
+        raise InputError(f"planner.{key}: not a planner knob: {_NOT_KNOBS[name]}", field="--search")
     if key != SLA_FRACTION and key not in PlannerConfig.model_fields:
         raise InputError(f"planner.{key}: not a planner config key", field="--search")
     direction = MONOTONE.get(key)
@@ -105,8 +104,7 @@ def parse_knob(key: str, values: Sequence[Any]) -> Knob:
     except (TypeError, ValueError):
         raise InputError(f"planner.{key}: values must be numbers", field="--search") from None
     if key == SLA_FRACTION and not all(0 < float(v) <= 1 for v in values):
-        raise InputError(f"planner.{key}: fractions of the SLA must be in (0, 1]",
-                         field="--search")
+        raise InputError(f"planner.{key}: fractions of the SLA must be in (0, 1]", field="--search")
     return Knob(key, tuple(ordered), True)
 
 
@@ -115,15 +113,24 @@ def preset(base: Mapping[str, Any], limits: Mapping[str, int]) -> list[Knob]:
     the base config's value), the headroom over the SLA, the load loop's scale-down
     sensitivity and the minimum endpoints up to ``limits`` (the cheapest static deployment's
     counts per min-endpoint key: a floor at them is the static deployment that scales up)."""
+
     def first(own: Any, values: Sequence[Any]) -> tuple[Any, ...]:
         return (own, *(v for v in values if v != own))
 
     knobs = [
-        Knob("load_predictor", first(base.get("load_predictor", _default("load_predictor")),
-                                     preset_predictors()), False),
-        Knob("throughput_adjustment_interval_seconds",
-             first(base.get("throughput_adjustment_interval_seconds", 180),
-                   PRESET_THROUGHPUT_INTERVALS_S), False),
+        Knob(
+            "load_predictor",
+            first(base.get("load_predictor", _default("load_predictor")), preset_predictors()),
+            False,
+        ),
+        Knob(
+            "throughput_adjustment_interval_seconds",
+            first(
+                base.get("throughput_adjustment_interval_seconds", 180),
+                PRESET_THROUGHPUT_INTERVALS_S,
+            ),
+            False,
+        ),
         parse_knob(SLA_FRACTION, PRESET_SLA_FRACTIONS),
         parse_knob("load_scaling_down_sensitivity", PRESET_SENSITIVITIES),
     ]
@@ -133,8 +140,9 @@ def preset(base: Mapping[str, Any], limits: Mapping[str, int]) -> list[Knob]:
 
 def preset_predictors() -> tuple[str, ...]:
     """The predictors the preset tries, in their ``tune_order`` (names break a tie)."""
-    ranked = sorted((cls.tune_order, name) for name, cls in PREDICTORS.items()
-                    if cls.tune_order is not None)
+    ranked = sorted(
+        (cls.tune_order, name) for name, cls in PREDICTORS.items() if cls.tune_order is not None
+    )
     return tuple(name for _, name in ranked)
 
 
@@ -154,12 +162,14 @@ def check_knobs(knobs: Sequence[Knob]) -> None:
     if len(set(keys)) != len(keys):
         raise InputError("a planner key is searched twice", field="--search")
     if SLA_FRACTION in keys and {"ttft_ms", "itl_ms"} & set(keys):
-        raise InputError(f"planner.{SLA_FRACTION} sets ttft_ms and itl_ms: search either",
-                         field="--search")
+        raise InputError(
+            f"planner.{SLA_FRACTION} sets ttft_ms and itl_ms: search either", field="--search"
+        )
 
 
-def planner_mapping(base: Mapping[str, Any], setting: Setting,
-                    sla: Mapping[str, float | None]) -> dict[str, Any]:
+def planner_mapping(
+    base: Mapping[str, Any], setting: Setting, sla: Mapping[str, float | None]
+) -> dict[str, Any]:
     """The planner mapping of ``setting`` over ``base``, in Dynamo's key names: the headroom
     becomes ``ttft_ms`` / ``itl_ms``, fractions of ``sla``'s ``ttft_ms`` / ``tpot_ms``
     (``SlaConfig.model_dump()``), whole seconds are written as integers (Dynamo's
@@ -189,8 +199,9 @@ def _plain(key: str, value: Any) -> Any:
     return value
 
 
-def setting_config(base: Mapping[str, Any], setting: Setting,
-                   sla: Mapping[str, float | None]) -> PlannerConfig:
+def setting_config(
+    base: Mapping[str, Any], setting: Setting, sla: Mapping[str, float | None]
+) -> PlannerConfig:
     try:
         return parse_planner_config(planner_mapping(base, setting, sla))
     except ConfigError as exc:
@@ -198,8 +209,9 @@ def setting_config(base: Mapping[str, Any], setting: Setting,
         raise InputError(f"{label}: {exc.message}", field="--search") from None
 
 
-def check_values(base: Mapping[str, Any], knobs: Sequence[Knob],
-                 sla: Mapping[str, float | None]) -> None:
+def check_values(
+    base: Mapping[str, Any], knobs: Sequence[Knob], sla: Mapping[str, float | None]
+) -> None:
     """Every value of every knob, alone over the base, is a valid planner config."""
     for knob in knobs:
         for value in knob.values:
@@ -352,9 +364,9 @@ def search(knobs: Sequence[Knob]) -> KnobSearch:
     return best[0] if best else None
 
 
-def drive(knob_search: KnobSearch,
-          replay: Callable[[Sequence[Setting]], Generator[Any, Any, list[Trial]]]
-          ) -> Generator[Any, Any, tuple[Trial | None, list[Trial]]]:
+def drive(
+    knob_search: KnobSearch, replay: Callable[[Sequence[Setting]], Generator[Any, Any, list[Trial]]]
+) -> Generator[Any, Any, tuple[Trial | None, list[Trial]]]:
     """Run ``knob_search``, replaying what it asks with ``replay`` (a generator in the
     scheduler protocol); returns the answer and every trial in the order replayed."""
     order: list[Trial] = []

@@ -54,15 +54,18 @@ def default_base(deployment: Deployment, max_gpu_budget: int) -> dict[str, Any]:
     }
 
 
-def default_policies(deployment: Deployment,
-                     max_gpu_budget: int) -> tuple[list[Policy], list[str]]:
+def default_policies(deployment: Deployment, max_gpu_budget: int) -> tuple[list[Policy], list[str]]:
     """One policy per registered scaling policy on the same base config, and a note for each
     policy the deployment's planner block cannot run (its config rules refuse the block)."""
     names = SCALING_POLICIES.names()
     raw = default_base(deployment, max_gpu_budget)
     if deployment.planner is None:
-        return [Policy(name, _checked({**raw, "scaling_policy": name}, deployment, "default"),
-                       "default") for name in names], []
+        return [
+            Policy(
+                name, _checked({**raw, "scaling_policy": name}, deployment, "default"), "default"
+            )
+            for name in names
+        ], []
     source = "deployment planner block"
     own = raw.get("scaling_policy", PlannerConfig.model_fields["scaling_policy"].default)
     policies = [Policy(own, _checked(raw, deployment, source), source)]
@@ -73,15 +76,18 @@ def default_policies(deployment: Deployment,
         try:
             config = _checked({**raw, "scaling_policy": name}, deployment, source)
         except ConfigError as exc:
-            notes.append(f"scaling policy {name} not compared: the deployment's planner block "
-                         f"with scaling_policy {name}: {exc.message}")
+            notes.append(
+                f"scaling policy {name} not compared: the deployment's planner block "
+                f"with scaling_policy {name}: {exc.message}"
+            )
             continue
         policies.append(Policy(name, config, source))
     return policies, notes
 
 
-def file_policies(paths: Sequence[str | Path], deployment: Deployment,
-                  taken: Sequence[str] = ()) -> list[Policy]:
+def file_policies(
+    paths: Sequence[str | Path], deployment: Deployment, taken: Sequence[str] = ()
+) -> list[Policy]:
     """One policy per planner config file, named after the file (``-2``, ``-3`` on repeats)."""
     from plansim.planner_io import read_planner_mapping
 
@@ -101,9 +107,16 @@ def file_policies(paths: Sequence[str | Path], deployment: Deployment,
 def _checked(raw: Mapping[str, Any], deployment: Deployment, source: str) -> PlannerConfig:
     config = parse_planner_config(dict(raw), source=source)
     if config.mode not in _MODES[deployment.mode]:
-        raise ConfigError(f"mode: planner mode {config.mode} does not fit the "
-                          f"{deployment.mode} deployment", source=source, field="mode")
+        raise ConfigError(
+            f"mode: planner mode {config.mode} does not fit the {deployment.mode} deployment",
+            source=source,
+            field="mode",
+        )
     if config.retune is not None:
-        raise ConfigError("retune: plansim capacity compares scaling policies; run retune with "
-                          "plansim retune sweep", source=source, field="retune")
+        raise ConfigError(
+            "retune: plansim capacity compares scaling policies; run retune with "
+            "plansim retune sweep",
+            source=source,
+            field="retune",
+        )
     return config

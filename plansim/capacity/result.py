@@ -80,8 +80,9 @@ class StaticPoint:
         if self.interval is not None:
             out["interval"] = {**self.interval.to_json(), "verdict": self.interval.verdict(target)}
         if self.pessimistic_good is not None:
-            out["pessimistic_goodput_ratio"] = (self.pessimistic_good / self.requests
-                                                if self.requests else 0.0)
+            out["pessimistic_goodput_ratio"] = (
+                self.pessimistic_good / self.requests if self.requests else 0.0
+            )
             out["holds_at_pessimistic"] = self.holds_at_pessimistic
         return out
 
@@ -100,8 +101,11 @@ class VariantResult:
     complete: bool
 
     def to_json(self, target: float) -> dict[str, Any]:
-        body: dict[str, Any] = self.point.to_json(target) if self.point else {
-            "deployment": dict(self.overrides), "variant": self.variant}
+        body: dict[str, Any] = (
+            self.point.to_json(target)
+            if self.point
+            else {"deployment": dict(self.overrides), "variant": self.variant}
+        )
         body["feasible"] = self.feasible
         body["replayed"] = [c[0] if Mode(self.mode) is Mode.AGG else list(c) for c in self.replayed]
         body["search_complete"] = self.complete
@@ -123,11 +127,17 @@ class SegmentRow:
     replayed: bool
 
     def to_json(self, mode: str) -> dict[str, Any]:
-        return {"segment": self.segment, "start_s": self.start_s, "end_s": self.end_s,
-                "requests": self.requests, **counts_json(mode, self.counts), "gpus": self.gpus,
-                "good_requests": self.good_requests,
-                "goodput_ratio": self.good_requests / self.requests if self.requests else None,
-                "replayed": self.replayed}
+        return {
+            "segment": self.segment,
+            "start_s": self.start_s,
+            "end_s": self.end_s,
+            "requests": self.requests,
+            **counts_json(mode, self.counts),
+            "gpus": self.gpus,
+            "good_requests": self.good_requests,
+            "goodput_ratio": self.good_requests / self.requests if self.requests else None,
+            "replayed": self.replayed,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,10 +159,15 @@ class ReplayedSchedule:
         return self.good_requests / self.requests if self.requests else 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return {"goodput_ratio": self.goodput_ratio, "good_requests": self.good_requests,
-                "gpu_hours": self.gpu_hours, "cost": self.cost,
-                "meets_target": self.meets_target, "scaling_events": self.scaling_events,
-                "workers": [list(row) for row in self.worker_series]}
+        return {
+            "goodput_ratio": self.goodput_ratio,
+            "good_requests": self.good_requests,
+            "gpu_hours": self.gpu_hours,
+            "cost": self.cost,
+            "meets_target": self.meets_target,
+            "scaling_events": self.scaling_events,
+            "workers": [list(row) for row in self.worker_series],
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,13 +196,21 @@ class Bound:
         return sum(s.good_requests for s in self.segments) / total if total else None
 
     def to_json(self) -> dict[str, Any]:
-        return {"variant": self.variant, "cost": self.cost, "startup_cost": self.startup_cost,
-                "segment_s": self.segment_s, "lead_in_s": self.lead_in_s,
-                "startup_s": list(self.startup_s),
-                "gpus_per_worker": list(self.gpus_per_worker), "exact": self.exact, "rounds": self.rounds,
-                "capped_by_static": self.capped, "goodput_ratio": self.goodput_ratio,
-                "segments": [s.to_json(self.mode) for s in self.segments],
-                "schedule_replay": self.replayed.to_json() if self.replayed else None}
+        return {
+            "variant": self.variant,
+            "cost": self.cost,
+            "startup_cost": self.startup_cost,
+            "segment_s": self.segment_s,
+            "lead_in_s": self.lead_in_s,
+            "startup_s": list(self.startup_s),
+            "gpus_per_worker": list(self.gpus_per_worker),
+            "exact": self.exact,
+            "rounds": self.rounds,
+            "capped_by_static": self.capped,
+            "goodput_ratio": self.goodput_ratio,
+            "segments": [s.to_json(self.mode) for s in self.segments],
+            "schedule_replay": self.replayed.to_json() if self.replayed else None,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,21 +240,29 @@ class PolicyResult:
         return self.good_requests / self.requests if self.requests else 0.0
 
     def to_json(self, target: float) -> dict[str, Any]:
-        out = {"name": self.name, "source": self.source, "goodput_ratio": self.goodput_ratio,
-               "good_requests": self.good_requests, "gpu_hours": self.gpu_hours,
-               "cost": self.cost, "scaling_events": self.scaling_events,
-               "meets_target": self.meets_target, "gap_to_oracle_pct": self.gap_to_oracle_pct,
-               "saving_vs_static_pct": self.saving_pct,
-               "share_of_hindsight_saving": self.hindsight_share,
-               "start": counts_json(self.mode, self.start_counts),
-               "workers": [list(row) for row in self.worker_series]}
+        out = {
+            "name": self.name,
+            "source": self.source,
+            "goodput_ratio": self.goodput_ratio,
+            "good_requests": self.good_requests,
+            "gpu_hours": self.gpu_hours,
+            "cost": self.cost,
+            "scaling_events": self.scaling_events,
+            "meets_target": self.meets_target,
+            "gap_to_oracle_pct": self.gap_to_oracle_pct,
+            "saving_vs_static_pct": self.saving_pct,
+            "share_of_hindsight_saving": self.hindsight_share,
+            "start": counts_json(self.mode, self.start_counts),
+            "workers": [list(row) for row in self.worker_series],
+        }
         if self.interval is not None:
             out["interval"] = {**self.interval.to_json(), "verdict": self.interval.verdict(target)}
         return out
 
 
-def savings(cost: float, meets_target: bool, static: float | None,
-            bound: float | None) -> tuple[float | None, float | None]:
+def savings(
+    cost: float, meets_target: bool, static: float | None, bound: float | None
+) -> tuple[float | None, float | None]:
     """(saving against the static cost in percent, share of the hindsight saving) of a policy
     costing ``cost``; both None when it misses the target (a saving bought with missed
     requests is no saving), the share None too when the bound saves nothing."""
@@ -260,11 +291,20 @@ class PlannerTuning:
     def to_json(self) -> dict[str, Any]:
         return {
             "variant": self.variant,
-            "knobs": [{"key": k.key, "values": list(k.values), "monotone": k.monotone}
-                      for k in self.knobs],
-            "trials": [{"setting": dict(t.setting), "goodput_ratio": t.goodput_ratio,
-                        "good_requests": t.good, "requests": t.requests, "cost": t.cost,
-                        "meets_target": t.meets_target} for t in self.trials],
+            "knobs": [
+                {"key": k.key, "values": list(k.values), "monotone": k.monotone} for k in self.knobs
+            ],
+            "trials": [
+                {
+                    "setting": dict(t.setting),
+                    "goodput_ratio": t.goodput_ratio,
+                    "good_requests": t.good,
+                    "requests": t.requests,
+                    "cost": t.cost,
+                    "meets_target": t.meets_target,
+                }
+                for t in self.trials
+            ],
             "answer": self.answer,
             "planner": self.planner,
         }
@@ -319,8 +359,7 @@ class CapacityResult:
             "oracle": self.bound.to_json() if self.bound else None,
             "policies": [p.to_json(t) for p in self.policies],
             "planner_tuning": self.tuning.to_json() if self.tuning else None,
-            "replays": {**self.replays, "total": sum(self.replays.values()),
-                        "rounds": self.rounds},
+            "replays": {**self.replays, "total": sum(self.replays.values()), "rounds": self.rounds},
             "traffic": self.traffic,
             "notes": list(self.notes),
             "host": {"wall_s": self.wall_s},

@@ -57,8 +57,12 @@ class RunStats:
 class Runner:
     """Runs job specs to completion on ``executor``; ``on_round(stats)`` after each batch."""
 
-    def __init__(self, executor: Executor, context: TaskContext,
-                 on_round: Callable[[RunStats], None] | None = None) -> None:
+    def __init__(
+        self,
+        executor: Executor,
+        context: TaskContext,
+        on_round: Callable[[RunStats], None] | None = None,
+    ) -> None:
         self._executor = executor
         self._context = context
         self._on_round = on_round
@@ -83,8 +87,12 @@ class Runner:
                 self._advance(name, job, [self._cache[r.key] for r in requests], active, results)
         return results
 
-    def _settle(self, waiting: list[JobSpec], active: dict[str, tuple[Job, list[ReplayRequest]]],
-                results: dict[str, Any]) -> None:
+    def _settle(
+        self,
+        waiting: list[JobSpec],
+        active: dict[str, tuple[Job, list[ReplayRequest]]],
+        results: dict[str, Any],
+    ) -> None:
         """Start every job whose dependencies are done and advance every job whose replays are
         all cached, until each running job waits for a replay not yet run."""
         progress = True
@@ -100,13 +108,19 @@ class Runner:
                 job, requests = active[name]
                 if all(r.key in self._cache for r in requests):
                     del active[name]
-                    self._advance(name, job, [self._cache[r.key] for r in requests], active,
-                                  results)
+                    self._advance(
+                        name, job, [self._cache[r.key] for r in requests], active, results
+                    )
                     progress = True
 
-    def _advance(self, name: str, job: Job, sent: list[Any] | None,
-                 active: dict[str, tuple[Job, list[ReplayRequest]]],
-                 results: dict[str, Any]) -> None:
+    def _advance(
+        self,
+        name: str,
+        job: Job,
+        sent: list[Any] | None,
+        active: dict[str, tuple[Job, list[ReplayRequest]]],
+        results: dict[str, Any],
+    ) -> None:
         try:
             requests = next(job) if sent is None else job.send(sent)
         except StopIteration as stop:

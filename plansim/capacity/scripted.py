@@ -53,13 +53,16 @@ class CountSchedule:
         del inp
         change = self._changes[self._next]
         self._next += 1
-        return PlannerEffects(scale_to=ScalingDecision(change.num_prefill, change.num_decode),
-                              next_tick=self._tick_after())
+        return PlannerEffects(
+            scale_to=ScalingDecision(change.num_prefill, change.num_decode),
+            next_tick=self._tick_after(),
+        )
 
 
 def change_to(mode: str, at_s: float, counts: Sequence[int | None]) -> CountChange:
     """A change setting the pools of a ``mode`` deployment to ``counts`` (deployment order;
     ``None`` leaves a pool as it is)."""
+
     def count(n: int | None) -> int | None:
         return None if n is None else int(n)
 

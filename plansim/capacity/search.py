@@ -34,10 +34,16 @@ from plansim.sim.deployment import Deployment
 from plansim.workers.executor import Executor, TaskContext
 
 
-def search(workload: Any, deployment: Deployment, target: float = 0.95, *,
-           executor: Executor | None = None, max_parallel: int | None = None,
-           on_round: Callable[[RunStats], None] | None = None, **options: Any
-           ) -> CapacityResult:
+def search(
+    workload: Any,
+    deployment: Deployment,
+    target: float = 0.95,
+    *,
+    executor: Executor | None = None,
+    max_parallel: int | None = None,
+    on_round: Callable[[RunStats], None] | None = None,
+    **options: Any,
+) -> CapacityResult:
     """The capacity answer for ``workload`` on ``deployment`` (see ``prepare`` for
     ``options``: ``search``, ``planner_configs``, ``default_policies``, ``max_gpu_budget``,
     ``segment_s``, ``lead_in_s``, ``seeds``, ``objective``, ``max_bound_rounds``)."""
@@ -45,9 +51,14 @@ def search(workload: Any, deployment: Deployment, target: float = 0.95, *,
     return run(plan, workload, executor=executor, max_parallel=max_parallel, on_round=on_round)
 
 
-def run(plan: Plan, workload: Any, *, executor: Executor | None = None,
-        max_parallel: int | None = None,
-        on_round: Callable[[RunStats], None] | None = None) -> CapacityResult:
+def run(
+    plan: Plan,
+    workload: Any,
+    *,
+    executor: Executor | None = None,
+    max_parallel: int | None = None,
+    on_round: Callable[[RunStats], None] | None = None,
+) -> CapacityResult:
     """Replay ``plan`` on ``workload``. Without ``executor`` a spawn pool of ``max_parallel``
     workers (default: the CPU count) is started and closed."""
     if len(workload) == 0:
@@ -56,8 +67,10 @@ def run(plan: Plan, workload: Any, *, executor: Executor | None = None,
     if getattr(workload, "graph", None) is not None:
         # Segments and their lead-ins cut sessions apart; every replay runs the same open loop.
         workload = workload.open_loop()
-        notes.append("the trace's sessions were replayed open loop: every request at its "
-                     "recorded arrival, not released by the turn before it")
+        notes.append(
+            "the trace's sessions were replayed open loop: every request at its "
+            "recorded arrival, not released by the turn before it"
+        )
     started = time.perf_counter()
     arrivals = replay_arrivals_ms(workload.arrival_ms, plan.deployment.arrival_speedup_ratio)
     segments = cut(arrivals, plan.segment_s)
@@ -78,5 +91,6 @@ def run(plan: Plan, workload: Any, *, executor: Executor | None = None,
     finally:
         if own_executor:
             executor.close()
-    return Assembly(jobs).result(results, runner.stats, arrivals,
-                                 time.perf_counter() - started, notes)
+    return Assembly(jobs).result(
+        results, runner.stats, arrivals, time.perf_counter() - started, notes
+    )

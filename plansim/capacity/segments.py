@@ -54,8 +54,9 @@ class Segments:
 
     def count(self, mask: np.ndarray) -> np.ndarray:
         """Per segment, how many requests ``mask`` (one bool per request) marks."""
-        return np.bincount(self.of_rows(), weights=mask.astype(np.float64),
-                           minlength=len(self)).astype(np.int64)
+        return np.bincount(
+            self.of_rows(), weights=mask.astype(np.float64), minlength=len(self)
+        ).astype(np.int64)
 
 
 def replay_arrivals_ms(arrival_ms: np.ndarray, arrival_speedup_ratio: float) -> np.ndarray:
@@ -126,7 +127,11 @@ def segment_table(segments: Segments) -> list[dict[str, float | int]]:
     """One row per segment: bounds in replay seconds and the request count."""
     requests: Sequence[int] = segments.requests.tolist()
     return [
-        {"segment": k, "start_s": float(segments.edges_ms[k] / 1000.0),
-         "end_s": float(segments.edges_ms[k + 1] / 1000.0), "requests": int(requests[k])}
+        {
+            "segment": k,
+            "start_s": float(segments.edges_ms[k] / 1000.0),
+            "end_s": float(segments.edges_ms[k + 1] / 1000.0),
+            "requests": int(requests[k]),
+        }
         for k in range(len(segments))
     ]

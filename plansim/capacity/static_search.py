@@ -61,12 +61,22 @@ class Evaluated:
         return self.meets_target and self.within_budget
 
 
-def evaluate(variant: Variant, counts: Counts, replay: FullReplay, *, target: float,
-             budget: int, objective: objectives.Objective) -> Evaluated:
+def evaluate(
+    variant: Variant,
+    counts: Counts,
+    replay: FullReplay,
+    *,
+    target: float,
+    budget: int,
+    objective: objectives.Objective,
+) -> Evaluated:
     requests = int(replay.summary["num_requests"])
     good = sum(replay.segment_good)
     return Evaluated(
-        counts=counts, replay=replay, good=good, requests=requests,
+        counts=counts,
+        replay=replay,
+        good=good,
+        requests=requests,
         cost=objectives.measured(objective, variant.layout, replay.summary),
         meets_target=good >= required_good(target, requests),
         within_budget=variant.layout.within_budget(counts, budget),
@@ -120,8 +130,9 @@ def smallest_count(point: Callable[[int], Counts], limit: int) -> CountSearch:
     return (met,)
 
 
-def side_by_side(a: CountSearch, b: CountSearch) -> Generator[list[Counts], list[Evaluated],
-                                                               tuple[Counts | None, Counts | None]]:
+def side_by_side(
+    a: CountSearch, b: CountSearch
+) -> Generator[list[Counts], list[Evaluated], tuple[Counts | None, Counts | None]]:
     """Run two count searches in the same rounds; returns both answers."""
     searches = [a, b]
     answers: list[Counts | None] = [None, None]
@@ -138,7 +149,7 @@ def side_by_side(a: CountSearch, b: CountSearch) -> Generator[list[Counts], list
         for i, search in enumerate(searches):
             if wants[i] is None:
                 continue
-            mine, pos = results[pos:pos + len(asked[i])], pos + len(asked[i])
+            mine, pos = results[pos : pos + len(asked[i])], pos + len(asked[i])
             try:
                 wants[i] = search.send(mine)
             except StopIteration as stop:
@@ -151,19 +162,26 @@ def agg_search(variant: Variant, budget: int) -> CountSearch:
     return smallest_count(lambda n: (n,), limit)
 
 
-def disagg_search(variant: Variant, budget: int, objective: objectives.Objective,
-                  corner_limit: int) -> Generator[list[Counts], list[Evaluated], Counts | None]:
+def disagg_search(
+    variant: Variant, budget: int, objective: objectives.Objective, corner_limit: int
+) -> Generator[list[Counts], list[Evaluated], Counts | None]:
     layout = variant.layout
     p_max, d_max = layout.max_counts(budget)
     p_probe, d_probe = yield from side_by_side(
-        smallest_count(lambda p: (p, d_max), p_max), smallest_count(lambda d: (p_max, d), d_max))
+        smallest_count(lambda p: (p, d_max), p_max), smallest_count(lambda d: (p_max, d), d_max)
+    )
     if p_probe is None or d_probe is None:
         return None
     p0, d0 = p_probe[0], d_probe[0]
     splits = sorted(
-        ((p, d) for p in range(p0, p_max + 1) for d in range(d0, d_max + 1)
-         if layout.within_budget((p, d), budget)),
-        key=lambda c: (objectives.rate(objective, layout, c), c))
+        (
+            (p, d)
+            for p in range(p0, p_max + 1)
+            for d in range(d0, d_max + 1)
+            if layout.within_budget((p, d), budget)
+        ),
+        key=lambda c: (objectives.rate(objective, layout, c), c),
+    )
     missed: list[Counts] = []
     tried = 0
     for split in splits:
@@ -191,22 +209,24 @@ def corner_limit_for(variant: Variant, budget: int) -> int:
 EvaluateCounts = Callable[[Sequence[Counts]], Generator[object, object, list[Evaluated]]]
 
 
-def run_search(variant: Variant, budget: int, objective: objectives.Objective,
-               evaluate_counts: EvaluateCounts) -> Generator[object, object, StaticSearch]:
+def run_search(
+    variant: Variant, budget: int, objective: objectives.Objective, evaluate_counts: EvaluateCounts
+) -> Generator[object, object, StaticSearch]:
     """Drive the variant's count search; ``evaluate_counts`` is a generator (in the scheduler
     protocol) that replays counts and returns their evaluations."""
     if variant.layout.mode is Mode.AGG:
-        search: Generator[list[Counts], list[Evaluated], Counts | None] = agg_search(variant,
-                                                                                    budget)
+        search: Generator[list[Counts], list[Evaluated], Counts | None] = agg_search(
+            variant, budget
+        )
     else:
         search = disagg_search(variant, budget, objective, corner_limit_for(variant, budget))
     answer, evaluated, complete = yield from drive(search, evaluate_counts)
     return StaticSearch(variant, evaluated, answer, complete)
 
 
-def drive(search: Generator[list[Counts], list[Evaluated], Counts | None],
-          evaluate_counts: EvaluateCounts) -> Generator[
-              object, object, tuple[Counts | None, tuple[Evaluated, ...], bool]]:
+def drive(
+    search: Generator[list[Counts], list[Evaluated], Counts | None], evaluate_counts: EvaluateCounts
+) -> Generator[object, object, tuple[Counts | None, tuple[Evaluated, ...], bool]]:
     """Run a count search, each count replayed once through ``evaluate_counts``; returns its
     answer, the evaluations in the order replayed, and False when a disaggregated walk stopped
     at its replay cap."""

@@ -50,9 +50,14 @@ class SegmentReplay:
     end_ms: float
 
 
-def replay_full_task(context: TaskContext, trace_path: str, deployment: Any,
-                     segment_first_rows: tuple[int, ...], planner_config: Any = None,
-                     changes: tuple[Any, ...] = ()) -> FullReplay:
+def replay_full_task(
+    context: TaskContext,
+    trace_path: str,
+    deployment: Any,
+    segment_first_rows: tuple[int, ...],
+    planner_config: Any = None,
+    changes: tuple[Any, ...] = (),
+) -> FullReplay:
     """Replay the trace file on ``deployment``, with a planner built from ``planner_config``
     or the scripted count ``changes`` (``scripted.CountChange``) when given; score each
     segment's requests (``segment_first_rows``: S + 1 row bounds)."""
@@ -82,8 +87,13 @@ def replay_full_task(context: TaskContext, trace_path: str, deployment: Any,
     )
 
 
-def replay_segment_task(context: TaskContext, trace_path: str, deployment: Any,
-                        window: SegmentWindow, counts: tuple[int, ...]) -> SegmentReplay:
+def replay_segment_task(
+    context: TaskContext,
+    trace_path: str,
+    deployment: Any,
+    window: SegmentWindow,
+    counts: tuple[int, ...],
+) -> SegmentReplay:
     """Replay ``window``'s rows on ``deployment`` (whose worker counts serve the lead-in),
     scaling to ``counts`` at the segment edge; score the segment's own requests."""
     del context
@@ -97,7 +107,7 @@ def replay_segment_task(context: TaskContext, trace_path: str, deployment: Any,
         planner = CountSchedule([change_to(deployment.mode, edge_s, counts)])
     result = api.replay(workload, api.setup(deployment, planner))
     good = good_mask(result.requests, deployment.sla)
-    own = good[window.start_row - window.lead_row:]
+    own = good[window.start_row - window.lead_row :]
     last = result.requests["last_token_ms"].to_numpy(dtype=np.float64)
     done = (result.requests["status"] == "completed").to_numpy()
     end = float(np.nanmax(last[done])) if done.any() else float("nan")
@@ -112,7 +122,10 @@ def _worker_series(timeseries: Any, pools: tuple[str, ...]) -> tuple[tuple[float
         return ()
     frame = timeseries[timeseries["time_s"] % WORKER_SERIES_STEP_S == 0]
     provisioned = frame["ready"] + frame["starting"] + frame["draining"]
-    table = (frame.assign(workers=provisioned)
-             .pivot_table(index="time_s", columns="pool", values="workers", aggfunc="first")
-             .reindex(columns=list(pools)).fillna(0))
+    table = (
+        frame.assign(workers=provisioned)
+        .pivot_table(index="time_s", columns="pool", values="workers", aggfunc="first")
+        .reindex(columns=list(pools))
+        .fillna(0)
+    )
     return tuple((float(t), *map(float, row)) for t, row in zip(table.index, table.to_numpy()))

@@ -40,15 +40,26 @@ class Interval:
         return "uncertain"
 
     def to_json(self) -> dict[str, float | int]:
-        out = {"low": self.low, "high": self.high, "level": self.level, "seeds": self.seeds,
-               "segments": self.segments}
+        out = {
+            "low": self.low,
+            "high": self.high,
+            "level": self.level,
+            "seeds": self.seeds,
+            "segments": self.segments,
+        }
         if self.timing_draws:
             out["timing_draws"] = self.timing_draws
         return out
 
 
-def bootstrap(good: np.ndarray, requests: np.ndarray, *, seed: int,
-              resamples: int = RESAMPLES, timing_draws: int = 0) -> Interval:
+def bootstrap(
+    good: np.ndarray,
+    requests: np.ndarray,
+    *,
+    seed: int,
+    resamples: int = RESAMPLES,
+    timing_draws: int = 0,
+) -> Interval:
     """``good``: good requests per (replay, segment), the last ``timing_draws`` replays at
     timing draws, the others at router seeds; ``requests``: requests per segment."""
     good = np.atleast_2d(np.asarray(good, dtype=np.float64))
@@ -58,8 +69,8 @@ def bootstrap(good: np.ndarray, requests: np.ndarray, *, seed: int,
     rows = rng.integers(n_seeds, size=(resamples, 1))
     cols = rng.integers(n_seg, size=(resamples, n_seg))
     total = requests[cols].sum(axis=1)
-    ratio = np.divide(good[rows, cols].sum(axis=1), total, out=np.zeros(resamples),
-                      where=total > 0)
+    ratio = np.divide(good[rows, cols].sum(axis=1), total, out=np.zeros(resamples), where=total > 0)
     low, high = np.quantile(ratio, [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
-    return Interval(float(low), float(high), n_seeds - timing_draws, n_seg,
-                    timing_draws=timing_draws)
+    return Interval(
+        float(low), float(high), n_seeds - timing_draws, n_seg, timing_draws=timing_draws
+    )

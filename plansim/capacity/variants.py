@@ -54,8 +54,9 @@ def parse_search(spec: str) -> SearchDimension:
         raise InputError(f"expected KEY=V1,V2,..., got {spec!r}", field="--search")
     items = [v.strip() for v in values.split(",")]
     if not values.strip() or any(not v for v in items):
-        raise InputError(f"{key}: expected one or more comma-separated values, got {values!r}",
-                         field="--search")
+        raise InputError(
+            f"{key}: expected one or more comma-separated values, got {values!r}", field="--search"
+        )
     parsed = tuple(_scalar(v) for v in items)
     if len(set(map(repr, parsed))) != len(parsed):
         raise InputError(f"{key}: a value is repeated in {values!r}", field="--search")
@@ -161,13 +162,15 @@ def layout_of(deployment: Deployment) -> PoolLayout:
         names=names,
         gpus_per_worker=tuple(a.gpus_per_worker for a in args),
         startup_s=tuple(float(a.startup_time or 0.0) for a in args),
-        gpu_systems=tuple(a.effective_timing.aic.system if a.effective_timing.aic else None
-                          for a in args),
+        gpu_systems=tuple(
+            a.effective_timing.aic.system if a.effective_timing.aic else None for a in args
+        ),
     )
 
 
-def build_variants(base: Deployment, dimensions: Sequence[SearchDimension], *,
-                   max_gpu_budget: int) -> list[Variant]:
+def build_variants(
+    base: Deployment, dimensions: Sequence[SearchDimension], *, max_gpu_budget: int
+) -> list[Variant]:
     """One validated variant per combination of ``dimensions`` (first dimension slowest), the
     base alone without dimensions. Variants whose deployments are equal are kept once."""
     seen_keys: set[str] = set()
@@ -193,7 +196,8 @@ def build_variants(base: Deployment, dimensions: Sequence[SearchDimension], *,
             raise InputError(
                 f"{max_gpu_budget} GPUs cannot hold one worker per pool{where}: "
                 f"{' + '.join(map(str, layout.gpus_per_worker))} GPUs needed",
-                field="--max-gpu-budget")
+                field="--max-gpu-budget",
+            )
         variants.append(Variant(overrides, deployment, layout))
     return variants
 
@@ -219,5 +223,8 @@ def _check_modelled(base: Deployment, key: str, value: Any) -> None:
     before = set(base.no_effect_keys())
     after = set(with_overrides(base, {key: value}).no_effect_keys())
     if after - before:
-        raise InputError(f"{key}: accepted for compatibility but not simulated, so every value "
-                         "would give the same result", field="--search")
+        raise InputError(
+            f"{key}: accepted for compatibility but not simulated, so every value "
+            "would give the same result",
+            field="--search",
+        )

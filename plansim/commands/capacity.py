@@ -49,81 +49,144 @@ FAIL_UNDER_STATUS = 3
 
 # Where a search's replays run (capacity's and the fleet's options).
 BackendOption = Annotated[Backend, typer.Option(help=backend_help("replays"))]
-RayAddressOption = Annotated[str | None, typer.Option(
-    "--ray-address", help="Ray cluster to connect to (default with --backend ray: a local "
-                          "instance with --jobs CPUs).", show_default=False)]
-JobsOption = Annotated[int | None, typer.Option(
-    min=1, max=MAX_WORKER_PROCESSES, help="Parallel replays (default: the CPU count).",
-    show_default=False)]
+RayAddressOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address",
+        help="Ray cluster to connect to (default with --backend ray: a local "
+        "instance with --jobs CPUs).",
+        show_default=False,
+    ),
+]
+JobsOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        max=MAX_WORKER_PROCESSES,
+        help="Parallel replays (default: the CPU count).",
+        show_default=False,
+    ),
+]
 
 
 def capacity(
     ctx: typer.Context,
-    traces: Annotated[list[Path], typer.Argument(
-        help="Trace files, folders or globs.", metavar="TRACE", show_default=False)],
-    config: Annotated[Path | None, typer.Option(
-        "--config", "-c", help="Deployment file (YAML or JSON); its worker counts are where "
-                               "the planner policies start.")] = None,
-    target: Annotated[float, typer.Option(
-        help="Goodput ratio to meet: good requests / all requests, in (0, 1].")] = 0.95,
+    traces: Annotated[
+        list[Path],
+        typer.Argument(help="Trace files, folders or globs.", metavar="TRACE", show_default=False),
+    ],
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="Deployment file (YAML or JSON); its worker counts are where "
+            "the planner policies start.",
+        ),
+    ] = None,
+    target: Annotated[
+        float, typer.Option(help="Goodput ratio to meet: good requests / all requests, in (0, 1].")
+    ] = 0.95,
     sla_ttft_ms: Annotated[float | None, typer.Option(help=SLA_TTFT_HELP)] = None,
-    sla_tpot_ms: Annotated[float | None, typer.Option(
-        "--sla-tpot-ms", "--sla-itl-ms", help=SLA_TPOT_HELP)] = None,
+    sla_tpot_ms: Annotated[
+        float | None, typer.Option("--sla-tpot-ms", "--sla-itl-ms", help=SLA_TPOT_HELP)
+    ] = None,
     sla_e2e_ms: Annotated[float | None, typer.Option(help=SLA_E2E_HELP)] = None,
-    fail_under: Annotated[float | None, typer.Option(
-        "--fail-under", metavar="RATIO", show_default=False,
-        help=f"Exit with status {FAIL_UNDER_STATUS} (after writing every file) when no "
-             "deployment replayed reaches this goodput ratio, e.g. the --target, so that CI "
-             "can gate on it.")] = None,
-    search: Annotated[list[str] | None, typer.Option(
-        "--search", metavar="KEY=V1,V2",
-        help="Also search a deployment key over these values (repeatable), e.g. "
-             f"engine.max_num_batched_tokens=4096,8192 or router.mode={','.join(ROUTERS)}.",
-        show_default=False)] = None,
-    planner_config: Annotated[list[Path] | None, typer.Option(
-        "--planner-config", help="A planner config to compare (repeatable), besides the "
-                                 "planner's default policies.", show_default=False)] = None,
-    tune_planner: Annotated[bool, typer.Option(
-        "--tune-planner", help="Also search the dynamo policy's own knobs (predictor, "
-                               "throughput interval, headroom over the SLA, scale-down "
-                               "sensitivity, min endpoints) for the cheapest setting that "
-                               "meets the target; written as recommended_planner.yaml. "
-                               "--search planner.KEY=V1,V2 searches chosen keys.")] = False,
-    no_default_policies: Annotated[bool, typer.Option(
-        "--no-default-policies", help="Compare only the --planner-config policies.")] = False,
-    max_gpu_budget: Annotated[int, typer.Option(
-        help="Most GPUs a deployment may use.")] = 64,
-    gpu_cost: Annotated[list[str] | None, typer.Option(
-        "--gpu-cost", metavar="SYSTEM=PRICE,...",
-        help="Rank by cost instead of GPU-hours: the price of one GPU-hour of each GPU system "
-             "the deployments run on (their aic timing model's system), e.g. "
-             "h200_sxm=3.5,b200_sxm=6.", show_default=False)] = None,
-    segment_s: Annotated[float, typer.Option(
-        help="Segment length of the hindsight bound (s of replay time).")] = 600.0,
-    seeds: Annotated[int, typer.Option(
-        help="Router seeds per chosen point, for the 90% interval.")] = 1,
-    calibration: Annotated[Path | None, typer.Option(
-        "--calibration", help="A calibration.json of plansim calibrate: the chosen points are "
-                              "also replayed at its timing draws, so their interval includes "
-                              "the timing's uncertainty, and the recommendation is checked at "
-                              "the pessimistic draw.", show_default=False)] = None,
+    fail_under: Annotated[
+        float | None,
+        typer.Option(
+            "--fail-under",
+            metavar="RATIO",
+            show_default=False,
+            help=f"Exit with status {FAIL_UNDER_STATUS} (after writing every file) when no "
+            "deployment replayed reaches this goodput ratio, e.g. the --target, so that CI "
+            "can gate on it.",
+        ),
+    ] = None,
+    search: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--search",
+            metavar="KEY=V1,V2",
+            help="Also search a deployment key over these values (repeatable), e.g. "
+            f"engine.max_num_batched_tokens=4096,8192 or router.mode={','.join(ROUTERS)}.",
+            show_default=False,
+        ),
+    ] = None,
+    planner_config: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--planner-config",
+            help="A planner config to compare (repeatable), besides the "
+            "planner's default policies.",
+            show_default=False,
+        ),
+    ] = None,
+    tune_planner: Annotated[
+        bool,
+        typer.Option(
+            "--tune-planner",
+            help="Also search the dynamo policy's own knobs (predictor, "
+            "throughput interval, headroom over the SLA, scale-down "
+            "sensitivity, min endpoints) for the cheapest setting that "
+            "meets the target; written as recommended_planner.yaml. "
+            "--search planner.KEY=V1,V2 searches chosen keys.",
+        ),
+    ] = False,
+    no_default_policies: Annotated[
+        bool,
+        typer.Option("--no-default-policies", help="Compare only the --planner-config policies."),
+    ] = False,
+    max_gpu_budget: Annotated[int, typer.Option(help="Most GPUs a deployment may use.")] = 64,
+    gpu_cost: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--gpu-cost",
+            metavar="SYSTEM=PRICE,...",
+            help="Rank by cost instead of GPU-hours: the price of one GPU-hour of each GPU system "
+            "the deployments run on (their aic timing model's system), e.g. "
+            "h200_sxm=3.5,b200_sxm=6.",
+            show_default=False,
+        ),
+    ] = None,
+    segment_s: Annotated[
+        float, typer.Option(help="Segment length of the hindsight bound (s of replay time).")
+    ] = 600.0,
+    seeds: Annotated[
+        int, typer.Option(help="Router seeds per chosen point, for the 90% interval.")
+    ] = 1,
+    calibration: Annotated[
+        Path | None,
+        typer.Option(
+            "--calibration",
+            help="A calibration.json of plansim calibrate: the chosen points are "
+            "also replayed at its timing draws, so their interval includes "
+            "the timing's uncertainty, and the recommendation is checked at "
+            "the pessimistic draw.",
+            show_default=False,
+        ),
+    ] = None,
     seed: Annotated[int | None, typer.Option(help="The canonical router seed.")] = None,
-    arrival_speedup_ratio: Annotated[float | None, typer.Option(
-        help="Divide arrival gaps by this.")] = None,
-    trace_format: Annotated[str, typer.Option(
-        "--format", help=input_help())] = "auto",
-    trace_block_size: Annotated[int | None, typer.Option(
-        help=block_size_help())] = None,
+    arrival_speedup_ratio: Annotated[
+        float | None, typer.Option(help="Divide arrival gaps by this.")
+    ] = None,
+    trace_format: Annotated[str, typer.Option("--format", help=input_help())] = "auto",
+    trace_block_size: Annotated[int | None, typer.Option(help=block_size_help())] = None,
     backend: BackendOption = DEFAULT_BACKEND,
     ray_address: RayAddressOption = None,
     jobs: JobsOption = None,
-    out: Annotated[Path | None, typer.Option(
-        help="Output folder (default: a new plansim-out/capacity-<time>).",
-        show_default=False)] = None,
-    no_report: Annotated[bool, typer.Option("--no-report",
-                                            help="Skip capacity_report.html.")] = False,
-    self_contained: Annotated[bool, typer.Option(
-        "--self-contained", help=SELF_CONTAINED_HELP)] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Output folder (default: a new plansim-out/capacity-<time>).", show_default=False
+        ),
+    ] = None,
+    no_report: Annotated[
+        bool, typer.Option("--no-report", help="Skip capacity_report.html.")
+    ] = False,
+    self_contained: Annotated[
+        bool, typer.Option("--self-contained", help=SELF_CONTAINED_HELP)
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: ForceOption = False,
     resume: ResumeOption = False,
@@ -137,30 +200,52 @@ def capacity(
     from plansim.traces import load_workload
     from plansim.workers.journal import JournaledExecutor
 
-    folder = OutputFolder.claim(out, "capacity", "plansim capacity", force=force,
-                                resume=resume)
+    folder = OutputFolder.claim(out, "capacity", "plansim capacity", force=force, resume=resume)
     if fail_under is not None and not 0 < fail_under <= 1:
         raise InputError(f"must be in (0, 1], got {fail_under:g}", field="--fail-under")
-    overrides = {key: value for key, value in (
-        ("sla.ttft_ms", sla_ttft_ms), ("sla.tpot_ms", sla_tpot_ms), ("sla.e2e_ms", sla_e2e_ms),
-        ("seed", seed), ("arrival_speedup_ratio", arrival_speedup_ratio)) if value is not None}
+    overrides = {
+        key: value
+        for key, value in (
+            ("sla.ttft_ms", sla_ttft_ms),
+            ("sla.tpot_ms", sla_tpot_ms),
+            ("sla.e2e_ms", sla_e2e_ms),
+            ("seed", seed),
+            ("arrival_speedup_ratio", arrival_speedup_ratio),
+        )
+        if value is not None
+    }
     check_address(backend.value, ray_address)
     # Everything that can be checked without the traces is checked first.
-    deployment = load_deployment(config, overrides, flags={
-        "sla.ttft_ms": "--sla-ttft-ms", "sla.tpot_ms": "--sla-tpot-ms",
-        "sla.e2e_ms": "--sla-e2e-ms",
-        "seed": "--seed", "arrival_speedup_ratio": "--arrival-speedup-ratio"})
+    deployment = load_deployment(
+        config,
+        overrides,
+        flags={
+            "sla.ttft_ms": "--sla-ttft-ms",
+            "sla.tpot_ms": "--sla-tpot-ms",
+            "sla.e2e_ms": "--sla-e2e-ms",
+            "seed": "--seed",
+            "arrival_speedup_ratio": "--arrival-speedup-ratio",
+        },
+    )
     objective = cap.GpuCost(cap.parse_gpu_costs(gpu_cost)) if gpu_cost else None
     timing = None
     if calibration is not None:
         from plansim.calibrate.result import load_timing_draws
 
         timing = load_timing_draws(calibration)
-    plan = cap.prepare(deployment, target, search=search or (), objective=objective,
-                       planner_configs=planner_config or (),
-                       default_policies=not no_default_policies, max_gpu_budget=max_gpu_budget,
-                       segment_s=segment_s, seeds=seeds, tune_planner=tune_planner,
-                       timing=timing)
+    plan = cap.prepare(
+        deployment,
+        target,
+        search=search or (),
+        objective=objective,
+        planner_configs=planner_config or (),
+        default_policies=not no_default_policies,
+        max_gpu_budget=max_gpu_budget,
+        segment_s=segment_s,
+        seeds=seeds,
+        tune_planner=tune_planner,
+        timing=timing,
+    )
     workload = load_workload(traces, format=trace_format, trace_block_size=trace_block_size)
     if len(workload) == 0:
         raise InputError("no requests in " + ", ".join(map(str, traces)), field="TRACE")
@@ -173,14 +258,22 @@ def capacity(
             # The search decides its next replays from the last round's: their number is not
             # known.
             with Progress("capacity", total=None, unit="replays", quiet=quiet) as bar:
-                result = cap.run(plan, workload, executor=JournaledExecutor(executor, journal),
-                                 on_round=lambda stats: bar.update(
-                                     stats.total, description=f"capacity round {stats.rounds}"))
+                result = cap.run(
+                    plan,
+                    workload,
+                    executor=JournaledExecutor(executor, journal),
+                    on_round=lambda stats: bar.update(
+                        stats.total, description=f"capacity round {stats.rounds}"
+                    ),
+                )
         finally:
             executor.close()
         report = result.to_json()
-        report["host"].update(backend=backend.value, max_parallel=executor.max_parallel,
-                              resumed_replays=journal.reused)
+        report["host"].update(
+            backend=backend.value,
+            max_parallel=executor.max_parallel,
+            resumed_replays=journal.reused,
+        )
         _write(out_dir, result, report, inputs, plan.deployment, config, max_gpu_budget)
         recommended, *lines = table_lines(report)
         status = 0
@@ -210,13 +303,20 @@ def best_goodput(report: Mapping[str, Any]) -> float | None:
 _HOW_IT_RUNS = ("backend", "ray_address", "jobs", "fail_under")
 
 
-def _inputs(options: Mapping[str, Any], traces: Sequence[Path], workload: Any, plan: Any,
-            trace_format: str) -> dict[str, Any]:
-    given = {name: [str(v) for v in value] if isinstance(value, list) else
-             str(value) if isinstance(value, Path) else
-             value.value if hasattr(value, "value") else value
-             for name, value in options.items()
-             if name != "traces" and records_option(name, value)}
+def _inputs(
+    options: Mapping[str, Any], traces: Sequence[Path], workload: Any, plan: Any, trace_format: str
+) -> dict[str, Any]:
+    given = {
+        name: [str(v) for v in value]
+        if isinstance(value, list)
+        else str(value)
+        if isinstance(value, Path)
+        else value.value
+        if hasattr(value, "value")
+        else value
+        for name, value in options.items()
+        if name != "traces" and records_option(name, value)
+    }
     return {
         "command": "plansim capacity",
         "options": given,
@@ -225,14 +325,23 @@ def _inputs(options: Mapping[str, Any], traces: Sequence[Path], workload: Any, p
         "requests": len(workload),
         "deployment": plan.deployment.model_dump(mode="json"),
         "sla": plan.deployment.sla.model_dump(mode="json"),
-        "policies": [{"name": p.name, "source": p.source,
-                      "config": p.config.model_dump(mode="json")} for p in plan.policies],
+        "policies": [
+            {"name": p.name, "source": p.source, "config": p.config.model_dump(mode="json")}
+            for p in plan.policies
+        ],
         "seed": plan.deployment.seed,
     }
 
 
-def _write(out_dir: Path, result: Any, report: dict[str, Any], inputs: dict[str, Any],
-           plan_deployment: Any, config: Path | None, max_gpu_budget: int) -> None:
+def _write(
+    out_dir: Path,
+    result: Any,
+    report: dict[str, Any],
+    inputs: dict[str, Any],
+    plan_deployment: Any,
+    config: Path | None,
+    max_gpu_budget: int,
+) -> None:
     """The folder's files; with a recommendation, ``recommended_deployment.yaml`` (in the
     input's spellings) and the Dynamo files of it (``plansim.capacity.export``)."""
     import logging
@@ -250,9 +359,11 @@ def _write(out_dir: Path, result: Any, report: dict[str, Any], inputs: dict[str,
     if result.cheapest is not None:
         dep = with_overrides(plan_deployment, result.cheapest.deployment())
         raw = read_config(config, what="deployment file") if config is not None else None
-        atomic_write_text(out_dir / schema.RECOMMENDED_DEPLOYMENT,
-                          "# plansim capacity: the cheapest deployment meeting the target\n"
-                          + yaml.safe_dump(deployment_file(dep, raw, config), sort_keys=False))
+        atomic_write_text(
+            out_dir / schema.RECOMMENDED_DEPLOYMENT,
+            "# plansim capacity: the cheapest deployment meeting the target\n"
+            + yaml.safe_dump(deployment_file(dep, raw, config), sort_keys=False),
+        )
         files, notes = engine_files(dep)
         for name, content in files.items():
             atomic_write_json(out_dir / name, content)
@@ -269,11 +380,16 @@ def _write(out_dir: Path, result: Any, report: dict[str, Any], inputs: dict[str,
         if policy != dynamo:
             logging.getLogger("plansim").warning(
                 "%s: the deployment's planner runs scaling_policy %s, plansim's own; the file "
-                "is Dynamo's planner on the same targets", schema.RECOMMENDED_PLANNER, policy)
-        atomic_write_text(out_dir / schema.RECOMMENDED_PLANNER,
-                          "# plansim capacity: the Dynamo planner for the recommended deployment,"
-                          " sized for its SLA (not tuned: --tune-planner searches its knobs)\n"
-                          + yaml.safe_dump(planner_config(dep, max_gpu_budget), sort_keys=False))
+                "is Dynamo's planner on the same targets",
+                schema.RECOMMENDED_PLANNER,
+                policy,
+            )
+        atomic_write_text(
+            out_dir / schema.RECOMMENDED_PLANNER,
+            "# plansim capacity: the Dynamo planner for the recommended deployment,"
+            " sized for its SLA (not tuned: --tune-planner searches its knobs)\n"
+            + yaml.safe_dump(planner_config(dep, max_gpu_budget), sort_keys=False),
+        )
     atomic_write_json(out_dir / schema.CAPACITY_JSON, report)
 
 
@@ -283,8 +399,10 @@ def planner_file(tuning: Any) -> str:
     import yaml
 
     setting = ", ".join(f"{k}={v}" for k, v in tuning.answer.items())
-    return ("# plansim capacity: the cheapest setting of the Dynamo planner meeting the target\n"
-            f"# searched: {setting}\n" + yaml.safe_dump(tuning.planner, sort_keys=False))
+    return (
+        "# plansim capacity: the cheapest setting of the Dynamo planner meeting the target\n"
+        f"# searched: {setting}\n" + yaml.safe_dump(tuning.planner, sort_keys=False)
+    )
 
 
 # -- the terminal table ------------------------------------------------------------------------
@@ -313,8 +431,10 @@ def _interval(point: Mapping[str, Any]) -> str:
     if not iv:
         return ""
     draws = f" + {iv['timing_draws']} timing draws" if iv.get("timing_draws") else ""
-    text = (f", 90% interval {iv['low']:.1%}-{iv['high']:.1%} "
-            f"({iv['seeds']} seed(s){draws} x {iv['segments']} segments: {iv['verdict']} target)")
+    text = (
+        f", 90% interval {iv['low']:.1%}-{iv['high']:.1%} "
+        f"({iv['seeds']} seed(s){draws} x {iv['segments']} segments: {iv['verdict']} target)"
+    )
     if "pessimistic_goodput_ratio" in point:
         holds = "holds" if point["holds_at_pessimistic"] else "does not hold"
         text += f"; {point['pessimistic_goodput_ratio']:.1%} at the pessimistic draw ({holds})"
@@ -335,33 +455,48 @@ def table_lines(report: Mapping[str, Any]) -> list[str]:
     lines = []
     best = report["cheapest_static"]
     if best is not None:
-        lines.append(f"recommended   {_workers(best)} workers ({best['variant']}): goodput "
-                     f"{_pct(best['goodput_ratio'], target)} >= {_pct(target)} target, "
-                     f"{_num(best['cost'])} {unit}{_interval(best)}")
+        lines.append(
+            f"recommended   {_workers(best)} workers ({best['variant']}): goodput "
+            f"{_pct(best['goodput_ratio'], target)} >= {_pct(target)} target, "
+            f"{_num(best['cost'])} {unit}{_interval(best)}"
+        )
     else:
-        lines.append(f"recommended   none: no deployment within {report['max_gpu_budget']} GPUs "
-                     f"meets the {_pct(target)} goodput target")
+        lines.append(
+            f"recommended   none: no deployment within {report['max_gpu_budget']} GPUs "
+            f"meets the {_pct(target)} goodput target"
+        )
     lines.append("")
-    rows = sorted(report["static"], key=lambda v: (
-        not v["feasible"], v.get("cost", 0.0) if v["feasible"] else -v.get("goodput_ratio", 0.0)))
+    rows = sorted(
+        report["static"],
+        key=lambda v: (
+            not v["feasible"],
+            v.get("cost", 0.0) if v["feasible"] else -v.get("goodput_ratio", 0.0),
+        ),
+    )
     width = max([len("deployment")] + [len(v["variant"]) for v in rows])
-    lines.append(f"{'rank':>4}  {'deployment':<{width}}  {'workers':>7}  {'GPUs':>4}  "
-                 f"{'goodput':>7}  {unit:>8}  " + (f"{'GPU-h':>8}  " if gpu_h else "") + "replayed")
+    lines.append(
+        f"{'rank':>4}  {'deployment':<{width}}  {'workers':>7}  {'GPUs':>4}  "
+        f"{'goodput':>7}  {unit:>8}  " + (f"{'GPU-h':>8}  " if gpu_h else "") + "replayed"
+    )
     for rank, v in enumerate(rows, start=1):
         if "goodput_ratio" not in v:
             lines.append(f"{'-':>4}  {v['variant']:<{width}}  (nothing replayed within budget)")
             continue
         tag = rank if v["feasible"] else "-"
-        lines.append(f"{tag:>4}  {v['variant']:<{width}}  {_workers(v):>7}  {v['gpus']:>4}  "
-                     f"{_pct(v['goodput_ratio'], target):>7}  {_num(v['cost']):>8}  "
-                     + (f"{_num(v['gpu_hours']):>8}  " if gpu_h else "")
-                     + f"{_replayed(v['replayed'])}")
+        lines.append(
+            f"{tag:>4}  {v['variant']:<{width}}  {_workers(v):>7}  {v['gpus']:>4}  "
+            f"{_pct(v['goodput_ratio'], target):>7}  {_num(v['cost']):>8}  "
+            + (f"{_num(v['gpu_hours']):>8}  " if gpu_h else "")
+            + f"{_replayed(v['replayed'])}"
+        )
     bad = report["best_infeasible"]
     if bad is not None:
         lines.append("")
-        lines.append(f"best infeasible  {_workers(bad)} workers ({bad['variant']}): goodput "
-                     f"{_pct(bad['goodput_ratio'], target)}, {_num(bad['cost'])} {unit}"
-                     f"{_interval(bad)}")
+        lines.append(
+            f"best infeasible  {_workers(bad)} workers ({bad['variant']}): goodput "
+            f"{_pct(bad['goodput_ratio'], target)}, {_num(bad['cost'])} {unit}"
+            f"{_interval(bad)}"
+        )
     oracle = report["oracle"]
     lines.append("")
     if oracle is None or oracle["cost"] is None:
@@ -371,43 +506,58 @@ def table_lines(report: Mapping[str, Any]) -> list[str]:
         if best is not None and best["cost"]:
             saving = f", {1 - oracle['cost'] / best['cost']:.1%} below the cheapest static"
         startup = "/".join(f"{s:g}" for s in oracle["startup_s"])
-        lines.append(f"lower bound   {_num(oracle['cost'])} {unit} (hindsight, "
-                     f"{len(oracle['segments'])} segments of {oracle['segment_s']:g} s, "
-                     f"start-up {startup} s){saving}")
+        lines.append(
+            f"lower bound   {_num(oracle['cost'])} {unit} (hindsight, "
+            f"{len(oracle['segments'])} segments of {oracle['segment_s']:g} s, "
+            f"start-up {startup} s){saving}"
+        )
         replayed = oracle.get("schedule_replay")
         if replayed is not None:
-            verdict = ("meets the target: the best possible lies in between"
-                       if replayed["meets_target"] else "misses the target")
-            lines.append(f"              its schedule replayed: {_num(replayed['cost'])} {unit}, "
-                         f"goodput {_pct(replayed['goodput_ratio'], target)} ({verdict})")
+            verdict = (
+                "meets the target: the best possible lies in between"
+                if replayed["meets_target"]
+                else "misses the target"
+            )
+            lines.append(
+                f"              its schedule replayed: {_num(replayed['cost'])} {unit}, "
+                f"goodput {_pct(replayed['goodput_ratio'], target)} ({verdict})"
+            )
     if report["policies"]:
         lines.append("")
-        lines.append(f"{'policy':<16}  {'goodput':>7}  {unit:>8}  {'events':>6}  "
-                     f"{'vs static':>9}  {'of hindsight saving':>19}  gap to bound")
+        lines.append(
+            f"{'policy':<16}  {'goodput':>7}  {unit:>8}  {'events':>6}  "
+            f"{'vs static':>9}  {'of hindsight saving':>19}  gap to bound"
+        )
         for p in report["policies"]:
             gap = _num(p["gap_to_oracle_pct"], "{:+.1f}%")
-            head = (f"{p['name']:<16}  {_pct(p['goodput_ratio'], target):>7}  "
-                    f"{_num(p['cost']):>8}  {p['scaling_events']:>6}  ")
+            head = (
+                f"{p['name']:<16}  {_pct(p['goodput_ratio'], target):>7}  "
+                f"{_num(p['cost']):>8}  {p['scaling_events']:>6}  "
+            )
             if not p["meets_target"]:
                 # A cost bought with missed requests is not a saving: no figure for it.
                 lines.append(head + f"{'-':>9}  {'-':>19}  {gap:>12}  (misses the target)")
                 continue
             saving = p.get("saving_vs_static_pct")
             share = p.get("share_of_hindsight_saving")
-            lines.append(head + f"{_num(saving, '{:+.1f}%'):>9}  "
-                         f"{_num(share, '{:.0%}'):>19}  {gap:>12}")
+            lines.append(
+                head + f"{_num(saving, '{:+.1f}%'):>9}  {_num(share, '{:.0%}'):>19}  {gap:>12}"
+            )
     tuning = report.get("planner_tuning")
     if tuning is not None:
         lines.append("")
         trials = tuning["trials"]
         held = sum(t["meets_target"] for t in trials)
         knobs = ", ".join(k["key"] for k in tuning["knobs"])
-        lines.append(f"planner tuning  {len(trials)} settings of {knobs} replayed, {held} meet "
-                     "the target")
+        lines.append(
+            f"planner tuning  {len(trials)} settings of {knobs} replayed, {held} meet the target"
+        )
         if tuning["answer"] is not None:
             setting = ", ".join(f"{k}={v}" for k, v in tuning["answer"].items())
-            lines.append(f"                cheapest: {setting} (recommended_planner.yaml, "
-                         "policy dynamo-tuned)")
+            lines.append(
+                f"                cheapest: {setting} (recommended_planner.yaml, "
+                "policy dynamo-tuned)"
+            )
         else:
             lines.append("                none meets the target")
     for note in report["notes"]:
@@ -418,6 +568,8 @@ def table_lines(report: Mapping[str, Any]) -> list[str]:
     where = f" on {host['max_parallel']} {host['backend']} workers" if "backend" in host else ""
     resumed = host.get("resumed_replays")
     again = f"; {resumed} recorded by the interrupted run, not replayed again" if resumed else ""
-    lines.append(f"replays       {replays['total']} ({kinds}) in {replays['rounds']} rounds, "
-                 f"{host.get('wall_s', 0.0):.1f} s{where}{again}")
+    lines.append(
+        f"replays       {replays['total']} ({kinds}) in {replays['rounds']} rounds, "
+        f"{host.get('wall_s', 0.0):.1f} s{where}{again}"
+    )
     return lines

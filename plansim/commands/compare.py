@@ -19,16 +19,26 @@ from plansim.commands.report import SELF_CONTAINED_HELP
 
 
 def compare(
-    folders: Annotated[list[Path], typer.Argument(
-        help="Output folders of plansim replay, retune sweep or capacity runs.", metavar="DIR",
-        show_default=False)],
-    out: Annotated[Path | None, typer.Option(
-        help="Output folder (default: a new plansim-out/compare-<time>).",
-        show_default=False)] = None,
-    no_report: Annotated[bool, typer.Option(
-        "--no-report", help="Skip compare_report.html.")] = False,
-    self_contained: Annotated[bool, typer.Option(
-        "--self-contained", help=SELF_CONTAINED_HELP)] = False,
+    folders: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Output folders of plansim replay, retune sweep or capacity runs.",
+            metavar="DIR",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Output folder (default: a new plansim-out/compare-<time>).", show_default=False
+        ),
+    ] = None,
+    no_report: Annotated[
+        bool, typer.Option("--no-report", help="Skip compare_report.html.")
+    ] = False,
+    self_contained: Annotated[
+        bool, typer.Option("--self-contained", help=SELF_CONTAINED_HELP)
+    ] = False,
     force: ForceOption = False,
 ) -> int:
     """Put runs side by side: a summary table, their latency CDFs, and goodput against
@@ -57,16 +67,18 @@ def table_lines(data: dict) -> list[str]:
     differs = data["differs"]
     cells = [[_text(r["differs"].get(k)) for k in differs] for r in rows]
     widths = [max(len(k), *(len(c[i]) for c in cells)) for i, k in enumerate(differs)]
-    head = f"{'run':<{width}}  " + "".join(f"{k:>{w}}  " for k, w in zip(differs, widths,
-                                                                         strict=True))
+    head = f"{'run':<{width}}  " + "".join(
+        f"{k:>{w}}  " for k, w in zip(differs, widths, strict=True)
+    )
     lines = [head + f"{'goodput':>8}  {'GPU-h':>8}  {'p90 TTFT':>9}  {'p90 TPOT':>9}  front"]
     for r, c in zip(rows, cells, strict=True):
         good = "n/a" if r["goodput_ratio"] is None else f"{r['goodput_ratio']:.1%}"
         lines.append(
-            f"{r['label']:<{width}}  " + "".join(f"{v:>{w}}  " for v, w in zip(c, widths,
-                                                                           strict=True))
+            f"{r['label']:<{width}}  "
+            + "".join(f"{v:>{w}}  " for v, w in zip(c, widths, strict=True))
             + f"{good:>8}  {_num(r['gpu_hours'], 4):>8}  {_num(r['p90_ttft_ms'], 1):>9}  "
-            f"{_num(r['p90_tpot_ms'], 2):>9}  {'*' if r['pareto'] else ''}")
+            f"{_num(r['p90_tpot_ms'], 2):>9}  {'*' if r['pareto'] else ''}"
+        )
     return lines
 
 

@@ -67,15 +67,28 @@ def with_console(fn: Callable[..., Any]) -> Callable[..., Any]:
     it)."""
     signature = inspect.signature(fn)
     hints = typing.get_type_hints(fn, include_extras=True)
-    params = [p.replace(annotation=hints.get(p.name, p.annotation))
-              for p in signature.parameters.values()]
+    params = [
+        p.replace(annotation=hints.get(p.name, p.annotation)) for p in signature.parameters.values()
+    ]
     declares_quiet = "quiet" in signature.parameters
     keyword = inspect.Parameter.KEYWORD_ONLY
-    added = [inspect.Parameter("json_output", keyword, default=False, annotation=Annotated[
-        bool, typer.Option("--json", help=JSON_HELP)])]
+    added = [
+        inspect.Parameter(
+            "json_output",
+            keyword,
+            default=False,
+            annotation=Annotated[bool, typer.Option("--json", help=JSON_HELP)],
+        )
+    ]
     if not declares_quiet:
-        added.append(inspect.Parameter("quiet", keyword, default=False, annotation=Annotated[
-            bool, typer.Option("--quiet", "-q", help=QUIET_HELP)]))
+        added.append(
+            inspect.Parameter(
+                "quiet",
+                keyword,
+                default=False,
+                annotation=Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)],
+            )
+        )
     # Keyword-only parameters go before a **options catch-all.
     tail = [p for p in params if p.kind is inspect.Parameter.VAR_KEYWORD]
     params = [p for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD]
@@ -90,5 +103,6 @@ def with_console(fn: Callable[..., Any]) -> Callable[..., Any]:
             _MODE.reset(token)
 
     run.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=params + added + tail)
+        parameters=params + added + tail
+    )
     return run

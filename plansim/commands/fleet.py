@@ -28,19 +28,27 @@ from plansim.errors import InputError
 
 
 def fleet(
-    fleet_file: Annotated[Path, typer.Argument(
-        help="The fleet file (YAML or JSON): inventory, budget, models.", metavar="FLEET.yaml",
-        show_default=False)],
+    fleet_file: Annotated[
+        Path,
+        typer.Argument(
+            help="The fleet file (YAML or JSON): inventory, budget, models.",
+            metavar="FLEET.yaml",
+            show_default=False,
+        ),
+    ],
     backend: BackendOption = DEFAULT_BACKEND,
     ray_address: RayAddressOption = None,
     jobs: JobsOption = None,
-    out: Annotated[Path | None, typer.Option(
-        help="Output folder (default: a new plansim-out/fleet-<time>).",
-        show_default=False)] = None,
-    no_report: Annotated[bool, typer.Option("--no-report",
-                                            help="Skip fleet_report.html.")] = False,
-    self_contained: Annotated[bool, typer.Option(
-        "--self-contained", help=SELF_CONTAINED_HELP)] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Output folder (default: a new plansim-out/fleet-<time>).", show_default=False
+        ),
+    ] = None,
+    no_report: Annotated[bool, typer.Option("--no-report", help="Skip fleet_report.html.")] = False,
+    self_contained: Annotated[
+        bool, typer.Option("--self-contained", help=SELF_CONTAINED_HELP)
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: ForceOption = False,
 ) -> int:
@@ -62,17 +70,24 @@ def fleet(
     try:
         # Each round's replays follow from the last round's: their number is not known.
         with Progress("fleet", total=None, unit="replays", quiet=quiet) as bar:
-            result = fl.run(plan, workloads, executor=executor, on_round=lambda stats: bar.update(
-                stats.total, description=f"fleet round {stats.rounds}"))
+            result = fl.run(
+                plan,
+                workloads,
+                executor=executor,
+                on_round=lambda stats: bar.update(
+                    stats.total, description=f"fleet round {stats.rounds}"
+                ),
+            )
     finally:
         executor.close()
     report = result.to_json()
     report["host"].update(backend=backend.value, max_parallel=executor.max_parallel)
-    inputs = {"command": "plansim fleet",
-              "fleet": read_config(fleet_file, what="fleet file"),
-              "deployments": {m.name: m.deployment.model_dump(mode="json")
-                              for m in plan.models},
-              "requests": {m.name: len(w) for m, w in zip(plan.models, workloads)}}
+    inputs = {
+        "command": "plansim fleet",
+        "fleet": read_config(fleet_file, what="fleet file"),
+        "deployments": {m.name: m.deployment.model_dump(mode="json") for m in plan.models},
+        "requests": {m.name: len(w) for m, w in zip(plan.models, workloads)},
+    }
     with folder.writing() as out_dir:
         _write(out_dir, result, report, inputs)
         headline, *lines = table_lines(report)
@@ -89,13 +104,13 @@ def _workload(m: Any, source: str) -> Any:
     from plansim.traces import load_workload
 
     try:
-        return load_workload(list(m.traces), format=m.format,
-                             trace_block_size=m.trace_block_size)
+        return load_workload(list(m.traces), format=m.format, trace_block_size=m.trace_block_size)
     except InputError as exc:
         keys = {"--format": "format", "--trace-block-size": "trace_block_size"}
         if exc.field in keys:
-            raise InputError(exc.message, source=source,
-                             field=f"models.{m.index}.{keys[exc.field]}") from None
+            raise InputError(
+                exc.message, source=source, field=f"models.{m.index}.{keys[exc.field]}"
+            ) from None
         raise
 
 
@@ -117,8 +132,10 @@ def _write(out_dir: Path, result: Any, report: dict[str, Any], inputs: dict[str,
             if pick.tier != "on_demand":
                 head += f"# every worker on {pick.tier} capacity\n"
             dep = with_overrides(m.deployment, pick.deployment())
-            atomic_write_text(folder / schema.RECOMMENDED_DEPLOYMENT, head + yaml.safe_dump(
-                deployment_file(dep, None), sort_keys=False))
+            atomic_write_text(
+                folder / schema.RECOMMENDED_DEPLOYMENT,
+                head + yaml.safe_dump(deployment_file(dep, None), sort_keys=False),
+            )
     atomic_write_json(out_dir / schema.FLEET_JSON, report)
 
 
@@ -144,31 +161,39 @@ def table_lines(report: Mapping[str, Any]) -> list[str]:
     budget = report["budget_per_hour"]
     lines = []
     what = "fits" if report["feasible"] else "does not fit; the closest fleet"
-    lines.append(f"fleet         {what}: {len(report['models'])} models, "
-                 f"{report['cost_per_hour']:.3f} per hour"
-                 + (f" (budget {budget:g})" if budget is not None else "")
-                 + f", {report['cost']:.3f} over the traces; {solver['name']}: {proved}")
+    lines.append(
+        f"fleet         {what}: {len(report['models'])} models, "
+        f"{report['cost_per_hour']:.3f} per hour"
+        + (f" (budget {budget:g})" if budget is not None else "")
+        + f", {report['cost']:.3f} over the traces; {solver['name']}: {proved}"
+    )
     independent = report["independent"]
     if independent["cost_per_hour"] is not None:
         fits = "fit" if independent["fits"] else "do not fit"
-        lines.append(f"alone         each model's cheapest answer: "
-                     f"{independent['cost_per_hour']:.3f} per hour together; they {fits}")
+        lines.append(
+            f"alone         each model's cheapest answer: "
+            f"{independent['cost_per_hour']:.3f} per hour together; they {fits}"
+        )
     lines.append("")
     rows = [(m["name"], m["choice"], m) for m in report["models"]]
     width = max([len("model")] + [len(n) for n, _, _ in rows])
     vwidth = max([len("deployment")] + [len(c["variant"]) for _, c, _ in rows])
-    lines.append(f"{'model':<{width}}  {'deployment':<{vwidth}}  {'workers':>7}  "
-                 f"{'tier':<9}  {'GPUs':<14}  {'goodput':>7}  {'target':>6}  {'per hour':>8}  "
-                 "alone")
+    lines.append(
+        f"{'model':<{width}}  {'deployment':<{vwidth}}  {'workers':>7}  "
+        f"{'tier':<9}  {'GPUs':<14}  {'goodput':>7}  {'target':>6}  {'per hour':>8}  "
+        "alone"
+    )
     for name, choice, m in rows:
         alone = m["cheapest_alone"]
         alone_text = "-" if alone is None else f"{alone['cost_per_hour']:.3f}"
         if choice["moved"]:
             alone_text += f" (moved: {alone['variant']}, {_workers(alone)} on {alone['tier']})"
-        lines.append(f"{name:<{width}}  {choice['variant']:<{vwidth}}  {_workers(choice):>7}  "
-                     f"{choice['tier']:<9}  {_gpus(choice):<14}  "
-                     f"{percent_against(choice['goodput_ratio'], m['target']):>7}  "
-                     f"{percent(m['target']):>6}  {choice['cost_per_hour']:>8.3f}  {alone_text}")
+        lines.append(
+            f"{name:<{width}}  {choice['variant']:<{vwidth}}  {_workers(choice):>7}  "
+            f"{choice['tier']:<9}  {_gpus(choice):<14}  "
+            f"{percent_against(choice['goodput_ratio'], m['target']):>7}  "
+            f"{percent(m['target']):>6}  {choice['cost_per_hour']:>8.3f}  {alone_text}"
+        )
     lines.append("")
     for system, entry in report["inventory"].items():
         spot = f", {entry['used_spot']} of them spot" if entry["used_spot"] else ""
@@ -176,25 +201,33 @@ def table_lines(report: Mapping[str, Any]) -> list[str]:
     auto = report.get("autoscaled")
     if auto is not None:
         lines.append("")
-        lines.append(f"autoscaled    {auto['gpu_hours']:.2f} GPU-h, {auto['cost']:.3f} over the "
-                     f"traces, {auto['refused_scale_ups']} scale-ups refused, "
-                     f"{auto['sla_cost_good_requests']} good requests lost to them")
+        lines.append(
+            f"autoscaled    {auto['gpu_hours']:.2f} GPU-h, {auto['cost']:.3f} over the "
+            f"traces, {auto['refused_scale_ups']} scale-ups refused, "
+            f"{auto['sla_cost_good_requests']} good requests lost to them"
+        )
         for entry in auto["models"]:
             cost = ""
             if "sla_cost" in entry:
-                cost = (f", alone {percent(entry['alone']['goodput_ratio'])} "
-                        f"({entry['sla_cost']['good_requests']:+d} good requests lost)")
-            lines.append(f"  {entry['name']:<{width}}  goodput "
-                         f"{percent(entry['goodput_ratio'])}, {entry['gpu_hours']:.2f} GPU-h, "
-                         f"{entry['scaling_events']} scaling events, "
-                         f"{entry['refused_scale_ups']} refused, "
-                         f"{entry['preemptions']} preempted{cost}")
+                cost = (
+                    f", alone {percent(entry['alone']['goodput_ratio'])} "
+                    f"({entry['sla_cost']['good_requests']:+d} good requests lost)"
+                )
+            lines.append(
+                f"  {entry['name']:<{width}}  goodput "
+                f"{percent(entry['goodput_ratio'])}, {entry['gpu_hours']:.2f} GPU-h, "
+                f"{entry['scaling_events']} scaling events, "
+                f"{entry['refused_scale_ups']} refused, "
+                f"{entry['preemptions']} preempted{cost}"
+            )
     for note in report["notes"]:
         lines.append(f"note          {note}")
     replays = report["replays"]
     kinds = ", ".join(f"{k} {n}" for k, n in replays.items() if k not in ("total", "rounds"))
     host = report.get("host", {})
     where = f" on {host['max_parallel']} {host['backend']} workers" if "backend" in host else ""
-    lines.append(f"replays       {replays['total']} ({kinds}) in {replays['rounds']} rounds, "
-                 f"{host.get('wall_s', 0.0):.1f} s{where}")
+    lines.append(
+        f"replays       {replays['total']} ({kinds}) in {replays['rounds']} rounds, "
+        f"{host.get('wall_s', 0.0):.1f} s{where}"
+    )
     return lines

@@ -49,14 +49,24 @@ class FolderLock:
             self.fd = None
 
 
-def acquire(folder: Path, command: str, *, take_over: bool, option: str,
-            stale_hint: str = "use --force to take it over") -> FolderLock:
+def acquire(
+    folder: Path,
+    command: str,
+    *,
+    take_over: bool,
+    option: str,
+    stale_hint: str = "use --force to take it over",
+) -> FolderLock:
     """Lock ``folder`` (which exists) for ``command``. Raises ``InputError`` naming ``option``
     when another run holds it, or when it holds a stale lock and ``take_over`` is false (the
     message ends with ``stale_hint``)."""
     path = folder / LOCK_NAME
-    holder = {"command": command, "pid": os.getpid(), "host": socket.gethostname(),
-              "started": datetime.now().astimezone().isoformat(timespec="seconds")}
+    holder = {
+        "command": command,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": datetime.now().astimezone().isoformat(timespec="seconds"),
+    }
     while True:
         fd = _link_locked(path, holder)
         if fd is not None:
@@ -70,16 +80,21 @@ def acquire(folder: Path, command: str, *, take_over: bool, option: str,
         except BlockingIOError:
             who = _describe(fd)
             os.close(fd)
-            raise InputError(f"{folder} is in use by another run ({who}); wait for it to end, or "
-                             "choose another folder", field=option) from None
+            raise InputError(
+                f"{folder} is in use by another run ({who}); wait for it to end, or "
+                "choose another folder",
+                field=option,
+            ) from None
         if not _same_file(fd, path):  # its holder released it as we opened it: try again
             os.close(fd)
             continue
         who = _describe(fd)
         if not take_over:
             os.close(fd)
-            raise InputError(f"{folder} holds the stale lock of a run that was killed ({who}); "
-                             f"{stale_hint}", field=option)
+            raise InputError(
+                f"{folder} holds the stale lock of a run that was killed ({who}); {stale_hint}",
+                field=option,
+            )
         os.ftruncate(fd, 0)
         os.pwrite(fd, orjson.dumps(holder), 0)
         return FolderLock(path, fd, stale=who)
@@ -125,5 +140,7 @@ def _describe(fd: int) -> str:
         return "holder unknown"
     host = info.get("host")
     where = f" on {host}" if host and host != socket.gethostname() else ""
-    return (f"{info.get('command', 'plansim')}, pid {info.get('pid', '?')}{where}, started "
-            f"{info.get('started', '?')}")
+    return (
+        f"{info.get('command', 'plansim')}, pid {info.get('pid', '?')}{where}, started "
+        f"{info.get('started', '?')}"
+    )

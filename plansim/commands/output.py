@@ -53,42 +53,98 @@ _claimed: list[OutputFolder] = []
 _held: list[str] | None = None
 # What plansim writes into an output folder, besides what run.json lists: --force removes these
 # (a folder written before run.json existed, or one whose run stopped before listing its files).
-_OWN_NAMES = frozenset({
-    RUN_MARKER, schema.INPUTS_JSON, schema.SUMMARY_JSON, schema.REQUESTS_TABLE,
-    schema.TIMESERIES_TABLE, schema.WORKERS_TABLE, schema.SESSIONS_TABLE, schema.TICKS_TABLE,
-    schema.SCALING_EVENTS_JSON, schema.RETUNE_EVENTS_JSON, schema.PREDICTIONS_TABLE,
-    schema.WINDOWS_TABLE, schema.WINDOW_RECORDS_DIR, schema.REPLAY_REPORT,
-    f"{schema.PLANNER_REPORT}.html", f"{schema.PLANNER_REPORT}.log.jsonl.gz",
-    schema.PLANNER_PERIOD_REPORTS_DIR, schema.RETUNE_REPORT, schema.PREDICTOR_REPORT,
-    schema.WINDOWS_REPORT, schema.PLOTLY_JS, schema.CAPACITY_JSON, schema.POINTS_TABLE,
-    schema.RECOMMENDED_DEPLOYMENT, schema.RECOMMENDED_PLANNER, schema.CAPACITY_REPORT,
-    schema.BASELINE_JSON, schema.COMPARE_JSON, schema.COMPARE_REPORT,
-    schema.RECOMMENDED_ENGINE_ARGS, schema.RECOMMENDED_PREFILL_ENGINE_ARGS,
-    schema.RECOMMENDED_DECODE_ENGINE_ARGS, schema.TRACE_EVENTS_JSON, RESUME_DIR,
-    schema.FLEET_JSON, schema.FLEET_MODELS_DIR, schema.FLEET_REPORT,
-    schema.CALIBRATION_JSON, schema.CALIBRATED_DEPLOYMENT, schema.CALIBRATION_TABLE,
-    schema.CALIBRATION_REPORT, RESUME_DIR,
-})
+_OWN_NAMES = frozenset(
+    {
+        RUN_MARKER,
+        schema.INPUTS_JSON,
+        schema.SUMMARY_JSON,
+        schema.REQUESTS_TABLE,
+        schema.TIMESERIES_TABLE,
+        schema.WORKERS_TABLE,
+        schema.SESSIONS_TABLE,
+        schema.TICKS_TABLE,
+        schema.SCALING_EVENTS_JSON,
+        schema.RETUNE_EVENTS_JSON,
+        schema.PREDICTIONS_TABLE,
+        schema.WINDOWS_TABLE,
+        schema.WINDOW_RECORDS_DIR,
+        schema.REPLAY_REPORT,
+        f"{schema.PLANNER_REPORT}.html",
+        f"{schema.PLANNER_REPORT}.log.jsonl.gz",
+        schema.PLANNER_PERIOD_REPORTS_DIR,
+        schema.RETUNE_REPORT,
+        schema.PREDICTOR_REPORT,
+        schema.WINDOWS_REPORT,
+        schema.PLOTLY_JS,
+        schema.CAPACITY_JSON,
+        schema.POINTS_TABLE,
+        schema.RECOMMENDED_DEPLOYMENT,
+        schema.RECOMMENDED_PLANNER,
+        schema.CAPACITY_REPORT,
+        schema.BASELINE_JSON,
+        schema.COMPARE_JSON,
+        schema.COMPARE_REPORT,
+        schema.RECOMMENDED_ENGINE_ARGS,
+        schema.RECOMMENDED_PREFILL_ENGINE_ARGS,
+        schema.RECOMMENDED_DECODE_ENGINE_ARGS,
+        schema.TRACE_EVENTS_JSON,
+        RESUME_DIR,
+        schema.FLEET_JSON,
+        schema.FLEET_MODELS_DIR,
+        schema.FLEET_REPORT,
+        schema.CALIBRATION_JSON,
+        schema.CALIBRATED_DEPLOYMENT,
+        schema.CALIBRATION_TABLE,
+        schema.CALIBRATION_REPORT,
+        RESUME_DIR,
+    }
+)
 
 # Options that say where and how a run is written, not what ran: inputs.json leaves them out, so
 # that the same inputs write the same inputs.json whatever folder they go to (the folder is
 # where its run.json is; nothing needs its path recorded).
-WRITING_OPTIONS = frozenset({"out", "force", "resume", "no_report", "self_contained", "quiet",
-                             "json_output", "trace_events", "no_baseline"})
+WRITING_OPTIONS = frozenset(
+    {
+        "out",
+        "force",
+        "resume",
+        "no_report",
+        "self_contained",
+        "quiet",
+        "json_output",
+        "trace_events",
+        "no_baseline",
+    }
+)
 
 
 def records_option(name: str, value: Any) -> bool:
     """Whether inputs.json records option ``name`` with ``value``: one that says what ran (not
     in ``WRITING_OPTIONS``) and was given (not left unset, off or empty)."""
-    return (name not in WRITING_OPTIONS and value is not None and value is not False
-            and value != () and value != [])
+    return (
+        name not in WRITING_OPTIONS
+        and value is not None
+        and value is not False
+        and value != ()
+        and value != []
+    )
 
-ForceOption = Annotated[bool, typer.Option(
-    "--force", help="Replace the run already in --out (only plansim's files are removed).")]
-ResumeOption = Annotated[bool, typer.Option(
-    "--resume", help="Go on with the run interrupted in --out (killed, or stopped): the "
-                     "replays it recorded are not replayed again, and the answer is the one "
-                     "an uninterrupted run gives. The inputs must be the same.")]
+
+ForceOption = Annotated[
+    bool,
+    typer.Option(
+        "--force", help="Replace the run already in --out (only plansim's files are removed)."
+    ),
+]
+ResumeOption = Annotated[
+    bool,
+    typer.Option(
+        "--resume",
+        help="Go on with the run interrupted in --out (killed, or stopped): the "
+        "replays it recorded are not replayed again, and the answer is the one "
+        "an uninterrupted run gives. The inputs must be the same.",
+    ),
+]
 
 
 def new_out_dir(kind: str) -> Path:
@@ -176,25 +232,39 @@ class OutputFolder:
     resumed: bool = False  # it holds an interrupted run of this command, to go on with
 
     @classmethod
-    def claim(cls, out: Path | None, kind: str, command: str, *, force: bool = False,
-              resume: bool | None = None, option: str = "--out") -> OutputFolder:
+    def claim(
+        cls,
+        out: Path | None,
+        kind: str,
+        command: str,
+        *,
+        force: bool = False,
+        resume: bool | None = None,
+        option: str = "--out",
+    ) -> OutputFolder:
         """Check and lock ``out`` (default: a new ``plansim-out/<kind>-<time>``) before any
         work. ``resume`` (None for a command without ``--resume``): ``out`` may hold an
         interrupted run of ``command``, whose records (``RESUME_DIR``) are kept; any other run
         there is refused."""
         path = out if out is not None else new_out_dir(kind)
         if force and resume:
-            raise InputError("give --resume to go on with an interrupted run or --force to "
-                             "replace it, not both", field="--resume")
+            raise InputError(
+                "give --resume to go on with an interrupted run or --force to replace it, not both",
+                field="--resume",
+            )
         if path.exists() and not path.is_dir():
             raise InputError(f"{path} exists and is not a folder", field=option)
         _check_creatable(path, option)
         created = _make_folders(path)
         try:
-            hint = ("use --force to take it over" if resume is None else
-                    "use --resume to go on with its run, or --force to start over")
-            lock = acquire(path, command, take_over=force or bool(resume), option=option,
-                           stale_hint=hint)
+            hint = (
+                "use --force to take it over"
+                if resume is None
+                else "use --resume to go on with its run, or --force to start over"
+            )
+            lock = acquire(
+                path, command, take_over=force or bool(resume), option=option, stale_hint=hint
+            )
         except BaseException:
             _remove_empty(created)
             raise
@@ -205,8 +275,9 @@ class OutputFolder:
             folder.release()
             raise
         if lock.stale is not None:
-            log.warning("%s: took over the stale lock of a run that was killed (%s)", path,
-                        lock.stale)
+            log.warning(
+                "%s: took over the stale lock of a run that was killed (%s)", path, lock.stale
+            )
         _claimed.append(folder)
         return folder
 
@@ -222,32 +293,46 @@ class OutputFolder:
         by = f" of {command}" if isinstance(command, str) else ""
         if resume:
             if marker is None:
-                raise InputError(f"{path} holds no interrupted run of {self.command} to resume; "
-                                 "use --force to write into it, or choose another folder",
-                                 field="--resume")
+                raise InputError(
+                    f"{path} holds no interrupted run of {self.command} to resume; "
+                    "use --force to write into it, or choose another folder",
+                    field="--resume",
+                )
             if marker.get("status") == COMPLETE or command != self.command:
                 what = "a complete run" if marker.get("status") == COMPLETE else "a run"
-                raise InputError(f"{path} holds {what}{by}, nothing of {self.command} to resume; "
-                                 "use --force to replace it, or choose another folder",
-                                 field="--resume")
+                raise InputError(
+                    f"{path} holds {what}{by}, nothing of {self.command} to resume; "
+                    "use --force to replace it, or choose another folder",
+                    field="--resume",
+                )
             self.resumed = True
         elif not force:
             if marker is not None or schema.INPUTS_JSON in entries:
                 incomplete = (marker or {}).get("status") != COMPLETE
                 what = "an incomplete run" if incomplete else "a run"
-                again = ("use --resume to go on with it, --force to replace it"
-                         if incomplete and resume is not None and command == self.command
-                         else "use --force to replace it")
-                raise InputError(f"{path} already holds {what}{by}; {again}, or choose another "
-                                 "folder", field=option)
-            raise InputError(f"{path} is not empty; use --force to write into it (plansim's "
-                             "files there are replaced, others kept), or choose another folder",
-                             field=option)
+                again = (
+                    "use --resume to go on with it, --force to replace it"
+                    if incomplete and resume is not None and command == self.command
+                    else "use --force to replace it"
+                )
+                raise InputError(
+                    f"{path} already holds {what}{by}; {again}, or choose another folder",
+                    field=option,
+                )
+            raise InputError(
+                f"{path} is not empty; use --force to write into it (plansim's "
+                "files there are replaced, others kept), or choose another folder",
+                field=option,
+            )
         listed = (marker or {}).get("files", [])
-        listed = {str(name).split("/", 1)[0] for name in listed} if isinstance(listed,
-                                                                               list) else set()
-        replace = tuple(name for name in entries if (_own(name) or name in listed)
-                        and not (self.resumed and name == RESUME_DIR))
+        listed = (
+            {str(name).split("/", 1)[0] for name in listed} if isinstance(listed, list) else set()
+        )
+        replace = tuple(
+            name
+            for name in entries
+            if (_own(name) or name in listed) and not (self.resumed and name == RESUME_DIR)
+        )
         self.replace = replace
         self.foreign = frozenset(entries) - frozenset(replace) - {RESUME_DIR}
 
@@ -266,13 +351,19 @@ class OutputFolder:
         """Add files (re-rendered reports) to a finished run's folder: refused when a run is
         writing there or its ``run.json`` says the run is incomplete; its file list is brought
         up to date after."""
-        lock = acquire(path, "plansim report", take_over=True, option=option) \
-            if path.is_dir() else None
+        lock = (
+            acquire(path, "plansim report", take_over=True, option=option)
+            if path.is_dir()
+            else None
+        )
         try:
             marker = read_marker(path)
             if marker is not None and marker.get("status") != COMPLETE:
-                raise InputError(f"{path} holds an incomplete run (interrupted or failed; see "
-                                 f"{RUN_MARKER}); run it again", field=option)
+                raise InputError(
+                    f"{path} holds an incomplete run (interrupted or failed; see "
+                    f"{RUN_MARKER}); run it again",
+                    field=option,
+                )
             yield path
             if marker is not None:
                 folder = cls(path, str(marker.get("command", "")))
@@ -294,8 +385,9 @@ class OutputFolder:
                     shutil.rmtree(target)
                 else:
                     target.unlink(missing_ok=True)
-            atomic_write_json(self.path / RUN_MARKER,
-                              {"command": self.command, "status": INCOMPLETE})
+            atomic_write_json(
+                self.path / RUN_MARKER, {"command": self.command, "status": INCOMPLETE}
+            )
             try:
                 yield self.path
             except BaseException:
@@ -303,8 +395,10 @@ class OutputFolder:
                     (self.path / RUN_MARKER).unlink(missing_ok=True)
                 raise
             shutil.rmtree(self.path / RESUME_DIR, ignore_errors=True)
-            atomic_write_json(self.path / RUN_MARKER, {
-                "command": self.command, "status": COMPLETE, "files": self._written()})
+            atomic_write_json(
+                self.path / RUN_MARKER,
+                {"command": self.command, "status": COMPLETE, "files": self._written()},
+            )
         finally:
             self.release()
 
@@ -314,8 +408,11 @@ class OutputFolder:
         for root, _, files in os.walk(self.path):
             for name in files:
                 rel = Path(root, name).relative_to(self.path).as_posix()
-                if (rel != RUN_MARKER and not _lock_file(rel)
-                        and rel.split("/", 1)[0] not in self.foreign):
+                if (
+                    rel != RUN_MARKER
+                    and not _lock_file(rel)
+                    and rel.split("/", 1)[0] not in self.foreign
+                ):
                     out.append(rel)
         return sorted(out)
 
@@ -377,15 +474,21 @@ def write_reports(out_dir: Path, *, self_contained: bool = False) -> list[Path]:
     from plansim.commands import console
     from plansim.reports import render_dir
 
-    reports = [p for p in render_dir(out_dir, self_contained=self_contained)
-               if p.suffix == ".html"]
+    reports = [p for p in render_dir(out_dir, self_contained=self_contained) if p.suffix == ".html"]
     console.echo(*(f"report        {path}" for path in reports))
     return reports
 
 
-def replay_inputs(command: str, options: dict[str, Any] | None, traces: list[Any],
-                  workload: Any, deployment: Any, planner_raw: Any, trace_format: str,
-                  trace_block_size: int | None) -> dict[str, Any]:
+def replay_inputs(
+    command: str,
+    options: dict[str, Any] | None,
+    traces: list[Any],
+    workload: Any,
+    deployment: Any,
+    planner_raw: Any,
+    trace_format: str,
+    trace_block_size: int | None,
+) -> dict[str, Any]:
     """``inputs.json`` of a replay: the command and the options given (None: no options, a call
     from Python), the traces and how they were read, the validated deployment, the planner
     mapping, the SLA and seed."""
@@ -394,7 +497,8 @@ def replay_inputs(command: str, options: dict[str, Any] | None, traces: list[Any
         **({"options": options} if options is not None else {}),
         "traces": [str(p) for p in traces],
         "trace_format": trace_format,
-        "trace_block_size": workload.trace_block_size if trace_block_size is None
+        "trace_block_size": workload.trace_block_size
+        if trace_block_size is None
         else trace_block_size,
         "requests": len(workload),
         "skipped": dict(workload.skipped),
@@ -405,8 +509,9 @@ def replay_inputs(command: str, options: dict[str, Any] | None, traces: list[Any
     }
 
 
-def open_journal(folder: OutputFolder, inputs: dict[str, Any], workload_digest: str,
-                 ignore: tuple[str, ...] = ()) -> Any:
+def open_journal(
+    folder: OutputFolder, inputs: dict[str, Any], workload_digest: str, ignore: tuple[str, ...] = ()
+) -> Any:
     """The ``workers.journal.Journal`` of a long run in ``folder`` (its ``RESUME_DIR``): the
     interrupted run's records when the folder was claimed with ``--resume``, else an empty one.
     Its inputs are the run's ``inputs`` (as inputs.json records them, less the ``options``
@@ -418,10 +523,17 @@ def open_journal(folder: OutputFolder, inputs: dict[str, Any], workload_digest: 
     from plansim.workers.journal import Journal
 
     options = {k: v for k, v in inputs.get("options", {}).items() if k not in ignore}
-    return Journal.open(folder.path / RESUME_DIR, {
-        **inputs, "options": options, "workload": workload_digest,
-        # The installed distribution's (as --version): the package itself sits above commands.
-        "plansim": version("plansim")}, resume=folder.resumed)
+    return Journal.open(
+        folder.path / RESUME_DIR,
+        {
+            **inputs,
+            "options": options,
+            "workload": workload_digest,
+            # The installed distribution's (as --version): the package itself sits above commands.
+            "plansim": version("plansim"),
+        },
+        resume=folder.resumed,
+    )
 
 
 def warn_if_all_rejected(result: Any, inputs: dict[str, Any]) -> None:
@@ -433,9 +545,14 @@ def warn_if_all_rejected(result: Any, inputs: dict[str, Any]) -> None:
     if n == 0 or not (requests["status"] == "rejected").all():
         return
     reasons = Counter(str(r) for r in requests["reason"])
-    log.warning(schema.all_rejected_text(n, reasons.most_common(1)[0][0],
-                                         int(requests["input_length"].min()),
-                                         inputs["deployment"]))
+    log.warning(
+        schema.all_rejected_text(
+            n,
+            reasons.most_common(1)[0][0],
+            int(requests["input_length"].min()),
+            inputs["deployment"],
+        )
+    )
 
 
 def write_replay_outputs(out_dir: Path, result: Any, inputs: dict[str, Any]) -> None:

@@ -71,10 +71,15 @@ app = typer.Typer(help="Compare the planner's load predictors on a trace.", no_a
 
 DEFAULT_PREDICTORS = ",".join(PREDICTOR_NAMES)
 PREDICTORS_HELP = f"Comma-separated predictors: {', '.join(PREDICTOR_NAMES)}."
-PARAM_HELP = ("Predictor parameter NAME=VALUE, repeatable; names as in PlannerConfig (Prophet's "
-              "time step defaults to --interval): " + "; ".join(
-                  f"{', '.join(n for n in PREDICTOR_NAMES if p.name in relevant_params(n))}: "
-                  f"{p.describe()}" for p in all_predictor_params().values()) + ".")
+PARAM_HELP = (
+    "Predictor parameter NAME=VALUE, repeatable; names as in PlannerConfig (Prophet's "
+    "time step defaults to --interval): "
+    + "; ".join(
+        f"{', '.join(n for n in PREDICTOR_NAMES if p.name in relevant_params(n))}: {p.describe()}"
+        for p in all_predictor_params().values()
+    )
+    + "."
+)
 
 
 @app.callback()
@@ -103,8 +108,9 @@ def _candidates(predictors: str, params: list[str], grid: list[str]) -> list[Any
     if not names:
         raise InputError("no predictor given", field="--predictors")
     fixed = parse_assignments(params, "--param")
-    axes = {k: [v.strip() for v in vs.split(",")]
-            for k, vs in parse_assignments(grid, "--grid").items()}
+    axes = {
+        k: [v.strip() for v in vs.split(",")] for k, vs in parse_assignments(grid, "--grid").items()
+    }
     for key, values in axes.items():
         if any(not v for v in values):
             raise InputError(f"{key}: empty value in the grid", field="--grid")
@@ -122,8 +128,10 @@ def _finite_or_none(value: Any) -> Any:
 
 
 def _print_table(summary: Any) -> None:
-    header = (f"{'rank':>4}  {'predictor':<40} {'loss':>8} {'MAPE %':>8} {'RMSE':>9} "
-              f"{'under>20%':>9} {'fit ms':>8} {'max ms':>8} {'failed':>6} {'wall s':>8}")
+    header = (
+        f"{'rank':>4}  {'predictor':<40} {'loss':>8} {'MAPE %':>8} {'RMSE':>9} "
+        f"{'under>20%':>9} {'fit ms':>8} {'max ms':>8} {'failed':>6} {'wall s':>8}"
+    )
     console.echo(header)
     for row in summary.itertuples(index=False):
         console.echo(
@@ -174,9 +182,11 @@ def verdict_line(summary: dict[str, Any]) -> str:
         text += f", request-count MAPE {mape:.0f}%"
     text += ")"
     if mape is not None and mape > HIGH_MAPE_PCT:
-        text += (f"; warning: forecasts miss by {mape:.0f}% of a bucket's requests: the "
-                 f"{summary['interval_s']:g} s buckets are too noisy to forecast (try a longer "
-                 "--interval)")
+        text += (
+            f"; warning: forecasts miss by {mape:.0f}% of a bucket's requests: the "
+            f"{summary['interval_s']:g} s buckets are too noisy to forecast (try a longer "
+            "--interval)"
+        )
     return text
 
 
@@ -187,42 +197,65 @@ def format_loss(value: float | None) -> str:
 def ranking_note(summary: Any) -> str:
     """Says what the ranking uses and, when the request-count error alone would favour another
     candidate, which (the winner stays the loss's, the one retune picks)."""
-    note = ("ranked by the retune pre-sweep loss (token volumes and lengths, log scale), as "
-            "retune picks; MAPE and RMSE: request-count error")
+    note = (
+        "ranked by the retune pre-sweep loss (token volumes and lengths, log scale), as "
+        "retune picks; MAPE and RMSE: request-count error"
+    )
     mape = summary[summary["mape_request_count_pct"].notna()]
     if len(mape) and len(summary):
         best = mape.loc[mape["mape_request_count_pct"].idxmin()]
         if best["predictor"] != summary.iloc[0]["predictor"]:
-            note += (f"; the request-count MAPE alone would favour {best['predictor']} "
-                     f"({best['mape_request_count_pct']:.1f}%)")
+            note += (
+                f"; the request-count MAPE alone would favour {best['predictor']} "
+                f"({best['mape_request_count_pct']:.1f}%)"
+            )
     return note
 
 
 @app.command("compare")
 def compare(
-    traces: Annotated[list[Path], typer.Argument(
-        help="Trace files, folders or globs.", metavar="TRACE", show_default=False)],
-    interval: Annotated[float, typer.Option(
-        "--interval", help="Bucket width in seconds (the planner's throughput interval).",
-        show_default=False)],
+    traces: Annotated[
+        list[Path],
+        typer.Argument(help="Trace files, folders or globs.", metavar="TRACE", show_default=False),
+    ],
+    interval: Annotated[
+        float,
+        typer.Option(
+            "--interval",
+            help="Bucket width in seconds (the planner's throughput interval).",
+            show_default=False,
+        ),
+    ],
     predictors: Annotated[str, typer.Option(help=PREDICTORS_HELP)] = DEFAULT_PREDICTORS,
     param: Annotated[list[str] | None, typer.Option("--param", help=PARAM_HELP)] = None,
-    grid: Annotated[list[str] | None, typer.Option(
-        "--grid", help="NAME=V1,V2,...: one candidate per combination; repeatable.")] = None,
-    warmup_buckets: Annotated[int | None, typer.Option(
-        help="Buckets observed before scoring (default: the largest minimum points of the "
-             "candidates).")] = None,
-    jobs: Annotated[int | None, typer.Option(
-        help="Parallel processes; each candidate runs one task per series (default: the CPU "
-             "count, at most 3 x candidates). Results do not depend on it.")] = None,
-    out: Annotated[Path | None, typer.Option(
-        help="Output folder (default: a new plansim-out/predict-<time>).")] = None,
-    no_report: Annotated[bool, typer.Option(
-        "--no-report", help="Skip predictor_report.html.")] = False,
-    self_contained: Annotated[bool, typer.Option(
-        "--self-contained", help=SELF_CONTAINED_HELP)] = False,
-    trace_format: Annotated[str, typer.Option(
-        "--format", help=input_help())] = "auto",
+    grid: Annotated[
+        list[str] | None,
+        typer.Option("--grid", help="NAME=V1,V2,...: one candidate per combination; repeatable."),
+    ] = None,
+    warmup_buckets: Annotated[
+        int | None,
+        typer.Option(
+            help="Buckets observed before scoring (default: the largest minimum points of the "
+            "candidates)."
+        ),
+    ] = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            help="Parallel processes; each candidate runs one task per series (default: the CPU "
+            "count, at most 3 x candidates). Results do not depend on it."
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Output folder (default: a new plansim-out/predict-<time>).")
+    ] = None,
+    no_report: Annotated[
+        bool, typer.Option("--no-report", help="Skip predictor_report.html.")
+    ] = False,
+    self_contained: Annotated[
+        bool, typer.Option("--self-contained", help=SELF_CONTAINED_HELP)
+    ] = False,
+    trace_format: Annotated[str, typer.Option("--format", help=input_help())] = "auto",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: ForceOption = False,
 ) -> int:
@@ -259,14 +292,21 @@ def compare(
         raise InputError(
             f"the traces span {len(table)} complete buckets of {interval:g} s; need at least "
             f"warm-up + 2 = {warmup_buckets + 2} (lower --warmup-buckets or --interval)",
-            field="--interval")
+            field="--interval",
+        )
 
     start_work()
     started = time.perf_counter()
     # One task a candidate and series (request count, ISL, OSL), as run_backtest splits them.
     with Progress("predict", total=3 * len(specs), unit="backtests", quiet=quiet) as bar:
-        result = run_backtest(table, specs, warmup_buckets, interval_s=interval, jobs=jobs,
-                              on_task=lambda done, total: bar.update(done, total=total))
+        result = run_backtest(
+            table,
+            specs,
+            warmup_buckets,
+            interval_s=interval,
+            jobs=jobs,
+            on_task=lambda done, total: bar.update(done, total=total),
+        )
     total_wall_s = time.perf_counter() - started
     naive = naive_baseline(result.summary, table, warmup_buckets, interval)
 
@@ -275,9 +315,13 @@ def compare(
         starts = table["interval_start"].to_numpy(dtype=float)
         predictions.insert(1, "time_s", starts[predictions["bucket"].to_numpy()])
         write_parquet_atomic(out_dir / "predictions.parquet", predictions)
-        ranked = [{**{k: _finite_or_none(v) for k, v in row.items()},
-                   "skill_vs_naive": _finite_or_none(skill(row["loss"], naive["loss"]))}
-                  for row in result.summary.to_dict(orient="records")]
+        ranked = [
+            {
+                **{k: _finite_or_none(v) for k, v in row.items()},
+                "skill_vs_naive": _finite_or_none(skill(row["loss"], naive["loss"])),
+            }
+            for row in result.summary.to_dict(orient="records")
+        ]
         summary = {
             "kind": "predictor_comparison",
             "interval_s": float(interval),
@@ -293,26 +337,34 @@ def compare(
             "total_wall_time_s": total_wall_s,
         }
         atomic_write_json(out_dir / "summary.json", summary)
-        atomic_write_json(out_dir / "inputs.json", {
-            "command": "plansim predict compare",
-            "traces": [str(p) for p in traces],
-            "trace_format": trace_format,
-            "requests": len(workload),
-            "skipped": dict(workload.skipped),
-            "interval_s": float(interval),
-            "warmup_buckets": warmup_buckets,
-            "jobs": jobs,
-            "candidates": [{"predictor": s.label, "name": s.name, "params": dict(s.params)}
-                           for s in specs],
-        })
+        atomic_write_json(
+            out_dir / "inputs.json",
+            {
+                "command": "plansim predict compare",
+                "traces": [str(p) for p in traces],
+                "trace_format": trace_format,
+                "requests": len(workload),
+                "skipped": dict(workload.skipped),
+                "interval_s": float(interval),
+                "warmup_buckets": warmup_buckets,
+                "jobs": jobs,
+                "candidates": [
+                    {"predictor": s.label, "name": s.name, "params": dict(s.params)} for s in specs
+                ],
+            },
+        )
 
-        console.echo(f"traces        {len(workload)} requests, {len(table)} complete buckets "
-                     f"of {interval:g} s (the last, cut by the trace end, is left out), "
-                     f"{warmup_buckets} warm-up, {len(table) - warmup_buckets} scored")
+        console.echo(
+            f"traces        {len(workload)} requests, {len(table)} complete buckets "
+            f"of {interval:g} s (the last, cut by the trace end, is left out), "
+            f"{warmup_buckets} warm-up, {len(table) - warmup_buckets} scored"
+        )
         _print_table(result.summary)
-        console.echo(ranking_note(result.summary),
-                     f"wall time     {total_wall_s:.2f} s on {jobs} process(es)",
-                     f"output        {out_dir}")
+        console.echo(
+            ranking_note(result.summary),
+            f"wall time     {total_wall_s:.2f} s on {jobs} process(es)",
+            f"output        {out_dir}",
+        )
         if not no_report:
             write_reports(out_dir, self_contained=self_contained)
     console.result(verdict_line(summary))

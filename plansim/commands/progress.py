@@ -25,8 +25,9 @@ class Progress:
     """A progress display over ``total`` ``unit`` (None: not known, the bar pulses and no time
     left is shown). A context manager: the display is on inside the block and erased after."""
 
-    def __init__(self, description: str, *, total: float | None, unit: str,
-                 quiet: bool = False) -> None:
+    def __init__(
+        self, description: str, *, total: float | None, unit: str, quiet: bool = False
+    ) -> None:
         self._done, self._total = 0.0, total
         self._bar: Any = None
         self._task: Any = None
@@ -44,13 +45,15 @@ class Progress:
             self._bar.start()
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self._bar is not None:
             self._bar.stop()
 
-    def update(self, completed: float, total: float | None = None,
-               description: str | None = None) -> None:
+    def update(
+        self, completed: float, total: float | None = None, description: str | None = None
+    ) -> None:
         """Set what is done (and, when given, the total and the description). A total that
         was an estimate grows to what is done."""
         if self._bar is None:
@@ -109,11 +112,20 @@ def _rich_progress(unit: str) -> Any:
             return Text(text)
 
     return RichProgress(
-        TextColumn("{task.description}"), BarColumn(bar_width=None), TaskProgressColumn(),
-        Done(), Rate(), Times(),
+        TextColumn("{task.description}"),
+        BarColumn(bar_width=None),
+        TaskProgressColumn(),
+        Done(),
+        Rate(),
+        Times(),
         # The bar takes what the text leaves of the terminal's width.
-        console=Console(file=sys.stderr), expand=True, transient=True, redirect_stdout=False,
-        redirect_stderr=False, refresh_per_second=REFRESH_PER_SECOND)
+        console=Console(file=sys.stderr),
+        expand=True,
+        transient=True,
+        redirect_stdout=False,
+        redirect_stderr=False,
+        refresh_per_second=REFRESH_PER_SECOND,
+    )
 
 
 def _clock(seconds: float | None) -> str:

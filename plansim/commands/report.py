@@ -9,7 +9,6 @@ import typer
 
 from plansim.commands.output import OutputFolder, write_reports
 
-
 SELF_CONTAINED_HELP = (
     "Embed plotly.js in every report (one ~5 MB file to mail) instead of sharing the folder's "
     "plotly.min.js."
@@ -18,8 +17,9 @@ SELF_CONTAINED_HELP = (
 
 def report(
     out_dir: Annotated[Path, typer.Argument(help="An output folder written by plansim.")],
-    self_contained: Annotated[bool, typer.Option(
-        "--self-contained", help=SELF_CONTAINED_HELP)] = False,
+    self_contained: Annotated[
+        bool, typer.Option("--self-contained", help=SELF_CONTAINED_HELP)
+    ] = False,
 ) -> int:
     """Re-render the HTML reports of an output folder from its tables, without re-running."""
     from plansim.commands import console

@@ -35,27 +35,39 @@ from plansim.commands.retune_windows import NoTimeoutOption, echo_resumed
 from plansim.io import atomic_write_json
 from plansim.schema import BASELINE_JSON
 
-app = typer.Typer(help="Retune router and planner parameters over traffic windows.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Retune router and planner parameters over traffic windows.", no_args_is_help=True
+)
 
 
 @app.command("sweep")
 def sweep(
-    config: Annotated[Path, typer.Argument(help="Retune run file (YAML/JSON): trace, deployment, "
-                                                 "planner with its retune block.",
-                                           show_default=False)],
-    out: Annotated[Path | None, typer.Option(
-        help="Output folder (default: a new plansim-out/retune-<time>).")] = None,
+    config: Annotated[
+        Path,
+        typer.Argument(
+            help="Retune run file (YAML/JSON): trace, deployment, planner with its retune block.",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path | None, typer.Option(help="Output folder (default: a new plansim-out/retune-<time>).")
+    ] = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip the HTML reports.")] = False,
-    self_contained: Annotated[bool, typer.Option(
-        "--self-contained", help=SELF_CONTAINED_HELP)] = False,
+    self_contained: Annotated[
+        bool, typer.Option("--self-contained", help=SELF_CONTAINED_HELP)
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: ForceOption = False,
     resume: ResumeOption = False,
-    no_baseline: Annotated[bool, typer.Option(
-        "--no-baseline", help="Skip the second replay without retune (the starting parameters "
-        "held: baseline.json), which the report's before/after goodput and GPU-hours "
-        "compare with.")] = False,
+    no_baseline: Annotated[
+        bool,
+        typer.Option(
+            "--no-baseline",
+            help="Skip the second replay without retune (the starting parameters "
+            "held: baseline.json), which the report's before/after goodput and GPU-hours "
+            "compare with.",
+        ),
+    ] = False,
 ) -> int:
     """Replay the trace with retune on: one sweep per window, one line per decision; then the
     same replay without retune, for the goodput and GPU-hours before and after.
@@ -73,8 +85,7 @@ def sweep(
     )
     from plansim.sim.summary import without_host_keys
 
-    folder = OutputFolder.claim(out, "retune", "plansim retune sweep", force=force,
-                                resume=resume)
+    folder = OutputFolder.claim(out, "retune", "plansim retune sweep", force=force, resume=resume)
     run = load_retune_run(config)
     workload = load_run_workload(run)
     inputs = {
@@ -95,15 +106,20 @@ def sweep(
     # The folder is written from the first recorded replay on (its resume records).
     with folder.writing() as out_dir:
         # Over the windows whose sweep launches before the last arrival (an estimate).
-        with Progress("retune", total=count_windows(run, workload), unit="windows",
-                      quiet=quiet) as bar:
+        with Progress(
+            "retune", total=count_windows(run, workload), unit="windows", quiet=quiet
+        ) as bar:
 
             def on_decision(event: dict[str, Any]) -> None:
                 bar.echo(window_line(event))
                 bar.advance()
 
-            result = run_retune(run, workload=workload, on_decision=on_decision,
-                                sweep=lambda plan, pool: journaled_sweep(plan, pool, journal))
+            result = run_retune(
+                run,
+                workload=workload,
+                on_decision=on_decision,
+                sweep=lambda plan, pool: journaled_sweep(plan, pool, journal),
+            )
         inputs.update(result.inputs)
         baseline = None if no_baseline else retune_baseline(run, workload)
         events = result.retune_events or []
@@ -128,16 +144,25 @@ def sweep(
 
 @app.command("window")
 def window(
-    config: Annotated[Path, typer.Argument(help="Retune run file (YAML/JSON).", show_default=False)],
-    index: Annotated[int, typer.Option("--window", "-k", min=0,
-                                       help="Window index k: planner time [kT, (k+1)T).")],
+    config: Annotated[
+        Path, typer.Argument(help="Retune run file (YAML/JSON).", show_default=False)
+    ],
+    index: Annotated[
+        int,
+        typer.Option("--window", "-k", min=0, help="Window index k: planner time [kT, (k+1)T)."),
+    ],
     no_timeout: NoTimeoutOption = False,
-    out: Annotated[Path | None, typer.Option(
-        help="Output folder (default: a new plansim-out/retune-window-<time>).",
-        show_default=False)] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Output folder (default: a new plansim-out/retune-window-<time>).",
+            show_default=False,
+        ),
+    ] = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip the HTML report.")] = False,
-    self_contained: Annotated[bool, typer.Option(
-        "--self-contained", help=SELF_CONTAINED_HELP)] = False,
+    self_contained: Annotated[
+        bool, typer.Option("--self-contained", help=SELF_CONTAINED_HELP)
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: ForceOption = False,
 ) -> int:
@@ -154,8 +179,14 @@ def window(
     folder = OutputFolder.claim(out, "retune-window", "plansim retune window", force=force)
     run = load_retune_run(config)
     cfg = run.retune.config
-    plans = plans_of_run(run, first=index, last=index, first_option="--window",
-                         last_option="--window", no_timeout=no_timeout)
+    plans = plans_of_run(
+        run,
+        first=index,
+        last=index,
+        first_option="--window",
+        last_option="--window",
+        no_timeout=no_timeout,
+    )
     # One window is swept on this machine, by the default executor.
     executor = make_executor(EXECUTORS.names()[0], cfg.max_parallel)
     start_work()
@@ -169,9 +200,15 @@ def window(
     table = ranked_table(results[0].report, cfg, index)
     console.echo(score_legend(run.retune), *table[:-1])
     with folder.writing() as out_dir:
-        summary = write_window_outputs(out_dir, run, plans, results,
-                                       command="plansim retune window", config=config,
-                                       extra={"no_timeout": no_timeout})
+        summary = write_window_outputs(
+            out_dir,
+            run,
+            plans,
+            results,
+            command="plansim retune window",
+            config=config,
+            extra={"no_timeout": no_timeout},
+        )
         console.echo(f"output        {out_dir}")
         if not no_report:
             write_reports(out_dir, self_contained=self_contained)
@@ -186,8 +223,11 @@ def retune_baseline(run: Any, workload: Any) -> dict[str, Any]:
     from plansim import api
     from plansim.sim.summary import without_host_keys
 
-    planner = None if run.planner_config.retune_only else {
-        k: v for k, v in run.planner_raw.items() if k != "retune"}
+    planner = (
+        None
+        if run.planner_config.retune_only
+        else {k: v for k, v in run.planner_raw.items() if k != "retune"}
+    )
     result = api.replay(workload, api.setup(run.deployment, planner, source=run.source))
     return {"label": "without retune", "summary": without_host_keys(result.summary)}
 
@@ -211,8 +251,9 @@ class _Counted:
         self._total = 0
         self.max_parallel = pool.max_parallel
 
-    def run(self, tasks: Any, context: Any, timeout_s: float | None = None,
-            on_result: Any = None) -> Any:
+    def run(
+        self, tasks: Any, context: Any, timeout_s: float | None = None, on_result: Any = None
+    ) -> Any:
         self._total += len(tasks)
         self._bar.update(self._total - len(tasks), total=self._total)
 

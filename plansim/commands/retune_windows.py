@@ -41,14 +41,17 @@ Backend = Enum("Backend", [(name, name) for name in EXECUTORS], type=str)
 DEFAULT_BACKEND = Backend(EXECUTORS.names()[0])
 
 
-NoTimeoutOption = Annotated[bool, typer.Option(
-    "--no-timeout", help="Ignore retune.timeout_seconds (each window's sweep runs to its end, so "
-                         "the ranking does not depend on how busy the machine is).")]
+NoTimeoutOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-timeout",
+        help="Ignore retune.timeout_seconds (each window's sweep runs to its end, so "
+        "the ranking does not depend on how busy the machine is).",
+    ),
+]
 
 
-def load_window_plans(
-    config: str | Path, *, first: int, last: int | None
-) -> tuple[Any, list[Any]]:
+def load_window_plans(config: str | Path, *, first: int, last: int | None) -> tuple[Any, list[Any]]:
     """The retune run of ``config`` and the sweep plans of its windows ``first..last``
     (default: the trace's last complete window)."""
     from plansim.retune_runs.runner import load_retune_run
@@ -57,9 +60,16 @@ def load_window_plans(
     return run, plans_of_run(run, first=first, last=last)
 
 
-def plans_of_run(run: Any, *, first: int, last: int | None, first_option: str = "--from",
-                 last_option: str = "--to", no_timeout: bool = False,
-                 workload: Any = None) -> list[Any]:
+def plans_of_run(
+    run: Any,
+    *,
+    first: int,
+    last: int | None,
+    first_option: str = "--from",
+    last_option: str = "--to",
+    no_timeout: bool = False,
+    workload: Any = None,
+) -> list[Any]:
     """The sweep plans of windows ``first..last`` (default: the trace's last complete window)
     of a loaded retune run (``workload``: its trace, when already loaded), without the
     wall-clock limit if ``no_timeout``; a window past the last complete one is an
@@ -72,44 +82,74 @@ def plans_of_run(run: Any, *, first: int, last: int | None, first_option: str = 
     if workload is None:
         workload = load_run_workload(run)
     count = count_windows(run, workload)
-    complete = (f"the trace has {count} complete window(s), 0 to {count - 1}" if count
-                else "the trace has no complete window")
+    complete = (
+        f"the trace has {count} complete window(s), 0 to {count - 1}"
+        if count
+        else "the trace has no complete window"
+    )
     if last is None:
         last = count - 1
     elif last < first:
         raise InputError(f"{last} is before {first_option} {first}", field=last_option)
     if first >= count:
-        raise InputError(f"{complete}; window {first} is past the last", source=run.source,
-                         field=first_option)
+        raise InputError(
+            f"{complete}; window {first} is past the last", source=run.source, field=first_option
+        )
     if last >= count:
-        raise InputError(f"{complete}; window {last} is past the last", source=run.source,
-                         field=last_option)
+        raise InputError(
+            f"{complete}; window {last} is past the last", source=run.source, field=last_option
+        )
     plans = window_plans(run, workload, range(first, last + 1))
     return [replace(plan, timeout_s=None) for plan in plans] if no_timeout else plans
 
 
 def windows(
-    config: Annotated[Path, typer.Argument(help="Retune run file (YAML/JSON): trace, deployment, "
-                                                 "planner with its retune block.",
-                                           show_default=False)],
+    config: Annotated[
+        Path,
+        typer.Argument(
+            help="Retune run file (YAML/JSON): trace, deployment, planner with its retune block.",
+            show_default=False,
+        ),
+    ],
     first: Annotated[int, typer.Option("--from", min=0, help="First window index.")] = 0,
-    last: Annotated[int | None, typer.Option(
-        "--to", min=0, help="Last window index (default: the trace's last complete window).",
-        show_default=False)] = None,
-    backend: Annotated[Backend, typer.Option(
-        help=backend_help("candidate replays"))] = DEFAULT_BACKEND,
-    ray_address: Annotated[str | None, typer.Option(
-        "--ray-address", help="Ray cluster to connect to (default with --backend ray: start a "
-                              "local instance with retune.max_parallel CPUs).",
-        show_default=False)] = None,
-    out: Annotated[Path | None, typer.Option(
-        help="Output folder (default: a new plansim-out/retune-windows-<time>).",
-        show_default=False)] = None,
-    top: Annotated[int, typer.Option(
-        min=0, help="Candidates printed per window, best first (0: all; the files have all).")] = 5,
+    last: Annotated[
+        int | None,
+        typer.Option(
+            "--to",
+            min=0,
+            help="Last window index (default: the trace's last complete window).",
+            show_default=False,
+        ),
+    ] = None,
+    backend: Annotated[
+        Backend, typer.Option(help=backend_help("candidate replays"))
+    ] = DEFAULT_BACKEND,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-address",
+            help="Ray cluster to connect to (default with --backend ray: start a "
+            "local instance with retune.max_parallel CPUs).",
+            show_default=False,
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Output folder (default: a new plansim-out/retune-windows-<time>).",
+            show_default=False,
+        ),
+    ] = None,
+    top: Annotated[
+        int,
+        typer.Option(
+            min=0, help="Candidates printed per window, best first (0: all; the files have all)."
+        ),
+    ] = 5,
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip the HTML report.")] = False,
-    self_contained: Annotated[bool, typer.Option(
-        "--self-contained", help=SELF_CONTAINED_HELP)] = False,
+    self_contained: Annotated[
+        bool, typer.Option("--self-contained", help=SELF_CONTAINED_HELP)
+    ] = False,
     no_timeout: NoTimeoutOption = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: ForceOption = False,
@@ -128,37 +168,53 @@ def windows(
     check_address(backend.value, ray_address)
     from plansim.retune_runs.runner import load_retune_run, load_run_workload
 
-    folder = OutputFolder.claim(out, "retune-windows", "plansim retune windows", force=force,
-                                resume=resume)
+    folder = OutputFolder.claim(
+        out, "retune-windows", "plansim retune windows", force=force, resume=resume
+    )
     run = load_retune_run(config)
     cfg = run.retune.config
     # The backend first: a missing Ray fails before any trace is read.
     executor = make_executor(backend.value, cfg.max_parallel, ray_address)
     try:
         workload = load_run_workload(run)
-        plans = plans_of_run(run, first=first, last=last, no_timeout=no_timeout,
-                             workload=workload)
-        journal = open_journal(folder, {
-            "command": "plansim retune windows", "config": str(config),
-            "traces": list(run.trace_paths), "windows": [p.window.index for p in plans],
-            "deployment": run.deployment.model_dump(mode="json"), "planner": run.planner_raw,
-            "no_timeout": no_timeout}, workload.content_digest())
+        plans = plans_of_run(run, first=first, last=last, no_timeout=no_timeout, workload=workload)
+        journal = open_journal(
+            folder,
+            {
+                "command": "plansim retune windows",
+                "config": str(config),
+                "traces": list(run.trace_paths),
+                "windows": [p.window.index for p in plans],
+                "deployment": run.deployment.model_dump(mode="json"),
+                "planner": run.planner_raw,
+                "no_timeout": no_timeout,
+            },
+            workload.content_digest(),
+        )
         del workload  # the sweeps read their windows again
         start_work()
         console.echo(score_legend(run.retune))
         # The folder is written from the first recorded replay on (its resume records).
         with folder.writing() as out_dir:
-            with Progress("retune windows", total=len(plans), unit="windows",
-                          quiet=quiet) as bar:
-                printer = _InOrder([plan.window.index for plan in plans], bar, cfg, top,
-                                   ranked_table)
-                results = score_windows(plans, executor, on_window=printer.add,
-                                        journal=journal)
+            with Progress("retune windows", total=len(plans), unit="windows", quiet=quiet) as bar:
+                printer = _InOrder(
+                    [plan.window.index for plan in plans], bar, cfg, top, ranked_table
+                )
+                results = score_windows(plans, executor, on_window=printer.add, journal=journal)
             executor.close()
             summary = write_window_outputs(
-                out_dir, run, plans, results, command="plansim retune windows", config=config,
-                extra={"backend": backend.value, "ray_address": ray_address,
-                       "max_parallel": executor.max_parallel, "no_timeout": no_timeout},
+                out_dir,
+                run,
+                plans,
+                results,
+                command="plansim retune windows",
+                config=config,
+                extra={
+                    "backend": backend.value,
+                    "ray_address": ray_address,
+                    "max_parallel": executor.max_parallel,
+                    "no_timeout": no_timeout,
+                },
             )
             console.echo(*summary_lines(summary))
             echo_resumed(journal)
@@ -174,16 +230,21 @@ def windows(
 def windows_verdict(summary: dict[str, Any], out_dir: Path) -> str:
     """The result line of scored windows: how many, and the candidate that won most."""
     ranked = sorted(summary["candidates"], key=lambda c: -c["wins"])
-    best = (f"; most wins: {ranked[0]['label']} ({ranked[0]['wins']} of "
-            f"{summary['windows']})") if ranked else ""
+    best = (
+        (f"; most wins: {ranked[0]['label']} ({ranked[0]['wins']} of {summary['windows']})")
+        if ranked
+        else ""
+    )
     return f"{summary['windows']} window(s) scored{best}: {out_dir}"
 
 
 def echo_resumed(journal: Any) -> None:
     """The line saying how many windows and replays a resumed run took from its journal."""
     if journal.reused:
-        console.echo(f"resumed       {journal.reused} windows and replays recorded by the "
-                     "interrupted run, not run again")
+        console.echo(
+            f"resumed       {journal.reused} windows and replays recorded by the "
+            "interrupted run, not run again"
+        )
 
 
 def write_window_outputs(
@@ -218,23 +279,27 @@ def write_window_outputs(
         atomic_write_json(out_dir / WINDOW_RECORDS_DIR / f"{record['window']}.json", record)
     write_parquet_atomic(out_dir / WINDOWS_TABLE, candidates_frame(records))
     atomic_write_json(out_dir / SUMMARY_JSON, summary)
-    atomic_write_json(out_dir / INPUTS_JSON, {
-        "command": command,
-        "config": str(config),
-        "traces": list(run.trace_paths),
-        "requests": sum(record["window_requests"] for record in records),
-        # The first and last window scored, named so that the pair does not read as two windows.
-        "windows": ({"first": plans[0].window.index, "last": plans[-1].window.index}
-                    if plans else {}),
-        **extra,
-        "deployment": run.deployment.model_dump(mode="json"),
-        "planner": run.planner_raw,
-        "sla": run.deployment.sla.model_dump(mode="json"),
-        "objective": run.retune.config.objective,
-        "scoring_sla": scoring_sla(run.retune),
-        "min_improvement_percentage": run.retune.config.min_improvement_percentage,
-        "seed": run.retune.config.seed,
-    })
+    atomic_write_json(
+        out_dir / INPUTS_JSON,
+        {
+            "command": command,
+            "config": str(config),
+            "traces": list(run.trace_paths),
+            "requests": sum(record["window_requests"] for record in records),
+            # The first and last window scored, named so that the pair does not read as two windows.
+            "windows": (
+                {"first": plans[0].window.index, "last": plans[-1].window.index} if plans else {}
+            ),
+            **extra,
+            "deployment": run.deployment.model_dump(mode="json"),
+            "planner": run.planner_raw,
+            "sla": run.deployment.sla.model_dump(mode="json"),
+            "objective": run.retune.config.objective,
+            "scoring_sla": scoring_sla(run.retune),
+            "min_improvement_percentage": run.retune.config.min_improvement_percentage,
+            "seed": run.retune.config.seed,
+        },
+    )
     return summary
 
 
@@ -242,8 +307,7 @@ class _InOrder:
     """Prints each window's ranked table as soon as every earlier window has been printed, so
     the output is in window order whatever order the windows finish in."""
 
-    def __init__(self, indices: list[int], bar: Progress, cfg: Any, top: int,
-                 table: Any) -> None:
+    def __init__(self, indices: list[int], bar: Progress, cfg: Any, top: int, table: Any) -> None:
         self._order = indices
         self._next = 0
         self._waiting: dict[int, Any] = {}
@@ -266,7 +330,7 @@ class _InOrder:
         )
         if header_at is None:
             return [*lines, ""]
-        rows = lines[header_at + 1:-1]
+        rows = lines[header_at + 1 : -1]
         if self._top and len(rows) > self._top:
             rows = rows[: self._top] + [f"      ... {len(rows) - self._top} more"]
         return lines[: header_at + 1] + rows + lines[-1:] + [""]
@@ -279,8 +343,11 @@ def candidates_frame(records: list[dict[str, Any]]) -> Any:
     from plansim.schema import WINDOW_CANDIDATE_COLUMNS
 
     columns = list(WINDOW_CANDIDATE_COLUMNS)
-    rows = [{"window": record["window"], **{k: row[k] for k in columns[1:]}}
-            for record in records for row in record["ranked"]]
+    rows = [
+        {"window": record["window"], **{k: row[k] for k in columns[1:]}}
+        for record in records
+        for row in record["ranked"]
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -298,9 +365,11 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     for cand in ordered:
         dist = cand["score"]
         share = "-" if cand["win_share"] is None else f"{cand['win_share'] * 100:.0f}%"
-        cells = " ".join(f"{format_number(dist[k]):>10}"
-                         for k in ("mean", "p25", "median", "p75", "min", "max"))
+        cells = " ".join(
+            f"{format_number(dist[k]):>10}" for k in ("mean", "p25", "median", "p75", "min", "max")
+        )
         tag = " (current)" if cand["is_current"] else ""
-        lines.append(f"{cand['wins']:>5} {share:>6} {cand['failed']:>6} {cells}  "
-                     f"{cand['label']}{tag}")
+        lines.append(
+            f"{cand['wins']:>5} {share:>6} {cand['failed']:>6} {cells}  {cand['label']}{tag}"
+        )
     return lines

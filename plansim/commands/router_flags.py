@@ -25,8 +25,10 @@ def knob_help(name: str) -> str:
 # Short: an unknown knob's message lists every knob, a bad value's gives its bounds, and the
 # router block of examples/deploy.yaml explains each.
 _EXAMPLE = next((k.name for k in all_router_knobs().values() if not k.alias_of), "")
-ROUTER_PARAM_HELP = (f"Set a router knob, NAME=VALUE (repeatable), e.g. {_EXAMPLE}=2; an unknown "
-                     "NAME's message lists the knobs, a bad VALUE's gives the bounds.")
+ROUTER_PARAM_HELP = (
+    f"Set a router knob, NAME=VALUE (repeatable), e.g. {_EXAMPLE}=2; an unknown "
+    "NAME's message lists the knobs, a bad VALUE's gives the bounds."
+)
 
 
 def router_param_overrides(pairs: Iterable[str], flag: str = "--router-param") -> dict[str, Any]:
@@ -40,7 +42,8 @@ def router_param_overrides(pairs: Iterable[str], flag: str = "--router-param") -
         if not sep:
             raise ConfigError(f"expected NAME=VALUE, got {pair!r}", field=flag)
         if name not in knobs:
-            raise ConfigError(f"unknown router knob {name!r} (known: {', '.join(knobs)})",
-                              field=flag)
+            raise ConfigError(
+                f"unknown router knob {name!r} (known: {', '.join(knobs)})", field=flag
+            )
         out[f"router.{name}"] = knobs[name].check(value.strip(), field=f"{flag} {name}")
     return out

@@ -10,37 +10,87 @@ import typer
 
 from plansim.errors import InputError
 
-Rate = Annotated[float, typer.Option("--rate", help="Mean request rate, requests/s (the base rate of steps).")]
+Rate = Annotated[
+    float, typer.Option("--rate", help="Mean request rate, requests/s (the base rate of steps).")
+]
 Duration = Annotated[float, typer.Option("--duration", help="Length of the trace in seconds.")]
-Schedule = Annotated[str, typer.Option(
-    help="Rate schedule: constant, steps (see --step) or diurnal (sinusoidal; see "
-         "--peak-to-trough, --period).")]
-Step = Annotated[list[str] | None, typer.Option(
-    "--step", help="START_S:RATE_RPS, repeatable: from START_S on the rate is RATE_RPS (steps schedule).")]
+Schedule = Annotated[
+    str,
+    typer.Option(
+        help="Rate schedule: constant, steps (see --step) or diurnal (sinusoidal; see "
+        "--peak-to-trough, --period)."
+    ),
+]
+Step = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--step",
+        help="START_S:RATE_RPS, repeatable: from START_S on the rate is RATE_RPS (steps schedule).",
+    ),
+]
 PeakToTrough = Annotated[float, typer.Option(help="Diurnal: peak rate / trough rate (>= 1).")]
-Period = Annotated[float | None, typer.Option(help="Diurnal: period in seconds (default: the duration).")]
-Spike = Annotated[list[str] | None, typer.Option(
-    "--spike", help="START_S:DURATION_S:MULTIPLIER, repeatable: multiply the rate inside the span.")]
+Period = Annotated[
+    float | None, typer.Option(help="Diurnal: period in seconds (default: the duration).")
+]
+Spike = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--spike",
+        help="START_S:DURATION_S:MULTIPLIER, repeatable: multiply the rate inside the span.",
+    ),
+]
 Arrival = Annotated[str, typer.Option(help="Arrival process: poisson or gamma (see --burstiness).")]
-Burstiness = Annotated[float, typer.Option(
-    help="Gamma arrivals: squared coefficient of variation of the gaps (1 = Poisson, > 1 burstier).")]
-Isl = Annotated[str, typer.Option(help="ISL distribution: fixed, normal, lognormal or trace (resample --lengths-from).")]
+Burstiness = Annotated[
+    float,
+    typer.Option(
+        help="Gamma arrivals: squared coefficient of variation of the gaps "
+        "(1 = Poisson, > 1 burstier)."
+    ),
+]
+Isl = Annotated[
+    str,
+    typer.Option(
+        help="ISL distribution: fixed, normal, lognormal or trace (resample --lengths-from)."
+    ),
+]
 IslMean = Annotated[float | None, typer.Option(help="ISL mean in tokens.")]
-IslStd = Annotated[float | None, typer.Option(help="ISL standard deviation in tokens (default: mean/4 normal, mean/2 lognormal).")]
+IslStd = Annotated[
+    float | None,
+    typer.Option(
+        help="ISL standard deviation in tokens (default: mean/4 normal, mean/2 lognormal)."
+    ),
+]
 Osl = Annotated[str, typer.Option(help="OSL distribution: fixed, normal, lognormal or trace.")]
 OslMean = Annotated[float | None, typer.Option(help="OSL mean in tokens.")]
 OslStd = Annotated[float | None, typer.Option(help="OSL standard deviation in tokens.")]
-LengthsFrom = Annotated[str | None, typer.Option(help="Trace whose ISL/OSL the 'trace' distributions resample.")]
+LengthsFrom = Annotated[
+    str | None, typer.Option(help="Trace whose ISL/OSL the 'trace' distributions resample.")
+]
 BlockSize = Annotated[int, typer.Option("--trace-block-size", min=1, help="Tokens per hash block.")]
-PrefixGroups = Annotated[int, typer.Option(help="Number of shared-prefix groups (0: no shared prefixes).")]
-SharedPrefixRatio = Annotated[float, typer.Option(help="Share of each prompt that is its group's prefix (0..1).")]
-Turns = Annotated[int, typer.Option(help="Turns per session; each turn repeats the previous prompt and output.")]
-InterTurnDelay = Annotated[float, typer.Option(
-    help="Seconds between the turns of a session (from the previous turn's arrival; with "
-         "--closed-loop, from its end).")]
-ClosedLoop = Annotated[bool, typer.Option(
-    "--closed-loop", help="Closed-loop sessions: a later turn follows the previous turn's end "
-                          "by --inter-turn-delay (mooncake: session_id + delay).")]
+PrefixGroups = Annotated[
+    int, typer.Option(help="Number of shared-prefix groups (0: no shared prefixes).")
+]
+SharedPrefixRatio = Annotated[
+    float, typer.Option(help="Share of each prompt that is its group's prefix (0..1).")
+]
+Turns = Annotated[
+    int, typer.Option(help="Turns per session; each turn repeats the previous prompt and output.")
+]
+InterTurnDelay = Annotated[
+    float,
+    typer.Option(
+        help="Seconds between the turns of a session (from the previous turn's arrival; with "
+        "--closed-loop, from its end)."
+    ),
+]
+ClosedLoop = Annotated[
+    bool,
+    typer.Option(
+        "--closed-loop",
+        help="Closed-loop sessions: a later turn follows the previous turn's end "
+        "by --inter-turn-delay (mooncake: session_id + delay).",
+    ),
+]
 
 SYNTH_OPTIONS = {
     "rate": (Rate, ...),
@@ -108,8 +158,9 @@ def _length(kind: str, mean: float | None, std: float | None, values, option: st
         return LengthSpec.normal(mean, std if std is not None else mean / 4)
     if kind == "lognormal":
         return LengthSpec.lognormal(mean, std if std is not None else mean / 2)
-    raise InputError(f"unknown distribution {kind!r}; choose fixed, normal, lognormal or trace", field=option)
-
+    raise InputError(
+        f"unknown distribution {kind!r}; choose fixed, normal, lognormal or trace", field=option
+    )
 
 
 def synthesize_from(options: dict[str, Any], *, seed: int):
@@ -129,8 +180,12 @@ def synthesize_from(options: dict[str, Any], *, seed: int):
         spikes=_pairs(o["spike"] or [], ("START_S", "DURATION_S", "MULTIPLIER"), "--spike"),  # type: ignore[arg-type]
         arrival=o["arrival"],
         burstiness=o["burstiness"],
-        isl=_length(o["isl"], o["isl_mean"], o["isl_std"], sample.isl_tokens if sample else None, "--isl"),
-        osl=_length(o["osl"], o["osl_mean"], o["osl_std"], sample.osl_tokens if sample else None, "--osl"),
+        isl=_length(
+            o["isl"], o["isl_mean"], o["isl_std"], sample.isl_tokens if sample else None, "--isl"
+        ),
+        osl=_length(
+            o["osl"], o["osl_mean"], o["osl_std"], sample.osl_tokens if sample else None, "--osl"
+        ),
         trace_block_size=o["block_size"],
         prefix_groups=o["prefix_groups"],
         shared_prefix_ratio=o["shared_prefix_ratio"],

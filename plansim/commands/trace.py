@@ -44,7 +44,9 @@ def _group() -> None:
 def _fmt_dist(stats: dict[str, float]) -> str:
     if not stats:
         return "-"
-    return "  ".join(f"{k} {v:,.0f}" if abs(v) >= 100 else f"{k} {v:,.1f}" for k, v in stats.items())
+    return "  ".join(
+        f"{k} {v:,.0f}" if abs(v) >= 100 else f"{k} {v:,.1f}" for k, v in stats.items()
+    )
 
 
 def _fmt_time(ms: float | None) -> str:
@@ -57,7 +59,9 @@ def _fmt_time(ms: float | None) -> str:
 
 @app.command()
 def inspect(
-    files: Annotated[list[str], typer.Argument(help="Trace files, globs or folders of shards (read together).")],
+    files: Annotated[
+        list[str], typer.Argument(help="Trace files, globs or folders of shards (read together).")
+    ],
     format: FormatOpt = "auto",
     trace_block_size: BlockOpt = None,
 ) -> int:
@@ -77,7 +81,8 @@ def inspect(
     lines = [
         f"files         {len(workload.sources)}: " + ", ".join(workload.sources),
         f"rows read     {d['rows_read']:,}  (requests {d['requests']:,}; skipped: {skipped})",
-        f"time span     {d['span_s']:,.1f} s  ({_fmt_time(d['first_arrival_ms'])} .. {_fmt_time(d['last_arrival_ms'])})",
+        f"time span     {d['span_s']:,.1f} s  ({_fmt_time(d['first_arrival_ms'])} .. "
+        f"{_fmt_time(d['last_arrival_ms'])})",
         f"request rate  mean {rate:,.3f} req/s, peak 1-minute {d['peak_1min_rate_rps']:,.3f} req/s"
         if rate is not None
         else f"request rate  - (one instant), peak 1-minute {d['peak_1min_rate_rps']:,.3f} req/s",
@@ -111,11 +116,15 @@ def convert(
     to: ToOpt,
     format: FormatOpt = "auto",
     trace_block_size: BlockOpt = None,
-    epoch_ms: Annotated[float | None, typer.Option(
-        "--epoch-ms",
-        help=f"Output in {' or '.join(UNIX_OUTPUTS)} (Unix times): Unix ms added to arrivals "
-             "that are offsets (Mooncake, synthetic). Default: 0 for arrivals that already are "
-             "Unix times, else 1764000000000.")] = None,
+    epoch_ms: Annotated[
+        float | None,
+        typer.Option(
+            "--epoch-ms",
+            help=f"Output in {' or '.join(UNIX_OUTPUTS)} (Unix times): Unix ms added to arrivals "
+            "that are offsets (Mooncake, synthetic). Default: 0 for arrivals that already are "
+            "Unix times, else 1764000000000.",
+        ),
+    ] = None,
 ) -> int:
     """Rewrite a trace in another format (--to).
 
@@ -134,23 +143,33 @@ def convert(
     if fmt.writer.unix_ms:
         last_ms = epoch + (float(workload.arrival_ms[-1]) if len(workload) else 0.0)
         if not last_ms < MAX_ARRIVAL_MS:
-            raise InputError(f"{epoch:,.0f} ms puts the last arrival at {last_ms:,.0f} ms, "
-                             f"past {MAX_ARRIVAL_MS:,.0f} ms (the year 2286)", field="--epoch-ms")
+            raise InputError(
+                f"{epoch:,.0f} ms puts the last arrival at {last_ms:,.0f} ms, "
+                f"past {MAX_ARRIVAL_MS:,.0f} ms (the year 2286)",
+                field="--epoch-ms",
+            )
     fmt.writer.write(workload, out, epoch)
     note = ""
     if fmt.block_size is not None and workload.trace_block_size != fmt.block_size:
         # The format does not store the block size: it reads back at its default.
         note = f"; read it back with --trace-block-size {workload.trace_block_size}"
     console.result(f"wrote {len(workload):,} requests to {out} ({to}){note}")
-    return console.finish({"output": str(out), "format": to, "requests": len(workload),
-                           "trace_block_size": workload.trace_block_size})
+    return console.finish(
+        {
+            "output": str(out),
+            "format": to,
+            "requests": len(workload),
+            "trace_block_size": workload.trace_block_size,
+        }
+    )
 
 
 def _output_format(to: str) -> Any:
     """The format ``--to`` names (``InputError`` for one plansim does not write)."""
     if to not in writable():
-        raise InputError(f"unknown output format {to!r}; choose {', '.join(writable())}",
-                         field="--to")
+        raise InputError(
+            f"unknown output format {to!r}; choose {', '.join(writable())}", field="--to"
+        )
     return TRACE_FORMATS.get(to)
 
 
@@ -167,7 +186,9 @@ def synth(
     ctx: typer.Context,
     output: Annotated[Path, typer.Option("--output", "-o", help="Output file.")],
     to: ToOpt = "dynamo",
-    seed: Annotated[int, typer.Option(help="Random seed; the same options and seed give the same trace.")] = 0,
+    seed: Annotated[
+        int, typer.Option(help="Random seed; the same options and seed give the same trace.")
+    ] = 0,
     **options: Any,
 ) -> int:
     """Write a seeded synthetic trace.
@@ -178,14 +199,25 @@ def synth(
     fmt = _output_format(to)
     if options["closed_loop"] and not fmt.writer.graph:
         graphs = [name for name in writable() if TRACE_FORMATS.get(name).writer.graph]
-        raise InputError("--closed-loop writes sessions with think times: use --to "
-                         f"{' or '.join(graphs)}", field="--to")
+        raise InputError(
+            f"--closed-loop writes sessions with think times: use --to {' or '.join(graphs)}",
+            field="--to",
+        )
     if not 0 <= seed <= MAX_SEED:
         raise InputError(f"must be in [0, {MAX_SEED}], got {seed}", field="--seed")
     check_output_file(output, "--output")
     workload = synth_options.synthesize_from(ctx.params, seed=seed)
     fmt.writer.write(workload, output, 1_764_000_000_000.0)
-    console.result(f"wrote {len(workload):,} requests over {options['duration']:g} s to "
-                   f"{output} ({to}, seed {seed})")
-    return console.finish({"output": str(output), "format": to, "requests": len(workload),
-                           "duration_s": options["duration"], "seed": seed})
+    console.result(
+        f"wrote {len(workload):,} requests over {options['duration']:g} s to "
+        f"{output} ({to}, seed {seed})"
+    )
+    return console.finish(
+        {
+            "output": str(output),
+            "format": to,
+            "requests": len(workload),
+            "duration_s": options["duration"],
+            "seed": seed,
+        }
+    )

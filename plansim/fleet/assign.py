@@ -55,9 +55,15 @@ class SolverReport:
     constraints: int
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status, "proved_optimal": self.proved_optimal,
-                "mip_gap": self.mip_gap, "nodes": self.nodes, "variables": self.variables,
-                "constraints": self.constraints}
+        return {
+            "name": self.name,
+            "status": self.status,
+            "proved_optimal": self.proved_optimal,
+            "mip_gap": self.mip_gap,
+            "nodes": self.nodes,
+            "variables": self.variables,
+            "constraints": self.constraints,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,37 +90,50 @@ class Binding:
 
     def sentence(self) -> str:
         if self.constraint == TARGET:
-            return (f"{self.model}: no deployment its search replayed meets its "
-                    f"{self.needs:.1%} target (best {self.has:.2%})")
+            return (
+                f"{self.model}: no deployment its search replayed meets its "
+                f"{self.needs:.1%} target (best {self.has:.2%})"
+            )
         if self.constraint == BUDGET:
-            return (f"{BUDGET}: the closest fleet costs {self.needs:.3f} per hour, over the "
-                    f"{self.has:g} budget; {self.model} binds it")
+            return (
+                f"{BUDGET}: the closest fleet costs {self.needs:.3f} per hour, over the "
+                f"{self.has:g} budget; {self.model} binds it"
+            )
         system = self.constraint.removeprefix("inventory.")
-        return (f"{self.constraint}: the closest fleet needs {self.needs:g} {system} GPUs, the "
-                f"inventory holds {self.has:g}; {self.model} binds it")
+        return (
+            f"{self.constraint}: the closest fleet needs {self.needs:g} {system} GPUs, the "
+            f"inventory holds {self.has:g}; {self.model} binds it"
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"constraint": self.constraint, "model": self.model, "needs": self.needs,
-                "has": self.has, "sentence": self.sentence()}
+        return {
+            "constraint": self.constraint,
+            "model": self.model,
+            "needs": self.needs,
+            "has": self.has,
+            "sentence": self.sentence(),
+        }
 
 
 class _Program:
     """The choice as matrices: rows of the one-per-model equalities and of the GPU and budget
     limits, over the options of every model laid end to end."""
 
-    def __init__(self, options: Sequence[Sequence[Option]], counts: Mapping[str, int],
-                 budget: float | None) -> None:
+    def __init__(
+        self, options: Sequence[Sequence[Option]], counts: Mapping[str, int], budget: float | None
+    ) -> None:
         self.options = options
         self.offsets = np.cumsum([0, *map(len, options)])
         n = int(self.offsets[-1])
         self.n = n
         self.rates = np.array([o.cost_per_hour for opts in options for o in opts])
         self.costs = np.array([o.cost for opts in options for o in opts])
-        self.systems = sorted({s for opts in options for o in opts for s, _ in o.usage}
-                              & set(counts))
+        self.systems = sorted(
+            {s for opts in options for o in opts for s, _ in o.usage} & set(counts)
+        )
         self.one = np.zeros((len(options), n))
         for m in range(len(options)):
-            self.one[m, self.offsets[m]:self.offsets[m + 1]] = 1.0
+            self.one[m, self.offsets[m] : self.offsets[m + 1]] = 1.0
         rows, limits, names = [], [], []
         for system in self.systems:
             rows.append([dict(o.usage).get(system, 0) for opts in options for o in opts])
@@ -130,8 +149,10 @@ class _Program:
 
     def picks(self, x: np.ndarray) -> tuple[int, ...]:
         """Each model's option, from a solution vector (options first)."""
-        return tuple(int(np.argmax(x[self.offsets[m]:self.offsets[m + 1]]))
-                     for m in range(len(self.options)))
+        return tuple(
+            int(np.argmax(x[self.offsets[m] : self.offsets[m + 1]]))
+            for m in range(len(self.options))
+        )
 
     def used(self, picks: Sequence[int]) -> np.ndarray:
         x = np.zeros(self.n)
@@ -141,12 +162,19 @@ class _Program:
 
     def excess(self, picks: Sequence[int]) -> dict[str, float]:
         over = self.used(picks) - self.limits
-        return {name: float(v) for name, v, limit in zip(self.limit_names, over, self.limits)
-                if v > _TOL * max(1.0, abs(float(limit)))}
+        return {
+            name: float(v)
+            for name, v, limit in zip(self.limit_names, over, self.limits)
+            if v > _TOL * max(1.0, abs(float(limit)))
+        }
 
 
-def solve(options: Sequence[Sequence[Option]], counts: Mapping[str, int],
-          budget: float | None, prices: Mapping[str, float]) -> Choice:
+def solve(
+    options: Sequence[Sequence[Option]],
+    counts: Mapping[str, int],
+    budget: float | None,
+    prices: Mapping[str, float],
+) -> Choice:
     """The cheapest fleet that fits (see the module docstring); every model needs one option
     at least. ``prices``: each system's on-demand price, to weigh GPUs beyond the inventory."""
     program = _Program(options, counts, budget)
@@ -158,43 +186,69 @@ def solve(options: Sequence[Sequence[Option]], counts: Mapping[str, int],
         constraints.append(LinearConstraint(program.limit_rows, -np.inf, program.limits))
     first = _milp(program.rates, integer, binary, constraints)
     if first.status == 0:
-        second = _milp(program.costs, integer, binary, constraints + [
-            LinearConstraint(program.rates[None, :], -np.inf, first.fun + _bound(first.fun))])
+        second = _milp(
+            program.costs,
+            integer,
+            binary,
+            constraints
+            + [LinearConstraint(program.rates[None, :], -np.inf, first.fun + _bound(first.fun))],
+        )
         best = second if second.status == 0 else first
         picks = program.picks(best.x)
-        return Choice(picks, True, _rate(options, picks), {},
-                      _report("optimal", first, second, program.n, len(constraints)))
+        return Choice(
+            picks,
+            True,
+            _rate(options, picks),
+            {},
+            _report("optimal", first, second, program.n, len(constraints)),
+        )
     if first.status != 2:
         raise RuntimeError(f"the fleet's integer program failed: {first.message}")
     return _closest(program, options, prices, first)
 
 
-def _closest(program: _Program, options: Sequence[Sequence[Option]],
-             prices: Mapping[str, float], first: Any) -> Choice:
+def _closest(
+    program: _Program, options: Sequence[Sequence[Option]], prices: Mapping[str, float], first: Any
+) -> Choice:
     """The best infeasible fleet: slack variables take what the limits cannot hold."""
     n, k = program.n, len(program.limits)
-    weights = np.array([prices[name.removeprefix("inventory.")] if name != BUDGET else 1.0
-                        for name in program.limit_names])
+    weights = np.array(
+        [
+            prices[name.removeprefix("inventory.")] if name != BUDGET else 1.0
+            for name in program.limit_names
+        ]
+    )
     # Variables: the options, then one slack per limit row (continuous, >= 0).
     a_one = np.hstack([program.one, np.zeros((program.one.shape[0], k))])
     a_lim = np.hstack([program.limit_rows, -np.eye(k)])
     integer = np.concatenate([np.ones(n), np.zeros(k)])
     bounds = Bounds(np.zeros(n + k), np.concatenate([np.ones(n), np.full(k, np.inf)]))
-    constraints = [LinearConstraint(a_one, 1.0, 1.0),
-                   LinearConstraint(a_lim, -np.inf, program.limits)]
+    constraints = [
+        LinearConstraint(a_one, 1.0, 1.0),
+        LinearConstraint(a_lim, -np.inf, program.limits),
+    ]
     slack_cost = np.concatenate([np.zeros(n), weights])
     miss = _milp(slack_cost, integer, bounds, constraints)
     rates = np.concatenate([program.rates, np.zeros(k)])
-    second = _milp(rates, integer, bounds, constraints + [
-        LinearConstraint(slack_cost[None, :], -np.inf, miss.fun + _bound(miss.fun))])
+    second = _milp(
+        rates,
+        integer,
+        bounds,
+        constraints + [LinearConstraint(slack_cost[None, :], -np.inf, miss.fun + _bound(miss.fun))],
+    )
     best = second if second.status == 0 else miss
     picks = program.picks(best.x)
     report = _report("infeasible", miss, second, n + k, 2)
     return Choice(picks, False, _rate(options, picks), program.excess(picks), report)
 
 
-def bindings(choice: Choice, options: Sequence[Sequence[Option]], names: Sequence[str],
-             counts: Mapping[str, int], budget: float | None) -> list[Binding]:
+def bindings(
+    choice: Choice,
+    options: Sequence[Sequence[Option]],
+    names: Sequence[str],
+    counts: Mapping[str, int],
+    budget: float | None,
+) -> list[Binding]:
     """For each constraint the (infeasible) ``choice`` breaks, the model that binds it."""
     program = _Program(options, counts, budget)
     used = dict(zip(program.limit_names, program.used(choice.picks)))
@@ -203,20 +257,26 @@ def bindings(choice: Choice, options: Sequence[Sequence[Option]], names: Sequenc
         uses = []
         for m, k in enumerate(choice.picks):
             option = options[m][k]
-            use = (option.cost_per_hour if constraint == BUDGET
-                   else dict(option.usage).get(constraint.removeprefix("inventory."), 0))
+            use = (
+                option.cost_per_hour
+                if constraint == BUDGET
+                else dict(option.usage).get(constraint.removeprefix("inventory."), 0)
+            )
             if use > 0:
                 uses.append((use, m))
         uses.sort(key=lambda u: (-u[0], u[1]))
-        binder = next((m for _, m in uses if _fits_without(m, options, counts, budget)),
-                      uses[0][1] if uses else 0)
+        binder = next(
+            (m for _, m in uses if _fits_without(m, options, counts, budget)),
+            uses[0][1] if uses else 0,
+        )
         has = budget if constraint == BUDGET else counts[constraint.removeprefix("inventory.")]
         out.append(Binding(constraint, names[binder], float(used[constraint]), float(has)))
     return out
 
 
-def _fits_without(model: int, options: Sequence[Sequence[Option]], counts: Mapping[str, int],
-                  budget: float | None) -> bool:
+def _fits_without(
+    model: int, options: Sequence[Sequence[Option]], counts: Mapping[str, int], budget: float | None
+) -> bool:
     rest = [o for m, o in enumerate(options) if m != model]
     if not rest:
         return True
@@ -224,15 +284,25 @@ def _fits_without(model: int, options: Sequence[Sequence[Option]], counts: Mappi
     constraints = [LinearConstraint(program.one, 1.0, 1.0)]
     if len(program.limits):
         constraints.append(LinearConstraint(program.limit_rows, -np.inf, program.limits))
-    result = _milp(np.zeros(program.n), np.ones(program.n),
-                   Bounds(np.zeros(program.n), np.ones(program.n)), constraints)
+    result = _milp(
+        np.zeros(program.n),
+        np.ones(program.n),
+        Bounds(np.zeros(program.n), np.ones(program.n)),
+        constraints,
+    )
     return result.status == 0
 
 
-def _milp(c: np.ndarray, integrality: np.ndarray, bounds: Bounds,
-          constraints: list[LinearConstraint]) -> Any:
-    return milp(c, integrality=integrality, bounds=bounds, constraints=constraints,
-                options={"mip_rel_gap": 0.0})
+def _milp(
+    c: np.ndarray, integrality: np.ndarray, bounds: Bounds, constraints: list[LinearConstraint]
+) -> Any:
+    return milp(
+        c,
+        integrality=integrality,
+        bounds=bounds,
+        constraints=constraints,
+        options={"mip_rel_gap": 0.0},
+    )
 
 
 def _bound(value: float) -> float:
@@ -243,9 +313,9 @@ def _rate(options: Sequence[Sequence[Option]], picks: Sequence[int]) -> float:
     return float(sum(options[m][k].cost_per_hour for m, k in enumerate(picks)))
 
 
-def _report(status: str, first: Any, second: Any, variables: int,
-            constraints: int) -> SolverReport:
+def _report(status: str, first: Any, second: Any, variables: int, constraints: int) -> SolverReport:
     gap = float(first.mip_gap) if first.mip_gap is not None else 0.0
     nodes = int(first.mip_node_count or 0) + int(getattr(second, "mip_node_count", 0) or 0)
-    return SolverReport(SOLVER, status, first.status == 0 and gap == 0.0, gap, nodes,
-                        variables, constraints)
+    return SolverReport(
+        SOLVER, status, first.status == 0 and gap == 0.0, gap, nodes, variables, constraints
+    )

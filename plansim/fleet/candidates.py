@@ -83,8 +83,9 @@ class Candidate:
         }
 
 
-def usage_of(systems: Sequence[str], gpus_per_worker: Sequence[int],
-             counts: Sequence[int]) -> tuple[tuple[str, int], ...]:
+def usage_of(
+    systems: Sequence[str], gpus_per_worker: Sequence[int], counts: Sequence[int]
+) -> tuple[tuple[str, int], ...]:
     """GPUs held per system (pools on one system add up), systems sorted."""
     out: dict[str, int] = {}
     for system, g, n in zip(systems, gpus_per_worker, counts):
@@ -116,8 +117,10 @@ def front(candidates: Sequence[Candidate]) -> list[Candidate]:
     good = sorted((c for c in candidates if c.meets_target), key=_order)
     out: list[Candidate] = []
     for c in good:
-        if any(dominates(k, c) or (k.usage == c.usage and k.cost_per_hour == c.cost_per_hour)
-               for k in out):
+        if any(
+            dominates(k, c) or (k.usage == c.usage and k.cost_per_hour == c.cost_per_hour)
+            for k in out
+        ):
             continue
         out = [k for k in out if not dominates(c, k)]
         out.append(c)

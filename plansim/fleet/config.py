@@ -73,8 +73,10 @@ class ModelSpec(StrictModel):
     @classmethod
     def _plain_name(cls, value: str) -> str:
         if not _NAME.match(value):
-            raise ValueError(f"{value!r}: use letters, digits, '_', '.' and '-' (it names a "
-                             "folder), starting with a letter or digit")
+            raise ValueError(
+                f"{value!r}: use letters, digits, '_', '.' and '-' (it names a "
+                "folder), starting with a letter or digit"
+            )
         return value
 
     @field_validator("trace", mode="before")
@@ -116,8 +118,10 @@ class FleetSpec(StrictModel):
         systems = sdk.support_matrix().systems()
         for name in value:
             if name not in systems:
-                raise ValueError(f"inventory.{name}: not a GPU system of AIConfigurator "
-                                 f"{sdk.sdk_version()}; supported systems: {', '.join(systems)}")
+                raise ValueError(
+                    f"inventory.{name}: not a GPU system of AIConfigurator "
+                    f"{sdk.sdk_version()}; supported systems: {', '.join(systems)}"
+                )
         return value
 
     @model_validator(mode="after")
@@ -139,13 +143,18 @@ def load_fleet(path: str | Path) -> FleetSpec:
     except ValidationError as exc:
         raise config_error(exc, source=str(source)) from None
     base = source.parent
-    models = [m.model_copy(update={"trace": [str(_resolve(base, t)) for t in m.trace],
-                                   "deployment": str(_resolve(base, m.deployment))})
-              for m in spec.models]
+    models = [
+        m.model_copy(
+            update={
+                "trace": [str(_resolve(base, t)) for t in m.trace],
+                "deployment": str(_resolve(base, m.deployment)),
+            }
+        )
+        for m in spec.models
+    ]
     return spec.model_copy(update={"models": models})
 
 
 def _resolve(base: Path, value: str) -> Path:
     p = Path(value).expanduser()
     return p if p.is_absolute() else base / p
-

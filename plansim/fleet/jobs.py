@@ -95,15 +95,19 @@ class Autoscaled:
 class FleetJobs:
     """One run's job graph over the models' trace files (``trace_paths``, in model order)."""
 
-    def __init__(self, plan: FleetPlan, trace_paths: Sequence[str],
-                 requests: Sequence[int]) -> None:
+    def __init__(
+        self, plan: FleetPlan, trace_paths: Sequence[str], requests: Sequence[int]
+    ) -> None:
         self.plan = plan
         self.trace_paths = tuple(trace_paths)
         self.first_rows = tuple((0, int(n)) for n in requests)
         inventory = plan.inventory
         self.prices = {s: inventory.on_demand(s).price_per_gpu_hour for s in inventory.counts}
-        self.spot_prices = {s: t.price_per_gpu_hour for s in inventory.counts
-                            if (t := inventory.spot(s)) is not None}
+        self.spot_prices = {
+            s: t.price_per_gpu_hour
+            for s in inventory.counts
+            if (t := inventory.spot(s)) is not None
+        }
 
     # -- names -------------------------------------------------------------------------
 
@@ -124,8 +128,11 @@ class FleetJobs:
             for i, variant in enumerate(m.variants):
                 specs.append(JobSpec(self.static_name(m, i), self._static_job(m, i)))
                 if self.has_spot(m, variant):
-                    specs.append(JobSpec(self.spot_name(m, i), self._spot_job(m, i),
-                                         (self.static_name(m, i),)))
+                    specs.append(
+                        JobSpec(
+                            self.spot_name(m, i), self._spot_job(m, i), (self.static_name(m, i),)
+                        )
+                    )
         searches = tuple(spec.name for spec in specs)
         specs.append(JobSpec("choice", self._choice_job, searches))
         specs.append(JobSpec("autoscaled", self._autoscaled_job, ("choice",)))
@@ -138,12 +145,13 @@ class FleetJobs:
         deployment = variant.with_counts(counts)
         trace = self.trace_paths[m.index]
         if kind == ON_DEMAND:
-            return ReplayRequest(key, replay_full_task, (trace, deployment,
-                                                         self.first_rows[m.index]), "static")
-        member = MemberTask(trace, deployment,
-                            pool_supplies(self.plan.inventory, m, variant, SPOT))
-        return ReplayRequest(f"{key} on spot", replay_member_task,
-                             (member, self.plan.seed, m.index), "spot")
+            return ReplayRequest(
+                key, replay_full_task, (trace, deployment, self.first_rows[m.index]), "static"
+            )
+        member = MemberTask(trace, deployment, pool_supplies(self.plan.inventory, m, variant, SPOT))
+        return ReplayRequest(
+            f"{key} on spot", replay_member_task, (member, self.plan.seed, m.index), "spot"
+        )
 
     def _static_job(self, m: ModelPlan, i: int) -> Callable[[Mapping[str, Any]], Generator]:
         variant, budget = m.variants[i], m.budgets[i]
@@ -151,8 +159,10 @@ class FleetJobs:
 
         def evaluate_counts(counts: Sequence[Counts]) -> Generator:
             replays = yield [self._request(m, variant, c, ON_DEMAND) for c in counts]
-            return [evaluate(variant, c, r, target=m.target, budget=budget, objective=objective)
-                    for c, r in zip(counts, replays)]
+            return [
+                evaluate(variant, c, r, target=m.target, budget=budget, objective=objective)
+                for c, r in zip(counts, replays)
+            ]
 
         def job(_: Mapping[str, Any]) -> Generator:
             return (yield from run_search(variant, budget, objective, evaluate_counts))
@@ -182,13 +192,19 @@ class FleetJobs:
                 replays = yield [self._request(m, variant, c, SPOT) for c in counts]
                 for c, r in zip(counts, replays):
                     preempted[c] = r.preemptions
-                return [evaluate(variant, c, r.full, target=m.target, budget=budget,
-                                 objective=objective) for c, r in zip(counts, replays)]
+                return [
+                    evaluate(
+                        variant, c, r.full, target=m.target, budget=budget, objective=objective
+                    )
+                    for c, r in zip(counts, replays)
+                ]
 
-            answer, evaluated, _ = yield from drive(smallest_count(point, limit),
-                                                    evaluate_counts)
-            return SpotSearch(variant, tuple((e, preempted[e.counts]) for e in evaluated),
-                              answer and point(answer[0]))
+            answer, evaluated, _ = yield from drive(smallest_count(point, limit), evaluate_counts)
+            return SpotSearch(
+                variant,
+                tuple((e, preempted[e.counts]) for e in evaluated),
+                answer and point(answer[0]),
+            )
 
         return job
 
@@ -203,28 +219,45 @@ class FleetJobs:
         spots = tuple(deps.get(self.spot_name(m, i)) for i in range(len(m.variants)))
         candidates = []
         for static in statics:
-            candidates += [self._candidate(m, static.variant, e, ON_DEMAND, 0)
-                           for e in static.evaluated if e.within_budget]
+            candidates += [
+                self._candidate(m, static.variant, e, ON_DEMAND, 0)
+                for e in static.evaluated
+                if e.within_budget
+            ]
         for spot in spots:
             if spot is not None:
-                candidates += [self._candidate(m, spot.variant, e, SPOT, n)
-                               for e, n in spot.evaluated if e.within_budget]
+                candidates += [
+                    self._candidate(m, spot.variant, e, SPOT, n)
+                    for e, n in spot.evaluated
+                    if e.within_budget
+                ]
         best = cheapest(candidates)
         near = front(candidates) or [closest(candidates)]
         return ModelOutcome(statics, spots, tuple(candidates), tuple(near), best)
 
-    def _candidate(self, m: ModelPlan, variant: Variant, e: Evaluated, tier: str,
-                   preemptions: int) -> Candidate:
+    def _candidate(
+        self, m: ModelPlan, variant: Variant, e: Evaluated, tier: str, preemptions: int
+    ) -> Candidate:
         layout = variant.layout
         usage = usage_of(m.systems(variant), layout.gpus_per_worker, e.counts)
         prices = self.spot_prices if tier == SPOT else self.prices
         return Candidate(
-            model=m.name, variant=variant.label, overrides=variant.overrides,
-            mode=layout.mode.value, counts=e.counts, tier=tier, usage=usage,
-            cost_per_hour=rate(usage, prices), cost=e.cost,
-            gpu_hours=float(e.replay.summary["gpu_hours"]), requests=e.requests,
-            good_requests=e.good, meets_target=e.meets_target, preemptions=preemptions,
-            summary=e.replay.summary)
+            model=m.name,
+            variant=variant.label,
+            overrides=variant.overrides,
+            mode=layout.mode.value,
+            counts=e.counts,
+            tier=tier,
+            usage=usage,
+            cost_per_hour=rate(usage, prices),
+            cost=e.cost,
+            gpu_hours=float(e.replay.summary["gpu_hours"]),
+            requests=e.requests,
+            good_requests=e.good,
+            meets_target=e.meets_target,
+            preemptions=preemptions,
+            summary=e.replay.summary,
+        )
 
     def choose(self, deps: Mapping[str, Any]) -> Chosen:
         plan = self.plan
@@ -233,11 +266,19 @@ class FleetJobs:
         inventory = plan.inventory
         choice = assign.solve(options, inventory.counts, inventory.budget_per_hour, self.prices)
         picks = tuple(options[k][p] for k, p in enumerate(choice.picks))
-        bindings = [assign.Binding(assign.TARGET, m.name, m.target, o.front[0].goodput_ratio)
-                    for m, o in zip(plan.models, models) if o.cheapest is None]
+        bindings = [
+            assign.Binding(assign.TARGET, m.name, m.target, o.front[0].goodput_ratio)
+            for m, o in zip(plan.models, models)
+            if o.cheapest is None
+        ]
         if not choice.feasible:
-            bindings += assign.bindings(choice, options, [m.name for m in plan.models],
-                                        inventory.counts, inventory.budget_per_hour)
+            bindings += assign.bindings(
+                choice,
+                options,
+                [m.name for m in plan.models],
+                inventory.counts,
+                inventory.budget_per_hour,
+            )
         return Chosen(models, choice, picks, tuple(bindings))
 
     # -- the autoscaled fleet ----------------------------------------------------------
@@ -254,17 +295,37 @@ class FleetJobs:
             planner, note = planner_for(m, Mode(pick.mode))
             if note:
                 notes.append(note)
-            members.append(MemberTask(self.trace_paths[m.index], variant.with_counts(pick.counts),
-                                      pool_supplies(inventory, m, variant, pick.tier), planner))
-        requests = [ReplayRequest("fleet: every model on one clock", replay_fleet_task,
-                                  (tuple(members), inventory.counts, inventory.budget_per_hour,
-                                   plan.seed), "fleet")]
+            members.append(
+                MemberTask(
+                    self.trace_paths[m.index],
+                    variant.with_counts(pick.counts),
+                    pool_supplies(inventory, m, variant, pick.tier),
+                    planner,
+                )
+            )
+        requests = [
+            ReplayRequest(
+                "fleet: every model on one clock",
+                replay_fleet_task,
+                (tuple(members), inventory.counts, inventory.budget_per_hour, plan.seed),
+                "fleet",
+            )
+        ]
         scaled = [k for k, member in enumerate(members) if member.planner is not None]
-        requests += [ReplayRequest(f"{plan.models[k].name}: autoscaled alone",
-                                   replay_member_task, (members[k], plan.seed, k), "alone")
-                     for k in scaled]
+        requests += [
+            ReplayRequest(
+                f"{plan.models[k].name}: autoscaled alone",
+                replay_member_task,
+                (members[k], plan.seed, k),
+                "alone",
+            )
+            for k in scaled
+        ]
         replays = yield requests
         alone = dict(zip(scaled, replays[1:]))
-        return Autoscaled(tuple(members), tuple(replays[0]),
-                          tuple(alone.get(k) for k in range(len(members))), tuple(notes))
-
+        return Autoscaled(
+            tuple(members),
+            tuple(replays[0]),
+            tuple(alone.get(k) for k in range(len(members))),
+            tuple(notes),
+        )

@@ -40,15 +40,21 @@ class PoolSupply:
     tier: Tier
 
 
-def pool_supplies(inventory: Inventory, model: ModelPlan, variant: Variant,
-                  tier: str) -> tuple[tuple[Role, PoolSupply], ...]:
+def pool_supplies(
+    inventory: Inventory, model: ModelPlan, variant: Variant, tier: str
+) -> tuple[tuple[Role, PoolSupply], ...]:
     """Each pool of ``model``'s ``variant`` on ``tier`` (``on_demand`` or ``spot``) of its
     system."""
     layout = variant.layout
     return tuple(
-        (pool, PoolSupply(system, g, inventory.spot(system) if tier == SPOT
-                          else inventory.on_demand(system)))
-        for pool, system, g in zip(layout.names, model.systems(variant), layout.gpus_per_worker))
+        (
+            pool,
+            PoolSupply(
+                system, g, inventory.spot(system) if tier == SPOT else inventory.on_demand(system)
+            ),
+        )
+        for pool, system, g in zip(layout.names, model.systems(variant), layout.gpus_per_worker)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,16 +67,22 @@ class Refusal:
     reason: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"at_s": self.at_s, "pool": self.pool, "wanted": self.wanted,
-                "granted": self.granted, "reason": self.reason}
+        return {
+            "at_s": self.at_s,
+            "pool": self.pool,
+            "wanted": self.wanted,
+            "granted": self.granted,
+            "reason": self.reason,
+        }
 
 
 class Ledger:
     """See the module docstring. ``counts``: GPUs per system (None: unbounded);
     ``budget_per_hour``: None for none."""
 
-    def __init__(self, counts: Mapping[str, int] | None, budget_per_hour: float | None,
-                 seed: int) -> None:
+    def __init__(
+        self, counts: Mapping[str, int] | None, budget_per_hour: float | None, seed: int
+    ) -> None:
         self.counts = dict(counts) if counts is not None else None
         self.budget_per_hour = budget_per_hour
         self.seed = seed
@@ -94,8 +106,9 @@ class Ledger:
         if self.counts is not None and self.held(system) + gpus > self.counts.get(system, 0):
             return f"inventory.{system}"
         if self.budget_per_hour is not None and (
-                self.cost_per_hour() + gpus * need.tier.price_per_gpu_hour
-                > self.budget_per_hour * (1 + 1e-12)):
+            self.cost_per_hour() + gpus * need.tier.price_per_gpu_hour
+            > self.budget_per_hour * (1 + 1e-12)
+        ):
             return "budget_per_hour"
         return None
 
@@ -130,8 +143,16 @@ class MemberSupply:
         self.ledger._take(self.pools[pool], -1)
 
     def refused(self, pool: Role, wanted: int, granted: int, now_ms: float) -> None:
-        self.ledger.refusals.append(Refusal(self.index, pool.value, now_ms / 1000.0, wanted,
-                                            granted, self._last_refusal.get(pool, "")))
+        self.ledger.refusals.append(
+            Refusal(
+                self.index,
+                pool.value,
+                now_ms / 1000.0,
+                wanted,
+                granted,
+                self._last_refusal.get(pool, ""),
+            )
+        )
 
     def preempted(self, pool: Role, worker_id: int, now_ms: float) -> None:
         self.ledger.preemptions.append((self.index, pool.value, now_ms / 1000.0))

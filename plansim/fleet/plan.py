@@ -93,8 +93,9 @@ def inventory_of(spec: FleetSpec) -> Inventory:
     for system, entry in spec.inventory.items():
         own = [Tier(system, ON_DEMAND, entry.price_per_gpu_hour)]
         if entry.spot is not None:
-            own.append(Tier(system, SPOT, entry.spot.price_per_gpu_hour,
-                            entry.spot.preemptions_per_hour))
+            own.append(
+                Tier(system, SPOT, entry.spot.price_per_gpu_hour, entry.spot.preemptions_per_hour)
+            )
         tiers[system] = tuple(own)
     return Inventory({s: e.count for s, e in spec.inventory.items()}, tiers, spec.budget_per_hour)
 
@@ -107,14 +108,18 @@ def prepare(spec: FleetSpec, *, source: str = "") -> FleetPlan:
     return FleetPlan(inventory, models, spec.seed, source, tuple(notes))
 
 
-def _model(k: int, spec: ModelSpec, inventory: Inventory, source: str,
-           notes: list[str]) -> ModelPlan:
+def _model(
+    k: int, spec: ModelSpec, inventory: Inventory, source: str, notes: list[str]
+) -> ModelPlan:
     where = f"models.{k}"
     deployment = load_deployment(spec.deployment)
     if not deployment.sla.is_set:
-        raise ConfigError(f"{spec.name}: the fleet scores goodput and needs an SLA: set "
-                          f"sla.ttft_ms, sla.tpot_ms or sla.e2e_ms in {spec.deployment}",
-                          source=source, field=f"{where}.deployment")
+        raise ConfigError(
+            f"{spec.name}: the fleet scores goodput and needs an SLA: set "
+            f"sla.ttft_ms, sla.tpot_ms or sla.e2e_ms in {spec.deployment}",
+            source=source,
+            field=f"{where}.deployment",
+        )
     for key, values in spec.search.items():
         if key.endswith(".timing_model.system"):
             for value in values:
@@ -123,25 +128,46 @@ def _model(k: int, spec: ModelSpec, inventory: Inventory, source: str,
     dims = tuple(SearchDimension(key, tuple(values)) for key, values in spec.search.items())
     variants, budgets, dropped = _variants(deployment, dims, spec, inventory, source, where)
     if not variants:
-        raise ConfigError(f"{spec.name}: no point of its search space is feasible: "
-                          + "; ".join(dropped), source=source, field=where)
+        raise ConfigError(
+            f"{spec.name}: no point of its search space is feasible: " + "; ".join(dropped),
+            source=source,
+            field=where,
+        )
     notes += [f"{spec.name}: {reason} (left out of the search)" for reason in dropped]
-    return ModelPlan(k, spec.name, spec.target, tuple(spec.trace), spec.format,
-                     spec.trace_block_size, deployment, dims, variants, budgets, planner,
-                     spec.deployment)
+    return ModelPlan(
+        k,
+        spec.name,
+        spec.target,
+        tuple(spec.trace),
+        spec.format,
+        spec.trace_block_size,
+        deployment,
+        dims,
+        variants,
+        budgets,
+        planner,
+        spec.deployment,
+    )
 
 
-def _check_held(inventory: Inventory, system: Any, model: str, source: str,
-                field: str) -> None:
+def _check_held(inventory: Inventory, system: Any, model: str, source: str, field: str) -> None:
     if inventory.counts.get(system, 0) < 1:
         held = ", ".join(f"{s} ({n})" for s, n in inventory.counts.items())
-        raise ConfigError(f"{model} needs {system} GPUs, which the inventory does not hold "
-                          f"(it holds {held})", source=source, field=field)
+        raise ConfigError(
+            f"{model} needs {system} GPUs, which the inventory does not hold (it holds {held})",
+            source=source,
+            field=field,
+        )
 
 
-def _variants(base: Deployment, dims: tuple[SearchDimension, ...], spec: ModelSpec,
-              inventory: Inventory, source: str,
-              where: str) -> tuple[tuple[Variant, ...], tuple[int, ...], list[str]]:
+def _variants(
+    base: Deployment,
+    dims: tuple[SearchDimension, ...],
+    spec: ModelSpec,
+    inventory: Inventory,
+    source: str,
+    where: str,
+) -> tuple[tuple[Variant, ...], tuple[int, ...], list[str]]:
     """Each combination of ``dims`` as a capacity variant with its search budget, and why the
     combinations left out were (invalid, or one worker per pool does not fit)."""
     variants: list[Variant] = []
@@ -154,9 +180,11 @@ def _variants(base: Deployment, dims: tuple[SearchDimension, ...], spec: ModelSp
         try:
             (variant,) = build_variants(base, combo, max_gpu_budget=_UNBOUNDED)
         except InputError as exc:
-            if exc.message.endswith(("not a deployment key", "searched twice")) or \
-                    "not a search dimension" in exc.message or \
-                    "accepted for compatibility" in exc.message:
+            if (
+                exc.message.endswith(("not a deployment key", "searched twice"))
+                or "not a search dimension" in exc.message
+                or "accepted for compatibility" in exc.message
+            ):
                 raise ConfigError(exc.message, source=source, field=f"{where}.search") from None
             dropped.append(f"{label}: {exc.message.removeprefix(label + ': ')}")
             continue
@@ -170,23 +198,28 @@ def _variants(base: Deployment, dims: tuple[SearchDimension, ...], spec: ModelSp
                 raise ConfigError(
                     f"{spec.name}: the {pool} pool ({label}) has no aic timing model, so its "
                     "GPU system (and price) is unknown: set engine.timing_model.type aic",
-                    source=source, field=f"{where}.deployment")
+                    source=source,
+                    field=f"{where}.deployment",
+                )
             _check_held(inventory, system, spec.name, source, f"{where}.deployment")
         budget = sum(inventory.counts[s] for s in dict.fromkeys(layout.gpu_systems))
         if spec.max_gpu_budget is not None:
             budget = min(budget, spec.max_gpu_budget)
         if min(layout.max_counts(budget)) < 1:
             need = " + ".join(map(str, layout.gpus_per_worker))
-            dropped.append(f"{label}: one worker per pool needs {need} GPUs, more than the "
-                           f"{budget} its search may use")
+            dropped.append(
+                f"{label}: one worker per pool needs {need} GPUs, more than the "
+                f"{budget} its search may use"
+            )
             continue
         variants.append(variant)
         budgets.append(budget)
     return tuple(variants), tuple(budgets), dropped
 
 
-def _planner_block(deployment: Deployment, spec: ModelSpec, source: str,
-                   where: str) -> dict[str, Any] | None:
+def _planner_block(
+    deployment: Deployment, spec: ModelSpec, source: str, where: str
+) -> dict[str, Any] | None:
     """The deployment's planner block, checked now (an autoscaled fleet replays it)."""
     if deployment.planner is None:
         return None
@@ -195,8 +228,12 @@ def _planner_block(deployment: Deployment, spec: ModelSpec, source: str,
     raw = dict(deployment.planner)
     config = parse_planner_config(raw, source=spec.deployment)
     if config.retune is not None:
-        raise ConfigError(f"{spec.name}: a fleet replays planners without retune; remove the "
-                          "planner's retune block", source=source, field=f"{where}.deployment")
+        raise ConfigError(
+            f"{spec.name}: a fleet replays planners without retune; remove the "
+            "planner's retune block",
+            source=source,
+            field=f"{where}.deployment",
+        )
     return raw
 
 
@@ -214,5 +251,7 @@ def planner_for(plan: ModelPlan, mode: Mode) -> tuple[dict[str, Any] | None, str
     if given in _PLANNER_MODES[mode]:
         return raw, None
     raw["mode"] = mode.value
-    return raw, (f"{plan.name}: its planner block's mode {given} does not fit the recommended "
-                 f"{mode.value} deployment; the planner ran with mode {mode.value}")
+    return raw, (
+        f"{plan.name}: its planner block's mode {given} does not fit the recommended "
+        f"{mode.value} deployment; the planner ran with mode {mode.value}"
+    )

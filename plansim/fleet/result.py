@@ -66,8 +66,9 @@ class FleetResult:
         return {**self.report, "host": {"wall_s": self.wall_s}}
 
 
-def assemble(jobs: FleetJobs, results: dict[str, Any], stats: Any, notes: list[str],
-             wall_s: float) -> FleetResult:
+def assemble(
+    jobs: FleetJobs, results: dict[str, Any], stats: Any, notes: list[str], wall_s: float
+) -> FleetResult:
     plan = jobs.plan
     chosen: Chosen = results["choice"]
     autoscaled: Autoscaled | None = results["autoscaled"]
@@ -77,13 +78,14 @@ def assemble(jobs: FleetJobs, results: dict[str, Any], stats: Any, notes: list[s
     if autoscaled is not None:
         notes += autoscaled.notes
     elif any(m.planner is not None for m in plan.models):
-        notes.append("the planners were not replayed together: no fleet fits the inventory"
-                     + (" and the budget" if inventory.budget_per_hour is not None else ""))
+        notes.append(
+            "the planners were not replayed together: no fleet fits the inventory"
+            + (" and the budget" if inventory.budget_per_hour is not None else "")
+        )
     independent = [o.cheapest for o in chosen.models]
     report = {
         "feasible": chosen.feasible,
-        "objective": {"name": "cost_per_hour", "then": "cost over the traces",
-                      "unit": "per hour"},
+        "objective": {"name": "cost_per_hour", "then": "cost over the traces", "unit": "per hour"},
         "solver": chosen.choice.solver.to_json(),
         "inventory": _inventory(plan, picks),
         "budget_per_hour": inventory.budget_per_hour,
@@ -95,26 +97,36 @@ def assemble(jobs: FleetJobs, results: dict[str, Any], stats: Any, notes: list[s
         "breakdown": _breakdown(jobs, picks),
         "models": [_model(jobs, k, chosen, autoscaled) for k in range(len(plan.models))],
         "autoscaled": _autoscaled(jobs, autoscaled),
-        "replays": {**dict(sorted(stats.replays.items())), "total": stats.total,
-                    "rounds": stats.rounds},
+        "replays": {
+            **dict(sorted(stats.replays.items())),
+            "total": stats.total,
+            "rounds": stats.rounds,
+        },
         "notes": notes + [f"binds: {b.sentence()}" for b in chosen.bindings],
     }
-    return FleetResult(plan, chosen, autoscaled, report,
-                       _points(jobs, chosen, autoscaled), wall_s)
+    return FleetResult(plan, chosen, autoscaled, report, _points(jobs, chosen, autoscaled), wall_s)
 
 
 def _inventory(plan: FleetPlan, picks: tuple[Candidate, ...]) -> dict[str, Any]:
     out = {}
     for system, count in plan.inventory.counts.items():
         on_demand, spot = plan.inventory.on_demand(system), plan.inventory.spot(system)
-        used = {tier: sum(p.uses(system) for p in picks if p.tier == tier)
-                for tier in ("on_demand", SPOT)}
+        used = {
+            tier: sum(p.uses(system) for p in picks if p.tier == tier)
+            for tier in ("on_demand", SPOT)
+        }
         out[system] = {
-            "count": count, "price_per_gpu_hour": on_demand.price_per_gpu_hour,
-            "spot": None if spot is None else {
+            "count": count,
+            "price_per_gpu_hour": on_demand.price_per_gpu_hour,
+            "spot": None
+            if spot is None
+            else {
                 "price_per_gpu_hour": spot.price_per_gpu_hour,
-                "preemptions_per_hour": spot.preemptions_per_gpu_hour},
-            "used": used["on_demand"] + used[SPOT], "used_spot": used[SPOT]}
+                "preemptions_per_hour": spot.preemptions_per_gpu_hour,
+            },
+            "used": used["on_demand"] + used[SPOT],
+            "used_spot": used[SPOT],
+        }
     return out
 
 
@@ -139,30 +151,45 @@ def _breakdown(jobs: FleetJobs, picks: tuple[Candidate, ...]) -> list[dict[str, 
     for p in picks:
         prices = jobs.spot_prices if p.tier == SPOT else jobs.prices
         for system, gpus in p.usage:
-            rows.append({"model": p.model, "system": system, "tier": p.tier, "gpus": gpus,
-                         "cost_per_hour": gpus * prices[system]})
+            rows.append(
+                {
+                    "model": p.model,
+                    "system": system,
+                    "tier": p.tier,
+                    "gpus": gpus,
+                    "cost_per_hour": gpus * prices[system],
+                }
+            )
     return rows
 
 
-def _model(jobs: FleetJobs, k: int, chosen: Chosen,
-           autoscaled: Autoscaled | None) -> dict[str, Any]:
+def _model(
+    jobs: FleetJobs, k: int, chosen: Chosen, autoscaled: Autoscaled | None
+) -> dict[str, Any]:
     m = jobs.plan.models[k]
     outcome = chosen.models[k]
     pick = chosen.picks[k]
     alone = outcome.cheapest
     variants = []
     for i, static in enumerate(outcome.statics):
-        entry = {"variant": static.variant.label, "mode": static.variant.layout.mode.value,
-                 "max_gpus": m.budgets[i],
-                 "answer": None if static.answer is None else counts_json(
-                     static.variant.layout.mode, static.answer),
-                 "replayed": [list(e.counts) for e in static.evaluated],
-                 "search_complete": static.complete}
+        entry = {
+            "variant": static.variant.label,
+            "mode": static.variant.layout.mode.value,
+            "max_gpus": m.budgets[i],
+            "answer": None
+            if static.answer is None
+            else counts_json(static.variant.layout.mode, static.answer),
+            "replayed": [list(e.counts) for e in static.evaluated],
+            "search_complete": static.complete,
+        }
         spot = outcome.spots[i]
         if spot is not None:
-            entry["spot"] = {"replayed": [list(e.counts) for e, _ in spot.evaluated],
-                             "answer": None if spot.answer is None else counts_json(
-                                 spot.variant.layout.mode, spot.answer)}
+            entry["spot"] = {
+                "replayed": [list(e.counts) for e, _ in spot.evaluated],
+                "answer": None
+                if spot.answer is None
+                else counts_json(spot.variant.layout.mode, spot.answer),
+            }
         variants.append(entry)
     return {
         "name": m.name,
@@ -170,10 +197,14 @@ def _model(jobs: FleetJobs, k: int, chosen: Chosen,
         "requests": pick.requests,
         "traces": list(m.traces),
         "deployment_file": m.source,
-        "choice": {**pick.to_json(), "meets_target": pick.meets_target,
-                   "moved": alone is not None and pick != alone,
-                   "extra_cost_per_hour": None if alone is None
-                   else pick.cost_per_hour - alone.cost_per_hour},
+        "choice": {
+            **pick.to_json(),
+            "meets_target": pick.meets_target,
+            "moved": alone is not None and pick != alone,
+            "extra_cost_per_hour": None
+            if alone is None
+            else pick.cost_per_hour - alone.cost_per_hour,
+        },
         "cheapest_alone": alone.to_json() if alone is not None else None,
         "front": [c.to_json() for c in outcome.front],
         "variants": variants,
@@ -185,27 +216,35 @@ def _autoscaled(jobs: FleetJobs, autoscaled: Autoscaled | None) -> dict[str, Any
         return None
     plan = jobs.plan
     models = []
-    for k, (m, member, shared, alone) in enumerate(zip(plan.models, autoscaled.members,
-                                                      autoscaled.shared, autoscaled.alone)):
+    for _k, (m, member, shared, alone) in enumerate(
+        zip(plan.models, autoscaled.members, autoscaled.shared, autoscaled.alone)
+    ):
         figures = _member_figures(jobs, member, shared, m.target)
-        entry = {"name": m.name, "planner": member.planner is not None, **figures,
-                 "refused_scale_ups": len(shared.refusals),
-                 "refusals": [r.to_json() for r in shared.refusals],
-                 "preemptions": shared.preemptions, "migrated_requests": shared.migrated,
-                 "gpus": [list(row) for row in shared.gpu_series]}
+        entry = {
+            "name": m.name,
+            "planner": member.planner is not None,
+            **figures,
+            "refused_scale_ups": len(shared.refusals),
+            "refusals": [r.to_json() for r in shared.refusals],
+            "preemptions": shared.preemptions,
+            "migrated_requests": shared.migrated,
+            "gpus": [list(row) for row in shared.gpu_series],
+        }
         if alone is not None:
             own = _member_figures(jobs, member, alone, m.target)
             entry["alone"] = own
             entry["sla_cost"] = {
                 "good_requests": own["good_requests"] - figures["good_requests"],
-                "goodput_ratio": own["goodput_ratio"] - figures["goodput_ratio"]}
+                "goodput_ratio": own["goodput_ratio"] - figures["goodput_ratio"],
+            }
         models.append(entry)
     return {
         "gpu_hours": sum(e["gpu_hours"] for e in models),
         "cost": sum(e["cost"] for e in models),
         "refused_scale_ups": sum(e["refused_scale_ups"] for e in models),
-        "sla_cost_good_requests": sum(e.get("sla_cost", {}).get("good_requests", 0)
-                                      for e in models),
+        "sla_cost_good_requests": sum(
+            e.get("sla_cost", {}).get("good_requests", 0) for e in models
+        ),
         "models": models,
     }
 
@@ -214,12 +253,15 @@ def _member_figures(jobs: FleetJobs, member: Any, replay: Any, target: float) ->
     summary = replay.full.summary
     requests = int(summary["num_requests"])
     good = sum(replay.full.segment_good)
-    return {"requests": requests, "good_requests": good,
-            "goodput_ratio": good / requests if requests else 0.0,
-            "meets_target": good >= required_good(target, requests),
-            "gpu_hours": float(summary["gpu_hours"]),
-            "cost": _cost(jobs, member, summary),
-            "scaling_events": replay.full.scaling_events}
+    return {
+        "requests": requests,
+        "good_requests": good,
+        "goodput_ratio": good / requests if requests else 0.0,
+        "meets_target": good >= required_good(target, requests),
+        "gpu_hours": float(summary["gpu_hours"]),
+        "cost": _cost(jobs, member, summary),
+        "scaling_events": replay.full.scaling_events,
+    }
 
 
 def _cost(jobs: FleetJobs, member: Any, summary: dict[str, Any]) -> float:
@@ -234,50 +276,109 @@ def _points(jobs: FleetJobs, chosen: Chosen, autoscaled: Autoscaled | None) -> p
     plan = jobs.plan
     rows: list[dict[str, Any]] = []
 
-    def row(kind: str, m: Any, variant: Any, counts: tuple[int, ...], tier: str,
-            summary: dict[str, Any], good: int, cost_per_hour: float, cost: float,
-            within: bool, events: int, preemptions: int) -> dict[str, Any]:
+    def row(
+        kind: str,
+        m: Any,
+        variant: Any,
+        counts: tuple[int, ...],
+        tier: str,
+        summary: dict[str, Any],
+        good: int,
+        cost_per_hour: float,
+        cost: float,
+        within: bool,
+        events: int,
+        preemptions: int,
+    ) -> dict[str, Any]:
         layout = variant.layout
         requests = int(summary["num_requests"])
         return {
-            "model": m.name, "kind": kind, "variant": variant.label, "mode": layout.mode.value,
+            "model": m.name,
+            "kind": kind,
+            "variant": variant.label,
+            "mode": layout.mode.value,
             **dict.fromkeys(POOL_COUNT_FIELDS.values(), pd.NA),
             **dict(zip(layout.count_keys, counts)),
-            "tier": tier, "systems": "+".join(dict.fromkeys(m.systems(variant))),
-            "gpus": layout.gpus(counts), "requests": requests, "good_requests": good,
+            "tier": tier,
+            "systems": "+".join(dict.fromkeys(m.systems(variant))),
+            "gpus": layout.gpus(counts),
+            "requests": requests,
+            "good_requests": good,
             "goodput_ratio": good / requests if requests else 0.0,
             "meets_target": good >= required_good(m.target, requests),
-            "within_budget": within, "cost_per_hour": cost_per_hour, "cost": cost,
+            "within_budget": within,
+            "cost_per_hour": cost_per_hour,
+            "cost": cost,
             "gpu_hours": float(summary["gpu_hours"]),
             **{c: float(summary.get(c, np.nan)) for c in LATENCY_COLUMNS},
-            "scaling_events": events, "preemptions": preemptions}
+            "scaling_events": events,
+            "preemptions": preemptions,
+        }
 
     for m, outcome in zip(plan.models, chosen.models):
         by_point = {(c.variant, c.counts, c.tier): c for c in outcome.candidates}
         for static in outcome.statics:
             for e in static.evaluated:
                 c = by_point.get((static.variant.label, e.counts, "on_demand"))
-                rows.append(row("static", m, static.variant, e.counts, "on_demand",
-                                e.replay.summary, e.good,
-                                c.cost_per_hour if c else np.nan, e.cost, e.within_budget,
-                                0, 0))
+                rows.append(
+                    row(
+                        "static",
+                        m,
+                        static.variant,
+                        e.counts,
+                        "on_demand",
+                        e.replay.summary,
+                        e.good,
+                        c.cost_per_hour if c else np.nan,
+                        e.cost,
+                        e.within_budget,
+                        0,
+                        0,
+                    )
+                )
         for spot in outcome.spots:
             for e, n in spot.evaluated if spot is not None else ():
                 c = by_point.get((spot.variant.label, e.counts, SPOT))
-                rows.append(row("spot", m, spot.variant, e.counts, SPOT, e.replay.summary,
-                                e.good, c.cost_per_hour if c else np.nan, e.cost,
-                                e.within_budget, 0, n))
+                rows.append(
+                    row(
+                        "spot",
+                        m,
+                        spot.variant,
+                        e.counts,
+                        SPOT,
+                        e.replay.summary,
+                        e.good,
+                        c.cost_per_hour if c else np.nan,
+                        e.cost,
+                        e.within_budget,
+                        0,
+                        n,
+                    )
+                )
     if autoscaled is not None:
         for kind, replays in (("fleet", autoscaled.shared), ("alone", autoscaled.alone)):
-            for m, member, pick, replay in zip(plan.models, autoscaled.members, chosen.picks,
-                                               replays):
+            for m, member, pick, replay in zip(
+                plan.models, autoscaled.members, chosen.picks, replays
+            ):
                 if replay is None:
                     continue
                 variant = next(v for v in m.variants if v.label == pick.variant)
-                rows.append(row(kind, m, variant, pick.counts, pick.tier, replay.full.summary,
-                                sum(replay.full.segment_good), np.nan,
-                                _cost(jobs, member, replay.full.summary), True,
-                                replay.full.scaling_events, replay.preemptions))
+                rows.append(
+                    row(
+                        kind,
+                        m,
+                        variant,
+                        pick.counts,
+                        pick.tier,
+                        replay.full.summary,
+                        sum(replay.full.segment_good),
+                        np.nan,
+                        _cost(jobs, member, replay.full.summary),
+                        True,
+                        replay.full.scaling_events,
+                        replay.preemptions,
+                    )
+                )
     frame = pd.DataFrame(rows)
     for column in POOL_COUNT_FIELDS.values():
         frame[column] = frame[column].astype("Int64")

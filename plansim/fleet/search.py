@@ -22,9 +22,14 @@ from plansim.fleet.result import FleetResult, assemble
 from plansim.workers.executor import Executor, TaskContext
 
 
-def run(plan: FleetPlan, workloads: Sequence[Any], *, executor: Executor | None = None,
-        max_parallel: int | None = None,
-        on_round: Callable[[RunStats], None] | None = None) -> FleetResult:
+def run(
+    plan: FleetPlan,
+    workloads: Sequence[Any],
+    *,
+    executor: Executor | None = None,
+    max_parallel: int | None = None,
+    on_round: Callable[[RunStats], None] | None = None,
+) -> FleetResult:
     """Search every model of ``plan`` on its workload (in model order), choose the fleet and,
     with planners, replay it autoscaled. Without ``executor`` a spawn pool of
     ``max_parallel`` workers (default: the CPU count) is started and closed."""
@@ -44,12 +49,15 @@ def run(plan: FleetPlan, workloads: Sequence[Any], *, executor: Executor | None 
             paths = []
             for m, workload in zip(plan.models, workloads):
                 if len(workload) == 0:
-                    raise InputError(f"{m.name}: the trace has no requests",
-                                     field=f"models.{m.index}.trace")
+                    raise InputError(
+                        f"{m.name}: the trace has no requests", field=f"models.{m.index}.trace"
+                    )
                 if getattr(workload, "graph", None) is not None:
                     workload = workload.open_loop()
-                    notes.append(f"{m.name}: the trace's sessions were replayed open loop: "
-                                 "every request at its recorded arrival")
+                    notes.append(
+                        f"{m.name}: the trace's sessions were replayed open loop: "
+                        "every request at its recorded arrival"
+                    )
                 path = os.path.join(folder, f"trace-{m.index}.npz")
                 save_window(path, workload)
                 paths.append(path)

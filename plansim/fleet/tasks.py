@@ -51,17 +51,22 @@ class MemberReplay:
     migrated: int
 
 
-def replay_member_task(context: TaskContext, member: MemberTask, seed: int,
-                       index: int) -> MemberReplay:
+def replay_member_task(
+    context: TaskContext, member: MemberTask, seed: int, index: int
+) -> MemberReplay:
     """``member`` on its own (unbounded GPUs), preemptions seeded by ``(seed, index)``."""
     del context
     ledger = Ledger(None, None, seed)
     return _replay(((index, member),), ledger)[0]
 
 
-def replay_fleet_task(context: TaskContext, members: Sequence[MemberTask],
-                      counts: Mapping[str, int], budget_per_hour: float | None,
-                      seed: int) -> tuple[MemberReplay, ...]:
+def replay_fleet_task(
+    context: TaskContext,
+    members: Sequence[MemberTask],
+    counts: Mapping[str, int],
+    budget_per_hour: float | None,
+    seed: int,
+) -> tuple[MemberReplay, ...]:
     """Every member on one clock, their workers from one ledger of ``counts`` GPUs per system
     and ``budget_per_hour``; member ``k``'s preemptions are seeded by ``(seed, k)``."""
     del context
@@ -84,25 +89,35 @@ def _replay(members: Sequence[tuple[int, MemberTask]], ledger: Ledger) -> tuple[
     out = []
     for (index, member), result in zip(members, results):
         good = int(good_mask(result.requests, member.deployment.sla).sum())
-        full = FullReplay(summary=without_host_keys(result.summary), segment_good=(good,),
-                          end_ms=float(result.summary["duration_ms"]),
-                          scaling_events=len(result.scaling_events))
-        out.append(MemberReplay(
-            full=full, gpu_series=_gpu_series(result.timeseries, dict(member.pools)),
-            refusals=tuple(r for r in ledger.refusals if r.member == index),
-            preemptions=sum(1 for p in ledger.preemptions if p[0] == index),
-            migrated=ledger.migrated.get(index, 0)))
+        full = FullReplay(
+            summary=without_host_keys(result.summary),
+            segment_good=(good,),
+            end_ms=float(result.summary["duration_ms"]),
+            scaling_events=len(result.scaling_events),
+        )
+        out.append(
+            MemberReplay(
+                full=full,
+                gpu_series=_gpu_series(result.timeseries, dict(member.pools)),
+                refusals=tuple(r for r in ledger.refusals if r.member == index),
+                preemptions=sum(1 for p in ledger.preemptions if p[0] == index),
+                migrated=ledger.migrated.get(index, 0),
+            )
+        )
     return tuple(out)
 
 
-def _gpu_series(timeseries: Any, pools: Mapping[Role, PoolSupply]) -> tuple[tuple[float, float], ...]:
+def _gpu_series(
+    timeseries: Any, pools: Mapping[Role, PoolSupply]
+) -> tuple[tuple[float, float], ...]:
     """GPUs provisioned (ready + starting + draining workers x GPUs each), summed over pools,
     every ``WORKER_SERIES_STEP_S`` seconds of the replay's time series."""
     if timeseries is None or not len(timeseries):
         return ()
     frame = timeseries[timeseries["time_s"] % WORKER_SERIES_STEP_S == 0]
     gpus = {pool.value: supply.gpus_per_worker for pool, supply in pools.items()}
-    per_row = ((frame["ready"] + frame["starting"] + frame["draining"])
-               * frame["pool"].map(gpus).astype(np.float64))
+    per_row = (frame["ready"] + frame["starting"] + frame["draining"]) * frame["pool"].map(
+        gpus
+    ).astype(np.float64)
     total = per_row.groupby(frame["time_s"]).sum()
     return tuple((float(t), float(g)) for t, g in total.items())

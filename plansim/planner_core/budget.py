@@ -35,9 +35,7 @@ class Budget:
     def in_band(self, total: int, *costs: int) -> bool:
         if self.max_gpus >= 0 and total > self.max_gpus:
             return False
-        if self.min_gpus >= 0 and total < self.min_gpus - self.tolerance(*costs):
-            return False
-        return True
+        return not (self.min_gpus >= 0 and total < self.min_gpus - self.tolerance(*costs))
 
     def pair_total(self, pair: Pair) -> int:
         return pair[0] * self.gpu_prefill + pair[1] * self.gpu_decode

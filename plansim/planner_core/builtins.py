@@ -4,11 +4,12 @@
 |---|---|---|---|---|
 | ``builtin_load_predict`` | PREDICT | 0 | throughput interval | traffic |
 | ``builtin_throughput_propose`` | PROPOSE | 20 | throughput interval | traffic, predictions |
-| ``builtin_load_propose`` | PROPOSE | 10 | load interval | fpm, workers (+ traffic over the load interval with ``sla`` and no throughput loop) |
+| ``builtin_load_propose`` | PROPOSE | 10 | load interval | fpm, workers (+ traffic, see below) |
 
 On a tick where both loops fire, ``builtin_load_propose`` first refreshes the throughput lower
 bound from the same-tick predictions (once per tick), then decides; with load scaling on, the
-throughput proposer only sets floors.
+throughput proposer only sets floors. The load proposer also reads the traffic over the load
+interval when the deployment has an ``sla`` and no throughput loop runs.
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ from typing import Any
 
 from plansim.planner_core.load_scaling import advance_load
 from plansim.planner_core.observations import TrafficObservation
-from plansim.planner_core.pipeline import Override, OverrideType, PipelineContext, Stage, StageResult
+from plansim.planner_core.pipeline import (
+    Override,
+    OverrideType,
+    PipelineContext,
+    Stage,
+    StageResult,
+)
 from plansim.planner_core.predictors import TrafficForecaster, make_predictor
 from plansim.planner_core.reasons import ThroughputReason
 from plansim.planner_core.scaling_policies.base import PolicyPlugins
@@ -29,7 +36,9 @@ from plansim.planner_core.throughput_scaling import Predictions, advance_through
 def _set_overrides(targets: dict[str, int] | None, reason: str) -> tuple[Override, ...]:
     if not targets:
         return ()
-    return tuple(Override(role, OverrideType.SET, value, reason) for role, value in sorted(targets.items()))
+    return tuple(
+        Override(role, OverrideType.SET, value, reason) for role, value in sorted(targets.items())
+    )
 
 
 class _EveryThroughputInterval:
@@ -128,7 +137,9 @@ class BuiltinThroughputPropose(_EveryThroughputInterval):
                     kv_hit_rate=ctx.predictions.get("kv_hit_rate"),
                     accept_length=ctx.predictions.get("accept_length"),
                 )
-                self._last_targets = advance_throughput(self.state, predictions, ctx.predictions.get("duration_s") or 0.0)
+                self._last_targets = advance_throughput(
+                    self.state, predictions, ctx.predictions.get("duration_s") or 0.0
+                )
             elif not self.state.config.enable_throughput_scaling:
                 self.state.diag.throughput_decision_reason = ThroughputReason.DISABLED
         return self._last_targets
@@ -170,7 +181,9 @@ class BuiltinLoadPropose:
         if self.state.config.enable_throughput_scaling and ctx.run_throughput_scaling:
             self.throughput.refresh(ctx)
         targets = advance_load(self.state, ctx.observations.fpm)
-        return StageResult(overrides=_set_overrides(targets, self.state.diag.load_decision_reason or ""))
+        return StageResult(
+            overrides=_set_overrides(targets, self.state.diag.load_decision_reason or "")
+        )
 
 
 def dynamo_plugins(state: PlannerScalingState, params: Any, sla: Any) -> PolicyPlugins:

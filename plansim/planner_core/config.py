@@ -69,7 +69,9 @@ LIVE_ONLY_FIELDS = frozenset(
         "no_correction",
     }
 )
-LIVE_ONLY_SCHEDULING_FIELDS = frozenset({"tick_max_duration_seconds", "external_plugins", "gateway"})
+LIVE_ONLY_SCHEDULING_FIELDS = frozenset(
+    {"tick_max_duration_seconds", "external_plugins", "gateway"}
+)
 
 # Field name -> accepted older names (Dynamo keeps them as aliases).
 ALIASES = {
@@ -210,11 +212,15 @@ class _PlannerFields(StrictModel):
         if not self.ttft_ms > 0:
             raise ValueError("ttft_ms: must be > 0")
         # A role's own minimum only where that role is a pool of its own (not in agg).
-        if self.mode not in (PlannerMode.DISAGG, PlannerMode.PREFILL) \
-                and self.prefill_min_endpoint is not None:
+        if (
+            self.mode not in (PlannerMode.DISAGG, PlannerMode.PREFILL)
+            and self.prefill_min_endpoint is not None
+        ):
             raise ValueError(f"prefill_min_endpoint: not allowed in mode {self.mode}")
-        if self.mode not in (PlannerMode.DISAGG, PlannerMode.DECODE) \
-                and self.decode_min_endpoint is not None:
+        if (
+            self.mode not in (PlannerMode.DISAGG, PlannerMode.DECODE)
+            and self.decode_min_endpoint is not None
+        ):
             raise ValueError(f"decode_min_endpoint: not allowed in mode {self.mode}")
         hours = self.report_interval_hours
         if hours is not None and not (math.isfinite(hours) and hours > 0):
@@ -249,7 +255,8 @@ class _PlannerFields(StrictModel):
         if (
             self.enable_load_scaling
             and self.enable_throughput_scaling
-            and not self.load_adjustment_interval_seconds < self.throughput_adjustment_interval_seconds
+            and not self.load_adjustment_interval_seconds
+            < self.throughput_adjustment_interval_seconds
         ):
             raise ValueError(
                 "load_adjustment_interval_seconds: must be shorter than "
@@ -274,8 +281,9 @@ class _PlannerFields(StrictModel):
     def _check_load_thresholds(self) -> None:
         roles = self.active_roles()
         if Role.PREFILL in roles:
-            self._check_threshold_pair("prefill_scale_up_queue_tokens",
-                                       "prefill_scale_down_queue_tokens")
+            self._check_threshold_pair(
+                "prefill_scale_up_queue_tokens", "prefill_scale_down_queue_tokens"
+            )
         if Role.DECODE in roles:
             self._check_threshold_pair("decode_scale_up_kv_rate", "decode_scale_down_kv_rate")
 
@@ -341,10 +349,15 @@ class _PlannerFields(StrictModel):
 
 
 # The predictors' parameters the planner does not declare itself become PlannerConfig fields.
-_PREDICTOR_PARAMS = [p for name, p in all_predictor_params().items()
-                     if name not in _PlannerFields.model_fields]
-PlannerConfig = create_model("PlannerConfig", __base__=_PlannerFields, __module__=__name__,
-                             **{p.name: p.field() for p in _PREDICTOR_PARAMS})
+_PREDICTOR_PARAMS = [
+    p for name, p in all_predictor_params().items() if name not in _PlannerFields.model_fields
+]
+PlannerConfig = create_model(
+    "PlannerConfig",
+    __base__=_PlannerFields,
+    __module__=__name__,
+    **{p.name: p.field() for p in _PREDICTOR_PARAMS},
+)
 # The fields that choose and parameterise the load predictor: changing any of them replaces it.
 PREDICTOR_FIELDS: tuple[str, ...] = ("load_predictor", *(p.name for p in _PREDICTOR_PARAMS))
 
@@ -377,12 +390,12 @@ def parse_planner_config(raw: Any, *, source: str | None = None) -> PlannerConfi
         config = PlannerConfig.model_validate(cleaned)
     except ValidationError as exc:
         raise _config_error(exc, source) from None
-    if config.easy_mode and not config.retune_only:
-        if config.ttft_ms != DEFAULT_TTFT_MS or config.itl_ms != DEFAULT_ITL_MS:
-            log.warning(
-                "planner config: ttft_ms/itl_ms are not used with optimization_target %s",
-                config.optimization_target,
-            )
+    targets_set = config.ttft_ms != DEFAULT_TTFT_MS or config.itl_ms != DEFAULT_ITL_MS
+    if config.easy_mode and not config.retune_only and targets_set:
+        log.warning(
+            "planner config: ttft_ms/itl_ms are not used with optimization_target %s",
+            config.optimization_target,
+        )
     return config
 
 
@@ -435,5 +448,6 @@ def _truthy(value: Any) -> bool:
 
 
 def _config_error(exc: ValidationError, source: str | None) -> ConfigError:
-    return config_error(exc, source=source, aliases={v: k for k, v in ALIASES.items()},
-                        model=PlannerConfig)
+    return config_error(
+        exc, source=source, aliases={v: k for k, v in ALIASES.items()}, model=PlannerConfig
+    )

@@ -153,7 +153,9 @@ class TickDiagnostics:
             row[key] = orjson.dumps(row[key]).decode()
         for gauge, column in GAUGES.items():
             row[gauge] = row[column]
-        row["dynamo_planner_load_scaling_decision"] = gauge_index(self.load_decision_reason, load=True)
+        row["dynamo_planner_load_scaling_decision"] = gauge_index(
+            self.load_decision_reason, load=True
+        )
         row["dynamo_planner_throughput_scaling_decision"] = gauge_index(
             self.throughput_decision_reason, load=False
         )

@@ -65,8 +65,10 @@ def check_fits(config: PlannerConfig, capabilities: WorkerCapabilities) -> None:
     """Raise ``ConfigError`` when ``config`` cannot drive a deployment with ``capabilities``."""
     if PlannerMode(config.mode).deployment_mode != capabilities.mode:
         article = "an" if capabilities.mode == Mode.AGG else "a"
-        raise ConfigError(f"mode {config.mode} does not match {article} {capabilities.mode} "
-                          "deployment", field="mode")
+        raise ConfigError(
+            f"mode {config.mode} does not match {article} {capabilities.mode} deployment",
+            field="mode",
+        )
     if Role.PREFILL in config.active_roles() and capabilities.prefill is None:
         raise ConfigError("the deployment has no prefill workers", field="mode")
     if config.max_gpu_budget >= 0:
@@ -105,9 +107,14 @@ class PlannerEngine:
         self.scaling_timeout_s = scaling_timeout_s
         self.state = PlannerScalingState.create(config, capabilities)
         # Bootstrap order: worker self-benchmark, then profiling data, then live FPMs only.
-        if not (capabilities.benchmark_fpms and self.state.install_bootstrap(capabilities.benchmark_fpms, "benchmark")):
-            if profile_fpms:
-                self.state.install_bootstrap(profile_fpms, "profile")
+        if (
+            not (
+                capabilities.benchmark_fpms
+                and self.state.install_bootstrap(capabilities.benchmark_fpms, "benchmark")
+            )
+            and profile_fpms
+        ):
+            self.state.install_bootstrap(profile_fpms, "profile")
         self._predict = BuiltinLoadPredict(self.state) if self._throughput_active() else None
         if self._predict is not None and warmup is not None:
             self._predict.warm(warmup)
@@ -146,7 +153,9 @@ class PlannerEngine:
         self._last_tune_s = now_s
         if self.retune is not None:
             self.retune.initial_tick(now_s)
-        return PlannerEffects(scale_to=None, next_tick=self._schedule(now_s + self.config.scale_interval_s))
+        return PlannerEffects(
+            scale_to=None, next_tick=self._schedule(now_s + self.config.scale_interval_s)
+        )
 
     def tick(self, inp: TickInput) -> PlannerEffects:
         """Run one tick at ``inp.now_s`` (seconds): observe, run the due plugins, project the
@@ -160,7 +169,9 @@ class PlannerEngine:
         diag = self.state.diag = TickDiagnostics(at_s=now, tick_ordinal=self._ordinal)
         due = self._scheduler.due(now)
         run_load = self._load in due
-        run_throughput = self._throughput in due or (self._predict is not None and self._predict in due)
+        run_throughput = self._throughput in due or (
+            self._predict is not None and self._predict in due
+        )
         diag.run_load_scaling, diag.run_throughput_scaling = run_load, run_throughput
         diag.advisory = self.advisory
         diag.ttft_sla_ms, diag.itl_sla_ms = self.config.ttft_ms, self.config.itl_ms
@@ -186,16 +197,25 @@ class PlannerEngine:
             changed = {r: v for r, v in targets.items() if v != baseline[r]}
             diag.execute_action = ExecuteAction.APPLY if changed else ExecuteAction.SKIP_NO_TARGETS
             if changed and not self.config.retune_only:
-                scale_to = ScalingDecision(num_prefill=changed.get(Role.PREFILL), num_decode=changed.get(Role.DECODE))
-                diag.scale_to_prefill, diag.scale_to_decode = scale_to.num_prefill, scale_to.num_decode
+                scale_to = ScalingDecision(
+                    num_prefill=changed.get(Role.PREFILL), num_decode=changed.get(Role.DECODE)
+                )
+                diag.scale_to_prefill, diag.scale_to_decode = (
+                    scale_to.num_prefill,
+                    scale_to.num_decode,
+                )
                 if not self.advisory:
                     merged = {**baseline, **changed}
                     self._expected = (merged.get(Role.PREFILL, 0), merged.get(Role.DECODE, 0))
                     self._expected_since_s = now
         diag.plugin_overrides = outcome.overrides
         diag.reconcile_reasons = outcome.reconcile_reasons
-        diag.throughput_lower_bound_prefill = self.state.lower_bound_prefill if Role.PREFILL in self.config.active_roles() else None
-        diag.throughput_lower_bound_decode = self.state.lower_bound_decode if Role.DECODE in self.config.active_roles() else None
+        diag.throughput_lower_bound_prefill = (
+            self.state.lower_bound_prefill if Role.PREFILL in self.config.active_roles() else None
+        )
+        diag.throughput_lower_bound_decode = (
+            self.state.lower_bound_decode if Role.DECODE in self.config.active_roles() else None
+        )
 
         router_parameters: dict[str, dict[str, Any]] = {}
         decisions: tuple[dict[str, Any], ...] = ()
@@ -209,7 +229,9 @@ class PlannerEngine:
             retune_decisions=tuple(decisions),
         )
 
-    def apply_planner_changes(self, changes: dict[str, Any], predictor_warmup: Iterable[Any] | None = None) -> None:
+    def apply_planner_changes(
+        self, changes: dict[str, Any], predictor_warmup: Iterable[Any] | None = None
+    ) -> None:
         """Apply PlannerConfig field changes (from a retune decision) from the next tick on.
 
         Re-validates the whole config and its fit to the deployment (``ConfigError`` on
@@ -235,14 +257,18 @@ class PlannerEngine:
                 self._predict.replace_predictor(predictor_warmup)
         if self._scheduler is not None:
             # a plugin the change enables fires on the next tick
-            previous, self._scheduler = self._scheduler, PluginScheduler(self.plugins, float("-inf"))
+            previous, self._scheduler = (
+                self._scheduler,
+                PluginScheduler(self.plugins, float("-inf")),
+            )
             self._scheduler.carry_over(previous)
 
     # -- internals ---------------------------------------------------------------------------
     def _build_policy(self) -> None:
         policy = SCALING_POLICIES.get(self.config.scaling_policy)
-        self._policy: PolicyPlugins = policy.plugins(self.state, self.config.policy_params,
-                                                     self.sla)
+        self._policy: PolicyPlugins = policy.plugins(
+            self.state, self.config.policy_params, self.sla
+        )
         self._throughput = self._policy.throughput
         self._load = self._policy.load
 
@@ -277,8 +303,14 @@ class PlannerEngine:
                 self._expected = None
         state.observe_workers(counts, self._expected_for_roles(counts))
         diag.ready_prefill, diag.ready_decode = counts.ready_prefill, counts.ready_decode
-        diag.starting_prefill, diag.starting_decode = counts.starting_prefill, counts.starting_decode
-        diag.draining_prefill, diag.draining_decode = counts.draining_prefill, counts.draining_decode
+        diag.starting_prefill, diag.starting_decode = (
+            counts.starting_prefill,
+            counts.starting_decode,
+        )
+        diag.draining_prefill, diag.draining_decode = (
+            counts.draining_prefill,
+            counts.draining_decode,
+        )
         diag.expected_prefill, diag.expected_decode = state.expected_prefill, state.expected_decode
         caps = state.role_caps(Role.DECODE)
         diag.max_kv_tokens = caps.max_kv_tokens if caps is not None else None
@@ -287,10 +319,15 @@ class PlannerEngine:
             state.update_runtime_metadata(traffic.kv_hit_rate, traffic.accept_length)
             diag.observed_duration_s = traffic.duration_s
             diag.observed_num_req = traffic.num_req
-            diag.observed_rps = traffic.num_req / traffic.duration_s if traffic.duration_s > 0 else None
+            diag.observed_rps = (
+                traffic.num_req / traffic.duration_s if traffic.duration_s > 0 else None
+            )
             diag.observed_isl, diag.observed_osl = traffic.isl, traffic.osl
             diag.observed_ttft_ms, diag.observed_itl_ms = traffic.ttft_ms, traffic.itl_ms
-            diag.observed_kv_hit_rate, diag.observed_accept_length = traffic.kv_hit_rate, traffic.accept_length
+            diag.observed_kv_hit_rate, diag.observed_accept_length = (
+                traffic.kv_hit_rate,
+                traffic.accept_length,
+            )
         if self.config.optimization_target == "sla" and self._tune_due(inp.now_s):
             self._last_tune_s = inp.now_s
             self._feed_perf_models(inp.fpm)
@@ -316,7 +353,10 @@ class PlannerEngine:
     def _baseline(self) -> dict[str, int]:
         """Per scaled role: where the deployment is heading (pending target, else ready)."""
         s = self.state
-        return {r: (s.expected_prefill if r == Role.PREFILL else s.expected_decode) for r in self.config.active_roles()}
+        return {
+            r: (s.expected_prefill if r == Role.PREFILL else s.expected_decode)
+            for r in self.config.active_roles()
+        }
 
     def _project(self, targets: dict[str, int], touched: set[str]) -> dict[str, int]:
         """Final invariants: minimum endpoints (unless a rollout is in progress), GPU band."""
@@ -337,4 +377,3 @@ class PlannerEngine:
             (r,) = roles
             out[r] = proportional_clamp_single(out[r], s.gpus_per_replica(r), s.min_endpoint(r), b)
         return out
-

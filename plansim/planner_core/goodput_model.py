@@ -58,8 +58,13 @@ class PassSample:
         n = totals.passes
         if n <= 0 or not totals.wall_s > 0:
             return None
-        return cls(1.0 if mixed else 0.0, totals.prefill_tokens / n, totals.prefill_tokens_sq / n,
-                   totals.decode_kv_tokens / n, totals.wall_s / n)
+        return cls(
+            1.0 if mixed else 0.0,
+            totals.prefill_tokens / n,
+            totals.prefill_tokens_sq / n,
+            totals.decode_kv_tokens / n,
+            totals.wall_s / n,
+        )
 
     @classmethod
     def from_pass(cls, fpm: ForwardPassMetrics) -> PassSample | None:
@@ -67,7 +72,9 @@ class PassSample:
         if not fpm.wall_time_s > 0:
             return None
         p = float(fpm.sum_prefill_tokens)
-        return cls(1.0 if p > 0 else 0.0, p, p * p, float(fpm.sum_decode_kv_tokens), fpm.wall_time_s)
+        return cls(
+            1.0 if p > 0 else 0.0, p, p * p, float(fpm.sum_decode_kv_tokens), fpm.wall_time_s
+        )
 
 
 def window_samples(fpm: ForwardPassMetrics) -> list[PassSample]:
@@ -242,8 +249,9 @@ def _grid_cdf(values: np.ndarray, weights: np.ndarray, grid: np.ndarray) -> np.n
     return np.where(idx > 0, w[np.maximum(idx - 1, 0)], 0.0)
 
 
-def queue_violation(service_s: np.ndarray, rate: float, bound_s: float,
-                spread: int = 1) -> tuple[np.ndarray, float]:
+def queue_violation(
+    service_s: np.ndarray, rate: float, bound_s: float, spread: int = 1
+) -> tuple[np.ndarray, float]:
     """P(own service + FIFO wait > bound) per request at a queue with these services and arrival
     ``rate``, and the utilisation. For Poisson arrivals (``spread`` 1) the wait is exact M/G/1
     (Benes): a geometric number (ratio rho) of residual service times, whose CDF is
@@ -286,9 +294,15 @@ def episode_counts(pool_means: np.ndarray, spread: int, terms: int) -> np.ndarra
     return np.diff(cdf, axis=0)
 
 
-def stalled_tpot_violation(gaps: np.ndarray, exposure_s: np.ndarray, prompt_rate: float,
-                       decode_s: float, episode_s: np.ndarray, bound_s: float,
-                       spread: int = 1) -> np.ndarray:
+def stalled_tpot_violation(
+    gaps: np.ndarray,
+    exposure_s: np.ndarray,
+    prompt_rate: float,
+    decode_s: float,
+    episode_s: np.ndarray,
+    bound_s: float,
+    spread: int = 1,
+) -> np.ndarray:
     """P(mean gap > bound) per request. Prompts reach the worker at ``prompt_rate`` per second
     (``spread`` as in :func:`episode_counts`); prefill is FIFO, so the prompts that arrive
     while a request waits, prefills or decodes (its ``exposure_s``) prefill during its decode and
@@ -317,9 +331,16 @@ def stalled_tpot_violation(gaps: np.ndarray, exposure_s: np.ndarray, prompt_rate
     return np.clip(out, 0.0, 1.0)
 
 
-def agg_violations(model: PassTimeModel, mix: RequestMix, rate: float, limits: PoolLimits,
-                   ttft_s: float | None, itl_s: float | None,
-                   calibration: Calibration = PLAIN, spread: int = 1) -> Violations:
+def agg_violations(
+    model: PassTimeModel,
+    mix: RequestMix,
+    rate: float,
+    limits: PoolLimits,
+    ttft_s: float | None,
+    itl_s: float | None,
+    calibration: Calibration = PLAIN,
+    spread: int = 1,
+) -> Violations:
     """Violations on an aggregated worker receiving ``rate`` requests/s of ``mix``; ``spread``:
     the router spreads the pool's arrivals evenly over this many workers (1: random)."""
     if len(mix) == 0 or not model.ready:
@@ -348,20 +369,28 @@ def agg_violations(model: PassTimeModel, mix: RequestMix, rate: float, limits: P
     service = n * t_d + episode  # a prompt's own prefill: its chunk passes
     p_ttft = np.zeros(len(mix))
     if ttft_s is not None:
-        p_ttft, _ = queue_violation(service, min(rate * calibration.queue, 0.999 / float(service.mean())),
-                                ttft_s, spread)
+        p_ttft, _ = queue_violation(
+            service, min(rate * calibration.queue, 0.999 / float(service.mean())), ttft_s, spread
+        )
     p_tpot = np.zeros(len(mix))
     if itl_s is not None:
         mean_wait = rate * float(np.mean(service**2)) / (2.0 * (1.0 - busy))
         exposure = mean_wait + service + mix.gaps / passes_per_s
-        p_tpot = stalled_tpot_violation(mix.gaps, exposure, rate * calibration.stall, t_d, episode,
-                                    itl_s, spread)
+        p_tpot = stalled_tpot_violation(
+            mix.gaps, exposure, rate * calibration.stall, t_d, episode, itl_s, spread
+        )
     return _combine(p_ttft, p_tpot, batch, busy)
 
 
-def prefill_violations(model: PassTimeModel, mix: RequestMix, rate: float, limits: PoolLimits,
-                       ttft_s: float, calibration: Calibration = PLAIN,
-                       spread: int = 1) -> Violations:
+def prefill_violations(
+    model: PassTimeModel,
+    mix: RequestMix,
+    rate: float,
+    limits: PoolLimits,
+    ttft_s: float,
+    calibration: Calibration = PLAIN,
+    spread: int = 1,
+) -> Violations:
     """TTFT violations on a prefill worker receiving ``rate`` requests/s (prefill-only passes)."""
     if len(mix) == 0 or not model.ready:
         return INFEASIBLE
@@ -371,13 +400,20 @@ def prefill_violations(model: PassTimeModel, mix: RequestMix, rate: float, limit
     rho = rate * float(service.mean())
     if rho >= MAX_PREFILL_UTILISATION:
         return INFEASIBLE
-    p, _ = queue_violation(service, min(rate * calibration.queue, 0.999 / float(service.mean())),
-                       ttft_s, spread)
+    p, _ = queue_violation(
+        service, min(rate * calibration.queue, 0.999 / float(service.mean())), ttft_s, spread
+    )
     return _combine(p, np.zeros(len(mix)), 0.0, rho)
 
 
-def decode_violations(model: PassTimeModel, mix: RequestMix, rate: float, limits: PoolLimits,
-                      itl_s: float, calibration: Calibration = PLAIN) -> Violations:
+def decode_violations(
+    model: PassTimeModel,
+    mix: RequestMix,
+    rate: float,
+    limits: PoolLimits,
+    itl_s: float,
+    calibration: Calibration = PLAIN,
+) -> Violations:
     """ITL violations on a decode worker receiving ``rate`` requests/s: every pass decodes the
     whole batch; a request misses the bound when the batch it decodes in is too large."""
     if len(mix) == 0 or not model.ready:
@@ -412,4 +448,3 @@ def decode_violations(model: PassTimeModel, mix: RequestMix, rate: float, limits
 def _combine(p_ttft: np.ndarray, p_tpot: np.ndarray, batch: float, busy: float) -> Violations:
     total = 1.0 - (1.0 - p_ttft) * (1.0 - p_tpot)
     return Violations(float(total.mean()), float(p_ttft.mean()), float(p_tpot.mean()), batch, busy)
-

@@ -74,7 +74,13 @@ from plansim.planner_core.goodput_model import (
 from plansim.planner_core.lead import LeadForecast, StartupTracker
 from plansim.planner_core.observations import CompletedRequests, SlaTargets, TickInput
 from plansim.planner_core.perf_model import EngineLimits
-from plansim.planner_core.pipeline import Override, OverrideType, PipelineContext, Stage, StageResult
+from plansim.planner_core.pipeline import (
+    Override,
+    OverrideType,
+    PipelineContext,
+    Stage,
+    StageResult,
+)
 from plansim.planner_core.reasons import GoodputReason
 from plansim.planner_core.scaling_policies.base import PolicyPlugins
 from plansim.roles import PlannerMode, Role
@@ -131,12 +137,14 @@ class RequestHistory:
 
     def add(self, requests: CompletedRequests, pool_size: float) -> None:
         def keep(old: np.ndarray, new: np.ndarray) -> np.ndarray:
-            return np.concatenate((old, np.asarray(new, dtype=float)))[-self.capacity:]
+            return np.concatenate((old, np.asarray(new, dtype=float)))[-self.capacity :]
 
         self.isl = keep(self.isl, requests.isl_tokens)
         self.osl = keep(self.osl, requests.osl_tokens)
         self.cached = keep(self.cached, requests.cached_tokens)
-        self.reusable = keep(self.reusable, np.maximum(requests.reusable_tokens, requests.cached_tokens))
+        self.reusable = keep(
+            self.reusable, np.maximum(requests.reusable_tokens, requests.cached_tokens)
+        )
         self.served_by = keep(self.served_by, np.full(len(requests), max(pool_size, 1.0)))
 
     def cached_at(self, pool_size: float | None) -> np.ndarray:
@@ -202,8 +210,9 @@ class RolePlan:
 
 
 def _limits(engine_limits: EngineLimits) -> PoolLimits:
-    return PoolLimits(engine_limits.max_batched_tokens, engine_limits.max_num_seqs,
-                      engine_limits.max_kv_tokens)
+    return PoolLimits(
+        engine_limits.max_batched_tokens, engine_limits.max_num_seqs, engine_limits.max_kv_tokens
+    )
 
 
 class SlaGoodputPolicy:
@@ -214,7 +223,9 @@ class SlaGoodputPolicy:
         self.params = params
         config = state.config
         self.sla = SlaTargets(
-            ttft_ms=(sla.ttft_ms if sla is not None and sla.ttft_ms is not None else config.ttft_ms),
+            ttft_ms=(
+                sla.ttft_ms if sla is not None and sla.ttft_ms is not None else config.ttft_ms
+            ),
             itl_ms=(sla.itl_ms if sla is not None and sla.itl_ms is not None else config.itl_ms),
         )
         self.history = RequestHistory(params.history_requests)
@@ -229,7 +240,7 @@ class SlaGoodputPolicy:
             for fpm in (f for sweep in sweeps for f in bench.get(sweep, ())):
                 model.add_bootstrap(PassSample.from_pass(fpm))
             self.plans[role] = RolePlan(pool, _limits(state.perf_models[role].limits), model)
-        self._ready_seconds = {role: 0.0 for role in self.plans}
+        self._ready_seconds = dict.fromkeys(self.plans, 0.0)
         self._window_s = 0.0
         self._last_now_s: float | None = None
         self._first_s: float | None = None
@@ -269,18 +280,28 @@ class SlaGoodputPolicy:
         t, i = self.sla.ttft_ms, self.sla.itl_ms
         return (None if t is None else t / 1000.0), (None if i is None else i / 1000.0)
 
-    def violations(self, plan: RolePlan, mix: RequestMix, rate: float, replicas: float,
-                   calibration: Calibration | None = None) -> Violations:
+    def violations(
+        self,
+        plan: RolePlan,
+        mix: RequestMix,
+        rate: float,
+        replicas: float,
+        calibration: Calibration | None = None,
+    ) -> Violations:
         """Predicted violations of a pool of ``replicas`` each receiving ``rate`` req/s."""
         ttft_s, itl_s = self._bounds_s()
         calibration = plan.calibration if calibration is None else calibration
         spread = max(1, int(round(replicas))) if self.params.routing == "balanced" else 1
         if plan.role is Role.AGG:
-            return agg_violations(plan.model, mix, rate, plan.limits, ttft_s, itl_s, calibration, spread)
+            return agg_violations(
+                plan.model, mix, rate, plan.limits, ttft_s, itl_s, calibration, spread
+            )
         if plan.role is Role.PREFILL:
             if ttft_s is None:
                 return Violations(0.0, 0.0, 0.0)
-            return prefill_violations(plan.model, mix, rate, plan.limits, ttft_s, calibration, spread)
+            return prefill_violations(
+                plan.model, mix, rate, plan.limits, ttft_s, calibration, spread
+            )
         if itl_s is None:
             return Violations(0.0, 0.0, 0.0)
         return decode_violations(plan.model, mix, rate, plan.limits, itl_s, calibration)
@@ -300,8 +321,11 @@ class SlaGoodputPolicy:
         if b.max_gpus < 0:
             return UNBOUNDED_REPLICAS
         gpu = self.state.gpus_per_replica(role)
-        other = {r: self.state.min_endpoint(r) * self.state.gpus_per_replica(r)
-                 for r in self.plans if r != role}
+        other = {
+            r: self.state.min_endpoint(r) * self.state.gpus_per_replica(r)
+            for r in self.plans
+            if r != role
+        }
         return max(self.state.min_endpoint(role), (b.max_gpus - sum(other.values())) // gpu)
 
     def budgeted_target(self, plan: RolePlan, now_s: float, next_requests: float) -> float:
@@ -321,8 +345,9 @@ class SlaGoodputPolicy:
         allowed = target + BUDGET_SPEND * (target * requests - violations) / next_requests
         return min(max(allowed, target * BUDGET_RANGE[0]), target * BUDGET_RANGE[1])
 
-    def size(self, plan: RolePlan, role: str, demand_rps: float,
-             target: float | None = None) -> tuple[int, str, str]:
+    def size(
+        self, plan: RolePlan, role: str, demand_rps: float, target: float | None = None
+    ) -> tuple[int, str, str]:
         """(replicas, reason code, reason text) for ``demand_rps`` requests/s and at most a
         ``target`` share of them over the SLA (default: this pool's share of the target).
 
@@ -342,42 +367,69 @@ class SlaGoodputPolicy:
         def at(n: int) -> Violations:
             if n not in cache:
                 v = self.violations(plan, self.mix_at(plan, n), demand_rps / n, n)
-                cache[n] = replace(v, total=min(max(v.total + plan.bias, 0.0), 1.0)) if v.feasible else v
+                cache[n] = (
+                    replace(v, total=min(max(v.total + plan.bias, 0.0), 1.0)) if v.feasible else v
+                )
             return cache[n]
 
         target = self._role_target(plan) if target is None else target
         if not at(hi).feasible:
-            return hi, GoodputReason.MOST_CONSERVATIVE, (
-                f"{hi} replicas (the GPU ceiling) cannot carry {demand_rps:.2f} req/s: most conservative")
+            return (
+                hi,
+                GoodputReason.MOST_CONSERVATIVE,
+                (
+                    f"{hi} replicas (the GPU ceiling) cannot carry {demand_rps:.2f} req/s: "
+                    "most conservative"
+                ),
+            )
         meets = at(hi).total <= target
         first = _first(lo, hi, lambda n: at(n).feasible and at(n).total <= target) if meets else hi
         knee_gain = self.params.knee_gain
-        n = _first(lo, first, lambda k: at(k).feasible and (
-            at(k).total - at(first).total <= knee_gain * math.log(first / k)))
+        n = _first(
+            lo,
+            first,
+            lambda k: (
+                at(k).feasible
+                and (at(k).total - at(first).total <= knee_gain * math.log(first / k))
+            ),
+        )
         code = GoodputReason.SIZED
         if n < first:
-            note = (f"; {first} would reach {_pct(at(first).total)}: the replicas past {n} buy "
-                    f"less than {_pct(knee_gain)} per doubling")
+            note = (
+                f"; {first} would reach {_pct(at(first).total)}: the replicas past {n} buy "
+                f"less than {_pct(knee_gain)} per doubling"
+            )
         else:
             note = ""
         if not meets:
             # Out of reach: never shrink on a prediction that no size meets the SLA.
-            current = self.state.expected_prefill if role == Role.PREFILL else self.state.expected_decode
+            current = (
+                self.state.expected_prefill if role == Role.PREFILL else self.state.expected_decode
+            )
             code = GoodputReason.MOST_CONSERVATIVE
             if n < current:
                 n = min(current, hi)
-                note = f"; no size within {hi} meets the target ({_pct(at(hi).total)} at {hi}): holding {n}"
+                note = (
+                    f"; no size within {hi} meets the target ({_pct(at(hi).total)} at {hi}): "
+                    f"holding {n}"
+                )
             else:
                 note += f"; no size within {hi} meets the target ({_pct(at(hi).total)} at {hi})"
         v = at(n)
-        return n, code, (
-            f"{n} replicas for {demand_rps:.2f} req/s: {_pct(v.total)} predicted over the SLA "
-            f"(TTFT {_pct(v.ttft)}, ITL {_pct(v.tpot)}, observed bias {plan.bias * 100:+.1f} "
-            f"points; target {_pct(target)}{note})")
+        return (
+            n,
+            code,
+            (
+                f"{n} replicas for {demand_rps:.2f} req/s: {_pct(v.total)} predicted over the SLA "
+                f"(TTFT {_pct(v.ttft)}, ITL {_pct(v.tpot)}, observed bias {plan.bias * 100:+.1f} "
+                f"points; target {_pct(target)}{note})"
+            ),
+        )
 
     # -- calibration -------------------------------------------------------------------------
-    def calibrate(self, plan: RolePlan, window: WindowAttainment, ready: float,
-                  offered_rps: float) -> None:
+    def calibrate(
+        self, plan: RolePlan, window: WindowAttainment, ready: float, offered_rps: float
+    ) -> None:
         """Move the calibration toward what the window delivered (damped, bounded, only beyond
         binomial noise), on the window's actual rate per replica."""
         if window.requests < self.params.min_window_requests or ready < 1 or offered_rps <= 0:
@@ -398,10 +450,12 @@ class SlaGoodputPolicy:
         # What the recalibrated model still misses at this operating point, in share of
         # requests: an exponentially weighted bias added to every prediction.
         after = self.violations(plan, mix, rate, ready)
-        observed = {Role.AGG: window.either, Role.PREFILL: window.ttft,
-                    Role.DECODE: window.tpot}[plan.role] / n
-        predicted = {Role.AGG: after.total, Role.PREFILL: after.ttft,
-                     Role.DECODE: after.tpot}[plan.role]
+        observed = {Role.AGG: window.either, Role.PREFILL: window.ttft, Role.DECODE: window.tpot}[
+            plan.role
+        ] / n
+        predicted = {Role.AGG: after.total, Role.PREFILL: after.ttft, Role.DECODE: after.tpot}[
+            plan.role
+        ]
         limit = self._role_target(plan)
         residual = min(max(observed - predicted, -limit), limit)
         plan.bias = (1.0 - BIAS_WEIGHT) * plan.bias + BIAS_WEIGHT * residual
@@ -411,9 +465,15 @@ class SlaGoodputPolicy:
         """Size every pool from the same-tick predictions; role -> target (None: nothing)."""
         diag = self.state.diag
         traffic = ctx.observations.traffic
-        ready_avg = {r: (self._ready_seconds[r] / self._window_s if self._window_s > 0 else self.state.ready(r))
-                     for r in self.plans}
-        self._ready_seconds = {r: 0.0 for r in self.plans}
+        ready_avg = {
+            r: (
+                self._ready_seconds[r] / self._window_s
+                if self._window_s > 0
+                else self.state.ready(r)
+            )
+            for r in self.plans
+        }
+        self._ready_seconds = dict.fromkeys(self.plans, 0.0)
         self._window_s = 0.0
         window = None
         if traffic is not None and traffic.requests is not None and len(traffic.requests):
@@ -425,7 +485,9 @@ class SlaGoodputPolicy:
             self._reason_all(GoodputReason.NO_PREDICTION, "no prediction this interval")
             return None
         if len(self.history) == 0:
-            self._reason_all(GoodputReason.NO_TRAFFIC, "no completed request yet: nothing to size for")
+            self._reason_all(
+                GoodputReason.NO_TRAFFIC, "no completed request yet: nothing to size for"
+            )
             return None
         forecast = max(float(predictions["num_req"] or 0.0), 0.0) / float(predictions["duration_s"])
         demand = forecast
@@ -437,44 +499,71 @@ class SlaGoodputPolicy:
             self._offered = [(t, c) for t, c in self._offered if now - t < horizon - 1e-9]
             self._offered.append((now, traffic.num_req))
         targets: dict[str, int] = {}
-        self._demands = self._demands[-(SMOOTHING_SIZES - 1):] if SMOOTHING_SIZES > 1 else []
+        self._demands = self._demands[-(SMOOTHING_SIZES - 1) :] if SMOOTHING_SIZES > 1 else []
         for role, plan in self.plans.items():
             if not plan.model.ready:
                 plan.reason = f"{GoodputReason.MODEL_NOT_READY}: {len(plan.model)} pass samples"
-                targets[role] = self.state.expected_prefill if role == Role.PREFILL else self.state.expected_decode
+                targets[role] = (
+                    self.state.expected_prefill
+                    if role == Role.PREFILL
+                    else self.state.expected_decode
+                )
                 continue
             if window is not None and traffic.duration_s > 0:
                 self.calibrate(plan, window, ready_avg[role], traffic.num_req / traffic.duration_s)
-                missed = {Role.AGG: window.either, Role.PREFILL: window.ttft,
-                          Role.DECODE: window.tpot}[plan.role]
+                missed = {
+                    Role.AGG: window.either,
+                    Role.PREFILL: window.ttft,
+                    Role.DECODE: window.tpot,
+                }[plan.role]
                 plan.spent.append((ctx.observations.now_s, window.requests, missed))
             interval_s = float(predictions["duration_s"])
             ahead = demand
             if self.params.forecast_lead:
-                ahead = max(demand, self.lead.ahead(forecast, self.startups[role].lead_s(),
-                                                    interval_s, self.params.forecast_error_z))
+                ahead = max(
+                    demand,
+                    self.lead.ahead(
+                        forecast,
+                        self.startups[role].lead_s(),
+                        interval_s,
+                        self.params.forecast_error_z,
+                    ),
+                )
             target = self.budgeted_target(plan, ctx.observations.now_s, ahead * interval_s)
             sized, code, text = self.size(plan, role, ahead, target)
-            missed_badly = (window is not None and window.requests >= self.params.min_window_requests
-                            and plan.spent and plan.spent[-1][0] == now
-                            and plan.spent[-1][2] > URGENT_FACTOR * target * window.requests)
-            surge = bool(self._demands) and demand > SURGE_FACTOR * sorted(self._demands)[(len(self._demands) - 1) // 2]
+            missed_badly = (
+                window is not None
+                and window.requests >= self.params.min_window_requests
+                and plan.spent
+                and plan.spent[-1][0] == now
+                and plan.spent[-1][2] > URGENT_FACTOR * target * window.requests
+            )
+            surge = (
+                bool(self._demands)
+                and demand > SURGE_FACTOR * sorted(self._demands)[(len(self._demands) - 1) // 2]
+            )
             urgent = missed_badly or surge or (self.params.forecast_lead and self.lead.surprise)
-            targets[role] = self._stabilized(plan, role, ctx.observations.now_s, sized,
-                                             f"{code}: {text}", urgent)
+            targets[role] = self._stabilized(
+                plan, role, ctx.observations.now_s, sized, f"{code}: {text}", urgent
+            )
         self._demands.append(demand)
         if window is not None:
-            diag.goodput_observed_violation = window.either / window.requests if window.requests else None
+            diag.goodput_observed_violation = (
+                window.either / window.requests if window.requests else None
+            )
         self._record()
         return targets
 
-    def _stabilized(self, plan: RolePlan, role: str, now_s: float, sized: int, why: str,
-                    urgent: bool) -> int:
+    def _stabilized(
+        self, plan: RolePlan, role: str, now_s: float, sized: int, why: str, urgent: bool
+    ) -> int:
         """The median of the last three sizes (one interval's noise does not move the pool; the
         size itself when the last window missed the SLA badly or demand surged: ``urgent``);
         grow at once, shrink only to the largest size of the stabilization window, and not while
         the pool is scaling."""
-        current = self.state.expected_prefill if role == Role.PREFILL else self.state.expected_decode
+        current = (
+            self.state.expected_prefill if role == Role.PREFILL else self.state.expected_decode
+        )
         setattr(self.state.diag, f"goodput_sized_{role}", sized)
         plan.recent = (plan.recent + [sized])[-SMOOTHING_SIZES:]
         if not urgent:
@@ -487,7 +576,9 @@ class SlaGoodputPolicy:
             plan.sized.append((plan.started_s, current))
         ceiling = max(math.ceil(current * MAX_GROWTH_FACTOR), current + MAX_GROWTH_STEP)
         capped = min(sized, ceiling)
-        plan.sized = [(t, n) for t, n in plan.sized if now_s - t < window - 1e-9] + [(now_s, capped)]
+        plan.sized = [(t, n) for t, n in plan.sized if now_s - t < window - 1e-9] + [
+            (now_s, capped)
+        ]
         target = max(n for _, n in plan.sized)
         if capped < sized:
             plan.reason = f"{why}; growth capped at {ceiling} this interval"
@@ -496,8 +587,10 @@ class SlaGoodputPolicy:
             plan.reason = f"{GoodputReason.SCALE_DOWN_HELD}: {why}; waiting for the pool to settle"
             return current
         if sized < target and target <= current:
-            plan.reason = (f"{GoodputReason.SCALE_DOWN_HELD}: {why}; {target} were needed within "
-                           f"the last {window:g} s")
+            plan.reason = (
+                f"{GoodputReason.SCALE_DOWN_HELD}: {why}; {target} were needed within "
+                f"the last {window:g} s"
+            )
         else:
             plan.reason = why
         return target
@@ -512,7 +605,9 @@ class SlaGoodputPolicy:
         requests = sum(n for _, n, _ in plan.spent)
         if stretch > 1.0 and requests >= self.params.min_window_requests:
             missed = sum(v for _, _, v in plan.spent)
-            stretch = 1.0 + (stretch - 1.0) * min(1.0, missed / (self._role_target(plan) * requests))
+            stretch = 1.0 + (stretch - 1.0) * min(
+                1.0, missed / (self._role_target(plan) * requests)
+            )
         return self.params.scale_down_stabilization_s * stretch
 
     def burstiness(self) -> float:
@@ -535,12 +630,16 @@ class SlaGoodputPolicy:
         diag = self.state.diag
         for role, plan in self.plans.items():
             setattr(diag, f"policy_reason_{role}", plan.reason)
-        diag.policy_reason = "; ".join(f"{r}: {p.reason}" for r, p in self.plans.items()) \
-            if len(self.plans) > 1 else next(iter(self.plans.values())).reason
+        diag.policy_reason = (
+            "; ".join(f"{r}: {p.reason}" for r, p in self.plans.items())
+            if len(self.plans) > 1
+            else next(iter(self.plans.values())).reason
+        )
         queue_role = Role.PREFILL if Role.PREFILL in self.plans else Role.DECODE
         diag.goodput_queue_calibration = self.plans[queue_role].calibration.queue
-        diag.goodput_stall_calibration = self.plans[Role.DECODE].calibration.stall \
-            if Role.DECODE in self.plans else None
+        diag.goodput_stall_calibration = (
+            self.plans[Role.DECODE].calibration.stall if Role.DECODE in self.plans else None
+        )
         diag.goodput_target_violation = self.params.max_violation_fraction
         for role, plan in self.plans.items():
             setattr(diag, f"goodput_bias_{role}", plan.bias)
@@ -554,32 +653,49 @@ class SlaGoodputPolicy:
         ttft_s, _ = self._bounds_s()
         if ttft_s is not None and plan.role.prefills:
             mix = self.history.mix() if len(self.history) else None
-            hit = float(np.mean(np.minimum(self.history.cached / np.maximum(self.history.isl, 1), 1.0))) \
-                if mix is not None else 0.0
+            hit = (
+                float(
+                    np.mean(np.minimum(self.history.cached / np.maximum(self.history.isl, 1), 1.0))
+                )
+                if mix is not None
+                else 0.0
+            )
             nxt = float(mix.prefill_tokens.mean()) if mix is not None else 0.0
             estimates = [self._queued_ttft_s(plan, f, hit, nxt) for f in fpms]
             worst = float(np.percentile(estimates, pct))
             if worst > ttft_s:
-                return (f"{GoodputReason.QUEUE_PRESSURE}: p{pct:g} queue-aware TTFT over "
-                        f"{len(fpms)} workers {worst * 1000:.0f} ms > {ttft_s * 1000:.0f} ms")
+                return (
+                    f"{GoodputReason.QUEUE_PRESSURE}: p{pct:g} queue-aware TTFT over "
+                    f"{len(fpms)} workers {worst * 1000:.0f} ms > {ttft_s * 1000:.0f} ms"
+                )
         if plan.role.decodes:
-            kv_cap = plan.limits.max_kv_tokens / max(1, len(fpms) // max(1, len({f.worker_id for f in fpms})))
+            kv_cap = plan.limits.max_kv_tokens / max(
+                1, len(fpms) // max(1, len({f.worker_id for f in fpms}))
+            )
             usage = [(f.sum_decode_kv_tokens + f.queued_decode_kv_tokens) / kv_cap for f in fpms]
             worst = float(np.percentile(usage, pct))
             if worst > self.params.kv_pressure:
-                return (f"{GoodputReason.KV_PRESSURE}: p{pct:g} KV usage {worst:.0%} > "
-                        f"{self.params.kv_pressure:.0%}")
+                return (
+                    f"{GoodputReason.KV_PRESSURE}: p{pct:g} KV usage {worst:.0%} > "
+                    f"{self.params.kv_pressure:.0%}"
+                )
         return None
 
     def _queued_ttft_s(self, plan: RolePlan, fpm, hit_rate: float, next_tokens: float) -> float:
         """A prompt arriving now at this worker: the queued prompts' tokens left after cache
         hits, the unfinished prompts' remaining tokens, then its own, in chunks."""
-        tokens = fpm.queued_prefill_tokens * (1.0 - hit_rate) + fpm.inflight_prefill_tokens + next_tokens
+        tokens = (
+            fpm.queued_prefill_tokens * (1.0 - hit_rate) + fpm.inflight_prefill_tokens + next_tokens
+        )
         batch = float(fpm.num_decode_requests)
         budget = max(1.0, math.floor(plan.limits.max_batched_tokens - batch))
         full, tail = divmod(math.ceil(tokens), int(budget))
-        base = float(plan.model.decode_s(fpm.sum_decode_kv_tokens if plan.role is Role.AGG else 0.0))
-        stall = float(plan.model.stall_s(budget)) * full + (float(plan.model.stall_s(tail)) if tail else 0.0)
+        base = float(
+            plan.model.decode_s(fpm.sum_decode_kv_tokens if plan.role is Role.AGG else 0.0)
+        )
+        stall = float(plan.model.stall_s(budget)) * full + (
+            float(plan.model.stall_s(tail)) if tail else 0.0
+        )
         return (full + (1 if tail else 0)) * base + stall
 
     def run_fast(self, fpm_by_role) -> dict[str, int] | None:
@@ -594,7 +710,9 @@ class SlaGoodputPolicy:
             if why is None:
                 setattr(diag, f"load_decision_reason_{role}", GoodputReason.NO_CHANGE)
                 continue
-            current = self.state.expected_prefill if role == Role.PREFILL else self.state.expected_decode
+            current = (
+                self.state.expected_prefill if role == Role.PREFILL else self.state.expected_decode
+            )
             if current + 1 > self.max_replicas(role):
                 setattr(diag, f"load_decision_reason_{role}", GoodputReason.AT_CEILING)
                 continue
@@ -619,7 +737,7 @@ def _recalibrated(value: float, observed: float, expected: float) -> float:
         ratio = max(observed, 0.5) / expected
     else:
         return value
-    factor = min(max(ratio ** CALIBRATION_DAMPING, 1.0 / CALIBRATION_STEP), CALIBRATION_STEP)
+    factor = min(max(ratio**CALIBRATION_DAMPING, 1.0 / CALIBRATION_STEP), CALIBRATION_STEP)
     return min(max(value * factor, CALIBRATION_RANGE[0]), CALIBRATION_RANGE[1])
 
 
@@ -674,7 +792,8 @@ class GoodputSizing(_Loop):
             self._targets = self._fit(self.policy.run_slow(ctx))
             diag = self.state.diag
             diag.throughput_decision_reason = (
-                GoodputReason.SIZED if self._targets is not None else GoodputReason.NO_CHANGE)
+                GoodputReason.SIZED if self._targets is not None else GoodputReason.NO_CHANGE
+            )
             for role, plan in self.policy.plans.items():
                 setattr(diag, f"throughput_decision_reason_{role}", plan.reason.split(":", 1)[0])
         return self._targets
@@ -686,10 +805,18 @@ class GoodputSizing(_Loop):
         s = self.state
         out = {r: max(v, s.min_endpoint(r)) for r, v in targets.items()}
         if len(out) == 2:
-            p, d = fit_ceiling_pair((s.expected_prefill, s.expected_decode), (out[Role.PREFILL], out[Role.DECODE]), s.budget)
+            p, d = fit_ceiling_pair(
+                (s.expected_prefill, s.expected_decode),
+                (out[Role.PREFILL], out[Role.DECODE]),
+                s.budget,
+            )
             return {Role.PREFILL: p, Role.DECODE: d}
-        (role, n), = out.items()
-        return {role: fit_ceiling_single(n, s.gpus_per_replica(role), s.min_endpoint(role), s.budget.max_gpus)}
+        ((role, n),) = out.items()
+        return {
+            role: fit_ceiling_single(
+                n, s.gpus_per_replica(role), s.min_endpoint(role), s.budget.max_gpus
+            )
+        }
 
     def run(self, ctx: PipelineContext) -> StageResult:
         targets = self.refresh(ctx)
@@ -728,11 +855,15 @@ class GoodputPressure(_Loop):
 def _set(targets: dict[str, int] | None, policy: SlaGoodputPolicy) -> tuple[Override, ...]:
     if not targets:
         return ()
-    return tuple(Override(role, OverrideType.SET, n, policy.plans[role].reason)
-                 for role, n in sorted(targets.items()))
+    return tuple(
+        Override(role, OverrideType.SET, n, policy.plans[role].reason)
+        for role, n in sorted(targets.items())
+    )
 
 
 def build(state, params: SlaGoodputParams, sla: SlaTargets | None) -> PolicyPlugins:
     policy = SlaGoodputPolicy(state, params, sla)
     sizing = GoodputSizing(policy)
-    return PolicyPlugins(throughput=sizing, load=GoodputPressure(policy, sizing), observe=policy.observe)
+    return PolicyPlugins(
+        throughput=sizing, load=GoodputPressure(policy, sizing), observe=policy.observe
+    )

@@ -99,7 +99,9 @@ class LeadForecast:
         x = np.arange(y.size, dtype=float)
         slope, intercept = np.polyfit(x, y, 1)
         residual = y - (slope * x + intercept)
-        se = math.sqrt(float(residual @ residual) / (y.size - 2) / float(((x - x.mean()) ** 2).sum()))
+        se = math.sqrt(
+            float(residual @ residual) / (y.size - 2) / float(((x - x.mean()) ** 2).sum())
+        )
         return float(slope) if abs(slope) > TREND_SIGMAS * se else 0.0
 
     def ahead(self, forecast_rps: float, lead_s: float, interval_s: float, z: float) -> float:

@@ -43,7 +43,9 @@ def reconcile_fpm(fpms: Sequence[ForwardPassMetrics], ready: int) -> str | None:
     return None
 
 
-def scale_decision(estimates: Sequence[float], sla: float, n: int, min_ep: int, can_scale_down: bool | None) -> Signal:
+def scale_decision(
+    estimates: Sequence[float], sla: float, n: int, min_ep: int, can_scale_down: bool | None
+) -> Signal:
     """The SLA rule: all estimates > SLA -> N + 1; else N > 1 and safe -> max(N - 1, min_ep);
     else N. ``can_scale_down`` False is a consolidation refusal, None an unavailable estimate."""
     if not estimates:
@@ -63,7 +65,9 @@ def consolidation_factor(n: int) -> float:
     return n / (n - 1) if n > 1 else float("inf")
 
 
-def ttft_budget_allows(t_own: float | None, t_post: float | None, sla_s: float, sensitivity: float) -> bool | None:
+def ttft_budget_allows(
+    t_own: float | None, t_post: float | None, sla_s: float, sensitivity: float
+) -> bool | None:
     """Prefill scale-down test: the queue growth from consolidation must stay inside
     ``(SLA - T_own) * s``. None when an estimate is unavailable."""
     if t_own is None or t_post is None:
@@ -72,23 +76,53 @@ def ttft_budget_allows(t_own: float | None, t_post: float | None, sla_s: float, 
     return budget > 0 and (t_post - t_own) < budget
 
 
-def prefill_can_scale_down(model: EnginePerfModel, fpm: ForwardPassMetrics, h: float | None, sla_s: float, s: float, c: float) -> bool | None:
+def prefill_can_scale_down(
+    model: EnginePerfModel,
+    fpm: ForwardPassMetrics,
+    h: float | None,
+    sla_s: float,
+    s: float,
+    c: float,
+) -> bool | None:
     t_own = model.estimate_ttft_s(fpm, h, queue_scale=0.0)
     t_post = model.estimate_ttft_s(fpm, h, queue_scale=c)
     return ttft_budget_allows(t_own, t_post, sla_s, s)
 
 
-def agg_prefill_can_scale_down(model: EnginePerfModel, fpm: ForwardPassMetrics, h: float | None, sla_s: float, s: float, c: float) -> bool | None:
-    t_own = model.estimate_ttft_s(fpm, h, queue_scale=0.0, decode_scale=c, include_queued_decode=True)
-    t_post = model.estimate_ttft_s(fpm, h, queue_scale=c, decode_scale=c, include_queued_decode=True)
+def agg_prefill_can_scale_down(
+    model: EnginePerfModel,
+    fpm: ForwardPassMetrics,
+    h: float | None,
+    sla_s: float,
+    s: float,
+    c: float,
+) -> bool | None:
+    t_own = model.estimate_ttft_s(
+        fpm, h, queue_scale=0.0, decode_scale=c, include_queued_decode=True
+    )
+    t_post = model.estimate_ttft_s(
+        fpm, h, queue_scale=c, decode_scale=c, include_queued_decode=True
+    )
     return ttft_budget_allows(t_own, t_post, sla_s, s)
 
 
 def decode_can_scale_down(
-    model: EnginePerfModel, fpm: ForwardPassMetrics, max_kv: float, accept: float, itl_sla_s: float, s: float, c: float, *, agg: bool = False
+    model: EnginePerfModel,
+    fpm: ForwardPassMetrics,
+    max_kv: float,
+    accept: float,
+    itl_sla_s: float,
+    s: float,
+    c: float,
+    *,
+    agg: bool = False,
 ) -> bool | None:
     """Refuse when the consolidated KV would not fit, or the consolidated ITL breaks SLA * s."""
-    kv = fpm.sum_decode_kv_tokens + fpm.queued_decode_kv_tokens + (fpm.queued_prefill_tokens if agg else 0)
+    kv = (
+        fpm.sum_decode_kv_tokens
+        + fpm.queued_decode_kv_tokens
+        + (fpm.queued_prefill_tokens if agg else 0)
+    )
     if kv * c >= max_kv:
         return False
     post = model.estimate_itl_s(fpm, decode_scale=c, include_queued_prefill=agg)
@@ -98,7 +132,14 @@ def decode_can_scale_down(
 
 
 def easy_signal(
-    values: Sequence[float], up: float, down: float, n: int, min_ep: int, *, up_inclusive: bool, down_inclusive: bool
+    values: Sequence[float],
+    up: float,
+    down: float,
+    n: int,
+    min_ep: int,
+    *,
+    up_inclusive: bool,
+    down_inclusive: bool,
 ) -> Signal:
     """Static thresholds: any engine over ``up`` -> N + 1; all under ``down`` -> N - 1, unless
     the busiest engine's load spread over the survivors (``max * N / (N - 1)``) would reach
@@ -117,7 +158,9 @@ def easy_signal(
     return n, LoadReason.NO_CHANGE
 
 
-def _per_rank_kv(state: PlannerScalingState, role: str, fpms: Sequence[ForwardPassMetrics]) -> float:
+def _per_rank_kv(
+    state: PlannerScalingState, role: str, fpms: Sequence[ForwardPassMetrics]
+) -> float:
     caps = state.role_caps(role)
     limits = state.perf_models[role].limits
     total = caps.max_kv_tokens if caps is not None and caps.max_kv_tokens else limits.max_kv_tokens
@@ -125,33 +168,64 @@ def _per_rank_kv(state: PlannerScalingState, role: str, fpms: Sequence[ForwardPa
     return total / ranks
 
 
-def _easy_role_signal(state: PlannerScalingState, role: str, fpms: Sequence[ForwardPassMetrics]) -> Signal:
+def _easy_role_signal(
+    state: PlannerScalingState, role: str, fpms: Sequence[ForwardPassMetrics]
+) -> Signal:
     config = state.config
     n, min_ep = state.ready(role), state.min_endpoint(role)
     target = config.optimization_target
     if role == Role.PREFILL:
         if target == "load":
             values = [float(f.queued_prefill_tokens) for f in fpms]
-            return easy_signal(values, config.prefill_scale_up_queue_tokens, config.prefill_scale_down_queue_tokens, n, min_ep, up_inclusive=True, down_inclusive=True)
+            return easy_signal(
+                values,
+                config.prefill_scale_up_queue_tokens,
+                config.prefill_scale_down_queue_tokens,
+                n,
+                min_ep,
+                up_inclusive=True,
+                down_inclusive=True,
+            )
         caps = state.role_caps(Role.PREFILL)
-        ctx = (caps.context_length if caps is not None and caps.context_length else None) or state.perf_models[role].limits.max_batched_tokens
+        ctx = (
+            caps.context_length if caps is not None and caps.context_length else None
+        ) or state.perf_models[role].limits.max_batched_tokens
         values = [f.queued_prefill_tokens / ctx for f in fpms]
         up, down, _, _ = EASY_THRESHOLDS[target]
-        return easy_signal(values, up, down, n, min_ep, up_inclusive=True, down_inclusive=target == "latency")
+        return easy_signal(
+            values, up, down, n, min_ep, up_inclusive=True, down_inclusive=target == "latency"
+        )
     max_kv = _per_rank_kv(state, role, fpms)
     agg = config.mode == PlannerMode.AGG
     values = [
-        (f.sum_decode_kv_tokens + f.queued_decode_kv_tokens + (f.queued_prefill_tokens if agg else 0)) / max_kv
+        (
+            f.sum_decode_kv_tokens
+            + f.queued_decode_kv_tokens
+            + (f.queued_prefill_tokens if agg else 0)
+        )
+        / max_kv
         for f in fpms
     ]
     if target == "load":
-        return easy_signal(values, config.decode_scale_up_kv_rate / 100, config.decode_scale_down_kv_rate / 100, n, min_ep, up_inclusive=True, down_inclusive=True)
+        return easy_signal(
+            values,
+            config.decode_scale_up_kv_rate / 100,
+            config.decode_scale_down_kv_rate / 100,
+            n,
+            min_ep,
+            up_inclusive=True,
+            down_inclusive=True,
+        )
     _, _, up, down = EASY_THRESHOLDS[target]
     return easy_signal(values, up, down, n, min_ep, up_inclusive=False, down_inclusive=False)
 
 
 def _sla_signal(
-    estimates: list[float | None], sla_ms: float, n: int, min_ep: int, checks: list[Callable[[], bool | None]]
+    estimates: list[float | None],
+    sla_ms: float,
+    n: int,
+    min_ep: int,
+    checks: list[Callable[[], bool | None]],
 ) -> Signal:
     if not estimates or any(e is None for e in estimates):
         return None, LoadReason.INSUFFICIENT_DATA
@@ -162,7 +236,9 @@ def _sla_signal(
     return scale_decision(estimates, sla_ms, n, min_ep, can_down)
 
 
-def _sla_role_signals(state: PlannerScalingState, role: str, fpms: Sequence[ForwardPassMetrics]) -> list[Signal]:
+def _sla_role_signals(
+    state: PlannerScalingState, role: str, fpms: Sequence[ForwardPassMetrics]
+) -> list[Signal]:
     """SLA signals for one role: [ttft] (prefill), [itl] (decode) or [ttft, itl] (agg)."""
     config, diag = state.config, state.diag
     model = state.perf_models[role]
@@ -181,13 +257,21 @@ def _sla_role_signals(state: PlannerScalingState, role: str, fpms: Sequence[Forw
         checks = [lambda f=f: check(model, f, h, config.ttft_ms / 1000, s, c) for f in fpms]
         signals.append(_sla_signal(est, config.ttft_ms, n, min_ep, checks))
     if role == Role.DECODE:
-        est = [None if (v := model.estimate_itl_s(f, include_queued_prefill=False)) is None else v * 1000 / accept for f in fpms]
+        est = [
+            None
+            if (v := model.estimate_itl_s(f, include_queued_prefill=False)) is None
+            else v * 1000 / accept
+            for f in fpms
+        ]
         if all(e is not None for e in est) and est:
             diag.estimated_itl_ms = max(est)
         max_kv = _per_rank_kv(state, role, fpms)
         agg = pool is Role.AGG
         checks = [
-            lambda f=f: decode_can_scale_down(model, f, max_kv, accept, config.itl_ms / 1000, s, c, agg=agg) for f in fpms
+            lambda f=f: decode_can_scale_down(
+                model, f, max_kv, accept, config.itl_ms / 1000, s, c, agg=agg
+            )
+            for f in fpms
         ]
         signals.append(_sla_signal(est, config.itl_ms, n, min_ep, checks))
     return signals
@@ -210,7 +294,7 @@ def combine_agg(prefill: Signal, decode: Signal, n: int) -> Signal:
         return d, d_reason
     if p is not None and d is not None and p < n and d < n:
         return max(p, d), LoadReason.SCALE_DOWN
-    for target, reason in (prefill, decode):
+    for _target, reason in (prefill, decode):
         if reason == LoadReason.SCALE_DOWN_REFUSED_CONSOLIDATION:
             return n, reason
     if p is None and d is None:
@@ -218,7 +302,9 @@ def combine_agg(prefill: Signal, decode: Signal, n: int) -> Signal:
     return n, LoadReason.NO_CHANGE
 
 
-def advance_load(state: PlannerScalingState, fpm_by_role: dict[str, tuple[ForwardPassMetrics, ...]]) -> dict[str, int] | None:
+def advance_load(
+    state: PlannerScalingState, fpm_by_role: dict[str, tuple[ForwardPassMetrics, ...]]
+) -> dict[str, int] | None:
     """One load step: role -> new target, or None when nothing changes. Fills the diagnostics."""
     config, diag = state.config, state.diag
     roles = config.active_roles()
@@ -227,7 +313,12 @@ def advance_load(state: PlannerScalingState, fpm_by_role: dict[str, tuple[Forwar
         return None
     _record_engine_load(state, fpm_by_role)
     if any(state.in_progress(role) for role in roles):
-        _record(diag, roles, {role: LoadReason.SCALING_IN_PROGRESS for role in roles}, LoadReason.SCALING_IN_PROGRESS)
+        _record(
+            diag,
+            roles,
+            dict.fromkeys(roles, LoadReason.SCALING_IN_PROGRESS),
+            LoadReason.SCALING_IN_PROGRESS,
+        )
         return None
 
     signals: dict[str, Signal] = {}
@@ -266,8 +357,12 @@ def advance_load(state: PlannerScalingState, fpm_by_role: dict[str, tuple[Forwar
     if len(roles) == 2:
         pair = (floored[Role.PREFILL], floored[Role.DECODE])
         if floored != proposed:
-            pair = fit_ceiling_pair((current[Role.PREFILL], current[Role.DECODE]), pair, state.budget)
-        pair, budget_reason = state.apply_disagg_scaling_budget((current[Role.PREFILL], current[Role.DECODE]), pair)
+            pair = fit_ceiling_pair(
+                (current[Role.PREFILL], current[Role.DECODE]), pair, state.budget
+            )
+        pair, budget_reason = state.apply_disagg_scaling_budget(
+            (current[Role.PREFILL], current[Role.DECODE]), pair
+        )
         targets = {Role.PREFILL: pair[0], Role.DECODE: pair[1]}
     else:
         (r,) = roles
@@ -306,7 +401,9 @@ def _record(diag, roles, reasons: dict[str, str], overall: str) -> None:
         setattr(diag, f"load_decision_reason_{role}", str(reasons[role]))
 
 
-def _record_engine_load(state: PlannerScalingState, fpm_by_role: dict[str, tuple[ForwardPassMetrics, ...]]) -> None:
+def _record_engine_load(
+    state: PlannerScalingState, fpm_by_role: dict[str, tuple[ForwardPassMetrics, ...]]
+) -> None:
     diag = state.diag
     queues = []
     for fpms in fpm_by_role.values():
@@ -323,4 +420,6 @@ def _record_engine_load(state: PlannerScalingState, fpm_by_role: dict[str, tuple
     diag.engine_queues = queues
     if queues:
         diag.queued_prefill_tokens = sum(q["queued_prefill_tokens"] for q in queues)
-        diag.decode_kv_tokens = sum(q["queued_decode_kv_tokens"] + q["inflight_decode_kv_tokens"] for q in queues)
+        diag.decode_kv_tokens = sum(
+            q["queued_decode_kv_tokens"] + q["inflight_decode_kv_tokens"] for q in queues
+        )

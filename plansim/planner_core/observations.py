@@ -30,7 +30,8 @@ class PassTotals:
 
     def __add__(self, other: PassTotals) -> PassTotals:
         return PassTotals(
-            self.passes + other.passes, self.wall_s + other.wall_s,
+            self.passes + other.passes,
+            self.wall_s + other.wall_s,
             self.prefill_requests + other.prefill_requests,
             self.prefill_tokens + other.prefill_tokens,
             self.decode_requests + other.decode_requests,
@@ -88,15 +89,21 @@ class ForwardPassMetrics:
         n = total.passes
         scale = 1.0 / n if n else 0.0
         return cls(
-            worker_id=worker_id, dp_rank=dp_rank, wall_time_s=total.wall_s * scale,
+            worker_id=worker_id,
+            dp_rank=dp_rank,
+            wall_time_s=total.wall_s * scale,
             num_prefill_requests=total.prefill_requests * scale,
             sum_prefill_tokens=total.prefill_tokens * scale,
             num_decode_requests=total.decode_requests * scale,
             sum_decode_kv_tokens=total.decode_kv_tokens * scale,
-            queued_prefill_requests=queued[0], queued_prefill_tokens=queued[1],
-            queued_decode_requests=queued[2], queued_decode_kv_tokens=queued[3],
-            num_passes=n, inflight_prefill_tokens=inflight_prefill_tokens,
-            mixed=mixed, decode_only=decode_only,
+            queued_prefill_requests=queued[0],
+            queued_prefill_tokens=queued[1],
+            queued_decode_requests=queued[2],
+            queued_decode_kv_tokens=queued[3],
+            num_passes=n,
+            inflight_prefill_tokens=inflight_prefill_tokens,
+            mixed=mixed,
+            decode_only=decode_only,
         )
 
 

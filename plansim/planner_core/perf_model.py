@@ -136,7 +136,9 @@ def candidate_batches(bound: int) -> list[int]:
     """1..B when B <= 128, else 128 evenly spaced integers ``1 + i*(B-1)//127``."""
     if bound <= MAX_CANDIDATE_BATCHES:
         return list(range(1, bound + 1))
-    return [1 + i * (bound - 1) // (MAX_CANDIDATE_BATCHES - 1) for i in range(MAX_CANDIDATE_BATCHES)]
+    return [
+        1 + i * (bound - 1) // (MAX_CANDIDATE_BATCHES - 1) for i in range(MAX_CANDIDATE_BATCHES)
+    ]
 
 
 def effective_isl(isl: float, kv_hit_rate: float | None) -> int:
@@ -194,7 +196,9 @@ class EnginePerfModel:
         if update_averages:
             self._update_averages(fpm)
         if fpm.wall_time_s > 0 and math.isfinite(fpm.wall_time_s):
-            self.store.add(self._features(fpm.sum_prefill_tokens, fpm.sum_decode_kv_tokens), fpm.wall_time_s)
+            self.store.add(
+                self._features(fpm.sum_prefill_tokens, fpm.sum_decode_kv_tokens), fpm.wall_time_s
+            )
             self._dirty = True
 
     def _update_averages(self, fpm: ForwardPassMetrics) -> None:
@@ -271,11 +275,17 @@ class EnginePerfModel:
         """TTFT of a request arriving now: its own prefill behind the queued prefill tokens
         (``(queued * queue_scale + avg_isl) * (1 - h)``), in chunks; agg adds the decode load."""
         avg_isl = self.avg_isl.value or 0.0
-        h = 0.0 if kv_hit_rate is None or not math.isfinite(kv_hit_rate) else min(max(kv_hit_rate, 0.0), MAX_KV_HIT_RATE)
+        h = (
+            0.0
+            if kv_hit_rate is None or not math.isfinite(kv_hit_rate)
+            else min(max(kv_hit_rate, 0.0), MAX_KV_HIT_RATE)
+        )
         tokens = (fpm.queued_prefill_tokens * queue_scale + avg_isl) * (1.0 - h)
         decode_kv = 0.0
         if self.kind == Role.AGG:
-            decode_kv = fpm.sum_decode_kv_tokens + (fpm.queued_decode_kv_tokens if include_queued_decode else 0)
+            decode_kv = fpm.sum_decode_kv_tokens + (
+                fpm.queued_decode_kv_tokens if include_queued_decode else 0
+            )
             decode_kv *= decode_scale
         return self.chunked_prefill_s(tokens, decode_kv)
 
@@ -324,7 +334,11 @@ class EnginePerfModel:
         lim = self.limits
         candidates: list[Capacity] = []
         if role == Role.PREFILL:
-            bound = 1 if isl_eff > lim.max_batched_tokens else min(lim.max_num_seqs, lim.max_batched_tokens // isl_eff)
+            bound = (
+                1
+                if isl_eff > lim.max_batched_tokens
+                else min(lim.max_num_seqs, lim.max_batched_tokens // isl_eff)
+            )
             for b in candidate_batches(max(1, bound)):
                 ttft = self.chunked_prefill_s(b * isl_eff)
                 eligible = within_sla(ttft * 1000, ttft_sla_ms)

@@ -107,7 +107,10 @@ class PluginScheduler:
         out = []
         for plugin in self.plugins:
             interval = plugin.execution_interval_seconds
-            if interval is None or now_s - self._last[plugin.plugin_id] >= interval - TIME_TOLERANCE_S:
+            if (
+                interval is None
+                or now_s - self._last[plugin.plugin_id] >= interval - TIME_TOLERANCE_S
+            ):
                 out.append(plugin)
         return out
 
@@ -148,7 +151,9 @@ def run_pipeline(plugins: Sequence[PlannerPlugin], ctx: PipelineContext) -> Pipe
         results = [(p, p.run(ctx) or StageResult()) for p in stage_plugins]
         for plugin, result in results:
             for o in result.overrides:
-                outcome.overrides.append((plugin.plugin_id, stage.name, str(o.type), o.component, o.value))
+                outcome.overrides.append(
+                    (plugin.plugin_id, stage.name, str(o.type), o.component, o.value)
+                )
                 if o.type == OverrideType.REJECT and outcome.rejected is None:
                     outcome.rejected = o.reason or f"rejected by {plugin.plugin_id}"
         if outcome.rejected is not None:
@@ -170,9 +175,24 @@ def merge_overrides(
     reasons: dict[str, str] = {}
     components = {o.component for _, r in results for o in r.overrides}
     for component in sorted(components):
-        sets = [(p.priority, i, o.value) for i, (p, r) in enumerate(results) for o in r.overrides if o.component == component and o.type == OverrideType.SET]
-        floors = [o.value for _, r in results for o in r.overrides if o.component == component and o.type == OverrideType.AT_LEAST]
-        ceilings = [o.value for _, r in results for o in r.overrides if o.component == component and o.type == OverrideType.AT_MOST]
+        sets = [
+            (p.priority, i, o.value)
+            for i, (p, r) in enumerate(results)
+            for o in r.overrides
+            if o.component == component and o.type == OverrideType.SET
+        ]
+        floors = [
+            o.value
+            for _, r in results
+            for o in r.overrides
+            if o.component == component and o.type == OverrideType.AT_LEAST
+        ]
+        ceilings = [
+            o.value
+            for _, r in results
+            for o in r.overrides
+            if o.component == component and o.type == OverrideType.AT_MOST
+        ]
         value = min(sets)[2] if sets else merged.get(component, 0)
         if floors and value < max(floors):
             value = max(floors)
@@ -206,14 +226,22 @@ def normalise_plugin(obj: Any, import_path: str) -> PlannerPlugin:
     missing = [a for a in ("plugin_id", "stage", "priority", "run") if not hasattr(obj, a)]
     if missing:
         raise ConfigError(f"plugin {import_path!r} lacks {', '.join(missing)}", field="plugins")
-    for attr_name, default in (("execution_interval_seconds", None), ("needs", frozenset()), ("observation_window_seconds", None)):
+    for attr_name, default in (
+        ("execution_interval_seconds", None),
+        ("needs", frozenset()),
+        ("observation_window_seconds", None),
+    ):
         if not hasattr(obj, attr_name):
             try:
                 setattr(obj, attr_name, default)
             except AttributeError:
-                raise ConfigError(f"plugin {import_path!r} lacks {attr_name}", field="plugins") from None
+                raise ConfigError(
+                    f"plugin {import_path!r} lacks {attr_name}", field="plugins"
+                ) from None
     try:
         obj.stage = Stage(obj.stage) if not isinstance(obj.stage, str) else Stage[obj.stage.upper()]
     except (KeyError, ValueError):
-        raise ConfigError(f"plugin {import_path!r}: unknown stage {obj.stage!r}", field="plugins") from None
+        raise ConfigError(
+            f"plugin {import_path!r}: unknown stage {obj.stage!r}", field="plugins"
+        ) from None
     return obj

@@ -25,7 +25,14 @@ from plansim.roles import Role
 PROFILE_WORKER_ID = -1  # bootstrap FPMs belong to no live worker
 
 
-def _fpm(*, prefill_tokens: int = 0, n_prefill: int = 0, decode_kv: int = 0, n_decode: int = 0, wall_s: float) -> ForwardPassMetrics:
+def _fpm(
+    *,
+    prefill_tokens: int = 0,
+    n_prefill: int = 0,
+    decode_kv: int = 0,
+    n_decode: int = 0,
+    wall_s: float,
+) -> ForwardPassMetrics:
     return ForwardPassMetrics(
         worker_id=PROFILE_WORKER_ID,
         dp_rank=0,
@@ -53,7 +60,9 @@ def prefill_fpms(isl: Any, ttft_ms: Any) -> tuple[ForwardPassMetrics, ...]:
     )
 
 
-def decode_fpms_from_usage(kv_usage: Any, context_length: Any, itl_ms: Any, max_kv_tokens: float) -> tuple[ForwardPassMetrics, ...]:
+def decode_fpms_from_usage(
+    kv_usage: Any, context_length: Any, itl_ms: Any, max_kv_tokens: float
+) -> tuple[ForwardPassMetrics, ...]:
     """Planner decode samples (parallel arrays of KV usage, context length and ITL)."""
     usage = np.asarray(kv_usage, float).ravel()
     ctx = np.asarray(context_length, float).ravel()
@@ -63,8 +72,11 @@ def decode_fpms_from_usage(kv_usage: Any, context_length: Any, itl_ms: Any, max_
     return _decode(np.rint(usage * float(max_kv_tokens)), ctx, itl)
 
 
-def decode_fpms_from_grid(active_kv: Any, context_length: Any, itl_grid_ms: Any) -> tuple[ForwardPassMetrics, ...]:
-    """Engine-profile decode grid: ``itl_grid_ms[i, j]`` at ``active_kv[i]``, ``context_length[j]``."""
+def decode_fpms_from_grid(
+    active_kv: Any, context_length: Any, itl_grid_ms: Any
+) -> tuple[ForwardPassMetrics, ...]:
+    """Engine-profile decode grid: ``itl_grid_ms[i, j]`` at ``active_kv[i]``,
+    ``context_length[j]``."""
     kv = np.asarray(active_kv, float).ravel()
     ctx = np.asarray(context_length, float).ravel()
     grid = np.asarray(itl_grid_ms, float)
@@ -74,7 +86,9 @@ def decode_fpms_from_grid(active_kv: Any, context_length: Any, itl_grid_ms: Any)
     return _decode(kv_m.ravel(), ctx_m.ravel(), grid.ravel())
 
 
-def _decode(sum_kv: np.ndarray, ctx: np.ndarray, itl_ms: np.ndarray) -> tuple[ForwardPassMetrics, ...]:
+def _decode(
+    sum_kv: np.ndarray, ctx: np.ndarray, itl_ms: np.ndarray
+) -> tuple[ForwardPassMetrics, ...]:
     out = []
     for kv, c, t in zip(sum_kv, ctx, itl_ms):
         if kv <= 0 or c <= 0 or not t > 0:
@@ -91,7 +105,11 @@ def fpms_from_arrays(arrays: Mapping[str, Any]) -> dict[str, tuple[ForwardPassMe
         out[Role.PREFILL] = prefill_fpms(arrays["prefill_isl"], ttft)
     if {"x_kv_usage", "y_context_length", "z_itl", "max_kv_tokens"} <= set(arrays):
         max_kv = float(np.asarray(arrays["max_kv_tokens"], float).ravel()[0])
-        out[Role.DECODE] = decode_fpms_from_usage(arrays["x_kv_usage"], arrays["y_context_length"], arrays["z_itl"], max_kv)
+        out[Role.DECODE] = decode_fpms_from_usage(
+            arrays["x_kv_usage"], arrays["y_context_length"], arrays["z_itl"], max_kv
+        )
     elif {"decode_active_kv_tokens", "decode_context_length", "decode_itl"} <= set(arrays):
-        out[Role.DECODE] = decode_fpms_from_grid(arrays["decode_active_kv_tokens"], arrays["decode_context_length"], arrays["decode_itl"])
+        out[Role.DECODE] = decode_fpms_from_grid(
+            arrays["decode_active_kv_tokens"], arrays["decode_context_length"], arrays["decode_itl"]
+        )
     return out

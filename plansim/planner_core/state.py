@@ -19,7 +19,12 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from plansim.planner_core.budget import Budget, Pair, guard_disagg_scaling_budget, proportional_clamp_pair
+from plansim.planner_core.budget import (
+    Budget,
+    Pair,
+    guard_disagg_scaling_budget,
+    proportional_clamp_pair,
+)
 from plansim.planner_core.diagnostics import TickDiagnostics
 from plansim.planner_core.observations import ForwardPassMetrics, WorkerCapabilities, WorkerCounts
 from plansim.planner_core.perf_model import EngineLimits, EnginePerfModel
@@ -81,7 +86,9 @@ class PlannerScalingState:
     def gpus_per_replica(self, role: str) -> int:
         """Config value when set, else the worker's capability (1 when unknown)."""
         configured = (
-            self.config.prefill_engine_num_gpu if role == Role.PREFILL else self.config.decode_engine_num_gpu
+            self.config.prefill_engine_num_gpu
+            if role == Role.PREFILL
+            else self.config.decode_engine_num_gpu
         )
         if configured is not None:
             return configured
@@ -139,7 +146,9 @@ class PlannerScalingState:
             self.lower_bound_decode = value
 
     # -- perf models and metadata ------------------------------------------------------------
-    def install_bootstrap(self, fpms: dict[str, tuple[ForwardPassMetrics, ...]], source: str) -> bool:
+    def install_bootstrap(
+        self, fpms: dict[str, tuple[ForwardPassMetrics, ...]], source: str
+    ) -> bool:
         """Feed pre-deployment FPMs to the perf models; True if any model received some."""
         installed = False
         for role, model in self.perf_models.items():
@@ -154,7 +163,9 @@ class PlannerScalingState:
             self.bootstrap_source = source
         return installed
 
-    def update_runtime_metadata(self, kv_hit_rate: float | None, accept_length: float | None) -> None:
+    def update_runtime_metadata(
+        self, kv_hit_rate: float | None, accept_length: float | None
+    ) -> None:
         """Keep the last valid KV hit rate and accept length (clamped to [1, nextn + 1])."""
         if kv_hit_rate is not None and math.isfinite(kv_hit_rate):
             self.last_kv_hit_rate = min(max(kv_hit_rate, 0.0), 1.0)
@@ -164,14 +175,20 @@ class PlannerScalingState:
     def accept_length(self) -> float:
         """Accept length for capacity: last value clamped to [1, nextn + 1]; 1 without spec."""
         caps = self.capabilities.decode
-        nextn = caps.speculative_nextn if caps is not None and caps.speculative_nextn > 0 else self.config.speculative_nextn
+        nextn = (
+            caps.speculative_nextn
+            if caps is not None and caps.speculative_nextn > 0
+            else self.config.speculative_nextn
+        )
         value = self.last_accept_length
         if nextn <= 0 or value is None or not math.isfinite(value):
             return 1.0
         return min(max(value, 1.0), nextn + 1.0)
 
     # -- budget wrappers ---------------------------------------------------------------------
-    def apply_disagg_scaling_budget(self, current: Pair, proposed: Pair) -> tuple[Pair, BudgetReason | None]:
+    def apply_disagg_scaling_budget(
+        self, current: Pair, proposed: Pair
+    ) -> tuple[Pair, BudgetReason | None]:
         """Direction-preserving guard; a role below its minimum reconciles first."""
         b = self.budget
         if current[0] < b.min_prefill or current[1] < b.min_decode:

@@ -7,7 +7,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from plansim.planner_core.budget import fit_ceiling_pair, fit_ceiling_single, guard_single_scaling_budget
+from plansim.planner_core.budget import (
+    fit_ceiling_pair,
+    fit_ceiling_single,
+    guard_single_scaling_budget,
+)
 from plansim.planner_core.reasons import BudgetReason, ThroughputReason
 from plansim.planner_core.state import PlannerScalingState
 from plansim.roles import PlannerMode, Role
@@ -78,13 +82,18 @@ def advance_throughput(
     reasons: dict[str, str] = {}
     if any(v is None for v in desired.values()):
         for role in roles:
-            reasons[role] = ThroughputReason.MODEL_NOT_READY if desired[role] is None else ThroughputReason.PARTNER_NOT_READY
+            reasons[role] = (
+                ThroughputReason.MODEL_NOT_READY
+                if desired[role] is None
+                else ThroughputReason.PARTNER_NOT_READY
+            )
         targets = {role: max(current[role], state.min_endpoint(role)) for role in roles}
         overall = ThroughputReason.MODEL_NOT_READY
     else:
         limit = config.max_throughput_scaling_replicas
         targets = {
-            role: delta_capped(desired[role], current[role], limit, state.min_endpoint(role)) for role in roles
+            role: delta_capped(desired[role], current[role], limit, state.min_endpoint(role))
+            for role in roles
         }
         overall = None
 
@@ -113,15 +122,23 @@ def advance_throughput(
     return targets
 
 
-def _fit_ceiling(state: PlannerScalingState, current: dict[str, int], targets: dict[str, int]) -> dict[str, int]:
+def _fit_ceiling(
+    state: PlannerScalingState, current: dict[str, int], targets: dict[str, int]
+) -> dict[str, int]:
     b = state.budget
     if len(targets) == 2:
         p, d = fit_ceiling_pair(
-            (current[Role.PREFILL], current[Role.DECODE]), (targets[Role.PREFILL], targets[Role.DECODE]), b
+            (current[Role.PREFILL], current[Role.DECODE]),
+            (targets[Role.PREFILL], targets[Role.DECODE]),
+            b,
         )
         return {Role.PREFILL: p, Role.DECODE: d}
-    (role, n), = targets.items()
-    return {role: fit_ceiling_single(n, state.gpus_per_replica(role), state.min_endpoint(role), b.max_gpus)}
+    ((role, n),) = targets.items()
+    return {
+        role: fit_ceiling_single(
+            n, state.gpus_per_replica(role), state.min_endpoint(role), b.max_gpus
+        )
+    }
 
 
 def _guard_band(
@@ -129,10 +146,11 @@ def _guard_band(
 ) -> tuple[dict[str, int], BudgetReason | None]:
     if len(targets) == 2:
         (p, d), reason = state.apply_disagg_scaling_budget(
-            (current[Role.PREFILL], current[Role.DECODE]), (targets[Role.PREFILL], targets[Role.DECODE])
+            (current[Role.PREFILL], current[Role.DECODE]),
+            (targets[Role.PREFILL], targets[Role.DECODE]),
         )
         return {Role.PREFILL: p, Role.DECODE: d}, reason
-    (role, n), = targets.items()
+    ((role, n),) = targets.items()
     value, reason = guard_single_scaling_budget(
         current[role], n, state.gpus_per_replica(role), state.min_endpoint(role), state.budget
     )

@@ -15,9 +15,12 @@ def write_plotly_js(folder: str | Path) -> Path:
     """``folder/plotly.min.js``, written (atomically) unless it already holds this bundle."""
     path = Path(folder) / PLOTLY_JS
     text = plotly_js()
-    if path.is_file() and path.stat().st_size == len(text.encode("utf-8")):
-        if path.read_text(encoding="utf-8", errors="replace") == text:
-            return path
+    if (
+        path.is_file()
+        and path.stat().st_size == len(text.encode("utf-8"))
+        and path.read_text(encoding="utf-8", errors="replace") == text
+    ):
+        return path
     return atomic_write_text(path, text)
 
 

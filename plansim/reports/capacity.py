@@ -61,20 +61,28 @@ def headline_text(report: Mapping[str, Any]) -> str:
     best = report.get("cheapest_static")
     oracle = report.get("oracle") or {}
     if best is None:
-        text = (f"No deployment within {report['max_gpu_budget']} GPUs meets the "
-                f"{percent(target)} goodput target.")
+        text = (
+            f"No deployment within {report['max_gpu_budget']} GPUs meets the "
+            f"{percent(target)} goodput target."
+        )
         bad = report.get("best_infeasible")
         if bad is not None:
-            text += (f" Closest: {_workers(bad)} ({bad['variant']}), "
-                     f"{percent_against(bad['goodput_ratio'], target)} goodput.")
+            text += (
+                f" Closest: {_workers(bad)} ({bad['variant']}), "
+                f"{percent_against(bad['goodput_ratio'], target)} goodput."
+            )
         return text
-    text = (f"Recommended: {_workers(best)} ({best['variant']}), "
-            f"{percent_against(best['goodput_ratio'], target)} "
-            f"goodput against a {percent(target)} target, {number(best['cost'])} {unit}.")
+    text = (
+        f"Recommended: {_workers(best)} ({best['variant']}), "
+        f"{percent_against(best['goodput_ratio'], target)} "
+        f"goodput against a {percent(target)} target, {number(best['cost'])} {unit}."
+    )
     if oracle.get("cost"):
         saving = 1 - oracle["cost"] / best["cost"] if best["cost"] else 0.0
-        text += (f" A perfect autoscaler could spend {number(oracle['cost'])} {unit} "
-                 f"({percent(saving)} less).")
+        text += (
+            f" A perfect autoscaler could spend {number(oracle['cost'])} {unit} "
+            f"({percent(saving)} less)."
+        )
     return text
 
 
@@ -86,30 +94,47 @@ def capacity_cards(report: Mapping[str, Any]) -> list[Card]:
     cards = []
     if best is None:
         bad = report.get("best_infeasible")
-        detail = (f"closest: {_workers(bad)}, {percent_against(bad['goodput_ratio'], target)} "
-                  "goodput"
-                  if bad else "nothing replayed within the budget")
+        detail = (
+            f"closest: {_workers(bad)}, {percent_against(bad['goodput_ratio'], target)} goodput"
+            if bad
+            else "nothing replayed within the budget"
+        )
         cards.append(Card("recommended", "Recommended", "none", detail, "bad"))
     else:
-        cards.append(Card("recommended", "Recommended", _workers(best),
-                          f"{best['variant']}, {best['gpus']} GPUs", "good"))
+        cards.append(
+            Card(
+                "recommended",
+                "Recommended",
+                _workers(best),
+                f"{best['variant']}, {best['gpus']} GPUs",
+                "good",
+            )
+        )
         interval = best.get("interval")
         detail = f"target {percent(target)}"
         if interval:
-            detail += (f"; 90% interval {percent(interval['low'])}-{percent(interval['high'])} "
-                       f"({interval['verdict']})")
+            detail += (
+                f"; 90% interval {percent(interval['low'])}-{percent(interval['high'])} "
+                f"({interval['verdict']})"
+            )
         tone = "good" if not interval or interval["verdict"] == "above" else "neutral"
-        cards.append(Card("goodput", "Goodput", percent_against(best["goodput_ratio"], target),
-                          detail, tone))
-        cards.append(Card("cost", "Cost", f"{number(best['cost'])} {unit}",
-                          "the cheapest static deployment meeting the target"))
+        cards.append(
+            Card("goodput", "Goodput", percent_against(best["goodput_ratio"], target), detail, tone)
+        )
+        cards.append(
+            Card(
+                "cost",
+                "Cost",
+                f"{number(best['cost'])} {unit}",
+                "the cheapest static deployment meeting the target",
+            )
+        )
     oracle = report.get("oracle") or {}
     if oracle.get("cost") is not None:
         detail = "the least any scaling policy could spend"
         if best is not None and best["cost"]:
             detail = f"{percent(1 - oracle['cost'] / best['cost'])} below the cheapest static"
-        cards.append(Card("lower_bound", "Lower bound", f"{number(oracle['cost'])} {unit}",
-                          detail))
+        cards.append(Card("lower_bound", "Lower bound", f"{number(oracle['cost'])} {unit}", detail))
     policies = [p for p in report.get("policies") or () if p.get("meets_target")]
     if policies:
         top = min(policies, key=lambda p: p["cost"])
@@ -119,8 +144,10 @@ def capacity_cards(report: Mapping[str, Any]) -> list[Card]:
         if saving is not None and best is not None:
             # Against the static pick: a scaling policy is worth running only when it is cheaper.
             side = "less" if saving >= 0 else "more"
-            detail += (f", {abs(saving):.0f}% {side} than the recommended static deployment "
-                       f"({number(best['cost'])} {unit})")
+            detail += (
+                f", {abs(saving):.0f}% {side} than the recommended static deployment "
+                f"({number(best['cost'])} {unit})"
+            )
             tone = "good" if saving > 0 else "bad"
         if share is not None:
             detail += f", {percent(share)} of the hindsight saving"
@@ -128,8 +155,9 @@ def capacity_cards(report: Mapping[str, Any]) -> list[Card]:
             detail += f"; {gap:+.1f}% over the bound"
         cards.append(Card("best_policy", "Best policy", str(top["name"]), detail, tone))
     elif report.get("policies"):
-        cards.append(Card("best_policy", "Best policy", "none",
-                          "no planner policy met the target", "bad"))
+        cards.append(
+            Card("best_policy", "Best policy", "none", "no planner policy met the target", "bad")
+        )
     cards.append(replays_card(report))
     return cards
 
@@ -138,13 +166,21 @@ def replays_card(report: Mapping[str, Any]) -> Card:
     """The replays a run took, by kind, and its rounds (``report["replays"]``)."""
     replays = report.get("replays") or {}
     kinds = ", ".join(f"{n} {k}" for k, n in replays.items() if k not in ("total", "rounds"))
-    return Card("replays", "Replays", f"{replays.get('total', 0):,}",
-                f"{kinds}; {replays.get('rounds', 0)} rounds")
+    return Card(
+        "replays",
+        "Replays",
+        f"{replays.get('total', 0):,}",
+        f"{kinds}; {replays.get('rounds', 0)} rounds",
+    )
 
 
-def render_capacity(report: Mapping[str, Any], points: pd.DataFrame | None = None,
-                    inputs: Mapping[str, Any] | None = None, *,
-                    plotly_src: str | None = None) -> str:
+def render_capacity(
+    report: Mapping[str, Any],
+    points: pd.DataFrame | None = None,
+    inputs: Mapping[str, Any] | None = None,
+    *,
+    plotly_src: str | None = None,
+) -> str:
     """The capacity report (HTML str) of a ``capacity.json`` mapping, its points table and
     the run's inputs; ``plotly_src`` as in ``Page.render``."""
     page = Page("plansim capacity report", headline_text(report))
@@ -164,10 +200,11 @@ def render_capacity(report: Mapping[str, Any], points: pd.DataFrame | None = Non
 
 def _legend(report: Mapping[str, Any]) -> str:
     sla = report.get("sla") or {}
-    bounds = ", ".join(f"{k.removesuffix('_ms').upper()} <= {number(v)} ms"
-                       for k, v in sla.items())
-    return (f"Goodput ratio: requests meeting {bounds or 'the SLA'} over all requests; cost in "
-            f"{report['objective']['unit']}; GPU budget {report['max_gpu_budget']}.")
+    bounds = ", ".join(f"{k.removesuffix('_ms').upper()} <= {number(v)} ms" for k, v in sla.items())
+    return (
+        f"Goodput ratio: requests meeting {bounds or 'the SLA'} over all requests; cost in "
+        f"{report['objective']['unit']}; GPU budget {report['max_gpu_budget']}."
+    )
 
 
 def _static_points(report: Mapping[str, Any], points: pd.DataFrame | None) -> pd.DataFrame:
@@ -184,60 +221,120 @@ def _pareto_chart(data: CapacityData) -> go.Figure | str:
     fig = go.Figure()
     colours = palette_map(static["variant"])
     for variant, group in static.groupby("variant", sort=True):
-        inside = group["within_budget"].astype(bool) if "within_budget" in group else (
-            pd.Series(True, index=group.index))
+        inside = (
+            group["within_budget"].astype(bool)
+            if "within_budget" in group
+            else (pd.Series(True, index=group.index))
+        )
         labels = [plain(_label(r)) for r in group.to_dict("records")]
-        fig.add_trace(go.Scatter(
-            x=group["cost"], y=group["goodput_ratio"], mode="markers", name=plain(variant),
-            text=labels, hovertemplate="%{text}<br>goodput %{y:.2%}<br>%{x:.3f} " + unit +
-            "<extra></extra>",
-            marker={"color": colours[variant], "size": 10,
-                    "symbol": ["circle" if i else "circle-open" for i in inside]}))
+        fig.add_trace(
+            go.Scatter(
+                x=group["cost"],
+                y=group["goodput_ratio"],
+                mode="markers",
+                name=plain(variant),
+                text=labels,
+                hovertemplate="%{text}<br>goodput %{y:.2%}<br>%{x:.3f} " + unit + "<extra></extra>",
+                marker={
+                    "color": colours[variant],
+                    "size": 10,
+                    "symbol": ["circle" if i else "circle-open" for i in inside],
+                },
+            )
+        )
     front = _pareto(static)
     if len(front) > 1:
-        fig.add_trace(go.Scatter(x=front["cost"], y=front["goodput_ratio"], mode="lines",
-                                 name="Pareto front", line={"color": "#555", "dash": "dot"},
-                                 hoverinfo="skip"))
+        fig.add_trace(
+            go.Scatter(
+                x=front["cost"],
+                y=front["goodput_ratio"],
+                mode="lines",
+                name="Pareto front",
+                line={"color": "#555", "dash": "dot"},
+                hoverinfo="skip",
+            )
+        )
     best = report.get("cheapest_static")
     if best is not None:
-        fig.add_trace(go.Scatter(x=[best["cost"]], y=[best["goodput_ratio"]], mode="markers",
-                                 name="recommended", marker={"symbol": "star", "size": 18,
-                                                             "color": "#f0b400",
-                                                             "line": {"color": "#333",
-                                                                      "width": 1}},
-                                 hovertemplate="recommended<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=[best["cost"]],
+                y=[best["goodput_ratio"]],
+                mode="markers",
+                name="recommended",
+                marker={
+                    "symbol": "star",
+                    "size": 18,
+                    "color": "#f0b400",
+                    "line": {"color": "#333", "width": 1},
+                },
+                hovertemplate="recommended<extra></extra>",
+            )
+        )
     for k, policy in enumerate(report.get("policies") or ()):
-        fig.add_trace(go.Scatter(
-            x=[policy["cost"]], y=[policy["goodput_ratio"]], mode="markers",
-            name=plain(f"policy {policy['name']}"),
-            marker={"symbol": POLICY_SYMBOLS[k % len(POLICY_SYMBOLS)], "size": 13,
-                    "color": "#8172b3"},
-            hovertemplate=plain(policy["name"]) + "<br>goodput %{y:.2%}<br>%{x:.3f} " + unit
-            + f"<br>{policy['scaling_events']} scaling events<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=[policy["cost"]],
+                y=[policy["goodput_ratio"]],
+                mode="markers",
+                name=plain(f"policy {policy['name']}"),
+                marker={
+                    "symbol": POLICY_SYMBOLS[k % len(POLICY_SYMBOLS)],
+                    "size": 13,
+                    "color": "#8172b3",
+                },
+                hovertemplate=plain(policy["name"])
+                + "<br>goodput %{y:.2%}<br>%{x:.3f} "
+                + unit
+                + f"<br>{policy['scaling_events']} scaling events<extra></extra>",
+            )
+        )
     oracle = report.get("oracle") or {}
     replayed = oracle.get("schedule_replay")
     if replayed is not None:
-        fig.add_trace(go.Scatter(x=[replayed["cost"]], y=[replayed["goodput_ratio"]],
-                                 mode="markers", name="hindsight schedule, replayed",
-                                 marker={"symbol": "circle-x-open", "size": 13,
-                                         "color": BOUND_COLOUR, "line": {"width": 2}},
-                                 hovertemplate="the bound's schedule replayed<br>goodput "
-                                 "%{y:.2%}<br>%{x:.3f} " + unit + "<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=[replayed["cost"]],
+                y=[replayed["goodput_ratio"]],
+                mode="markers",
+                name="hindsight schedule, replayed",
+                marker={
+                    "symbol": "circle-x-open",
+                    "size": 13,
+                    "color": BOUND_COLOUR,
+                    "line": {"width": 2},
+                },
+                hovertemplate="the bound's schedule replayed<br>goodput "
+                "%{y:.2%}<br>%{x:.3f} " + unit + "<extra></extra>",
+            )
+        )
     if finite_number(oracle.get("cost")) is not None:
-        fig.add_vline(x=oracle["cost"], line={"color": BOUND_COLOUR, "dash": "dash"},
-                      annotation_text="lower bound", annotation_position="bottom right")
-        fig.add_trace(go.Scatter(x=[oracle["cost"]], y=[oracle.get("goodput_ratio")],
-                                 mode="markers", name="lower bound",
-                                 marker={"symbol": "star-triangle-up", "size": 14,
-                                         "color": BOUND_COLOUR},
-                                 hovertemplate="hindsight lower bound<br>%{x:.3f} " + unit
-                                 + "<extra></extra>"))
-    fig.add_hline(y=report["target"], line={"color": SLA_COLOUR, "dash": "dash"},
-                  annotation_text=f"target {report['target']:.1%}",
-                  annotation_position="top left")
+        fig.add_vline(
+            x=oracle["cost"],
+            line={"color": BOUND_COLOUR, "dash": "dash"},
+            annotation_text="lower bound",
+            annotation_position="bottom right",
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=[oracle["cost"]],
+                y=[oracle.get("goodput_ratio")],
+                mode="markers",
+                name="lower bound",
+                marker={"symbol": "star-triangle-up", "size": 14, "color": BOUND_COLOUR},
+                hovertemplate="hindsight lower bound<br>%{x:.3f} " + unit + "<extra></extra>",
+            )
+        )
+    fig.add_hline(
+        y=report["target"],
+        line={"color": SLA_COLOUR, "dash": "dash"},
+        annotation_text=f"target {report['target']:.1%}",
+        annotation_position="top left",
+    )
     base_layout(fig, height=480)
-    fig.update_layout(hovermode="closest", xaxis_title=unit, yaxis_title="goodput ratio",
-                      yaxis_tickformat=".0%")
+    fig.update_layout(
+        hovermode="closest", xaxis_title=unit, yaxis_title="goodput ratio", yaxis_tickformat=".0%"
+    )
     return fig
 
 
@@ -270,65 +367,136 @@ def _segments_chart(data: CapacityData) -> go.Figure | str:
     arrivals = traffic.get("arrivals") or []
     interval_s = float(traffic.get("interval_s") or 60.0)
     if arrivals:
-        fig.add_trace(go.Bar(x=[(k + 0.5) * interval_s / 60.0 for k in range(len(arrivals))],
-                             y=[a / interval_s for a in arrivals], name="request rate (req/s)",
-                             marker={"color": "#c9d3e6"}, opacity=0.8,
-                             hovertemplate="%{y:.2f} req/s<extra></extra>"), secondary_y=False)
+        fig.add_trace(
+            go.Bar(
+                x=[(k + 0.5) * interval_s / 60.0 for k in range(len(arrivals))],
+                y=[a / interval_s for a in arrivals],
+                name="request rate (req/s)",
+                marker={"color": "#c9d3e6"},
+                opacity=0.8,
+                hovertemplate="%{y:.2f} req/s<extra></extra>",
+            ),
+            secondary_y=False,
+        )
     xs, ys = [], []
     for seg in segments:
         xs += [seg["start_s"] / 60.0, seg["end_s"] / 60.0]
         ys += [seg["gpus"], seg["gpus"]]
-    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name="hindsight schedule (GPUs)",
-                             line={"color": BOUND_COLOUR, "width": 3},
-                             hovertemplate="%{y} GPUs<extra></extra>"), secondary_y=True)
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=ys,
+            mode="lines",
+            name="hindsight schedule (GPUs)",
+            line={"color": BOUND_COLOUR, "width": 3},
+            hovertemplate="%{y} GPUs<extra></extra>",
+        ),
+        secondary_y=True,
+    )
     best = report.get("cheapest_static")
     if best is not None:
-        fig.add_trace(go.Scatter(x=[0, segments[-1]["end_s"] / 60.0], y=[best["gpus"]] * 2,
-                                 mode="lines", name="cheapest static (GPUs)",
-                                 line={"color": "#8c8c8c", "dash": "dash"}), secondary_y=True)
+        fig.add_trace(
+            go.Scatter(
+                x=[0, segments[-1]["end_s"] / 60.0],
+                y=[best["gpus"]] * 2,
+                mode="lines",
+                name="cheapest static (GPUs)",
+                line={"color": "#8c8c8c", "dash": "dash"},
+            ),
+            secondary_y=True,
+        )
     gpw = oracle.get("gpus_per_worker") or []
     replayed = oracle.get("schedule_replay") or {}
-    lines = [("schedule replayed (GPUs provisioned)", replayed.get("workers") or [],
-              {"color": BOUND_COLOUR, "dash": "dot", "width": 1.5})]
+    lines = [
+        (
+            "schedule replayed (GPUs provisioned)",
+            replayed.get("workers") or [],
+            {"color": BOUND_COLOUR, "dash": "dot", "width": 1.5},
+        )
+    ]
     for k, policy in enumerate(report.get("policies") or ()):
-        lines.append((f"policy {policy['name']} (GPUs)", policy.get("workers") or [],
-                      {"color": "#8172b3", "dash": ("solid", "dot", "dashdot")[k % 3]}))
+        lines.append(
+            (
+                f"policy {policy['name']} (GPUs)",
+                policy.get("workers") or [],
+                {"color": "#8172b3", "dash": ("solid", "dot", "dashdot")[k % 3]},
+            )
+        )
     for name, series, line in lines:
         if not series or not gpw:
             continue
-        fig.add_trace(go.Scatter(
-            x=[row[0] / 60.0 for row in series],
-            y=[sum(n * g for n, g in zip(row[1:], gpw)) for row in series],
-            mode="lines", line={"shape": "hv", **line}, name=plain(name)), secondary_y=True)
+        fig.add_trace(
+            go.Scatter(
+                x=[row[0] / 60.0 for row in series],
+                y=[sum(n * g for n, g in zip(row[1:], gpw)) for row in series],
+                mode="lines",
+                line={"shape": "hv", **line},
+                name=plain(name),
+            ),
+            secondary_y=True,
+        )
     base_layout(fig, height=440, legend_below=True)
     fig.update_xaxes(title_text="replay time (min)")
     # The request rate sits on the primary axis (right) so that the GPU lines, on the overlaying
     # axis (left), are drawn above its bars.
-    fig.update_yaxes(title_text="requests / s", rangemode="tozero", showgrid=False,
-                     side="right", secondary_y=False)
-    fig.update_yaxes(title_text="GPUs", rangemode="tozero", side="left", tickmode="auto",
-                     showgrid=True, secondary_y=True)
+    fig.update_yaxes(
+        title_text="requests / s",
+        rangemode="tozero",
+        showgrid=False,
+        side="right",
+        secondary_y=False,
+    )
+    fig.update_yaxes(
+        title_text="GPUs",
+        rangemode="tozero",
+        side="left",
+        tickmode="auto",
+        showgrid=True,
+        secondary_y=True,
+    )
     return fig
 
 
 def _static_table(page: Page, report: Mapping[str, Any]) -> None:
     unit = report["objective"]["unit"]
-    rows = sorted(report.get("static") or [], key=lambda v: (
-        not v["feasible"], v.get("cost", 0.0) if v["feasible"] else -v.get("goodput_ratio", 0.0)))
+    rows = sorted(
+        report.get("static") or [],
+        key=lambda v: (
+            not v["feasible"],
+            v.get("cost", 0.0) if v["feasible"] else -v.get("goodput_ratio", 0.0),
+        ),
+    )
     table = []
     for rank, v in enumerate(rows, start=1):
-        table.append([rank if v["feasible"] else "-", v["variant"],
-                      _workers(v) if "gpus" in v else "-", v.get("gpus"),
-                      _fmt_pct(v.get("goodput_ratio"), report["target"]),
-                      _fmt_cost(v.get("cost")),
-                      "yes" if v["feasible"] else "no",
-                      ", ".join(_count_text(c) for c in v.get("replayed", []))])
-    page.table("Static deployments, cheapest first", ["rank", "deployment", "workers", "GPUs",
-                                                      "goodput", unit, "meets target",
-                                                      "counts replayed"], table,
-               "One row per searched deployment: its cheapest count meeting the target (or, when "
-               "none does, its best count), and every count the search replayed, in order.",
-               numeric=[True, False, False, True, True, True, False, False])
+        table.append(
+            [
+                rank if v["feasible"] else "-",
+                v["variant"],
+                _workers(v) if "gpus" in v else "-",
+                v.get("gpus"),
+                _fmt_pct(v.get("goodput_ratio"), report["target"]),
+                _fmt_cost(v.get("cost")),
+                "yes" if v["feasible"] else "no",
+                ", ".join(_count_text(c) for c in v.get("replayed", [])),
+            ]
+        )
+    page.table(
+        "Static deployments, cheapest first",
+        [
+            "rank",
+            "deployment",
+            "workers",
+            "GPUs",
+            "goodput",
+            unit,
+            "meets target",
+            "counts replayed",
+        ],
+        table,
+        "One row per searched deployment: its cheapest count meeting the target (or, when "
+        "none does, its best count), and every count the search replayed, in order.",
+        numeric=[True, False, False, True, True, True, False, False],
+    )
 
 
 def _policy_table(page: Page, report: Mapping[str, Any]) -> None:
@@ -336,6 +504,7 @@ def _policy_table(page: Page, report: Mapping[str, Any]) -> None:
     if not policies:
         return
     unit = report["objective"]["unit"]
+
     def saving(p: Mapping[str, Any]) -> list[str]:
         # A policy under target shows no saving: its lower cost is paid in missed requests.
         if not p["meets_target"]:
@@ -343,20 +512,42 @@ def _policy_table(page: Page, report: Mapping[str, Any]) -> None:
         s, share = p.get("saving_vs_static_pct"), p.get("share_of_hindsight_saving")
         return ["-" if s is None else f"{s:+.1f}%", "-" if share is None else percent(share)]
 
-    table = [[p["name"], p["source"], _fmt_pct(p["goodput_ratio"], report["target"]),
-              _fmt_cost(p["cost"]), *saving(p),
-              p["scaling_events"], "yes" if p["meets_target"] else "no",
-              "-" if p["gap_to_oracle_pct"] is None else f"{p['gap_to_oracle_pct']:+.1f}%",
-              _interval_text(p.get("interval"))] for p in policies]
-    page.table("Planner policies", ["policy", "config", "goodput", unit, "saving vs static",
-                                    "share of hindsight saving", "scaling events",
-                                    "meets target", "gap to bound", "90% interval"], table,
-               "Each policy replayed on the whole trace from the deployment file's worker "
-               "counts (within the GPU budget, and at least the planner's min endpoints). "
-               "Saving: (static - policy) / static; share of the hindsight saving: (static - "
-               "policy) / (static - bound); neither is shown for a policy under the target. "
-               "The gap is its cost above the hindsight lower bound.",
-               numeric=[False, False, True, True, True, True, True, False, True, False])
+    table = [
+        [
+            p["name"],
+            p["source"],
+            _fmt_pct(p["goodput_ratio"], report["target"]),
+            _fmt_cost(p["cost"]),
+            *saving(p),
+            p["scaling_events"],
+            "yes" if p["meets_target"] else "no",
+            "-" if p["gap_to_oracle_pct"] is None else f"{p['gap_to_oracle_pct']:+.1f}%",
+            _interval_text(p.get("interval")),
+        ]
+        for p in policies
+    ]
+    page.table(
+        "Planner policies",
+        [
+            "policy",
+            "config",
+            "goodput",
+            unit,
+            "saving vs static",
+            "share of hindsight saving",
+            "scaling events",
+            "meets target",
+            "gap to bound",
+            "90% interval",
+        ],
+        table,
+        "Each policy replayed on the whole trace from the deployment file's worker "
+        "counts (within the GPU budget, and at least the planner's min endpoints). "
+        "Saving: (static - policy) / static; share of the hindsight saving: (static - "
+        "policy) / (static - bound); neither is shown for a policy under the target. "
+        "The gap is its cost above the hindsight lower bound.",
+        numeric=[False, False, True, True, True, True, True, False, True, False],
+    )
 
 
 def _tuning_table(page: Page, report: Mapping[str, Any]) -> None:
@@ -364,18 +555,27 @@ def _tuning_table(page: Page, report: Mapping[str, Any]) -> None:
     if not tuning:
         return
     answer = tuning.get("answer")
-    table = [[", ".join(f"{k}={v}" for k, v in t["setting"].items()),
-              _fmt_pct(t["goodput_ratio"], report["target"]), _fmt_cost(t["cost"]),
-              "yes" if t["meets_target"] else "no",
-              "recommended" if answer is not None and t["setting"] == answer else ""]
-             for t in tuning["trials"]]
-    knobs = ", ".join(f"{k['key']} ({'monotone' if k['monotone'] else 'one at a time'})"
-                      for k in tuning["knobs"])
-    page.table("Planner tuning", ["setting", "goodput", report["objective"]["unit"],
-                                  "meets target", ""], table,
-               f"Every setting of the dynamo policy's knobs replayed, in order: {knobs}. The "
-               "cheapest that meets the target is recommended_planner.yaml.",
-               numeric=[False, True, True, False, False])
+    table = [
+        [
+            ", ".join(f"{k}={v}" for k, v in t["setting"].items()),
+            _fmt_pct(t["goodput_ratio"], report["target"]),
+            _fmt_cost(t["cost"]),
+            "yes" if t["meets_target"] else "no",
+            "recommended" if answer is not None and t["setting"] == answer else "",
+        ]
+        for t in tuning["trials"]
+    ]
+    knobs = ", ".join(
+        f"{k['key']} ({'monotone' if k['monotone'] else 'one at a time'})" for k in tuning["knobs"]
+    )
+    page.table(
+        "Planner tuning",
+        ["setting", "goodput", report["objective"]["unit"], "meets target", ""],
+        table,
+        f"Every setting of the dynamo policy's knobs replayed, in order: {knobs}. The "
+        "cheapest that meets the target is recommended_planner.yaml.",
+        numeric=[False, True, True, False, False],
+    )
 
 
 def _segment_table(page: Page, report: Mapping[str, Any]) -> None:
@@ -383,22 +583,36 @@ def _segment_table(page: Page, report: Mapping[str, Any]) -> None:
     segments = oracle.get("segments") or []
     if not segments:
         return
-    table = [[s["segment"], f"{s['start_s'] / 60:.1f}-{s['end_s'] / 60:.1f}", s["requests"],
-              _workers(s), s["gpus"], _fmt_pct(s.get("goodput_ratio")),
-              "yes" if s["replayed"] else "optimistic"] for s in segments]
+    table = [
+        [
+            s["segment"],
+            f"{s['start_s'] / 60:.1f}-{s['end_s'] / 60:.1f}",
+            s["requests"],
+            _workers(s),
+            s["gpus"],
+            _fmt_pct(s.get("goodput_ratio")),
+            "yes" if s["replayed"] else "optimistic",
+        ]
+        for s in segments
+    ]
     unit = report["objective"]["unit"]
     replayed = oracle.get("schedule_replay")
     also = ""
     if replayed:
-        also = (f" Replayed on the whole trace, the schedule costs {_fmt_cost(replayed['cost'])} "
-                f"{unit} at {_fmt_pct(replayed['goodput_ratio'], report['target'])} goodput "
-                f"({'meets' if replayed['meets_target'] else 'misses'} the target).")
-    page.table("Hindsight schedule per segment", ["segment", "minutes", "requests", "workers",
-                                                  "GPUs", "goodput", "value replayed"], table,
-               f"The cheapest schedule meeting the target overall: {_fmt_cost(oracle['cost'])} "
-               f"{unit}, {_fmt_cost(oracle['startup_cost'])} of it start-ups. 'optimistic' marks "
-               "a segment value not replayed (the best monotonicity allows)." + also,
-               numeric=[True, False, True, False, True, True, False])
+        also = (
+            f" Replayed on the whole trace, the schedule costs {_fmt_cost(replayed['cost'])} "
+            f"{unit} at {_fmt_pct(replayed['goodput_ratio'], report['target'])} goodput "
+            f"({'meets' if replayed['meets_target'] else 'misses'} the target)."
+        )
+    page.table(
+        "Hindsight schedule per segment",
+        ["segment", "minutes", "requests", "workers", "GPUs", "goodput", "value replayed"],
+        table,
+        f"The cheapest schedule meeting the target overall: {_fmt_cost(oracle['cost'])} "
+        f"{unit}, {_fmt_cost(oracle['startup_cost'])} of it start-ups. 'optimistic' marks "
+        "a segment value not replayed (the best monotonicity allows)." + also,
+        numeric=[True, False, True, False, True, True, False],
+    )
 
 
 PANELS: tuple[Panel, ...] = (
@@ -410,8 +624,13 @@ PANELS: tuple[Panel, ...] = (
         "those within budget, the star the recommendation. The red line is the target, the green "
         "line the hindsight lower bound on cost; diamonds are the planner policies. Good answers "
         "sit above the red line and far left.",
-        ("points.kind", "points.cost", "points.goodput_ratio", "capacity.policies",
-         "capacity.oracle"),
+        (
+            "points.kind",
+            "points.cost",
+            "points.goodput_ratio",
+            "capacity.policies",
+            "capacity.oracle",
+        ),
         _pareto_chart,
     ),
     Panel(
@@ -456,8 +675,9 @@ def read_capacity(path: Path) -> Mapping[str, Any] | None:
         return None
     needed = ("target", "objective", "static", "max_gpu_budget")
     if not isinstance(report, Mapping) or any(k not in report for k in needed):
-        raise InputError("not a plansim capacity result (needs " + ", ".join(needed) + ")",
-                         source=str(path))
+        raise InputError(
+            "not a plansim capacity result (needs " + ", ".join(needed) + ")", source=str(path)
+        )
     return report
 
 
@@ -469,9 +689,17 @@ def _read_folder(tables: FolderTables) -> bool:
 
 
 def _write_folder(tables: FolderTables, out: FolderOutput) -> list[Path]:
-    return [out.write_html(CAPACITY_REPORT, lambda src: render_capacity(
-        tables.read(CAPACITY_JSON, read_capacity), tables.parquet(POINTS_TABLE), tables.inputs,
-        plotly_src=src))]
+    return [
+        out.write_html(
+            CAPACITY_REPORT,
+            lambda src: render_capacity(
+                tables.read(CAPACITY_JSON, read_capacity),
+                tables.parquet(POINTS_TABLE),
+                tables.inputs,
+                plotly_src=src,
+            ),
+        )
+    ]
 
 
 # ``capacity_report.html``: the folder has ``capacity.json`` (with ``points.parquet`` when

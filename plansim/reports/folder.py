@@ -6,7 +6,8 @@
 planner that only retunes; with ``baseline.json`` its headline compares with the starting counts
 replayed static), ``retune`` (with ``baseline.json``, goodput and GPU-hours before and after),
 ``predictor``, ``windows`` (the retune windows report), ``capacity``, ``fleet``,
-``calibration`` and ``compare`` (``compare.json``; the compared folders are read again); each module's ``FOLDER_REPORT`` says
+``calibration`` and ``compare`` (``compare.json``; the compared folders are read again); each
+module's ``FOLDER_REPORT`` says
 which tables make it.
 
 plotly.js is written once, as ``plotly.min.js`` at the top of the folder, and every report
@@ -30,17 +31,20 @@ from plansim.registry import Registry
 from plansim.reports.assets import write_plotly_js
 from plansim.reports.folder_tables import FolderOutput, FolderReport, FolderTables
 
-FOLDER_REPORTS: Registry[FolderReport] = Registry("folder report", {
-    "replay": "plansim.reports.replay:FOLDER_REPORT",
-    "planner": "plansim.reports.planner:FOLDER_REPORT",
-    "retune": "plansim.reports.retune:FOLDER_REPORT",
-    "predictor": "plansim.reports.predictor:FOLDER_REPORT",
-    "windows": "plansim.reports.windows:FOLDER_REPORT",
-    "capacity": "plansim.reports.capacity:FOLDER_REPORT",
-    "compare": "plansim.reports.compare:FOLDER_REPORT",
-    "fleet": "plansim.reports.fleet:FOLDER_REPORT",
-    "calibration": "plansim.reports.calibration:FOLDER_REPORT",
-})
+FOLDER_REPORTS: Registry[FolderReport] = Registry(
+    "folder report",
+    {
+        "replay": "plansim.reports.replay:FOLDER_REPORT",
+        "planner": "plansim.reports.planner:FOLDER_REPORT",
+        "retune": "plansim.reports.retune:FOLDER_REPORT",
+        "predictor": "plansim.reports.predictor:FOLDER_REPORT",
+        "windows": "plansim.reports.windows:FOLDER_REPORT",
+        "capacity": "plansim.reports.capacity:FOLDER_REPORT",
+        "compare": "plansim.reports.compare:FOLDER_REPORT",
+        "fleet": "plansim.reports.fleet:FOLDER_REPORT",
+        "calibration": "plansim.reports.calibration:FOLDER_REPORT",
+    },
+)
 
 
 def render_dir(out_dir: str | Path, *, self_contained: bool = False) -> list[Path]:
@@ -52,8 +56,10 @@ def render_dir(out_dir: str | Path, *, self_contained: bool = False) -> list[Pat
     reports = [report for _, report in FOLDER_REPORTS.items()]
     triggers = [trigger for report in reports for trigger in report.triggers]
     if not any(path.is_file() for trigger in triggers for path in folder.glob(trigger)):
-        raise InputError(f"nothing to render: no {', '.join(triggers[:-1])} or {triggers[-1]}",
-                         source=str(folder))
+        raise InputError(
+            f"nothing to render: no {', '.join(triggers[:-1])} or {triggers[-1]}",
+            source=str(folder),
+        )
     tables = FolderTables(folder)
     due = [report for report in reports if report.read(tables)]
     out = FolderOutput(folder, self_contained)

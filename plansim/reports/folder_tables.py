@@ -58,7 +58,8 @@ class FolderTables:
         self.summary: Any = read_json(folder / SUMMARY_JSON)
         events = read_json(folder / SCALING_EVENTS_JSON)
         self.scaling_events: list[Mapping[str, Any]] = (
-            [e for e in events if isinstance(e, Mapping)] if isinstance(events, list) else [])
+            [e for e in events if isinstance(e, Mapping)] if isinstance(events, list) else []
+        )
 
     def read(self, name: str, reader: Callable[[Path], Any]) -> Any:
         """``reader(folder / name)``, once per name."""

@@ -57,7 +57,7 @@ def number(value: float | int, digits: int = 3) -> str:
     if math.isinf(value):
         return "infinite" if value > 0 else "-infinite"
     size = abs(value)
-    if size >= 1e15 or (0 < size < 10 ** -digits):
+    if size >= 1e15 or (0 < size < 10**-digits):
         return f"{value:.3g}"
     if size >= 1000:
         return f"{value:,.0f}"

@@ -46,14 +46,14 @@ def all_rejected(requests: pd.DataFrame | None, inputs: Mapping[str, Any] | None
     (``schema.all_rejected_text``, the sentence the command warned with); None otherwise, or
     when the tables do not say."""
     deployment = (inputs or {}).get("deployment")
-    if not has(requests, "status", "reason", "input_length") or not isinstance(deployment,
-                                                                                Mapping):
+    if not has(requests, "status", "reason", "input_length") or not isinstance(deployment, Mapping):
         return None
     if not (requests["status"].astype(str) == "rejected").all():
         return None
     reason = str(requests["reason"].astype(str).value_counts().index[0])
-    return all_rejected_text(len(requests), reason, int(requests["input_length"].min()),
-                             dict(deployment))
+    return all_rejected_text(
+        len(requests), reason, int(requests["input_length"].min()), dict(deployment)
+    )
 
 
 def replay_cards(
@@ -90,8 +90,12 @@ def replay_cards(
 def _goodput(summary: Mapping[str, Any], sla: Mapping[str, float], n: int) -> Card:
     good = finite_number(summary.get("goodput_completed_requests"))
     if good is None:
-        return Card("goodput", "Goodput", "not scored", "no SLA set (sla.ttft_ms, sla.tpot_ms "
-                    "or sla.e2e_ms in the deployment)")
+        return Card(
+            "goodput",
+            "Goodput",
+            "not scored",
+            "no SLA set (sla.ttft_ms, sla.tpot_ms or sla.e2e_ms in the deployment)",
+        )
     text = sla_text(dict(sla)) or "the run's SLA (not recorded in inputs.json)"
     share = percent(good / n) if n else NO_SAMPLES
     return Card("goodput", "Goodput", share, f"{int(good):,} of {n:,} requests met {text}")
@@ -132,7 +136,10 @@ def _latency(
     within = value <= bound
     side = "within" if within else "above"
     return Card(
-        name, label, f"{number(value)} ms", f"{side} the {bound:g} ms bound; {spread}",
+        name,
+        label,
+        f"{number(value)} ms",
+        f"{side} the {bound:g} ms bound; {spread}",
         "good" if within else "bad",
     )
 
@@ -240,8 +247,9 @@ def saving_card(summary: Mapping[str, Any] | None, reference: Reference | None) 
     )
 
 
-def before_after_cards(summary: Mapping[str, Any] | None,
-                       reference: Reference | None) -> list[Card]:
+def before_after_cards(
+    summary: Mapping[str, Any] | None, reference: Reference | None
+) -> list[Card]:
     """Goodput and GPU-hours of ``reference`` (before) and of the run (after), one card each;
     none unless both goodputs are known."""
     summary = summary or {}
@@ -251,14 +259,20 @@ def before_after_cards(summary: Mapping[str, Any] | None,
     points = (share - reference.goodput) * 100.0
     cost = hours / reference.gpu_hours - 1.0 if reference.gpu_hours > 0 else float("nan")
     return [
-        Card("goodput_change", "Goodput before → after",
-             f"{percent(reference.goodput)} → {percent(share)}",
-             f"{points:+.1f} points: {reference.label}, then as run",
-             "good" if points >= 0 else "bad"),
-        Card("gpu_hours_change", "GPU-hours before → after",
-             f"{number(reference.gpu_hours)} → {number(hours)}",
-             f"{cost * 100:+.1f}%: {reference.label}, then as run",
-             "good" if cost <= 0 and points >= 0 else "neutral"),
+        Card(
+            "goodput_change",
+            "Goodput before → after",
+            f"{percent(reference.goodput)} → {percent(share)}",
+            f"{points:+.1f} points: {reference.label}, then as run",
+            "good" if points >= 0 else "bad",
+        ),
+        Card(
+            "gpu_hours_change",
+            "GPU-hours before → after",
+            f"{number(reference.gpu_hours)} → {number(hours)}",
+            f"{cost * 100:+.1f}%: {reference.label}, then as run",
+            "good" if cost <= 0 and points >= 0 else "neutral",
+        ),
     ]
 
 
@@ -267,7 +281,8 @@ def scaling_cards(events: Sequence[Mapping[str, Any]]) -> list[Card]:
     applied = [e for e in events if bool(e.get("applied", True))]
     advisory = len(events) - len(applied)
     up = sum(
-        1 for e in applied
+        1
+        for e in applied
         if (finite_number(e.get("to_count")) or 0) > (finite_number(e.get("from_count")) or 0)
     )
     detail = f"{up} up, {len(applied) - up} down"

@@ -44,7 +44,8 @@ p.muted{color:#6b7385;font-size:.8rem;margin:4px 0 0}
 # A rule's selectors: what stands before its "{" (the rules hold no other braces).
 _SELECTORS = re.compile(r"(^|\})\s*([^{}]+)\{")
 
-_CSS = """
+_CSS = (
+    """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;
 background:#f6f7f9;color:#1d2330}
 main{max-width:1280px;margin:0 auto;padding:16px 24px 48px}
@@ -59,7 +60,9 @@ margin:14px 0}
 p.how{color:#4a5366;font-size:.9rem;margin:2px 0 6px}
 p.note{color:#8a5a00;background:#fff8e6;border-left:3px solid #e0a800;padding:6px 10px;
 font-size:.9rem}
-""" + _CARD_CSS + """
+"""
+    + _CARD_CSS
+    + """
 .tablewrap{max-height:520px;overflow:auto;max-width:100%}
 table{border-collapse:collapse;font-size:.85rem;margin:6px 0}
 th,td{border-bottom:1px solid #e6e8ee;padding:3px 10px;text-align:left;vertical-align:top;
@@ -80,6 +83,7 @@ h3{font-size:1rem;margin:10px 0 0;text-align:center;font-weight:600}
 p.cellhow{text-align:center;font-size:.8rem;margin:0}
 #plotly-missing{display:none}
 """
+)
 
 # Installed before plotly.js so that errors raised while loading or plotting are recorded.
 _BOOT = (
@@ -247,7 +251,7 @@ class Page:
                 for i in range(len(columns))
             ]
         head = "".join(
-            f'<th{" class=num" if numeric[i] else ""}>{html.escape(str(c))}</th>'
+            f"<th{' class=num' if numeric[i] else ''}>{html.escape(str(c))}</th>"
             for i, c in enumerate(columns)
         )
         body = "".join(
@@ -294,9 +298,7 @@ class Page:
                 else self._figure(cell.name, cell.content)
             )
             guide = f'<p class="how cellhow">{html.escape(cell.how)}</p>' if cell.how else ""
-            parts.append(
-                f'<div class="cell"><h3>{html.escape(cell.title)}</h3>{guide}{body}</div>'
-            )
+            parts.append(f'<div class="cell"><h3>{html.escape(cell.title)}</h3>{guide}{body}</div>')
         self._blocks.append(
             f"<section><h2>{html.escape(title)}</h2>{_how(how_to_read)}"
             f'<div class="grid">{"".join(parts)}</div></section>'
@@ -352,8 +354,12 @@ def _cards_markup(cards: Sequence[Card], note: str = "") -> str:
 def cards_fragment(cards: Sequence[Card], note: str = "") -> str:
     """The headline cards as an HTML fragment with their own style, scoped so that it changes
     nothing else of the page it lands in (a notebook's output cell)."""
-    scoped = _SELECTORS.sub(lambda m: m.group(1) + ",".join(
-        f".plansim {s.strip()}" for s in m.group(2).split(",")) + "{", _CARD_CSS.strip())
+    scoped = _SELECTORS.sub(
+        lambda m: (
+            m.group(1) + ",".join(f".plansim {s.strip()}" for s in m.group(2).split(",")) + "{"
+        ),
+        _CARD_CSS.strip(),
+    )
     return f'<div class="plansim"><style>{scoped}</style>{_cards_markup(cards, note)}</div>'
 
 

@@ -60,5 +60,7 @@ def panel_cells(panels: Sequence[Panel], data: Any) -> list[Cell]:
     for panel in panels:
         out = panel.draw(data)
         how = out.how if isinstance(out, Drawn) else panel.how
-        cells.append(Cell(panel.name, panel.title, how, out.figure if isinstance(out, Drawn) else out))
+        cells.append(
+            Cell(panel.name, panel.title, how, out.figure if isinstance(out, Drawn) else out)
+        )
     return cells

@@ -164,8 +164,7 @@ def planner_scaled(ticks: pd.DataFrame, scaling_events: Sequence[Mapping[str, An
         values = ticks[column]
         if column in _DECISION_COLUMNS and values.astype("boolean").fillna(False).any():
             return True
-        if (column.startswith(_REASON_PREFIXES)
-                and (values.astype("string").fillna("") != "").any()):
+        if column.startswith(_REASON_PREFIXES) and (values.astype("string").fillna("") != "").any():
             return True
     return False
 
@@ -247,7 +246,12 @@ def write_planner_reports(
             "whole run's goodput, latency and cost are in planner_report.html beside this folder."
         )
         written += write_planner_report(
-            part, base, scaling_events=events, sla=sla, timeseries=span, plotly_src=plotly_src,
+            part,
+            base,
+            scaling_events=events,
+            sla=sla,
+            timeseries=span,
+            plotly_src=plotly_src,
             period=period,
         )
     return written
@@ -350,8 +354,9 @@ def render_planner(
     if saving is not None:  # beside the goodput card, the first
         cards.insert(1, saving)
     cards += scaling_cards(data.events)
-    page.headline(cards, " ".join(t for t in (period, _targets_note(data.sla, goodput_sla(inputs)))
-                                  if t))
+    page.headline(
+        cards, " ".join(t for t in (period, _targets_note(data.sla, goodput_sla(inputs))) if t)
+    )
     page.part("Charts")
     page.chart_grid(
         "Planner diagnostics (6 x 2)",
@@ -434,8 +439,11 @@ def _decision_table(page: Page, data: PlannerData) -> None:
         role = Role(e["component"]).planner_role
         row = by_time.loc[e["at_s"]] if e["at_s"] in by_time.index else None
         before, after = int(e["from_count"]), int(e["to_count"])
-        why = acting_reason(row, role, before, after) if row is not None else _direction(
-            before, after)
+        why = (
+            acting_reason(row, role, before, after)
+            if row is not None
+            else _direction(before, after)
+        )
         rows.append((float(e["at_s"]), data.labels.get(role, role), before, after, why))
     page.table(
         "Scaling decisions",
@@ -467,15 +475,18 @@ def acting_reason(row: Mapping[str, Any], role: str, before: int, after: int) ->
     if policy:
         return policy if policy.startswith(direction) else f"{direction}: {policy}"
     load = _text(row.get(f"load_decision_reason_{role}")) or _text(row.get("load_decision_reason"))
-    throughput = (_text(row.get(f"throughput_decision_reason_{role}"))
-                  or _text(row.get("throughput_decision_reason")))
+    throughput = _text(row.get(f"throughput_decision_reason_{role}")) or _text(
+        row.get("throughput_decision_reason")
+    )
     bound = pd.to_numeric(row.get(f"throughput_lower_bound_{role}"), errors="coerce")
     if load == direction:
         why = f"{direction}: the load loop's step"
         other = f"throughput loop: {throughput}" if throughput else ""
     elif throughput and after > before and np.isfinite(bound) and bound >= after:
-        why = (f"{direction}: the throughput loop's lower bound, {int(bound)} replicas, is above "
-               f"{before} ({throughput})")
+        why = (
+            f"{direction}: the throughput loop's lower bound, {int(bound)} replicas, is above "
+            f"{before} ({throughput})"
+        )
         other = f"load loop: {load}" if load else ""
     elif throughput:
         why = f"{direction}: the throughput loop ({throughput})"
@@ -484,8 +495,14 @@ def acting_reason(row: Mapping[str, Any], role: str, before: int, after: int) ->
         why, other = (f"{direction}: {load}" if load else direction), ""
     budget = row.get("reconcile_reasons")
     if isinstance(budget, Mapping) and budget:
-        other = "; ".join(t for t in (other, "budget: " + ", ".join(
-            f"{k} {v}" for k, v in budget.items() if v is not None)) if t)
+        other = "; ".join(
+            t
+            for t in (
+                other,
+                "budget: " + ", ".join(f"{k} {v}" for k, v in budget.items() if v is not None),
+            )
+            if t
+        )
     return f"{why}; {other}" if other else why
 
 
@@ -501,8 +518,10 @@ def _role_labels(ticks: pd.DataFrame, cols: dict[str, str | None]) -> dict[str, 
         c is not None and c in ticks.columns and np.nansum(np.abs(floats(ticks, c))) > 0
         for c in (cols.get("ready_prefill"), "expected_prefill")
     )
-    return {Role.PREFILL: Role.PREFILL.value,
-            Role.DECODE: (Role.DECODE if has_prefill else Role.AGG).value}
+    return {
+        Role.PREFILL: Role.PREFILL.value,
+        Role.DECODE: (Role.DECODE if has_prefill else Role.AGG).value,
+    }
 
 
 # ---------------------------------------------------------------- panel drawing
@@ -530,8 +549,6 @@ def _sla_from_ticks(ticks: pd.DataFrame, cols: dict[str, str | None]) -> dict[st
             if values.size:
                 found[key] = float(values[-1])
     return found
-
-
 
 
 def _panel(fig: go.Figure, data: PlannerData) -> go.Figure:
@@ -607,13 +624,20 @@ def _replicas(data: PlannerData) -> PanelOutput:
         label = data.labels[role]
         ready = data.series(f"ready_{role}")
         if ready is not None:
-            _line(fig, data, ready, f"{label} replicas", pool_colour(label), how="max",
-                  shape="hv")
+            _line(fig, data, ready, f"{label} replicas", pool_colour(label), how="max", shape="hv")
             drawn = True
         bound = data.series(f"lb_{role}")
         if bound is not None and np.nanmax(bound, initial=0) > 1:
-            _line(fig, data, bound, f"{label} TP lower bound", pool_colour(label), "dash",
-                  how="max", shape="hv")
+            _line(
+                fig,
+                data,
+                bound,
+                f"{label} TP lower bound",
+                pool_colour(label),
+                "dash",
+                how="max",
+                shape="hv",
+            )
         rec = data.series(f"rec_{role}")
         advisory, target = data.cols.get("advisory"), data.series(f"scale_to_{role}")
         if rec is None and advisory is not None and target is not None:
@@ -724,8 +748,14 @@ def _engine_load(role: str) -> Any:
         ):
             pools = timeseries[timeseries["pool"].astype(str).isin(pools_doing(role))]
             for name, part in pools.groupby(pools["pool"].astype(str), sort=True):
-                _max_line(fig, data, floats(part, "time_s"), floats(part, "queued_prefill_tokens"),
-                          f"{name} pool total", pool_colour(name))
+                _max_line(
+                    fig,
+                    data,
+                    floats(part, "time_s"),
+                    floats(part, "queued_prefill_tokens"),
+                    f"{name} pool total",
+                    pool_colour(name),
+                )
                 drawn = True
         if not drawn:
             return _no_data("per-engine forward-pass metrics")
@@ -745,7 +775,10 @@ def _max_line(
     t, ys = bin_series(t_s, {"y": y}, how="max")
     fig.add_trace(
         go.Scatter(
-            x=t / data.unit.seconds, y=ys["y"], mode="lines", name=plain(name),
+            x=t / data.unit.seconds,
+            y=ys["y"],
+            mode="lines",
+            name=plain(name),
             line={"color": colour},
         )
     )
@@ -775,8 +808,14 @@ def _engine_lines(
     label = Role.AGG.value if _aggregated(data) else role
     for k, name in enumerate(sorted(names, key=str)):
         one = load[load["engine"] == name]
-        _max_line(fig, data, floats(one, "at_s"), floats(one, "_load"), f"{label} {name}",
-                  PALETTE[k % len(PALETTE)])
+        _max_line(
+            fig,
+            data,
+            floats(one, "at_s"),
+            floats(one, "_load"),
+            f"{label} {name}",
+            PALETTE[k % len(PALETTE)],
+        )
     return len(names) > 0
 
 
@@ -786,8 +825,13 @@ def _capacity(data: PlannerData) -> PanelOutput:
         y = data.series(f"engine_rps_{role}")
         if y is not None:
             if _aggregated(data):  # one engine, two limits: its prefill and its decode rate
-                _line(fig, data, y, f"agg engine req/s ({role} limit)",
-                      PALETTE[0] if role == Role.PREFILL else pool_colour(Role.AGG))
+                _line(
+                    fig,
+                    data,
+                    y,
+                    f"agg engine req/s ({role} limit)",
+                    PALETTE[0] if role == Role.PREFILL else pool_colour(Role.AGG),
+                )
             else:
                 _line(fig, data, y, f"{role} engine req/s", pool_colour(role))
     if not fig.data:
@@ -890,50 +934,93 @@ def _engine_frame(ticks: pd.DataFrame, column: str, at_s: np.ndarray) -> pd.Data
 
 # The 6 x 2 grid of the reference recorder, in reading order (two to a row).
 PANELS: tuple[Panel, ...] = (
-    Panel("planner_replicas", "Replica Counts", "Ready replicas per role, the throughput "
-          "loop's lower bound (dashed) and advisory recommendations (hollow circles).",
-          ("ticks.ready_prefill", "ticks.ready_decode", "ticks.throughput_lower_bound_decode"),
-          _replicas),
-    Panel("planner_request_rate", "Request Rate (Observed vs Predicted)", "Requests/s the "
-          "planner observed over its last interval, and what its predictor expected.",
-          ("ticks.observed_rps", "ticks.predicted_rps"), _request_rate),
-    Panel("planner_observed_ttft", "Observed TTFT vs SLA", "Mean TTFT the planner observed.",
-          ("ticks.observed_ttft_ms",),
-          _against_sla("observed_ttft_ms", "ttft_ms", "TTFT (ms)", "observed TTFT")),
-    Panel("planner_observed_itl", "Observed ITL vs SLA", "Mean ITL the planner observed.",
-          ("ticks.observed_itl_ms",),
-          _against_sla("observed_itl_ms", "itl_ms", "ITL (ms)", "observed ITL")),
-    Panel("planner_estimated_ttft", "Estimated TTFT vs SLA", "TTFT the planner's perf model "
-          "estimates at the current load.", ("ticks.estimated_ttft_ms",),
-          _against_sla("estimated_ttft_ms", "ttft_ms", "TTFT (ms)", "estimated TTFT")),
-    Panel("planner_estimated_itl", "Estimated ITL vs SLA", "ITL the planner's perf model "
-          "estimates at the current load.", ("ticks.estimated_itl_ms",),
-          _against_sla("estimated_itl_ms", "itl_ms", "ITL (ms)", "estimated ITL")),
-    Panel("planner_prefill_load", "Engine Load: queued prefill tokens",
-          "Queued prefill tokens per engine (the prefill engines, or the aggregated engines, "
-          "which prefill too).", ("ticks.engine_queues",
-                                                 "ticks.queued_prefill_tokens"),
-          _engine_load(Role.PREFILL)),
-    Panel("planner_decode_load", "Engine Load: queued + inflight decode KV tokens",
-          "Decode KV tokens per engine (the decode engines, or the aggregated engines) against "
-          "one engine's KV capacity.",
-          ("ticks.engine_queues", "ticks.decode_kv_tokens", "ticks.max_kv_tokens"),
-          _engine_load(Role.DECODE)),
-    Panel("planner_capacity", "Engine Capacity (req/s)", "Requests/s one engine can serve "
-          "within the targets, per the perf model.",
-          ("ticks.engine_rps_prefill", "ticks.engine_rps_decode"), _capacity),
-    Panel("planner_sequence_lengths", "Sequence Lengths (Observed vs Predicted)",
-          "Average input and output lengths, observed and predicted.",
-          ("ticks.observed_isl", "ticks.observed_osl", "ticks.predicted_isl",
-           "ticks.predicted_osl"), _sequence_lengths),
-    Panel("planner_load_decisions", "Load Scaling Decisions", "The load loop's decision "
-          "reason at each tick, per component.", ("ticks.load_decision_reason_prefill",
-                                                   "ticks.load_decision_reason_decode"),
-          _decisions("load", LOAD_COLOURS, "square")),
-    Panel("planner_throughput_decisions", "Throughput Scaling Decisions", "The throughput "
-          "loop's decision reason at each tick, per component.",
-          ("ticks.throughput_decision_reason_prefill", "ticks.throughput_decision_reason_decode"),
-          _decisions("throughput", THROUGHPUT_COLOURS, "diamond")),
+    Panel(
+        "planner_replicas",
+        "Replica Counts",
+        "Ready replicas per role, the throughput "
+        "loop's lower bound (dashed) and advisory recommendations (hollow circles).",
+        ("ticks.ready_prefill", "ticks.ready_decode", "ticks.throughput_lower_bound_decode"),
+        _replicas,
+    ),
+    Panel(
+        "planner_request_rate",
+        "Request Rate (Observed vs Predicted)",
+        "Requests/s the planner observed over its last interval, and what its predictor expected.",
+        ("ticks.observed_rps", "ticks.predicted_rps"),
+        _request_rate,
+    ),
+    Panel(
+        "planner_observed_ttft",
+        "Observed TTFT vs SLA",
+        "Mean TTFT the planner observed.",
+        ("ticks.observed_ttft_ms",),
+        _against_sla("observed_ttft_ms", "ttft_ms", "TTFT (ms)", "observed TTFT"),
+    ),
+    Panel(
+        "planner_observed_itl",
+        "Observed ITL vs SLA",
+        "Mean ITL the planner observed.",
+        ("ticks.observed_itl_ms",),
+        _against_sla("observed_itl_ms", "itl_ms", "ITL (ms)", "observed ITL"),
+    ),
+    Panel(
+        "planner_estimated_ttft",
+        "Estimated TTFT vs SLA",
+        "TTFT the planner's perf model estimates at the current load.",
+        ("ticks.estimated_ttft_ms",),
+        _against_sla("estimated_ttft_ms", "ttft_ms", "TTFT (ms)", "estimated TTFT"),
+    ),
+    Panel(
+        "planner_estimated_itl",
+        "Estimated ITL vs SLA",
+        "ITL the planner's perf model estimates at the current load.",
+        ("ticks.estimated_itl_ms",),
+        _against_sla("estimated_itl_ms", "itl_ms", "ITL (ms)", "estimated ITL"),
+    ),
+    Panel(
+        "planner_prefill_load",
+        "Engine Load: queued prefill tokens",
+        "Queued prefill tokens per engine (the prefill engines, or the aggregated engines, "
+        "which prefill too).",
+        ("ticks.engine_queues", "ticks.queued_prefill_tokens"),
+        _engine_load(Role.PREFILL),
+    ),
+    Panel(
+        "planner_decode_load",
+        "Engine Load: queued + inflight decode KV tokens",
+        "Decode KV tokens per engine (the decode engines, or the aggregated engines) against "
+        "one engine's KV capacity.",
+        ("ticks.engine_queues", "ticks.decode_kv_tokens", "ticks.max_kv_tokens"),
+        _engine_load(Role.DECODE),
+    ),
+    Panel(
+        "planner_capacity",
+        "Engine Capacity (req/s)",
+        "Requests/s one engine can serve within the targets, per the perf model.",
+        ("ticks.engine_rps_prefill", "ticks.engine_rps_decode"),
+        _capacity,
+    ),
+    Panel(
+        "planner_sequence_lengths",
+        "Sequence Lengths (Observed vs Predicted)",
+        "Average input and output lengths, observed and predicted.",
+        ("ticks.observed_isl", "ticks.observed_osl", "ticks.predicted_isl", "ticks.predicted_osl"),
+        _sequence_lengths,
+    ),
+    Panel(
+        "planner_load_decisions",
+        "Load Scaling Decisions",
+        "The load loop's decision reason at each tick, per component.",
+        ("ticks.load_decision_reason_prefill", "ticks.load_decision_reason_decode"),
+        _decisions("load", LOAD_COLOURS, "square"),
+    ),
+    Panel(
+        "planner_throughput_decisions",
+        "Throughput Scaling Decisions",
+        "The throughput loop's decision reason at each tick, per component.",
+        ("ticks.throughput_decision_reason_prefill", "ticks.throughput_decision_reason_decode"),
+        _decisions("throughput", THROUGHPUT_COLOURS, "diamond"),
+    ),
 )
 TITLES = tuple(panel.title for panel in PANELS)
 
@@ -942,8 +1029,12 @@ def _read_folder(tables: FolderTables) -> bool:
     ticks = tables.parquet(TICKS_TABLE)
     tables.parquet(TIMESERIES_TABLE)
     tables.json(BASELINE_JSON)
-    return (ticks is not None and len(ticks) > 0 and "at_s" in ticks.columns
-            and planner_scaled(ticks, tables.scaling_events))
+    return (
+        ticks is not None
+        and len(ticks) > 0
+        and "at_s" in ticks.columns
+        and planner_scaled(ticks, tables.scaling_events)
+    )
 
 
 def _write_folder(tables: FolderTables, out: FolderOutput) -> list[Path]:
@@ -951,16 +1042,28 @@ def _write_folder(tables: FolderTables, out: FolderOutput) -> list[Path]:
     timeseries = tables.parquet(TIMESERIES_TABLE)
     sla = planner_targets(inputs) or find_sla(inputs)
     written = write_planner_report(
-        ticks, out.folder / PLANNER_REPORT, scaling_events=tables.scaling_events, sla=sla,
-        timeseries=timeseries, summary=tables.summary if isinstance(tables.summary, dict) else None,
-        inputs=inputs, baseline=baseline_reference(tables.json(BASELINE_JSON)),
-        plotly_src=out.plotly_src(out.folder / f"{PLANNER_REPORT}.html"))
+        ticks,
+        out.folder / PLANNER_REPORT,
+        scaling_events=tables.scaling_events,
+        sla=sla,
+        timeseries=timeseries,
+        summary=tables.summary if isinstance(tables.summary, dict) else None,
+        inputs=inputs,
+        baseline=baseline_reference(tables.json(BASELINE_JSON)),
+        plotly_src=out.plotly_src(out.folder / f"{PLANNER_REPORT}.html"),
+    )
     interval_h = positive(find_value(inputs, "report_interval_hours"))
     if interval_h is not None:
         periods = out.folder / PLANNER_PERIOD_REPORTS_DIR
         written += write_planner_reports(
-            ticks, periods, interval_h, scaling_events=tables.scaling_events, sla=sla,
-            timeseries=timeseries, plotly_src=out.plotly_src(periods / f"{PLANNER_REPORT}.html"))
+            ticks,
+            periods,
+            interval_h,
+            scaling_events=tables.scaling_events,
+            sla=sla,
+            timeseries=timeseries,
+            plotly_src=out.plotly_src(periods / f"{PLANNER_REPORT}.html"),
+        )
     return written
 
 

@@ -132,8 +132,9 @@ def render_predictor(
         )
         return page.render(plotly_src)
     data = predictor_data(predictions, ranking, interval_s)
-    page.headline(predictor_cards(data.table, data.frame, interval_s, naive),
-                  PRESWEEP_LOSS_SENTENCE)
+    page.headline(
+        predictor_cards(data.table, data.frame, interval_s, naive), PRESWEEP_LOSS_SENTENCE
+    )
     _loss_table(page, data.table)
     page.part("Charts")
     draw_panels(page, PANELS, data)
@@ -196,7 +197,9 @@ def _empty_buckets_as_gaps(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def predictor_cards(
-    table: list[dict[str, Any]], frame: pd.DataFrame, interval_s: float | None,
+    table: list[dict[str, Any]],
+    frame: pd.DataFrame,
+    interval_s: float | None,
     naive: Mapping[str, Any] | None = None,
 ) -> list[Card]:
     """The bottom line: one winner, by the pre-sweep loss (what retune picks with); its skill
@@ -224,9 +227,12 @@ def predictor_cards(
                     "error",
                     "Its request-count error",
                     f"MAPE {mape:.0f}%",
-                    ("warning: forecasts miss by more than half of a bucket's requests; "
-                     "buckets this short are mostly noise, a longer interval smooths them"
-                     if huge else "mean miss of the request count per bucket"),
+                    (
+                        "warning: forecasts miss by more than half of a bucket's requests; "
+                        "buckets this short are mostly noise, a longer interval smooths them"
+                        if huge
+                        else "mean miss of the request count per bucket"
+                    ),
                     "bad" if huge else "good",
                 )
             )
@@ -262,9 +268,15 @@ def _skill_card(best: Mapping[str, Any], naive: Mapping[str, Any] | None) -> lis
         return []
     side = "less" if gain >= 0 else "more"
     against = f" ({number(naive_loss)})" if naive_loss is not None else ""
-    return [Card("skill", "Skill vs naive forecast", f"{gain * 100:+.0f}%",
-                 f"{abs(gain):.0%} {side} loss than repeating the last bucket{against}",
-                 "good" if gain > 0 else "bad")]
+    return [
+        Card(
+            "skill",
+            "Skill vs naive forecast",
+            f"{gain * 100:+.0f}%",
+            f"{abs(gain):.0%} {side} loss than repeating the last bucket{against}",
+            "good" if gain > 0 else "bad",
+        )
+    ]
 
 
 def _computed_ranking(frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -315,7 +327,9 @@ def _cell(value: Any, kind: str) -> Any:
 def _loss_table(page: Page, table: list[dict[str, Any]]) -> None:
     known = [(k, h, kind) for k, h, kind in _TABLE_COLUMNS if any(k in r for r in table)]
     extra = [
-        c for r in table for c in r
+        c
+        for r in table
+        for c in r
         if c not in {k for k, _, _ in _TABLE_COLUMNS} and c not in ("name", "params")
     ]
     extra = list(dict.fromkeys(extra))
@@ -323,7 +337,8 @@ def _loss_table(page: Page, table: list[dict[str, Any]]) -> None:
         "Ranking by pre-sweep loss (best first)",
         [h for _, h, _ in known] + [c.replace("_", " ") for c in extra],
         [
-            [_cell(r.get(k), kind) for k, _, kind in known] + [_cell(r.get(c), "num") for c in extra]
+            [_cell(r.get(k), kind) for k, _, kind in known]
+            + [_cell(r.get(c), "num") for c in extra]
             for r in table
         ],
         "Pre-sweep loss as above. Skill vs naive: 1 - loss / the loss of repeating the last "
@@ -347,8 +362,14 @@ def _mape_table(page: Page, table: list[dict[str, Any]]) -> None:
         return
     page.table(
         "Request-count error (lowest first), for reference",
-        ["rank", "predictor", "count MAPE", "count RMSE (requests)", "pre-sweep loss",
-         "rank by loss"],
+        [
+            "rank",
+            "predictor",
+            "count MAPE",
+            "count RMSE (requests)",
+            "pre-sweep loss",
+            "rank by loss",
+        ],
         [
             [
                 k,
@@ -402,13 +423,20 @@ def _forecast_chart(d: PredictorData) -> PanelOutput:
         part = frame[frame["series"] == name]
         actual = part.drop_duplicates("bucket").sort_values("bucket")
         t, ys = bin_series(floats(actual, "_x"), {"y": floats(actual, "actual")})
-        _add_line(fig, row, _axis_x(t, unit), ys["y"], "actual",
-                  {"color": ACTUAL_COLOUR, "width": 2.5})
+        _add_line(
+            fig, row, _axis_x(t, unit), ys["y"], "actual", {"color": ACTUAL_COLOUR, "width": 2.5}
+        )
         for predictor in d.shown:
             one = part[part["predictor"] == predictor].sort_values("bucket")
             t, ys = bin_series(floats(one, "_x"), {"y": floats(one, "forecast")})
-            _add_line(fig, row, _axis_x(t, unit), ys["y"], plain(predictor),
-                      {"color": d.colours[predictor], "width": 1.3})
+            _add_line(
+                fig,
+                row,
+                _axis_x(t, unit),
+                ys["y"],
+                plain(predictor),
+                {"color": d.colours[predictor], "width": 1.3},
+            )
         fig.update_yaxes(
             title_text=plain(_SERIES_LABELS.get(name, name)), rangemode="tozero", row=row, col=1
         )
@@ -431,8 +459,14 @@ def _error_chart(d: PredictorData) -> PanelOutput:
             # an empty bucket's average has no error: a gap
             smooth = np.where(np.isnan(err), np.nan, smooth.to_numpy())
             t, ys = bin_series(floats(one, "_x"), {"y": smooth})
-            _add_line(fig, row, _axis_x(t, unit), ys["y"], plain(predictor),
-                      {"color": d.colours[predictor]})
+            _add_line(
+                fig,
+                row,
+                _axis_x(t, unit),
+                ys["y"],
+                plain(predictor),
+                {"color": d.colours[predictor]},
+            )
         fig.update_yaxes(title_text="log1p error", rangemode="tozero", row=row, col=1)
     fig.update_xaxes(title_text=_x_title(unit), row=len(d.series), col=1)
     return base_layout(fig, height=220 * len(d.series) + 160, legend_below=True)
@@ -452,8 +486,9 @@ def _series_subplots(series: list[str]) -> go.Figure:
 def _add_line(fig: go.Figure, row: int, x: Any, y: Any, name: str, line: dict[str, Any]) -> None:
     """A line in subplot ``row``; its legend entry is shown once (on the first row)."""
     fig.add_trace(
-        go.Scatter(x=x, y=y, mode="lines", name=name, legendgroup=name, showlegend=row == 1,
-                   line=line),
+        go.Scatter(
+            x=x, y=y, mode="lines", name=name, legendgroup=name, showlegend=row == 1, line=line
+        ),
         row=row,
         col=1,
     )
@@ -488,12 +523,24 @@ PANELS: tuple[Panel, ...] = (
 
 def _write_folder(tables: FolderTables, out: FolderOutput) -> list[Path]:
     summary, inputs = tables.summary, tables.inputs
-    interval = positive((summary.get("interval_s") if isinstance(summary, Mapping) else None)
-                        or find_value(inputs, "interval_s") or find_value(inputs, "interval"))
-    return [out.write_html(PREDICTOR_REPORT, lambda src: render_predictor(
-        tables.parquet(PREDICTIONS_TABLE), ranking_rows(summary), interval_s=interval,
-        inputs=inputs, naive=summary.get("naive") if isinstance(summary, Mapping) else None,
-        plotly_src=src))]
+    interval = positive(
+        (summary.get("interval_s") if isinstance(summary, Mapping) else None)
+        or find_value(inputs, "interval_s")
+        or find_value(inputs, "interval")
+    )
+    return [
+        out.write_html(
+            PREDICTOR_REPORT,
+            lambda src: render_predictor(
+                tables.parquet(PREDICTIONS_TABLE),
+                ranking_rows(summary),
+                interval_s=interval,
+                inputs=inputs,
+                naive=summary.get("naive") if isinstance(summary, Mapping) else None,
+                plotly_src=src,
+            ),
+        )
+    ]
 
 
 def _read_folder(tables: FolderTables) -> bool:

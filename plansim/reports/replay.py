@@ -59,7 +59,6 @@ from plansim.schema import (
     SUMMARY_STATS,
     TIMESERIES_TABLE,
     WORKERS_TABLE,
-    sla_text,
 )
 
 _REQUEST_COUNT_KEYS = ("requests", "request_count", "num_requests")
@@ -116,8 +115,11 @@ def render_replay(
         "A replay of a request trace on simulated engines. "
         "Times are virtual, from the first arrival.",
     )
-    page.headline(replay_cards(data.summary, goodput_sla(data.inputs), timeseries,
-                               all_rejected(requests, data.inputs)))
+    page.headline(
+        replay_cards(
+            data.summary, goodput_sla(data.inputs), timeseries, all_rejected(requests, data.inputs)
+        )
+    )
     page.part("Charts")
     draw_panels(page, PANELS, data)
     page.part("Details")
@@ -190,12 +192,7 @@ def summary_details(page: Page, summary: Mapping[str, Any]) -> None:
         if str(key) in SUMMARY_KEY_BY_NAME:
             continue
         metric = next(
-            (
-                m
-                for m in SUMMARY_DISTRIBUTIONS
-                for s in SUMMARY_STATS
-                if str(key) == f"{s}_{m}"
-            ),
+            (m for m in SUMMARY_DISTRIBUTIONS for s in SUMMARY_STATS if str(key) == f"{s}_{m}"),
             None,
         )
         if metric is not None and isinstance(value, (int, float)):
@@ -666,12 +663,22 @@ def _request_tables(page: Page, requests: pd.DataFrame | None) -> None:
         return
     slowest = requests.assign(_e2e=floats(requests, column)).nlargest(10, "_e2e")
     # Shown only when they say something: a session, a release before the arrival.
-    telling = {"session_id": "session_id" in slowest and bool((slowest["session_id"] != "").any()),
-               "release_ms": not _released_on_arrival(requests)}
+    telling = {
+        "session_id": "session_id" in slowest and bool((slowest["session_id"] != "").any()),
+        "release_ms": not _released_on_arrival(requests),
+    }
     shown = [
         c
-        for c in ("request_id", "session_id", "release_ms", "arrival_ms", "ttft_ms", "tpot_ms",
-                  "input_length", "output_length")
+        for c in (
+            "request_id",
+            "session_id",
+            "release_ms",
+            "arrival_ms",
+            "ttft_ms",
+            "tpot_ms",
+            "input_length",
+            "output_length",
+        )
         if c in slowest and telling.get(c, True)
     ]
     page.table(
@@ -695,10 +702,12 @@ def _released_on_arrival(requests: pd.DataFrame) -> bool:
 _SESSION_HOW = (
     "Session total: the share of sessions (y) whose time from the release of their first "
     "turn to the last token of their last is at most x; it includes think and tool times, so "
-    "it is what a user of the session waited in all.")
+    "it is what a user of the session waited in all."
+)
 _CAP_WAIT_HOW = (
     "Wait at the cap (--max-concurrency): how long released requests waited for a free slot "
-    "before they entered the cluster; their latencies count from entry.")
+    "before they entered the cluster; their latencies count from entry."
+)
 
 
 def _closed_loop(d: ReplayData) -> PanelOutput:
@@ -711,20 +720,39 @@ def _closed_loop(d: ReplayData) -> PanelOutput:
         waits = floats(requests, "arrival_ms") - floats(requests, "release_ms")
     totals, waits = totals[np.isfinite(totals)], waits[np.isfinite(waits)]
     if totals.size == 0 and waits.size == 0:
-        return ("Not shown: an open-loop replay without a concurrency cap (every request "
-                "entered the cluster at its trace arrival) has no sessions or release waits.")
-    shown = [(name, values, what) for name, values, what in (
-        ("Session total", totals, "first release to last token, completed sessions"),
-        ("Wait at the cap", waits, "release to arrival, per request"),
-    ) if values.size]
-    fig = make_subplots(rows=1, cols=len(shown), horizontal_spacing=0.1,
-                        subplot_titles=[f"{n}: {w}" for n, _, w in shown])
+        return (
+            "Not shown: an open-loop replay without a concurrency cap (every request "
+            "entered the cluster at its trace arrival) has no sessions or release waits."
+        )
+    shown = [
+        (name, values, what)
+        for name, values, what in (
+            ("Session total", totals, "first release to last token, completed sessions"),
+            ("Wait at the cap", waits, "release to arrival, per request"),
+        )
+        if values.size
+    ]
+    fig = make_subplots(
+        rows=1,
+        cols=len(shown),
+        horizontal_spacing=0.1,
+        subplot_titles=[f"{n}: {w}" for n, _, w in shown],
+    )
     for col, (name, values, _) in enumerate(shown, start=1):
         x, p = quantile_cdf(values / 1000.0)
-        fig.add_trace(go.Scatter(x=x, y=p * 100.0, mode="lines", name=name, showlegend=False,
-                                 line={"color": PERCENTILE_COLOURS[50.0]},
-                                 hovertemplate="%{x:.2f} s: %{y:.1f}%<extra>" + name
-                                 + "</extra>"), row=1, col=col)
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=p * 100.0,
+                mode="lines",
+                name=name,
+                showlegend=False,
+                line={"color": PERCENTILE_COLOURS[50.0]},
+                hovertemplate="%{x:.2f} s: %{y:.1f}%<extra>" + name + "</extra>",
+            ),
+            row=1,
+            col=col,
+        )
         fig.update_xaxes(title_text=f"{name} (s)", row=1, col=col)
     fig.update_yaxes(title_text="At or below (%)", range=[0, 101], row=1, col=1)
     layout = base_layout(fig, height=400)
@@ -818,10 +846,21 @@ def _read_folder(tables: FolderTables) -> bool:
 
 def _write_folder(tables: FolderTables, out: FolderOutput) -> list[Path]:
     summary = tables.summary if isinstance(tables.summary, dict) else {}
-    return [out.write_html(REPLAY_REPORT, lambda src: render_replay(
-        tables.parquet(REQUESTS_TABLE), tables.parquet(TIMESERIES_TABLE),
-        tables.parquet(WORKERS_TABLE), summary, tables.inputs, tables.scaling_events,
-        sessions=tables.parquet(SESSIONS_TABLE), plotly_src=src))]
+    return [
+        out.write_html(
+            REPLAY_REPORT,
+            lambda src: render_replay(
+                tables.parquet(REQUESTS_TABLE),
+                tables.parquet(TIMESERIES_TABLE),
+                tables.parquet(WORKERS_TABLE),
+                summary,
+                tables.inputs,
+                tables.scaling_events,
+                sessions=tables.parquet(SESSIONS_TABLE),
+                plotly_src=src,
+            ),
+        )
+    ]
 
 
 # ``report.html``: the folder has a requests or a timeseries table.

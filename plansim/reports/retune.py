@@ -217,8 +217,10 @@ def render_retune(
     sla = (inputs or {}).get("scoring_sla")
     if isinstance(sla, Mapping) and sla_text(dict(sla)):
         sentence += f" Goodput counts the requests that met {sla_text(dict(sla))}."
-    page.headline(before_after_cards(summary, baseline)
-                  + retune_cards(data, min_improvement_percentage), sentence)
+    page.headline(
+        before_after_cards(summary, baseline) + retune_cards(data, min_improvement_percentage),
+        sentence,
+    )
     if not windows:
         page.note("Candidate scores per window", "Not shown: retune_events.json holds no decision.")
     else:
@@ -226,8 +228,11 @@ def render_retune(
         draw_panels(page, PANELS, data)
         page.part("Details")
         _decision_table(page, windows)
-    rows = [(key, inputs[key]) for key in ("command", "config", "traces", "trace_files")
-            if inputs and key in inputs]
+    rows = [
+        (key, inputs[key])
+        for key in ("command", "config", "traces", "trace_files")
+        if inputs and key in inputs
+    ]
     if rows:
         page.key_values("Retune run", rows)
     return page.render(plotly_src)
@@ -631,11 +636,16 @@ def read_events(path: Path) -> list[Mapping[str, Any]] | None:
         raise InputError("expected a list of decision records", source=str(path))
     for i, event in enumerate(events):
         # The keys every decision record has (retune.record); anything else is not one.
-        if not (isinstance(event, Mapping) and isinstance(event.get("window"), int)
-                and event.get("outcome") in RETUNE_OUTCOMES):
-            raise InputError(f"record {i} is not a retune decision record (it needs an integer "
-                             "window and an outcome: " + ", ".join(RETUNE_OUTCOMES) + ")",
-                             source=str(path))
+        if not (
+            isinstance(event, Mapping)
+            and isinstance(event.get("window"), int)
+            and event.get("outcome") in RETUNE_OUTCOMES
+        ):
+            raise InputError(
+                f"record {i} is not a retune decision record (it needs an integer "
+                "window and an outcome: " + ", ".join(RETUNE_OUTCOMES) + ")",
+                source=str(path),
+            )
     return events
 
 
@@ -652,12 +662,20 @@ def _threshold(value: Any) -> float:
 def _write_folder(tables: FolderTables, out: FolderOutput) -> list[Path]:
     retune = find_value(tables.inputs, "retune")
     retune = retune if isinstance(retune, Mapping) else {}
-    return [out.write_html(RETUNE_REPORT, lambda src: render_retune(
-        tables.read(RETUNE_EVENTS_JSON, read_events), objective=retune.get("objective"),
-        min_improvement_percentage=_threshold(retune.get("min_improvement_percentage")),
-        inputs=tables.inputs,
-        summary=tables.summary if isinstance(tables.summary, Mapping) else None,
-        baseline=baseline_reference(tables.json(BASELINE_JSON)), plotly_src=src))]
+    return [
+        out.write_html(
+            RETUNE_REPORT,
+            lambda src: render_retune(
+                tables.read(RETUNE_EVENTS_JSON, read_events),
+                objective=retune.get("objective"),
+                min_improvement_percentage=_threshold(retune.get("min_improvement_percentage")),
+                inputs=tables.inputs,
+                summary=tables.summary if isinstance(tables.summary, Mapping) else None,
+                baseline=baseline_reference(tables.json(BASELINE_JSON)),
+                plotly_src=src,
+            ),
+        )
+    ]
 
 
 def _read_folder(tables: FolderTables) -> bool:

@@ -94,8 +94,7 @@ def bounds(block: Any, keys: Sequence[str] = GOODPUT_SLA_KEYS) -> dict[str, floa
     return found
 
 
-def first_bounds(blocks: Sequence[Any], keys: Sequence[str] = GOODPUT_SLA_KEYS
-                 ) -> dict[str, float]:
+def first_bounds(blocks: Sequence[Any], keys: Sequence[str] = GOODPUT_SLA_KEYS) -> dict[str, float]:
     """The bounds of the first of ``blocks`` that sets any."""
     return next((found for block in blocks if (found := bounds(block, keys))), {})
 

@@ -198,8 +198,14 @@ def _scores_chart(d: WindowsData) -> PanelOutput:
                 others_y.append(score)
     if others_x:
         fig.add_trace(
-            go.Scatter(x=others_x, y=others_y, mode="markers", name=_OTHERS,
-                       marker={"color": "#b9bec9", "size": 5}, hoverinfo="skip")
+            go.Scatter(
+                x=others_x,
+                y=others_y,
+                mode="markers",
+                name=_OTHERS,
+                marker={"color": "#b9bec9", "size": 5},
+                hoverinfo="skip",
+            )
         )
     current = {str(c.get("label")) for c in d.candidates if c.get("is_current")}
     for label in d.shown:
@@ -211,8 +217,11 @@ def _scores_chart(d: WindowsData) -> PanelOutput:
                 y=[np.nan if v is None else v for v in y],
                 mode="lines+markers",
                 name=plain(label + (" (current)" if is_current else "")),
-                line={"color": "#222222" if is_current else d.colours[label],
-                      "width": 3 if is_current else 1.5, "dash": "dash" if is_current else "solid"},
+                line={
+                    "color": "#222222" if is_current else d.colours[label],
+                    "width": 3 if is_current else 1.5,
+                    "dash": "dash" if is_current else "solid",
+                },
                 marker={"size": 6},
             )
         )
@@ -231,7 +240,9 @@ def _wins_chart(d: WindowsData) -> PanelOutput:
     if not rows:
         return "Not shown: summary.json has no per-candidate wins."
     rows = rows[::-1]  # most wins at the top
-    labels = [plain(str(c.get("label")) + (" (current)" if c.get("is_current") else "")) for c in rows]
+    labels = [
+        plain(str(c.get("label")) + (" (current)" if c.get("is_current") else "")) for c in rows
+    ]
     fig = go.Figure(
         go.Bar(
             x=[finite_number(c.get("wins")) for c in rows],
@@ -241,8 +252,11 @@ def _wins_chart(d: WindowsData) -> PanelOutput:
             hovertemplate="%{y}: %{x} wins<extra></extra>",
         )
     )
-    fig.update_xaxes(title_text="Windows won (best score)", rangemode="tozero", dtick=1
-                     if len(d.records) <= 20 else None)
+    fig.update_xaxes(
+        title_text="Windows won (best score)",
+        rangemode="tozero",
+        dtick=1 if len(d.records) <= 20 else None,
+    )
     fig.update_yaxes(type="category", automargin=True)
     layout = base_layout(fig, height=max(260, 26 * len(rows) + 120))
     layout.update_layout(hovermode="closest", showlegend=False)
@@ -295,8 +309,10 @@ def _candidates_table(page: Page, d: WindowsData) -> None:
                 int(c.get("wins") or 0),
                 "n/a" if share is None else f"{share * 100:.0f}%",
                 int(c.get("failed") or 0),
-                *(number(v) if (v := finite_number(score.get(s))) is not None else "n/a"
-                  for s in stats),
+                *(
+                    number(v) if (v := finite_number(score.get(s))) is not None else "n/a"
+                    for s in stats
+                ),
             ]
         )
     page.table(
@@ -304,7 +320,8 @@ def _candidates_table(page: Page, d: WindowsData) -> None:
         ["candidate", "wins", "win share", "failed", *(f"{s} score" for s in stats)],
         rows,
         "Wins: windows where the candidate ranked best (ties go to the current point); the "
-        f"score columns are its scores' distribution over the windows{f' ({unit})' if unit else ''}.",
+        "score columns are its scores' distribution over the windows"
+        f"{f' ({unit})' if unit else ''}.",
         numeric=[False] + [True] * (3 + len(stats)),
     )
 
@@ -388,12 +405,21 @@ def _read_folder(tables: FolderTables) -> bool:
 
 def _write_folder(tables: FolderTables, out: FolderOutput) -> list[Path]:
     summary = tables.summary if isinstance(tables.summary, Mapping) else {}
-    return [out.write_html(WINDOWS_REPORT, lambda src: render_windows(
-        tables.read(WINDOW_RECORDS_DIR, read_window_records), summary, tables.inputs,
-        plotly_src=src))]
+    return [
+        out.write_html(
+            WINDOWS_REPORT,
+            lambda src: render_windows(
+                tables.read(WINDOW_RECORDS_DIR, read_window_records),
+                summary,
+                tables.inputs,
+                plotly_src=src,
+            ),
+        )
+    ]
 
 
 # ``retune_windows_report.html``: the folder has ``windows/<k>.json`` records (a windows table
 # alone makes the folder renderable, but the report draws from the records).
-FOLDER_REPORT = FolderReport((WINDOWS_TABLE, f"{WINDOW_RECORDS_DIR}/*.json"), _read_folder,
-                             _write_folder)
+FOLDER_REPORT = FolderReport(
+    (WINDOWS_TABLE, f"{WINDOW_RECORDS_DIR}/*.json"), _read_folder, _write_folder
+)

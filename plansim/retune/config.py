@@ -24,7 +24,12 @@ from plansim.schema import DEFAULT_MIN_IMPROVEMENT_PERCENTAGE
 from plansim.validation import StrictModel, config_error, older_spelling
 
 Objective = Literal[
-    "GoodputPerGPU", "Goodput", "Throughput", "ThroughputPerGPU", "ThroughputPerUser", "TTFT",
+    "GoodputPerGPU",
+    "Goodput",
+    "Throughput",
+    "ThroughputPerGPU",
+    "ThroughputPerUser",
+    "TTFT",
     "E2ELatency",
 ]
 
@@ -64,8 +69,9 @@ class RetuneConfig(StrictModel):
     sla: RetuneSla | None = None
     min_improvement_percentage: float = Field(default=DEFAULT_MIN_IMPROVEMENT_PERCENTAGE, ge=0)
     max_candidates: int = Field(default=32, ge=1, le=MAX_RETUNE_CANDIDATES)
-    max_parallel: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1,
-                              le=MAX_WORKER_PROCESSES)
+    max_parallel: int = Field(
+        default_factory=lambda: os.cpu_count() or 1, ge=1, le=MAX_WORKER_PROCESSES
+    )
     timeout_seconds: float | None = Field(default=None, gt=0)
     decision_latency_seconds: float | Literal["measured"] = 0.0
     advisory: bool = False
@@ -131,7 +137,9 @@ class RetuneConfig(StrictModel):
             ) from exc
 
 
-def load_retune_config(data: Any, *, source: str | None = None, prefix: str = "retune") -> RetuneConfig:
+def load_retune_config(
+    data: Any, *, source: str | None = None, prefix: str = "retune"
+) -> RetuneConfig:
     """Validate a ``retune:`` mapping; ConfigError names the offending field (``retune.x.y``).
 
     Domain syntax (``router``/``planner`` fields) is checked here too, so a malformed domain

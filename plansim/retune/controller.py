@@ -213,7 +213,8 @@ class RetuneController:
         )
         current_predictor = (
             {name: getattr(live, name) for name in PREDICTOR_FIELDS}
-            if self.setup.predictor_candidates else {}
+            if self.setup.predictor_candidates
+            else {}
         )
         return SweepPlan(
             window=window,
@@ -320,7 +321,8 @@ class RetuneController:
             planner_changes=planner_changes,
             router_parameters=(
                 {pool: dict(p) for pool, p in self.router_parameters.items()}
-                if outcome == "applied" else None
+                if outcome == "applied"
+                else None
             ),
             predictor_warmup=predictor_warmup,
             advisory=self.cfg.advisory,
@@ -328,8 +330,9 @@ class RetuneController:
         self.events.append(event)
         if self.on_decision is not None:
             self.on_decision(event)
-        log.info("retune window %d: %s%s", flight.window.index, outcome,
-                 f" ({reason})" if reason else "")
+        log.info(
+            "retune window %d: %s%s", flight.window.index, outcome, f" ({reason})" if reason else ""
+        )
         return event
 
     def recheck(self, planner_changes: Mapping[str, Any]) -> str | None:
@@ -345,8 +348,9 @@ class RetuneController:
             return str(exc)
         return fit_problem(changed, self.setup.capabilities)
 
-    def _apply(self, winner: Point, router_changes: Mapping[str, Any],
-               planner_changes: Mapping[str, Any]) -> None:
+    def _apply(
+        self, winner: Point, router_changes: Mapping[str, Any], planner_changes: Mapping[str, Any]
+    ) -> None:
         from plansim.planner_core.config import with_changes
 
         for params in self.router_parameters.values():
@@ -386,5 +390,4 @@ def controller_for_replay(
         origin_ms=origin_ms,
         history_paths=(warmup,) if warmup else (),
     )
-    return RetuneController(setup, inputs, executor=executor, on_decision=on_decision,
-                            sweep=sweep)
+    return RetuneController(setup, inputs, executor=executor, on_decision=on_decision, sweep=sweep)

@@ -55,10 +55,10 @@ class Point:
     planner: tuple[tuple[str, Any], ...] = ()
 
     @staticmethod
-    def of(router: Mapping[str, Any] | None = None, planner: Mapping[str, Any] | None = None) -> Point:
-        return Point(
-            tuple(sorted((router or {}).items())), tuple(sorted((planner or {}).items()))
-        )
+    def of(
+        router: Mapping[str, Any] | None = None, planner: Mapping[str, Any] | None = None
+    ) -> Point:
+        return Point(tuple(sorted((router or {}).items())), tuple(sorted((planner or {}).items())))
 
     @property
     def router_map(self) -> dict[str, Any]:
@@ -137,8 +137,9 @@ def _choices(path: str, values: Any, integer: bool) -> tuple[Any, ...]:
 
 def _range(path: str, spec: Any, integer: bool) -> tuple[Any, ...]:
     if not isinstance(spec, Mapping):
-        raise ConfigError("range must be a mapping {min, max, step} or {min, max, scale: log, num}",
-                          field=path)
+        raise ConfigError(
+            "range must be a mapping {min, max, step} or {min, max, scale: log, num}", field=path
+        )
     unknown = set(spec) - {"min", "max", "step", "scale", "num"}
     if unknown:
         raise ConfigError(f"unknown range keys {sorted(unknown)}", field=path)
@@ -149,15 +150,22 @@ def _range(path: str, spec: Any, integer: bool) -> tuple[Any, ...]:
     scale = spec.get("scale", "linear")
     if scale == "linear":
         if "num" in spec:
-            raise ConfigError("num is for log ranges; a linear range takes step", field=f"{path}.num")
+            raise ConfigError(
+                "num is for log ranges; a linear range takes step", field=f"{path}.num"
+            )
         if "step" not in spec:
             raise ConfigError("a linear range needs a positive step", field=f"{path}.step")
         step = _number(f"{path}.step", spec["step"])
         if step <= 0:
             raise ConfigError("step must be positive", field=f"{path}.step")
-        check_count((hi - lo) / step + 1, MAX_RETUNE_CANDIDATES,
-                    what="the number of values of this range", field=path, hint="raise step",
-                    error=ConfigError)
+        check_count(
+            (hi - lo) / step + 1,
+            MAX_RETUNE_CANDIDATES,
+            what="the number of values of this range",
+            field=path,
+            hint="raise step",
+            error=ConfigError,
+        )
         values = _linear(spec["min"], spec["max"], spec["step"])
     elif scale == "log":
         if "step" in spec:
@@ -166,10 +174,10 @@ def _range(path: str, spec: Any, integer: bool) -> tuple[Any, ...]:
             raise ConfigError("a log range needs min > 0", field=f"{path}.min")
         num = spec.get("num")
         if not isinstance(num, int) or isinstance(num, bool) or num < 1 or (num == 1 and lo != hi):
-            raise ConfigError("num must be an integer >= 2 (1 only when min == max)",
-                              field=f"{path}.num")
-        check_count(num, MAX_RETUNE_CANDIDATES, what="num", field=f"{path}.num",
-                    error=ConfigError)
+            raise ConfigError(
+                "num must be an integer >= 2 (1 only when min == max)", field=f"{path}.num"
+            )
+        check_count(num, MAX_RETUNE_CANDIDATES, what="num", field=f"{path}.num", error=ConfigError)
         values = _log(lo, hi, num)
     else:
         raise ConfigError(f"scale must be linear or log, not {scale!r}", field=f"{path}.scale")
@@ -227,7 +235,11 @@ def expand_knobs(
     """Parse every field of one group's domain; knobs sorted by live name (canonical order)."""
     integers = set(integer_fields)
     return [
-        Knob(group, name, parse_field(f"retune.{group}.{name}", domain[name], integer=name in integers))
+        Knob(
+            group,
+            name,
+            parse_field(f"retune.{group}.{name}", domain[name], integer=name in integers),
+        )
         for name in sorted(domain)
     ]
 

@@ -109,8 +109,11 @@ def _best(report: SweepReport) -> dict[str, Any] | None:
 def what_changed(event: Mapping[str, Any]) -> str:
     """Short text of what a decision changes (or would change, for advisory)."""
     changes = event.get("changes") or {}
-    parts = [f"{k}={_fmt(v)}" for group in ("router", "planner")
-             for k, v in sorted((changes.get(group) or {}).items())]
+    parts = [
+        f"{k}={_fmt(v)}"
+        for group in ("router", "planner")
+        for k, v in sorted((changes.get(group) or {}).items())
+    ]
     return ", ".join(parts) if parts else "-"
 
 

@@ -37,9 +37,18 @@ log = logging.getLogger("plansim.retune")
 # Planner fields that are not searchable: structure, files, reporting and retune itself.
 UNSEARCHABLE_PLANNER_FIELDS = frozenset(
     {
-        "mode", "retune", "advisory", "plugins", "scheduling", "profile_results_dir",
-        "report_interval_hours", "report_output_dir", "load_predictor_warmup_trace",
-        "optimization_target", "enable_throughput_scaling", "enable_load_scaling",
+        "mode",
+        "retune",
+        "advisory",
+        "plugins",
+        "scheduling",
+        "profile_results_dir",
+        "report_interval_hours",
+        "report_output_dir",
+        "load_predictor_warmup_trace",
+        "optimization_target",
+        "enable_throughput_scaling",
+        "enable_load_scaling",
     }
 )
 
@@ -96,7 +105,8 @@ def _checked(planner_config: Any, deployment: Any, cfg: RetuneConfig) -> RetuneS
     grid_knobs = router_knobs + [k for k in planner_knobs if k.name not in PREDICTOR_FIELDS]
     predictor_knobs = [k for k in planner_knobs if k.name in PREDICTOR_FIELDS]
     predictor_candidates = _predictor_candidates(
-        predictor_knobs, planner_config, bucket_interval_s(planner_config, scaling))
+        predictor_knobs, planner_config, bucket_interval_s(planner_config, scaling)
+    )
     size = domains.grid_size(grid_knobs)
     if size > cfg.max_candidates:
         raise ConfigError(
@@ -109,8 +119,11 @@ def _checked(planner_config: Any, deployment: Any, cfg: RetuneConfig) -> RetuneS
     router = deployment.router
     startup_router = {k.name: _startup_router_value(router, k.name) for k in router_knobs}
     startup_planner = {k.name: getattr(planner_config, k.name) for k in planner_knobs}
-    patchable = {k.name: getattr(router, k.name) for k in routing.router_knobs(router.mode)
-                 if k.patchable and k.alias_of is None}
+    patchable = {
+        k.name: getattr(router, k.name)
+        for k in routing.router_knobs(router.mode)
+        if k.patchable and k.alias_of is None
+    }
     return RetuneSetup(
         planner_config=planner_config,
         deployment=deployment,
@@ -128,8 +141,11 @@ def _checked(planner_config: Any, deployment: Any, cfg: RetuneConfig) -> RetuneS
 def bucket_interval_s(planner_config: Any, scaling: bool) -> float | None:
     """The planner's throughput interval, when the planner of the candidate replays scales on
     throughput (its window history is bucketed by it)."""
-    if (scaling and planner_config.enable_throughput_scaling
-            and planner_config.optimization_target == "sla"):
+    if (
+        scaling
+        and planner_config.enable_throughput_scaling
+        and planner_config.optimization_target == "sla"
+    ):
         return float(planner_config.throughput_adjustment_interval_seconds)
     return None
 
@@ -155,7 +171,9 @@ def _check_router_knobs(knobs: list[Knob]) -> None:
         if declared is None:
             raise ConfigError(
                 "not a router parameter a tick can patch "
-                f"(searchable: {', '.join(searchable) or 'none'})", field=knob.path)
+                f"(searchable: {', '.join(searchable) or 'none'})",
+                field=knob.path,
+            )
         for value in knob.values:
             declared.check(value, field=knob.path)
 
@@ -166,8 +184,11 @@ def _check_planner_knobs(knobs: list[Knob], planner_config: Any, scaling: bool) 
         if knob.name not in fields or knob.name in UNSEARCHABLE_PLANNER_FIELDS:
             raise ConfigError("not a searchable planner field", field=knob.path)
     predictor = [k for k in knobs if k.name in PREDICTOR_FIELDS]
-    if predictor and not (planner_config.optimization_target == "sla"
-                          and planner_config.enable_throughput_scaling and scaling):
+    if predictor and not (
+        planner_config.optimization_target == "sla"
+        and planner_config.enable_throughput_scaling
+        and scaling
+    ):
         raise ConfigError(
             "the load predictor is chosen by the pre-sweep, which needs "
             "optimization_target sla with throughput scaling",
@@ -175,8 +196,9 @@ def _check_planner_knobs(knobs: list[Knob], planner_config: Any, scaling: bool) 
         )
 
 
-def _predictor_candidates(knobs: list[Knob], planner_config: Any,
-                          interval_s: float | None) -> list[dict[str, Any]]:
+def _predictor_candidates(
+    knobs: list[Knob], planner_config: Any, interval_s: float | None
+) -> list[dict[str, Any]]:
     """The product of the predictor field domains, each candidate complete (the startup
     predictor fields with the searched ones replaced) and validated once: an invalid
     candidate fails the setup."""
@@ -198,8 +220,9 @@ def _predictor_candidates(knobs: list[Knob], planner_config: Any,
     return out
 
 
-def _valid_grid(points: list[Point], grid_knobs: list[Knob], planner_config: Any,
-                capabilities: Any) -> list[Point]:
+def _valid_grid(
+    points: list[Point], grid_knobs: list[Knob], planner_config: Any, capabilities: Any
+) -> list[Point]:
     """Drop grid points whose planner fields fail validation or do not fit the deployment,
     with one warning; fail when a searched planner value fits no remaining point."""
     from plansim.planner_core.config import with_changes
@@ -226,7 +249,11 @@ def _valid_grid(points: list[Point], grid_knobs: list[Knob], planner_config: Any
         example, error = dropped[0]
         log.warning(
             "retune: dropped %d of %d grid points that do not validate or fit the "
-            "deployment; e.g. %s: %s", len(dropped), len(points), example.label(), error,
+            "deployment; e.g. %s: %s",
+            len(dropped),
+            len(points),
+            example.label(),
+            error,
         )
     for knob in grid_knobs:
         if knob.group != domains.PLANNER:

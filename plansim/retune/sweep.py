@@ -27,7 +27,6 @@ from typing import Any
 from plansim.planner_core.config import PREDICTOR_FIELDS
 from plansim.retune import scoring
 from plansim.retune.domains import Point
-from plansim.workers.executor import BatchOutcome, Executor, Task, TaskContext
 from plansim.retune.presweep import (
     PresweepResult,
     pick_winner,
@@ -42,6 +41,7 @@ from plansim.retune.tasks import (
     replay_candidate_task,
 )
 from plansim.schema import DEFAULT_MIN_IMPROVEMENT_PERCENTAGE
+from plansim.workers.executor import BatchOutcome, Executor, Task, TaskContext
 
 log = logging.getLogger("plansim.retune")
 
@@ -138,8 +138,11 @@ def run_sweep(plan: SweepPlan, executor: Executor, *, sweep_root: str | None = N
         # A cancelled batch (Ctrl-C, the controller closing) ends the sweep as a timeout too;
         # a sweep without a timeout can only have been cancelled.
         report.outcome = "timeout"
-        report.reason = (CANCELLED if stop.cancelled or plan.timeout_s is None
-                         else f"sweep exceeded {plan.timeout_s:g} s")
+        report.reason = (
+            CANCELLED
+            if stop.cancelled or plan.timeout_s is None
+            else f"sweep exceeded {plan.timeout_s:g} s"
+        )
         for cand in report.candidates:
             if cand.status == "pending":
                 cand.status = "timeout"
@@ -149,7 +152,9 @@ def run_sweep(plan: SweepPlan, executor: Executor, *, sweep_root: str | None = N
     return report
 
 
-def _run(executor: Executor, tasks: list[Task], ctx: TaskContext, deadline: float | None) -> BatchOutcome:
+def _run(
+    executor: Executor, tasks: list[Task], ctx: TaskContext, deadline: float | None
+) -> BatchOutcome:
     remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
     outcome = executor.run(tasks, ctx, timeout_s=remaining)
     if outcome.timed_out or outcome.cancelled:
@@ -158,10 +163,16 @@ def _run(executor: Executor, tasks: list[Task], ctx: TaskContext, deadline: floa
 
 
 def _sweep(
-    plan: SweepPlan, executor: Executor, ctx: TaskContext, deadline: float | None, report: SweepReport
+    plan: SweepPlan,
+    executor: Executor,
+    ctx: TaskContext,
+    deadline: float | None,
+    report: SweepReport,
 ) -> None:
     # 1. Read the window (and the history buckets).
-    read = _run(executor, [Task("read", read_window_task, (plan.window,))], ctx, deadline).results[0]
+    read = _run(executor, [Task("read", read_window_task, (plan.window,))], ctx, deadline).results[
+        0
+    ]
     if not read.ok:
         report.reason = f"{READ_FAILED}: {read.error}"
         return
@@ -189,19 +200,31 @@ def _sweep(
     for i, point in enumerate(points):
         key = plan.replay.resolve(point)
         report.candidates.append(
-            CandidateReport(point, is_current=(i == 0), config_key=configs.setdefault(key, len(configs)))
+            CandidateReport(
+                point, is_current=(i == 0), config_key=configs.setdefault(key, len(configs))
+            )
         )
     report.replays = len(configs)
     swap = plan.predictor_candidates and winner_fields != dict(plan.current_predictor)
     tasks: list[Task] = []
     if swap:
         report.predictor_warmup = [list(b) for b in window.swap_warmup]
-        tasks.append(Task("prepare", prepare_predictor_task,
-                          (winner_fields, window.swap_warmup, plan.replay.throughput_interval_s)))
+        tasks.append(
+            Task(
+                "prepare",
+                prepare_predictor_task,
+                (winner_fields, window.swap_warmup, plan.replay.throughput_interval_s),
+            )
+        )
     window_file = window.path
     for key, number in configs.items():
-        tasks.append(Task(f"replay{number}", replay_candidate_task,
-                          (plan.replay, key, window_file, window.inner_warmup)))
+        tasks.append(
+            Task(
+                f"replay{number}",
+                replay_candidate_task,
+                (plan.replay, key, window_file, window.inner_warmup),
+            )
+        )
     results = _run(executor, tasks, ctx, deadline).by_key()
 
     if swap:
@@ -222,8 +245,10 @@ def _sweep(
             cand.status, cand.error = "failed", f"ScoreError: {exc}"
 
     verdict = scoring.decide(
-        [scoring.Scored(i, c.score, c.is_current, bool(_changes(c.point, plan.current)))
-         for i, c in enumerate(report.candidates)],
+        [
+            scoring.Scored(i, c.score, c.is_current, bool(_changes(c.point, plan.current)))
+            for i, c in enumerate(report.candidates)
+        ],
         maximize=plan.objective not in scoring.MINIMIZED,
         min_improvement_percentage=plan.min_improvement_percentage,
     )
@@ -245,8 +270,11 @@ def _presweep(
 ) -> PresweepResult:
     interval_s = plan.replay.throughput_interval_s
     tasks = [
-        Task(f"presweep{i}", presweep_task, (dict(c), window.presweep_history,
-                                             window.presweep_window, interval_s))
+        Task(
+            f"presweep{i}",
+            presweep_task,
+            (dict(c), window.presweep_history, window.presweep_window, interval_s),
+        )
         for i, c in enumerate(plan.predictor_candidates)
     ]
     results = _run(executor, tasks, ctx, deadline).results
@@ -286,4 +314,3 @@ def _log_counts(index: int, counts: Mapping[str, int], requests: int) -> None:
     nonzero = {k: v for k, v in counts.items() if v}
     text = ", ".join(f"{k}={v}" for k, v in sorted(nonzero.items())) or "no dropped rows"
     log.info("retune window %d: %d requests; %s", index, requests, text)
-

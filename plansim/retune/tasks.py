@@ -111,13 +111,20 @@ def read_window_task(context: TaskContext, spec: WindowSpec) -> WindowData:
     split = len(at_end) - min(n_window, len(at_end))
     before_start = hist.arrival_ms < start_ms
     at_start = aligned_buckets(
-        hist.arrival_ms[before_start], hist.isl_tokens[before_start],
-        hist.osl_tokens[before_start], start_ms, interval_ms,
+        hist.arrival_ms[before_start],
+        hist.isl_tokens[before_start],
+        hist.osl_tokens[before_start],
+        start_ms,
+        interval_ms,
     )
     return WindowData(
-        data.path, data.num_requests, data.counts,
-        presweep_history=at_end[:split], presweep_window=at_end[split:],
-        swap_warmup=at_end, inner_warmup=at_start,
+        data.path,
+        data.num_requests,
+        data.counts,
+        presweep_history=at_end[:split],
+        presweep_window=at_end[split:],
+        swap_warmup=at_end,
+        inner_warmup=at_start,
     )
 
 
@@ -276,7 +283,9 @@ def replay_candidate_task(
     planner = None
     if spec.planner_config is not None:
         planner = build_inner_planner(
-            inner_planner_config(spec, config), deployment, inner_warmup,
+            inner_planner_config(spec, config),
+            deployment,
+            inner_warmup,
             spec.throughput_interval_s,
         )
     summary = replay(workload, deployment, planner).summary
@@ -297,8 +306,9 @@ def build_inner_planner(
     observations = None
     if interval_s is not None and warmup:
         observations = [
-            TrafficObservation(duration_s=interval_s, num_req=n, isl=i if n else None,
-                               osl=o if n else None)
+            TrafficObservation(
+                duration_s=interval_s, num_req=n, isl=i if n else None, osl=o if n else None
+            )
             for n, i, o in warmup
         ]
     capabilities, profile = planner_inputs(config, deployment)

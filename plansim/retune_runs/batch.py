@@ -99,8 +99,11 @@ def score_windows(
 
     def sweep(position: int) -> tuple[int, WindowResult]:
         plan = plans[position]
-        report = (run_sweep(plan, stoppable, sweep_root=sweep_root) if journal is None
-                  else journaled_sweep(plan, stoppable, journal, sweep_root=sweep_root))
+        report = (
+            run_sweep(plan, stoppable, sweep_root=sweep_root)
+            if journal is None
+            else journaled_sweep(plan, stoppable, journal, sweep_root=sweep_root)
+        )
         return position, WindowResult(plan, report)
 
     pool = ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="plansim-window")
@@ -127,8 +130,9 @@ def score_windows(
     return [results[i] for i in range(len(plans))]
 
 
-def journaled_sweep(plan: SweepPlan, executor: Executor, journal: Journal, *,
-                    sweep_root: str | None = None) -> SweepReport:
+def journaled_sweep(
+    plan: SweepPlan, executor: Executor, journal: Journal, *, sweep_root: str | None = None
+) -> SweepReport:
     """``run_sweep(plan, executor)`` with ``journal``: the window's recorded report if it has
     one; else a sweep whose pre-sweeps and candidate replays are recorded as each finishes (and
     answered from the journal when recorded), and whose report is recorded when it ends
@@ -138,8 +142,9 @@ def journaled_sweep(plan: SweepPlan, executor: Executor, journal: Journal, *,
     if recorded is not MISSING:
         return recorded
     # The window read's value names a file of its sweep folder: it always runs.
-    runner = JournaledExecutor(executor, journal, lambda task: None if task.key == "read"
-                               else f"{prefix} {task.key}")
+    runner = JournaledExecutor(
+        executor, journal, lambda task: None if task.key == "read" else f"{prefix} {task.key}"
+    )
     report = run_sweep(plan, runner, sweep_root=sweep_root)
     if report.reason != CANCELLED:
         journal.record(prefix, report)
@@ -160,8 +165,13 @@ class _Stoppable:
         self._stopped = threading.Event()
         self.max_parallel = executor.max_parallel
 
-    def run(self, tasks: Sequence[Task], context: TaskContext, timeout_s: float | None = None,
-            on_result: ResultCallback | None = None) -> BatchOutcome:
+    def run(
+        self,
+        tasks: Sequence[Task],
+        context: TaskContext,
+        timeout_s: float | None = None,
+        on_result: ResultCallback | None = None,
+    ) -> BatchOutcome:
         if self._stopped.is_set():
             return BatchOutcome((), cancelled=True)
         if on_result is None:  # executors written before on_result need not take it
@@ -269,8 +279,14 @@ def summarize(results: Sequence[WindowResult]) -> dict[str, Any]:
         for row in table:
             entry = per_label.setdefault(
                 row["label"],
-                {"label": row["label"], "point": row["point"], "is_current": row["is_current"],
-                 "windows": 0, "wins": 0, "failed": 0},
+                {
+                    "label": row["label"],
+                    "point": row["point"],
+                    "is_current": row["is_current"],
+                    "windows": 0,
+                    "wins": 0,
+                    "failed": 0,
+                },
             )
             entry["windows"] += 1
             entry["wins"] += int(row["rank"] == 1)
@@ -295,8 +311,15 @@ def summarize(results: Sequence[WindowResult]) -> dict[str, Any]:
 
 def _distribution(values: np.ndarray) -> dict[str, float | int | None]:
     if values.size == 0:
-        return {"n": 0, "mean": None, "min": None, "p25": None, "median": None, "p75": None,
-                "max": None}
+        return {
+            "n": 0,
+            "mean": None,
+            "min": None,
+            "p25": None,
+            "median": None,
+            "p75": None,
+            "max": None,
+        }
     p25, median, p75 = np.percentile(values, [25, 50, 75])
     return {
         "n": int(values.size),

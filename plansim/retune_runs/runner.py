@@ -73,15 +73,19 @@ def load_retune_run(path: str | Path) -> RetuneRun:
     raw = read_config(source, what="retune run file")
     unknown = sorted(set(raw) - RUN_KEYS)
     if unknown:
-        raise ConfigError(f"unknown key (known: {', '.join(sorted(RUN_KEYS))})",
-                          source=str(source), field=unknown[0])
+        raise ConfigError(
+            f"unknown key (known: {', '.join(sorted(RUN_KEYS))})",
+            source=str(source),
+            field=unknown[0],
+        )
     base = source.parent
     traces = raw.get("trace")
     if isinstance(traces, str):
         traces = [traces]
     if not traces or not isinstance(traces, list) or not all(isinstance(t, str) for t in traces):
-        raise ConfigError("a trace path or a list of trace paths is required",
-                          source=str(source), field="trace")
+        raise ConfigError(
+            "a trace path or a list of trace paths is required", source=str(source), field="trace"
+        )
     trace_paths = tuple(str(_resolve(base, t)) for t in traces)
 
     dep_raw = raw.get("deployment", {})
@@ -90,19 +94,26 @@ def load_retune_run(path: str | Path) -> RetuneRun:
     elif isinstance(dep_raw, Mapping):
         deployment = build_deployment(dict(dep_raw), source=str(source))
     else:
-        raise ConfigError("must be a mapping or a file path", source=str(source), field="deployment")
+        raise ConfigError(
+            "must be a mapping or a file path", source=str(source), field="deployment"
+        )
 
     planner_raw = raw.get("planner", deployment.planner)
     planner_source = str(source)
     if isinstance(planner_raw, str):
         planner_path = _resolve(base, planner_raw)
-        planner_raw, planner_source = read_config(planner_path, what="planner config"), str(planner_path)
+        planner_raw, planner_source = (
+            read_config(planner_path, what="planner config"),
+            str(planner_path),
+        )
     if not isinstance(planner_raw, Mapping):
-        raise ConfigError("a planner config with a retune block is required",
-                          source=str(source), field="planner")
+        raise ConfigError(
+            "a planner config with a retune block is required", source=str(source), field="planner"
+        )
     if planner_raw.get("retune") is None:  # absent or null
-        raise ConfigError("the planner config has no retune block", source=planner_source,
-                          field="planner.retune")
+        raise ConfigError(
+            "the planner config has no retune block", source=planner_source, field="planner.retune"
+        )
     return RetuneRun(
         source=str(source),
         trace_paths=trace_paths,
@@ -125,10 +136,14 @@ def load_run_workload(run: RetuneRun) -> Any:
     for path in resolve_paths(list(run.trace_paths)):
         found = run.trace_format if run.trace_format != "auto" else detect_format(path)
         if found not in TRACE_FORMATS or TRACE_FORMATS.get(found).windows is None:
-            raise TraceError(f"is a {found} trace; retune windows are read from {windowed()}: "
-                             "convert it with `plansim trace convert`", source=str(path))
-    return load_workload(list(run.trace_paths), format=run.trace_format,
-                         trace_block_size=run.trace_block_size)
+            raise TraceError(
+                f"is a {found} trace; retune windows are read from {windowed()}: "
+                "convert it with `plansim trace convert`",
+                source=str(path),
+            )
+    return load_workload(
+        list(run.trace_paths), format=run.trace_format, trace_block_size=run.trace_block_size
+    )
 
 
 def build_controller(
@@ -139,8 +154,9 @@ def build_controller(
     on_decision: Callable[[dict[str, Any]], None] | None = None,
 ) -> RetuneController:
     """The retune controller for a replay of ``workload`` with the run's planner config."""
-    return controller_for_replay(run.retune, workload, run.trace_paths, executor=executor,
-                                 on_decision=on_decision)
+    return controller_for_replay(
+        run.retune, workload, run.trace_paths, executor=executor, on_decision=on_decision
+    )
 
 
 def run_retune(
@@ -156,8 +172,15 @@ def run_retune(
     ``ReplayResult`` (``retune_events``: the decision records, a list). ``sweep(plan,
     executor)`` runs each window's sweep (default ``retune.sweep.run_sweep``)."""
     workload = load_run_workload(run) if workload is None else workload
-    return api.replay(workload, run.setup, trace_paths=run.trace_paths, progress=progress,
-                      executor=executor, on_decision=on_decision, sweep=sweep)
+    return api.replay(
+        workload,
+        run.setup,
+        trace_paths=run.trace_paths,
+        progress=progress,
+        executor=executor,
+        on_decision=on_decision,
+        sweep=sweep,
+    )
 
 
 def starting_counts(deployment: Any) -> WorkerCounts:

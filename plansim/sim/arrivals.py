@@ -52,8 +52,9 @@ class ArrivalHost(Protocol):
         the completion of request ``waits_on``, which was rejected."""
 
 
-def arrival_source(host: ArrivalHost, workload: Any, *, arrival_speedup_ratio: float,
-                   max_concurrency: int | None) -> OpenLoop | ClosedLoop:
+def arrival_source(
+    host: ArrivalHost, workload: Any, *, arrival_speedup_ratio: float, max_concurrency: int | None
+) -> OpenLoop | ClosedLoop:
     """The source for ``workload``: closed-loop when it has a graph, capped when asked."""
     cap = ConcurrencyCap(host, max_concurrency) if max_concurrency is not None else None
     graph = workload.graph
@@ -70,8 +71,7 @@ def open_loop_arrivals(arrival_ms: np.ndarray, speedup: float) -> np.ndarray:
     return arrivals
 
 
-def _walk(clock: Clock, times: np.ndarray, rows: np.ndarray | None,
-          emit: Callable[[int], None]):
+def _walk(clock: Clock, times: np.ndarray, rows: np.ndarray | None, emit: Callable[[int], None]):
     """A clock process calling ``emit(row)`` at each of the sorted ``times`` (rows: the row of
     each time, or the position itself when ``None``)."""
     # Walked element by element: as lists (a numpy scalar costs more to index and compare).
@@ -118,8 +118,9 @@ class ConcurrencyCap:
 class OpenLoop:
     """Requests enter at their trace arrivals (``arrival_ms``: virtual ms, sorted)."""
 
-    def __init__(self, host: ArrivalHost, arrival_ms: np.ndarray,
-                 cap: ConcurrencyCap | None = None) -> None:
+    def __init__(
+        self, host: ArrivalHost, arrival_ms: np.ndarray, cap: ConcurrencyCap | None = None
+    ) -> None:
         self.host = host
         self.arrival_ms = arrival_ms
         self.cap = cap
@@ -159,8 +160,13 @@ class OpenLoop:
 class ClosedLoop:
     """Requests released by their dependencies (see the module docstring)."""
 
-    def __init__(self, host: ArrivalHost, graph: RequestGraph, speedup: float,
-                 cap: ConcurrencyCap | None = None) -> None:
+    def __init__(
+        self,
+        host: ArrivalHost,
+        graph: RequestGraph,
+        speedup: float,
+        cap: ConcurrencyCap | None = None,
+    ) -> None:
         self.host = host
         self.cap = cap
         n = len(graph)
@@ -198,8 +204,9 @@ class ClosedLoop:
 
     def start(self) -> None:
         if self._roots.size:
-            self.host.clock.process(_walk(self.host.clock, self._root_ms, self._roots,
-                                          self._release))
+            self.host.clock.process(
+                _walk(self.host.clock, self._root_ms, self._roots, self._release)
+            )
 
     def _release(self, rid: int) -> None:
         self.host.released(rid)
@@ -249,4 +256,4 @@ class ClosedLoop:
                 continue
             self.blocked[rid] = True
             self.host.never_released(rid, rejected)
-            stack.extend(self.out_target[self.out_offsets[rid]:self.out_offsets[rid + 1]])
+            stack.extend(self.out_target[self.out_offsets[rid] : self.out_offsets[rid + 1]])

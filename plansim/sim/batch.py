@@ -48,12 +48,29 @@ class Request:
     ``computed_before`` live in its row of the rank's ``Batch`` (the attributes read and write
     it), so that the rank can advance many rows in one vector step."""
 
-    __slots__ = ("rid", "isl", "osl", "prompt_keys", "held", "prebuilt", "preempted",
-                 "stored_blocks", "host_loaded", "store_done_ms", "_batch", "_row", "_computed",
-                 "_generated", "_n_blocks", "_pass_no", "_before")
+    __slots__ = (
+        "_batch",
+        "_before",
+        "_computed",
+        "_generated",
+        "_n_blocks",
+        "_pass_no",
+        "_row",
+        "held",
+        "host_loaded",
+        "isl",
+        "osl",
+        "prebuilt",
+        "preempted",
+        "prompt_keys",
+        "rid",
+        "store_done_ms",
+        "stored_blocks",
+    )
 
-    def __init__(self, rid: int, isl: int, osl: int, prompt_keys: list[int], *,
-                 prebuilt: bool = False) -> None:
+    def __init__(
+        self, rid: int, isl: int, osl: int, prompt_keys: list[int], *, prebuilt: bool = False
+    ) -> None:
         self.rid = rid
         self.isl = isl
         self.osl = osl
@@ -175,7 +192,7 @@ class Batch:
         """The live rows' state (rows ``start:stop``; default all) as Python lists, one per field
         in ``_FIELDS`` order (``rid``, ``isl``, ``total``, ``computed``, ``known``, ``blocks``,
         ``pass_no``, ``before``), in one numpy call: the scalar path's view of the batch."""
-        return self._state[:, start:len(self.reqs) if stop is None else stop].tolist()
+        return self._state[:, start : len(self.reqs) if stop is None else stop].tolist()
 
     def prompt_tokens_left(self) -> int:
         """Prompt tokens the running requests have still to compute (a transferred prompt's
@@ -194,8 +211,16 @@ class Batch:
             grown[:, :row] = state
             self._bind(grown)
             state = grown
-        state[:, row] = (req.rid, req.isl, req.isl + req.osl, req._computed,
-                         req.isl + req._generated, req._n_blocks, req._pass_no, req._before)
+        state[:, row] = (
+            req.rid,
+            req.isl,
+            req.isl + req.osl,
+            req._computed,
+            req.isl + req._generated,
+            req._n_blocks,
+            req._pass_no,
+            req._before,
+        )
         req._batch = self
         req._row = row
         self.reqs.append(req)
@@ -219,7 +244,7 @@ class Batch:
         n = len(reqs)
         for row in reversed(rows):
             if row < n - 1:
-                state[:, row:n - 1] = state[:, row + 1:n]
+                state[:, row : n - 1] = state[:, row + 1 : n]
             del reqs[row]
             n -= 1
         for i in range(rows[0], n):

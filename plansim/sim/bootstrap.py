@@ -43,15 +43,28 @@ def _steps(lo: int, hi: int, n: int) -> list[int]:
     return sorted({int(round(x)) for x in np.linspace(lo, hi, max(n, 2))})
 
 
-def _bench_fpm(wall_ms: float, *, n_prefill: int = 0, prefill_tokens: int = 0,
-               n_decode: int = 0, decode_kv_tokens: int = 0) -> ForwardPassMetrics:
+def _bench_fpm(
+    wall_ms: float,
+    *,
+    n_prefill: int = 0,
+    prefill_tokens: int = 0,
+    n_decode: int = 0,
+    decode_kv_tokens: int = 0,
+) -> ForwardPassMetrics:
     """One self-benchmark pass of ``wall_ms`` (stored in seconds) with empty queues."""
     return ForwardPassMetrics(
-        worker_id=BENCH_WORKER_ID, dp_rank=0, wall_time_s=wall_ms / 1000.0,
-        num_prefill_requests=n_prefill, sum_prefill_tokens=prefill_tokens,
-        num_decode_requests=n_decode, sum_decode_kv_tokens=decode_kv_tokens,
-        queued_prefill_requests=0, queued_prefill_tokens=0,
-        queued_decode_requests=0, queued_decode_kv_tokens=0)
+        worker_id=BENCH_WORKER_ID,
+        dp_rank=0,
+        wall_time_s=wall_ms / 1000.0,
+        num_prefill_requests=n_prefill,
+        sum_prefill_tokens=prefill_tokens,
+        num_decode_requests=n_decode,
+        sum_decode_kv_tokens=decode_kv_tokens,
+        queued_prefill_requests=0,
+        queued_prefill_tokens=0,
+        queued_decode_requests=0,
+        queued_decode_kv_tokens=0,
+    )
 
 
 def prefill_fpms(args: EngineArgs, granularity: int = 8) -> tuple[ForwardPassMetrics, ...]:
@@ -108,8 +121,9 @@ def role_capabilities(args: EngineArgs) -> RoleCapabilities:
     )
 
 
-def worker_capabilities(deployment: Deployment, granularity: int = 8, *,
-                        benchmark: bool = True) -> WorkerCapabilities:
+def worker_capabilities(
+    deployment: Deployment, granularity: int = 8, *, benchmark: bool = True
+) -> WorkerCapabilities:
     """Capabilities per planner role of a deployment (an aggregated pool is decode), with the
     workers' self-benchmark FPMs (an aggregated worker benchmarks both sweeps)."""
     mode = Mode(deployment.mode)
@@ -120,12 +134,17 @@ def worker_capabilities(deployment: Deployment, granularity: int = 8, *,
         caps[pool.planner_role] = role_capabilities(args)
         if benchmark:
             fpms[pool.planner_role.value] = _role_fpms(pool, args, granularity)
-    return WorkerCapabilities(mode=mode.value, decode=caps[Role.DECODE],
-                              prefill=caps.get(Role.PREFILL), benchmark_fpms=fpms)
+    return WorkerCapabilities(
+        mode=mode.value,
+        decode=caps[Role.DECODE],
+        prefill=caps.get(Role.PREFILL),
+        benchmark_fpms=fpms,
+    )
 
 
-def planner_inputs(config: PlannerConfig,
-                   deployment: Deployment) -> tuple[WorkerCapabilities, ProfileFpms | None]:
+def planner_inputs(
+    config: PlannerConfig, deployment: Deployment
+) -> tuple[WorkerCapabilities, ProfileFpms | None]:
     """The deployment's worker capabilities (with their self-benchmark FPMs) and, only when the
     workers cannot self-benchmark, the profiling data in ``config.profile_results_dir``."""
     capabilities = worker_capabilities(deployment)
@@ -133,8 +152,9 @@ def planner_inputs(config: PlannerConfig,
     return capabilities, profile
 
 
-def planner_for_deployment(config: PlannerConfig, deployment: Deployment, *,
-                           retune: Any = None) -> PlannerEngine:
+def planner_for_deployment(
+    config: PlannerConfig, deployment: Deployment, *, retune: Any = None
+) -> PlannerEngine:
     """The planner a host drives for ``deployment``: bootstrapped from the workers'
     self-benchmark (else the profiling data), its predictors warmed from
     ``load_predictor_warmup_trace``, told the deployment's goodput SLA (which ``sla_goodput``
@@ -143,23 +163,38 @@ def planner_for_deployment(config: PlannerConfig, deployment: Deployment, *,
     sla = SlaTargets(ttft_ms=deployment.sla.ttft_ms, itl_ms=deployment.sla.tpot_ms)
     if SCALING_POLICIES.get(config.scaling_policy).sizes_for_deployment_sla:
         _warn_unused_planner_sla(config, sla)
-    return PlannerEngine(config, capabilities, warmup=read_warmup_observations(config),
-                         retune=retune, profile_fpms=profile, sla=sla)
+    return PlannerEngine(
+        config,
+        capabilities,
+        warmup=read_warmup_observations(config),
+        retune=retune,
+        profile_fpms=profile,
+        sla=sla,
+    )
 
 
 def _warn_unused_planner_sla(config: PlannerConfig, sla: SlaTargets) -> None:
     """A policy that sizes for the deployment's SLA (``sizes_for_deployment_sla``): a planner
     ttft_ms/itl_ms it overrides has no effect, and the user should hear so."""
-    unused = [f"{name} {getattr(config, name):g}" for name, value in
-              (("ttft_ms", sla.ttft_ms), ("itl_ms", sla.itl_ms))
-              if name in config.model_fields_set and value is not None and value != getattr(config, name)]
+    unused = [
+        f"{name} {getattr(config, name):g}"
+        for name, value in (("ttft_ms", sla.ttft_ms), ("itl_ms", sla.itl_ms))
+        if name in config.model_fields_set and value is not None and value != getattr(config, name)
+    ]
     if unused:
-        log.warning("planner config: scaling_policy %s sizes for the deployment's sla "
-                    "(%s); %s not used", config.scaling_policy, _sla_text(sla), ", ".join(unused))
+        log.warning(
+            "planner config: scaling_policy %s sizes for the deployment's sla (%s); %s not used",
+            config.scaling_policy,
+            _sla_text(sla),
+            ", ".join(unused),
+        )
 
 
 def _sla_text(sla: SlaTargets) -> str:
     # The deployment's keys: its tpot_ms bound is the planner's ITL target.
-    parts = [f"{k} {v:g}" for k, v in (("ttft_ms", sla.ttft_ms), ("tpot_ms", sla.itl_ms))
-             if v is not None]
+    parts = [
+        f"{k} {v:g}"
+        for k, v in (("ttft_ms", sla.ttft_ms), ("tpot_ms", sla.itl_ms))
+        if v is not None
+    ]
     return ", ".join(parts) or "none"

@@ -8,7 +8,8 @@ format and ``trace_block_size``, a deployment in the reference's flat form (``mo
 ``sla_ttft_ms``/``sla_itl_ms``/``sla_e2e_ms``), optionally ``closed_loop`` (``true``: the trace
 is replayed closed-loop, and must have sessions or dependencies; ``false``: it is replayed
 open-loop at its arrivals even if it has them; absent: as the trace says), and the reference's
-``expected`` summary values (and, for micro cases, ``expected_requests``). ``load_cases`` turns each into a
+``expected`` summary values (and, for micro cases, ``expected_requests``). ``load_cases`` turns
+each into a
 ``ReferenceCase``; ``case_deployment`` and ``case_workload`` build what ``sim.replay`` takes;
 ``compare_summary`` grades a summary against ``expected`` with the tolerances of issue 3.
 """
@@ -32,8 +33,14 @@ from plansim.sim.routing import ROUTERS, router_mode
 
 # Keys of a case that describe the deployment: scalars keep their name in the deployment
 # mapping; engine args and SLA keys are renamed.
-_SCALAR_KEYS = ("mode", "num_workers", "num_prefill_workers", "num_decode_workers",
-                "arrival_speedup_ratio", "seed")
+_SCALAR_KEYS = (
+    "mode",
+    "num_workers",
+    "num_prefill_workers",
+    "num_decode_workers",
+    "arrival_speedup_ratio",
+    "seed",
+)
 _ENGINE_KEYS = {
     "engine_args": "engine",
     "prefill_engine_args": "prefill_engine",
@@ -41,8 +48,18 @@ _ENGINE_KEYS = {
 }
 _SLA_KEYS = {"sla_ttft_ms": "ttft_ms", "sla_itl_ms": "tpot_ms", "sla_e2e_ms": "e2e_ms"}
 _DEFAULT_ROUTER_MODE = RouterConfig.model_fields["mode"].default
-_CASE_ONLY_KEYS = {"name", "about", "trace", "trace_format", "trace_block_size", "router_mode",
-                   "router_config", "expected", "expected_requests", "closed_loop"}
+_CASE_ONLY_KEYS = {
+    "name",
+    "about",
+    "trace",
+    "trace_format",
+    "trace_block_size",
+    "router_mode",
+    "router_config",
+    "expected",
+    "expected_requests",
+    "closed_loop",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +92,9 @@ def load_cases(path: str | Path) -> list[ReferenceCase]:
         raise ConfigError(f"not valid JSON: {exc}", source=str(source)) from None
     cases = data.get("cases") if isinstance(data, dict) else None
     if not isinstance(cases, list):
-        raise ConfigError("expected an object with a 'cases' list", source=str(source),
-                          field="cases")
+        raise ConfigError(
+            "expected an object with a 'cases' list", source=str(source), field="cases"
+        )
     return [_case(raw, i, source) for i, raw in enumerate(cases)]
 
 
@@ -87,8 +105,9 @@ def _case(raw: Any, index: int, source: Path) -> ReferenceCase:
     for key in ("name", "trace"):
         if key not in raw:
             raise ConfigError("missing key", source=str(source), field=f"{where}.{key}")
-    unknown = sorted(set(raw) - _CASE_ONLY_KEYS - set(_SCALAR_KEYS) - set(_ENGINE_KEYS)
-                     - set(_SLA_KEYS))
+    unknown = sorted(
+        set(raw) - _CASE_ONLY_KEYS - set(_SCALAR_KEYS) - set(_ENGINE_KEYS) - set(_SLA_KEYS)
+    )
     if unknown:
         raise ConfigError("unknown key", source=str(source), field=f"{where}.{unknown[0]}")
     base = source.parent
@@ -108,8 +127,7 @@ def _case(raw: Any, index: int, source: Path) -> ReferenceCase:
     block = raw.get("trace_block_size")
     closed = raw.get("closed_loop")
     if closed is not None and not isinstance(closed, bool):
-        raise ConfigError("must be true or false", source=str(source),
-                          field=f"{where}.closed_loop")
+        raise ConfigError("must be true or false", source=str(source), field=f"{where}.closed_loop")
     return ReferenceCase(
         name=str(raw["name"]),
         trace=base / str(raw["trace"]),
@@ -132,13 +150,17 @@ def case_workload(case: ReferenceCase) -> Any:
     """The case's trace as a ``Workload`` (open-loop when the case says ``closed_loop: false``)."""
     from plansim.traces import load_workload
 
-    workload = load_workload([case.trace], format=case.trace_format,
-                             trace_block_size=case.trace_block_size)
+    workload = load_workload(
+        [case.trace], format=case.trace_format, trace_block_size=case.trace_block_size
+    )
     if case.closed_loop is False:
         return workload.open_loop()
     if case.closed_loop and workload.graph is None:
-        raise ConfigError(f"closed_loop is true but {case.trace} has no sessions or "
-                          "dependencies", source=case.name, field="closed_loop")
+        raise ConfigError(
+            f"closed_loop is true but {case.trace} has no sessions or dependencies",
+            source=case.name,
+            field="closed_loop",
+        )
     return workload
 
 

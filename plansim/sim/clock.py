@@ -64,22 +64,24 @@ class Handle:
 class Clock:
     """Virtual time in ms from 0; see the module docstring."""
 
-    __slots__ = ("now", "_queue", "_order")
+    __slots__ = ("_order", "_queue", "now")
 
     def __init__(self) -> None:
         self.now = 0.0
         self._queue: list[tuple[float, int, int, Handle]] = []
         self._order = count()
 
-    def call_at(self, delay_ms: float, fn: Callable[[], None],
-                priority: Priority = Priority.NORMAL) -> Handle:
+    def call_at(
+        self, delay_ms: float, fn: Callable[[], None], priority: Priority = Priority.NORMAL
+    ) -> Handle:
         """Run ``fn`` ``delay_ms`` (>= 0) from now."""
         handle = Handle(fn)
         heapq.heappush(self._queue, (self.now + delay_ms, priority, next(self._order), handle))
         return handle
 
-    def call_at_time(self, at_ms: float, fn: Callable[[], None],
-                     priority: Priority = Priority.NORMAL) -> Handle:
+    def call_at_time(
+        self, at_ms: float, fn: Callable[[], None], priority: Priority = Priority.NORMAL
+    ) -> Handle:
         """Run ``fn`` at virtual time ``at_ms`` (>= now)."""
         handle = Handle(fn)
         heapq.heappush(self._queue, (at_ms, priority, next(self._order), handle))
@@ -100,8 +102,9 @@ class Clock:
 
     def latest(self) -> float:
         """When the last live queued call is due (cancelled ones left out); now when none is."""
-        return max((at for at, _, _, handle in self._queue if handle.fn is not None),
-                   default=self.now)
+        return max(
+            (at for at, _, _, handle in self._queue if handle.fn is not None), default=self.now
+        )
 
     def peek(self) -> float:
         """When the next queued call is due (cancelled ones included); inf when none is."""

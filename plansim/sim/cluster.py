@@ -26,10 +26,22 @@ PREEMPTED = "preempted"
 class Worker:
     """One worker: ``dp_size`` ranks sharing a lifecycle."""
 
-    __slots__ = ("worker_id", "pool", "ranks", "loads", "state", "provisioned_ms", "ready_ms",
-                 "removed_ms", "inbound", "lease")
+    __slots__ = (
+        "inbound",
+        "lease",
+        "loads",
+        "pool",
+        "provisioned_ms",
+        "ranks",
+        "ready_ms",
+        "removed_ms",
+        "state",
+        "worker_id",
+    )
 
-    def __init__(self, worker_id: int, pool: Role, ranks: list[Rank], provisioned_ms: float) -> None:
+    def __init__(
+        self, worker_id: int, pool: Role, ranks: list[Rank], provisioned_ms: float
+    ) -> None:
         self.worker_id = worker_id
         self.pool = pool
         self.ranks = ranks
@@ -51,11 +63,21 @@ class Pool:
     """Workers of one role (``agg``, ``prefill`` or ``decode``) with the same engine args; the
     pool's name is its role."""
 
-    def __init__(self, name: Role, args: Any, timing: TimingModel, hooks: EngineHooks,
-                 new_worker_id: Callable[[], int], *, decode_runs: bool = True,
-                 prompt_runs: bool = False, head_runs: bool = False,
-                 pass_window: bool = True, pass_log: Any = None,
-                 on_gone: Callable[[Worker, float], None] | None = None) -> None:
+    def __init__(
+        self,
+        name: Role,
+        args: Any,
+        timing: TimingModel,
+        hooks: EngineHooks,
+        new_worker_id: Callable[[], int],
+        *,
+        decode_runs: bool = True,
+        prompt_runs: bool = False,
+        head_runs: bool = False,
+        pass_window: bool = True,
+        pass_log: Any = None,
+        on_gone: Callable[[Worker, float], None] | None = None,
+    ) -> None:
         """``on_gone(worker, now_ms)`` is called when a worker is removed or preempted."""
         self.name = name
         self.rank_role = rank_role(name, args.role)
@@ -88,12 +110,24 @@ class Pool:
         first = len(self.workers) * dp
         # DP ranks pass in lockstep (sim.host), so each of their passes is timed on its own.
         runs = self.decode_runs and dp == 1
-        ranks = [Rank(wid, r, self.args, self.timing, self.hooks, role=self.rank_role,
-                      decode_runs=runs, vector_grants=self.decode_runs,
-                      prompt_runs=self.prompt_runs, head_runs=self.head_runs,
-                      pass_window=self.pass_window, stream=first + r,
-                      decode_tables=self._decode_tables)
-                 for r in range(dp)]
+        ranks = [
+            Rank(
+                wid,
+                r,
+                self.args,
+                self.timing,
+                self.hooks,
+                role=self.rank_role,
+                decode_runs=runs,
+                vector_grants=self.decode_runs,
+                prompt_runs=self.prompt_runs,
+                head_runs=self.head_runs,
+                pass_window=self.pass_window,
+                stream=first + r,
+                decode_tables=self._decode_tables,
+            )
+            for r in range(dp)
+        ]
         for rank in ranks:
             rank.pass_log = self.pass_log
         worker = Worker(wid, self.name, ranks, now_ms)

@@ -4,7 +4,8 @@ nothing more.
 It reads worker counts and the ready ranks' forward-pass metrics per planner role (an
 aggregated pool is decode), the routers' parameters, and the arrival count; it scales pools
 (new workers ready after the engine's ``startup_time``, removed ones drain newest first) and
-patches router parameters per worker type (``prefill``/``decode``; agg uses ``decode``). The replay host builds it over its
+patches router parameters per worker type (``prefill``/``decode``; agg uses ``decode``). The replay
+host builds it over its
 own pools, routers, arrival source and scaling.
 """
 
@@ -26,12 +27,18 @@ class ClusterView:
     then releases what a router queue may now let go); ``arrived_by(now_ms)`` counts the
     requests that entered by then; ``done()`` says the replay has nothing left to do."""
 
-    def __init__(self, clock: Clock, mode: Mode, pools: Mapping[Role, Pool],
-                 routers: Mapping[Role, RoutingPolicy], *,
-                 scale: Callable[[Role, int], Any],
-                 patch_router: Callable[[Role, Mapping[str, Any]], dict[str, Any]],
-                 arrived_by: Callable[[float], int],
-                 done: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        mode: Mode,
+        pools: Mapping[Role, Pool],
+        routers: Mapping[Role, RoutingPolicy],
+        *,
+        scale: Callable[[Role, int], Any],
+        patch_router: Callable[[Role, Mapping[str, Any]], dict[str, Any]],
+        arrived_by: Callable[[float], int],
+        done: Callable[[], bool],
+    ) -> None:
         self.clock = clock
         self.mode = mode
         self._pools = pools
@@ -54,11 +61,16 @@ class ClusterView:
         starting_p, starting_d = c(p, STARTING), c(d, STARTING)
         # A scale-up is in progress while its workers are starting; a scale-down completes at
         # once (draining workers no longer count as serving).
-        return WorkerCounts(ready_prefill=c(p, READY), ready_decode=c(d, READY),
-                            starting_prefill=starting_p, starting_decode=starting_d,
-                            draining_prefill=c(p, DRAINING), draining_decode=c(d, DRAINING),
-                            prefill_in_progress=starting_p > 0,
-                            decode_in_progress=starting_d > 0)
+        return WorkerCounts(
+            ready_prefill=c(p, READY),
+            ready_decode=c(d, READY),
+            starting_prefill=starting_p,
+            starting_decode=starting_d,
+            draining_prefill=c(p, DRAINING),
+            draining_decode=c(d, DRAINING),
+            prefill_in_progress=starting_p > 0,
+            decode_in_progress=starting_d > 0,
+        )
 
     def take_fpms(self) -> dict[str, tuple[ForwardPassMetrics, ...]]:
         """Per planner role, each ready rank's per-pass means since the previous read (the

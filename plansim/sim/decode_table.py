@@ -45,10 +45,11 @@ class DecodeTable:
     total_kv_tokens)`` gives the model's raw times of an array of KV token counts; ``div`` (>
     0) is the decode speedup."""
 
-    __slots__ = ("_by_kv", "_total", "_div", "_times")
+    __slots__ = ("_by_kv", "_div", "_times", "_total")
 
-    def __init__(self, by_kv: Callable[[np.ndarray, int], np.ndarray], total_kv_tokens: int,
-                 div: float) -> None:
+    def __init__(
+        self, by_kv: Callable[[np.ndarray, int], np.ndarray], total_kv_tokens: int, div: float
+    ) -> None:
         self._by_kv = by_kv
         self._total = total_kv_tokens
         self._div = div
@@ -82,10 +83,14 @@ class DecodePages:
     ``by_batch(n, kv, total_kv_tokens)`` gives the model's raw times of ``n`` requests over an
     array of KV token counts; ``div`` (> 0) is the decode speedup."""
 
-    __slots__ = ("_by_batch", "_total", "_div", "_pages")
+    __slots__ = ("_by_batch", "_div", "_pages", "_total")
 
-    def __init__(self, by_batch: Callable[[int, np.ndarray, int], np.ndarray],
-                 total_kv_tokens: int, div: float) -> None:
+    def __init__(
+        self,
+        by_batch: Callable[[int, np.ndarray, int], np.ndarray],
+        total_kv_tokens: int,
+        div: float,
+    ) -> None:
         self._by_batch = by_batch
         self._total = total_kv_tokens
         self._div = div
@@ -99,9 +104,11 @@ class DecodePages:
         lo = first << PAGE_BITS
         page = self._page(batch_size, first)
         if last - lo >= PAGE:
-            page = np.concatenate([page] + [self._page(batch_size, p) for p in
-                                            range(first + 1, (last >> PAGE_BITS) + 1)])
-        return page[kv0_tokens - lo:last - lo + 1:batch_size]
+            page = np.concatenate(
+                [page]
+                + [self._page(batch_size, p) for p in range(first + 1, (last >> PAGE_BITS) + 1)]
+            )
+        return page[kv0_tokens - lo : last - lo + 1 : batch_size]
 
     def _page(self, batch_size: int, index: int) -> np.ndarray:
         key = (batch_size, index)
@@ -116,8 +123,9 @@ class DecodePages:
         return page
 
 
-def shared(tables: dict[Any, DecodeTable | DecodePages], timing: Any, total_kv_tokens: int,
-           div: float) -> DecodeTable | DecodePages | None:
+def shared(
+    tables: dict[Any, DecodeTable | DecodePages], timing: Any, total_kv_tokens: int, div: float
+) -> DecodeTable | DecodePages | None:
     """The table of ``timing`` for a KV pool of ``total_kv_tokens`` and decode speedup ``div``
     from ``tables`` (a cache the ranks of one pool share; made on first use); None when the
     model offers neither ``decode_ms_by_kv`` nor ``decode_ms_by_batch``, or passes take no time

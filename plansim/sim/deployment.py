@@ -39,8 +39,8 @@ from plansim.roles import POOL_COUNT_FIELDS, Mode, Role
 from plansim.sim import engine_config
 from plansim.sim.routing import ROUTERS, all_router_knobs, router_knobs, router_mode
 from plansim.sim.schedulers import SCHEDULERS, backend_blocks, backend_engine_knobs
-from plansim.sim.timing import TIMING_MODELS, TimingKind, timing_params
 from plansim.sim.speculative import accept_rates
+from plansim.sim.timing import TIMING_MODELS, TimingKind, timing_params
 from plansim.validation import StrictModel, config_error, older_spelling
 
 log = logging.getLogger(__name__)
@@ -68,16 +68,20 @@ class _TimingModelFields(StrictModel):
     @classmethod
     def _own_fields(cls, data: Any) -> Any:
         """A type's settings as written (``TimingKind.from_written``: ``aic``'s beside type)."""
-        kind = _timing_kind(data.get("type", cls.model_fields["type"].default)) \
-            if isinstance(data, Mapping) else None
+        kind = (
+            _timing_kind(data.get("type", cls.model_fields["type"].default))
+            if isinstance(data, Mapping)
+            else None
+        )
         return data if kind is None else kind.from_written(data)
 
     @model_serializer(mode="wrap")
     def _as_written(self, handler: Any) -> Any:
         """A spec dumps as it is written (``TimingKind.to_written``)."""
         data = handler(self)
-        return TIMING_MODELS.get(self.type).to_written(self, data) if isinstance(data, dict) \
-            else data
+        return (
+            TIMING_MODELS.get(self.type).to_written(self, data) if isinstance(data, dict) else data
+        )
 
     @field_validator("type")
     @classmethod
@@ -92,11 +96,13 @@ class _TimingModelFields(StrictModel):
         own = kind.shared_keys | {p.name for p in params_of(kind.Params)}
         # A key of another type is refused, not ignored: ``type: polynomial`` with ``path`` is
         # most likely an npz model whose type was left out.
-        foreign = sorted(k for k in self.model_fields_set - own - {"type"}
-                         if getattr(self, k) is not None)
+        foreign = sorted(
+            k for k in self.model_fields_set - own - {"type"} if getattr(self, k) is not None
+        )
         if foreign:
-            raise ValueError(f"{', '.join(foreign)}: not read by a timing model of type "
-                             f"{self.type}")
+            raise ValueError(
+                f"{', '.join(foreign)}: not read by a timing model of type {self.type}"
+            )
         kind.check(self)
         return self
 
@@ -112,23 +118,33 @@ def _timing_kind(name: Any) -> TimingKind | None:
 
 
 TimingModelSpec = create_model(
-    "TimingModelSpec", __base__=_TimingModelFields, __module__=__name__,
+    "TimingModelSpec",
+    __base__=_TimingModelFields,
+    __module__=__name__,
     __doc__=_TimingModelFields.__doc__,
-    **{name: p.field() for name, p in timing_params().items()
-       if name not in _TimingModelFields.model_fields})
+    **{
+        name: p.field()
+        for name, p in timing_params().items()
+        if name not in _TimingModelFields.model_fields
+    },
+)
 
 
 def _block_model(backend: str, knobs: tuple[Param, ...]) -> type[StrictModel]:
     """The model of a backend's engine block (``engine.sglang``) from its declared knobs."""
-    return create_model(f"{backend.capitalize()}Args", __base__=StrictModel, __module__=__name__,
-                        __doc__=f"The reference's ``engine.{backend}`` block (used with "
-                                f"``backend: {backend}``).",
-                        **{p.name: p.field() for p in knobs})
+    return create_model(
+        f"{backend.capitalize()}Args",
+        __base__=StrictModel,
+        __module__=__name__,
+        __doc__=f"The reference's ``engine.{backend}`` block (used with ``backend: {backend}``).",
+        **{p.name: p.field() for p in knobs},
+    )
 
 
 # Each backend's own engine block, by backend (``plansim.sim.schedulers.backend_blocks``).
 BACKEND_BLOCKS: dict[str, type[StrictModel]] = {
-    backend: _block_model(backend, knobs) for backend, knobs in backend_blocks().items()}
+    backend: _block_model(backend, knobs) for backend, knobs in backend_blocks().items()
+}
 # Module attributes under their names (``SglangArgs``), so that engine args pickle (worker pools).
 globals().update({model.__name__: model for model in BACKEND_BLOCKS.values()})
 
@@ -241,8 +257,11 @@ class _EngineFields(StrictModel):
                 given = fields.get(block)
                 if block != backend and isinstance(given, Mapping):
                     defaults = {knob.name: knob.default for knob in knobs}
-                    no_effect.update(f"{block}.{k}" for k, v in given.items()
-                                     if k in defaults and v != defaults[k])
+                    no_effect.update(
+                        f"{block}.{k}"
+                        for k, v in given.items()
+                        if k in defaults and v != defaults[k]
+                    )
         timing = fields.get("timing_model")
         kind = _timing_kind(timing.get("type")) if isinstance(timing, Mapping) else None
         if kind is not None:
@@ -266,13 +285,22 @@ class _EngineFields(StrictModel):
             updates = derived_engine_fields(args, spec)
         else:
             unused = {k for k, _ in MEMORY_FRACTION_KEYS.values() if getattr(args, k) is not None}
-            updates = {"no_effect_keys": tuple(sorted(set(args.no_effect_keys) | unused))} \
-                if unused - set(args.no_effect_keys) else {}
+            updates = (
+                {"no_effect_keys": tuple(sorted(set(args.no_effect_keys) | unused))}
+                if unused - set(args.no_effect_keys)
+                else {}
+            )
         if not updates:
             return args
         derived = tuple(sorted(k for k in updates if k != "no_effect_keys"))
-        return handler({**args.model_dump(exclude_unset=True),
-                        "no_effect_keys": args.no_effect_keys, **updates, "derived_keys": derived})
+        return handler(
+            {
+                **args.model_dump(exclude_unset=True),
+                "no_effect_keys": args.no_effect_keys,
+                **updates,
+                "derived_keys": derived,
+            }
+        )
 
     @model_serializer(mode="wrap")
     def _without_derived(self, handler: Any) -> Any:
@@ -297,13 +325,15 @@ class _EngineFields(StrictModel):
             return self
         if not SCHEDULERS.get(self.engine_type).host_offload:
             hosts = [name for name, cls in SCHEDULERS.items() if cls.host_offload]
-            raise ValueError(f"native_host_offload: supported only for backend "
-                             f"{' and '.join(hosts)}")
+            raise ValueError(
+                f"native_host_offload: supported only for backend {' and '.join(hosts)}"
+            )
         if not self.enable_prefix_caching:
             raise ValueError("native_host_offload: needs enable_prefix_caching")
         if self.kv_cache_bytes_per_token is None:
-            raise ValueError("native_host_offload: needs kv_cache_bytes_per_token to size a "
-                             "host block")
+            raise ValueError(
+                "native_host_offload: needs kv_cache_bytes_per_token to size a host block"
+            )
         return self
 
     @model_validator(mode="after")
@@ -355,9 +385,13 @@ class _EngineFields(StrictModel):
 
 
 EngineArgs = create_model(
-    "EngineArgs", __base__=_EngineFields, __module__=__name__, __doc__=_EngineFields.__doc__,
+    "EngineArgs",
+    __base__=_EngineFields,
+    __module__=__name__,
+    __doc__=_EngineFields.__doc__,
     **{name: (model, Field(default_factory=model)) for name, model in BACKEND_BLOCKS.items()},
-    **{name: knob.field() for name, (knob, _) in backend_engine_knobs().items()})
+    **{name: knob.field() for name, (knob, _) in backend_engine_knobs().items()},
+)
 
 
 # Engine keys that time the disaggregated KV handoff; only the prefill pool's are read.
@@ -441,8 +475,11 @@ class _RouterBase(StrictModel):
 
 
 RouterConfig = create_model(
-    "RouterConfig", __base__=_RouterBase, __module__=__name__,
-    **{name: knob.field() for name, knob in all_router_knobs().items()})
+    "RouterConfig",
+    __base__=_RouterBase,
+    __module__=__name__,
+    **{name: knob.field() for name, knob in all_router_knobs().items()},
+)
 
 
 class SlaConfig(StrictModel):
@@ -507,9 +544,11 @@ class Deployment(StrictModel):
         for pool, workers in self.pool_sizes().items():
             ranks = workers * self.pool_args(pool).dp_size
             if ranks > MAX_POOL_RANKS:
-                raise ValueError(f"{POOL_COUNT_FIELDS[pool]}: {workers} workers of dp_size "
-                                 f"{self.pool_args(pool).dp_size} are {ranks:,} engine ranks; "
-                                 f"at most {MAX_POOL_RANKS:,} per pool")
+                raise ValueError(
+                    f"{POOL_COUNT_FIELDS[pool]}: {workers} workers of dp_size "
+                    f"{self.pool_args(pool).dp_size} are {ranks:,} engine ranks; "
+                    f"at most {MAX_POOL_RANKS:,} per pool"
+                )
         return self
 
     @property
@@ -539,8 +578,11 @@ class Deployment(StrictModel):
 
     def pool_args(self, pool: Role | str) -> EngineArgs:
         """Engine args of pool ``agg``, ``prefill`` or ``decode``."""
-        return {Role.AGG: self.engine, Role.PREFILL: self.prefill_args,
-                Role.DECODE: self.decode_args}[Role(pool)]
+        return {
+            Role.AGG: self.engine,
+            Role.PREFILL: self.prefill_args,
+            Role.DECODE: self.decode_args,
+        }[Role(pool)]
 
     def pool_sizes(self) -> dict[Role, int]:
         """Initial workers per pool, in ``Mode.pools`` order."""
@@ -602,7 +644,8 @@ def load_deployment(
         elif isinstance(value, (str, Path)):
             engine_path = _resolve(base, value)
             raw[key] = _resolve_paths_in_engine(
-                read_config(engine_path, what="engine-args file"), engine_path.parent)
+                read_config(engine_path, what="engine-args file"), engine_path.parent
+            )
             _validate(EngineArgs, raw[key], source=str(engine_path))
         elif isinstance(value, Mapping):
             raw[key] = _resolve_paths_in_engine(value, base)
@@ -622,8 +665,9 @@ def _mode_named(value: Any) -> Mode | None:
     return Mode(value) if value in tuple(Mode) else None
 
 
-def _switch_mode(raw: dict[str, Any], overrides: Mapping[str, Any], name: str,
-                 flags: Mapping[str, str]) -> None:
+def _switch_mode(
+    raw: dict[str, Any], overrides: Mapping[str, Any], name: str, flags: Mapping[str, str]
+) -> None:
     """Drop (loudly) the file's pool keys that a ``mode`` override makes meaningless; see
     ``load_deployment``."""
     new, old = _mode_named(overrides.get("mode")), _mode_named(raw.get("mode", Mode.AGG))
@@ -637,16 +681,19 @@ def _switch_mode(raw: dict[str, Any], overrides: Mapping[str, Any], name: str,
         raise ConfigError(
             f"{name} sizes the {old} pools ({', '.join(f'{k} {raw[k]}' for k in sized)}), "
             f"which mean nothing in {new} mode; give the {new} pool sizes with {wanted}",
-            field=mode_flag)
+            field=mode_flag,
+        )
     if stale:
-        log.warning("%s: %s: no effect with %s %s", name, ", ".join(stale),
-                    flags.get("mode", "mode"), new)
+        log.warning(
+            "%s: %s: no effect with %s %s", name, ", ".join(stale), flags.get("mode", "mode"), new
+        )
         for key in stale:
             del raw[key]
 
 
-def with_overrides(deployment: Deployment, overrides: Mapping[str, Any], *,
-                   source: str | None = None) -> Deployment:
+def with_overrides(
+    deployment: Deployment, overrides: Mapping[str, Any], *, source: str | None = None
+) -> Deployment:
     """``deployment`` with dotted-key ``overrides`` applied and validated again (``ConfigError``
     naming the key on a mistake). A ``prefill_engine.*`` / ``decode_engine.*`` key on a pool that
     inherits ``engine`` starts from ``engine``'s values, as the pool did. A ``mode`` override
@@ -658,13 +705,15 @@ def with_overrides(deployment: Deployment, overrides: Mapping[str, Any], *,
         if pool in ("prefill_engine", "decode_engine") and "." in key and raw.get(pool) is None:
             raw[pool] = dict(raw.get("engine") or {})
         _set_dotted(raw, key, value)
-    _drop_unused_knobs(raw, keep={key.split(".", 1)[1] for key in overrides
-                                  if key.startswith("router.")})
+    _drop_unused_knobs(
+        raw, keep={key.split(".", 1)[1] for key in overrides if key.startswith("router.")}
+    )
     return build_deployment(raw, source=source)
 
 
-def deployment_mapping(deployment: Deployment, *, mode: Any = None,
-                       json: bool = False) -> dict[str, Any]:
+def deployment_mapping(
+    deployment: Deployment, *, mode: Any = None, json: bool = False
+) -> dict[str, Any]:
     """``deployment`` as the mapping that validates back to it: the fields that were given
     (defaults are derived again), except the pool keys of the mode it is not in (or will not be
     in: ``mode``), the router knobs its router mode does not use, the record of no-effect keys
@@ -705,9 +754,11 @@ def build_deployment(raw: Mapping[str, Any], *, source: str | None = None) -> De
             check_timing_files(args, field=name, source=source)
     no_effect = deployment.no_effect_keys()
     if no_effect:
-        log.warning("%skeys with no effect in plansim (accepted for compatibility): %s",
-                    f"{source}: " if source else "", "; ".join(
-                        f"{key} ({_no_effect_reason(key)})" for key in no_effect))
+        log.warning(
+            "%skeys with no effect in plansim (accepted for compatibility): %s",
+            f"{source}: " if source else "",
+            "; ".join(f"{key} ({_no_effect_reason(key)})" for key in no_effect),
+        )
     return deployment
 
 

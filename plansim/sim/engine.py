@@ -83,11 +83,24 @@ class Rank:
     every pass one by one, ``vector_grants=False`` grants every request its tokens one by one
     (both off: the reference mode the fast paths must reproduce; for tests)."""
 
-    def __init__(self, worker_id: int, dp_rank: int, args: Any, timing: TimingModel,
-                 hooks: EngineHooks, *, policy: SchedulerPolicy | None = None,
-                 role: Role | None = None, decode_runs: bool = True, vector_grants: bool = True,
-                 prompt_runs: bool = False, head_runs: bool = False, pass_window: bool = True,
-                 stream: int = 0, decode_tables: dict | None = None) -> None:
+    def __init__(
+        self,
+        worker_id: int,
+        dp_rank: int,
+        args: Any,
+        timing: TimingModel,
+        hooks: EngineHooks,
+        *,
+        policy: SchedulerPolicy | None = None,
+        role: Role | None = None,
+        decode_runs: bool = True,
+        vector_grants: bool = True,
+        prompt_runs: bool = False,
+        head_runs: bool = False,
+        pass_window: bool = True,
+        stream: int = 0,
+        decode_tables: dict | None = None,
+    ) -> None:
         """``stream``: the rank's index in its pool (``worker x dp_size + dp_rank``), which
         offsets its speculative-decoding seed. ``prompt_runs``: runs of passes may carry a
         prompt's chunks (with ``decode_runs``; only where nothing reads the rank's prefix cache
@@ -112,8 +125,12 @@ class Rank:
         self.timing = timing
         # Timing models that know a mixed pass shares one weights pass (see sim.timing).
         self._mixed_decode = getattr(timing, "mixed_decode_ms", None)
-        self._decode_table = decode_table.shared({} if decode_tables is None else decode_tables,
-                                                 timing, self.total_kv_tokens, self.decode_div)
+        self._decode_table = decode_table.shared(
+            {} if decode_tables is None else decode_tables,
+            timing,
+            self.total_kv_tokens,
+            self.decode_div,
+        )
         self.cache = KvCache(args.num_gpu_blocks, args.block_size, args.enable_prefix_caching)
         self.prefix_view = self.cache
         self.hooks = hooks
@@ -122,9 +139,16 @@ class Rank:
         # Nothing routes by the prefix cache: the router's view of it need not be kept.
         self.cache.publishes = not prompt_runs
         self.vector_grants = vector_grants
-        self.drafts = (Drafts(args.aic_nextn, args.aic_nextn_accept_rates,
-                              args.aic_mtp_seed + stream, args.block_size)
-                       if args.aic_nextn and role.decodes else None)
+        self.drafts = (
+            Drafts(
+                args.aic_nextn,
+                args.aic_nextn_accept_rates,
+                args.aic_mtp_seed + stream,
+                args.block_size,
+            )
+            if args.aic_nextn and role.decodes
+            else None
+        )
         self._speculative = bool(args.aic_nextn)
         # Host (G2) KV offload tier, with prefix caching only (what it stores is cached blocks).
         self.offload: HostOffload | None = None
@@ -132,16 +156,20 @@ class Rank:
         self.host_lookup: Callable[[Request, PrefixMatch, float], int] | None = None
         host = args.native_host_offload
         if host is not None and args.enable_prefix_caching:
-            self.offload = HostOffload(host.num_host_blocks,
-                                       args.block_size * args.kv_cache_bytes_per_token,
-                                       host.d2h_bandwidth_gbps, host.h2d_bandwidth_gbps,
-                                       lambda at_ms: hooks.on_wakeup(self, at_ms))
+            self.offload = HostOffload(
+                host.num_host_blocks,
+                args.block_size * args.kv_cache_bytes_per_token,
+                host.d2h_bandwidth_gbps,
+                host.h2d_bandwidth_gbps,
+                lambda at_ms: hooks.on_wakeup(self, at_ms),
+            )
             self.prefix_view = OffloadView(self.cache, self.offload.tier)
             # A block evicted while a host store still reads it fences the pass reusing it.
             self.cache.store_sources = self.offload.tier.storing
             self.host_lookup = partial(self.offload.lookup, self)
-        self.head_runs = (self.prompt_runs and head_runs and self.drafts is None
-                          and self.offload is None)
+        self.head_runs = (
+            self.prompt_runs and head_runs and self.drafts is None and self.offload is None
+        )
         # Decode runs are possible at all (``start_decode_run``'s first test, fixed from here on).
         self._may_run = not role.hands_off and decode_runs and self.drafts is None
         self.batch = Batch()
@@ -208,8 +236,12 @@ class Rank:
         return self.cache.cached_run(keys)
 
     def holds_requests(self) -> bool:
-        return bool(self.running or self.waiting or self._unseen
-                    or (self.offload is not None and self.offload.held))
+        return bool(
+            self.running
+            or self.waiting
+            or self._unseen
+            or (self.offload is not None and self.offload.held)
+        )
 
     def evacuate(self) -> list[Request]:
         """Take every request off the rank, whose worker is gone (preempted), between passes:
@@ -259,8 +291,12 @@ class Rank:
             return end
         before = self._state()
         end = self._single_pass(now)
-        while (not self._emit and not self._slices and not self.pass_tokens
-               and (self.running or self.waiting)):
+        while (
+            not self._emit
+            and not self._slices
+            and not self.pass_tokens
+            and (self.running or self.waiting)
+        ):
             # An empty pass takes no time: one that changed nothing would be composed again
             # and again, so the request that blocks it never runs and must not stall the rank
             # (a replay never hangs).
@@ -337,8 +373,12 @@ class Rank:
     def occupancy(self) -> RankOccupancy:
         cache = self.cache
         # Positional (running, waiting, queued_prefill_tokens, kv_usage): one a rank a sample.
-        return RankOccupancy(len(self.running), len(self.waiting), self.queued.prefill_tokens,
-                             cache.active / cache.num_blocks)
+        return RankOccupancy(
+            len(self.running),
+            len(self.waiting),
+            self.queued.prefill_tokens,
+            cache.active / cache.num_blocks,
+        )
 
     # ---------------------------------------------------------------- policy interface
 
@@ -478,9 +518,9 @@ class Rank:
                 stop = start + int(np.searchsorted(np.cumsum(new), avail, side="right"))
                 if stop == start:
                     return start
-                new = new[:stop - start]
-                computed = computed[:stop - start]
-                blocks = blocks[:stop - start]
+                new = new[: stop - start]
+                computed = computed[: stop - start]
+                blocks = blocks[: stop - start]
                 total = int(np.count_nonzero(new))
             fence = cache.allocate(total)
             if fence:
@@ -559,8 +599,10 @@ class Rank:
         else:
             granted = self._granted
             if len(granted) > 1:
-                granted = sorted({id(r): r for r in granted if r._batch is not None}.values(),
-                                 key=lambda r: r._row)
+                granted = sorted(
+                    {id(r): r for r in granted if r._batch is not None}.values(),
+                    key=lambda r: r._row,
+                )
         prefill_timed = self._prefill_timed
         drafts = self.drafts
         offload = self.offload
@@ -598,8 +640,12 @@ class Rank:
                 # With speculative decoding a request finishing its prompt also runs the
                 # verification step in this pass. A preempted request recomputing its output
                 # past the prompt is timed as a decode too where the policy says so.
-                if (prompt == 0 or not prefill_timed or verifies
-                        or (length > isl and self.policy.recompute_decodes)):
+                if (
+                    prompt == 0
+                    or not prefill_timed
+                    or verifies
+                    or (length > isl and self.policy.recompute_decodes)
+                ):
                     n_dec += 1
                     kv_dec += length
         for lo, hi in slices:
@@ -611,8 +657,9 @@ class Rank:
             mean_isl = total_isl // count
             mean_prefix = total_prefix // count
             new_tokens = count * (mean_isl - mean_prefix)
-        prefill_ms, decode_ms = self._pass_ms(count, new_tokens, mean_isl, mean_prefix, n_dec,
-                                              kv_dec)
+        prefill_ms, decode_ms = self._pass_ms(
+            count, new_tokens, mean_isl, mean_prefix, n_dec, kv_dec
+        )
         start = now
         if offload is not None and offload.not_before_ms > now:
             # The pass reuses blocks host stores still read (or a preempted request's).
@@ -628,12 +675,14 @@ class Rank:
         self._slices = slices
         self._granted = []
         self._run = None
-        self._last_pass = self._record((end - now) / 1000.0, count, sum_prefill_tokens, n_dec,
-                                       kv_dec)
+        self._last_pass = self._record(
+            (end - now) / 1000.0, count, sum_prefill_tokens, n_dec, kv_dec
+        )
         return end
 
-    def _pass_ms(self, count: int, new_tokens: int, mean_isl: int, mean_prefix: int,
-                 n_dec: int, kv_dec: int) -> tuple[float, float]:
+    def _pass_ms(
+        self, count: int, new_tokens: int, mean_isl: int, mean_prefix: int, n_dec: int, kv_dec: int
+    ) -> tuple[float, float]:
         """(prefill ms, decode ms) of a pass: ``count`` prompts computing ``new_tokens`` (their
         mean length and cached prefix), ``n_dec`` decoding requests over ``kv_dec`` tokens; each
         part divided by its speedup and rounded to whole nanoseconds, as the reference's
@@ -645,8 +694,9 @@ class Rank:
         decode_ms = 0.0
         if n_dec and self._decode_timed and self.decode_div > 0:
             if count and self._mixed_decode is not None:
-                raw = self._mixed_decode(n_dec, kv_dec, kv_dec // n_dec, self.total_kv_tokens,
-                                         new_tokens)
+                raw = self._mixed_decode(
+                    n_dec, kv_dec, kv_dec // n_dec, self.total_kv_tokens, new_tokens
+                )
             else:
                 raw = self.timing.decode_ms(n_dec, kv_dec, kv_dec // n_dec, self.total_kv_tokens)
             decode_ms = round(raw / self.decode_div * _NS) / _NS

@@ -65,8 +65,13 @@ def _accept_rates(value: Any) -> Any:
 _AIC_SIZED = "memory fraction, sizes num_gpu_blocks with an aic timing model when it is unset"
 
 
-def _k(name: str, field: str | None = "", *aliases: str, convert: Callable[[Any], Any] | None = None,
-       why: str = "") -> EngineKey:
+def _k(
+    name: str,
+    field: str | None = "",
+    *aliases: str,
+    convert: Callable[[Any], Any] | None = None,
+    why: str = "",
+) -> EngineKey:
     return EngineKey(name, name if field == "" else field, aliases, convert, why)
 
 
@@ -83,10 +88,18 @@ def _backend_keys() -> tuple[EngineKey, ...]:
         for knob in params_of(cls.Knobs):
             name = f"{backend}.{knob.name}"
             spellings = cls.value_aliases.get(knob.name)
-            keys.append(_k(name, name, f"{backend}_{knob.name}",
-                           convert=_respelt(spellings) if spellings else None))
-        keys += [_k(f"{backend}.{member}", shared, f"{backend}_{member}")
-                 for member, shared in cls.block_aliases.items()]
+            keys.append(
+                _k(
+                    name,
+                    name,
+                    f"{backend}_{knob.name}",
+                    convert=_respelt(spellings) if spellings else None,
+                )
+            )
+        keys += [
+            _k(f"{backend}.{member}", shared, f"{backend}_{member}")
+            for member, shared in cls.block_aliases.items()
+        ]
         keys += [_k(knob.name) for knob in params_of(cls.EngineKnobs)]
     return tuple(keys)
 
@@ -100,16 +113,23 @@ KEYS: tuple[EngineKey, ...] = (
     _k("max_model_len"),
     _k("max_num_seqs"),
     _k("max_num_batched_tokens"),
-    _k("prefill_schedule_interval", NO_EFFECT,
-       why="live vLLM mocker's prefill cadence; the reference replay's timings do not depend on "
-           "it either"),
+    _k(
+        "prefill_schedule_interval",
+        NO_EFFECT,
+        why="live vLLM mocker's prefill cadence; the reference replay's timings do not depend on "
+        "it either",
+    ),
     _k("enable_prefix_caching"),
     _k("enable_chunked_prefill"),
     _k("speedup_ratio"),
     _k("decode_speedup_ratio"),
     _k("aic_nextn", "aic_nextn", "ais_nextn"),
-    _k("aic_nextn_accept_rates", "aic_nextn_accept_rates", "ais_nextn_accept_rates",
-       convert=_accept_rates),
+    _k(
+        "aic_nextn_accept_rates",
+        "aic_nextn_accept_rates",
+        "ais_nextn_accept_rates",
+        convert=_accept_rates,
+    ),
     _k("aic_mtp_seed", "aic_mtp_seed", "ais_mtp_seed"),
     _k("worker_type", "worker_type", "disaggregation_mode", convert=_worker_type_from_mode),
     _k("preemption_mode"),
@@ -120,18 +140,34 @@ KEYS: tuple[EngineKey, ...] = (
     _k("kv_cache_groups", NO_EFFECT, why="hybrid-attention KV cache groups"),
     _k("kv_cache_capacity_bytes", NO_EFFECT, why="KV capacity of hybrid-attention cache groups"),
     _k("native_host_offload.scope", NO_EFFECT, why="host offload sharing scope"),
-    _k("native_host_offload.num_host_blocks", "native_host_offload.num_host_blocks",
-       "num_host_blocks"),
-    _k("native_host_offload.d2h_bandwidth_gbps", "native_host_offload.d2h_bandwidth_gbps",
-       "host_offload_d2h_bandwidth_gbps"),
-    _k("native_host_offload.h2d_bandwidth_gbps", "native_host_offload.h2d_bandwidth_gbps",
-       "host_offload_h2d_bandwidth_gbps"),
-    _k("native_host_offload.shared_d2h_bandwidth_gbps", NO_EFFECT,
-       why="host offload bandwidth shared across ranks"),
-    _k("native_host_offload.shared_h2d_bandwidth_gbps", NO_EFFECT,
-       why="host onboard bandwidth shared across ranks"),
-    _k("native_host_offload.latency_to_first_byte_ms", NO_EFFECT,
-       why="host transfer start latency"),
+    _k(
+        "native_host_offload.num_host_blocks",
+        "native_host_offload.num_host_blocks",
+        "num_host_blocks",
+    ),
+    _k(
+        "native_host_offload.d2h_bandwidth_gbps",
+        "native_host_offload.d2h_bandwidth_gbps",
+        "host_offload_d2h_bandwidth_gbps",
+    ),
+    _k(
+        "native_host_offload.h2d_bandwidth_gbps",
+        "native_host_offload.h2d_bandwidth_gbps",
+        "host_offload_h2d_bandwidth_gbps",
+    ),
+    _k(
+        "native_host_offload.shared_d2h_bandwidth_gbps",
+        NO_EFFECT,
+        why="host offload bandwidth shared across ranks",
+    ),
+    _k(
+        "native_host_offload.shared_h2d_bandwidth_gbps",
+        NO_EFFECT,
+        why="host onboard bandwidth shared across ranks",
+    ),
+    _k(
+        "native_host_offload.latency_to_first_byte_ms", NO_EFFECT, why="host transfer start latency"
+    ),
     _k("native_host_offload.kv_layout_id", NO_EFFECT, why="KV layout identity"),
     _k("state_cache", NO_EFFECT, why="recurrent-state cache of hybrid models"),
     _k("prefix_match_unit", NO_EFFECT, why="state-cache prefix match granularity"),
@@ -152,21 +188,52 @@ KEYS: tuple[EngineKey, ...] = (
     _k("mem_fraction_static", why=f"SGLang {_AIC_SIZED}"),
     _k("free_gpu_memory_fraction", why=f"TensorRT-LLM {_AIC_SIZED}"),
     _k("cuda_graph_reserved_bytes", NO_EFFECT, why="KV capacity estimation"),
-    _k("dynamo.enable_local_indexer", NO_EFFECT, "enable_local_indexer",
-       why="worker-local KV indexer of a live worker"),
-    _k("dynamo.bootstrap_port", NO_EFFECT, "bootstrap_port", "bootstrap_ports",
-       why="live disaggregated rendezvous port"),
-    _k("dynamo.handoff_session_timeout_ms", NO_EFFECT, "handoff_session_timeout_ms",
-       why="live disaggregated handoff timeout"),
+    _k(
+        "dynamo.enable_local_indexer",
+        NO_EFFECT,
+        "enable_local_indexer",
+        why="worker-local KV indexer of a live worker",
+    ),
+    _k(
+        "dynamo.bootstrap_port",
+        NO_EFFECT,
+        "bootstrap_port",
+        "bootstrap_ports",
+        why="live disaggregated rendezvous port",
+    ),
+    _k(
+        "dynamo.handoff_session_timeout_ms",
+        NO_EFFECT,
+        "handoff_session_timeout_ms",
+        why="live disaggregated handoff timeout",
+    ),
     _k("dynamo.reasoning", NO_EFFECT, "reasoning", why="reasoning-token output of a live worker"),
-    _k("dynamo.response_replay_trace_path", NO_EFFECT, "response_replay_trace_path",
-       why="output-token replay of a live worker"),
-    _k("dynamo.zmq_kv_events_port", NO_EFFECT, "zmq_kv_events_port", "zmq_kv_events_ports",
-       why="live KV event publishing"),
-    _k("dynamo.zmq_replay_port", NO_EFFECT, "zmq_replay_port", "zmq_replay_ports",
-       why="live KV event replay"),
-    _k("dynamo.router_queue_policy", NO_EFFECT, "router_queue_policy",
-       why="queue policy a live worker advertises (the router's own key is modelled)"),
+    _k(
+        "dynamo.response_replay_trace_path",
+        NO_EFFECT,
+        "response_replay_trace_path",
+        why="output-token replay of a live worker",
+    ),
+    _k(
+        "dynamo.zmq_kv_events_port",
+        NO_EFFECT,
+        "zmq_kv_events_port",
+        "zmq_kv_events_ports",
+        why="live KV event publishing",
+    ),
+    _k(
+        "dynamo.zmq_replay_port",
+        NO_EFFECT,
+        "zmq_replay_port",
+        "zmq_replay_ports",
+        why="live KV event replay",
+    ),
+    _k(
+        "dynamo.router_queue_policy",
+        NO_EFFECT,
+        "router_queue_policy",
+        why="queue policy a live worker advertises (the router's own key is modelled)",
+    ),
     # Only older versions.
     _k("is_prefill", "is_prefill", "is_prefill_worker"),
     _k("is_decode", "is_decode", "is_decode_worker"),
@@ -175,10 +242,18 @@ KEYS: tuple[EngineKey, ...] = (
     _k("model_name", NO_EFFECT, why="served model name"),
     _k("model_path", NO_EFFECT, why="tokenizer path"),
     _k("has_perf_model", NO_EFFECT, why="older marker of a loaded profile"),
-    _k("ais_perf_model", NO_EFFECT, "aic_perf_model",
-       why="AIS timing from the flat ais_* identity; use timing_model"),
-    _k("ais_perf_config", NO_EFFECT, "aic_perf_config",
-       why="canonical AIS estimator identity; use timing_model"),
+    _k(
+        "ais_perf_model",
+        NO_EFFECT,
+        "aic_perf_model",
+        why="AIS timing from the flat ais_* identity; use timing_model",
+    ),
+    _k(
+        "ais_perf_config",
+        NO_EFFECT,
+        "aic_perf_config",
+        why="canonical AIS estimator identity; use timing_model",
+    ),
     _k("aic_backend", NO_EFFECT, "ais_backend", why="AIS estimator identity"),
     _k("aic_system", NO_EFFECT, "ais_system", why="AIS estimator identity"),
     _k("aic_backend_version", NO_EFFECT, "ais_backend_version", why="AIS estimator identity"),
@@ -245,7 +320,8 @@ class EngineKeyError(ValueError):
 
 def normalise(raw: Mapping[str, Any]) -> NormalisedEngine:
     """Map an engine config in any accepted form to ``EngineArgs`` fields; raises
-    ``EngineKeyError`` for an unknown key, two spellings that disagree or a bad value. Keys beside a wrapped
+    ``EngineKeyError`` for an unknown key, two spellings that disagree or a bad value. Keys beside
+    a wrapped
     ``engine`` block override it (that is how dotted overrides reach a wrapped file)."""
     data = dict(raw)
     fields: dict[str, Any] = {}
@@ -257,8 +333,9 @@ def normalise(raw: Mapping[str, Any]) -> NormalisedEngine:
     return NormalisedEngine(fields, tuple(sorted(no_effect)))
 
 
-def _normalise_level(data: Mapping[str, Any], prefix: str, fields: dict[str, Any],
-                     no_effect: set[str]) -> None:
+def _normalise_level(
+    data: Mapping[str, Any], prefix: str, fields: dict[str, Any], no_effect: set[str]
+) -> None:
     """Normalise one level's keys into ``fields`` (overwriting what an outer level set); two
     spellings of one field at this level must agree."""
     given: dict[str, str] = {}  # field -> the key of this level that set it
@@ -318,11 +395,19 @@ def _set(fields: dict[str, Any], dotted: str, value: Any) -> None:
 # Top-level keys of the canonical file, beside its ``engine`` block (KEYS lists them after the
 # engine block's keys); ``dynamo.*`` keys form its ``dynamo`` block; KEYS from ``is_prefill`` on
 # are known only to older versions.
-_TOP_LEVEL = frozenset({"dp_size", "tensor_parallel_size", "startup_time",
-                        "num_gpu_blocks_is_explicit", "gpu_memory_utilization",
-                        "mem_fraction_static", "free_gpu_memory_fraction",
-                        "cuda_graph_reserved_bytes"})
-_CANONICAL_KEYS = KEYS[:next(i for i, k in enumerate(KEYS) if k.name == "is_prefill")]
+_TOP_LEVEL = frozenset(
+    {
+        "dp_size",
+        "tensor_parallel_size",
+        "startup_time",
+        "num_gpu_blocks_is_explicit",
+        "gpu_memory_utilization",
+        "mem_fraction_static",
+        "free_gpu_memory_fraction",
+        "cuda_graph_reserved_bytes",
+    }
+)
+_CANONICAL_KEYS = KEYS[: next(i for i, k in enumerate(KEYS) if k.name == "is_prefill")]
 # Fields that are members of a nested block (``sglang.max_prefill_tokens``).
 _NESTED = frozenset(k.field.partition(".")[0] for k in KEYS if k.field and "." in k.field)
 
@@ -330,7 +415,7 @@ _NESTED = frozenset(k.field.partition(".")[0] for k in KEYS if k.field and "." i
 def _key_of_field() -> dict[str, EngineKey]:
     """Each modelled field's key: the first canonical one, else the first older one."""
     out: dict[str, EngineKey] = {}
-    for k in (*_CANONICAL_KEYS, *KEYS[len(_CANONICAL_KEYS):]):
+    for k in (*_CANONICAL_KEYS, *KEYS[len(_CANONICAL_KEYS) :]):
         if k.field is not None:
             out.setdefault(k.field, k)
     return out
@@ -355,8 +440,10 @@ def spellings(raw: Mapping[str, Any]) -> dict[str, str]:
     for level in (*levels, raw):
         for spelling, value in level.items():
             if spelling in BLOCKS and isinstance(value, Mapping):
-                pairs = [(f"{spelling}.{member}", _BY_NAME.get(f"{spelling}.{member}"))
-                         for member in value]
+                pairs = [
+                    (f"{spelling}.{member}", _BY_NAME.get(f"{spelling}.{member}"))
+                    for member in value
+                ]
             else:
                 pairs = [(spelling, _BY_SPELLING.get(spelling))]
             for written, k in pairs:

@@ -106,21 +106,24 @@ class EngineHooks:
     """What a rank reports to the host; the host supplies the callables. ``rank`` is the
     reporting ``EngineRank``, times are virtual ms."""
 
-    __slots__ = ("on_admit", "on_tokens", "on_complete", "on_reject", "on_run", "on_wakeup")
+    __slots__ = ("on_admit", "on_complete", "on_reject", "on_run", "on_tokens", "on_wakeup")
 
-    def __init__(self, on_admit: Callable[[EngineRank, Request, float, int], None],
-                 on_tokens: Callable[..., None],
-                 on_complete: Callable[[EngineRank, Request, float], None],
-                 on_reject: Callable[[EngineRank, Request, str], None],
-                 on_run: Callable[..., None],
-                 on_wakeup: Callable[[EngineRank, float], None] | None = None) -> None:
-        self.on_admit = on_admit          # (rank, req, now_ms, reused_tokens)
+    def __init__(
+        self,
+        on_admit: Callable[[EngineRank, Request, float, int], None],
+        on_tokens: Callable[..., None],
+        on_complete: Callable[[EngineRank, Request, float], None],
+        on_reject: Callable[[EngineRank, Request, str], None],
+        on_run: Callable[..., None],
+        on_wakeup: Callable[[EngineRank, float], None] | None = None,
+    ) -> None:
+        self.on_admit = on_admit  # (rank, req, now_ms, reused_tokens)
         # (rank, rids, end_ms[, counts]): one pass's tokens, one for each request id of
         # ``rids`` (distinct ids; a list of ints, or an int64 array valid during the call), or
         # counts[i] of rids[i] when a speculative pass emits several
         self.on_tokens = on_tokens
-        self.on_complete = on_complete    # (rank, req, end_ms)
-        self.on_reject = on_reject        # (rank, req, reason)
+        self.on_complete = on_complete  # (rank, req, end_ms)
+        self.on_reject = on_reject  # (rank, req, reason)
         # (rank, rids, ends_ms, first_ms): a finished run, every request of ``rids`` (a list of
         # ints for a short batch, else an int64 array, valid during the call) emitting one
         # token at ``first_ms`` unless it is None (the end of the composed pass a run follows

@@ -33,10 +33,10 @@ from plansim.limits import check_span, describe_span
 from plansim.roles import Mode, Role
 from plansim.sim.arrivals import OpenLoop, arrival_source
 from plansim.sim.assembly import assemble_result
+from plansim.sim.batch import Request
 from plansim.sim.clock import Clock, Handle, Priority
 from plansim.sim.cluster import DRAINING, PREEMPTED, READY, REMOVED, STARTING, Pool, Worker
 from plansim.sim.deployment import Deployment
-from plansim.sim.batch import Request
 from plansim.sim.engine_protocol import EngineHooks, EngineRank
 from plansim.sim.recorder import Recorder
 from plansim.sim.result import ReplayResult
@@ -58,9 +58,15 @@ _KEY_CHUNK_REQUESTS = 256
 _KEY_CHUNK_HASHES = 1 << 15
 
 
-def replay(workload: Any, deployment: Deployment, planner: Any = None, *,
-           progress: Callable[[float, float], None] | None = None,
-           pass_log: Any = None, supply: WorkerSupply | None = None) -> ReplayResult:
+def replay(
+    workload: Any,
+    deployment: Deployment,
+    planner: Any = None,
+    *,
+    progress: Callable[[float, float], None] | None = None,
+    pass_log: Any = None,
+    supply: WorkerSupply | None = None,
+) -> ReplayResult:
     """Replay ``workload`` against ``deployment``; see ``plansim.sim.result`` for the tables.
 
     ``planner``: an object with ``initial_tick(now_s)``, ``tick(TickInput)`` returning
@@ -94,8 +100,10 @@ def replay_shared(members: Sequence[SharedMember]) -> list[ReplayResult]:
     Every result's wall time is the whole run's."""
     wall_start = time.perf_counter()
     clock = Clock()
-    hosts = [ReplayHost(m.workload, m.deployment, m.planner, clock=clock, supply=m.supply)
-             for m in members]
+    hosts = [
+        ReplayHost(m.workload, m.deployment, m.planner, clock=clock, supply=m.supply)
+        for m in members
+    ]
     for host in hosts:
         host.start()
     clock.run()
@@ -111,8 +119,9 @@ def block_end_offsets(block_size: int, trace_block_size: int) -> np.ndarray | No
     return np.arange(block_size - 1, trace_block_size, block_size, dtype=np.int64)
 
 
-def key_grid(block_size: int, trace_block_size: int, *,
-             dense: bool) -> tuple[int, np.ndarray] | None:
+def key_grid(
+    block_size: int, trace_block_size: int, *, dense: bool
+) -> tuple[int, np.ndarray] | None:
     """``(stride, subs)`` when engine blocks tile trace blocks: the ``k``-th block of a trace
     block of hash ``c`` is keyed ``c * stride + subs[k]``, with ``(trace_block_size, block end
     offsets)`` (the rule of ``plansim.sim.kv``) or, ``dense``, ``(blocks per trace block,
@@ -129,11 +138,17 @@ def _check_replay_span(last_arrival_ms: float, speedup: float) -> None:
     """Refuse a virtual span over ``limits.MAX_SPAN_S`` before anything is sized by it."""
     what = "the replay"
     if speedup != 1.0:
-        what += (f" (the trace's {describe_span(last_arrival_ms * speedup / 1000.0)} / "
-                 f"arrival_speedup_ratio {speedup:g})")
+        what += (
+            f" (the trace's {describe_span(last_arrival_ms * speedup / 1000.0)} / "
+            f"arrival_speedup_ratio {speedup:g})"
+        )
     if speedup < 1.0:
-        check_span(last_arrival_ms / 1000.0, what=what, hint="raise arrival_speedup_ratio",
-                   field="arrival_speedup_ratio")
+        check_span(
+            last_arrival_ms / 1000.0,
+            what=what,
+            hint="raise arrival_speedup_ratio",
+            field="arrival_speedup_ratio",
+        )
     check_span(last_arrival_ms / 1000.0, what=what)
 
 
@@ -141,8 +156,11 @@ def _check_horizon(latest_ms: float) -> None:
     """Refuse a replay whose engines would run past ``limits.MAX_SPAN_S`` of virtual time (a
     pass timed in years: ``speedup_ratio`` 1e-300, a timing model's huge constant): the time
     series would be sampled every second up to there."""
-    check_span(latest_ms / 1000.0, what="the replay (an engine pass or delay ending there)",
-               hint="check the engines' speedup_ratio and timing model")
+    check_span(
+        latest_ms / 1000.0,
+        what="the replay (an engine pass or delay ending there)",
+        hint="check the engines' speedup_ratio and timing model",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,10 +188,18 @@ class ReplayHost:
     """One replay: cluster, routers, recorder, arrival source and planner host on one clock;
     the host routes requests, starts and finishes passes, and relays what ranks report."""
 
-    def __init__(self, workload: Any, deployment: Deployment, planner: Any = None,
-                 progress: Callable[[float, float], None] | None = None, *,
-                 decode_runs: bool = True, clock: Clock | None = None,
-                 supply: WorkerSupply | None = None, pass_log: Any = None) -> None:
+    def __init__(
+        self,
+        workload: Any,
+        deployment: Deployment,
+        planner: Any = None,
+        progress: Callable[[float, float], None] | None = None,
+        *,
+        decode_runs: bool = True,
+        clock: Clock | None = None,
+        supply: WorkerSupply | None = None,
+        pass_log: Any = None,
+    ) -> None:
         """``decode_runs=False`` simulates every pass one by one (the reference behaviour the
         decode-run fast path must reproduce; for tests). ``clock``: a clock shared with other
         replays (``replay_shared``); ``supply``: where workers come from (``sim.supply``)."""
@@ -183,9 +209,12 @@ class ReplayHost:
         self.supply = supply
         self.progress = progress
         n = len(workload)
-        self.source = arrival_source(self, workload,
-                                     arrival_speedup_ratio=deployment.arrival_speedup_ratio,
-                                     max_concurrency=deployment.max_concurrency)
+        self.source = arrival_source(
+            self,
+            workload,
+            arrival_speedup_ratio=deployment.arrival_speedup_ratio,
+            max_concurrency=deployment.max_concurrency,
+        )
         # The plain open-loop source: arrivals known up front, nothing tracked per request.
         plain = isinstance(self.source, OpenLoop) and self.source.cap is None
         if n:
@@ -204,43 +233,65 @@ class ReplayHost:
         # One stream for every pool's router: numpy's default_rng(seed), drawn without
         # importing numpy.random (sim.seeded_draws).
         rng = SeededDraws(deployment.seed)
-        hooks = EngineHooks(self._on_admit, self._on_tokens, self._on_complete, self._on_reject,
-                            self._on_run, self._on_wakeup)
+        hooks = EngineHooks(
+            self._on_admit,
+            self._on_tokens,
+            self._on_complete,
+            self._on_reject,
+            self._on_run,
+            self._on_wakeup,
+        )
         self._worker_ids = 0
         self.pools: dict[Role, Pool] = {}
         self.routers: dict[Role, RoutingPolicy] = {}
         for name, count in deployment.pool_sizes().items():
             args = deployment.pool_args(name)
-            router = make_router(deployment.router, args.block_size, rng, pool=name,
-                                 max_batched_tokens=args.max_num_batched_tokens)
+            router = make_router(
+                deployment.router,
+                args.block_size,
+                rng,
+                pool=name,
+                max_batched_tokens=args.max_num_batched_tokens,
+            )
             self.routers[name] = router
-            pool = Pool(name, args, make_timing_model(args.effective_timing), hooks,
-                        self._next_worker_id, decode_runs=decode_runs,
-                        prompt_runs=not router.reads_prefix_cache,
-                        head_runs=not router.observes_first_tokens,
-                        pass_window=planner is not None or pass_log is not None,
-                        pass_log=pass_log,
-                        on_gone=self._gone if supply is not None else None)
+            pool = Pool(
+                name,
+                args,
+                make_timing_model(args.effective_timing),
+                hooks,
+                self._next_worker_id,
+                decode_runs=decode_runs,
+                prompt_runs=not router.reads_prefix_cache,
+                head_runs=not router.observes_first_tokens,
+                pass_window=planner is not None or pass_log is not None,
+                pass_log=pass_log,
+                on_gone=self._gone if supply is not None else None,
+            )
             self.pools[name] = pool
             for _ in range(count):
                 lease = supply.acquire(name, 0.0) if supply is not None else None
                 if supply is not None and lease is None:
-                    raise ValueError(f"the worker supply refused the {name} pool's initial "
-                                     f"{count} workers")
+                    raise ValueError(
+                        f"the worker supply refused the {name} pool's initial {count} workers"
+                    )
                 worker = pool.provision(0.0)
                 pool.mark_ready(worker, 0.0)
                 if lease is not None:
                     self._lease(worker, lease)
         self.block_size = deployment.pool_args(self.mode.visible_pool).block_size
         # Dense keys unless a host tier orders blocks by their key values (``cohort_rank``).
-        self._key_grid = key_grid(self.block_size, workload.trace_block_size, dense=all(
-            p.args.native_host_offload is None for p in self.pools.values()))
+        self._key_grid = key_grid(
+            self.block_size,
+            workload.trace_block_size,
+            dense=all(p.args.native_host_offload is None for p in self.pools.values()),
+        )
         self._key_chunk: KeyChunk | None = None
         indexing = [r for r in self.routers.values() if r.indexes_prompt_blocks]
         if indexing and n:
             # The prompt blocks each request may share with another (routers index only those).
-            recurring = recurring_blocks(workload.hash_ids, workload.hash_offsets,
-                                         workload.trace_block_size, self.block_size)
+            recurring = recurring_blocks(
+                workload.hash_ids, workload.hash_offsets, workload.trace_block_size, self.block_size
+            )
             for router in indexing:
                 router.recurring = recurring
         self.entry_pool = self.mode.entry_pool
@@ -269,10 +320,16 @@ class ReplayHost:
             from plansim.sim.cluster_view import ClusterView
             from plansim.sim.planner_host import PlannerHost
 
-            view = ClusterView(self.clock, self.mode, self.pools, self.routers,
-                               scale=self.scale_pool, patch_router=self.patch_router,
-                               arrived_by=self.source.arrived_by,
-                               done=self.done)
+            view = ClusterView(
+                self.clock,
+                self.mode,
+                self.pools,
+                self.routers,
+                scale=self.scale_pool,
+                patch_router=self.patch_router,
+                arrived_by=self.source.arrived_by,
+                done=self.done,
+            )
             self.planner_host = PlannerHost(view, planner, workload, self._last_arrival)
         for pool in self.pools.values():
             for w in pool.workers:
@@ -311,8 +368,9 @@ class ReplayHost:
         self.rec.release[rid] = self.clock.now
 
     def never_released(self, rid: int, waits_on: int) -> None:
-        self.rec.reason[rid] = (f"never released: waits on rejected request "
-                                f"{self.workload.request_id[waits_on]}")
+        self.rec.reason[rid] = (
+            f"never released: waits on rejected request {self.workload.request_id[waits_on]}"
+        )
         self._outstanding -= 1
 
     # ---------------------------------------------------------------- main loop
@@ -373,7 +431,7 @@ class ReplayHost:
                 chunk = self._key_chunk = self._grid_keys(rid)
             first = chunk.starts[rid - chunk.lo]
             last = chunk.starts[rid - chunk.lo + 1]
-            return chunk.keys[first:min(first + n_full, last)].tolist()
+            return chunk.keys[first : min(first + n_full, last)].tolist()
         h = self.workload.hashes(rid)
         tbs = self.workload.trace_block_size
         ends = np.arange(bs - 1, n_full * bs, bs, dtype=np.int64)
@@ -389,12 +447,15 @@ class ReplayHost:
         stride, subs = self._key_grid
         off = self.workload.hash_offsets
         last = off.shape[0] - 1
-        hi = min(last, rid + _KEY_CHUNK_REQUESTS,
-                 int(np.searchsorted(off, off[rid] + _KEY_CHUNK_HASHES, side="right")) - 1)
+        hi = min(
+            last,
+            rid + _KEY_CHUNK_REQUESTS,
+            int(np.searchsorted(off, off[rid] + _KEY_CHUNK_HASHES, side="right")) - 1,
+        )
         hi = max(hi, rid + 1)
-        h = self.workload.hash_ids[off[rid]:off[hi]]
+        h = self.workload.hash_ids[off[rid] : off[hi]]
         keys = (h.astype(np.int64)[:, None] * stride + subs).ravel()
-        return KeyChunk(rid, hi, keys, ((off[rid:hi + 1] - off[rid]) * subs.shape[0]).tolist())
+        return KeyChunk(rid, hi, keys, ((off[rid : hi + 1] - off[rid]) * subs.shape[0]).tolist())
 
     def _dispatch(self, rid: int, pool_name: Role, last: bool = False) -> None:
         """Route request ``rid`` to ``pool_name`` now. ``last``: nothing else happens at this
@@ -408,8 +469,9 @@ class ReplayHost:
             keys = self._prompt_keys(rid)
             self.rec.keys[rid] = keys
         isl = self.isl.item(rid)
-        if self.routers[pool_name].hold(rid, isl, keys, pool.ready_views, pool.ready_loads,
-                                        self.clock.now):
+        if self.routers[pool_name].hold(
+            rid, isl, keys, pool.ready_views, pool.ready_loads, self.clock.now
+        ):
             return
         self._route(rid, pool_name, isl, keys, last=last)
 
@@ -438,16 +500,22 @@ class ReplayHost:
             rid, overlaps = released
             self._route(rid, pool_name, self.isl.item(rid), self.rec.keys[rid], overlaps)
 
-    def _route(self, rid: int, pool_name: Role, isl: int, keys: list[int],
-               overlaps: Any = None, last: bool = False) -> None:
+    def _route(
+        self,
+        rid: int,
+        pool_name: Role,
+        isl: int,
+        keys: list[int],
+        overlaps: Any = None,
+        last: bool = False,
+    ) -> None:
         pool = self.pools[pool_name]
         ranks = pool.ready_ranks
         router = self.routers[pool_name]
         if overlaps is None:
             route = router.choose(isl, keys, pool.ready_views, pool.ready_loads)
         else:
-            route = router.choose(isl, keys, pool.ready_views, pool.ready_loads,
-                                  overlaps=overlaps)
+            route = router.choose(isl, keys, pool.ready_views, pool.ready_loads, overlaps=overlaps)
         rank = ranks[route.index]
         router.sent(rid, isl, keys, route, pool.ready_loads[route.index])
         # A request reaching the decode pool has been counted on arrival at the prefill pool and
@@ -510,7 +578,8 @@ class ReplayHost:
             if new_end is not None:
                 self._finish_call[key].cancel()
                 self._finish_call[key] = self.clock.call_at_time(
-                    new_end, lambda: self._finish(rank), Priority.PASS_END)
+                    new_end, lambda: self._finish(rank), Priority.PASS_END
+                )
             return
         if key in self._start_pending or not rank.has_work():
             return
@@ -533,7 +602,8 @@ class ReplayHost:
     def _begin(self, rank: EngineRank) -> None:
         end = rank.start_pass(self.clock.now)
         self._finish_call[id(rank)] = self.clock.call_at_time(
-            end, lambda: self._finish(rank), Priority.PASS_END)
+            end, lambda: self._finish(rank), Priority.PASS_END
+        )
 
     # Attention-DP ranks of one worker run each pass together (the reference's group barrier):
     # a pass starts on every rank with work at once, and each of them ends when the slowest
@@ -611,11 +681,13 @@ class ReplayHost:
     # ---------------------------------------------------------------- engine hooks
 
     def _on_admit(self, rank: EngineRank, req: Request, now: float, reused: int) -> None:
-        self.rec.admitted(req.rid, self._rank_pool[id(rank)], now, reused, req.preempted,
-                          req.prebuilt)
+        self.rec.admitted(
+            req.rid, self._rank_pool[id(rank)], now, reused, req.preempted, req.prebuilt
+        )
 
-    def _on_tokens(self, rank: EngineRank, reqs: list[Request], end: float,
-                   counts: list[int] | None = None) -> None:
+    def _on_tokens(
+        self, rank: EngineRank, reqs: list[Request], end: float, counts: list[int] | None = None
+    ) -> None:
         if not rank.role.decodes:
             return  # a prefill worker's token is internal
         first = self.rec.tokens(reqs, end, counts)
@@ -634,8 +706,13 @@ class ReplayHost:
 
         self.clock.call_at(max(at_ms - self.clock.now, 0.0), wake)
 
-    def _on_run(self, rank: EngineRank, rids: list[int] | np.ndarray,
-                ends: list[float] | np.ndarray, first_ms: float | None) -> None:
+    def _on_run(
+        self,
+        rank: EngineRank,
+        rids: list[int] | np.ndarray,
+        ends: list[float] | np.ndarray,
+        first_ms: float | None,
+    ) -> None:
         self.rec.run(rids, ends, first_ms)
 
     def _on_complete(self, rank: EngineRank, req: Request, end: float) -> None:
@@ -651,7 +728,8 @@ class ReplayHost:
                 # kv_transfer_bandwidth is in GB/s.
                 self._handoffs[rid] = Handoff(
                     args.kv_bytes_per_token / (args.kv_transfer_bandwidth * 1e6),
-                    args.kv_transfer_timing_mode == "destination_missing")
+                    args.kv_transfer_timing_mode == "destination_missing",
+                )
             self.clock.call_at(end - self.clock.now, lambda: self._dispatch(rid, Role.DECODE))
             return
         self.rec.completed(req.rid)
@@ -704,8 +782,7 @@ class ReplayHost:
             self._index_worker(worker)
             if lease is not None:
                 self._lease(worker, lease)
-            self.clock.call_at(self._startup_ms(pool.args),
-                               lambda w=worker: self._worker_ready(w))
+            self.clock.call_at(self._startup_ms(pool.args), lambda w=worker: self._worker_ready(w))
         return count
 
     def _startup_ms(self, args: Any) -> float:
@@ -714,9 +791,8 @@ class ReplayHost:
         mean_s = args.startup_time or 0.0
         if args.startup_time_cv <= 0 or mean_s <= 0:
             return mean_s * 1000.0
-        sigma2 = math.log1p(args.startup_time_cv ** 2)
-        draw = self._startup_draws.lognormvariate(math.log(mean_s) - sigma2 / 2,
-                                                  math.sqrt(sigma2))
+        sigma2 = math.log1p(args.startup_time_cv**2)
+        draw = self._startup_draws.lognormvariate(math.log(mean_s) - sigma2 / 2, math.sqrt(sigma2))
         return draw * 1000.0
 
     def _worker_ready(self, worker: Worker) -> None:
@@ -763,7 +839,8 @@ class ReplayHost:
                     key = id(rank)
                     self._finish_call[key].cancel()
                     self._finish_call[key] = self.clock.call_at_time(
-                        new_end, lambda r=rank: self._finish(r), Priority.PASS_END)
+                        new_end, lambda r=rank: self._finish(r), Priority.PASS_END
+                    )
         if state != DRAINING:
             serving = self.pools[pool_name].active_count()
             if not self._add_workers(pool_name, 1):
@@ -797,5 +874,6 @@ class ReplayHost:
     # ---------------------------------------------------------------- result
 
     def result(self, wall_ms: float) -> ReplayResult:
-        return assemble_result(self.workload, self.deployment, self.pools, self.rec,
-                               self.planner_host, wall_ms)
+        return assemble_result(
+            self.workload, self.deployment, self.pools, self.rec, self.planner_host, wall_ms
+        )

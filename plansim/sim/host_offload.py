@@ -51,7 +51,6 @@ from typing import Any
 
 import numpy as np
 
-
 # ``HostTier.store``'s answer when the host has (or is receiving) every block offered.
 ALREADY_PRESENT = -1.0
 
@@ -113,11 +112,21 @@ class _Lane:
 class HostTier:
     """One rank's host pool of ``capacity_blocks`` blocks of ``block_bytes`` bytes."""
 
-    __slots__ = ("capacity", "resident", "storing", "pins", "d2h", "h2d", "stored_blocks",
-                 "loaded_blocks", "_transfers")
+    __slots__ = (
+        "_transfers",
+        "capacity",
+        "d2h",
+        "h2d",
+        "loaded_blocks",
+        "pins",
+        "resident",
+        "stored_blocks",
+        "storing",
+    )
 
-    def __init__(self, capacity_blocks: int, block_bytes: int, d2h_gbps: float,
-                 h2d_gbps: float) -> None:
+    def __init__(
+        self, capacity_blocks: int, block_bytes: int, d2h_gbps: float, h2d_gbps: float
+    ) -> None:
         self.capacity = capacity_blocks
         # Resident blocks, least recently used first: a plain dict's insertion order (making a
         # block the most recent takes it out and puts it back), far smaller than an ordered
@@ -153,10 +162,12 @@ class HostTier:
             for key in cohort:
                 del storing[key]
 
-    def store(self, keys: Sequence[int], now_ms: float,
-              submit_ms: float | None = None) -> float | None:
+    def store(
+        self, keys: Sequence[int], now_ms: float, submit_ms: float | None = None
+    ) -> float | None:
         """Copy the ones of ``keys`` (a request's prompt blocks) the host lacks to it; returns
-        the completion time, ``ALREADY_PRESENT`` when it has them all, or None when there is no room (the
+        the completion time, ``ALREADY_PRESENT`` when it has them all, or None when there is no
+        room (the
         least recently used resident blocks not being loaded and not among ``keys`` are
         evicted to make it). What is missing and what is evicted are decided on the pool as
         it is at ``now_ms``; the copy joins the D2H lane at ``submit_ms`` (default ``now_ms``)."""
@@ -175,8 +186,9 @@ class HostTier:
                 guarded.update(filter(resident.__contains__, keys))
             if len(resident) - len(guarded) < need:
                 return None
-            victims = list(islice(filterfalse(guarded.__contains__, resident) if guarded
-                                  else resident, need))
+            victims = list(
+                islice(filterfalse(guarded.__contains__, resident) if guarded else resident, need)
+            )
             for key in victims:
                 del resident[key]
         done = self.d2h.submit(now_ms if submit_ms is None else submit_ms, len(missing))
@@ -184,8 +196,7 @@ class HostTier:
         for key in missing:
             storing[key] = done
         # A block offered twice lands once (``advance`` takes each landed block out once).
-        landing = (missing if len(storing) - before == len(missing)
-                   else list(dict.fromkeys(missing)))
+        landing = missing if len(storing) - before == len(missing) else list(dict.fromkeys(missing))
         self._transfers.append((done, landing))
         self.stored_blocks += len(missing)
         self.advance(now_ms)  # an instantaneous transfer submitted now lands at once
@@ -261,10 +272,16 @@ class HostOffload:
     the coming admission.
     """
 
-    __slots__ = ("tier", "held", "wake", "loading", "not_before_ms", "tails", "kept")
+    __slots__ = ("held", "kept", "loading", "not_before_ms", "tails", "tier", "wake")
 
-    def __init__(self, capacity_blocks: int, block_bytes: int, d2h_gbps: float,
-                 h2d_gbps: float, wake: Callable[[float], None]) -> None:
+    def __init__(
+        self,
+        capacity_blocks: int,
+        block_bytes: int,
+        d2h_gbps: float,
+        h2d_gbps: float,
+        wake: Callable[[float], None],
+    ) -> None:
         self.tier = HostTier(capacity_blocks, block_bytes, d2h_gbps, h2d_gbps)
         # (ready ms, request, blocks being loaded for it, the cached prefix they extend)
         self.held: list[tuple[float, Any, list[int], list[int]]] = []
@@ -348,10 +365,9 @@ class HostOffload:
         registered = cache.registered
         revived = base - sum(map(registered.__contains__, prefix))
         available = cache.available()
-        if (hits + revived > available
-                or match.blocks_needed > available - self._headroom(rank)):
+        if hits + revived > available or match.blocks_needed > available - self._headroom(rank):
             return BLOCKED
-        hit = keys[base:base + hits]
+        hit = keys[base : base + hits]
         cache.acquire(prefix)
         # The copy cannot overwrite evicted blocks a host store still reads.
         reused = cache.allocate(hits)
@@ -376,8 +392,9 @@ class HostOffload:
                     promised += left
         return promised
 
-    def _hold(self, rank: Any, req: Any, ready_ms: float, keys: list[int],
-              prefix: list[int] | None = None) -> None:
+    def _hold(
+        self, rank: Any, req: Any, ready_ms: float, keys: list[int], prefix: list[int] | None = None
+    ) -> None:
         rank.unqueue(req)
         self.held.append((ready_ms, req, keys, prefix or []))
         self.wake(ready_ms)
@@ -402,8 +419,9 @@ class HostOffload:
         if kept is not None:
             cache.release(kept[0], kept[1], [])
 
-    def store(self, req: Any, block_size: int, end_ms: float,
-              scheduled_ms: float | None = None) -> None:
+    def store(
+        self, req: Any, block_size: int, end_ms: float, scheduled_ms: float | None = None
+    ) -> None:
         """Offer ``req``'s full prompt blocks computed by ``end_ms`` past its store cursor to
         the host: those it lacks are copied (the prompt is then touched), or, without room,
         retried after its next pass; the cursor moves past what was offered. As vLLM's
@@ -416,8 +434,9 @@ class HostOffload:
         if done <= start:
             return
         keys = req.prompt_keys
-        landing = self.tier.store(keys[start:done],
-                                  end_ms if scheduled_ms is None else scheduled_ms, end_ms)
+        landing = self.tier.store(
+            keys[start:done], end_ms if scheduled_ms is None else scheduled_ms, end_ms
+        )
         if landing is None:
             return  # no room: the cursor stays, the next pass retries
         req.stored_blocks = done

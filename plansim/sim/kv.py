@@ -71,7 +71,7 @@ class _Run:
     """Blocks one release made inactive, its last block first; ``keys[lo:hi]`` are still
     inactive (the ones before ``lo`` were evicted, the ones from ``hi`` re-activated)."""
 
-    __slots__ = ("keys", "lo", "hi")
+    __slots__ = ("hi", "keys", "lo")
 
     def __init__(self, keys: list[int]) -> None:
         self.keys = keys
@@ -82,10 +82,27 @@ class _Run:
 class KvCache:
     """One rank's block pool. Sizes in blocks; ``block_size`` tokens per block."""
 
-    __slots__ = ("num_blocks", "block_size", "prefix_caching", "cached", "registered", "shared",
-                 "used", "active", "evicted_total", "store_sources", "publishes",
-                 "unpublished", "vanished", "_registered_since", "_evicted_since", "pending",
-                 "_runs", "_tails", "_compact_at")
+    __slots__ = (
+        "_compact_at",
+        "_evicted_since",
+        "_registered_since",
+        "_runs",
+        "_tails",
+        "active",
+        "block_size",
+        "cached",
+        "evicted_total",
+        "num_blocks",
+        "pending",
+        "prefix_caching",
+        "publishes",
+        "registered",
+        "shared",
+        "store_sources",
+        "unpublished",
+        "used",
+        "vanished",
+    )
 
     def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool = True) -> None:
         self.num_blocks = num_blocks
@@ -286,7 +303,7 @@ class KvCache:
                     del self._tails[keys[hi - 1]]
                 runs.popleft()
             else:
-                gone.append(keys[lo:lo + n])
+                gone.append(keys[lo : lo + n])
                 run.lo = lo + n
                 n = 0
         self.cached.difference_update(*gone)

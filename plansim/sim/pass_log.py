@@ -21,8 +21,16 @@ from plansim.sim.pass_runs import DecodeRun, PromptRun
 
 # Columns of a row: worker, dp rank, start ms, end ms, prompt requests, prompt tokens, decoding
 # requests, their KV tokens.
-COLUMNS = ("worker_id", "dp_rank", "start_ms", "end_ms", "prefill_requests", "prefill_tokens",
-           "decode_requests", "decode_kv_tokens")
+COLUMNS = (
+    "worker_id",
+    "dp_rank",
+    "start_ms",
+    "end_ms",
+    "prefill_requests",
+    "prefill_tokens",
+    "decode_requests",
+    "decode_kv_tokens",
+)
 
 
 class PassLog:
@@ -37,20 +45,49 @@ class PassLog:
         wid, dp, rows = rank.worker_id, rank.dp_rank, self.rows
         if run is None:
             f = rank._last_pass
-            rows.append((wid, dp, end_ms - f.wall_s * 1000.0, end_ms, f.prefill_requests,
-                         f.prefill_tokens, f.decode_requests, f.decode_kv_tokens))
+            rows.append(
+                (
+                    wid,
+                    dp,
+                    end_ms - f.wall_s * 1000.0,
+                    end_ms,
+                    f.prefill_requests,
+                    f.prefill_tokens,
+                    f.decode_requests,
+                    f.decode_kv_tokens,
+                )
+            )
             return
         ends, dts = run.ends_ms, run.dts_ms
         if isinstance(run, PromptRun):
             for end, dt, f in zip(ends, dts, run.fpms, strict=False):
-                rows.append((wid, dp, end - dt, end, f.prefill_requests, f.prefill_tokens,
-                             f.decode_requests, f.decode_kv_tokens))
+                rows.append(
+                    (
+                        wid,
+                        dp,
+                        end - dt,
+                        end,
+                        f.prefill_requests,
+                        f.prefill_tokens,
+                        f.decode_requests,
+                        f.decode_kv_tokens,
+                    )
+                )
             return
         if run.head is not None:  # the composed pass the run follows on from
             f = run.head
-            rows.append((wid, dp, run.start_ms - f.wall_s * 1000.0, run.start_ms,
-                         f.prefill_requests, f.prefill_tokens, f.decode_requests,
-                         f.decode_kv_tokens))
+            rows.append(
+                (
+                    wid,
+                    dp,
+                    run.start_ms - f.wall_s * 1000.0,
+                    run.start_ms,
+                    f.prefill_requests,
+                    f.prefill_tokens,
+                    f.decode_requests,
+                    f.decode_kv_tokens,
+                )
+            )
         n, kv0 = run.n, run.kv0_tokens
         for j, (end, dt) in enumerate(zip(ends, dts, strict=True)):
             rows.append((wid, dp, float(end) - float(dt), float(end), 0, 0, n, kv0 + n * j))
@@ -60,20 +97,49 @@ class PassLog:
         events: list[dict[str, Any]] = []
         seen: set[tuple[int, int]] = set()
         for wid, dp, start, end, n_pre, pre_tok, n_dec, kv in sorted(
-                self.rows, key=lambda r: (r[0], r[1], r[2])):
+            self.rows, key=lambda r: (r[0], r[1], r[2])
+        ):
             if (wid, dp) not in seen:
                 if not any(w == wid for w, _ in seen):
-                    events.append({"ph": "M", "name": "process_name", "pid": wid, "tid": 0,
-                                   "args": {"name": f"{pool_of(wid)} worker {wid}"}})
-                events.append({"ph": "M", "name": "thread_name", "pid": wid, "tid": dp,
-                               "args": {"name": f"dp rank {dp}"}})
+                    events.append(
+                        {
+                            "ph": "M",
+                            "name": "process_name",
+                            "pid": wid,
+                            "tid": 0,
+                            "args": {"name": f"{pool_of(wid)} worker {wid}"},
+                        }
+                    )
+                events.append(
+                    {
+                        "ph": "M",
+                        "name": "thread_name",
+                        "pid": wid,
+                        "tid": dp,
+                        "args": {"name": f"dp rank {dp}"},
+                    }
+                )
                 seen.add((wid, dp))
             kind = "mixed" if n_pre and n_dec else "prefill" if n_pre else "decode"
-            events.append({
-                "ph": "X", "name": kind, "cat": "pass", "pid": wid, "tid": dp,
-                "ts": round(start * 1000.0, 3), "dur": round((end - start) * 1000.0, 3),
-                "args": {"prefill_requests": n_pre, "prefill_tokens": pre_tok,
-                         "decode_requests": n_dec, "decode_kv_tokens": kv},
-            })
-        return {"traceEvents": events, "displayTimeUnit": "ms",
-                "otherData": {"source": "plansim replay", "time": "virtual"}}
+            events.append(
+                {
+                    "ph": "X",
+                    "name": kind,
+                    "cat": "pass",
+                    "pid": wid,
+                    "tid": dp,
+                    "ts": round(start * 1000.0, 3),
+                    "dur": round((end - start) * 1000.0, 3),
+                    "args": {
+                        "prefill_requests": n_pre,
+                        "prefill_tokens": pre_tok,
+                        "decode_requests": n_dec,
+                        "decode_kv_tokens": kv,
+                    },
+                }
+            )
+        return {
+            "traceEvents": events,
+            "displayTimeUnit": "ms",
+            "otherData": {"source": "plansim replay", "time": "virtual"},
+        }

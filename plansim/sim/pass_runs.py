@@ -94,11 +94,31 @@ class DecodeRun(NamedTuple):
             return None
         if kept == 0:
             if self.head is not None:
-                return (DecodeRun(self.n, self.kv0_tokens, ends[:0], self.dts_ms[:0],
-                                  self.start_ms, self.head, self.columns), self.start_ms)
+                return (
+                    DecodeRun(
+                        self.n,
+                        self.kv0_tokens,
+                        ends[:0],
+                        self.dts_ms[:0],
+                        self.start_ms,
+                        self.head,
+                        self.columns,
+                    ),
+                    self.start_ms,
+                )
             kept = 1
-        return (DecodeRun(self.n, self.kv0_tokens, ends[:kept], self.dts_ms[:kept], self.start_ms,
-                          self.head, self.columns), float(ends[kept - 1]))
+        return (
+            DecodeRun(
+                self.n,
+                self.kv0_tokens,
+                ends[:kept],
+                self.dts_ms[:kept],
+                self.start_ms,
+                self.head,
+                self.columns,
+            ),
+            float(ends[kept - 1]),
+        )
 
     def ended_by(self, t: float) -> int:
         """The run's passes (its head first) ended by ``t`` (ms)."""
@@ -130,9 +150,18 @@ class PromptRun(NamedTuple):
         if kept >= k:
             return None
         kept = kept or 1
-        return (PromptRun(self.n, self.kv0_tokens, self.chunks[:kept], ends[:kept],
-                          self.dts_ms[:kept], self.fpms[:kept], self.start_ms),
-                float(ends[kept - 1]))
+        return (
+            PromptRun(
+                self.n,
+                self.kv0_tokens,
+                self.chunks[:kept],
+                ends[:kept],
+                self.dts_ms[:kept],
+                self.fpms[:kept],
+                self.start_ms,
+            ),
+            float(ends[kept - 1]),
+        )
 
     def ended_by(self, t: float) -> int:
         """The run's passes ended by ``t`` (ms)."""
@@ -141,7 +170,7 @@ class PromptRun(NamedTuple):
     def granted_by(self, t: float) -> int:
         """The prompt tokens the run's passes started by ``t`` (ms) grant (at least the first
         pass's: it runs from the start)."""
-        return sum(self.chunks[:1 + bisect_left(self.ends_ms, t, 0, len(self.chunks) - 1)])
+        return sum(self.chunks[: 1 + bisect_left(self.ends_ms, t, 0, len(self.chunks) - 1)])
 
 
 def start_decode_run(rank: Rank, now: float, head: bool = False) -> float | None:
@@ -204,8 +233,7 @@ def start_decode_run(rank: Rank, now: float, head: bool = False) -> float | None
     if n * (k // bs + 1) > avail:
         # KV may run short: pass j needs a new block for request i when
         # L_i + j > n_blocks_i * bs.
-        k = kv_limit(b.blocks[:n] * bs - b.known[:n] + (0 if head else 1), avail, k,
-                           bs)
+        k = kv_limit(b.blocks[:n] * bs - b.known[:n] + (0 if head else 1), avail, k, bs)
         if k < 2:
             return None
     times = _run_times if k <= soa.SCALAR_PASSES else _run_times_array
@@ -249,8 +277,9 @@ def _run_times(rank: Rank, now: float, n: int, kv0: int, k: int) -> tuple[list[f
     return dts, ends
 
 
-def _run_times_array(rank: Rank, now: float, n: int, kv0: int,
-                     k: int) -> tuple[np.ndarray, np.ndarray]:
+def _run_times_array(
+    rank: Rank, now: float, n: int, kv0: int, k: int
+) -> tuple[np.ndarray, np.ndarray]:
     """``_run_times`` as arrays, for long runs: the same floats."""
     div = rank.decode_div
     table = rank._decode_table
@@ -270,8 +299,14 @@ def _run_times_array(rank: Rank, now: float, n: int, kv0: int,
     return dts, ends
 
 
-def _decoding_left(isl: list[int], total: list[int], computed: list[int],
-                   known: list[int], rows: int, ahead: int = 0) -> int | None:
+def _decoding_left(
+    isl: list[int],
+    total: list[int],
+    computed: list[int],
+    known: list[int],
+    rows: int,
+    ahead: int = 0,
+) -> int | None:
     """The fewest tokens any of the first ``rows`` rows (``Batch.columns``) has left to
     emit when every one of them is decoding (one known token left, past the first token),
     each ``ahead`` tokens longer than ``known`` says (a pass's tokens not yet emitted);
@@ -279,7 +314,7 @@ def _decoding_left(isl: list[int], total: list[int], computed: list[int],
     k = 1 << 30
     for i in range(rows):
         L = known[i] + ahead
-        if computed[i] != L - 1 or L <= isl[i]:
+        if computed[i] != L - 1 or isl[i] >= L:
             return None
         if total[i] - L < k:
             k = total[i] - L
@@ -353,7 +388,7 @@ def finish_decode_run(rank: Rank) -> None:
                 blocks[i] += need
             known[i] = L
             computed.append(L - 1)
-            if L >= total[i]:
+            if total[i] <= L:
                 rows.append(i)
         if new_blocks:
             b.blocks[:n] = blocks

@@ -38,18 +38,26 @@ class PassRecord(NamedTuple):
 
         qpr, qpt, qdr, qdk = self.queued
         return ForwardPassMetrics(
-            worker_id=worker_id, dp_rank=dp_rank, wall_time_s=self.wall_s,
-            num_prefill_requests=self.prefill_requests, sum_prefill_tokens=self.prefill_tokens,
-            num_decode_requests=self.decode_requests, sum_decode_kv_tokens=self.decode_kv_tokens,
-            queued_prefill_requests=qpr, queued_prefill_tokens=qpt, queued_decode_requests=qdr,
-            queued_decode_kv_tokens=qdk)
+            worker_id=worker_id,
+            dp_rank=dp_rank,
+            wall_time_s=self.wall_s,
+            num_prefill_requests=self.prefill_requests,
+            sum_prefill_tokens=self.prefill_tokens,
+            num_decode_requests=self.decode_requests,
+            sum_decode_kv_tokens=self.decode_kv_tokens,
+            queued_prefill_requests=qpr,
+            queued_prefill_tokens=qpt,
+            queued_decode_requests=qdr,
+            queued_decode_kv_tokens=qdk,
+        )
 
 
 _UNRECORDED = PassRecord(0.0, 0, 0, 0, 0, (0, 0, 0, 0))
 
 
-def unrecorded(wall_s: float, n_prefill: int, prefill_tokens: int, n_decode: int,
-               decode_kv: int) -> PassRecord:
+def unrecorded(
+    wall_s: float, n_prefill: int, prefill_tokens: int, n_decode: int, decode_kv: int
+) -> PassRecord:
     """``QueueTotals.record`` of a rank without a pass window: nothing reads the record, so one
     placeholder stands for all (about a microsecond saved per pass and run)."""
     return _UNRECORDED
@@ -59,27 +67,49 @@ class QueueTotals:
     """A rank's waiting-queue totals, kept by the rank as requests enter and leave its queue:
     fresh prompts and their tokens; preempted or transferred requests and their KV tokens."""
 
-    __slots__ = ("prefill_requests", "prefill_tokens", "decode_requests", "decode_kv_tokens")
+    __slots__ = ("decode_kv_tokens", "decode_requests", "prefill_requests", "prefill_tokens")
 
     def __init__(self) -> None:
         self.prefill_requests = self.prefill_tokens = 0
         self.decode_requests = self.decode_kv_tokens = 0
 
     def as_tuple(self) -> tuple[int, int, int, int]:
-        return (self.prefill_requests, self.prefill_tokens, self.decode_requests,
-                self.decode_kv_tokens)
+        return (
+            self.prefill_requests,
+            self.prefill_tokens,
+            self.decode_requests,
+            self.decode_kv_tokens,
+        )
 
-    def record(self, wall_s: float, n_prefill: int, prefill_tokens: int, n_decode: int,
-               decode_kv: int) -> PassRecord:
+    def record(
+        self, wall_s: float, n_prefill: int, prefill_tokens: int, n_decode: int, decode_kv: int
+    ) -> PassRecord:
         """A pass of ``wall_s`` seconds with these batches, scheduled with the queue as it is."""
-        return PassRecord(wall_s, n_prefill, prefill_tokens, n_decode, decode_kv,
-                          (self.prefill_requests, self.prefill_tokens, self.decode_requests,
-                           self.decode_kv_tokens))
+        return PassRecord(
+            wall_s,
+            n_prefill,
+            prefill_tokens,
+            n_decode,
+            decode_kv,
+            (
+                self.prefill_requests,
+                self.prefill_tokens,
+                self.decode_requests,
+                self.decode_kv_tokens,
+            ),
+        )
 
 
 class _Sums:
-    __slots__ = ("passes", "wall_s", "prefill_requests", "prefill_tokens", "decode_requests",
-                 "decode_kv_tokens", "prefill_tokens_sq")
+    __slots__ = (
+        "decode_kv_tokens",
+        "decode_requests",
+        "passes",
+        "prefill_requests",
+        "prefill_tokens",
+        "prefill_tokens_sq",
+        "wall_s",
+    )
 
     def __init__(self) -> None:
         self.passes = 0
@@ -90,14 +120,21 @@ class _Sums:
     def totals(self) -> PassTotals:
         from plansim.planner_core.observations import PassTotals
 
-        return PassTotals(self.passes, self.wall_s, self.prefill_requests, self.prefill_tokens,
-                          self.decode_requests, self.decode_kv_tokens, self.prefill_tokens_sq)
+        return PassTotals(
+            self.passes,
+            self.wall_s,
+            self.prefill_requests,
+            self.prefill_tokens,
+            self.decode_requests,
+            self.decode_kv_tokens,
+            self.prefill_tokens_sq,
+        )
 
 
 class PassWindow:
     """Running sums of one rank's passes since the last :meth:`take`."""
 
-    __slots__ = ("_mixed", "_decode")
+    __slots__ = ("_decode", "_mixed")
 
     def __init__(self) -> None:
         self._mixed = _Sums()
@@ -117,8 +154,9 @@ class PassWindow:
         s.decode_requests += f.decode_requests
         s.decode_kv_tokens += f.decode_kv_tokens
 
-    def add_decode_passes(self, passes: int, wall_s: float, decode_requests: int,
-                          decode_kv_tokens: int) -> None:
+    def add_decode_passes(
+        self, passes: int, wall_s: float, decode_requests: int, decode_kv_tokens: int
+    ) -> None:
         """``passes`` decode-only passes with these totals (part of a decode run)."""
         if passes <= 0:
             return
@@ -134,14 +172,20 @@ class PassWindow:
         self._mixed, self._decode = _Sums(), _Sums()
         return out
 
-    def take_fpm(self, worker_id: int, dp_rank: int, queued: QueueTotals,
-                 inflight_prefill_tokens: int) -> ForwardPassMetrics:
+    def take_fpm(
+        self, worker_id: int, dp_rank: int, queued: QueueTotals, inflight_prefill_tokens: int
+    ) -> ForwardPassMetrics:
         """The window's per-pass means as the metrics of rank ``dp_rank`` of worker
         ``worker_id``, with its waiting queue's totals and the prompt tokens its running
         requests have still to compute; starts a new window."""
         from plansim.planner_core.observations import ForwardPassMetrics
 
         mixed, decode_only = self.take()
-        return ForwardPassMetrics.from_window(worker_id, dp_rank, mixed, decode_only,
-                                              queued=queued.as_tuple(),
-                                              inflight_prefill_tokens=inflight_prefill_tokens)
+        return ForwardPassMetrics.from_window(
+            worker_id,
+            dp_rank,
+            mixed,
+            decode_only,
+            queued=queued.as_tuple(),
+            inflight_prefill_tokens=inflight_prefill_tokens,
+        )

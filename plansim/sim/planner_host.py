@@ -14,7 +14,8 @@ The planner host sees the replay only through a ``ClusterView`` (and the complet
 reports). Effects: ``scale_to`` targets are applied through the view (new workers ready after
 the engine's ``startup_time``, removed ones drain newest first; a pool keeps at least one worker
 so queued requests can finish; a scaling event notes ``granted_count`` when the replay's worker
-supply refused some) unless the planner is advisory, in which case they are only recorded; ``router_parameters`` (per worker type ``prefill``/``decode``;
+supply refused some) unless the planner is advisory, in which case they are only recorded;
+``router_parameters`` (per worker type ``prefill``/``decode``;
 agg uses ``decode``) are applied where they differ; ``retune_decisions``' ``planner_changes`` go to
 ``planner.apply_planner_changes`` when it exists. Ticking stops when the planner returns no next
 tick or the replay has nothing left to do. Ticks run at ``Priority.NORMAL`` (``plansim.sim.clock``:
@@ -48,8 +49,20 @@ class TrafficWindow:
     """Traffic since the last read: offered requests, sums over completions, and each completed
     request's (isl, output tokens, cached tokens, reusable tokens, TTFT ms, mean gap ms) row."""
 
-    __slots__ = ("start_s", "num_req", "n_shape", "isl", "osl", "n_ttft", "ttft", "n_itl", "itl",
-                 "n_hit", "hit", "completed")
+    __slots__ = (
+        "completed",
+        "hit",
+        "isl",
+        "itl",
+        "n_hit",
+        "n_itl",
+        "n_shape",
+        "n_ttft",
+        "num_req",
+        "osl",
+        "start_s",
+        "ttft",
+    )
 
     def __init__(self, start_s: float) -> None:
         self.start_s = start_s
@@ -64,22 +77,33 @@ class TrafficWindow:
 
         rows = np.asarray(self.completed, dtype=np.float64).reshape(-1, 6)
         requests = CompletedRequests(
-            isl_tokens=rows[:, 0].astype(np.int64), osl_tokens=rows[:, 1].astype(np.int64),
-            cached_tokens=rows[:, 2].astype(np.int64), reusable_tokens=rows[:, 3].astype(np.int64),
-            ttft_ms=rows[:, 4], itl_ms=rows[:, 5])
+            isl_tokens=rows[:, 0].astype(np.int64),
+            osl_tokens=rows[:, 1].astype(np.int64),
+            cached_tokens=rows[:, 2].astype(np.int64),
+            reusable_tokens=rows[:, 3].astype(np.int64),
+            ttft_ms=rows[:, 4],
+            itl_ms=rows[:, 5],
+        )
         return TrafficObservation(
-            duration_s=max(now_s - self.start_s, 0.0), num_req=float(self.num_req),
-            isl=avg(self.isl, self.n_shape), osl=avg(self.osl, self.n_shape),
-            ttft_ms=avg(self.ttft, self.n_ttft), itl_ms=avg(self.itl, self.n_itl),
-            kv_hit_rate=avg(self.hit, self.n_hit), accept_length=None, requests=requests)
+            duration_s=max(now_s - self.start_s, 0.0),
+            num_req=float(self.num_req),
+            isl=avg(self.isl, self.n_shape),
+            osl=avg(self.osl, self.n_shape),
+            ttft_ms=avg(self.ttft, self.n_ttft),
+            itl_ms=avg(self.itl, self.n_itl),
+            kv_hit_rate=avg(self.hit, self.n_hit),
+            accept_length=None,
+            requests=requests,
+        )
 
 
 class PlannerHost:
     """Ticks ``planner`` over ``cluster`` for a replay of ``workload`` whose last request is
     released at ``last_release_ms``; see the module docstring."""
 
-    def __init__(self, cluster: ClusterView, planner: Any, workload: Any,
-                 last_release_ms: float) -> None:
+    def __init__(
+        self, cluster: ClusterView, planner: Any, workload: Any, last_release_ms: float
+    ) -> None:
         self.cluster = cluster
         self.planner = planner
         self.advisory = bool(getattr(planner, "advisory", False))
@@ -90,10 +114,13 @@ class PlannerHost:
         self._arrived_seen = 0
         interval_s = getattr(getattr(planner, "config", None), "scale_interval_s", None)
         if interval_s:
-            check_count(last_release_ms / 1000.0 / interval_s, MAX_BUCKETS,
-                        what=f"the planner's ticks over the replay (one per {interval_s:g} s)",
-                        field="scheduling.scale_interval_seconds",
-                        hint="raise the planner's intervals")
+            check_count(
+                last_release_ms / 1000.0 / interval_s,
+                MAX_BUCKETS,
+                what=f"the planner's ticks over the replay (one per {interval_s:g} s)",
+                field="scheduling.scale_interval_seconds",
+                hint="raise the planner's intervals",
+            )
         self._reusable = reusable_prefix_tokens(workload)
 
     # ---------------------------------------------------------------- clock
@@ -120,8 +147,9 @@ class PlannerHost:
             traffic = self.window.observation(now_s)
             self.window = TrafficWindow(now_s)
         fpm = self.cluster.take_fpms() if scheduled.need_worker_fpm else {}
-        tick_input = TickInput(now_s=now_s, worker_counts=self.cluster.worker_counts(),
-                               traffic=traffic, fpm=fpm)
+        tick_input = TickInput(
+            now_s=now_s, worker_counts=self.cluster.worker_counts(), traffic=traffic, fpm=fpm
+        )
         effects = self.planner.tick(tick_input)
         self._apply(now_s, effects)
 
@@ -151,8 +179,9 @@ class PlannerHost:
         if isl > 0:
             w.n_hit += 1
             w.hit += done.cached_tokens / isl
-        w.completed.append((isl, float(k), float(done.cached_tokens),
-                            float(self._reusable[done.rid]), ttft, itl))
+        w.completed.append(
+            (isl, float(k), float(done.cached_tokens), float(self._reusable[done.rid]), ttft, itl)
+        )
 
     # ---------------------------------------------------------------- effects
 
@@ -173,10 +202,13 @@ class PlannerHost:
                     continue
                 granted = target if self.advisory else self.cluster.scale(component, target)
                 event = {
-                    "at_s": now_s, "component": component.value, "from_count": before,
+                    "at_s": now_s,
+                    "component": component.value,
+                    "from_count": before,
                     "to_count": int(target),
                     "reason": "scale_up" if target > before else "scale_down",
-                    "applied": not self.advisory}
+                    "applied": not self.advisory,
+                }
                 if granted != target:
                     event["granted_count"] = int(granted)  # the worker supply refused some
                 self.scaling_events.append(event)

@@ -150,11 +150,20 @@ class RealRun(StrictModel):
             groups, users = profile.num_unique_system_prompts, profile.num_users_per_system_prompt
         else:
             raise ValueError(f"reading must be one of {', '.join(READINGS)}, got {reading!r}")
-        template = round(self.stages[0].measured.prompt_len_tokens.mean
-                         - resolved.system_prompt_len - resolved.question_len)
-        return SharedPrefixSpec(groups, users, resolved.system_prompt_len, resolved.question_len,
-                                resolved.output_len, template_tokens=max(0, template),
-                                questions=questions)
+        template = round(
+            self.stages[0].measured.prompt_len_tokens.mean
+            - resolved.system_prompt_len
+            - resolved.question_len
+        )
+        return SharedPrefixSpec(
+            groups,
+            users,
+            resolved.system_prompt_len,
+            resolved.question_len,
+            resolved.output_len,
+            template_tokens=max(0, template),
+            questions=questions,
+        )
 
     def overloaded(self, stage: int) -> bool:
         """Whether the stage's measurement lost requests (timeouts under overload)."""
@@ -176,15 +185,18 @@ def load_runs(path: str | Path) -> list[RealRun]:
     except ValidationError as exc:
         raise config_error(exc, source=str(source)) from None
     for i, run in enumerate(runs):
-        if [(s.duration, s.rate) for s in run.stages] != [(s.duration, s.rate)
-                                                          for s in run.load.stages]:
-            raise ConfigError("stages differ from load.stages", source=str(source),
-                              field=f"runs.{i}.stages")
+        if [(s.duration, s.rate) for s in run.stages] != [
+            (s.duration, s.rate) for s in run.load.stages
+        ]:
+            raise ConfigError(
+                "stages differ from load.stages", source=str(source), field=f"runs.{i}.stages"
+            )
     return runs
 
 
-def measured_gap_ms(recorded_tpot_ms: float, output_tokens: int,
-                    timestamps_per_token: float = 2.0) -> float:
+def measured_gap_ms(
+    recorded_tpot_ms: float, output_tokens: int, timestamps_per_token: float = 2.0
+) -> float:
     """The mean inter-token gap behind a recorded TPOT (see the module docstring)."""
     n = output_tokens
     if n <= 1:
@@ -212,9 +224,14 @@ class StageStats:
         """These statistics with every request's first token (so its last) ``first_token_ms``
         later: TTFT and E2E statistics move by it, TPOT and throughput stay."""
         d = first_token_ms
-        return replace(self, ttft_mean=self.ttft_mean + d, ttft_median=self.ttft_median + d,
-                       ttft_p90=self.ttft_p90 + d, e2e_mean=self.e2e_mean + d,
-                       e2e_p90=self.e2e_p90 + d)
+        return replace(
+            self,
+            ttft_mean=self.ttft_mean + d,
+            ttft_median=self.ttft_median + d,
+            ttft_p90=self.ttft_p90 + d,
+            e2e_mean=self.e2e_mean + d,
+            e2e_p90=self.e2e_p90 + d,
+        )
 
     def errors(self, other: StageStats) -> dict[str, float]:
         """|self - other| / other in percent, per latency and throughput field."""
@@ -231,15 +248,21 @@ def measured_stats(run: RealRun, stage: int, timestamps_per_token: float = 2.0) 
     m = run.stages[stage].measured
     n = run.resolved_client_config_shared_prefix.output_len
     return StageStats(
-        m.ttft_ms.mean, float(m.ttft_ms.median), float(m.ttft_ms.p90),
+        m.ttft_ms.mean,
+        float(m.ttft_ms.median),
+        float(m.ttft_ms.p90),
         measured_gap_ms(m.tpot_ms.mean, n, timestamps_per_token),
         measured_gap_ms(float(m.tpot_ms.p90), n, timestamps_per_token),
-        m.e2e_ms.mean, float(m.e2e_ms.p90), m.throughput.requests_per_sec,
-        (m.requests - m.successes) / m.requests if m.requests else 0.0)
+        m.e2e_ms.mean,
+        float(m.e2e_ms.p90),
+        m.throughput.requests_per_sec,
+        (m.requests - m.successes) / m.requests if m.requests else 0.0,
+    )
 
 
-def simulated_stats(requests: Any, start_s: float, end_s: float, *,
-                    timeout_s: float | None = None) -> StageStats:
+def simulated_stats(
+    requests: Any, start_s: float, end_s: float, *, timeout_s: float | None = None
+) -> StageStats:
     """Statistics of the requests of a replay's ``requests`` table that arrived in
     ``[start_s, end_s)``; with ``timeout_s``, requests whose E2E exceeds it (or that never
     finished) count as lost and, as in the client, are left out of the latencies. Throughput
@@ -261,7 +284,13 @@ def simulated_stats(requests: Any, start_s: float, end_s: float, *,
     arrival_ms = good["arrival_ms"].to_numpy()
     span_s = (float(np.max(arrival_ms + e2e)) - float(rows["arrival_ms"].min())) / 1000.0
     return StageStats(
-        float(ttft.mean()), float(np.median(ttft)), float(np.percentile(ttft, 90)),
-        float(np.nanmean(tpot)), float(np.nanpercentile(tpot, 90)),
-        float(e2e.mean()), float(np.percentile(e2e, 90)),
-        ttft.size / span_s, 1.0 - ttft.size / len(rows))
+        float(ttft.mean()),
+        float(np.median(ttft)),
+        float(np.percentile(ttft, 90)),
+        float(np.nanmean(tpot)),
+        float(np.nanpercentile(tpot, 90)),
+        float(e2e.mean()),
+        float(np.percentile(e2e, 90)),
+        ttft.size / span_s,
+        1.0 - ttft.size / len(rows),
+    )

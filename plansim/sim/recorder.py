@@ -18,7 +18,6 @@ from plansim.roles import Role
 from plansim.sim import batch as soa
 from plansim.sim.cluster import DRAINING, READY, STARTING
 
-
 NAN = float("nan")
 _COMPACT_AT = 1 << 20
 _FLUSH_RUNS_AT = 1 << 16
@@ -27,10 +26,18 @@ _FLUSH_RUNS_AT = 1 << 16
 DENSE_SPAN_PER_SAMPLE = 1
 # The time-series table's sampled columns (``plansim.sim.result``); ``output_tok_s`` follows.
 TIMESERIES_DTYPES = (
-    ("time_s", np.float64), ("pool", str), ("ready", np.int64), ("starting", np.int64),
-    ("draining", np.int64), ("running", np.int64), ("waiting", np.int64),
-    ("queued_prefill_tokens", np.int64), ("kv_usage", np.float64),
-    ("prefix_reuse", np.float64), ("arrivals", np.int64))
+    ("time_s", np.float64),
+    ("pool", str),
+    ("ready", np.int64),
+    ("starting", np.int64),
+    ("draining", np.int64),
+    ("running", np.int64),
+    ("waiting", np.int64),
+    ("queued_prefill_tokens", np.int64),
+    ("kv_usage", np.float64),
+    ("prefix_reuse", np.float64),
+    ("arrivals", np.int64),
+)
 
 
 def _mean(values: list[float]) -> float:
@@ -48,7 +55,7 @@ def _mean(values: list[float]) -> float:
     r0, r1, r2, r3, r4, r5, r6, r7 = values[:8]
     whole = n - n % 8
     for i in range(8, whole, 8):
-        a0, a1, a2, a3, a4, a5, a6, a7 = values[i:i + 8]
+        a0, a1, a2, a3, a4, a5, a6, a7 = values[i : i + 8]
         r0 += a0
         r1 += a1
         r2 += a2
@@ -80,8 +87,14 @@ class Recorder:
     """Per-request lists indexed by request ordinal ``rid``; every time is virtual ms from the
     first arrival (NaN until it happens)."""
 
-    def __init__(self, n: int, arrival_ms: np.ndarray, isl: np.ndarray, *,
-                 release_ms: np.ndarray | None = None) -> None:
+    def __init__(
+        self,
+        n: int,
+        arrival_ms: np.ndarray,
+        isl: np.ndarray,
+        *,
+        release_ms: np.ndarray | None = None,
+    ) -> None:
         """``arrival_ms``: when each request enters the cluster (filled in as they do for a
         closed-loop or capped replay); ``release_ms``: when each became eligible (``None``:
         at its arrival)."""
@@ -132,8 +145,9 @@ class Recorder:
     def arrived(self, pool: str) -> None:
         self._arrived[pool] = self._arrived.get(pool, 0) + 1
 
-    def admitted(self, rid: int, pool: str, now: float, reused: int, readmission: bool,
-                 prebuilt: bool) -> None:
+    def admitted(
+        self, rid: int, pool: str, now: float, reused: int, readmission: bool, prebuilt: bool
+    ) -> None:
         if math.isnan(self.first_admit[rid]):  # first admission of this request
             self.first_admit[rid] = now
         self.admissions[rid] += 1
@@ -147,8 +161,9 @@ class Recorder:
             self._admitted_tokens[pool] = self._admitted_tokens.get(pool, 0) + self.isl.item(rid)
             self._reused_tokens[pool] = self._reused_tokens.get(pool, 0) + reused
 
-    def tokens(self, rids: list[int] | np.ndarray, end: float,
-               counts: list[int] | None = None) -> list[int]:
+    def tokens(
+        self, rids: list[int] | np.ndarray, end: float, counts: list[int] | None = None
+    ) -> list[int]:
         """One pass's visible tokens: one for each request of ``rids`` (distinct ids; a list or
         an int64 array), or ``counts[i]`` for ``rids[i]`` (a speculative pass; tokens emitted
         together are 0 ms apart); returns the ids whose first token this was."""
@@ -267,8 +282,12 @@ class Recorder:
         self._count_tokens(end, sum(counts))
         return first
 
-    def run(self, rids: list[int] | np.ndarray, ends: list[float] | np.ndarray,
-            first_ms: float | None = None) -> None:
+    def run(
+        self,
+        rids: list[int] | np.ndarray,
+        ends: list[float] | np.ndarray,
+        first_ms: float | None = None,
+    ) -> None:
         """A run of passes: every request of ``rids`` (a list for a short batch, an int64
         array for a long one) emits one token at ``first_ms`` unless it is None, then one at
         each of ``ends`` (a list for a short run, an array for a long one); its first token
@@ -370,9 +389,14 @@ class Recorder:
         """Request ``rid``'s figures so far (for the planner host, at its completion)."""
         k = self.n_tokens[rid]
         itl = (self.last_token[rid] - self.first_token[rid]) / (k - 1) if k > 1 else NAN
-        return Completion(rid=rid, isl_tokens=int(self.isl[rid]), output_tokens=k,
-                          cached_tokens=self.reused[rid],
-                          ttft_ms=self.first_token[rid] - self.arrival[rid], itl_ms=itl)
+        return Completion(
+            rid=rid,
+            isl_tokens=int(self.isl[rid]),
+            output_tokens=k,
+            cached_tokens=self.reused[rid],
+            ttft_ms=self.first_token[rid] - self.arrival[rid],
+            itl_ms=itl,
+        )
 
     def completed(self, rid: int) -> None:
         self.status[rid] = "completed"
@@ -388,8 +412,11 @@ class Recorder:
         workers by state, and the ``occupancy`` of the ranks still serving (ready or draining;
         KV usage over ready ones)."""
         samples = self._samples
-        arrived, admitted_tokens, reused_tokens = (self._arrived, self._admitted_tokens,
-                                                   self._reused_tokens)
+        arrived, admitted_tokens, reused_tokens = (
+            self._arrived,
+            self._admitted_tokens,
+            self._reused_tokens,
+        )
         for name, pool in pools.items():
             ready = starting = draining = running = waiting = queued = 0
             kv = []
@@ -411,10 +438,21 @@ class Recorder:
                         kv.append(kv_usage)
             admitted = admitted_tokens.get(name, 0)
             # A row in ``TIMESERIES_DTYPES``' column order.
-            samples.append((now / 1000.0, name.value, ready, starting, draining, running,
-                            waiting, queued, _mean(kv),
-                            reused_tokens.get(name, 0) / admitted if admitted else 0.0,
-                            arrived.get(name, 0)))
+            samples.append(
+                (
+                    now / 1000.0,
+                    name.value,
+                    ready,
+                    starting,
+                    draining,
+                    running,
+                    waiting,
+                    queued,
+                    _mean(kv),
+                    reused_tokens.get(name, 0) / admitted if admitted else 0.0,
+                    arrived.get(name, 0),
+                )
+            )
         arrived.clear()
         admitted_tokens.clear()
         reused_tokens.clear()
@@ -425,8 +463,12 @@ class Recorder:
         self._flush_runs()
         samples = self._samples
         columns = list(zip(*samples)) if samples else [()] * len(TIMESERIES_DTYPES)
-        table = Table({name: np.array(column, dtype=dtype)
-                       for (name, dtype), column in zip(TIMESERIES_DTYPES, columns)})
+        table = Table(
+            {
+                name: np.array(column, dtype=dtype)
+                for (name, dtype), column in zip(TIMESERIES_DTYPES, columns)
+            }
+        )
         rates = np.zeros(len(samples))
         if samples:
             # The sample at second s reports the tokens emitted during second s - 1.
@@ -480,24 +522,29 @@ class Recorder:
         ttst = np.where(done & (n_tok > 1), second - first, np.nan)
         with np.errstate(invalid="ignore", divide="ignore"):
             tpot = np.where(done & (n_tok > 1), (last - first) / (n_tok - 1), np.nan)
-        return Table({
-            "request_id": np.asarray(request_id, dtype=object),
-            "release_ms": arrival if self.release is None else self.release,
-            "arrival_ms": arrival,
-            "first_admit_ms": np.array(self.first_admit),
-            "first_token_ms": np.where(done, first, np.nan),
-            "last_token_ms": np.where(done, last, np.nan),
-            "ttft_ms": ttft, "ttst_ms": ttst, "e2e_latency_ms": e2e, "tpot_ms": tpot,
-            "input_length": np.asarray(self.isl, dtype=np.int64),
-            "output_length": np.where(done, n_tok, 0),
-            "reused_input_tokens": np.array(self.reused, dtype=np.int64),
-            "prefill_worker": np.array(self.prefill_worker, dtype=np.int64),
-            "decode_worker": np.array(self.decode_worker, dtype=np.int64),
-            "admission_count": np.array(self.admissions, dtype=np.int64),
-            "readmission_count": np.array(self.readmissions, dtype=np.int64),
-            "status": status.astype(str),
-            "reason": np.array(self.reason, dtype=object).astype(str),
-        })
+        return Table(
+            {
+                "request_id": np.asarray(request_id, dtype=object),
+                "release_ms": arrival if self.release is None else self.release,
+                "arrival_ms": arrival,
+                "first_admit_ms": np.array(self.first_admit),
+                "first_token_ms": np.where(done, first, np.nan),
+                "last_token_ms": np.where(done, last, np.nan),
+                "ttft_ms": ttft,
+                "ttst_ms": ttst,
+                "e2e_latency_ms": e2e,
+                "tpot_ms": tpot,
+                "input_length": np.asarray(self.isl, dtype=np.int64),
+                "output_length": np.where(done, n_tok, 0),
+                "reused_input_tokens": np.array(self.reused, dtype=np.int64),
+                "prefill_worker": np.array(self.prefill_worker, dtype=np.int64),
+                "decode_worker": np.array(self.decode_worker, dtype=np.int64),
+                "admission_count": np.array(self.admissions, dtype=np.int64),
+                "readmission_count": np.array(self.readmissions, dtype=np.int64),
+                "status": status.astype(str),
+                "reason": np.array(self.reason, dtype=object).astype(str),
+            }
+        )
 
 
 def _distinct_totals(values: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -530,10 +577,13 @@ def _distinct_totals(values: np.ndarray, weights: np.ndarray) -> tuple[np.ndarra
     return np.concatenate((dense[0], sparse[0])), np.concatenate((dense[1], sparse[1]))
 
 
-def _sorted_totals(offset: np.ndarray, weights: np.ndarray, lo: int) -> tuple[np.ndarray, np.ndarray]:
+def _sorted_totals(
+    offset: np.ndarray, weights: np.ndarray, lo: int
+) -> tuple[np.ndarray, np.ndarray]:
     """``_distinct_totals`` of ``offset + lo`` by sorting."""
     ordered = np.sort(offset)
     distinct = ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
-    totals = np.bincount(np.searchsorted(distinct, offset), weights=weights,
-                         minlength=distinct.shape[0])
+    totals = np.bincount(
+        np.searchsorted(distinct, offset), weights=weights, minlength=distinct.shape[0]
+    )
     return distinct + lo, totals.astype(np.int64)

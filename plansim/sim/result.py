@@ -61,8 +61,9 @@ class ReplayResult:
     scaling_events: list[dict[str, Any]] = field(default_factory=list)
     retune_events: list[dict[str, Any]] | None = None
     inputs: dict[str, Any] = field(default_factory=dict)
-    _frames: dict[str, pd.DataFrame] = field(default_factory=dict, init=False, repr=False,
-                                             compare=False)
+    _frames: dict[str, pd.DataFrame] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def frame(self, name: str) -> pd.DataFrame | None:
         """Table ``name`` as a DataFrame (None when the replay has no such table)."""

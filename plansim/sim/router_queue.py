@@ -29,7 +29,7 @@ QUEUE_POLICIES: tuple[str, ...] = ("fcfs", "lcfs", "wspt")
 class RouterQueue:
     """Waiting requests of one pool's router, as request ids in release order."""
 
-    __slots__ = ("policy", "threshold", "_heap", "_seq")
+    __slots__ = ("_heap", "_seq", "policy", "threshold")
 
     def __init__(self, policy: QueuePolicy = "fcfs", threshold: float | None = None) -> None:
         """``threshold``: the busy fraction of a rank's ``max_num_batched_tokens``; ``None``
@@ -60,8 +60,10 @@ class RouterQueue:
 
     def push(self, rid: int, arrival_ms: float, uncached_tokens: int) -> None:
         """Queue request ``rid`` (``uncached_tokens``: its prompt minus the best cached prefix)."""
-        heapq.heappush(self._heap, (self._key(arrival_ms, uncached_tokens), self._seq, rid,
-                                    arrival_ms, uncached_tokens))
+        heapq.heappush(
+            self._heap,
+            (self._key(arrival_ms, uncached_tokens), self._seq, rid, arrival_ms, uncached_tokens),
+        )
         self._seq += 1
 
     def pop(self) -> int:
@@ -74,6 +76,8 @@ class RouterQueue:
         self.threshold = threshold
         if policy != self.policy:
             self.policy = policy
-            self._heap = [(self._key(arrival, uncached), seq, rid, arrival, uncached)
-                          for _, seq, rid, arrival, uncached in self._heap]
+            self._heap = [
+                (self._key(arrival, uncached), seq, rid, arrival, uncached)
+                for _, seq, rid, arrival, uncached in self._heap
+            ]
             heapq.heapify(self._heap)

@@ -43,7 +43,7 @@ _POOL_WORDS = 4
 class SeededDraws:
     """The ``integers(n)`` / ``random()`` stream of ``numpy.random.default_rng(seed)``."""
 
-    __slots__ = ("_state", "_inc", "_half")
+    __slots__ = ("_half", "_inc", "_state")
 
     def __init__(self, seed: int) -> None:
         if seed < 0:

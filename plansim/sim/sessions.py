@@ -12,12 +12,19 @@ from typing import Any
 
 import numpy as np
 
-from plansim.sim.summary import STAT_NAMES, weighted_stats
 from plansim.result_table import Table, column
+from plansim.sim.summary import STAT_NAMES, weighted_stats
 from plansim.traces.graph import RequestGraph
 
-SESSION_COLUMNS = ("session_id", "turns", "completed_turns", "first_release_ms",
-                   "last_token_ms", "total_ms", "status")
+SESSION_COLUMNS = (
+    "session_id",
+    "turns",
+    "completed_turns",
+    "first_release_ms",
+    "last_token_ms",
+    "total_ms",
+    "status",
+)
 UNRELEASED = "never released"
 
 
@@ -27,8 +34,14 @@ def session_columns(requests: Table, graph: RequestGraph) -> Table:
     names = np.append(np.asarray(graph.session_ids, dtype=object), "")
     columns = dict(requests.columns)
     request_id = columns.pop("request_id")
-    return Table({"request_id": request_id, "session_id": names[graph.session].astype(str),
-                  "turn_index": graph.turn_index.astype(np.int64), **columns})
+    return Table(
+        {
+            "request_id": request_id,
+            "session_id": names[graph.session].astype(str),
+            "turn_index": graph.turn_index.astype(np.int64),
+            **columns,
+        }
+    )
 
 
 def sessions_table(requests: Any) -> Table:
@@ -49,22 +62,28 @@ def sessions_table(requests: Any) -> Table:
     first_release = np.full(n, np.nan)
     np.fmin.at(first_release, group, column(requests, "release_ms", np.float64)[inside])
     last_token = np.full(n, np.nan)
-    np.fmax.at(last_token, group,
-               np.where(done, column(requests, "last_token_ms", np.float64)[inside], np.nan))
+    np.fmax.at(
+        last_token,
+        group,
+        np.where(done, column(requests, "last_token_ms", np.float64)[inside], np.nan),
+    )
     complete = completed == turns
-    return Table({
-        "session_id": names[order],
-        "turns": turns,
-        "completed_turns": completed,
-        "first_release_ms": first_release,
-        "last_token_ms": last_token,
-        "total_ms": np.where(complete, last_token - first_release, np.nan),
-        "status": np.where(complete, "completed", "incomplete"),
-    })
+    return Table(
+        {
+            "session_id": names[order],
+            "turns": turns,
+            "completed_turns": completed,
+            "first_release_ms": first_release,
+            "last_token_ms": last_token,
+            "total_ms": np.where(complete, last_token - first_release, np.nan),
+            "status": np.where(complete, "completed", "incomplete"),
+        }
+    )
 
 
-def session_summary(requests: Any,
-                    max_concurrency: int | None) -> tuple[Table | None, dict[str, Any]]:
+def session_summary(
+    requests: Any, max_concurrency: int | None
+) -> tuple[Table | None, dict[str, Any]]:
     """The sessions table (``None`` without sessions) and the summary keys: ``num_sessions``,
     ``completed_sessions`` and ``{stat}_session_total_ms`` (completed sessions);
     ``unreleased_requests`` (closed loop: requests that waited on a rejected one); with a cap,
@@ -81,8 +100,9 @@ def session_summary(requests: Any,
             out["completed_sessions"] = int((sessions["status"] == "completed").sum())
             _put(out, "session_total_ms", sessions["total_ms"])
     if max_concurrency is not None:
-        wait = column(requests, "arrival_ms", np.float64) - column(requests, "release_ms",
-                                                                   np.float64)
+        wait = column(requests, "arrival_ms", np.float64) - column(
+            requests, "release_ms", np.float64
+        )
         _put(out, "release_wait_ms", wait)
     return sessions, out
 

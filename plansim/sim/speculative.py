@@ -96,7 +96,7 @@ class DraftSampler:
     """One rank's acceptance stream. ``tokens()`` is the number of tokens one verification pass
     emits for one request (1 + accepted drafts), before clipping to what the request has left."""
 
-    __slots__ = ("rates", "_key", "_counter", "_words", "_index")
+    __slots__ = ("_counter", "_index", "_key", "_words", "rates")
 
     def __init__(self, rates: Sequence[float], seed: int) -> None:
         self.rates = tuple(rates)
@@ -149,10 +149,11 @@ class Drafts:
     ``accept_rates`` takes them, the rank's stream from ``seed``, KV blocks of ``block_size``
     tokens). ``bursts``: the tokens each emitting request of the pass in flight emits."""
 
-    __slots__ = ("sampler", "max_burst", "block_size", "bursts")
+    __slots__ = ("block_size", "bursts", "max_burst", "sampler")
 
-    def __init__(self, nextn: int, rates: Sequence[float] | None, seed: int,
-                 block_size: int) -> None:
+    def __init__(
+        self, nextn: int, rates: Sequence[float] | None, seed: int, block_size: int
+    ) -> None:
         self.sampler = DraftSampler(accept_rates(nextn, rates), seed)
         self.max_burst = 1 + nextn
         self.block_size = block_size

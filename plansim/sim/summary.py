@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from plansim.schema import SUMMARY_STATS
 from plansim.result_table import column
+from plansim.schema import SUMMARY_STATS
 
 if TYPE_CHECKING:
     import pandas as pd

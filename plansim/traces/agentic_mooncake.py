@@ -47,11 +47,32 @@ log = logging.getLogger(__name__)
 
 TRIGGERS = {"dispatch": DISPATCH, "completion": COMPLETION}
 RELATIONS = ("sequence", "spawn", "join", "replay_barrier")
-_ROW_KEYS = frozenset({"request_id", "play_id", "session_id", "model", "input_length",
-                       "input_tokens", "output_length", "output_tokens", "hash_ids",
-                       "not_before_ms", "dependencies"})
-_NO_EFFECT_KEYS = frozenset({"priority", "strict_priority", "policy_class", "output_token_ids",
-                             "recorded_api_time_ms", "source_play_ordinal", "replay_key"})
+_ROW_KEYS = frozenset(
+    {
+        "request_id",
+        "play_id",
+        "session_id",
+        "model",
+        "input_length",
+        "input_tokens",
+        "output_length",
+        "output_tokens",
+        "hash_ids",
+        "not_before_ms",
+        "dependencies",
+    }
+)
+_NO_EFFECT_KEYS = frozenset(
+    {
+        "priority",
+        "strict_priority",
+        "policy_class",
+        "output_token_ids",
+        "recorded_api_time_ms",
+        "source_play_ordinal",
+        "replay_key",
+    }
+)
 _HEADER_KEYS = frozenset({"schema", "version", "block_size", "hash_id_scope", "source"})
 _DEP_KEYS = frozenset({"request_id", "trigger", "delay_ms", "relation"})
 
@@ -80,8 +101,21 @@ def read_agentic_mooncake(path: Path, *, trace_block_size: int | None = None) ->
     header's ``block_size``."""
     source = str(path)
     block_size: int | None = None
-    rows: dict[str, list] = {k: [] for k in ("line", "nb", "isl", "isl_missing", "osl", "rid",
-                                             "session", "play", "model", "count")}
+    rows: dict[str, list] = {
+        k: []
+        for k in (
+            "line",
+            "nb",
+            "isl",
+            "isl_missing",
+            "osl",
+            "rid",
+            "session",
+            "play",
+            "model",
+            "count",
+        )
+    }
     hashes: list[int] = []
     dep_offsets = [0]
     dep_rid: list[str] = []
@@ -97,18 +131,26 @@ def read_agentic_mooncake(path: Path, *, trace_block_size: int | None = None) ->
             try:
                 rec = orjson.loads(ln)
             except orjson.JSONDecodeError as exc:
-                raise TraceError(f"not JSON: {exc.msg} at column {exc.colno}", source=source,
-                                 line=line) from None
+                raise TraceError(
+                    f"not JSON: {exc.msg} at column {exc.colno}", source=source, line=line
+                ) from None
             if block_size is None:
                 block_size = _header(rec, source, line, trace_block_size)
                 continue
             row = _Row(rec, source, line, block_size)
             no_effect.update(row.no_effect)
-            for key, value in (("line", line), ("nb", row.not_before), ("isl", row.isl),
-                               ("isl_missing", row.isl_missing),
-                               ("osl", row.osl), ("rid", row.rid), ("session", row.session),
-                               ("play", row.play), ("model", row.model),
-                               ("count", len(row.hashes))):
+            for key, value in (
+                ("line", line),
+                ("nb", row.not_before),
+                ("isl", row.isl),
+                ("isl_missing", row.isl_missing),
+                ("osl", row.osl),
+                ("rid", row.rid),
+                ("session", row.session),
+                ("play", row.play),
+                ("model", row.model),
+                ("count", len(row.hashes)),
+            ):
                 rows[key].append(value)
             hashes.extend(row.hashes)
             for rid, trig, delay, rel in row.deps:
@@ -122,7 +164,9 @@ def read_agentic_mooncake(path: Path, *, trace_block_size: int | None = None) ->
     if not rows["rid"]:
         raise TraceError("the header is not followed by any request row", source=source)
     if no_effect:
-        log.warning("%s: key(s) with no effect in plansim: %s", source, ", ".join(sorted(no_effect)))
+        log.warning(
+            "%s: key(s) with no effect in plansim: %s", source, ", ".join(sorted(no_effect))
+        )
 
     def objects(values: list) -> np.ndarray:
         out = np.empty(len(values), dtype=object)
@@ -134,15 +178,27 @@ def read_agentic_mooncake(path: Path, *, trace_block_size: int | None = None) ->
     osl = np.array(rows["osl"], dtype=np.int64)
     counts = np.array(rows["count"], dtype=np.int64)
     raw = np.array(hashes, dtype=np.uint64)
-    check_lengths(source, line, isl, osl, isl_field="input_length", osl_field="output_length",
-                  hash_counts=counts, block_size=block_size,
-                  isl_from_hashes=np.array(rows["isl_missing"], dtype=bool))
+    check_lengths(
+        source,
+        line,
+        isl,
+        osl,
+        isl_field="input_length",
+        osl_field="output_length",
+        hash_counts=counts,
+        block_size=block_size,
+        isl_from_hashes=np.array(rows["isl_missing"], dtype=bool),
+    )
     raw, counts = drop_extra_hashes(raw, counts, isl, block_size)
     offsets = np.array(dep_offsets, dtype=np.int64)
     nb = np.array(rows["nb"], dtype=np.float64)
     links = AgenticLinks(
-        session=objects(rows["session"]), play=objects(rows["play"]),
-        model=objects(rows["model"]), not_before_ms=nb, dep_offsets=offsets, dep_request_id=dep_rid,
+        session=objects(rows["session"]),
+        play=objects(rows["play"]),
+        model=objects(rows["model"]),
+        not_before_ms=nb,
+        dep_offsets=offsets,
+        dep_request_id=dep_rid,
         dep_trigger=np.array(dep_trigger, dtype=np.int8),
         dep_delay_ms=np.array(dep_delay, dtype=np.float64),
         dep_relation=np.array(dep_relation, dtype=np.int8),
@@ -167,8 +223,10 @@ def _header(rec: object, source: str, line: int, expected: int | None) -> int:
         return TraceError(message, source=source, line=line, field=fld)
 
     if not is_header(rec):
-        raise fail(f"the first row must be the {SCHEMA} header (schema, version {VERSION}, "
-                   "block_size)", "schema")
+        raise fail(
+            f"the first row must be the {SCHEMA} header (schema, version {VERSION}, block_size)",
+            "schema",
+        )
     unknown = sorted(set(rec) - _HEADER_KEYS)
     if unknown:
         raise fail(f"unknown header key {unknown[0]!r}", unknown[0])
@@ -176,8 +234,10 @@ def _header(rec: object, source: str, line: int, expected: int | None) -> int:
         raise fail(f"version must be {VERSION}, got {rec.get('version')!r}", "version")
     bs = rec.get("block_size")
     if type(bs) is not int or not 0 < bs <= MAX_REQUEST_TOKENS:
-        raise fail(f"block_size must be an integer in [1, {MAX_REQUEST_TOKENS:,}], got {bs!r}",
-                   "block_size")
+        raise fail(
+            f"block_size must be an integer in [1, {MAX_REQUEST_TOKENS:,}], got {bs!r}",
+            "block_size",
+        )
     scope = rec.get("hash_id_scope", "local")
     if scope != "local":
         raise fail(f"hash_id_scope must be 'local', got {scope!r}", "hash_id_scope")
@@ -191,8 +251,19 @@ def _header(rec: object, source: str, line: int, expected: int | None) -> int:
 class _Row:
     """One validated request row."""
 
-    __slots__ = ("rid", "session", "play", "model", "isl", "isl_missing", "osl", "hashes",
-                 "not_before", "deps", "no_effect")
+    __slots__ = (
+        "deps",
+        "hashes",
+        "isl",
+        "isl_missing",
+        "model",
+        "no_effect",
+        "not_before",
+        "osl",
+        "play",
+        "rid",
+        "session",
+    )
 
     def __init__(self, rec: object, source: str, line: int, block_size: int) -> None:
         def fail(message: str, fld: str | None = None) -> TraceError:
@@ -206,8 +277,12 @@ class _Row:
         if unknown:
             raise fail(f"unknown key {unknown[0]!r}", unknown[0])
         self.no_effect = _NO_EFFECT_KEYS.intersection(rec)
-        for key, required in (("request_id", True), ("session_id", True), ("play_id", False),
-                              ("model", False)):
+        for key, required in (
+            ("request_id", True),
+            ("session_id", True),
+            ("play_id", False),
+            ("model", False),
+        ):
             v = rec.get(key)
             if (v is None and required) or (v is not None and (type(v) is not str or not v)):
                 raise fail(f"{key} must be a non-empty string, got {v!r}", key)
@@ -224,8 +299,9 @@ class _Row:
             raise fail(f"input_length must be a non-negative integer, got {isl!r}", "input_length")
         osl = _alias(rec, "output_length", "output_tokens")
         if not (type(osl) is int and 0 <= osl <= I64_MAX):
-            raise fail(f"output_length must be a non-negative integer, got {osl!r}",
-                       "output_length")
+            raise fail(
+                f"output_length must be a non-negative integer, got {osl!r}", "output_length"
+            )
         # Checked with the whole file's lengths (plansim.traces.lengths): a prompt past its
         # blocks' capacity is refused, hash ids past its last block are dropped.
         self.isl = len(hs) * block_size if isl is None else isl
@@ -234,8 +310,9 @@ class _Row:
         self.osl = osl
         nb = rec.get("not_before_ms")
         if not _is_ms(nb):
-            raise fail(f"not_before_ms must be a non-negative number of ms, got {nb!r}",
-                       "not_before_ms")
+            raise fail(
+                f"not_before_ms must be a non-negative number of ms, got {nb!r}", "not_before_ms"
+            )
         self.not_before = float(nb)
         deps = rec.get("dependencies", [])
         if not isinstance(deps, list):
@@ -258,12 +335,14 @@ def _dependency(d: object, k: int, fail) -> tuple[str, int, float, int]:
         raise fail(f"trigger must be dispatch or completion, got {trigger!r}", f"{where}.trigger")
     delay = d.get("delay_ms")
     if not _is_ms(delay):
-        raise fail(f"delay_ms must be a non-negative number of ms, got {delay!r}",
-                   f"{where}.delay_ms")
+        raise fail(
+            f"delay_ms must be a non-negative number of ms, got {delay!r}", f"{where}.delay_ms"
+        )
     relation = d.get("relation", "sequence")
     if relation not in RELATIONS:
-        raise fail(f"relation must be one of {', '.join(RELATIONS)}, got {relation!r}",
-                   f"{where}.relation")
+        raise fail(
+            f"relation must be one of {', '.join(RELATIONS)}, got {relation!r}", f"{where}.relation"
+        )
     return rid, TRIGGERS[trigger], float(delay), RELATIONS.index(relation)
 
 
@@ -276,8 +355,9 @@ def _is_ms(v: object) -> bool:
     return type(v) in (int, float) and math.isfinite(v) and v >= 0
 
 
-def agentic_graph(parts: list, request_id: np.ndarray,
-                  locate: Callable[[int], tuple[str, int]]) -> RequestGraph:
+def agentic_graph(
+    parts: list, request_id: np.ndarray, locate: Callable[[int], tuple[str, int]]
+) -> RequestGraph:
     """The graph of concatenated agentic Mooncake parts (ids resolve across files)."""
     links = [p.links for p in parts]
     n = sum(len(p) for p in parts)
@@ -294,11 +374,20 @@ def agentic_graph(parts: list, request_id: np.ndarray,
         for rid, row, k in zip(x.dep_request_id, targets.tolist(), within.tolist(), strict=True):
             src = row_of.get(rid)
             if src is None:
-                raise _fail(locate, row, f"depends on unknown request {rid!r}",
-                            f"dependencies[{k}].request_id")
+                raise _fail(
+                    locate,
+                    row,
+                    f"depends on unknown request {rid!r}",
+                    f"dependencies[{k}].request_id",
+                )
             if play[src] != play[row]:
-                raise _fail(locate, row, f"depends on request {rid!r} of play {play[src]!r}, "
-                            f"not its own play {play[row]!r}", f"dependencies[{k}].request_id")
+                raise _fail(
+                    locate,
+                    row,
+                    f"depends on request {rid!r} of play {play[src]!r}, "
+                    f"not its own play {play[row]!r}",
+                    f"dependencies[{k}].request_id",
+                )
             sources.append(src)
         target_parts.append(targets)
         base += len(p)
@@ -308,15 +397,30 @@ def agentic_graph(parts: list, request_id: np.ndarray,
     seen: dict[int, str] = {}
     for row in range(n):
         if model[row] is not None and seen.setdefault(int(codes[row]), model[row]) != model[row]:
-            raise _fail(locate, row, f"model {model[row]!r} differs from "
-                        f"{seen[int(codes[row])]!r} of earlier requests of session "
-                        f"{session[row]!r}; one model per session", "model")
-    edges = Edges(np.concatenate(target_parts), np.array(sources, dtype=np.int64),
-                  np.concatenate([x.dep_delay_ms for x in links]),
-                  np.concatenate([x.dep_trigger for x in links]))
+            raise _fail(
+                locate,
+                row,
+                f"model {model[row]!r} differs from "
+                f"{seen[int(codes[row])]!r} of earlier requests of session "
+                f"{session[row]!r}; one model per session",
+                "model",
+            )
+    edges = Edges(
+        np.concatenate(target_parts),
+        np.array(sources, dtype=np.int64),
+        np.concatenate([x.dep_delay_ms for x in links]),
+        np.concatenate([x.dep_trigger for x in links]),
+    )
     not_before = np.concatenate([x.not_before_ms for x in links])
-    return build_graph(n, not_before, edges, codes.astype(np.int64),
-                       np.asarray(uniques, dtype=object), request_id=request_id, locate=locate)
+    return build_graph(
+        n,
+        not_before,
+        edges,
+        codes.astype(np.int64),
+        np.asarray(uniques, dtype=object),
+        request_id=request_id,
+        locate=locate,
+    )
 
 
 def _fail(locate, row: int, message: str, fld: str) -> TraceError:

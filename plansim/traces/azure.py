@@ -87,8 +87,11 @@ def _read_plain(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None
         return None  # ragged or blank lines
     fields = list(zip(*rows))
     stamps, context, generated = (fields[header.index(c)] for c in COLUMNS)
-    for column, pattern in ((stamps, _PLAIN_STAMP), (context, _PLAIN_COUNT),
-                            (generated, _PLAIN_COUNT)):
+    for column, pattern in (
+        (stamps, _PLAIN_STAMP),
+        (context, _PLAIN_COUNT),
+        (generated, _PLAIN_COUNT),
+    ):
         if re.fullmatch(f"(?:{pattern}\n)*{pattern}", "\n".join(column)) is None:
             return None
     try:
@@ -96,8 +99,11 @@ def _read_plain(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None
     except ValueError:
         return None  # not a date (Feb 30, hour 24): the pandas reader names it
     # Token counts as float64, as the pandas path returns them (exact: at most 15 digits).
-    return (ns.astype(np.int64) / 1e6, np.array(context).astype(np.float64),
-            np.array(generated).astype(np.float64))
+    return (
+        ns.astype(np.int64) / 1e6,
+        np.array(context).astype(np.float64),
+        np.array(generated).astype(np.float64),
+    )
 
 
 def _read_pandas(fh: BinaryIO, source: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -126,8 +132,9 @@ def _read_pandas(fh: BinaryIO, source: str) -> tuple[np.ndarray, np.ndarray, np.
     line = np.arange(len(frame), dtype=np.int64) + 2
     # utc=True: rows with different UTC offsets (a daylight-saving change) are one clock, and a
     # row without an offset is UTC, as in the public files.
-    stamps = pd.to_datetime(frame["TIMESTAMP"].str.strip(), format="ISO8601", errors="coerce",
-                            utc=True)
+    stamps = pd.to_datetime(
+        frame["TIMESTAMP"].str.strip(), format="ISO8601", errors="coerce", utc=True
+    )
     bad = np.flatnonzero(stamps.isna().to_numpy())
     if bad.size:
         row = int(bad[0])

@@ -27,10 +27,16 @@ from plansim.traces.workload import Workload
 COLUMNS = ("interval_start", "request_count", "avg_isl", "avg_osl")
 
 
-def buckets(workload: Workload, interval_s: float, *, origin_ms: float | None = None) -> pd.DataFrame:
+def buckets(
+    workload: Workload, interval_s: float, *, origin_ms: float | None = None
+) -> pd.DataFrame:
     """Bucket ``workload`` by arrival into intervals of ``interval_s`` seconds."""
     return bucket_arrays(
-        workload.arrival_ms, workload.isl_tokens, workload.osl_tokens, interval_s, origin_ms=origin_ms
+        workload.arrival_ms,
+        workload.isl_tokens,
+        workload.osl_tokens,
+        interval_s,
+        origin_ms=origin_ms,
     )
 
 
@@ -44,17 +50,25 @@ def bucket_arrays(
 ) -> pd.DataFrame:
     """``buckets`` on bare arrays (arrival in ms, lengths in tokens)."""
     if not (isinstance(interval_s, (int, float)) and math.isfinite(interval_s) and interval_s > 0):
-        raise InputError(f"must be a positive number of seconds, got {interval_s!r}", field="interval_s")
+        raise InputError(
+            f"must be a positive number of seconds, got {interval_s!r}", field="interval_s"
+        )
     arrival = np.asarray(arrival_ms, dtype=np.float64)
     if arrival.size == 0:
-        return pd.DataFrame({c: pd.Series(dtype="int64" if c == "request_count" else "float64") for c in COLUMNS})
+        return pd.DataFrame(
+            {c: pd.Series(dtype="int64" if c == "request_count" else "float64") for c in COLUMNS}
+        )
     origin = float(arrival.min()) if origin_ms is None else float(origin_ms)
     if arrival.min() < origin:
         raise InputError("origin_ms is after the first arrival", field="origin_ms")
     interval_ms = interval_s * 1000.0
-    check_count((float(arrival.max()) - origin) / interval_ms + 1, MAX_BUCKETS,
-                what=f"the number of {interval_s:g} s buckets", field="interval_s",
-                hint="raise the interval")
+    check_count(
+        (float(arrival.max()) - origin) / interval_ms + 1,
+        MAX_BUCKETS,
+        what=f"the number of {interval_s:g} s buckets",
+        field="interval_s",
+        hint="raise the interval",
+    )
     index = np.floor((arrival - origin) / interval_ms).astype(np.int64)
     first, last = int(index.min()), int(index.max())
     slot = index - first

@@ -4,7 +4,8 @@ Readers fill numpy columns in file order; ``plansim.traces.load`` concatenates f
 arrival and remaps hashes into the ``Workload``. Optional Dynamo fields are NaN (floats) or -1
 (output tokens) where a row lacks them. ``arrival_ms`` is NaN for a closed-loop row released
 by its dependencies alone; ``links`` holds the format's closed-loop fields (sessions,
-dependencies), which the format's graph builder reads. Internal to ``plansim.traces`` and deliberately mutable:
+dependencies), which the format's graph builder reads. Internal to ``plansim.traces`` and
+deliberately mutable:
 ``workload_from_columns`` moves each column out (setting the field to ``None``) as it uses it,
 so that memory is freed early; a consumed ``TraceColumns`` is not used again.
 """

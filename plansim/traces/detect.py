@@ -26,7 +26,7 @@ def detect_format(path: Path) -> str:
         head = read_head(path, _MAX_FIRST_LINE)
     line_no = 0
     first = b""
-    for line_no, raw in enumerate(head.split(b"\n"), start=1):
+    for line_no, raw in enumerate(head.split(b"\n"), start=1):  # noqa: B007 (read after it)
         if raw.strip():
             first = raw.strip()
             break
@@ -37,7 +37,9 @@ def detect_format(path: Path) -> str:
         try:
             record = orjson.loads(first)
         except orjson.JSONDecodeError as exc:
-            raise TraceError(f"not JSON: {exc.msg} at column {exc.colno}", source=str(path), line=line_no) from None
+            raise TraceError(
+                f"not JSON: {exc.msg} at column {exc.colno}", source=str(path), line=line_no
+            ) from None
     for name, fmt in TRACE_FORMATS.items():
         if fmt.sniff(first, record):
             return name

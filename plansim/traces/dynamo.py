@@ -145,8 +145,14 @@ def read_dynamo(
                     line=int(batch.line[row]),
                     field="replay.trace_block_size",
                 )
-        check_lengths(source, batch.line, batch.input_length, batch.output_tokens,
-                      isl_field="replay.input_length", osl_field="output_tokens")
+        check_lengths(
+            source,
+            batch.line,
+            batch.input_length,
+            batch.output_tokens,
+            isl_field="replay.input_length",
+            osl_field="output_tokens",
+        )
         for k, v in batch.skipped.items():
             skipped[k] = skipped.get(k, 0) + v
         for name, column in columns.items():
@@ -213,7 +219,9 @@ def _checked_batch(
     if lines and lines[-1] == b"":
         lines.pop()
     records = _parse_each(lines, source, first_line)
-    return _lists_to_batch(_slow_extract(records, source, first_line, strict, block_size), first_line)
+    return _lists_to_batch(
+        _slow_extract(records, source, first_line, strict, block_size), first_line
+    )
 
 
 def _parse_each(lines: list[bytes], source: str, first_line: int) -> list:
@@ -225,7 +233,9 @@ def _parse_each(lines: list[bytes], source: str, first_line: int) -> list:
         try:
             records.append(orjson.loads(ln))
         except orjson.JSONDecodeError as exc:
-            raise TraceError(f"not JSON: {exc.msg} at column {exc.colno}", source=source, line=first_line + i) from None
+            raise TraceError(
+                f"not JSON: {exc.msg} at column {exc.colno}", source=source, line=first_line + i
+            ) from None
     return records
 
 
@@ -239,7 +249,9 @@ def _lists_to_batch(lists: _Lists, first_line: int) -> Batch:
         line=first_line + np.array(lists.index, dtype=np.int64),
         request_id=lists.request_id,
         received=floats(lists.received),
-        output_tokens=np.array([-1 if v is None else v for v in lists.output_tokens], dtype=np.int64),
+        output_tokens=np.array(
+            [-1 if v is None else v for v in lists.output_tokens], dtype=np.int64
+        ),
         block_size=np.array(lists.block_size, dtype=np.int64),
         input_length=np.array(lists.input_length, dtype=np.int64),
         counts=np.array(lists.counts, dtype=np.int64),
@@ -277,7 +289,7 @@ def _slow_extract(
                 if link is not None:
                     out.tools.append(link)
             continue
-        req, rp, rec_top, ev = row
+        req, rp, _rec_top, ev = row
         out.index.append(i)
         out.request_id.append(req["request_id"])
         out.received.append(req.get("request_received_ms"))
@@ -316,10 +328,13 @@ def _agent_fields(ev: dict, req: dict, source: str, line: int):
         raise fail("agent_context must be an object", "agent_context")
     session, parent = ctx.get("session_id"), ctx.get("parent_session_id")
     if type(session) is not str:
-        raise fail("agent_context.session_id is missing or not a string", "agent_context.session_id")
+        raise fail(
+            "agent_context.session_id is missing or not a string", "agent_context.session_id"
+        )
     if parent is not None and type(parent) is not str:
-        raise fail(f"parent_session_id must be a string, got {parent!r}",
-                   "agent_context.parent_session_id")
+        raise fail(
+            f"parent_session_id must be a string, got {parent!r}", "agent_context.parent_session_id"
+        )
     return session, parent, model
 
 
@@ -379,14 +394,19 @@ def _validate_row(rec: object, source: str, line: int, strict: bool, block_size:
             raise fail(f"{name} must be a non-negative number, got {v!r}", name)
     v = ev.get("event_time_unix_ms")
     if v is not None and not (_is_number(v) and v >= 0):
-        raise fail(f"event_time_unix_ms must be a non-negative number, got {v!r}", "event_time_unix_ms")
+        raise fail(
+            f"event_time_unix_ms must be a non-negative number, got {v!r}", "event_time_unix_ms"
+        )
     rp = req.get("replay")
     if not isinstance(rp, dict):
         raise fail("replay is missing or not an object", "replay")
     bs = rp.get("trace_block_size")
     if not (_is_uint(bs) and 0 < bs <= MAX_REQUEST_TOKENS):
-        raise fail(f"replay.trace_block_size must be an integer in [1, {MAX_REQUEST_TOKENS:,}], "
-                   f"got {bs!r}", "replay.trace_block_size")
+        raise fail(
+            f"replay.trace_block_size must be an integer in [1, {MAX_REQUEST_TOKENS:,}], "
+            f"got {bs!r}",
+            "replay.trace_block_size",
+        )
     if block_size is not None and bs != block_size:
         raise fail(
             f"replay.trace_block_size {bs} differs from {block_size} used earlier; "
@@ -395,10 +415,15 @@ def _validate_row(rec: object, source: str, line: int, strict: bool, block_size:
         )
     isl = rp.get("input_length")
     if not _is_uint(isl):
-        raise fail(f"replay.input_length must be a non-negative integer, got {isl!r}", "replay.input_length")
+        raise fail(
+            f"replay.input_length must be a non-negative integer, got {isl!r}",
+            "replay.input_length",
+        )
     hs = rp.get("input_sequence_hashes")
     if not isinstance(hs, list):
-        raise fail("replay.input_sequence_hashes is missing or not a list", "replay.input_sequence_hashes")
+        raise fail(
+            "replay.input_sequence_hashes is missing or not a list", "replay.input_sequence_hashes"
+        )
     for h in hs:  # _is_uint written out: one call per hash was a third of reading a row
         if not (type(h) is int and 0 <= h <= U64_MAX):
             raise fail(

@@ -34,8 +34,7 @@ from plansim.errors import TraceError
 from plansim.traces.graph import COMPLETION, DISPATCH, Edges, RequestGraph, build_graph
 
 EXECUTION_MODES = ("blocking", "background")
-_TOOL_LINK_KEYS = ("source_request_id", "consumer_request_id", "child_session_id",
-                   "execution_mode")
+_TOOL_LINK_KEYS = ("source_request_id", "consumer_request_id", "child_session_id", "execution_mode")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,28 +80,42 @@ def tool_link(ev: dict, source: str, line: int) -> ToolLink | None:
         return None
     session = ctx.get("session_id")
     if type(session) is not str:
-        raise fail("agent_context.session_id is missing or not a string", "agent_context.session_id")
+        raise fail(
+            "agent_context.session_id is missing or not a string", "agent_context.session_id"
+        )
     for key in _TOOL_LINK_KEYS:
         v = meta.get(key)
         if v is not None and type(v) is not str:
             raise fail(f"{key} must be a string, got {v!r}", f"{prefix}.{key}")
     mode = meta.get("execution_mode")
     if mode not in EXECUTION_MODES:
-        raise fail(f"execution_mode {mode!r} is not one of {', '.join(EXECUTION_MODES)}",
-                   f"{prefix}.execution_mode")
-    return ToolLink(source, line, session, str(tool.get("tool_call_id", "")),
-                    meta["source_request_id"], meta.get("consumer_request_id"),
-                    meta.get("child_session_id"), mode)
+        raise fail(
+            f"execution_mode {mode!r} is not one of {', '.join(EXECUTION_MODES)}",
+            f"{prefix}.execution_mode",
+        )
+    return ToolLink(
+        source,
+        line,
+        session,
+        str(tool.get("tool_call_id", "")),
+        meta["source_request_id"],
+        meta.get("consumer_request_id"),
+        meta.get("child_session_id"),
+        mode,
+    )
 
 
-def dynamo_graph(parts: list, request_id: np.ndarray,
-                 locate: Callable[[int], tuple[str, int]]) -> RequestGraph | None:
+def dynamo_graph(
+    parts: list, request_id: np.ndarray, locate: Callable[[int], tuple[str, int]]
+) -> RequestGraph | None:
     """The graph of concatenated Dynamo ``TraceColumns`` parts; ``None`` when no request has
     an ``agent_context``."""
     if all(p.links is None for p in parts):
         return None
-    cols = {name: np.concatenate([_column(p, name) for p in parts])
-            for name in ("session", "parent_session", "model", "end_ms")}
+    cols = {
+        name: np.concatenate([_column(p, name) for p in parts])
+        for name in ("session", "parent_session", "model", "end_ms")
+    }
     session = cols["session"]
     if np.all(np.equal(session, None)):
         return None
@@ -115,8 +128,9 @@ def dynamo_graph(parts: list, request_id: np.ndarray,
     names = [str(s) for s in uniques]
     ids = np.asarray(request_id, dtype=object)
     frame = pd.DataFrame({"session": codes, "start": start, "end": end, "rid": ids})
-    frame = frame[frame["session"] >= 0].sort_values(["session", "start", "end", "rid"],
-                                                      kind="stable")
+    frame = frame[frame["session"] >= 0].sort_values(
+        ["session", "start", "end", "rid"], kind="stable"
+    )
     rows = frame.index.to_numpy()
     by_session = {int(s): g for s, g in zip(*_groups(codes[rows], rows), strict=True)}
 
@@ -140,9 +154,12 @@ def dynamo_graph(parts: list, request_id: np.ndarray,
         parent_name = parents[child]
         child_rows = by_session[child]
         if parent_name not in names:
-            raise fail(child_rows[0], f"session {names[child]!r} names parent session "
-                       f"{parent_name!r}, which has no request in the trace",
-                       "agent_context.parent_session_id")
+            raise fail(
+                child_rows[0],
+                f"session {names[child]!r} names parent session "
+                f"{parent_name!r}, which has no request in the trace",
+                "agent_context.parent_session_id",
+            )
         parent_rows = by_session[names.index(parent_name)]
         first = int(child_rows[0])
         last = int(max(child_rows, key=lambda r: (end[r], start[r], ids[r])))
@@ -152,9 +169,13 @@ def dynamo_graph(parts: list, request_id: np.ndarray,
             join = row_of.get(tool.consumer_request_id) if tool.consumer_request_id else None
             for role, row in (("source", spawn), ("consumer", join)):
                 if row is not None and codes[row] != names.index(parent_name):
-                    raise TraceError(f"tool {tool.tool_call_id!r}: {role} request "
-                                     f"{ids[row]!r} is not in parent session {parent_name!r}",
-                                     source=tool.source, line=tool.line, field="tool")
+                    raise TraceError(
+                        f"tool {tool.tool_call_id!r}: {role} request "
+                        f"{ids[row]!r} is not in parent session {parent_name!r}",
+                        source=tool.source,
+                        line=tool.line,
+                        field="tool",
+                    )
         else:
             before = [r for r in parent_rows if start[r] <= start[first]]
             spawn = int(max(before, key=lambda r: start[r])) if before else None
@@ -166,8 +187,15 @@ def dynamo_graph(parts: list, request_id: np.ndarray,
             edges.add(join, last, COMPLETION, tool)
     not_before = start.copy()
     not_before[edges.targets()] = np.nan
-    return build_graph(len(start), not_before, edges.edges(), codes,
-                       np.asarray(names, dtype=object), request_id=request_id, locate=locate)
+    return build_graph(
+        len(start),
+        not_before,
+        edges.edges(),
+        codes,
+        np.asarray(names, dtype=object),
+        request_id=request_id,
+        locate=locate,
+    )
 
 
 class _Collector:
@@ -183,9 +211,14 @@ class _Collector:
         if gap < 0 and tool is not None:
             # Only a tool row can name a source that starts (or ends) after its target starts.
             event = "dispatch" if trigger == DISPATCH else "completion"
-            raise TraceError(f"tool {tool.tool_call_id!r}: request {self.ids[target]!r} starts "
-                             f"before the {event} of request {self.ids[source]!r} it would "
-                             "wait for", source=tool.source, line=tool.line, field="tool")
+            raise TraceError(
+                f"tool {tool.tool_call_id!r}: request {self.ids[target]!r} starts "
+                f"before the {event} of request {self.ids[source]!r} it would "
+                "wait for",
+                source=tool.source,
+                line=tool.line,
+                field="tool",
+            )
         self.seen[(target, source, trigger)] = max(gap, 0.0)
 
     def targets(self) -> np.ndarray:
@@ -195,10 +228,12 @@ class _Collector:
         if not self.seen:
             return Edges.empty()
         keys = list(self.seen)
-        return Edges(np.array([k[0] for k in keys], dtype=np.int64),
-                     np.array([k[1] for k in keys], dtype=np.int64),
-                     np.array([self.seen[k] for k in keys], dtype=np.float64),
-                     np.array([k[2] for k in keys], dtype=np.int8))
+        return Edges(
+            np.array([k[0] for k in keys], dtype=np.int64),
+            np.array([k[1] for k in keys], dtype=np.int64),
+            np.array([self.seen[k] for k in keys], dtype=np.float64),
+            np.array([k[2] for k in keys], dtype=np.int8),
+        )
 
 
 def _column(part, name: str) -> np.ndarray:
@@ -228,8 +263,12 @@ def _check_models(codes, rows, model, names, fail) -> None:
             continue
         s = int(codes[row])
         if seen.setdefault(s, m) != m:
-            raise fail(row, f"model {m!r} differs from {seen[s]!r} of earlier requests of "
-                       f"session {names[s]!r}; one model per session", "request.model")
+            raise fail(
+                row,
+                f"model {m!r} differs from {seen[s]!r} of earlier requests of "
+                f"session {names[s]!r}; one model per session",
+                "request.model",
+            )
 
 
 def _parent_of(codes, rows, parent, names, fail) -> dict[int, str]:
@@ -241,8 +280,12 @@ def _parent_of(codes, rows, parent, names, fail) -> dict[int, str]:
             continue
         s = int(codes[row])
         if out.setdefault(s, p) != p:
-            raise fail(row, f"parent_session_id {p!r} differs from {out[s]!r} of earlier "
-                       f"requests of session {names[s]!r}", "agent_context.parent_session_id")
+            raise fail(
+                row,
+                f"parent_session_id {p!r} differs from {out[s]!r} of earlier "
+                f"requests of session {names[s]!r}",
+                "agent_context.parent_session_id",
+            )
     return out
 
 
@@ -251,27 +294,40 @@ def _tools_by_child(parts, row_of: dict[str, int], codes, names) -> dict[str, To
     out: dict[str, ToolLink] = {}
     known = set(names)
     for tool in (t for p in parts if p.links is not None for t in p.links.tools):
-        for role, rid in (("source", tool.source_request_id),
-                          ("consumer", tool.consumer_request_id)):
+        for role, rid in (
+            ("source", tool.source_request_id),
+            ("consumer", tool.consumer_request_id),
+        ):
             if rid is None:
                 continue
             row = row_of.get(rid)
             if row is None:
-                raise TraceError(f"tool {tool.tool_call_id!r} names unknown {role} request "
-                                 f"{rid!r}", source=tool.source, line=tool.line,
-                                 field=f"{role}_request_id")
+                raise TraceError(
+                    f"tool {tool.tool_call_id!r} names unknown {role} request {rid!r}",
+                    source=tool.source,
+                    line=tool.line,
+                    field=f"{role}_request_id",
+                )
             if codes[row] < 0 or names[codes[row]] != tool.session_id:
                 owner = names[codes[row]] if codes[row] >= 0 else None
-                raise TraceError(f"tool {tool.tool_call_id!r}: {role} request {rid!r} belongs "
-                                 f"to session {owner!r}, not the tool's {tool.session_id!r}",
-                                 source=tool.source, line=tool.line, field=f"{role}_request_id")
+                raise TraceError(
+                    f"tool {tool.tool_call_id!r}: {role} request {rid!r} belongs "
+                    f"to session {owner!r}, not the tool's {tool.session_id!r}",
+                    source=tool.source,
+                    line=tool.line,
+                    field=f"{role}_request_id",
+                )
         child = tool.child_session_id
         if child is None or child not in known:
             continue
         if child in out:
-            raise TraceError(f"child session {child!r} is named by two tool rows (the other at "
-                             f"line {out[child].line})", source=tool.source, line=tool.line,
-                             field="child_session_id")
+            raise TraceError(
+                f"child session {child!r} is named by two tool rows (the other at "
+                f"line {out[child].line})",
+                source=tool.source,
+                line=tool.line,
+                field="child_session_id",
+            )
         out[child] = tool
     return out
 
@@ -281,4 +337,3 @@ def end_ms(received: np.ndarray, total: np.ndarray, event: np.ndarray) -> np.nda
     the received time (a request of no recorded duration)."""
     done = np.where(np.isnan(total), event, received + np.floor(total + 0.5))
     return np.where(np.isnan(done), received, done)
-

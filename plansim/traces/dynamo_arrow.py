@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from plansim.limits import MAX_REQUEST_TOKENS
+from plansim.traces.dynamo_agents import ToolLink, tool_link
 from plansim.traces.dynamo_batch import (
     REQUEST_END,
     SCHEMA,
@@ -20,7 +21,6 @@ from plansim.traces.dynamo_batch import (
     Batch,
     event_of,
 )
-from plansim.traces.dynamo_agents import ToolLink, tool_link
 
 # The fields replay reads, typed as the format defines them; pyarrow rejects a row whose value
 # has another JSON type, which sends the block to the per-row validator. Other fields are ignored.
@@ -46,12 +46,13 @@ _RECORD = [
     ("schema", pa.string()),
     ("event_type", pa.string()),
     ("event_time_unix_ms", pa.float64()),
-    ("agent_context", pa.struct([("session_id", pa.string()),
-                                 ("parent_session_id", pa.string())])),
+    ("agent_context", pa.struct([("session_id", pa.string()), ("parent_session_id", pa.string())])),
     ("request", _REQUEST),
 ]
 # One schema per row form: a bare record, or the writer's {"timestamp", "event"} envelope.
-_PARSE_BARE = pj.ParseOptions(explicit_schema=pa.schema(_RECORD), unexpected_field_behavior="ignore")
+_PARSE_BARE = pj.ParseOptions(
+    explicit_schema=pa.schema(_RECORD), unexpected_field_behavior="ignore"
+)
 _PARSE_ENVELOPE = pj.ParseOptions(
     explicit_schema=pa.schema([("event", pa.struct(_RECORD))]), unexpected_field_behavior="ignore"
 )
@@ -122,15 +123,18 @@ def arrow_batch(block: bytes, source: str, first_line: int, strict: bool) -> Bat
     skipped: dict[str, int] = {}
     n_end = pc.sum(is_end).as_py() or 0
     if n_end != len(row):
-        for item in pc.value_counts(pc.filter(event_type, pc.invert(is_end), memory_pool=_POOL)).to_pylist():
+        for item in pc.value_counts(
+            pc.filter(event_type, pc.invert(is_end), memory_pool=_POOL)
+        ).to_pylist():
             if item["values"] not in SKIPPED_EVENT_TYPES:
                 return None
             skipped[item["values"]] = item["counts"]
         row = pc.filter(row, is_end, memory_pool=_POOL)
     tools: list[ToolLink] = []
     if strict and any(t in skipped for t in TOOL_END):
-        tool_rows = np.flatnonzero(pc.is_in(event_type, pa.array(sorted(TOOL_END))).to_numpy(
-            zero_copy_only=False))
+        tool_rows = np.flatnonzero(
+            pc.is_in(event_type, pa.array(sorted(TOOL_END))).to_numpy(zero_copy_only=False)
+        )
         lines = block.split(b"\n")
         for i in tool_rows.tolist():
             link = tool_link(event_of(orjson.loads(lines[i])), source, first_line + i)

@@ -117,8 +117,12 @@ class Edges:
     def concat(parts: list[Edges]) -> Edges:
         if not parts:
             return Edges.empty()
-        return Edges(*(np.concatenate([getattr(p, f) for p in parts])
-                       for f in ("target", "source", "delay_ms", "trigger")))
+        return Edges(
+            *(
+                np.concatenate([getattr(p, f) for p in parts])
+                for f in ("target", "source", "delay_ms", "trigger")
+            )
+        )
 
 
 def build_graph(
@@ -200,8 +204,12 @@ def unreleasable(graph: RequestGraph) -> np.ndarray:
     return np.flatnonzero(~reached)
 
 
-def _cycle_error(graph: RequestGraph, stuck: np.ndarray, request_id: np.ndarray,
-                 locate: Callable[[int], tuple[str, int]]) -> TraceError:
+def _cycle_error(
+    graph: RequestGraph,
+    stuck: np.ndarray,
+    request_id: np.ndarray,
+    locate: Callable[[int], tuple[str, int]],
+) -> TraceError:
     """A ``TraceError`` naming one cycle among the ``stuck`` rows, at the line of its first
     member in file order."""
     stuck_set = set(stuck.tolist())
@@ -212,7 +220,7 @@ def _cycle_error(graph: RequestGraph, stuck: np.ndarray, request_id: np.ndarray,
         path.append(row)
         lo, hi = graph.dep_offsets[row], graph.dep_offsets[row + 1]
         row = next(int(s) for s in graph.dep_source[lo:hi] if int(s) in stuck_set)
-    cycle = path[seen[row]:]
+    cycle = path[seen[row] :]
     cycle.reverse()  # source -> target order
     first = min(cycle)
     k = cycle.index(first)
@@ -221,8 +229,12 @@ def _cycle_error(graph: RequestGraph, stuck: np.ndarray, request_id: np.ndarray,
     source, line = locate(first)
     waiting = len(stuck) - len(cycle)
     extra = f"; {waiting} more request(s) wait on it" if waiting else ""
-    return TraceError(f"dependency cycle {names}: these requests can never be released{extra}",
-                      source=source, line=line, field="dependencies")
+    return TraceError(
+        f"dependency cycle {names}: these requests can never be released{extra}",
+        source=source,
+        line=line,
+        field="dependencies",
+    )
 
 
 def estimated_arrival_ms(graph: RequestGraph) -> np.ndarray:

@@ -61,20 +61,30 @@ def check_lengths(
 
     if over_capacity is not None and over_capacity[row]:
         n = int(hash_counts[row])
-        raise fail(f"{isl_field} {int(isl[row])} exceeds {hashes_field} capacity "
-                   f"{n * block_size} ({n} hash id{'' if n == 1 else 's'} of "
-                   f"{block_size} tokens); the prompt would be cut", isl_field)
+        raise fail(
+            f"{isl_field} {int(isl[row])} exceeds {hashes_field} capacity "
+            f"{n * block_size} ({n} hash id{'' if n == 1 else 's'} of "
+            f"{block_size} tokens); the prompt would be cut",
+            isl_field,
+        )
     if long_prompt[row] and isl_from_hashes is not None and isl_from_hashes[row]:
-        raise fail(f"{int(hash_counts[row]):,} hash ids of {block_size} tokens make a prompt of "
-                   f"{int(isl[row]):,} tokens, over plansim's bound of {MAX_REQUEST_TOKENS:,} "
-                   "tokens per request", hashes_field)
+        raise fail(
+            f"{int(hash_counts[row]):,} hash ids of {block_size} tokens make a prompt of "
+            f"{int(isl[row]):,} tokens, over plansim's bound of {MAX_REQUEST_TOKENS:,} "
+            "tokens per request",
+            hashes_field,
+        )
     field, value = (isl_field, isl[row]) if long_prompt[row] else (osl_field, osl[row])
-    raise fail(f"{field} {int(value):,} tokens is over plansim's bound of "
-               f"{MAX_REQUEST_TOKENS:,} tokens per request", field)
+    raise fail(
+        f"{field} {int(value):,} tokens is over plansim's bound of "
+        f"{MAX_REQUEST_TOKENS:,} tokens per request",
+        field,
+    )
 
 
-def drop_extra_hashes(raw_hashes: np.ndarray, hash_counts: np.ndarray, isl_tokens: np.ndarray,
-                      block_size: int) -> tuple[np.ndarray, np.ndarray]:
+def drop_extra_hashes(
+    raw_hashes: np.ndarray, hash_counts: np.ndarray, isl_tokens: np.ndarray, block_size: int
+) -> tuple[np.ndarray, np.ndarray]:
     """``(raw_hashes, hash_counts)`` without the hash ids past each prompt's last block (CSR in
     row order)."""
     needed = -(-np.asarray(isl_tokens, dtype=np.int64) // block_size)

@@ -22,8 +22,9 @@ from plansim.traces.workload import Workload
 
 PathsArg = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
 # A format's graph builder: (file-order parts, request ids, row -> (file, line)) -> graph.
-Linker = Callable[[list[TraceColumns], np.ndarray, Callable[[int], tuple[str, int]]],
-                  RequestGraph | None]
+Linker = Callable[
+    [list[TraceColumns], np.ndarray, Callable[[int], tuple[str, int]]], RequestGraph | None
+]
 
 
 # Rows per gather step when reordering hashes by arrival: bounds the index array's memory.
@@ -32,15 +33,18 @@ _REORDER_ROWS = 65536
 
 def check_options(format: str, trace_block_size: int | None) -> None:
     if format.replace("-", "_") != "auto" and format.replace("-", "_") not in TRACE_FORMATS:
-        raise InputError(f"unknown format {format!r}; choose auto, {', '.join(TRACE_FORMATS)}",
-                         field="--format")
+        raise InputError(
+            f"unknown format {format!r}; choose auto, {', '.join(TRACE_FORMATS)}", field="--format"
+        )
     if trace_block_size is not None and (
-        isinstance(trace_block_size, bool) or not isinstance(trace_block_size, (int, np.integer))
+        isinstance(trace_block_size, bool)
+        or not isinstance(trace_block_size, (int, np.integer))
         or not 0 < trace_block_size <= MAX_REQUEST_TOKENS
     ):
         raise InputError(
             f"must be an integer in [1, {MAX_REQUEST_TOKENS:,}] (tokens per hash block), got "
-            f"{trace_block_size!r}", field="--trace-block-size"
+            f"{trace_block_size!r}",
+            field="--trace-block-size",
         )
 
 
@@ -94,12 +98,14 @@ def load_workload(
     """
     fmt, parts = read_columns(paths, format, trace_block_size)
     spec = TRACE_FORMATS.get(fmt)
-    return workload_from_columns(parts, has_latencies=spec.records_latencies,
-                                 linker=spec.graph_builder())
+    return workload_from_columns(
+        parts, has_latencies=spec.records_latencies, linker=spec.graph_builder()
+    )
 
 
-def workload_from_columns(parts: list[TraceColumns], *, has_latencies: bool,
-                          linker: Linker | None = None) -> Workload:
+def workload_from_columns(
+    parts: list[TraceColumns], *, has_latencies: bool, linker: Linker | None = None
+) -> Workload:
     """Concatenate per-file columns, check unique ids, build the closed-loop graph (with
     ``linker``, the format's graph builder), sort by arrival, remap hashes.
 
@@ -119,9 +125,13 @@ def workload_from_columns(parts: list[TraceColumns], *, has_latencies: bool,
         estimate = estimated_arrival_ms(graph)
         last = int(np.argmax(estimate))
         src, line = _locate(last, parts)
-        check_span((float(estimate[last]) - graph.origin_ms) / 1000.0,
-                   what="the trace (first release to this row's, delays added up)",
-                   source=src, line=line, error=TraceError)
+        check_span(
+            (float(estimate[last]) - graph.origin_ms) / 1000.0,
+            what="the trace (first release to this row's, delays added up)",
+            source=src,
+            line=line,
+            error=TraceError,
+        )
     for c in parts:  # line numbers serve error messages only, and every check is done
         c.request_id = c.line = c.links = None
 
@@ -226,13 +236,19 @@ def _check_arrivals(parts: list[TraceColumns]) -> None:
             raise TraceError(
                 f"arrival {c.arrival_ms[late[0]]:g} ms is past the year 2286 "
                 f"({MAX_ARRIVAL_MS:g} ms as a Unix time); check the timestamps' unit (ms)",
-                source=c.source, line=int(c.line[late[0]]))
+                source=c.source,
+                line=int(c.line[late[0]]),
+            )
     first = min(float(np.nanmin(c.arrival_ms)) for c in filled)
     last_part = max(filled, key=lambda c: float(np.nanmax(c.arrival_ms)))
     row = int(np.nanargmax(last_part.arrival_ms))
-    check_span((float(last_part.arrival_ms[row]) - first) / 1000.0,
-               what="the trace (first arrival to this row)", source=last_part.source,
-               line=int(last_part.line[row]), error=TraceError)
+    check_span(
+        (float(last_part.arrival_ms[row]) - first) / 1000.0,
+        what="the trace (first arrival to this row)",
+        source=last_part.source,
+        line=int(last_part.line[row]),
+        error=TraceError,
+    )
 
 
 def _check_unique(rid: np.ndarray, parts: list[TraceColumns]) -> None:

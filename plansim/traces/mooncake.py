@@ -63,7 +63,9 @@ def read_mooncake(path: Path, *, trace_block_size: int) -> TraceColumns:
             try:
                 rec = orjson.loads(ln)
             except orjson.JSONDecodeError as exc:
-                raise TraceError(f"not JSON: {exc.msg} at column {exc.colno}", source=source, line=line) from None
+                raise TraceError(
+                    f"not JSON: {exc.msg} at column {exc.colno}", source=source, line=line
+                ) from None
             ts, isl, osl, hs, rid, session, delay = _row(rec, source, line)
             idx.append(i)
             ts_all.append(ts)
@@ -84,9 +86,17 @@ def read_mooncake(path: Path, *, trace_block_size: int) -> TraceColumns:
     osl = np.array(osl_all, dtype=np.int64)
     isl_given = np.array([-1 if v is None else v for v in isl_all], dtype=np.int64)
     isl_arr = np.where(isl_given < 0, counts * bs, isl_given)
-    check_lengths(source, line, isl_arr, osl, isl_field="input_length",
-                  osl_field="output_length", hash_counts=counts, block_size=bs,
-                  isl_from_hashes=isl_given < 0)
+    check_lengths(
+        source,
+        line,
+        isl_arr,
+        osl,
+        isl_field="input_length",
+        osl_field="output_length",
+        hash_counts=counts,
+        block_size=bs,
+        isl_from_hashes=isl_given < 0,
+    )
     raw, counts = drop_extra_hashes(raw, counts, isl_arr, bs)
     rid = np.empty(len(rid_all), dtype=object)
     rid[:] = rid_all
@@ -120,8 +130,11 @@ def _row(rec: object, source: str, line: int):
         raise fail(f"session_id must be a string, got {session!r}", "session_id")
     delay = _delay(rec, fail)
     if delay is not None and session is None:
-        raise fail("delay needs a session_id: it is the think time after the previous turn "
-                   "of the same session", _delay_name(rec))
+        raise fail(
+            "delay needs a session_id: it is the think time after the previous turn "
+            "of the same session",
+            _delay_name(rec),
+        )
     ts = _alias(rec, _TIMESTAMP)
     if ts is None and session is None:
         raise fail("timestamp is missing", "timestamp")
@@ -146,7 +159,15 @@ def _row(rec: object, source: str, line: int):
         rid = str(rid) if type(rid) is int else None
         if rid is None:
             raise fail("request_id must be a string", "request_id")
-    return (_NAN if ts is None else ts), isl, osl, hs, rid, session, (_NAN if delay is None else delay)
+    return (
+        (_NAN if ts is None else ts),
+        isl,
+        osl,
+        hs,
+        rid,
+        session,
+        (_NAN if delay is None else delay),
+    )
 
 
 def _delay_name(rec: dict) -> str:

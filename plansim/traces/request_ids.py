@@ -8,6 +8,7 @@ comparisons, fancy indexing and ``np.asarray(ids, dtype=object)`` work as for an
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -61,7 +62,9 @@ class IdCollector:
         if len(arr) == 0:
             return
         offsets_buf, data_buf = arr.buffers()[1:3]
-        offsets = np.frombuffer(offsets_buf, dtype=np.int32, count=len(arr) + 1, offset=arr.offset * 4)
+        offsets = np.frombuffer(
+            offsets_buf, dtype=np.int32, count=len(arr) + 1, offset=arr.offset * 4
+        )
         first, last = int(offsets[0]), int(offsets[-1])
         if last > first:
             self._bytes.extend(np.frombuffer(data_buf, dtype=np.uint8)[first:last])
@@ -78,8 +81,9 @@ class IdCollector:
             # repay.
             raw = data.tobytes()
             bounds = offsets.tolist()
-            return np.array([raw[a:b].decode() for a, b in zip(bounds[:-1], bounds[1:])],
-                            dtype=STRING)
+            return np.array(
+                [raw[a:b].decode() for a, b in itertools.pairwise(bounds)], dtype=STRING
+            )
         import pyarrow as pa
 
         strings = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data))

@@ -84,8 +84,9 @@ class RateStage:
 Spacing = Literal["exponential", "even"]
 
 
-def stage_starts_s(stages: list[RateStage] | tuple[RateStage, ...],
-                   gap_s: float = 0.0) -> np.ndarray:
+def stage_starts_s(
+    stages: list[RateStage] | tuple[RateStage, ...], gap_s: float = 0.0
+) -> np.ndarray:
     """When each stage starts (s from 0), ``gap_s`` after the end of the one before, and when
     the last one's gap ends: ``len(stages) + 1`` values."""
     return np.concatenate([[0.0], np.cumsum([s.duration_s + gap_s for s in stages])])
@@ -99,9 +100,15 @@ def _stage_offsets_s(stage: RateStage, spacing: Spacing, rng: np.random.Generato
     return np.cumsum(gaps * (stage.duration_s / gaps.sum())) if n else gaps
 
 
-def shared_prefix_workload(spec: SharedPrefixSpec, stages: list[RateStage] | tuple[RateStage, ...],
-                           *, block_size: int = 16, seed: int = 0,
-                           spacing: Spacing = "exponential", gap_s: float = 0.0) -> Workload:
+def shared_prefix_workload(
+    spec: SharedPrefixSpec,
+    stages: list[RateStage] | tuple[RateStage, ...],
+    *,
+    block_size: int = 16,
+    seed: int = 0,
+    spacing: Spacing = "exponential",
+    gap_s: float = 0.0,
+) -> Workload:
     """The requests the generator sends over ``stages`` (module docstring); the prompt order
     and the exponential gaps are drawn with ``seed``. Request ids are ``"0"``, ``"1"``, ... in
     arrival order."""
@@ -116,7 +123,8 @@ def shared_prefix_workload(spec: SharedPrefixSpec, stages: list[RateStage] | tup
     starts = stage_starts_s(stages, gap_s)
     arrival_s = np.concatenate(
         [start + _stage_offsets_s(stage, spacing, rng) for start, stage in zip(starts, stages)]
-        or [np.zeros(0)])
+        or [np.zeros(0)]
+    )
     n = arrival_s.size
     index = np.concatenate([np.arange(stage.requests) for stage in stages] or [np.zeros(0, int)])
     prompt = order[index % spec.prompts]

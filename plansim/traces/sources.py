@@ -77,7 +77,7 @@ def resolve_paths(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str
 def open_raw(path: Path) -> BinaryIO:
     """Open ``path`` for reading raw bytes; unreadable paths raise ``TraceError``."""
     try:
-        return open(path, "rb")  # noqa: SIM115 - returned to the caller
+        return open(path, "rb")
     except OSError as exc:
         raise TraceError(f"cannot read: {exc.strerror or exc}", source=str(path)) from None
 
@@ -239,7 +239,7 @@ def prefetch(items: Iterator[T], depth: int = 2) -> Iterator[T]:
                 if stop.is_set():
                     return
             box.put((True, done))
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer thread
+        except BaseException as exc:
             box.put((False, exc))
 
     worker = threading.Thread(target=produce, name="plansim-trace-read", daemon=True)

@@ -78,7 +78,10 @@ def describe(workload: Workload) -> dict[str, Any]:
         "blocks": int(workload.hash_ids.size),
         "prefix_reuse_upper_bound": prefix_reuse_bound(workload),
     }
-    for name, arr in (("recorded_ttft_ms", workload.recorded_ttft_ms), ("recorded_total_ms", workload.recorded_total_ms)):
+    for name, arr in (
+        ("recorded_ttft_ms", workload.recorded_ttft_ms),
+        ("recorded_total_ms", workload.recorded_total_ms),
+    ):
         if arr is not None and np.any(~np.isnan(arr)):
             out[name] = length_stats(arr)
     if workload.graph is not None:
@@ -96,9 +99,11 @@ def closed_loop_stats(graph: RequestGraph) -> dict[str, Any]:
         "sessions": graph.num_sessions,
         "turns_per_session": length_stats(turns) if turns.size else {},
         "dependency_edges": graph.num_edges,
-        "edges_by_trigger": {name: int(np.count_nonzero(graph.dep_trigger == code))
-                             for code, name in TRIGGER_NAMES.items()
-                             if np.any(graph.dep_trigger == code)},
+        "edges_by_trigger": {
+            name: int(np.count_nonzero(graph.dep_trigger == code))
+            for code, name in TRIGGER_NAMES.items()
+            if np.any(graph.dep_trigger == code)
+        },
         "requests_waiting_on_dependencies": waiting,
         "requests_outside_sessions": int(np.count_nonzero(graph.session < 0)),
     }

@@ -75,11 +75,15 @@ class LengthSpec:
         return cls("fixed", mean=float(tokens), minimum=0)
 
     @classmethod
-    def normal(cls, mean: float, std: float, *, minimum: int = 1, maximum: int | None = None) -> LengthSpec:
+    def normal(
+        cls, mean: float, std: float, *, minimum: int = 1, maximum: int | None = None
+    ) -> LengthSpec:
         return cls("normal", mean=mean, std=std, minimum=minimum, maximum=maximum)
 
     @classmethod
-    def lognormal(cls, mean: float, std: float, *, minimum: int = 1, maximum: int | None = None) -> LengthSpec:
+    def lognormal(
+        cls, mean: float, std: float, *, minimum: int = 1, maximum: int | None = None
+    ) -> LengthSpec:
         return cls("lognormal", mean=mean, std=std, minimum=minimum, maximum=maximum)
 
     @classmethod
@@ -93,12 +97,19 @@ class LengthSpec:
                 raise InputError("resample needs at least one value", field=name)
             return
         if not (math.isfinite(self.mean) and 0 <= self.mean <= MAX_REQUEST_TOKENS):
-            raise InputError(f"mean must be in [0, {MAX_REQUEST_TOKENS:,}] tokens, got "
-                             f"{describe_value(self.mean)}", field=name)
+            raise InputError(
+                f"mean must be in [0, {MAX_REQUEST_TOKENS:,}] tokens, got "
+                f"{describe_value(self.mean)}",
+                field=name,
+            )
         if self.kind in ("normal", "lognormal") and not (
-                math.isfinite(self.std) and 0 <= self.std <= MAX_REQUEST_TOKENS):
-            raise InputError(f"std must be in [0, {MAX_REQUEST_TOKENS:,}] tokens, got "
-                             f"{describe_value(self.std)}", field=name)
+            math.isfinite(self.std) and 0 <= self.std <= MAX_REQUEST_TOKENS
+        ):
+            raise InputError(
+                f"std must be in [0, {MAX_REQUEST_TOKENS:,}] tokens, got "
+                f"{describe_value(self.std)}",
+                field=name,
+            )
         if self.kind == "lognormal" and self.mean <= 0:
             raise InputError("lognormal mean must be > 0", field=name)
         if self.maximum is not None and self.maximum < self.minimum:
@@ -148,13 +159,19 @@ class SynthSpec:
             return InputError(msg, field=name)
 
         if not (math.isfinite(self.duration_s) and 0 < self.duration_s <= MAX_SPAN_S):
-            raise bad("duration_s", f"must be in (0, {MAX_SPAN_S:,.0f}] s (31 days), got "
-                                    f"{describe_value(self.duration_s)}")
+            raise bad(
+                "duration_s",
+                f"must be in (0, {MAX_SPAN_S:,.0f}] s (31 days), got "
+                f"{describe_value(self.duration_s)}",
+            )
         if not (math.isfinite(self.rate_rps) and self.rate_rps >= 0):
-            raise bad("rate_rps", f"must be a finite number >= 0, got "
-                                  f"{describe_value(self.rate_rps)}")
+            raise bad(
+                "rate_rps", f"must be a finite number >= 0, got {describe_value(self.rate_rps)}"
+            )
         if self.schedule not in ("constant", "steps", "diurnal", "sinusoidal"):
-            raise bad("schedule", f"unknown schedule {self.schedule!r}; use constant, steps, diurnal")
+            raise bad(
+                "schedule", f"unknown schedule {self.schedule!r}; use constant, steps, diurnal"
+            )
         if self.schedule == "steps" and not self.steps:
             raise bad("steps", "a steps schedule needs at least one (start_s, rate_rps) step")
         for start, rate in self.steps:
@@ -166,7 +183,10 @@ class SynthSpec:
             raise bad("period_s", f"must be > 0, got {self.period_s}")
         for start, span, mult in self.spikes:
             if not (start >= 0 and span > 0 and mult >= 0):
-                raise bad("spikes", f"spike ({start}, {span}, {mult}) needs start >= 0, span > 0, multiplier >= 0")
+                raise bad(
+                    "spikes",
+                    f"spike ({start}, {span}, {mult}) needs start >= 0, span > 0, multiplier >= 0",
+                )
         if self.arrival not in ("poisson", "gamma"):
             raise bad("arrival", f"unknown arrival process {self.arrival!r}; use poisson or gamma")
         if not (math.isfinite(self.burstiness) and self.burstiness > 0):
@@ -174,15 +194,18 @@ class SynthSpec:
         if self.trace_block_size <= 0:
             raise bad("trace_block_size", f"must be > 0, got {self.trace_block_size}")
         if not 0 <= self.prefix_groups <= MAX_SYNTH_REQUESTS:
-            raise bad("prefix_groups", f"must be in [0, {MAX_SYNTH_REQUESTS:,}], got "
-                                       f"{self.prefix_groups}")
+            raise bad(
+                "prefix_groups", f"must be in [0, {MAX_SYNTH_REQUESTS:,}], got {self.prefix_groups}"
+            )
         if not 0 <= self.shared_prefix_ratio <= 1:
             raise bad("shared_prefix_ratio", f"must be in [0, 1], got {self.shared_prefix_ratio}")
         if self.turns_per_session < 1:
             raise bad("turns_per_session", f"must be >= 1, got {self.turns_per_session}")
         if not (math.isfinite(self.inter_turn_delay_s) and self.inter_turn_delay_s >= 0):
-            raise bad("inter_turn_delay_s", f"must be a finite number >= 0, got "
-                                            f"{describe_value(self.inter_turn_delay_s)}")
+            raise bad(
+                "inter_turn_delay_s",
+                f"must be a finite number >= 0, got {describe_value(self.inter_turn_delay_s)}",
+            )
         if self.max_requests is not None and self.max_requests < 0:
             raise bad("max_requests", f"must be >= 0, got {self.max_requests}")
         self.isl.check("isl")
@@ -236,8 +259,9 @@ def synthesize(spec: SynthSpec, seed: int = 0) -> Workload:
     n = order.size
     graph = None
     if spec.closed_loop and turns > 1:
-        graph = session_graph(session[order], arrival_s[order] * 1000.0,
-                              spec.inter_turn_delay_s * 1000.0)
+        graph = session_graph(
+            session[order], arrival_s[order] * 1000.0, spec.inter_turn_delay_s * 1000.0
+        )
     return Workload(
         graph=graph,
         arrival_ms=arrival_s[order] * 1000.0,
@@ -264,11 +288,22 @@ def session_graph(session: np.ndarray, arrival_ms: np.ndarray, delay_ms: float) 
     target, source = rows[later], rows[later - 1]
     not_before = arrival_ms.astype(np.float64).copy()
     not_before[target] = np.nan
-    edges = Edges(target, source, np.full(target.size, float(delay_ms)),
-                  np.full(target.size, TERMINAL, dtype=np.int8))
+    edges = Edges(
+        target,
+        source,
+        np.full(target.size, float(delay_ms)),
+        np.full(target.size, TERMINAL, dtype=np.int8),
+    )
     ids = np.array([f"s{k}" for k in range(codes.size)], dtype=object)
-    return build_graph(n, not_before, edges, ordinal, ids, request_id=np.arange(n),
-                       locate=lambda row: ("synth", row + 1))
+    return build_graph(
+        n,
+        not_before,
+        edges,
+        ordinal,
+        ids,
+        request_id=np.arange(n),
+        locate=lambda row: ("synth", row + 1),
+    )
 
 
 def _arrivals(spec: SynthSpec, rng: np.random.Generator, scale: float) -> np.ndarray:
@@ -280,9 +315,13 @@ def _arrivals(spec: SynthSpec, rng: np.random.Generator, scale: float) -> np.nda
     with np.errstate(over="ignore", invalid="ignore"):
         cum = np.concatenate(([0.0], np.cumsum(rate * np.diff(grid))))
     total = cum[-1]
-    check_count(total / scale, MAX_SYNTH_REQUESTS,
-                what="the expected number of requests (the rate schedule over the duration)",
-                field="rate_rps", hint="lower the rate or the duration")
+    check_count(
+        total / scale,
+        MAX_SYNTH_REQUESTS,
+        what="the expected number of requests (the rate schedule over the duration)",
+        field="rate_rps",
+        hint="lower the rate or the duration",
+    )
     if total <= 0:
         return np.zeros(0)
     # Draw unit-mean gaps until past the total operational time, in blocks.
@@ -369,6 +408,8 @@ def _share_group_prefixes(
     max_blocks = int(counts.max()) if counts.size else 0
     starts = np.zeros(counts.size, dtype=np.int64)
     np.cumsum(counts[:-1], out=starts[1:])
-    within = np.arange(int(shared.sum()), dtype=np.int64) - np.repeat(np.cumsum(shared) - shared, shared)
+    within = np.arange(int(shared.sum()), dtype=np.int64) - np.repeat(
+        np.cumsum(shared) - shared, shared
+    )
     pos = np.repeat(starts, shared) + within
     raw[pos] = -(np.repeat(group, shared) * max_blocks + within) - 1

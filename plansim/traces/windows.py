@@ -138,8 +138,9 @@ def _read_rows(paths: PathsArg, trace_block_size: int | None) -> _Rows:
         fmt = detect_format(p)
         reader = TRACE_FORMATS.get(fmt).windows
         if reader is None:
-            raise TraceError(f"is a {fmt} trace; the window reader reads {windowed()}",
-                             source=str(p))
+            raise TraceError(
+                f"is a {fmt} trace; the window reader reads {windowed()}", source=str(p)
+            )
         cols = load_target(reader)(p, trace_block_size=trace_block_size, strict=False)
         check_block_size(parts, cols)
         parts.append(cols)

@@ -81,9 +81,15 @@ class Workload:
         closed-loop graph), not of where it came from: equal requests give an equal digest
         whatever their files (a resumed search checks it is replaying the same trace)."""
         digest = hashlib.sha256(str(self.trace_block_size).encode())
-        columns = [self.arrival_ms, self.isl_tokens, self.osl_tokens, self.hash_offsets,
-                   np.asarray(self.hash_ids, dtype=np.int64), self.recorded_ttft_ms,
-                   self.recorded_total_ms]
+        columns = [
+            self.arrival_ms,
+            self.isl_tokens,
+            self.osl_tokens,
+            self.hash_offsets,
+            np.asarray(self.hash_ids, dtype=np.int64),
+            self.recorded_ttft_ms,
+            self.recorded_total_ms,
+        ]
         if self.graph is not None:
             columns += [getattr(self.graph, f.name) for f in fields(self.graph)]
         for column in columns:

@@ -53,9 +53,11 @@ def write_dynamo(
     when the total is known, else the received time.
     """
     if workload.graph is not None:
-        raise InputError("a Dynamo request trace records arrivals, not the dependencies of this "
-                         "closed-loop workload; write mooncake (sessions) or agentic_mooncake",
-                         field="--to")
+        raise InputError(
+            "a Dynamo request trace records arrivals, not the dependencies of this "
+            "closed-loop workload; write mooncake (sessions) or agentic_mooncake",
+            field="--to",
+        )
     n = len(workload)
     ttft = workload.recorded_ttft_ms if ttft_ms is None else np.asarray(ttft_ms, dtype=float)
     total = workload.recorded_total_ms if total_ms is None else np.asarray(total_ms, dtype=float)
@@ -114,8 +116,11 @@ def write_mooncake(workload: Workload, path: str | os.PathLike[str]) -> Path:
     n = len(workload)
     graph = workload.graph
     if graph is not None and not is_session_form(graph):
-        raise InputError("this workload's dependencies are not sessions of turns that each "
-                         "follow the previous one; write agentic_mooncake", field="--to")
+        raise InputError(
+            "this workload's dependencies are not sessions of turns that each "
+            "follow the previous one; write agentic_mooncake",
+            field="--to",
+        )
     t0 = float(workload.arrival_ms.min()) if n else 0.0
     stamps = (workload.arrival_ms - t0).tolist()
     isl = workload.isl_tokens.tolist()
@@ -155,9 +160,11 @@ def is_session_form(graph: RequestGraph) -> bool:
         return False
     rows = np.flatnonzero(counts)
     src = graph.dep_source
-    if not (np.array_equal(graph.session[src], graph.session[rows])
-            and np.all(graph.session[rows] >= 0)
-            and np.array_equal(graph.turn_index[src] + 1, graph.turn_index[rows])):
+    if not (
+        np.array_equal(graph.session[src], graph.session[rows])
+        and np.all(graph.session[rows] >= 0)
+        and np.array_equal(graph.turn_index[src] + 1, graph.turn_index[rows])
+    ):
         return False
     return bool(np.array_equal(rows, np.flatnonzero(graph.turn_index > 0)))
 
@@ -183,9 +190,13 @@ def write_agentic_mooncake(workload: Workload, path: str | os.PathLike[str]) -> 
     t0 = graph.origin_ms if graph is not None else (float(workload.arrival_ms.min()) if n else 0.0)
     offsets = workload.hash_offsets.tolist()
     ids = [str(r) for r in workload.request_id.tolist()]
-    header = {"schema": AGENTIC_SCHEMA, "version": AGENTIC_VERSION,
-              "block_size": int(workload.trace_block_size), "hash_id_scope": "local",
-              "source": {"format": "plansim", "digest": f"requests:{n}"}}
+    header = {
+        "schema": AGENTIC_SCHEMA,
+        "version": AGENTIC_VERSION,
+        "block_size": int(workload.trace_block_size),
+        "hash_id_scope": "local",
+        "source": {"format": "plansim", "digest": f"requests:{n}"},
+    }
     with atomic_open(path) as fh:
         fh.write(orjson.dumps(header) + b"\n")
         for lo in range(0, n, _ROWS_PER_MEMBER):
@@ -193,8 +204,10 @@ def write_agentic_mooncake(workload: Workload, path: str | os.PathLike[str]) -> 
             for i in range(lo, min(lo + _ROWS_PER_MEMBER, n)):
                 nb = workload.arrival_ms[i] if graph is None else graph.not_before_ms[i]
                 row: dict = {
-                    "request_id": ids[i], "play_id": "plansim",
-                    "session_id": ids[i], "model": "unknown",
+                    "request_id": ids[i],
+                    "play_id": "plansim",
+                    "session_id": ids[i],
+                    "model": "unknown",
                     "input_length": int(workload.isl_tokens[i]),
                     "output_length": int(workload.osl_tokens[i]),
                     "hash_ids": workload.hash_ids[offsets[i] : offsets[i + 1]].tolist(),
@@ -206,11 +219,16 @@ def write_agentic_mooncake(workload: Workload, path: str | os.PathLike[str]) -> 
                     edges = range(graph.dep_offsets[i], graph.dep_offsets[i + 1])
                     if len(edges):
                         row["dependencies"] = [
-                            {"request_id": ids[graph.dep_source[e]],
-                             "trigger": "dispatch" if graph.dep_trigger[e] == DISPATCH
-                             else "completion",
-                             "delay_ms": _num(float(graph.dep_delay_ms[e])),
-                             "relation": "sequence"} for e in edges]
+                            {
+                                "request_id": ids[graph.dep_source[e]],
+                                "trigger": "dispatch"
+                                if graph.dep_trigger[e] == DISPATCH
+                                else "completion",
+                                "delay_ms": _num(float(graph.dep_delay_ms[e])),
+                                "relation": "sequence",
+                            }
+                            for e in edges
+                        ]
                 rows.append(orjson.dumps(row))
             fh.write(b"\n".join(rows) + b"\n")
     return Path(path)

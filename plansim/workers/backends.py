@@ -9,10 +9,13 @@ from plansim.errors import InputError
 from plansim.registry import Registry
 from plansim.workers.executor import Executor, ExecutorBackend
 
-EXECUTORS: Registry[ExecutorBackend] = Registry("executor backend", {
-    "spawn": "plansim.workers.pool:BACKEND",
-    "ray": "plansim.workers.ray_executor:BACKEND",
-})
+EXECUTORS: Registry[ExecutorBackend] = Registry(
+    "executor backend",
+    {
+        "spawn": "plansim.workers.pool:BACKEND",
+        "ray": "plansim.workers.ray_executor:BACKEND",
+    },
+)
 
 
 def backend_help(work: str) -> str:

@@ -97,7 +97,10 @@ class Executor(Protocol):
     max_parallel: int
 
     def run(
-        self, tasks: Sequence[Task], context: TaskContext, timeout_s: float | None = None,
+        self,
+        tasks: Sequence[Task],
+        context: TaskContext,
+        timeout_s: float | None = None,
         on_result: ResultCallback | None = None,
     ) -> BatchOutcome: ...
 
@@ -106,8 +109,9 @@ class Executor(Protocol):
     def close(self) -> None: ...
 
 
-def run_serially(tasks: Sequence[Task], context: TaskContext,
-                 on_result: ResultCallback | None = None) -> BatchOutcome:
+def run_serially(
+    tasks: Sequence[Task], context: TaskContext, on_result: ResultCallback | None = None
+) -> BatchOutcome:
     """Run tasks one after the other in this process: the reference against which executors are
     checked (same functions, same arguments, so the same values)."""
     import time
@@ -117,12 +121,15 @@ def run_serially(tasks: Sequence[Task], context: TaskContext,
         start, cpu = time.perf_counter(), time.thread_time()
         try:
             value = task.fn(context, *task.args)
-        except Exception as exc:  # noqa: BLE001 - a failing task fails alone, as in a worker
+        except Exception as exc:
             ok, value, error = False, None, describe_error(exc)
         else:
             ok, error = True, None
-        results.append(TaskResult(task.key, ok, value, error, time.perf_counter() - start,
-                                  time.thread_time() - cpu))
+        results.append(
+            TaskResult(
+                task.key, ok, value, error, time.perf_counter() - start, time.thread_time() - cpu
+            )
+        )
         if on_result is not None:
             on_result(results[-1])
     return BatchOutcome(tuple(results))
@@ -141,7 +148,10 @@ class InProcessExecutor:
     max_parallel = 1
 
     def run(
-        self, tasks: Sequence[Task], context: TaskContext, timeout_s: float | None = None,
+        self,
+        tasks: Sequence[Task],
+        context: TaskContext,
+        timeout_s: float | None = None,
         on_result: ResultCallback | None = None,
     ) -> BatchOutcome:
         return run_serially(tasks, context, on_result)

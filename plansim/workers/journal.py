@@ -67,8 +67,9 @@ _NAMED_DIFFERENCES = 3
 class Journal:
     """The records of one run in ``folder``; see the module docstring."""
 
-    def __init__(self, folder: Path, digest: str, inputs: dict[str, Any], *,
-                 written: bool = False) -> None:
+    def __init__(
+        self, folder: Path, digest: str, inputs: dict[str, Any], *, written: bool = False
+    ) -> None:
         self.folder = folder
         self.digest = digest
         self._inputs = inputs
@@ -78,20 +79,27 @@ class Journal:
         self.recorded = 0  # records written by record()
 
     @classmethod
-    def open(cls, folder: str | os.PathLike[str], inputs: Mapping[str, Any], *,
-             resume: bool) -> Journal:
+    def open(
+        cls, folder: str | os.PathLike[str], inputs: Mapping[str, Any], *, resume: bool
+    ) -> Journal:
         folder = Path(folder)
         digest = inputs_digest(inputs)
         manifest = _read_json(folder / MANIFEST)
         if resume and isinstance(manifest, dict) and manifest.get("digest") == digest:
             return cls(folder, digest, dict(inputs), written=True)
         if resume and isinstance(manifest, dict) and isinstance(manifest.get("inputs"), dict):
-            differ = [k for k in sorted(set(manifest["inputs"]) | set(inputs))
-                      if _canonical(manifest["inputs"].get(k)) != _canonical(inputs.get(k))]
+            differ = [
+                k
+                for k in sorted(set(manifest["inputs"]) | set(inputs))
+                if _canonical(manifest["inputs"].get(k)) != _canonical(inputs.get(k))
+            ]
             named = ", ".join(differ[:_NAMED_DIFFERENCES]) or "plansim's records"
-            raise InputError(f"the interrupted run in {folder.parent} had other inputs ({named} "
-                             "differ); rerun it with its own inputs, or use --force to start "
-                             "over", field="--resume")
+            raise InputError(
+                f"the interrupted run in {folder.parent} had other inputs ({named} "
+                "differ); rerun it with its own inputs, or use --force to start "
+                "over",
+                field="--resume",
+            )
         shutil.rmtree(folder, ignore_errors=True)
         return cls(folder, digest, dict(inputs))
 
@@ -111,8 +119,9 @@ class Journal:
         data = orjson.dumps({"key": key, "value": encode(value)})
         with self._lock:
             if not self._written:
-                atomic_write_json(self.folder / MANIFEST, {"digest": self.digest,
-                                                           "inputs": self._inputs})
+                atomic_write_json(
+                    self.folder / MANIFEST, {"digest": self.digest, "inputs": self._inputs}
+                )
                 self._written = True
             self.recorded += 1
         atomic_write_bytes(self._path(key), data)
@@ -126,16 +135,25 @@ class JournaledExecutor:
     """An ``Executor`` that answers recorded tasks from ``journal`` and records the others as
     they finish on ``executor``; see the module docstring."""
 
-    def __init__(self, executor: Executor, journal: Journal,
-                 key_of: Callable[[Task], str | None] = lambda task: task.key) -> None:
+    def __init__(
+        self,
+        executor: Executor,
+        journal: Journal,
+        key_of: Callable[[Task], str | None] = lambda task: task.key,
+    ) -> None:
         self._executor = executor
         self._journal = journal
         self._key_of = key_of
         self.max_parallel = executor.max_parallel
         self.thread_safe = getattr(executor, "thread_safe", False)
 
-    def run(self, tasks: Sequence[Task], context: TaskContext, timeout_s: float | None = None,
-            on_result: ResultCallback | None = None) -> BatchOutcome:
+    def run(
+        self,
+        tasks: Sequence[Task],
+        context: TaskContext,
+        timeout_s: float | None = None,
+        on_result: ResultCallback | None = None,
+    ) -> BatchOutcome:
         keys = {task.key: self._key_of(task) for task in tasks}
         known: dict[str, TaskResult] = {}
         for task in tasks:
@@ -156,8 +174,11 @@ class JournaledExecutor:
 
         outcome = self._executor.run(todo, context, timeout_s, on_result=keep)
         ran = outcome.by_key()
-        results = tuple(known.get(task.key) or ran[task.key] for task in tasks
-                        if task.key in known or task.key in ran)
+        results = tuple(
+            known.get(task.key) or ran[task.key]
+            for task in tasks
+            if task.key in known or task.key in ran
+        )
         return dataclasses.replace(outcome, results=results)
 
     def cancel(self) -> None:
@@ -173,8 +194,9 @@ def inputs_digest(inputs: Mapping[str, Any]) -> str:
 
 
 def _canonical(value: Any) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY
-                        | orjson.OPT_NON_STR_KEYS)
+    return orjson.dumps(
+        value, option=orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+    )
 
 
 # -- the value codec: tagged JSON, read back equal ---------------------------------------------
@@ -201,13 +223,17 @@ def encode(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {"$dict": [[encode(k), encode(v)] for k, v in value.items()]}
     if isinstance(value, np.ndarray):
-        return {"$array": value.dtype.str, "shape": list(value.shape),
-                "values": [encode(v) for v in value.ravel().tolist()]}
+        return {
+            "$array": value.dtype.str,
+            "shape": list(value.shape),
+            "values": [encode(v) for v in value.ravel().tolist()],
+        }
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         cls = type(value)
-        return {"$dataclass": f"{cls.__module__}:{cls.__qualname__}",
-                "fields": {f.name: encode(getattr(value, f.name))
-                           for f in dataclasses.fields(value)}}
+        return {
+            "$dataclass": f"{cls.__module__}:{cls.__qualname__}",
+            "fields": {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)},
+        }
     raise TypeError(f"a journal cannot record a {type(value).__name__}")
 
 
@@ -243,8 +269,9 @@ def _plansim_type(name: str, base: type | None = None) -> type:
     cls: Any = importlib.import_module(module)
     for part in qualname.split("."):
         cls = getattr(cls, part)
-    ok = isinstance(cls, type) and (issubclass(cls, base) if base is not None
-                                    else dataclasses.is_dataclass(cls))
+    ok = isinstance(cls, type) and (
+        issubclass(cls, base) if base is not None else dataclasses.is_dataclass(cls)
+    )
     if not ok:
         raise ValueError(f"{name} is not a type a journal rebuilds")
     return cls

@@ -74,7 +74,7 @@ def _worker_main(conn: Connection, parent: int) -> None:
             return
         try:
             message = ForkingPickler.loads(data)
-        except Exception as exc:  # noqa: BLE001 - e.g. a task function the worker cannot import
+        except Exception as exc:
             if not _reply(conn, (None, False, None, describe_error(exc), 0.0, 0.0)):
                 return
             continue
@@ -88,12 +88,12 @@ def _worker_main(conn: Connection, parent: int) -> None:
         try:
             value = fn(TaskContext(sweep_dir), *args)
             ok, error = True, None
-        except Exception as exc:  # noqa: BLE001 - the task fails, the worker lives on
+        except Exception as exc:
             ok, value, error = False, None, describe_error(exc)
         wall_s, cpu_s = time.perf_counter() - start, time.process_time() - cpu
         try:
             sent = _reply(conn, (index, ok, value, error, wall_s, cpu_s))
-        except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result
+        except Exception as exc:
             sent = _reply(conn, (index, False, None, describe_error(exc), wall_s, cpu_s))
         if not sent:
             return
@@ -138,7 +138,10 @@ class SpawnPool:
     # -- public API -------------------------------------------------------------------------
 
     def run(
-        self, tasks: Sequence[Task], context: TaskContext, timeout_s: float | None = None,
+        self,
+        tasks: Sequence[Task],
+        context: TaskContext,
+        timeout_s: float | None = None,
         on_result: ResultCallback | None = None,
     ) -> BatchOutcome:
         """The ``Executor`` contract; ``on_result`` is called (from this thread) with each
@@ -252,8 +255,10 @@ class SpawnPool:
     def _start_worker(self) -> _Worker:
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)
         process = self._ctx.Process(
-            target=_worker_main, args=(child_conn, os.getpid()), name="plansim-sweep-worker",
-            daemon=True
+            target=_worker_main,
+            args=(child_conn, os.getpid()),
+            name="plansim-sweep-worker",
+            daemon=True,
         )
         # Ctrl-C is the parent's to handle: the worker starts with SIGINT blocked (the mask is
         # inherited), so it never prints a KeyboardInterrupt of its own; the pool kills it.

@@ -159,7 +159,10 @@ class RayExecutor:
     # -- public API -------------------------------------------------------------------------
 
     def run(
-        self, tasks: Sequence[Task], context: TaskContext, timeout_s: float | None = None,
+        self,
+        tasks: Sequence[Task],
+        context: TaskContext,
+        timeout_s: float | None = None,
         on_result: ResultCallback | None = None,
     ) -> BatchOutcome:
         """Run ``tasks`` as independent Ray tasks, submitted in list order; results in task
@@ -178,9 +181,7 @@ class RayExecutor:
         batch.cancel_outstanding()
         with self._lock:
             self.objects_put += batch.objects_put
-        return batch.outcome(
-            timed_out=finished == "timeout", cancelled=finished == "cancelled"
-        )
+        return batch.outcome(timed_out=finished == "timeout", cancelled=finished == "cancelled")
 
     def cancel(self) -> None:
         """Stop every running ``run`` (from any thread): each cancels its tasks and returns."""
@@ -211,16 +212,22 @@ class RayExecutor:
         self.close()
 
 
-BACKEND = ExecutorBackend(about="Ray, a cluster or a local instance", build=RayExecutor,
-                          takes_address=True)
+BACKEND = ExecutorBackend(
+    about="Ray, a cluster or a local instance", build=RayExecutor, takes_address=True
+)
 
 
 class _Batch:
     """The driver side of one ``run``: submission with backpressure, collection, the deadline
     and cancellation."""
 
-    def __init__(self, executor: RayExecutor, tasks: Sequence[Task], context: TaskContext,
-                 on_result: ResultCallback | None = None) -> None:
+    def __init__(
+        self,
+        executor: RayExecutor,
+        tasks: Sequence[Task],
+        context: TaskContext,
+        on_result: ResultCallback | None = None,
+    ) -> None:
         self._executor = executor
         self._on_result = on_result
         self._ray = executor._ray
@@ -450,7 +457,7 @@ def _run_task(
     try:
         value = fn(TaskContext(sweep_dir), *args_list)
         outcome: tuple[bool, Any, str | None] = (True, value, None)
-    except Exception as exc:  # noqa: BLE001 - the task fails, the worker lives on
+    except Exception as exc:
         outcome = (False, None, describe_error(exc))
     wall_s = time.perf_counter() - start
     tempfile.tempdir = saved_tempdir

@@ -37,7 +37,19 @@ SMALL = GridBounds(max_batch=8, max_pass_tokens=64, max_context=64)
 
 def test_octave_axis_has_four_points_an_octave_and_each_successor():
     assert octave_axis(1, 16, 4).tolist() == [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16]
-    assert octave_axis(16, 40, 4, successors=True).tolist() == [16, 17, 20, 21, 24, 25, 28, 29, 32, 33, 40]
+    assert octave_axis(16, 40, 4, successors=True).tolist() == [
+        16,
+        17,
+        20,
+        21,
+        24,
+        25,
+        28,
+        29,
+        32,
+        33,
+        40,
+    ]
 
 
 def test_monotone_leaves_monotone_values_alone():
@@ -63,8 +75,11 @@ def test_table_holds_the_sdk_answers_at_every_grid_point(monkeypatch, qwen_spec)
     for i, b in enumerate(t.prefill_batch):
         for j, n in enumerate(t.prefill_tokens):
             for k, p in enumerate(t.prefill_prefix):
-                expected = (fake.predict_prefill_latency(int(b), int(n + p), int(p))
-                            if b * n <= SMALL.max_pass_tokens else None)
+                expected = (
+                    fake.predict_prefill_latency(int(b), int(n + p), int(p))
+                    if b * n <= SMALL.max_pass_tokens
+                    else None
+                )
                 if expected is not None:
                     assert t.prefill_ms[i, j, k] == expected
     for i, b in enumerate(t.decode_batch):
@@ -138,16 +153,27 @@ def test_real_table_at_static_batch_grid_points_is_close_to_direct_sdk_calls(qwe
     with sdk.quiet():
         for batch, isl in ((1, 4096), (8, 1024), (64, 256)):
             assert timing.prefill_ms(batch * isl, batch, isl, 0) == pytest.approx(
-                handle.predict_prefill_latency(batch, isl, 0), rel=0.03)
+                handle.predict_prefill_latency(batch, isl, 0), rel=0.03
+            )
             assert timing.decode_ms(batch, 0, float(isl), 0) == pytest.approx(
-                handle.predict_decode_latency(batch, isl), rel=0.03)
+                handle.predict_decode_latency(batch, isl), rel=0.03
+            )
 
 
-@pytest.mark.parametrize("change", [
-    {"system": "b200_sxm"}, {"backend": "sglang"}, {"backend_version": "next"},
-    {"model": "Qwen/Qwen3-8B"}, {"tp_size": 2}, {"kvcache_quant_mode": "fp8"},
-    {"gemm_quant_mode": "fp8"}, {"fmha_quant_mode": "fp8"}, {"comm_quant_mode": "fp8"},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"system": "b200_sxm"},
+        {"backend": "sglang"},
+        {"backend_version": "next"},
+        {"model": "Qwen/Qwen3-8B"},
+        {"tp_size": 2},
+        {"kvcache_quant_mode": "fp8"},
+        {"gemm_quant_mode": "fp8"},
+        {"fmha_quant_mode": "fp8"},
+        {"comm_quant_mode": "fp8"},
+    ],
+)
 def test_cache_key_changes_with_every_spec_field(change):
     base = {"model": "Qwen/Qwen3-32B", "system": "h200_sxm"}
     a, b = parse_aic_spec(base), parse_aic_spec({**base, **change})
@@ -192,5 +218,7 @@ def test_an_unreadable_cache_file_is_rebuilt(monkeypatch, tmp_path, qwen_spec):
     path = table.cache_path(qwen_spec, table_key(qwen_spec, SMALL))
     path.parent.mkdir(parents=True)
     path.write_bytes(b"not an npz")
-    assert load_table(qwen_spec).decode_ms.shape == (octave_axis(1, 8, 4, successors=True).size,
-                                                      octave_axis(1, 64, 4).size)
+    assert load_table(qwen_spec).decode_ms.shape == (
+        octave_axis(1, 8, 4, successors=True).size,
+        octave_axis(1, 64, 4).size,
+    )

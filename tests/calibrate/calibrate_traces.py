@@ -14,22 +14,31 @@ from plansim.traces.synth import LengthSpec, SynthSpec, synthesize
 from plansim.traces.writers import write_dynamo
 
 # A deployment the tests calibrate against: 2 workers, KV router, the default engine.
-DEPLOYMENT = {"num_workers": 2, "router": {"mode": "kv_router"},
-              "sla": {"ttft_ms": 400.0, "itl_ms": 12.0}}
+DEPLOYMENT = {
+    "num_workers": 2,
+    "router": {"mode": "kv_router"},
+    "sla": {"ttft_ms": 400.0, "itl_ms": 12.0},
+}
 
 
 def synthetic(n: int = 600, rate_rps: float = 4.0, seed: int = 3, **spec: Any) -> Any:
     """``n`` requests at ``rate_rps`` (Poisson), prompts about 1500 tokens (a third of each a
     shared prefix of 8 groups), about 60 output tokens."""
-    defaults = {"duration_s": n / rate_rps * 1.5, "rate_rps": rate_rps,
-                "isl": LengthSpec.lognormal(1500, 900, maximum=12000),
-                "osl": LengthSpec.lognormal(60, 40, minimum=2), "prefix_groups": 8,
-                "shared_prefix_ratio": 0.3, "max_requests": n}
+    defaults = {
+        "duration_s": n / rate_rps * 1.5,
+        "rate_rps": rate_rps,
+        "isl": LengthSpec.lognormal(1500, 900, maximum=12000),
+        "osl": LengthSpec.lognormal(60, 40, minimum=2),
+        "prefix_groups": 8,
+        "shared_prefix_ratio": 0.3,
+        "max_requests": n,
+    }
     return synthesize(SynthSpec(**{**defaults, **spec}), seed=seed)
 
 
-def record(path: Path, workload: Any, deployment: dict[str, Any], *,
-           noise: float = 0.0, seed: int = 0) -> Path:
+def record(
+    path: Path, workload: Any, deployment: dict[str, Any], *, noise: float = 0.0, seed: int = 0
+) -> Path:
     """Replay ``workload`` on ``deployment`` (a mapping) and write it to ``path`` with the
     replay's TTFT and E2E as recorded latencies; ``noise``: the log-normal sigma of a
     measurement error applied to each request's TTFT and to its decode time."""

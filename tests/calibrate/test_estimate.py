@@ -14,24 +14,26 @@ from plansim.traces.request_ids import ordinal_ids
 from plansim.traces.workload import Workload
 from tests.calibrate.calibrate_traces import record
 
-PREFILL = {"prefill_base_ms": 20.0, "prefill_ms_per_token": 0.025,
-           "prefill_ms_per_token_sq": 6e-7}
+PREFILL = {"prefill_base_ms": 20.0, "prefill_ms_per_token": 0.025, "prefill_ms_per_token_sq": 6e-7}
 DECODE = {"decode_base_ms": 8.0, "decode_ms_per_kv_fill": 300.0, "decode_ms_per_kv_fill_sq": 0.0}
 OVERHEAD_MS = 5.0
 # One worker with a small KV cache (the fill of one long request is visible), 2048-token
 # prefill chunks, so that prompts of up to 12,000 tokens take up to 6 chunks.
 ENGINE = {"num_gpu_blocks": 2048, "max_num_batched_tokens": 2048}
-TRUE = {"num_workers": 1, "engine": {**ENGINE, "timing_model": {
-    "type": "polynomial", **PREFILL, **DECODE}}, "request_overhead_ms": OVERHEAD_MS}
+TRUE = {
+    "num_workers": 1,
+    "engine": {**ENGINE, "timing_model": {"type": "polynomial", **PREFILL, **DECODE}},
+    "request_overhead_ms": OVERHEAD_MS,
+}
 GIVEN = {"num_workers": 1, "engine": ENGINE, "sla": {"ttft_ms": 1000.0}}
 
 
 def test_chunk_features_sum_each_chunk():
     # 5000 tokens in chunks of 2048: 2048, 2048, 904.
     (row,) = chunk_features(np.array([5000]), 2048)
-    assert row.tolist() == [3, 5000, 2 * 2048 ** 2 + 904 ** 2]
+    assert row.tolist() == [3, 5000, 2 * 2048**2 + 904**2]
     (row,) = chunk_features(np.array([2048]), 2048)
-    assert row.tolist() == [1, 2048, 2048 ** 2]
+    assert row.tolist() == [1, 2048, 2048**2]
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +45,15 @@ def alone(tmp_path_factory):
     rng = np.random.default_rng(5)
     isl = rng.integers(200, 12000, n)
     blocks = -(-isl // 64)
-    workload = Workload(arrival_ms=np.arange(n) * 6000.0, isl_tokens=isl,
-                        osl_tokens=np.full(n, 100), request_id=ordinal_ids(0, n),
-                        hash_offsets=np.concatenate([[0], np.cumsum(blocks)]),
-                        hash_ids=np.arange(int(blocks.sum())), trace_block_size=64)
+    workload = Workload(
+        arrival_ms=np.arange(n) * 6000.0,
+        isl_tokens=isl,
+        osl_tokens=np.full(n, 100),
+        request_id=ordinal_ids(0, n),
+        hash_offsets=np.concatenate([[0], np.cumsum(blocks)]),
+        hash_ids=np.arange(int(blocks.sum())),
+        trace_block_size=64,
+    )
     path = record(tmp_path_factory.mktemp("alone") / "alone.jsonl.gz", workload, TRUE)
     return load_recorded([path])
 
@@ -69,8 +76,9 @@ def test_a_fit_on_windows_without_queueing_recovers_the_coefficients(alone):
     # Recorded without measurement noise by the same simulator: the fit finds the coefficients
     # themselves, and every window is reproduced.
     workload, recorded = alone
-    result = calibrate(workload, recorded, build_deployment(GIVEN), families=["polynomial"],
-                       windows=6)
+    result = calibrate(
+        workload, recorded, build_deployment(GIVEN), families=["polynomial"], windows=6
+    )
     fit = result.chosen
     truth = {**PREFILL, **DECODE, "request_overhead_ms": OVERHEAD_MS}
     assert [p.name for p in fit.parameters] == list(truth)

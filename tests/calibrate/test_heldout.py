@@ -13,16 +13,20 @@ from plansim.calibrate.heldout import Score, WindowError, choose, score, unexpla
 
 def _windows(held_out: list[bool]) -> Windows:
     n = len(held_out)
-    return Windows(np.arange(n) * 1000.0, np.arange(n) * 1000.0 + 999.0, np.array(held_out),
-                   np.arange(n))
+    return Windows(
+        np.arange(n) * 1000.0, np.arange(n) * 1000.0 + 999.0, np.array(held_out), np.arange(n)
+    )
 
 
 def test_the_score_is_the_weighted_mean_square_of_the_held_out_cells_alone():
     # Windows 0 and 2 train, 1 and 3 held out; two cells per window.
     windows = _windows([False, True, False, True])
-    cells = Cells(metric=np.array(["ttft", "tpot"] * 4), window=np.repeat(np.arange(4), 2),
-                  weight=np.array([1.0, 1.0, 1.0, 2.0, 1.0, 1.0, 1.0, 1.0]),
-                  members=tuple(np.array([i]) for i in range(8)))
+    cells = Cells(
+        metric=np.array(["ttft", "tpot"] * 4),
+        window=np.repeat(np.arange(4), 2),
+        weight=np.array([1.0, 1.0, 1.0, 2.0, 1.0, 1.0, 1.0, 1.0]),
+        members=tuple(np.array([i]) for i in range(8)),
+    )
     residuals = np.array([9.0, 9.0, 0.1, 0.2, 9.0, 9.0, 0.3, 0.0])
     got = score(cells, residuals, windows)
     # Window 1: (1 * 0.01 + 4 * 0.04) / 5 = 0.034; window 3: (0.09 + 0) / 2 = 0.045.
@@ -41,17 +45,30 @@ def test_the_fewest_parameters_within_one_standard_error_of_the_best_are_chosen(
     assert choose(["scaled", "polynomial", "linear"], scores, [3, 7, 8]) == 2
 
 
-def _window(k: int, held: bool, ttft_error: float, in_flight: float,
-            unrecorded: int = 0) -> WindowError:
-    return WindowError(window=k, start_s=k * 60.0, end_s=k * 60.0 + 60.0, held_out=held,
-                       requests=100, unrecorded=unrecorded, mean_in_flight=in_flight,
-                       recorded={}, replayed={},
-                       error={"median_ttft_ms": ttft_error, "median_tpot_ms": 0.0})
+def _window(
+    k: int, held: bool, ttft_error: float, in_flight: float, unrecorded: int = 0
+) -> WindowError:
+    return WindowError(
+        window=k,
+        start_s=k * 60.0,
+        end_s=k * 60.0 + 60.0,
+        held_out=held,
+        requests=100,
+        unrecorded=unrecorded,
+        mean_in_flight=in_flight,
+        recorded={},
+        replayed={},
+        error={"median_ttft_ms": ttft_error, "median_tpot_ms": 0.0},
+    )
 
 
 def test_a_held_out_window_far_off_names_the_load_training_never_reached():
-    errors = [_window(0, False, 0.02, 4.0), _window(1, True, 0.30, 9.0),
-              _window(2, False, -0.03, 5.0), _window(3, True, 0.05, 5.0)]
+    errors = [
+        _window(0, False, 0.02, 4.0),
+        _window(1, True, 0.30, 9.0),
+        _window(2, False, -0.03, 5.0),
+        _window(3, True, 0.05, 5.0),
+    ]
     notes = unexplained(errors)
     assert len(notes) == 1
     assert notes[0].startswith("window 1 (60-120 s) is off by 30%")

@@ -75,8 +75,7 @@ def test_a_negative_latency_names_its_line(tmp_path, workload):
     path = write_dynamo(workload, tmp_path / "t.jsonl.gz", ttft_ms=ttft, total_ms=total)
     with pytest.raises(InputError) as err:
         load_recorded([path])
-    assert (err.value.source, err.value.line, err.value.field) == (str(path), 5,
-                                                                   "total_time_ms")
+    assert (err.value.source, err.value.line, err.value.field) == (str(path), 5, "total_time_ms")
 
 
 def test_one_latency_without_the_other_names_the_missing_field(tmp_path, workload):
@@ -90,7 +89,7 @@ def test_one_latency_without_the_other_names_the_missing_field(tmp_path, workloa
 
 def test_too_few_recorded_requests_are_refused(tmp_path, workload):
     ttft, total = _latencies(len(workload))
-    ttft[MIN_REQUESTS - 1:] = total[MIN_REQUESTS - 1:] = np.nan
+    ttft[MIN_REQUESTS - 1 :] = total[MIN_REQUESTS - 1 :] = np.nan
     path = write_dynamo(workload, tmp_path / "t.jsonl.gz", ttft_ms=ttft, total_ms=total)
     with pytest.raises(InputError) as err:
         load_recorded([path])

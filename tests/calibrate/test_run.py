@@ -13,9 +13,15 @@ from plansim.sim.deployment import build_deployment
 from plansim.traces.synth import LengthSpec
 from tests.calibrate.calibrate_traces import DEPLOYMENT, record, synthetic
 
-KNOWN = {"prefill_base_ms": 25.0, "prefill_ms_per_token": 0.03,
-         "prefill_ms_per_token_sq": 5e-7, "decode_base_ms": 7.0, "decode_ms_per_kv_fill": 40.0,
-         "decode_ms_per_kv_fill_sq": 0.0, "request_overhead_ms": 4.0}
+KNOWN = {
+    "prefill_base_ms": 25.0,
+    "prefill_ms_per_token": 0.03,
+    "prefill_ms_per_token_sq": 5e-7,
+    "decode_base_ms": 7.0,
+    "decode_ms_per_kv_fill": 40.0,
+    "decode_ms_per_kv_fill_sq": 0.0,
+    "request_overhead_ms": 4.0,
+}
 # A KV cache of 4000 blocks (256,000 tokens per worker), so that the fill varies with the load.
 ENGINE = {"num_gpu_blocks": 4000}
 
@@ -25,21 +31,29 @@ def known(tmp_path_factory):
     """1500 requests at 2/s on 2 workers, prompts of 5000 +- 4000 tokens (a tenth over one
     8192-token chunk, which tells the prefill constant from the overhead), recorded with the
     known coefficients and a 2% log-normal measurement error on each TTFT and decode time."""
-    workload = synthetic(n=1500, rate_rps=2.0, isl=LengthSpec.lognormal(5000, 4000,
-                                                                         maximum=30000))
-    engine = {**ENGINE, "timing_model": {"type": "polynomial", **{
-        k: v for k, v in KNOWN.items() if k != "request_overhead_ms"}}}
-    truth = {**DEPLOYMENT, "engine": engine,
-             "request_overhead_ms": KNOWN["request_overhead_ms"]}
-    path = record(tmp_path_factory.mktemp("known") / "known.jsonl.gz", workload, truth,
-                  noise=0.02, seed=1)
+    workload = synthetic(n=1500, rate_rps=2.0, isl=LengthSpec.lognormal(5000, 4000, maximum=30000))
+    engine = {
+        **ENGINE,
+        "timing_model": {
+            "type": "polynomial",
+            **{k: v for k, v in KNOWN.items() if k != "request_overhead_ms"},
+        },
+    }
+    truth = {**DEPLOYMENT, "engine": engine, "request_overhead_ms": KNOWN["request_overhead_ms"]}
+    path = record(
+        tmp_path_factory.mktemp("known") / "known.jsonl.gz", workload, truth, noise=0.02, seed=1
+    )
     return load_recorded([path])
 
 
 def test_known_coefficients_come_back_within_their_intervals(known):
     workload, recorded = known
-    result = calibrate(workload, recorded, build_deployment({**DEPLOYMENT, "engine": ENGINE}),
-                       families=["polynomial"])
+    result = calibrate(
+        workload,
+        recorded,
+        build_deployment({**DEPLOYMENT, "engine": ENGINE}),
+        families=["polynomial"],
+    )
     fit = result.chosen
     assert [p.name for p in fit.parameters] == list(KNOWN)
     for p, low, high, determined in zip(fit.parameters, fit.low, fit.high, fit.identified):
@@ -54,8 +68,13 @@ def test_known_coefficients_come_back_within_their_intervals(known):
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
     workload = synthetic(n=400)
-    path = record(tmp_path_factory.mktemp("small") / "small.jsonl.gz", workload, DEPLOYMENT,
-                  noise=0.02, seed=2)
+    path = record(
+        tmp_path_factory.mktemp("small") / "small.jsonl.gz",
+        workload,
+        DEPLOYMENT,
+        noise=0.02,
+        seed=2,
+    )
     return load_recorded([path])
 
 
@@ -63,16 +82,23 @@ def test_the_fit_never_sees_the_held_out_windows(small):
     workload, recorded = small
     deployment = build_deployment(DEPLOYMENT)
     steps = []
-    plain = calibrate(workload, recorded, deployment, families=["scaled"],
-                      progress=lambda text, done, total: steps.append((done, total)))
+    plain = calibrate(
+        workload,
+        recorded,
+        deployment,
+        families=["scaled"],
+        progress=lambda text, done, total: steps.append((done, total)),
+    )
     # The fast estimate, then the one family's fit.
     assert steps == [(0, 2), (1, 2), (2, 2)]
     # Production twice as slow in the held-out windows only.
     held = plain.held_out[plain.window_of]
-    slow = dataclasses.replace(recorded, ttft_ms=np.where(held, 2 * recorded.ttft_ms,
-                                                          recorded.ttft_ms),
-                               e2e_ms=np.where(held, 2 * recorded.e2e_ms, recorded.e2e_ms),
-                               tpot_ms=np.where(held, 2 * recorded.tpot_ms, recorded.tpot_ms))
+    slow = dataclasses.replace(
+        recorded,
+        ttft_ms=np.where(held, 2 * recorded.ttft_ms, recorded.ttft_ms),
+        e2e_ms=np.where(held, 2 * recorded.e2e_ms, recorded.e2e_ms),
+        tpot_ms=np.where(held, 2 * recorded.tpot_ms, recorded.tpot_ms),
+    )
     changed = calibrate(workload, slow, deployment, families=["scaled"])
     assert changed.chosen.values.tolist() == plain.chosen.values.tolist()
     for before, after in zip(plain.windows, changed.windows):

@@ -24,17 +24,23 @@ SERVICE_MS = 100.0  # one prefill pass + 9 decode passes of 10 ms
 FIXED = {"type": "fixed", "prefill_ms": 10.0, "decode_ms": 10.0}
 
 
-def workload_at(arrival_ms: Sequence[float], isl: int = 100, osl: int = 10,
-                block: int = 64) -> Workload:
+def workload_at(
+    arrival_ms: Sequence[float], isl: int = 100, osl: int = 10, block: int = 64
+) -> Workload:
     """Requests at ``arrival_ms`` with no shared prefixes."""
     arrival = np.asarray(arrival_ms, dtype=np.float64)
     n = arrival.size
     blocks = np.full(n, -(-isl // block), dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(blocks)]).astype(np.int64)
-    return Workload(arrival_ms=arrival, isl_tokens=np.full(n, isl, dtype=np.int64),
-                    osl_tokens=np.full(n, osl, dtype=np.int64), request_id=ordinal_ids(0, n),
-                    hash_offsets=offsets, hash_ids=np.arange(offsets[-1], dtype=np.int64),
-                    trace_block_size=block)
+    return Workload(
+        arrival_ms=arrival,
+        isl_tokens=np.full(n, isl, dtype=np.int64),
+        osl_tokens=np.full(n, osl, dtype=np.int64),
+        request_id=ordinal_ids(0, n),
+        hash_offsets=offsets,
+        hash_ids=np.arange(offsets[-1], dtype=np.int64),
+        trace_block_size=block,
+    )
 
 
 def flat(n: int, gap_ms: float) -> Workload:
@@ -51,20 +57,43 @@ def steps(*spans: tuple[float, float]) -> Workload:
     return workload_at(np.concatenate(arrivals))
 
 
-def agg_deployment(*, startup_s: float | None = None, router: str = "round_robin",
-                   ttft_ms: float = 500.0, **extra: Any) -> Deployment:
+def agg_deployment(
+    *,
+    startup_s: float | None = None,
+    router: str = "round_robin",
+    ttft_ms: float = 500.0,
+    **extra: Any,
+) -> Deployment:
     engine = {"max_num_seqs": 1, "timing_model": FIXED}
     if startup_s is not None:
         engine["startup_time"] = startup_s
-    return build_deployment({"mode": "agg", "num_workers": 2, "engine": engine,
-                             "router": {"mode": router}, "sla": {"ttft_ms": ttft_ms}, **extra})
+    return build_deployment(
+        {
+            "mode": "agg",
+            "num_workers": 2,
+            "engine": engine,
+            "router": {"mode": router},
+            "sla": {"ttft_ms": ttft_ms},
+            **extra,
+        }
+    )
 
 
 def disagg_deployment(prefill_ms: float = 25.0) -> Deployment:
     """Prefill workers spend ``prefill_ms`` per request; decode workers emit all 10 tokens, one
     pass of 10 ms each (100 ms per request)."""
-    engine = {"max_num_seqs": 1,
-              "timing_model": {"type": "fixed", "prefill_ms": prefill_ms, "decode_ms": 10.0}}
-    return build_deployment({"mode": "disagg", "num_prefill_workers": 1, "num_decode_workers": 1,
-                             "prefill_engine": engine, "decode_engine": engine,
-                             "router": {"mode": "round_robin"}, "sla": {"ttft_ms": 300.0}})
+    engine = {
+        "max_num_seqs": 1,
+        "timing_model": {"type": "fixed", "prefill_ms": prefill_ms, "decode_ms": 10.0},
+    }
+    return build_deployment(
+        {
+            "mode": "disagg",
+            "num_prefill_workers": 1,
+            "num_decode_workers": 1,
+            "prefill_engine": engine,
+            "decode_engine": engine,
+            "router": {"mode": "round_robin"},
+            "sla": {"ttft_ms": 300.0},
+        }
+    )

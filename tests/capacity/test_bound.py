@@ -10,14 +10,19 @@ import pytest
 from plansim.capacity.bound import BoundInputs, SegmentValues, solve
 
 
-def _inputs(limits, lengths, requests, *, allowed_bad=0, rates=(1.0,), startup=(0.0,),
-            allowed=None):
-    return BoundInputs(limits=limits,
-                       allowed=np.ones(limits, dtype=bool) if allowed is None else allowed,
-                       worker_rates=rates, startup_s=startup,
-                       length_s=np.asarray(lengths, dtype=float),
-                       requests=np.asarray(requests), allowed_bad=allowed_bad,
-                       last_edge_ms=1000.0 * sum(lengths))
+def _inputs(
+    limits, lengths, requests, *, allowed_bad=0, rates=(1.0,), startup=(0.0,), allowed=None
+):
+    return BoundInputs(
+        limits=limits,
+        allowed=np.ones(limits, dtype=bool) if allowed is None else allowed,
+        worker_rates=rates,
+        startup_s=startup,
+        length_s=np.asarray(lengths, dtype=float),
+        requests=np.asarray(requests),
+        allowed_bad=allowed_bad,
+        last_edge_ms=1000.0 * sum(lengths),
+    )
 
 
 def _grids(need, limits, good_when_met=100, otherwise=50):
@@ -78,8 +83,21 @@ def test_disaggregated_pools_are_priced_per_gpu_and_the_budget_masks_splits():
     assert schedule.cost == pytest.approx(2 * 8 * 600 / 3600)
     # a budget of 7 GPUs leaves no split that serves the traffic
     allowed = np.fromfunction(lambda p, d: (p + 1) + 2 * (d + 1) <= 7, limits)
-    assert solve(_inputs(limits, [600, 600], [100, 100], rates=(1.0, 2.0),
-                         startup=(0.0, 0.0), allowed=allowed), grids, {}) is None
+    assert (
+        solve(
+            _inputs(
+                limits,
+                [600, 600],
+                [100, 100],
+                rates=(1.0, 2.0),
+                startup=(0.0, 0.0),
+                allowed=allowed,
+            ),
+            grids,
+            {},
+        )
+        is None
+    )
 
 
 def test_counts_not_replayed_get_the_best_value_monotonicity_allows():

@@ -19,8 +19,13 @@ pytestmark = pytest.mark.slow
 def _answer(executor):
     rng = np.random.default_rng(2)
     workload = workload_at(np.sort(rng.uniform(0, 30_000, 900)))
-    plan = prepare(agg_deployment(router="kv_router", startup_s=2.0), 0.9, segment_s=10.0,
-                   seeds=2, search={"engine.max_num_seqs": [1, 2]})
+    plan = prepare(
+        agg_deployment(router="kv_router", startup_s=2.0),
+        0.9,
+        segment_s=10.0,
+        seeds=2,
+        search={"engine.max_num_seqs": [1, 2]},
+    )
     result = run(plan, workload, executor=executor)
     report = result.to_json()
     del report["host"]

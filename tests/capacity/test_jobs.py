@@ -17,16 +17,19 @@ def choose(points, answer):
     plan = prepare(disagg_deployment(), 0.95, default_policies=False, max_gpu_budget=8)
     jobs = RunJobs(plan, cut(np.arange(10) * 1000.0, 600.0), "unused.npz")
     (variant,) = plan.variants
-    evaluated = tuple(Evaluated(counts, None, good, 1000, cost, met, True)
-                      for counts, good, cost, met in points)
+    evaluated = tuple(
+        Evaluated(counts, None, good, 1000, cost, met, True) for counts, good, cost, met in points
+    )
     return jobs.choose([StaticSearch(variant, evaluated, answer)])
 
 
 def test_the_best_infeasible_point_costs_less_per_hour_than_the_recommendation():
     # 1P+2D runs as many GPUs as the answer 2P+1D; its replay ends a little sooner, so it
     # measures a hair cheaper, but it buys no saving: 1P+1D (2 GPUs) is what spending less buys
-    chosen = choose([((2, 1), 960, 0.3000, True), ((1, 2), 940, 0.2999, False),
-                     ((1, 1), 600, 0.2000, False)], answer=(2, 1))
+    chosen = choose(
+        [((2, 1), 960, 0.3000, True), ((1, 2), 940, 0.2999, False), ((1, 1), 600, 0.2000, False)],
+        answer=(2, 1),
+    )
     assert chosen.cheapest[1].counts == (2, 1)
     assert chosen.best_infeasible[1].counts == (1, 1)
 

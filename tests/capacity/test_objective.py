@@ -13,8 +13,13 @@ from plansim.errors import InputError
 from plansim.sim.deployment import build_deployment
 from plansim.workers.executor import InProcessExecutor
 
-DISAGG = PoolLayout(mode="disagg", names=("prefill", "decode"), gpus_per_worker=(2, 4),
-                    startup_s=(0.0, 0.0), gpu_systems=("h200_sxm", "b200_sxm"))
+DISAGG = PoolLayout(
+    mode="disagg",
+    names=("prefill", "decode"),
+    gpus_per_worker=(2, 4),
+    startup_s=(0.0, 0.0),
+    gpu_systems=("h200_sxm", "b200_sxm"),
+)
 
 
 def test_gpu_hours_price_a_worker_hour_at_its_gpus():
@@ -31,16 +36,22 @@ def test_gpu_cost_prices_each_pool_at_its_systems_price_per_gpu():
 
 def test_prices_parse_from_one_or_several_options():
     assert parse_gpu_costs(["h200_sxm=3.5,b200_sxm=6", "gb200=9.25"]) == {
-        "h200_sxm": 3.5, "b200_sxm": 6.0, "gb200": 9.25}
+        "h200_sxm": 3.5,
+        "b200_sxm": 6.0,
+        "gb200": 9.25,
+    }
 
 
-@pytest.mark.parametrize("values, message", [
-    (["h200_sxm"], "expected SYSTEM=PRICE_PER_GPU_HOUR, got 'h200_sxm'"),
-    (["h200_sxm=cheap"], "h200_sxm: expected a price per GPU-hour, got 'cheap'"),
-    (["h200_sxm=0"], "h200_sxm: the price must be a positive number, got 0"),
-    (["h200_sxm=nan"], "h200_sxm: the price must be a positive number, got nan"),
-    (["h200_sxm=1", "h200_sxm=2"], "h200_sxm priced twice"),
-])
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        (["h200_sxm"], "expected SYSTEM=PRICE_PER_GPU_HOUR, got 'h200_sxm'"),
+        (["h200_sxm=cheap"], "h200_sxm: expected a price per GPU-hour, got 'cheap'"),
+        (["h200_sxm=0"], "h200_sxm: the price must be a positive number, got 0"),
+        (["h200_sxm=nan"], "h200_sxm: the price must be a positive number, got nan"),
+        (["h200_sxm=1", "h200_sxm=2"], "h200_sxm priced twice"),
+    ],
+)
 def test_bad_prices_are_one_line_naming_the_option(values, message):
     with pytest.raises(InputError) as err:
         parse_gpu_costs(values)
@@ -49,20 +60,39 @@ def test_bad_prices_are_one_line_naming_the_option(values, message):
 
 def test_a_pool_without_an_aic_model_has_no_price():
     with pytest.raises(InputError, match="the agg pool of base has no aic timing model"):
-        search(workload_at([0.0]), agg_deployment(), objective=GpuCost({"h200_sxm": 1.0}),
-               executor=InProcessExecutor(), default_policies=False)
+        search(
+            workload_at([0.0]),
+            agg_deployment(),
+            objective=GpuCost({"h200_sxm": 1.0}),
+            executor=InProcessExecutor(),
+            default_policies=False,
+        )
 
 
 def test_a_searched_system_without_a_price_is_refused_before_any_replay():
-    deployment = build_deployment({"engine": {"timing_model": {
-        "type": "aic", "model": "Qwen/Qwen3-32B", "system": "h200_sxm"}},
-        "router": {"mode": "kv_router"}, "sla": {"ttft_ms": 1000}})
+    deployment = build_deployment(
+        {
+            "engine": {
+                "timing_model": {"type": "aic", "model": "Qwen/Qwen3-32B", "system": "h200_sxm"}
+            },
+            "router": {"mode": "kv_router"},
+            "sla": {"ttft_ms": 1000},
+        }
+    )
     assert layout_of(deployment).gpu_systems == ("h200_sxm",)
-    with pytest.raises(InputError, match=r"no price for b200_sxm \(the agg pool of "
-                                         r"engine.timing_model.system=b200_sxm\); priced: h200_sxm"):
-        search(workload_at([0.0]), deployment, objective=GpuCost({"h200_sxm": 1.0}),
-               search={"engine.timing_model.system": ["h200_sxm", "b200_sxm"]},
-               executor=InProcessExecutor(), default_policies=False)
+    with pytest.raises(
+        InputError,
+        match=r"no price for b200_sxm \(the agg pool of "
+        r"engine.timing_model.system=b200_sxm\); priced: h200_sxm",
+    ):
+        search(
+            workload_at([0.0]),
+            deployment,
+            objective=GpuCost({"h200_sxm": 1.0}),
+            search={"engine.timing_model.system": ["h200_sxm", "b200_sxm"]},
+            executor=InProcessExecutor(),
+            default_policies=False,
+        )
 
 
 def test_priced_gpus_can_reorder_the_answer():
@@ -70,11 +100,21 @@ def test_priced_gpus_can_reorder_the_answer():
     H200's. Each ranking's winner is the feasible variant of least cost, and a variant's cost
     is its GPU-hours times its price."""
     workload = workload_at([i * 250.0 for i in range(120)], isl=2000, osl=40)
-    deployment = build_deployment({"engine": {"timing_model": {
-        "type": "aic", "model": "Qwen/Qwen3-32B", "system": "h200_sxm"}},
-        "router": {"mode": "kv_router"}, "sla": {"ttft_ms": 400.0}})
-    options = {"search": {"engine.timing_model.system": ["h200_sxm", "b200_sxm"]},
-               "executor": InProcessExecutor(), "default_policies": False, "max_gpu_budget": 16}
+    deployment = build_deployment(
+        {
+            "engine": {
+                "timing_model": {"type": "aic", "model": "Qwen/Qwen3-32B", "system": "h200_sxm"}
+            },
+            "router": {"mode": "kv_router"},
+            "sla": {"ttft_ms": 400.0},
+        }
+    )
+    options = {
+        "search": {"engine.timing_model.system": ["h200_sxm", "b200_sxm"]},
+        "executor": InProcessExecutor(),
+        "default_policies": False,
+        "max_gpu_budget": 16,
+    }
     prices = {"h200_sxm": 1.0, "b200_sxm": 20.0}
     by_hours = search(workload, deployment, 0.9, **options)
     by_cost = search(workload, deployment, 0.9, objective=GpuCost(prices), **options)

@@ -67,7 +67,13 @@ def test_each_knob_alone_from_the_cheapest_corner_then_a_step_back_rescued():
 
     answer, asked = run([f, m], outcome)
     assert [(a["sla_fraction"], a["min_endpoint"]) for a in asked] == [
-        (1.0, 1), (0.5, 1), (0.25, 1), (1.0, 2), (1.0, 3), (0.5, 2)]
+        (1.0, 1),
+        (0.5, 1),
+        (0.25, 1),
+        (1.0, 2),
+        (1.0, 3),
+        (0.5, 2),
+    ]
     assert dict(answer.setting) == {"sla_fraction": 0.5, "min_endpoint": 2}
 
 
@@ -85,14 +91,19 @@ def test_other_knob_value_pruned_when_it_misses_at_no_lower_cost():
 
     answer, asked = run([m, p], outcome)
     assert [(a["load_predictor"], a["min_endpoint"]) for a in asked] == [
-        ("kalman", 1), ("kalman", 2), ("constant", 2), ("arima", 2), ("arima", 1)]
+        ("kalman", 1),
+        ("kalman", 2),
+        ("constant", 2),
+        ("arima", 2),
+        ("arima", 1),
+    ]
     assert dict(answer.setting) == {"min_endpoint": 1, "load_predictor": "arima"}
 
 
 def test_not_knobs_and_unknown_keys_are_refused():
-    with pytest.raises(InputError, match="planner.max_gpu_budget: not a planner knob"):
+    with pytest.raises(InputError, match=r"planner.max_gpu_budget: not a planner knob"):
         ps.parse_knob("max_gpu_budget", [8])
-    with pytest.raises(InputError, match="planner.ttft: not a planner config key"):
+    with pytest.raises(InputError, match=r"planner.ttft: not a planner config key"):
         ps.parse_knob("ttft", [100])
     with pytest.raises(InputError, match="in \\(0, 1\\]"):
         ps.parse_knob("sla_fraction", [1.5])
@@ -100,17 +111,30 @@ def test_not_knobs_and_unknown_keys_are_refused():
         ps.check_knobs([ps.parse_knob("sla_fraction", [1.0]), ps.parse_knob("ttft_ms", [100])])
 
 
-BASE = {"mode": "agg", "optimization_target": "sla", "enable_throughput_scaling": True,
-        "enable_load_scaling": True, "throughput_adjustment_interval_seconds": 60,
-        "load_adjustment_interval_seconds": 5, "ttft_ms": 800.0, "itl_ms": 15.0,
-        "load_predictor": "kalman", "max_gpu_budget": 32, "report_interval_hours": None}
+BASE = {
+    "mode": "agg",
+    "optimization_target": "sla",
+    "enable_throughput_scaling": True,
+    "enable_load_scaling": True,
+    "throughput_adjustment_interval_seconds": 60,
+    "load_adjustment_interval_seconds": 5,
+    "ttft_ms": 800.0,
+    "itl_ms": 15.0,
+    "load_predictor": "kalman",
+    "max_gpu_budget": 32,
+    "report_interval_hours": None,
+}
 
 
 def test_written_planner_file_loads_back_as_the_same_configuration():
     # sla_fraction 0.5 of an 800 ms / 15 ms SLA is ttft_ms 400, itl_ms 7.5; the interval 30.0
     # is written as Dynamo's integer 30; no plansim-only key is written for the dynamo policy.
-    setting = (("sla_fraction", 0.5), ("throughput_adjustment_interval_seconds", 30.0),
-               ("min_endpoint", 3), ("load_predictor", "constant"))
+    setting = (
+        ("sla_fraction", 0.5),
+        ("throughput_adjustment_interval_seconds", 30.0),
+        ("min_endpoint", 3),
+        ("load_predictor", "constant"),
+    )
     from plansim.roles import Mode
     from plansim.sim.deployment import build_deployment
 
@@ -118,16 +142,17 @@ def test_written_planner_file_loads_back_as_the_same_configuration():
     sla = build_deployment({"sla": {"ttft_ms": 800, "itl_ms": 15}}).sla.model_dump()
 
     # The base mapping holds the deployment's mode as an enum (default_base): written as "agg".
-    mapping = ps.planner_mapping({**BASE, "mode": Mode.AGG, "scaling_policy": "dynamo"},
-                                 setting, sla)
+    mapping = ps.planner_mapping(
+        {**BASE, "mode": Mode.AGG, "scaling_policy": "dynamo"}, setting, sla
+    )
     assert mapping["mode"] == "agg" and type(mapping["mode"]) is str
     assert mapping["ttft_ms"] == 400.0 and mapping["itl_ms"] == 7.5
     assert mapping["throughput_adjustment_interval_seconds"] == 30
     assert isinstance(mapping["throughput_adjustment_interval_seconds"], int)
     assert mapping["min_endpoint"] == 3 and mapping["load_predictor"] == "constant"
     assert "scaling_policy" not in mapping and "sla_fraction" not in mapping
-    from plansim.commands.capacity import planner_file
     from plansim.capacity.result import PlannerTuning
+    from plansim.commands.capacity import planner_file
 
     text = planner_file(PlannerTuning("base", (), (), dict(setting), mapping))
     loaded = parse_planner_config(yaml.safe_load(text))

@@ -34,8 +34,9 @@ def test_the_deployment_planner_block_is_the_defaults_base():
 
 
 def test_a_policy_the_planner_block_cannot_run_is_left_out_with_a_note():
-    deployment = build_deployment({"sla": {"ttft_ms": 400},
-                                   "planner": {"mode": "agg", "optimization_target": "throughput"}})
+    deployment = build_deployment(
+        {"sla": {"ttft_ms": 400}, "planner": {"mode": "agg", "optimization_target": "throughput"}}
+    )
     policies, notes = default_policies(deployment, 24)
     assert [p.name for p in policies] == ["dynamo"]
     assert len(notes) == 1 and "scaling policy sla_goodput not compared" in notes[0]
@@ -52,10 +53,13 @@ def test_files_are_named_after_themselves_once(tmp_path):
     assert policies[0].source == str(a)
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("mode: disagg\n", "planner mode disagg does not fit the agg deployment"),
-    ("mode: agg\nretune: {interval_seconds: 60}\n", "compares scaling policies"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("mode: disagg\n", "planner mode disagg does not fit the agg deployment"),
+        ("mode: agg\nretune: {interval_seconds: 60}\n", "compares scaling policies"),
+    ],
+)
 def test_a_config_that_cannot_run_here_names_its_file(tmp_path, text, message):
     path = tmp_path / "p.yaml"
     path.write_text(text)

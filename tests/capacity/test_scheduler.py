@@ -46,7 +46,8 @@ def test_jobs_share_rounds_and_a_replay_runs_once():
 
     executor = Recording()
     results = Runner(executor, TaskContext("/tmp")).run(
-        [JobSpec("twice", twice), JobSpec("once", once)])
+        [JobSpec("twice", twice), JobSpec("once", once)]
+    )
     assert results == {"twice": 16, "once": 9}
     assert executor.batches == [["square 2", "square 3"], ["square 4"]]
     assert sorted(CALLS) == [2, 3, 4]

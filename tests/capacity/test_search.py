@@ -63,19 +63,26 @@ def test_the_bound_never_exceeds_the_cheapest_static(seed):
         arrivals.append(times[times < start + 15_000])
         start += 15_000
     workload = workload_at(np.concatenate(arrivals))
-    result = run(workload, agg_deployment(startup_s=5.0, router="kv_router"), target=0.9,
-                 segment_s=15.0)
+    result = run(
+        workload, agg_deployment(startup_s=5.0, router="kv_router"), target=0.9, segment_s=15.0
+    )
     assert result.cheapest is not None and result.bound.cost is not None
     assert result.bound.cost <= result.cheapest.cost
 
 
 def test_a_nested_search_key_gives_each_value_its_own_cheapest_count():
     # decode passes of 5 ms halve the decode time: 10 + 9 x 5 = 55 ms a request, 2 workers
-    result = run(flat(1000, 30.0), agg_deployment(), target=0.95,
-                 search={"engine.timing_model.decode_ms": [10.0, 5.0]})
+    result = run(
+        flat(1000, 30.0),
+        agg_deployment(),
+        target=0.95,
+        search={"engine.timing_model.decode_ms": [10.0, 5.0]},
+    )
     answers = {v.variant: v.point.counts for v in result.variants}
-    assert answers == {"engine.timing_model.decode_ms=10.0": (4,),
-                       "engine.timing_model.decode_ms=5.0": (2,)}
+    assert answers == {
+        "engine.timing_model.decode_ms=10.0": (4,),
+        "engine.timing_model.decode_ms=5.0": (2,),
+    }
     assert result.cheapest.variant == "engine.timing_model.decode_ms=5.0"
     assert result.bound.variant == result.cheapest.variant
     points = result.points
@@ -92,29 +99,38 @@ def test_an_unreachable_target_reports_the_best_infeasible_point():
 
 
 def test_policies_are_replayed_from_the_deployment_counts_with_their_gap_to_the_bound():
-    result = run(flat(1000, 30.0), agg_deployment(), target=0.9, segment_s=15.0,
-                 default_policies=True)
+    result = run(
+        flat(1000, 30.0), agg_deployment(), target=0.9, segment_s=15.0, default_policies=True
+    )
     # by default, one policy per scaling policy of the planner
     assert [p.name for p in result.policies] == ["dynamo", "sla_goodput"]
     rows = result.points[result.points["kind"] == "policy"]
     for policy, (_, row) in zip(result.policies, rows.iterrows(), strict=True):
         assert policy.start_counts == (2,)
         assert policy.gap_to_oracle_pct == pytest.approx(
-            (policy.cost - result.bound.cost) / result.bound.cost * 100.0)
+            (policy.cost - result.bound.cost) / result.bound.cost * 100.0
+        )
         assert row["policy"] == policy.name and row["scaling_events"] == policy.scaling_events
 
 
 def test_policies_start_within_the_budget_when_the_deployment_exceeds_it():
-    result = run(flat(1000, 30.0), agg_deployment(num_workers=6), target=0.9,
-                 max_gpu_budget=3, default_policies=True)
+    result = run(
+        flat(1000, 30.0),
+        agg_deployment(num_workers=6),
+        target=0.9,
+        max_gpu_budget=3,
+        default_policies=True,
+    )
     assert [p.start_counts for p in result.policies] == [(3,), (3,)]
     rows = result.points[result.points["kind"] == "policy"]
     assert rows["num_workers"].tolist() == [3, 3]
     for policy in result.policies:
         # the provisioned workers never pass the budget, from the first instant
         assert max(n for _, n in policy.worker_series) <= 3
-    assert any("6 workers exceed --max-gpu-budget 3 GPUs: the planner policies start at 3"
-               in note for note in result.notes)
+    assert any(
+        "6 workers exceed --max-gpu-budget 3 GPUs: the planner policies start at 3" in note
+        for note in result.notes
+    )
 
 
 def test_seeds_replay_the_chosen_points_and_bound_the_goodput_ratio():
@@ -122,7 +138,8 @@ def test_seeds_replay_the_chosen_points_and_bound_the_goodput_ratio():
     deployment = agg_deployment(router="random")
     result = run(workload, deployment, target=0.9, segment_s=10.0, seeds=3)
     assert result.replays["seed"] == 2 * sum(
-        p is not None for p in (result.cheapest, result.best_infeasible))
+        p is not None for p in (result.cheapest, result.best_infeasible)
+    )
     interval = result.cheapest.interval
     assert interval.seeds == 3 and interval.segments == 4
     assert interval.low <= result.cheapest.goodput_ratio <= interval.high
@@ -155,8 +172,13 @@ def test_planner_knob_search_answers_the_first_feasible_min_endpoint_and_writes_
     from plansim.commands.capacity import planner_file
     from plansim.planner_core import parse_planner_config
 
-    result = run(flat(1000, 30.0), agg_deployment(), target=0.9, segment_s=15.0,
-                 search=["planner.min_endpoint=5,1,2,3,4"])
+    result = run(
+        flat(1000, 30.0),
+        agg_deployment(),
+        target=0.9,
+        segment_s=15.0,
+        search=["planner.min_endpoint=5,1,2,3,4"],
+    )
     assert result.cheapest.counts == (4,)
     tuning = result.tuning
     assert [k.values for k in tuning.knobs] == [(1, 2, 3, 4, 5)]
@@ -178,8 +200,7 @@ def test_planner_knob_search_answers_the_first_feasible_min_endpoint_and_writes_
     assert len(rows) == len(tuning.trials)
 
 
-def test_a_journaled_search_resumed_replays_only_what_its_journal_lacks_tune_replays_too(
-        tmp_path):
+def test_a_journaled_search_resumed_replays_only_what_its_journal_lacks_tune_replays_too(tmp_path):
     # The planner knob search's replays go through the same executor as the others, so they
     # are recorded as they finish and a resumed run (--resume) answers them from the journal:
     # with the tune records removed exactly those are replayed again, to the same answer.
@@ -193,16 +214,23 @@ def test_a_journaled_search_resumed_replays_only_what_its_journal_lacks_tune_rep
 
     def journaled(inner):
         journal = Journal.open(tmp_path / "journal", {"test": 1}, resume=True)
-        result = search(flat(1000, 30.0), agg_deployment(), 0.9, segment_s=15.0,
-                        search=["planner.min_endpoint=1,2,3,4,5"], default_policies=False,
-                        executor=JournaledExecutor(inner, journal))
+        result = search(
+            flat(1000, 30.0),
+            agg_deployment(),
+            0.9,
+            segment_s=15.0,
+            search=["planner.min_endpoint=1,2,3,4,5"],
+            default_policies=False,
+            executor=JournaledExecutor(inner, journal),
+        )
         return result, journal
 
     first, journal = journaled(Counting())
     total = sum(first.replays.values())
     assert journal.recorded == total > 0
-    records = {p: json.loads(p.read_bytes()).get("key", "")
-               for p in (tmp_path / "journal").glob("*.json")}
+    records = {
+        p: json.loads(p.read_bytes()).get("key", "") for p in (tmp_path / "journal").glob("*.json")
+    }
     tune = {p: key for p, key in records.items() if key.startswith("policy tune ")}
     assert len(tune) == first.replays["tune"] == len(first.tuning.trials) > 0
     for path in tune:

@@ -30,7 +30,10 @@ def test_a_trace_shorter_than_a_segment_is_one_segment():
 
 def test_replay_time_starts_at_the_first_arrival_and_divides_by_the_speedup():
     assert replay_arrivals_ms(np.array([500.0, 1500.0, 2500.0]), 2.0).tolist() == [
-        0.0, 500.0, 1000.0]
+        0.0,
+        500.0,
+        1000.0,
+    ]
 
 
 def test_a_segment_window_leads_in_with_the_traffic_just_before_it():

@@ -31,8 +31,10 @@ def search_counts(tmp_path, workload, deployment, *, target, budget):
 
     def evaluate_counts(counts):
         replays = yield counts
-        return [evaluate(variant, c, r, target=target, budget=budget, objective=objective)
-                for c, r in zip(counts, replays)]
+        return [
+            evaluate(variant, c, r, target=target, budget=budget, objective=objective)
+            for c, r in zip(counts, replays)
+        ]
 
     search = run_search(variant, budget, objective, evaluate_counts)
     sent = None
@@ -41,8 +43,10 @@ def search_counts(tmp_path, workload, deployment, *, target, budget):
             wants = next(search) if sent is None else search.send(sent)
         except StopIteration as stop:
             return stop.value
-        sent = [replay_full_task(TaskContext(str(tmp_path)), path, variant.with_counts(c), rows)
-                for c in wants]
+        sent = [
+            replay_full_task(TaskContext(str(tmp_path)), path, variant.with_counts(c), rows)
+            for c in wants
+        ]
 
 
 def test_doubling_then_bisection_finds_the_count_and_says_what_it_replayed(tmp_path):
@@ -60,12 +64,12 @@ def test_a_lower_target_is_met_by_fewer_workers(tmp_path):
     assert result.answer == (3,)
 
 
-@pytest.mark.parametrize(("needed", "gap_ms"), [(1, 120.0), (2, 60.0), (3, 40.0), (5, 24.0),
-                                                (7, 15.0), (11, 9.5)])
+@pytest.mark.parametrize(
+    ("needed", "gap_ms"), [(1, 120.0), (2, 60.0), (3, 40.0), (5, 24.0), (7, 15.0), (11, 9.5)]
+)
 def test_the_answer_costs_at_most_two_replays_per_doubling(tmp_path, needed, gap_ms):
     # needed x gap >= 100 ms (nobody waits); (needed - 1) x gap < 100 ms overloads every worker
-    result = search_counts(tmp_path, flat(2000, gap_ms), agg_deployment(), target=0.95,
-                           budget=16)
+    result = search_counts(tmp_path, flat(2000, gap_ms), agg_deployment(), target=0.95, budget=16)
     assert result.answer == (needed,)
     assert len(result.evaluated) <= 2 * math.ceil(math.log2(16))
 
@@ -80,12 +84,23 @@ def test_no_count_within_the_budget_leaves_the_best_infeasible(tmp_path):
 def test_disaggregated_search_finds_each_pool_then_the_cheapest_split(tmp_path):
     # one request every 10 ms: prefill takes 25 ms (3 workers needed), decode emits 10 tokens
     # at 10 ms each (100 ms: 10 workers needed). Budget 16: each pool probes with the other at 15.
-    result = search_counts(tmp_path, flat(1000, 10.0), disagg_deployment(), target=0.95,
-                           budget=16)
+    result = search_counts(tmp_path, flat(1000, 10.0), disagg_deployment(), target=0.95, budget=16)
     assert result.answer == (3, 10)
     assert [e.counts for e in result.evaluated] == [
-        (1, 15), (15, 1), (2, 15), (15, 2), (4, 15), (15, 4), (3, 15), (15, 8), (15, 15),
-        (15, 11), (15, 9), (15, 10), (3, 10)]
+        (1, 15),
+        (15, 1),
+        (2, 15),
+        (15, 2),
+        (4, 15),
+        (15, 4),
+        (3, 15),
+        (15, 8),
+        (15, 15),
+        (15, 11),
+        (15, 9),
+        (15, 10),
+        (3, 10),
+    ]
     assert not result.point((3, 15)).within_budget and result.point((3, 10)).within_budget
 
 

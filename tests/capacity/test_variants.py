@@ -19,8 +19,16 @@ def test_values_are_yaml_scalars_in_the_given_order():
     assert parse_search("engine.enable_prefix_caching=true,false").values == (True, False)
 
 
-@pytest.mark.parametrize("spec", ["engine.max_num_seqs", "=1,2", "engine.max_num_seqs=",
-                                  "engine.max_num_seqs=1,,2", "engine.max_num_seqs=1,1"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "engine.max_num_seqs",
+        "=1,2",
+        "engine.max_num_seqs=",
+        "engine.max_num_seqs=1,,2",
+        "engine.max_num_seqs=1,1",
+    ],
+)
 def test_malformed_dimensions_name_the_option(spec):
     with pytest.raises(InputError, match="--search"):
         parse_search(spec)
@@ -30,8 +38,11 @@ def test_variants_are_the_cartesian_product_first_dimension_slowest():
     dims = [parse_search("engine.max_num_seqs=1,2"), parse_search("router.mode=random,kv_router")]
     variants = build_variants(agg_deployment(), dims, max_gpu_budget=8)
     assert [v.label for v in variants] == [
-        "engine.max_num_seqs=1, router.mode=random", "engine.max_num_seqs=1, router.mode=kv_router",
-        "engine.max_num_seqs=2, router.mode=random", "engine.max_num_seqs=2, router.mode=kv_router"]
+        "engine.max_num_seqs=1, router.mode=random",
+        "engine.max_num_seqs=1, router.mode=kv_router",
+        "engine.max_num_seqs=2, router.mode=random",
+        "engine.max_num_seqs=2, router.mode=kv_router",
+    ]
     assert variants[3].deployment.engine.max_num_seqs == 2
     assert variants[3].deployment.router.mode == "kv_router"
 
@@ -46,16 +57,19 @@ def test_values_giving_the_same_deployment_are_searched_once():
     assert len(build_variants(agg_deployment(), dims, max_gpu_budget=8)) == 1
 
 
-@pytest.mark.parametrize(("spec", "message"), [
-    ("engine.nope=1,2", "engine.nope: not a deployment key"),
-    ("nope=1,2", "nope: not a deployment key"),
-    ("num_workers=1,2", "worker counts are what plansim capacity searches"),
-    ("sla.ttft_ms=100,200", "the SLA is the goodput criterion"),
-    ("seed=1,2", "--seeds"),
-    ("arrival_speedup_ratio=1,2", "changes the traffic"),
-    ("engine.emit_kv_events=true,false", "accepted for compatibility but not simulated"),
-    ("engine.max_num_seqs=0,4", "engine.max_num_seqs=0"),
-])
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("engine.nope=1,2", "engine.nope: not a deployment key"),
+        ("nope=1,2", "nope: not a deployment key"),
+        ("num_workers=1,2", "worker counts are what plansim capacity searches"),
+        ("sla.ttft_ms=100,200", "the SLA is the goodput criterion"),
+        ("seed=1,2", "--seeds"),
+        ("arrival_speedup_ratio=1,2", "changes the traffic"),
+        ("engine.emit_kv_events=true,false", "accepted for compatibility but not simulated"),
+        ("engine.max_num_seqs=0,4", "engine.max_num_seqs=0"),
+    ],
+)
 def test_bad_dimensions_fail_before_any_replay_naming_the_key(spec, message):
     with pytest.raises(InputError, match="--search") as info:
         build_variants(agg_deployment(), [parse_search(spec)], max_gpu_budget=8)
@@ -75,9 +89,14 @@ def test_a_budget_that_cannot_hold_one_worker_per_pool_names_the_option():
 
 
 def test_pool_layout_counts_gpus_and_the_most_workers_each_pool_may_have():
-    dep = build_deployment({"mode": "disagg", "prefill_engine": {"tensor_parallel_size": 2},
-                            "decode_engine": {"tensor_parallel_size": 4, "startup_time": 30},
-                            "sla": {"ttft_ms": 100}})
+    dep = build_deployment(
+        {
+            "mode": "disagg",
+            "prefill_engine": {"tensor_parallel_size": 2},
+            "decode_engine": {"tensor_parallel_size": 4, "startup_time": 30},
+            "sla": {"ttft_ms": 100},
+        }
+    )
     layout = layout_of(dep)
     assert layout.names == ("prefill", "decode") and layout.gpus_per_worker == (2, 4)
     assert layout.startup_s == (0.0, 30.0)
@@ -87,8 +106,9 @@ def test_pool_layout_counts_gpus_and_the_most_workers_each_pool_may_have():
 
 
 def test_counts_over_the_budget_lose_workers_from_the_pool_holding_most_gpus():
-    dep = build_deployment({"mode": "disagg", "decode_engine": {"tensor_parallel_size": 2},
-                            "sla": {"ttft_ms": 100}})
+    dep = build_deployment(
+        {"mode": "disagg", "decode_engine": {"tensor_parallel_size": 2}, "sla": {"ttft_ms": 100}}
+    )
     layout = layout_of(dep)
     # 3P x 1 + 4D x 2 = 11 GPUs; decode holds the most until 3P + 1D x 2 = 5 <= 6
     assert layout.fit((3, 4), 6) == (3, 1)
@@ -102,13 +122,17 @@ def test_counts_over_the_budget_lose_workers_from_the_pool_holding_most_gpus():
 
 def test_a_router_knob_the_router_mode_does_not_use_is_refused():
     with pytest.raises(InputError, match="accepted for compatibility but not simulated"):
-        build_variants(agg_deployment(router="round_robin"),
-                       [parse_search("router.overlap_score_weight=0.5,1")], max_gpu_budget=8)
+        build_variants(
+            agg_deployment(router="round_robin"),
+            [parse_search("router.overlap_score_weight=0.5,1")],
+            max_gpu_budget=8,
+        )
 
 
 def test_router_modes_can_be_searched_from_a_kv_router_base():
     base = agg_deployment(router="kv_router")
-    variants = build_variants(base, [parse_search("router.mode=round_robin,kv_router")],
-                              max_gpu_budget=8)
+    variants = build_variants(
+        base, [parse_search("router.mode=round_robin,kv_router")], max_gpu_budget=8
+    )
     assert [v.deployment.router.mode for v in variants] == ["round_robin", "kv_router"]
     assert variants[0].deployment.no_effect_keys() == ()

@@ -28,8 +28,18 @@ def recorded(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def _run(run_cli, trace, config, out, *extra):
-    return run_cli("calibrate", str(trace), "--config", str(config), "--out", str(out),
-                   "--jobs", "1", "--quiet", *extra)
+    return run_cli(
+        "calibrate",
+        str(trace),
+        "--config",
+        str(config),
+        "--out",
+        str(out),
+        "--jobs",
+        "1",
+        "--quiet",
+        *extra,
+    )
 
 
 def test_writes_every_output_and_a_deployment_every_command_loads(tmp_path, recorded, run_cli):
@@ -37,8 +47,13 @@ def test_writes_every_output_and_a_deployment_every_command_loads(tmp_path, reco
     out = tmp_path / "out"
     code, stdout, err = _run(run_cli, trace, config, out, "--family", "scaled")
     assert code == 0, err
-    for name in ("calibrated_deployment.yaml", "calibration.json",
-                 "calibration_requests.parquet", "inputs.json", "calibration_report.html"):
+    for name in (
+        "calibrated_deployment.yaml",
+        "calibration.json",
+        "calibration_requests.parquet",
+        "inputs.json",
+        "calibration_report.html",
+    ):
         assert (out / name).is_file(), name
     report = json.loads((out / "calibration.json").read_text())
     assert report["family"] == "scaled" and report["schema"] == "plansim.calibration.v1"
@@ -59,9 +74,19 @@ def test_writes_every_output_and_a_deployment_every_command_loads(tmp_path, reco
     assert len(table) == 400 and table["recorded_ttft_ms"].notna().all()
     # -q prints the result line alone; without it, the table follows.
     assert stdout.splitlines() == ["family        scaled (chosen by held-out error)"]
-    code, stdout, err = run_cli("calibrate", str(trace), "--config", str(config), "--out",
-                                str(tmp_path / "again"), "--jobs", "1", "--family", "scaled",
-                                "--no-report")
+    code, stdout, err = run_cli(
+        "calibrate",
+        str(trace),
+        "--config",
+        str(config),
+        "--out",
+        str(tmp_path / "again"),
+        "--jobs",
+        "1",
+        "--family",
+        "scaled",
+        "--no-report",
+    )
     assert code == 0, err
     assert stdout.startswith("family        scaled (chosen by held-out error)\n")
     assert any(line.startswith("held-out      TTFT p50") for line in stdout.splitlines())
@@ -77,13 +102,16 @@ def _bad(tmp_path: Path, kind: str) -> tuple[Path, str]:
     n = 400
     ttft, total = np.full(n, 50.0), np.full(n, 300.0)
     if kind == "no latencies":
-        return _trace(tmp_path, np.full(n, np.nan), np.full(n, np.nan)), \
-            "no request has recorded latencies"
+        return _trace(
+            tmp_path, np.full(n, np.nan), np.full(n, np.nan)
+        ), "no request has recorded latencies"
     if kind == "mooncake":
         return write_mooncake(synthetic(n=n), tmp_path / "bad.jsonl"), "records no latencies"
     if kind == "ttft after total":
         ttft[9] = 400.0
-        return _trace(tmp_path, ttft, total), "bad.jsonl.gz:10: ttft_ms: 400 ms is after total_time_ms"
+        return _trace(
+            tmp_path, ttft, total
+        ), "bad.jsonl.gz:10: ttft_ms: 400 ms is after total_time_ms"
     if kind == "negative":
         ttft[4] = -1.0
         return _trace(tmp_path, ttft, total), "bad.jsonl.gz:5: ttft_ms"
@@ -91,14 +119,16 @@ def _bad(tmp_path: Path, kind: str) -> tuple[Path, str]:
         total[2] = np.nan
         return _trace(tmp_path, ttft, total), "bad.jsonl.gz:3: total_time_ms: missing while ttft_ms"
     assert kind == "too few"
-    ttft[MIN_REQUESTS - 10:] = total[MIN_REQUESTS - 10:] = np.nan
+    ttft[MIN_REQUESTS - 10 :] = total[MIN_REQUESTS - 10 :] = np.nan
     return _trace(tmp_path, ttft, total), f"only {MIN_REQUESTS - 10} requests have recorded"
 
 
-@pytest.mark.parametrize("kind", ["no latencies", "mooncake", "ttft after total", "negative",
-                                  "one of two", "too few"])
-def test_a_bad_trace_is_one_line_naming_the_file_and_writes_nothing(tmp_path, recorded,
-                                                                    run_cli, kind):
+@pytest.mark.parametrize(
+    "kind", ["no latencies", "mooncake", "ttft after total", "negative", "one of two", "too few"]
+)
+def test_a_bad_trace_is_one_line_naming_the_file_and_writes_nothing(
+    tmp_path, recorded, run_cli, kind
+):
     _, config = recorded
     trace, message = _bad(tmp_path, kind)
     out = tmp_path / "out"
@@ -109,10 +139,13 @@ def test_a_bad_trace_is_one_line_naming_the_file_and_writes_nothing(tmp_path, re
     assert not out.exists() and stdout == ""
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("--family", "nope"), "--family: unknown calibration family 'nope'"),
-    (("--windows", "2"), "--windows: must be at least 3, got 2"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--family", "nope"), "--family: unknown calibration family 'nope'"),
+        (("--windows", "2"), "--windows: must be at least 3, got 2"),
+    ],
+)
 def test_bad_options_are_one_line_and_write_nothing(tmp_path, recorded, run_cli, args, message):
     trace, config = recorded
     out = tmp_path / "out"

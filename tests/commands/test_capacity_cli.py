@@ -29,10 +29,15 @@ sla: {ttft_ms: 500}
 def files(tmp_path: Path) -> tuple[Path, Path]:
     n = 600
     blocks = np.full(n, 1, dtype=np.int64)
-    workload = Workload(arrival_ms=np.arange(n) * 30.0, isl_tokens=np.full(n, 100),
-                        osl_tokens=np.full(n, 10), request_id=ordinal_ids(0, n),
-                        hash_offsets=np.concatenate([[0], np.cumsum(blocks)]),
-                        hash_ids=np.arange(n), trace_block_size=512)
+    workload = Workload(
+        arrival_ms=np.arange(n) * 30.0,
+        isl_tokens=np.full(n, 100),
+        osl_tokens=np.full(n, 10),
+        request_id=ordinal_ids(0, n),
+        hash_offsets=np.concatenate([[0], np.cumsum(blocks)]),
+        hash_ids=np.arange(n),
+        trace_block_size=512,
+    )
     trace = write_mooncake(workload, tmp_path / "trace.jsonl")
     config = tmp_path / "deploy.yaml"
     config.write_text(DEPLOY)
@@ -40,8 +45,18 @@ def files(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def _run(run_cli, trace, config, out, *extra):
-    return run_cli("capacity", str(trace), "--config", str(config), "--out", str(out),
-                   "--jobs", "1", "--no-report", *extra)
+    return run_cli(
+        "capacity",
+        str(trace),
+        "--config",
+        str(config),
+        "--out",
+        str(out),
+        "--jobs",
+        "1",
+        "--no-report",
+        *extra,
+    )
 
 
 def test_writes_the_answer_table_and_every_output(tmp_path, files, run_cli):
@@ -50,8 +65,14 @@ def test_writes_the_answer_table_and_every_output(tmp_path, files, run_cli):
     code, stdout, err = _run(run_cli, trace, config, out, "--no-default-policies")
     assert code == 0, err
     report = json.loads((out / "capacity.json").read_text())
-    for key in ("target", "static", "cheapest_static", "best_infeasible", "oracle_gpu_hours",
-                "policies"):
+    for key in (
+        "target",
+        "static",
+        "cheapest_static",
+        "best_infeasible",
+        "oracle_gpu_hours",
+        "policies",
+    ):
         assert key in report, key
     assert report["target"] == 0.95
     (static,) = report["static"]
@@ -78,8 +99,9 @@ def test_writes_the_answer_table_and_every_output(tmp_path, files, run_cli):
 def test_an_unreachable_target_says_so_and_exits_0(tmp_path, files, run_cli):
     trace, config = files
     out = tmp_path / "out"
-    code, stdout, err = _run(run_cli, trace, config, out, "--max-gpu-budget", "3",
-                             "--no-default-policies")
+    code, stdout, err = _run(
+        run_cli, trace, config, out, "--max-gpu-budget", "3", "--no-default-policies"
+    )
     assert code == 0, err
     assert stdout.startswith("recommended   none: no deployment within 3 GPUs meets the 95.0%")
     assert "best infeasible  3 workers" in stdout
@@ -88,23 +110,29 @@ def test_an_unreachable_target_says_so_and_exits_0(tmp_path, files, run_cli):
     assert not (out / "recommended_deployment.yaml").exists()
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("--target", "1.5"), "--target: must be in (0, 1], got 1.5"),
-    (("--target", "0"), "--target: must be in (0, 1], got 0.0"),
-    (("--search", "engine.nope=1,2"), "--search: engine.nope: not a deployment key"),
-    (("--search", "num_workers=1,2"), "worker counts are what plansim capacity searches"),
-    (("--search", "engine.max_num_seqs"), "--search: expected KEY=V1,V2,..."),
-    (("--seeds", "0"), "--seeds: must be at least 1"),
-    (("--segment-s", "0"), "--segment-s: must be > 0"),
-    (("--max-gpu-budget", "0"), "--max-gpu-budget: must be at least 1"),
-    (("--ray-address", "x:1"), "--ray-address: only with --backend ray"),
-    (("--gpu-cost", "h200_sxm=3.5,b200_sxm"), "--gpu-cost: expected SYSTEM=PRICE_PER_GPU_HOUR"),
-    (("--gpu-cost", "h200_sxm=3.5"), "--gpu-cost: the agg pool of base has no aic timing model"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--target", "1.5"), "--target: must be in (0, 1], got 1.5"),
+        (("--target", "0"), "--target: must be in (0, 1], got 0.0"),
+        (("--search", "engine.nope=1,2"), "--search: engine.nope: not a deployment key"),
+        (("--search", "num_workers=1,2"), "worker counts are what plansim capacity searches"),
+        (("--search", "engine.max_num_seqs"), "--search: expected KEY=V1,V2,..."),
+        (("--seeds", "0"), "--seeds: must be at least 1"),
+        (("--segment-s", "0"), "--segment-s: must be > 0"),
+        (("--max-gpu-budget", "0"), "--max-gpu-budget: must be at least 1"),
+        (("--ray-address", "x:1"), "--ray-address: only with --backend ray"),
+        (("--gpu-cost", "h200_sxm=3.5,b200_sxm"), "--gpu-cost: expected SYSTEM=PRICE_PER_GPU_HOUR"),
+        (
+            ("--gpu-cost", "h200_sxm=3.5"),
+            "--gpu-cost: the agg pool of base has no aic timing model",
+        ),
+    ],
+)
 def test_bad_options_are_one_line_and_write_nothing(tmp_path, files, run_cli, args, message):
     trace, config = files
     out = tmp_path / "out"
-    code, stdout, err = _run(run_cli, trace, config, out, *args)
+    code, _stdout, err = _run(run_cli, trace, config, out, *args)
     assert code == 2
     assert message in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
@@ -128,13 +156,11 @@ def test_an_empty_trace_is_one_line(tmp_path, files, run_cli):
     assert not (tmp_path / "out").exists()
 
 
-def test_a_planner_config_that_does_not_fit_the_deployment_is_one_line(tmp_path, files,
-                                                                       run_cli):
+def test_a_planner_config_that_does_not_fit_the_deployment_is_one_line(tmp_path, files, run_cli):
     trace, config = files
     planner = tmp_path / "planner.yaml"
     planner.write_text("mode: disagg\n")
-    code, _, err = _run(run_cli, trace, config, tmp_path / "out", "--planner-config",
-                        str(planner))
+    code, _, err = _run(run_cli, trace, config, tmp_path / "out", "--planner-config", str(planner))
     assert code == 2 and "planner.yaml" in err and "does not fit" in err
 
 
@@ -146,8 +172,9 @@ def test_the_output_folder_holds_one_run_and_force_replaces_it(tmp_path, files, 
     assert marker["status"] == "complete" and "capacity.json" in marker["files"]
     code, _, err = _run(run_cli, trace, config, out, "--no-default-policies")
     assert code == 2 and "already holds a run of plansim capacity" in err
-    code, _, err = _run(run_cli, trace, config, out, "--no-default-policies", "--target", "0.1",
-                        "--force")
+    code, _, err = _run(
+        run_cli, trace, config, out, "--no-default-policies", "--target", "0.1", "--force"
+    )
     assert code == 0, err
     assert json.loads((out / "capacity.json").read_text())["target"] == 0.1
 
@@ -164,22 +191,41 @@ def test_fail_under_gates_ci_on_the_best_goodput_reached(tmp_path, files, run_cl
     trace, config = files
     # Within 3 GPUs the best is 3 workers, below 95% (the test above): exit status 3 after
     # writing every file; a ratio the best reaches exits 0.
-    code, stdout, err = _run(run_cli, trace, config, tmp_path / "miss", "--max-gpu-budget", "3",
-                             "--no-default-policies", "--fail-under", "0.95")
+    code, stdout, err = _run(
+        run_cli,
+        trace,
+        config,
+        tmp_path / "miss",
+        "--max-gpu-budget",
+        "3",
+        "--no-default-policies",
+        "--fail-under",
+        "0.95",
+    )
     assert code == 3, err
     assert stdout.splitlines()[0].endswith("; no deployment reached 95.0% (exit status 3)")
     assert (tmp_path / "miss" / "capacity.json").is_file()
     report = json.loads((tmp_path / "miss" / "capacity.json").read_text())
     best = report["best_infeasible"]["goodput_ratio"]
-    code, _, err = _run(run_cli, trace, config, tmp_path / "ok", "--max-gpu-budget", "3",
-                        "--no-default-policies", "--fail-under", f"{best:.4f}")
+    code, _, err = _run(
+        run_cli,
+        trace,
+        config,
+        tmp_path / "ok",
+        "--max-gpu-budget",
+        "3",
+        "--no-default-policies",
+        "--fail-under",
+        f"{best:.4f}",
+    )
     assert code == 0, err
     code, _, err = _run(run_cli, trace, config, tmp_path / "bad", "--fail-under", "1.5")
     assert (code, err) == (2, "plansim: --fail-under: must be in (0, 1], got 1.5\n")
 
 
 def test_the_recommendation_keeps_the_input_s_spellings_and_is_written_for_dynamo(
-        tmp_path, files, run_cli):
+    tmp_path, files, run_cli
+):
     trace, _ = files
     config = tmp_path / "spelled.yaml"
     spelled = DEPLOY.replace("engine: {", "engine: {backend: vllm, num_gpu_blocks_override: 4096, ")
@@ -210,20 +256,34 @@ def _calibration(tmp_path: Path, draws: list[float]) -> Path:
     """A calibration.json whose fit is the deployment's own timing (speedup 1) and whose
     bootstrap draws are the speedup ratios ``draws``."""
     path = tmp_path / "calibration.json"
-    path.write_text(json.dumps({
-        "schema": "plansim.calibration.v1", "family": "scaled",
-        "deployment_keys": {"engine.speedup_ratio": 1.0},
-        "draws": [{"engine.speedup_ratio": d} for d in draws]}))
+    path.write_text(
+        json.dumps(
+            {
+                "schema": "plansim.calibration.v1",
+                "family": "scaled",
+                "deployment_keys": {"engine.speedup_ratio": 1.0},
+                "draws": [{"engine.speedup_ratio": d} for d in draws],
+            }
+        )
+    )
     return path
 
 
-def test_a_calibration_widens_the_interval_and_checks_the_pessimistic_draw(tmp_path, files,
-                                                                          run_cli):
+def test_a_calibration_widens_the_interval_and_checks_the_pessimistic_draw(
+    tmp_path, files, run_cli
+):
     trace, config = files
     plain, calibrated = tmp_path / "plain", tmp_path / "calibrated"
     assert _run(run_cli, trace, config, plain, "--no-default-policies")[0] == 0
-    code, stdout, err = _run(run_cli, trace, config, calibrated, "--no-default-policies",
-                             "--calibration", str(_calibration(tmp_path, [1.0, 0.8])))
+    code, stdout, err = _run(
+        run_cli,
+        trace,
+        config,
+        calibrated,
+        "--no-default-policies",
+        "--calibration",
+        str(_calibration(tmp_path, [1.0, 0.8])),
+    )
     assert code == 0, err
     before = json.loads((plain / "capacity.json").read_text())["cheapest_static"]
     after = json.loads((calibrated / "capacity.json").read_text())["cheapest_static"]
@@ -242,18 +302,35 @@ def test_a_calibration_widens_the_interval_and_checks_the_pessimistic_draw(tmp_p
     # Both chosen points (4 workers, and 3, the best infeasible) are replayed at both draws.
     timing = pd.read_parquet(calibrated / "points.parquet").query("kind == 'timing'")
     assert sorted(zip(timing["num_workers"], timing["timing_draw"])) == [
-        (3, 0), (3, 1), (4, 0), (4, 1)]
+        (3, 0),
+        (3, 1),
+        (4, 0),
+        (4, 1),
+    ]
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    ("{}", "not a calibration.json of plansim calibrate"),
-    (('{"schema": "plansim.calibration.v1", "deployment_keys": {"engine.speedup_ratio": 1},'
-      ' "draws": [{"engine.decode_speedup_ratio": 1}]}'), "draws: must be a non-empty list"),
-    (('{"schema": "plansim.calibration.v1", "deployment_keys": {"engine.nope": 1},'
-      ' "draws": [{"engine.nope": 1}]}'), "engine.nope"),
-])
-def test_a_bad_calibration_file_is_one_line_naming_it(tmp_path, files, run_cli, content,
-                                                      message):
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{}", "not a calibration.json of plansim calibrate"),
+        (
+            (
+                '{"schema": "plansim.calibration.v1",'
+                ' "deployment_keys": {"engine.speedup_ratio": 1},'
+                ' "draws": [{"engine.decode_speedup_ratio": 1}]}'
+            ),
+            "draws: must be a non-empty list",
+        ),
+        (
+            (
+                '{"schema": "plansim.calibration.v1", "deployment_keys": {"engine.nope": 1},'
+                ' "draws": [{"engine.nope": 1}]}'
+            ),
+            "engine.nope",
+        ),
+    ],
+)
+def test_a_bad_calibration_file_is_one_line_naming_it(tmp_path, files, run_cli, content, message):
     trace, config = files
     path = tmp_path / "calibration.json"
     path.write_text(content)
@@ -265,22 +342,42 @@ def test_a_bad_calibration_file_is_one_line_naming_it(tmp_path, files, run_cli, 
 
 def test_a_key_the_calibration_sets_cannot_be_searched(tmp_path, files, run_cli):
     trace, config = files
-    code, _, err = _run(run_cli, trace, config, tmp_path / "out", "--calibration",
-                        str(_calibration(tmp_path, [1.0])), "--search",
-                        "engine.speedup_ratio=1,2")
+    code, _, err = _run(
+        run_cli,
+        trace,
+        config,
+        tmp_path / "out",
+        "--calibration",
+        str(_calibration(tmp_path, [1.0])),
+        "--search",
+        "engine.speedup_ratio=1,2",
+    )
     assert code == 2 and "set by the calibration" in err
 
 
 @pytest.mark.slow
 def test_a_search_killed_at_random_points_and_resumed_gives_the_uninterrupted_answer(
-        tmp_path, files, run_cli):
+    tmp_path, files, run_cli
+):
     from killed_runs import RESUME_DIR, kill_and_resume
 
     trace, config = files
     # The planner knob search (three min_endpoint values) runs last: with 19 replays the seed's
     # kills come at 5 and 18 records, the second one within the knob search.
-    args = ["capacity", str(trace), "--config", str(config), "--quiet", "--no-report",
-            "--segment-s", "6", "--jobs", "2", "--search", "planner.min_endpoint=1,2,3"]
+    args = [
+        "capacity",
+        str(trace),
+        "--config",
+        str(config),
+        "--quiet",
+        "--no-report",
+        "--segment-s",
+        "6",
+        "--jobs",
+        "2",
+        "--search",
+        "planner.min_endpoint=1,2,3",
+    ]
     whole = tmp_path / "whole"
     code, _, err = run_cli(*args, "--out", str(whole))
     assert code == 0, err
@@ -296,8 +393,9 @@ def test_a_search_killed_at_random_points_and_resumed_gives_the_uninterrupted_an
     for report in (expected, got):
         del report["host"]  # how the replays ran (wall time, workers), not what they gave
     assert got == expected
-    pd.testing.assert_frame_equal(pd.read_parquet(out / "points.parquet"),
-                                  pd.read_parquet(whole / "points.parquet"))
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(out / "points.parquet"), pd.read_parquet(whole / "points.parquet")
+    )
     for name in ("inputs.json", "recommended_deployment.yaml"):
         assert (out / name).read_bytes() == (whole / name).read_bytes(), name
     assert json.loads((out / "run.json").read_text())["status"] == "complete"
@@ -310,9 +408,14 @@ def test_resume_refuses_other_inputs_and_a_complete_run(tmp_path, files, run_cli
     code, _, err = _run(run_cli, trace, config, out, "--no-default-policies")
     assert code == 0, err
     code, _, err = _run(run_cli, trace, config, out, "--no-default-policies", "--resume")
-    assert (code, err) == (2, (f"plansim: --resume: {out} holds a complete run of plansim "
-                               "capacity, nothing of plansim capacity to resume; use --force to "
-                               "replace it, or choose another folder\n"))
+    assert (code, err) == (
+        2,
+        (
+            f"plansim: --resume: {out} holds a complete run of plansim "
+            "capacity, nothing of plansim capacity to resume; use --force to "
+            "replace it, or choose another folder\n"
+        ),
+    )
     # An interrupted run (its marker says so) with a record: other inputs are refused.
     marker = json.loads((out / "run.json").read_text())
     (out / "run.json").write_text(json.dumps({**marker, "status": "incomplete"}))
@@ -320,8 +423,10 @@ def test_resume_refuses_other_inputs_and_a_complete_run(tmp_path, files, run_cli
 
     Journal.open(out / ".plansim-resume", {"seed": 1}, resume=False).record("k", 1)
     code, _, err = _run(run_cli, trace, config, out, "--no-default-policies", "--resume")
-    assert code == 2 and err.startswith(f"plansim: --resume: the interrupted run in {out} had "
-                                        "other inputs (")
+    assert code == 2 and err.startswith(
+        f"plansim: --resume: the interrupted run in {out} had other inputs ("
+    )
     code, _, err = _run(run_cli, trace, config, out, "--resume", "--force")
-    assert code == 2 and "--resume: give --resume to go on with an interrupted run or --force" \
-        in err
+    assert (
+        code == 2 and "--resume: give --resume to go on with an interrupted run or --force" in err
+    )

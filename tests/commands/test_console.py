@@ -44,8 +44,18 @@ def commands() -> list[str]:
 def _replay(run_cli: Callable, out: Path) -> None:
     config = out.parent / "deploy.yaml"
     config.write_text(DEPLOY)
-    code, _, err = run_cli("replay", "run", str(MICRO), *MICRO_FLAGS, "-c", str(config),
-                           "--out", str(out), "--no-report", "-q")
+    code, _, err = run_cli(
+        "replay",
+        "run",
+        str(MICRO),
+        *MICRO_FLAGS,
+        "-c",
+        str(config),
+        "--out",
+        str(out),
+        "--no-report",
+        "-q",
+    )
     assert code == 0, err
 
 
@@ -67,9 +77,26 @@ def _report(d: Path, run_cli: Callable) -> tuple[list[str], str | None]:
 
 def _capacity(d: Path, run_cli: Callable) -> tuple[list[str], str | None]:
     (d / "deploy.yaml").write_text(DEPLOY)
-    return (["capacity", str(MICRO), *MICRO_FLAGS, "-c", str(d / "deploy.yaml"),
-             "--max-gpu-budget", "2", "--no-default-policies", "--segment-s", "10", "--jobs",
-             "1", "--out", str(d / "out"), "--no-report"], "capacity.json")
+    return (
+        [
+            "capacity",
+            str(MICRO),
+            *MICRO_FLAGS,
+            "-c",
+            str(d / "deploy.yaml"),
+            "--max-gpu-budget",
+            "2",
+            "--no-default-policies",
+            "--segment-s",
+            "10",
+            "--jobs",
+            "1",
+            "--out",
+            str(d / "out"),
+            "--no-report",
+        ],
+        "capacity.json",
+    )
 
 
 def _calibrate(d: Path, run_cli: Callable) -> tuple[list[str], str | None]:
@@ -79,22 +106,50 @@ def _calibrate(d: Path, run_cli: Callable) -> tuple[list[str], str | None]:
 
     trace = record(d / "trace.jsonl.gz", synthetic(n=400), DEPLOYMENT)
     (d / "deploy.yaml").write_text(yaml.safe_dump(DEPLOYMENT))
-    return (["calibrate", str(trace), "-c", str(d / "deploy.yaml"), "--family", "scaled",
-             "--jobs", "1", "--out", str(d / "out"), "--no-report"], "calibration.json")
+    return (
+        [
+            "calibrate",
+            str(trace),
+            "-c",
+            str(d / "deploy.yaml"),
+            "--family",
+            "scaled",
+            "--jobs",
+            "1",
+            "--out",
+            str(d / "out"),
+            "--no-report",
+        ],
+        "calibration.json",
+    )
 
 
 def _fleet(d: Path, run_cli: Callable) -> tuple[list[str], str | None]:
     from tests.fleet.fleet_cases import on_demand, write_fleet
 
     path = write_fleet(d, on_demand(4, 8), models=("light",), search={})
-    return (["fleet", str(path), "--jobs", "1", "--out", str(d / "out"), "--no-report"],
-            "fleet.json")
+    return (
+        ["fleet", str(path), "--jobs", "1", "--out", str(d / "out"), "--no-report"],
+        "fleet.json",
+    )
 
 
 def _replay_run(d: Path, run_cli: Callable) -> tuple[list[str], str | None]:
     (d / "deploy.yaml").write_text(DEPLOY)
-    return (["replay", "run", str(MICRO), *MICRO_FLAGS, "-c", str(d / "deploy.yaml"), "--out",
-             str(d / "out"), "--no-report"], "summary.json")
+    return (
+        [
+            "replay",
+            "run",
+            str(MICRO),
+            *MICRO_FLAGS,
+            "-c",
+            str(d / "deploy.yaml"),
+            "--out",
+            str(d / "out"),
+            "--no-report",
+        ],
+        "summary.json",
+    )
 
 
 EXAMPLES: dict[str, Example] = {
@@ -102,29 +157,97 @@ EXAMPLES: dict[str, Example] = {
     "capacity": _capacity,
     "compare": _compare,
     "fleet": _fleet,
-    "predict compare": lambda d, _: (["predict", "compare", str(SAMPLE), "--interval", "30",
-                                      "--predictors", "constant", "--out", str(d / "out"),
-                                      "--no-report"], "summary.json"),
-    "profile aic": lambda d, _: (["profile", "aic", "--model", "Qwen/Qwen3-32B", "--system",
-                                  "h200_sxm", "--max-num-seqs", "16", "--max-context", "4096",
-                                  "-o", str(d / "p.npz")], None),
+    "predict compare": lambda d, _: (
+        [
+            "predict",
+            "compare",
+            str(SAMPLE),
+            "--interval",
+            "30",
+            "--predictors",
+            "constant",
+            "--out",
+            str(d / "out"),
+            "--no-report",
+        ],
+        "summary.json",
+    ),
+    "profile aic": lambda d, _: (
+        [
+            "profile",
+            "aic",
+            "--model",
+            "Qwen/Qwen3-32B",
+            "--system",
+            "h200_sxm",
+            "--max-num-seqs",
+            "16",
+            "--max-context",
+            "4096",
+            "-o",
+            str(d / "p.npz"),
+        ],
+        None,
+    ),
     "replay run": _replay_run,
-    "replay synth": lambda d, _: (["replay", "synth", "--rate", "5", "--duration", "5",
-                                   "--out", str(d / "out"), "--no-report"], "summary.json"),
+    "replay synth": lambda d, _: (
+        [
+            "replay",
+            "synth",
+            "--rate",
+            "5",
+            "--duration",
+            "5",
+            "--out",
+            str(d / "out"),
+            "--no-report",
+        ],
+        "summary.json",
+    ),
     "report": _report,
-    "retune sweep": lambda d, _: (["retune", "sweep", str(RETUNE), "--out", str(d / "out"),
-                                   "--no-report", "--no-baseline"], "summary.json"),
-    "retune window": lambda d, _: (["retune", "window", str(RETUNE), "--window", "0",
-                                    "--no-timeout", "--out", str(d / "out"), "--no-report"],
-                                   "summary.json"),
-    "retune windows": lambda d, _: (["retune", "windows", str(RETUNE), "--from", "0", "--to",
-                                     "0", "--no-timeout", "--out", str(d / "out"),
-                                     "--no-report"], "summary.json"),
-    "trace convert": lambda d, _: (["trace", "convert", str(MICRO), str(d / "t.jsonl"), "--to",
-                                    "mooncake", *MICRO_FLAGS], None),
+    "retune sweep": lambda d, _: (
+        ["retune", "sweep", str(RETUNE), "--out", str(d / "out"), "--no-report", "--no-baseline"],
+        "summary.json",
+    ),
+    "retune window": lambda d, _: (
+        [
+            "retune",
+            "window",
+            str(RETUNE),
+            "--window",
+            "0",
+            "--no-timeout",
+            "--out",
+            str(d / "out"),
+            "--no-report",
+        ],
+        "summary.json",
+    ),
+    "retune windows": lambda d, _: (
+        [
+            "retune",
+            "windows",
+            str(RETUNE),
+            "--from",
+            "0",
+            "--to",
+            "0",
+            "--no-timeout",
+            "--out",
+            str(d / "out"),
+            "--no-report",
+        ],
+        "summary.json",
+    ),
+    "trace convert": lambda d, _: (
+        ["trace", "convert", str(MICRO), str(d / "t.jsonl"), "--to", "mooncake", *MICRO_FLAGS],
+        None,
+    ),
     "trace inspect": lambda d, _: (["trace", "inspect", str(SAMPLE)], None),
-    "trace synth": lambda d, _: (["trace", "synth", "--rate", "5", "--duration", "10", "-o",
-                                  str(d / "s.jsonl.gz")], None),
+    "trace synth": lambda d, _: (
+        ["trace", "synth", "--rate", "5", "--duration", "10", "-o", str(d / "s.jsonl.gz")],
+        None,
+    ),
 }
 
 
@@ -161,12 +284,23 @@ def test_json_prints_one_object_the_run_s_file(run_cli, tmp_path, command):
 
 def test_quiet_prints_only_the_result_line(run_cli, tmp_path):
     (tmp_path / "deploy.yaml").write_text(DEPLOY)
-    code, stdout, err = run_cli("replay", "run", str(MICRO), *MICRO_FLAGS, "-c",
-                                str(tmp_path / "deploy.yaml"), "--out", str(tmp_path / "o"), "-q")
+    code, stdout, err = run_cli(
+        "replay",
+        "run",
+        str(MICRO),
+        *MICRO_FLAGS,
+        "-c",
+        str(tmp_path / "deploy.yaml"),
+        "--out",
+        str(tmp_path / "o"),
+        "-q",
+    )
     assert code == 0, err
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     share = summary["goodput_completed_requests"] / summary["num_requests"]
-    assert stdout == (f"goodput {share:.1%} (TTFT ≤ 1000 ms and TPOT ≤ 50 ms), "
-                      f"{summary['gpu_hours']:.4f} GPU-hours: {tmp_path / 'o'}\n")
+    assert stdout == (
+        f"goodput {share:.1%} (TTFT ≤ 1000 ms and TPOT ≤ 50 ms), "
+        f"{summary['gpu_hours']:.4f} GPU-hours: {tmp_path / 'o'}\n"
+    )
     code, stdout, _ = run_cli("trace", "inspect", str(SAMPLE), "-q")
     assert stdout == "2,254 requests over 599.6 s\n"

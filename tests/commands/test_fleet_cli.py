@@ -51,40 +51,52 @@ def test_a_searched_gpu_of_which_the_inventory_holds_none_is_named(tmp_path, run
 
 def test_a_deployment_on_a_gpu_the_inventory_does_not_hold_is_named(tmp_path, run_cli):
     inventory = {"h200_sxm": {"count": 8, "price_per_gpu_hour": 3.5}}
-    line = _bad(run_cli, tmp_path, write_fleet(tmp_path, inventory, models=("light",),
-                                               search={}))
+    line = _bad(run_cli, tmp_path, write_fleet(tmp_path, inventory, models=("light",), search={}))
     assert "models.0.deployment" in line and "light needs h100_sxm GPUs" in line
 
 
 def test_a_model_whose_search_space_holds_no_feasible_point(tmp_path, run_cli):
     # TP 2 on GPUs of which the inventory holds one each: one worker needs 2 GPUs.
     search = {"timing_model.system": ["h200_sxm", "h100_sxm"], "timing_model.tp_size": [2]}
-    line = _bad(run_cli, tmp_path, write_fleet(tmp_path, on_demand(1, 1), models=("light",),
-                                               search=search))
+    line = _bad(
+        run_cli, tmp_path, write_fleet(tmp_path, on_demand(1, 1), models=("light",), search=search)
+    )
     assert "models.0: light: no point of its search space is feasible" in line
     assert "one worker per pool needs 2 GPUs, more than the 1 its search may use" in line
 
 
 def test_a_deployment_without_an_aic_timing_model_has_no_gpu_to_price(tmp_path, run_cli):
-    plain = {"mode": "agg", "engine": {"timing_model": {"type": "fixed", "prefill_ms": 1,
-                                                        "decode_ms": 1}},
-             "sla": {"ttft_ms": 100}}
-    line = _bad(run_cli, tmp_path, write_fleet(tmp_path, on_demand(4, 4), models=("light",),
-                                               search={}, deployments={"light": plain}))
+    plain = {
+        "mode": "agg",
+        "engine": {"timing_model": {"type": "fixed", "prefill_ms": 1, "decode_ms": 1}},
+        "sla": {"ttft_ms": 100},
+    }
+    line = _bad(
+        run_cli,
+        tmp_path,
+        write_fleet(
+            tmp_path, on_demand(4, 4), models=("light",), search={}, deployments={"light": plain}
+        ),
+    )
     assert "no aic timing model" in line and "models.0.deployment" in line
 
 
-@pytest.mark.parametrize("edit, expected", [
-    (lambda f: f["models"][1].update(name="light"), "models.1.name: 'light' is used twice"),
-    (lambda f: f["models"][0].update(name="a/b"), "models.0.name"),
-    (lambda f: f["models"][0].update(target=1.5), "models.0.target"),
-    (lambda f: f["inventory"]["h100_sxm"].update(count=-1), "inventory.h100_sxm.count"),
-    (lambda f: f.update(budget_per_hour=0), "budget_per_hour"),
-    (lambda f: f["models"][0].update(search={"engine.timing_model.tp_sise": [1]}),
-     "models.0.search"),
-    (lambda f: f["models"][0].update(colour="red"), "models.0.colour: unknown key"),
-    (lambda f: f["models"][0].update(format="csvx"), "models.0.format"),
-])
+@pytest.mark.parametrize(
+    "edit, expected",
+    [
+        (lambda f: f["models"][1].update(name="light"), "models.1.name: 'light' is used twice"),
+        (lambda f: f["models"][0].update(name="a/b"), "models.0.name"),
+        (lambda f: f["models"][0].update(target=1.5), "models.0.target"),
+        (lambda f: f["inventory"]["h100_sxm"].update(count=-1), "inventory.h100_sxm.count"),
+        (lambda f: f.update(budget_per_hour=0), "budget_per_hour"),
+        (
+            lambda f: f["models"][0].update(search={"engine.timing_model.tp_sise": [1]}),
+            "models.0.search",
+        ),
+        (lambda f: f["models"][0].update(colour="red"), "models.0.colour: unknown key"),
+        (lambda f: f["models"][0].update(format="csvx"), "models.0.format"),
+    ],
+)
 def test_a_bad_key_in_the_fleet_file_is_one_line(tmp_path, run_cli, edit, expected):
     path = write_fleet(tmp_path, on_demand(4, 8))
     spec = yaml.safe_load(path.read_text())
@@ -96,8 +108,11 @@ def test_a_bad_key_in_the_fleet_file_is_one_line(tmp_path, run_cli, edit, expect
 def test_a_planner_with_retune_is_refused(tmp_path, run_cli):
     dep = deployment(planner=True)
     dep["planner"]["retune"] = {"interval_seconds": 60, "search": {"router": {}}}
-    line = _bad(run_cli, tmp_path, write_fleet(tmp_path, on_demand(4, 8), models=("light",),
-                                               deployments={"light": dep}))
+    line = _bad(
+        run_cli,
+        tmp_path,
+        write_fleet(tmp_path, on_demand(4, 8), models=("light",), deployments={"light": dep}),
+    )
     assert "models.0.deployment" in line and "retune" in line
 
 
@@ -130,23 +145,30 @@ def test_a_binding_inventory_moves_the_model_whose_move_costs_least(tmp_path, ru
     for m in report["models"]:
         assert m["choice"]["tier"] == "on_demand"
         assert m["choice"]["cost_per_hour"] == pytest.approx(
-            sum(n * prices[s] for s, n in m["choice"]["gpus"].items()))
+            sum(n * prices[s] for s, n in m["choice"]["gpus"].items())
+        )
     assert report["cost_per_hour"] == pytest.approx(
-        sum(m["choice"]["cost_per_hour"] for m in report["models"]))
+        sum(m["choice"]["cost_per_hour"] for m in report["models"])
+    )
     moved = [m for m in report["models"] if m["choice"]["moved"]]
     assert len(moved) == 1 and moved[0]["choice"]["gpus"].keys() == {"h200_sxm"}
     # The model moved is the one whose cheapest H200 deployment costs least over its H100 one.
-    extra = {m["name"]: min(c["cost_per_hour"] for c in m["front"] if "h200_sxm" in c["gpus"])
-             - m["cheapest_alone"]["cost_per_hour"] for m in report["models"]}
+    extra = {
+        m["name"]: min(c["cost_per_hour"] for c in m["front"] if "h200_sxm" in c["gpus"])
+        - m["cheapest_alone"]["cost_per_hour"]
+        for m in report["models"]
+    }
     assert moved[0]["name"] == min(extra, key=extra.get)
     assert moved[0]["choice"]["extra_cost_per_hour"] == pytest.approx(extra[moved[0]["name"]])
     for m in report["models"]:
         text = (out / "models" / m["name"] / "recommended_deployment.yaml").read_text()
         assert yaml.safe_load(text)["engine"]["timing_model"]["system"] == next(
-            iter(m["choice"]["gpus"]))
+            iter(m["choice"]["gpus"])
+        )
     assert (out / "fleet_report.html").is_file() and (out / "points.parquet").is_file()
     # -q prints the result line alone: the fleet's cost and the solver's proof.
     assert len(stdout.splitlines()) == 1 and "proved optimal" in stdout
     run = json.loads((out / "run.json").read_text())
-    assert run["status"] == "complete" and "models/light/recommended_deployment.yaml" in run[
-        "files"]
+    assert (
+        run["status"] == "complete" and "models/light/recommended_deployment.yaml" in run["files"]
+    )

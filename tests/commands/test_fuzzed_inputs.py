@@ -7,7 +7,8 @@ traceback (an exception escaping ``main``), never another status, never a partia
 Each property runs a bounded number of examples in the suite, the same ones every time
 (derandomized). ``PLANSIM_FUZZ_EXAMPLES=N`` runs N random examples per property instead, and
 ``-s`` shows how many each judged and how they ended (the long run ``bench/README.md``
-reports), e.g. ``PLANSIM_FUZZ_EXAMPLES=1000 python -m pytest -s tests/commands/test_fuzzed_inputs.py``.
+reports), e.g. ``PLANSIM_FUZZ_EXAMPLES=1000 python -m pytest -s
+tests/commands/test_fuzzed_inputs.py``.
 """
 
 from __future__ import annotations
@@ -44,9 +45,14 @@ EXAMPLE_LIMIT_S = 120
 
 def _settings(examples: int) -> settings:
     """``examples`` fixed ones in the suite; ``PLANSIM_FUZZ_EXAMPLES`` random ones if set."""
-    return settings(max_examples=LONG_RUN or examples, derandomize=not LONG_RUN, deadline=None,
-                    database=None, print_blob=True,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    return settings(
+        max_examples=LONG_RUN or examples,
+        derandomize=not LONG_RUN,
+        deadline=None,
+        database=None,
+        print_blob=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
 
 
 # -- running plansim and judging the outcome ----------------------------------------------------
@@ -87,7 +93,7 @@ def _plansim(*args: str) -> tuple[int, str, str]:
         sys.argv = argv
         _runs[0] += 1
         if _runs[0] % _COLLECT_EVERY == 0:  # main() leaves its objects to full collections,
-            gc.collect()                     # rare in one process running thousands of them
+            gc.collect()  # rare in one process running thousands of them
     return code, out.getvalue(), err.getvalue()
 
 
@@ -117,14 +123,17 @@ def _check(prop: Callable[[], None]) -> None:
     prop()
     if LONG_RUN:
         done = _outcomes - before
-        print(f"\nfuzz: {done.total()} examples, {done['complete']} complete runs, "
-              f"{done['refused']} refused in one line")
+        print(
+            f"\nfuzz: {done.total()} examples, {done['complete']} complete runs, "
+            f"{done['refused']} refused in one line"
+        )
 
 
 def _replay(files: list[Path], folder: Path, *extra: str) -> None:
     out = folder / "out"
-    code, _, err = _plansim("replay", "run", *map(str, files), "--out", str(out), "--no-report",
-                            "--quiet", *extra)
+    code, _, err = _plansim(
+        "replay", "run", *map(str, files), "--out", str(out), "--no-report", "--quiet", *extra
+    )
     _judge(code, err, out)
 
 
@@ -135,48 +144,106 @@ DYNAMO = "dynamo.request.trace.v1"
 
 def _dynamo_row(rid: str, received: int, isl: int, osl: int, **request: Any) -> dict:
     hashes = [hash((rid, t)) % 2**63 for t in range(-(-isl // 128))]
-    return {"schema": DYNAMO, "event_type": "request_end", "event_time_unix_ms": received + 90,
-            "request": {"request_id": rid, "request_received_ms": received,
-                        "output_tokens": osl, "total_time_ms": 80.0, "ttft_ms": 12.5,
-                        "replay": {"trace_block_size": 128, "input_length": isl,
-                                   "input_sequence_hashes": hashes}, **request}}
+    return {
+        "schema": DYNAMO,
+        "event_type": "request_end",
+        "event_time_unix_ms": received + 90,
+        "request": {
+            "request_id": rid,
+            "request_received_ms": received,
+            "output_tokens": osl,
+            "total_time_ms": 80.0,
+            "ttft_ms": 12.5,
+            "replay": {
+                "trace_block_size": 128,
+                "input_length": isl,
+                "input_sequence_hashes": hashes,
+            },
+            **request,
+        },
+    }
 
 
 BASES: dict[str, list[Any]] = {
     "mooncake": [
         {"timestamp": 0, "input_length": 600, "output_length": 4, "hash_ids": [1, 2]},
         {"timestamp": 15.5, "input_length": 100, "output_length": 3, "hash_ids": [1]},
-        {"timestamp": 40, "input_tokens": 1024, "output_tokens": 2, "hash_ids": [1, 2],
-         "request_id": "r3"},
+        {
+            "timestamp": 40,
+            "input_tokens": 1024,
+            "output_tokens": 2,
+            "hash_ids": [1, 2],
+            "request_id": "r3",
+        },
     ],
     "mooncake_sessions": [
-        {"session_id": "s1", "timestamp": 0, "input_length": 100, "output_length": 3,
-         "hash_ids": [1]},
-        {"session_id": "s1", "delay": 5, "input_length": 700, "output_length": 2,
-         "hash_ids": [1, 2]},
+        {
+            "session_id": "s1",
+            "timestamp": 0,
+            "input_length": 100,
+            "output_length": 3,
+            "hash_ids": [1],
+        },
+        {
+            "session_id": "s1",
+            "delay": 5,
+            "input_length": 700,
+            "output_length": 2,
+            "hash_ids": [1, 2],
+        },
         {"timestamp": 3, "input_length": 50, "output_length": 1, "hash_ids": [9]},
     ],
     "dynamo": [
         _dynamo_row("a", 1_750_000_000_000, 300, 5),
         {"timestamp": 7, "event": _dynamo_row("b", 1_750_000_000_020, 128, 3)},
-        {"schema": DYNAMO, "event_type": "tool_end", "event_time_unix_ms": 1_750_000_000_030,
-         "agent_context": {"session_id": "s"}, "tool": {"tool_call_id": "c", "status": "ok"}},
+        {
+            "schema": DYNAMO,
+            "event_type": "tool_end",
+            "event_time_unix_ms": 1_750_000_000_030,
+            "agent_context": {"session_id": "s"},
+            "tool": {"tool_call_id": "c", "status": "ok"},
+        },
         _dynamo_row("c", 1_750_000_000_050, 129, 1, model="m"),
     ],
     "dynamo_agents": [
         {**_dynamo_row("a", 1_750_000_000_000, 200, 4), "agent_context": {"session_id": "s"}},
-        {**_dynamo_row("b", 1_750_000_000_300, 300, 2),
-         "agent_context": {"session_id": "s", "parent_session_id": None}},
+        {
+            **_dynamo_row("b", 1_750_000_000_300, 300, 2),
+            "agent_context": {"session_id": "s", "parent_session_id": None},
+        },
     ],
     "agentic_mooncake": [
-        {"schema": "dynamo.agentic_mooncake", "version": 2, "block_size": 512,
-         "hash_id_scope": "local", "source": {"format": "test"}},
-        {"request_id": "root", "session_id": "s0", "input_length": 100, "output_length": 2,
-         "hash_ids": [1], "not_before_ms": 0},
-        {"request_id": "next", "session_id": "s0", "input_length": 600, "output_length": 3,
-         "hash_ids": [1, 2], "not_before_ms": 0,
-         "dependencies": [{"request_id": "root", "trigger": "completion", "delay_ms": 10,
-                           "relation": "sequence"}]},
+        {
+            "schema": "dynamo.agentic_mooncake",
+            "version": 2,
+            "block_size": 512,
+            "hash_id_scope": "local",
+            "source": {"format": "test"},
+        },
+        {
+            "request_id": "root",
+            "session_id": "s0",
+            "input_length": 100,
+            "output_length": 2,
+            "hash_ids": [1],
+            "not_before_ms": 0,
+        },
+        {
+            "request_id": "next",
+            "session_id": "s0",
+            "input_length": 600,
+            "output_length": 3,
+            "hash_ids": [1, 2],
+            "not_before_ms": 0,
+            "dependencies": [
+                {
+                    "request_id": "root",
+                    "trigger": "completion",
+                    "delay_ms": 10,
+                    "relation": "sequence",
+                }
+            ],
+        },
     ],
     "azure": [
         ["TIMESTAMP", "ContextTokens", "GeneratedTokens"],
@@ -189,21 +256,92 @@ BASES: dict[str, list[Any]] = {
 # Values a mutation puts where another one was: other JSON types, the edges of every numeric
 # range plansim converts to (int32, int64, uint64, float64), empty and odd text.
 NASTY = st.one_of(
-    st.sampled_from([None, True, False, 0, -1, 1, 2**31, 2**53 + 1, 2**63 - 1, 2**63, 2**64,
-                     10**30, -(10**30), 0.5, -0.0, 1e-300, 1e17, 1e308, -1e308, "", "x", "12",
-                     "1e3", "\u00e9\u0000", [], [1], [-1], [2**64], [0.5], {}, {"a": 1}]),
-    st.integers(), st.floats(allow_nan=False, allow_infinity=False),
-    st.text(max_size=4)).map(copy.deepcopy)  # a fresh copy: edits must not change the pool
+    st.sampled_from(
+        [
+            None,
+            True,
+            False,
+            0,
+            -1,
+            1,
+            2**31,
+            2**53 + 1,
+            2**63 - 1,
+            2**63,
+            2**64,
+            10**30,
+            -(10**30),
+            0.5,
+            -0.0,
+            1e-300,
+            1e17,
+            1e308,
+            -1e308,
+            "",
+            "x",
+            "12",
+            "1e3",
+            "\u00e9\u0000",
+            [],
+            [1],
+            [-1],
+            [2**64],
+            [0.5],
+            {},
+            {"a": 1},
+        ]
+    ),
+    st.integers(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=4),
+).map(copy.deepcopy)  # a fresh copy: edits must not change the pool
 # Cells of a CSV row: numbers at every edge, dates that are not, text.
 NASTY_CELLS = st.one_of(
-    st.sampled_from(["", "-1", "0", "1.5", "1e20", "10000001", "99999999999999999999", "nan",
-                     "inf", "abc", "2023-13-45 99:99:99", "2023-02-30 00:00:00", "1970-01-01",
-                     "9999-12-31 23:59:59", '"', "\u00e9", " 7 "]),
-    st.integers().map(str), st.text(max_size=5))
+    st.sampled_from(
+        [
+            "",
+            "-1",
+            "0",
+            "1.5",
+            "1e20",
+            "10000001",
+            "99999999999999999999",
+            "nan",
+            "inf",
+            "abc",
+            "2023-13-45 99:99:99",
+            "2023-02-30 00:00:00",
+            "1970-01-01",
+            "9999-12-31 23:59:59",
+            '"',
+            "\u00e9",
+            " 7 ",
+        ]
+    ),
+    st.integers().map(str),
+    st.text(max_size=5),
+)
 # Bytes a file may carry by mistake: invalid UTF-8, a BOM, NUL, stray line ends and braces.
-JUNK = st.sampled_from([b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\x00", b"\xef\xbb\xbf",
-                        b"\r", b"\n", b"\n\n", b"{", b"}{", b",", b'"', b"NaN", b"Infinity",
-                        b"-Infinity", b"1e999"])
+JUNK = st.sampled_from(
+    [
+        b"\xff",
+        b"\xc3\x28",
+        b"\xed\xa0\x80",
+        b"\x00",
+        b"\xef\xbb\xbf",
+        b"\r",
+        b"\n",
+        b"\n\n",
+        b"{",
+        b"}{",
+        b",",
+        b'"',
+        b"NaN",
+        b"Infinity",
+        b"-Infinity",
+        b"1e999",
+    ]
+)
 
 
 def _paths(value: Any, prefix: tuple = ()) -> list[tuple]:
@@ -251,8 +389,20 @@ def _mutate_value(data: st.DataObject, root: Any, mutations: int) -> Any:
         elif kind == "delete":
             root = _delete(root, path)
         elif kind == "add" and isinstance(target, dict):
-            key = data.draw(st.sampled_from(["extra", "request_id", "hash_ids", "delay",
-                                             "session_id", "priority", "engine", "x" * 3]))
+            key = data.draw(
+                st.sampled_from(
+                    [
+                        "extra",
+                        "request_id",
+                        "hash_ids",
+                        "delay",
+                        "session_id",
+                        "priority",
+                        "engine",
+                        "x" * 3,
+                    ]
+                )
+            )
             target[key] = data.draw(NASTY, label="value")
         elif kind == "repeat" and isinstance(target, list) and target:
             target.append(copy.deepcopy(target[data.draw(st.integers(0, len(target) - 1))]))
@@ -261,8 +411,9 @@ def _mutate_value(data: st.DataObject, root: Any, mutations: int) -> Any:
 
 def _mutate_bytes(data: st.DataObject, text: bytes) -> bytes:
     """``text`` cut short, or with junk inserted, or gzipped (whole or cut), or as it is."""
-    kind = data.draw(st.sampled_from(["none", "truncate", "junk", "gzip", "gzip-cut"]),
-                     label="bytes")
+    kind = data.draw(
+        st.sampled_from(["none", "truncate", "junk", "gzip", "gzip-cut"]), label="bytes"
+    )
     if kind == "truncate":
         return text[: data.draw(st.integers(0, len(text)), label="cut")]
     if kind == "junk":
@@ -287,7 +438,7 @@ def _trace_bytes(data: st.DataObject, fmt: str) -> bytes:
             if kind == "cell" and rows[r]:
                 rows[r][c] = data.draw(NASTY_CELLS, label="cell")
             elif kind == "drop":
-                rows = [row[:c] + row[c + 1:] for row in rows]
+                rows = [row[:c] + row[c + 1 :] for row in rows]
             elif kind == "extra":
                 rows = [[*row, "x"] for row in rows]
             elif kind == "ragged" and rows[r]:
@@ -334,9 +485,14 @@ def test_shards_of_mutated_and_mixed_formats_are_replayed_or_refused_in_one_line
             for k in range(data.draw(st.integers(2, 3), label="shards")):
                 fmt = data.draw(st.sampled_from(sorted(BASES)), label="format")
                 mutated = data.draw(st.booleans(), label="mutated")
-                content = (_trace_bytes(data, fmt) if mutated else b"".join(
-                    (",".join(r) if fmt == "azure" else json.dumps(r)).encode() + b"\n"
-                    for r in BASES[fmt]))
+                content = (
+                    _trace_bytes(data, fmt)
+                    if mutated
+                    else b"".join(
+                        (",".join(r) if fmt == "azure" else json.dumps(r)).encode() + b"\n"
+                        for r in BASES[fmt]
+                    )
+                )
                 _write(shards, f"{k}{_SUFFIX.get(fmt, '.jsonl')}", content)
             _replay([shards], folder)
 
@@ -349,8 +505,10 @@ def test_shards_of_mutated_and_mixed_formats_are_replayed_or_refused_in_one_line
 def _config_bytes(data: st.DataObject, mapping: dict) -> tuple[bytes, str]:
     mutated = _mutate_value(data, mapping, 3)
     as_json = data.draw(st.booleans(), label="json")
-    text = (json.dumps(mutated) if as_json else yaml.safe_dump(mutated, allow_unicode=True))
-    return _mutate_bytes(data, text.encode("utf-8", "surrogatepass")), ".json" if as_json else ".yaml"
+    text = json.dumps(mutated) if as_json else yaml.safe_dump(mutated, allow_unicode=True)
+    return _mutate_bytes(
+        data, text.encode("utf-8", "surrogatepass")
+    ), ".json" if as_json else ".yaml"
 
 
 def _example(name: str) -> dict:
@@ -388,23 +546,38 @@ def test_a_mutated_planner_file_is_replayed_or_refused_in_one_line():
     def build(data, folder):
         content, suffix = _config_bytes(data, base)
         config = _write(folder, "planner" + suffix, content)
-        return ["replay", "run", str(MICRO), "--config", str(EXAMPLES / "deploy.yaml"),
-                "--planner-config", str(config), "--quiet"]
+        return [
+            "replay",
+            "run",
+            str(MICRO),
+            "--config",
+            str(EXAMPLES / "deploy.yaml"),
+            "--planner-config",
+            str(config),
+            "--quiet",
+        ]
 
     _check(_config_property(build, 40))
 
 
 def test_a_mutated_retune_file_is_swept_or_refused_in_one_line():
-    trace = [_dynamo_row(f"r{i}", 1_750_000_000_000 + 400 * i, 100 + 50 * (i % 5), 3)
-             for i in range(40)]
+    trace = [
+        _dynamo_row(f"r{i}", 1_750_000_000_000 + 400 * i, 100 + 50 * (i % 5), 3) for i in range(40)
+    ]
     base = {
         "trace": "trace.jsonl",
-        "deployment": {"num_workers": 2, "router": {"mode": "kv_router"},
-                       "sla": {"ttft_ms": 500}},
-        "planner": {"mode": "agg", "enable_load_scaling": False,
-                    "enable_throughput_scaling": False,
-                    "retune": {"interval_seconds": 4, "grace_seconds": 1, "max_parallel": 1,
-                               "router": {"overlap_score_weight": {"choices": [0.0, 1.0]}}}},
+        "deployment": {"num_workers": 2, "router": {"mode": "kv_router"}, "sla": {"ttft_ms": 500}},
+        "planner": {
+            "mode": "agg",
+            "enable_load_scaling": False,
+            "enable_throughput_scaling": False,
+            "retune": {
+                "interval_seconds": 4,
+                "grace_seconds": 1,
+                "max_parallel": 1,
+                "router": {"overlap_score_weight": {"choices": [0.0, 1.0]}},
+            },
+        },
     }
 
     def build(data, folder):

@@ -15,8 +15,9 @@ TYPER_TYPES = re.compile(r"<(?:int|float|str|bool|path|list\[[^\]]*\])(?: range)
 
 def test_a_docstring_paragraph_is_one_line_and_lists_keep_their_lines():
     text = "First line\nwrapped here.\n\nSecond paragraph\n  wrapped too.\n- item one\n- item two"
-    assert reflow(text) == ("First line wrapped here.\n\nSecond paragraph wrapped too.\n"
-                            "- item one\n- item two")
+    assert reflow(text) == (
+        "First line wrapped here.\n\nSecond paragraph wrapped too.\n- item one\n- item two"
+    )
     assert reflow("\b\nkept\nas is") == "\b\nkept\nas is"
 
 

@@ -30,8 +30,11 @@ def test_claim_locks_the_folder_and_writing_marks_the_run_complete_with_its_file
         (path / "summary.json").write_text("{}")
         (path / "windows").mkdir()
         (path / "windows" / "0.json").write_text("{}")
-    assert _marker(out) == {"command": "plansim replay run", "status": "complete",
-                            "files": ["summary.json", "windows/0.json"]}
+    assert _marker(out) == {
+        "command": "plansim replay run",
+        "status": "complete",
+        "files": ["summary.json", "windows/0.json"],
+    }
     assert not (out / ".plansim.lock").exists()  # released when writing ends
 
 
@@ -50,7 +53,8 @@ def test_a_second_run_into_a_locked_folder_is_refused_naming_the_first(tmp_path)
             OutputFolder.claim(out, "capacity", "plansim capacity", force=force)
         assert str(err.value).startswith(
             f"--out: {out} is in use by another run (plansim replay run, pid {os.getpid()}, "
-            "started ")
+            "started "
+        )
         assert str(err.value).endswith("; wait for it to end, or choose another folder")
     with first.writing() as path:
         (path / "summary.json").write_text("{}")
@@ -63,43 +67,63 @@ def test_a_stale_lock_of_a_killed_run_is_named_and_force_takes_it_over(tmp_path,
     # A run that took the folder and was killed before writing: its lock file is left, and no
     # process holds it.
     child = subprocess.run(
-        [sys.executable, "-c", ("import os, signal, sys; from pathlib import Path; "
-                                "from plansim.commands.output import OutputFolder; "
-                                "OutputFolder.claim(Path(sys.argv[1]), 'replay', "
-                                "'plansim replay run'); print(os.getpid(), flush=True); "
-                                "os.kill(os.getpid(), signal.SIGKILL)"), str(out)],
-        capture_output=True, text=True, check=False)
+        [
+            sys.executable,
+            "-c",
+            (
+                "import os, signal, sys; from pathlib import Path; "
+                "from plansim.commands.output import OutputFolder; "
+                "OutputFolder.claim(Path(sys.argv[1]), 'replay', "
+                "'plansim replay run'); print(os.getpid(), flush=True); "
+                "os.kill(os.getpid(), signal.SIGKILL)"
+            ),
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert child.returncode == -signal.SIGKILL, child.stderr
     pid = int(child.stdout)
     with pytest.raises(InputError) as err:
         OutputFolder.claim(out, "replay", "plansim replay run")
     assert str(err.value).startswith(
         f"--out: {out} holds the stale lock of a run that was killed (plansim replay run, pid "
-        f"{pid}, started ")
+        f"{pid}, started "
+    )
     assert str(err.value).endswith("; use --force to take it over")
     with OutputFolder.claim(out, "replay", "plansim replay run", force=True).writing() as path:
         (path / "summary.json").write_text("{}")
     assert [r.getMessage().split(" (")[0] for r in caplog.records] == [
-        f"{out}: took over the stale lock of a run that was killed"]
+        f"{out}: took over the stale lock of a run that was killed"
+    ]
     assert sorted(p.name for p in out.iterdir()) == ["run.json", "summary.json"]
 
 
 def test_two_claims_racing_for_one_folder_give_it_to_one(tmp_path):
     out = tmp_path / "out"
-    script = ("import sys, time; from pathlib import Path; "
-              "from plansim.commands.output import OutputFolder; from plansim.errors import "
-              "InputError\n"
-              "start = float(sys.argv[2])\n"
-              "while time.time() < start: pass\n"
-              "try:\n    f = OutputFolder.claim(Path(sys.argv[1]), 'replay', 'r')\n"
-              "except InputError as e:\n    print('refused', e); sys.exit(2)\n"
-              "print('claimed', flush=True); sys.stdin.read()\n")
+    script = (
+        "import sys, time; from pathlib import Path; "
+        "from plansim.commands.output import OutputFolder; from plansim.errors import "
+        "InputError\n"
+        "start = float(sys.argv[2])\n"
+        "while time.time() < start: pass\n"
+        "try:\n    f = OutputFolder.claim(Path(sys.argv[1]), 'replay', 'r')\n"
+        "except InputError as e:\n    print('refused', e); sys.exit(2)\n"
+        "print('claimed', flush=True); sys.stdin.read()\n"
+    )
     for round_ in range(5):
         target = out / str(round_)
         start = f"{time.time() + 2.0}"
-        procs = [subprocess.Popen([sys.executable, "-c", script, str(target), start],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-                 for _ in range(3)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", script, str(target), start],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(3)
+        ]
         lines = [p.stdout.readline() for p in procs]
         for p in procs:
             p.communicate("")
@@ -128,8 +152,10 @@ def test_a_folder_holding_a_run_is_refused_without_force(tmp_path):
         (path / "ticks.parquet").write_text("planner run")
     with pytest.raises(InputError) as err:
         OutputFolder.claim(out, "replay", "plansim replay run")
-    assert str(err.value) == (f"--out: {out} already holds a run of plansim replay run; use "
-                              "--force to replace it, or choose another folder")
+    assert str(err.value) == (
+        f"--out: {out} already holds a run of plansim replay run; use "
+        "--force to replace it, or choose another folder"
+    )
 
 
 def test_force_replaces_the_previous_run_and_keeps_other_files(tmp_path):
@@ -210,5 +236,8 @@ def test_force_replaces_every_file_schema_names_even_when_the_run_never_listed_t
     (out / "notes.txt").write_text("mine")
     with OutputFolder.claim(out, "replay", "plansim replay run", force=True).writing() as path:
         (path / "summary.json").write_text("{}")
-    assert sorted(entry.name for entry in out.iterdir()) == ["notes.txt", "run.json",
-                                                               "summary.json"]
+    assert sorted(entry.name for entry in out.iterdir()) == [
+        "notes.txt",
+        "run.json",
+        "summary.json",
+    ]

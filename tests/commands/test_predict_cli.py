@@ -15,9 +15,14 @@ def _mooncake(path: Path, counts: list[int]) -> Path:
     rows = []
     for bucket, n in enumerate(counts):
         for k in range(n):
-            rows.append({"timestamp": bucket * 60_000 + k * (60_000 // (n + 1)),
-                         "input_length": 1000 + 10 * bucket, "output_length": 50 + k,
-                         "hash_ids": [3 * len(rows) + t for t in range(3)]})  # 1536 tokens
+            rows.append(
+                {
+                    "timestamp": bucket * 60_000 + k * (60_000 // (n + 1)),
+                    "input_length": 1000 + 10 * bucket,
+                    "output_length": 50 + k,
+                    "hash_ids": [3 * len(rows) + t for t in range(3)],
+                }
+            )  # 1536 tokens
     path.write_bytes(b"\n".join(orjson.dumps(r) for r in rows) + b"\n")
     return path
 
@@ -28,9 +33,22 @@ COUNTS = [5, 8, 6, 9, 7, 10, 8, 11, 9, 12]
 def test_compare_writes_predictions_summary_and_inputs(tmp_path, run_cli):
     trace = _mooncake(tmp_path / "t.jsonl", COUNTS)
     out = tmp_path / "out"
-    code, stdout, err = run_cli("predict", "compare", str(trace), "--interval", "60",
-                                "--predictors", "constant,kalman", "--grid", "kalman_r=1,100",
-                                "--jobs", "1", "--out", str(out), "--no-report")
+    code, stdout, err = run_cli(
+        "predict",
+        "compare",
+        str(trace),
+        "--interval",
+        "60",
+        "--predictors",
+        "constant,kalman",
+        "--grid",
+        "kalman_r=1,100",
+        "--jobs",
+        "1",
+        "--out",
+        str(out),
+        "--no-report",
+    )
     assert code == 0, err
     assert not list(out.glob(".*.tmp"))
     predictions = pd.read_parquet(out / "predictions.parquet")
@@ -40,8 +58,9 @@ def test_compare_writes_predictions_summary_and_inputs(tmp_path, run_cli):
     # The last bucket (9) is cut by the trace end and left out; the default warm-up is the
     # largest minimum points (Kalman's 5): buckets 5..8 are scored.
     assert sorted(predictions["bucket"].unique()) == [5, 6, 7, 8]
-    constant = predictions[(predictions.predictor == "constant")
-                           & (predictions.series == "request_count")].sort_values("bucket")
+    constant = predictions[
+        (predictions.predictor == "constant") & (predictions.series == "request_count")
+    ].sort_values("bucket")
     assert constant["forecast"].tolist() == COUNTS[4:8]
     assert constant["actual"].tolist() == COUNTS[5:9]
     assert constant["time_s"].tolist() == [300.0, 360.0, 420.0, 480.0]
@@ -61,8 +80,9 @@ def test_compare_writes_predictions_summary_and_inputs(tmp_path, run_cli):
 
 def _error(run_cli, tmp_path, *args: str) -> str:
     trace = _mooncake(tmp_path / "t.jsonl", COUNTS)
-    code, stdout, err = run_cli("predict", "compare", str(trace), "--out", str(tmp_path / "o"),
-                                "--no-report", *args)
+    code, stdout, err = run_cli(
+        "predict", "compare", str(trace), "--out", str(tmp_path / "o"), "--no-report", *args
+    )
     assert code == 2, (stdout, err)
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
@@ -77,14 +97,12 @@ def test_non_positive_interval_is_rejected(tmp_path, run_cli, interval):
 
 
 def test_unknown_predictor_is_rejected(tmp_path, run_cli):
-    line = _error(run_cli, tmp_path, "--interval", "60",
-                  "--predictors", "constant,lstm")
+    line = _error(run_cli, tmp_path, "--interval", "60", "--predictors", "constant,lstm")
     assert "--predictors" in line and "lstm" in line
 
 
 def test_unknown_parameter_is_rejected(tmp_path, run_cli):
-    line = _error(run_cli, tmp_path, "--interval", "60",
-                  "--param", "kalman_q_levle=1")
+    line = _error(run_cli, tmp_path, "--interval", "60", "--param", "kalman_q_levle=1")
     assert "kalman_q_levle" in line and "--param" in line
 
 
@@ -100,8 +118,7 @@ def test_malformed_parameter_is_rejected(tmp_path, run_cli):
 
 def test_trace_shorter_than_warmup_plus_two_is_rejected(tmp_path, run_cli):
     # 10 one-minute buckets at 60 s; at 180 s there are 4, 3 complete: fewer than 5 + 2.
-    line = _error(run_cli, tmp_path, "--interval", "180",
-                  "--predictors", "constant,kalman")
+    line = _error(run_cli, tmp_path, "--interval", "180", "--predictors", "constant,kalman")
     assert "3 complete buckets" in line and "7" in line
 
 
@@ -116,47 +133,89 @@ def test_the_ranking_note_names_the_request_count_winner_when_it_differs():
 
     from plansim.commands.predict import ranking_note
 
-    summary = pd.DataFrame({"predictor": ["kalman", "arima"], "loss": [2.3, 2.7],
-                            "mape_request_count_pct": [178.6, 119.7]})
+    summary = pd.DataFrame(
+        {
+            "predictor": ["kalman", "arima"],
+            "loss": [2.3, 2.7],
+            "mape_request_count_pct": [178.6, 119.7],
+        }
+    )
     assert ranking_note(summary).endswith(
-        "; the request-count MAPE alone would favour arima (119.7%)")
+        "; the request-count MAPE alone would favour arima (119.7%)"
+    )
     agree = summary.assign(mape_request_count_pct=[100.0, 119.7])
     assert "would favour" not in ranking_note(agree)
 
 
 def test_skill_is_measured_against_the_naive_last_value_forecast(tmp_path, run_cli):
     trace = _mooncake(tmp_path / "t.jsonl", COUNTS)
-    run_cli("predict", "compare", str(trace), "--interval", "60", "--predictors",
-            "constant,kalman", "--jobs", "1", "--out", str(tmp_path / "both"), "--no-report")
+    run_cli(
+        "predict",
+        "compare",
+        str(trace),
+        "--interval",
+        "60",
+        "--predictors",
+        "constant,kalman",
+        "--jobs",
+        "1",
+        "--out",
+        str(tmp_path / "both"),
+        "--no-report",
+    )
     both = json.loads((tmp_path / "both" / "summary.json").read_text())
     rows = {p["predictor"]: p for p in both["predictors"]}
     # The naive forecast repeats the last bucket: the constant predictor; its skill is 0.
     assert both["naive"]["loss"] == rows["constant"]["loss"]
     assert rows["constant"]["skill_vs_naive"] == 0.0
     assert rows["kalman"]["skill_vs_naive"] == pytest.approx(
-        1 - rows["kalman"]["loss"] / rows["constant"]["loss"])
+        1 - rows["kalman"]["loss"] / rows["constant"]["loss"]
+    )
     # Without the constant candidate the naive forecast is backtested on the same buckets.
-    code, stdout, err = run_cli("predict", "compare", str(trace), "--interval", "60",
-                                "--predictors", "kalman", "--jobs", "1", "--out",
-                                str(tmp_path / "one"), "--no-report", "-q")
+    code, stdout, err = run_cli(
+        "predict",
+        "compare",
+        str(trace),
+        "--interval",
+        "60",
+        "--predictors",
+        "kalman",
+        "--jobs",
+        "1",
+        "--out",
+        str(tmp_path / "one"),
+        "--no-report",
+        "-q",
+    )
     assert code == 0, err
     one = json.loads((tmp_path / "one" / "summary.json").read_text())
     assert one["naive"] == both["naive"]
     gain = rows["kalman"]["skill_vs_naive"]
     side = "less" if gain >= 0 else "more"
-    assert stdout.startswith(f"best          kalman (loss {rows['kalman']['loss']:.4f}, "
-                             f"{abs(gain):.0%} {side} loss than the naive last-value forecast")
+    assert stdout.startswith(
+        f"best          kalman (loss {rows['kalman']['loss']:.4f}, "
+        f"{abs(gain):.0%} {side} loss than the naive last-value forecast"
+    )
 
 
 def test_a_huge_request_count_error_is_warned_about_on_the_bottom_line():
     from plansim.commands.predict import verdict_line
 
-    summary = {"interval_s": 60.0, "predictors": [
-        {"predictor": "kalman", "loss": 2.287, "skill_vs_naive": 0.136,
-         "mape_request_count_pct": 178.6}]}
+    summary = {
+        "interval_s": 60.0,
+        "predictors": [
+            {
+                "predictor": "kalman",
+                "loss": 2.287,
+                "skill_vs_naive": 0.136,
+                "mape_request_count_pct": 178.6,
+            }
+        ],
+    }
     assert verdict_line(summary) == (
         "best          kalman (loss 2.2870, 14% less loss than the naive last-value forecast, "
         "request-count MAPE 179%); warning: forecasts miss by 179% of a bucket's requests: "
-        "the 60 s buckets are too noisy to forecast (try a longer --interval)")
+        "the 60 s buckets are too noisy to forecast (try a longer --interval)"
+    )
     summary["predictors"][0]["mape_request_count_pct"] = 12.0
     assert "warning" not in verdict_line(summary)

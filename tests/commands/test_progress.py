@@ -111,14 +111,34 @@ def test_an_unknown_total_shows_no_time_left_and_an_estimate_grows_to_what_is_do
 
 def test_numbers_and_clock_times_are_brief():
     assert [progress_module._number(v) for v in (3.0, 1234.0, 0.393, 617.4, 12.34)] == [
-        "3", "1,234", "0.393", "617", "12.3"]
+        "3",
+        "1,234",
+        "0.393",
+        "617",
+        "12.3",
+    ]
     assert [progress_module._clock(s) for s in (None, 0.4, 75.0, 3725.0)] == [
-        "-:--:--", "0:00:00", "0:01:15", "1:02:05"]
+        "-:--:--",
+        "0:00:00",
+        "0:01:15",
+        "1:02:05",
+    ]
 
 
 def test_replay_run_shows_the_display_on_stderr_and_keeps_stdout_the_result(tmp_path):
-    base = [sys.executable, "-m", "plansim", "replay", "run", str(MICRO_TRACE),
-            "--trace-block-size", "512", "--num-workers", "3", "--no-report"]
+    base = [
+        sys.executable,
+        "-m",
+        "plansim",
+        "replay",
+        "run",
+        str(MICRO_TRACE),
+        "--trace-block-size",
+        "512",
+        "--num-workers",
+        "3",
+        "--no-report",
+    ]
     code, shown_out, shown = _on_terminal(*base, "--out", str(tmp_path / "a"))
     assert code == 0, shown
     assert "replay" in shown and "virtual s" in _frames(shown)[-1]
@@ -130,10 +150,19 @@ def test_replay_run_shows_the_display_on_stderr_and_keeps_stdout_the_result(tmp_
     assert quiet_out.splitlines() == [last.replace(str(tmp_path / "a"), str(tmp_path / "b"))]
 
 
-@pytest.mark.parametrize("command", [
-    ["replay", "run"], ["replay", "synth"], ["capacity"], ["retune", "sweep"],
-    ["retune", "window"], ["retune", "windows"], ["predict", "compare"], ["profile", "aic"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["replay", "run"],
+        ["replay", "synth"],
+        ["capacity"],
+        ["retune", "sweep"],
+        ["retune", "window"],
+        ["retune", "windows"],
+        ["predict", "compare"],
+        ["profile", "aic"],
+    ],
+)
 def test_every_long_command_takes_quiet(command, run_cli):
     code, stdout, _ = run_cli(*command, "--help")
     shown = " ".join(stdout.replace("│", " ").split())  # the help as words, unwrapped

@@ -18,7 +18,10 @@ SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "traces" / "sample.d
     [
         ("AzureLLMInferenceTrace_code.csv.gz", ["requests 8,819", "3,435.9 s", "mean 2.567 req/s"]),
         ("mooncake_synthetic_trace.jsonl.gz", ["requests 3,993", "1,022.0 s", "<= 64.0%"]),
-        ("mooncake_synthetic.dynamo.jsonl.gz", ["requests 3,993", "recorded TTFT", "block size    512"]),
+        (
+            "mooncake_synthetic.dynamo.jsonl.gz",
+            ["requests 3,993", "recorded TTFT", "block size    512"],
+        ),
     ],
 )
 def test_inspect_every_carried_public_trace(name, needles, run_cli):
@@ -37,17 +40,29 @@ def test_inspect_sample_as_json(run_cli):
 
 
 def test_bad_trace_is_one_line_naming_file_line_and_field(tmp_path, run_cli):
-    row = {"schema": "dynamo.request.trace.v1", "event_type": "request_end",
-           "request": {"request_id": "a", "request_received_ms": 1, "output_tokens": 1,
-                       "replay": {"trace_block_size": 512, "input_length": 1600,
-                                  "input_sequence_hashes": [1, 2, 3]}}}
+    row = {
+        "schema": "dynamo.request.trace.v1",
+        "event_type": "request_end",
+        "request": {
+            "request_id": "a",
+            "request_received_ms": 1,
+            "output_tokens": 1,
+            "replay": {
+                "trace_block_size": 512,
+                "input_length": 1600,
+                "input_sequence_hashes": [1, 2, 3],
+            },
+        },
+    }
     p = tmp_path / "trace.jsonl.gz"
     p.write_bytes(gzip.compress(orjson.dumps(row) + b"\n"))
     code, out, err = run_cli("trace", "inspect", str(p))
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and "Traceback" not in err
-    assert err.strip() == (f"plansim: {p}:1: replay.input_sequence_hashes has 3 entries, expected 4 "
-                           "for input_length 1600 and trace_block_size 512")
+    assert err.strip() == (
+        f"plansim: {p}:1: replay.input_sequence_hashes has 3 entries, expected 4 "
+        "for input_length 1600 and trace_block_size 512"
+    )
 
 
 @pytest.mark.parametrize(
@@ -58,7 +73,10 @@ def test_bad_trace_is_one_line_naming_file_line_and_field(tmp_path, run_cli):
         (["inspect", str(SAMPLE), "--format", "csv"], "--format"),
         (["convert", str(SAMPLE), "x.jsonl", "--to", "parquet"], "--to"),
         (["synth", "--rate", "1", "--duration", "-5", "-o", "x.jsonl.gz"], "--duration"),
-        (["synth", "--rate", "1", "--duration", "5", "-o", "x.jsonl.gz", "--step", "oops"], "--step"),
+        (
+            ["synth", "--rate", "1", "--duration", "5", "-o", "x.jsonl.gz", "--step", "oops"],
+            "--step",
+        ),
     ],
 )
 def test_user_mistakes_exit_2_with_one_line(monkeypatch, tmp_path, args, needle, run_cli):
@@ -76,13 +94,37 @@ def test_convert_round_trip_keeps_requests(tmp_path, run_cli):
     _, a, _ = run_cli("trace", "inspect", str(SAMPLE), "--json")
     _, b, _ = run_cli("trace", "inspect", str(back), "--json")
     da, db = orjson.loads(a), orjson.loads(b)
-    for key in ("requests", "span_s", "isl_tokens", "osl_tokens", "blocks", "prefix_reuse_upper_bound"):
+    for key in (
+        "requests",
+        "span_s",
+        "isl_tokens",
+        "osl_tokens",
+        "blocks",
+        "prefix_reuse_upper_bound",
+    ):
         assert da[key] == db[key]
 
 
 def test_synth_is_seeded_and_follows_options(tmp_path, run_cli):
-    args = ["synth", "--rate", "4", "--duration", "120", "--schedule", "diurnal",
-            "--isl", "fixed", "--isl-mean", "1000", "--osl", "fixed", "--osl-mean", "10", "--seed", "3"]
+    args = [
+        "synth",
+        "--rate",
+        "4",
+        "--duration",
+        "120",
+        "--schedule",
+        "diurnal",
+        "--isl",
+        "fixed",
+        "--isl-mean",
+        "1000",
+        "--osl",
+        "fixed",
+        "--osl-mean",
+        "10",
+        "--seed",
+        "3",
+    ]
     a, b = tmp_path / "a.jsonl.gz", tmp_path / "b.jsonl.gz"
     assert run_cli("trace", *args, "-o", str(a))[0] == 0
     assert run_cli("trace", *args, "-o", str(b))[0] == 0
@@ -90,7 +132,7 @@ def test_synth_is_seeded_and_follows_options(tmp_path, run_cli):
     _, out, _ = run_cli("trace", "inspect", str(a), "--json")
     d = orjson.loads(out)
     assert d["isl_tokens"]["max"] == 1000 and d["osl_tokens"]["mean"] == 10
-    assert abs(d["requests"] - 480) < 5 * 480 ** 0.5
+    assert abs(d["requests"] - 480) < 5 * 480**0.5
 
 
 @pytest.mark.parametrize("command", ["inspect", "convert", "synth"])
@@ -110,9 +152,23 @@ def test_help_explains_every_option(command, run_cli):
 
 def test_synth_closed_loop_writes_sessions_that_inspect_counts(tmp_path, run_cli):
     out = tmp_path / "s.jsonl"
-    code, _, err = run_cli("trace", "synth", "--rate", "2", "--duration", "60", "--turns", "3",
-                           "--inter-turn-delay", "5", "--closed-loop", "--to", "mooncake",
-                           "-o", str(out))
+    code, _, err = run_cli(
+        "trace",
+        "synth",
+        "--rate",
+        "2",
+        "--duration",
+        "60",
+        "--turns",
+        "3",
+        "--inter-turn-delay",
+        "5",
+        "--closed-loop",
+        "--to",
+        "mooncake",
+        "-o",
+        str(out),
+    )
     assert code == 0, err
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     later = [r for r in rows if "delay" in r]
@@ -122,6 +178,17 @@ def test_synth_closed_loop_writes_sessions_that_inspect_counts(tmp_path, run_cli
     sessions = len({r["session_id"] for r in rows})
     assert d["sessions"] == sessions and d["dependency_edges"] == len(later)
     assert d["turns_per_session"]["max"] == 3.0
-    code, _, err = run_cli("trace", "synth", "--rate", "2", "--duration", "60", "--turns", "3",
-                           "--closed-loop", "-o", str(tmp_path / "d.jsonl.gz"))
+    code, _, err = run_cli(
+        "trace",
+        "synth",
+        "--rate",
+        "2",
+        "--duration",
+        "60",
+        "--turns",
+        "3",
+        "--closed-loop",
+        "-o",
+        str(tmp_path / "d.jsonl.gz"),
+    )
     assert code == 2 and "--to" in err

@@ -29,8 +29,8 @@ def on(system: str, gpus: int, cost: float | None = None) -> Option:
 
 
 # Each model's front: its cheapest deployment on each GPU type.
-CHAT = [on("A", 4), on("B", 3)]     # $4 per hour on A, $6 on B: moving chat to B costs $2
-CODE = [on("A", 6), on("B", 5)]     # $6 per hour on A, $10 on B: moving code costs $4
+CHAT = [on("A", 4), on("B", 3)]  # $4 per hour on A, $6 on B: moving chat to B costs $2
+CODE = [on("A", 6), on("B", 5)]  # $6 per hour on A, $10 on B: moving code costs $4
 
 
 def test_a_loose_inventory_gives_every_model_its_cheapest_option():
@@ -73,7 +73,11 @@ def test_when_no_fleet_fits_the_inventory_the_closest_one_and_its_binding_model_
     (binding,) = bindings(choice, [CHAT, CODE], ["chat", "code"], counts, None)
     # Without code, chat fits on its own; code is the larger user of A.
     assert (binding.constraint, binding.model, binding.needs, binding.has) == (
-        "inventory.A", "code", 6.0, 4.0)
+        "inventory.A",
+        "code",
+        6.0,
+        4.0,
+    )
 
 
 def test_a_budget_below_the_cheapest_fleet_binds_and_names_the_model():
@@ -103,8 +107,14 @@ def fleets(draw):
         n = draw(st.integers(1, 4))
         opts = []
         for _ in range(n):
-            usage = tuple(sorted({s: draw(st.integers(1, 6)) for s in
-                                  draw(st.sets(st.sampled_from("AB"), min_size=1))}.items()))
+            usage = tuple(
+                sorted(
+                    {
+                        s: draw(st.integers(1, 6))
+                        for s in draw(st.sets(st.sampled_from("AB"), min_size=1))
+                    }.items()
+                )
+            )
             rate = float(sum(g * PRICES[s] for s, g in usage)) + draw(st.integers(0, 3)) * 0.25
             opts.append(Option(usage, rate, rate + draw(st.integers(0, 4)) * 0.1))
         options.append(opts)

@@ -21,10 +21,14 @@ def plan(tmp_path_factory):
     folder = tmp_path_factory.mktemp("fleet")
     # heavy's low target leaves its planner scaling up into an inventory of just the fleet's
     # GPUs (refused); spot capacity is preempted every 6 s a GPU on average.
-    path = write_fleet(folder, on_demand(4, 4, price_per_gpu_hour=0.9,
-                                         preemptions_per_hour=600.0),
-                       models=("heavy", "light"), planner=True, target=0.05,
-                       deployments={"light": deployment()})
+    path = write_fleet(
+        folder,
+        on_demand(4, 4, price_per_gpu_hour=0.9, preemptions_per_hour=600.0),
+        models=("heavy", "light"),
+        planner=True,
+        target=0.05,
+        deployments={"light": deployment()},
+    )
     plan = fleet.prepare(fleet.load_fleet(path), source=str(path))
     return plan, [load_workload(list(m.traces)) for m in plan.models]
 

@@ -49,18 +49,21 @@ def test_an_inventory_no_fleet_fits_names_the_gpu_type_and_the_model(tmp_path):
     (binding,) = report["bindings"]
     # The closest fleet holds each model's fewest H100s; without the larger, the other fits.
     assert (binding["constraint"], binding["needs"], binding["has"]) == (
-        "inventory.h100_sxm", sum(use.values()), 5)
+        "inventory.h100_sxm",
+        sum(use.values()),
+        5,
+    )
     assert binding["model"] == max(use, key=use.get)
 
 
 def test_a_model_that_cannot_meet_its_target_within_the_inventory_binds(tmp_path):
-    path = write_fleet(tmp_path, on_demand(1, 1), models=("light",),
-                       search={"timing_model.system": ["h100_sxm"]})
+    path = write_fleet(
+        tmp_path, on_demand(1, 1), models=("light",), search={"timing_model.system": ["h100_sxm"]}
+    )
     report = run(path).to_json()
     assert not report["feasible"]
     (binding,) = report["bindings"]
-    assert (binding["constraint"], binding["model"], binding["needs"]) == ("target", "light",
-                                                                           0.9)
+    assert (binding["constraint"], binding["model"], binding["needs"]) == ("target", "light", 0.9)
     assert binding["has"] < 0.9
     assert report["models"][0]["cheapest_alone"] is None
 
@@ -69,11 +72,18 @@ def _spot_member(tmp_path, rate: float) -> MemberTask:
     trace = write_fleet(tmp_path, on_demand(8, 8), models=("light",)).parent / "light.jsonl"
     window = str(tmp_path / "light.npz")
     save_window(window, load_workload([trace]))
-    deployment = build_deployment({
-        "mode": "agg", "num_workers": 4,
-        "engine": {"timing_model": {"type": "aic", "model": "Qwen/Qwen3-0.6B",
-                                    "system": "h100_sxm"}, "startup_time": 2.0},
-        "router": {"mode": "round_robin"}, "sla": {"ttft_ms": 150.0, "itl_ms": 4.0}})
+    deployment = build_deployment(
+        {
+            "mode": "agg",
+            "num_workers": 4,
+            "engine": {
+                "timing_model": {"type": "aic", "model": "Qwen/Qwen3-0.6B", "system": "h100_sxm"},
+                "startup_time": 2.0,
+            },
+            "router": {"mode": "round_robin"},
+            "sla": {"ttft_ms": 150.0, "itl_ms": 4.0},
+        }
+    )
     spot = Tier("h100_sxm", "spot", 0.9, preemptions_per_gpu_hour=rate)
     return MemberTask(window, deployment, ((Role.AGG, PoolSupply("h100_sxm", 1, spot)),))
 
@@ -95,10 +105,16 @@ def test_spot_preemptions_are_seeded_and_reproducible(tmp_path):
 def test_without_preemptions_a_spot_replay_is_the_on_demand_replay(tmp_path):
     member = _spot_member(tmp_path, 0.0)
     spot = replay_member_task(TaskContext(str(tmp_path)), member, seed=5, index=0)
-    on_demand_run = replay_member_task(TaskContext(str(tmp_path)), MemberTask(
-        member.trace_path, member.deployment,
-        ((Role.AGG, PoolSupply("h100_sxm", 1, Tier("h100_sxm", "on_demand", 2.2))),)),
-        seed=5, index=0)
+    on_demand_run = replay_member_task(
+        TaskContext(str(tmp_path)),
+        MemberTask(
+            member.trace_path,
+            member.deployment,
+            ((Role.AGG, PoolSupply("h100_sxm", 1, Tier("h100_sxm", "on_demand", 2.2))),),
+        ),
+        seed=5,
+        index=0,
+    )
     assert spot.preemptions == 0
     assert spot.full == on_demand_run.full
 
@@ -107,9 +123,13 @@ def test_the_autoscaled_fleet_shares_the_inventory_and_counts_refused_scale_ups(
     # heavy's target is so low that its static answer is badly overloaded, so its planner
     # scales up; light has no planner. With an inventory of exactly the static fleet's GPUs
     # every scale-up is refused, and heavy alone (unbounded GPUs) gets what it asks for.
-    options = {"models": ("heavy", "light"), "planner": True, "target": 0.05,
-               "search": {"timing_model.system": ["h100_sxm"]},
-               "deployments": {"light": deployment()}}
+    options = {
+        "models": ("heavy", "light"),
+        "planner": True,
+        "target": 0.05,
+        "search": {"timing_model.system": ["h100_sxm"]},
+        "deployments": {"light": deployment()},
+    }
     loose = run(write_fleet(tmp_path, on_demand(16, 4), **options))
     held = sum(p.uses("h100_sxm") for p in loose.picks)
     tight = run(write_fleet(tmp_path, on_demand(held, 4), **options))
@@ -122,8 +142,11 @@ def test_the_autoscaled_fleet_shares_the_inventory_and_counts_refused_scale_ups(
         assert refusal["reason"] == "inventory.h100_sxm"
     assert auto["refused_scale_ups"] == heavy["refused_scale_ups"]
     # What the refusals cost: heavy's good requests alone minus in the fleet, more than none.
-    assert heavy["sla_cost"]["good_requests"] == (heavy["alone"]["good_requests"]
-                                                  - heavy["good_requests"]) > 0
+    assert (
+        heavy["sla_cost"]["good_requests"]
+        == (heavy["alone"]["good_requests"] - heavy["good_requests"])
+        > 0
+    )
     assert auto["sla_cost_good_requests"] == heavy["sla_cost"]["good_requests"]
     # Never more GPUs at once than the inventory holds.
     peak: dict[float, float] = {}

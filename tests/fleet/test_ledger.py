@@ -24,7 +24,8 @@ def test_workers_are_granted_until_their_system_runs_out_of_gpus():
     assert [lease is not None for lease in leases] == [True, True, False]
     tp2.refused(Role.AGG, 3, 2, 1500.0)
     assert [(r.wanted, r.granted, r.reason, r.at_s) for r in ledger.refusals] == [
-        (3, 2, "inventory.h100_sxm", 1.5)]
+        (3, 2, "inventory.h100_sxm", 1.5)
+    ]
     tp2.release(Role.AGG, leases[0], 2000.0)
     assert tp2.acquire(Role.AGG, 2000.0) is not None
 
@@ -53,8 +54,9 @@ def test_on_demand_workers_are_never_preempted():
 
 
 def _spot_times(seed: int, index: int, n: int = 200) -> list[float]:
-    member = Ledger(None, None, seed).member(index, {
-        Role.AGG: PoolSupply("h100_sxm", 2, H100_SPOT)})
+    member = Ledger(None, None, seed).member(
+        index, {Role.AGG: PoolSupply("h100_sxm", 2, H100_SPOT)}
+    )
     return [member.acquire(Role.AGG, 0.0).preempt_after_ms for _ in range(n)]
 
 

@@ -14,7 +14,10 @@ from plansim.planner_core.reasons import BudgetReason
 
 def test_ceiling_clamp_splits_proportionally():
     # 12 GPUs into 8: scale 2/3 -> p = min(7, floor(4)) = 4, d = 8 - 4 = 4
-    assert proportional_clamp_pair((6, 6), Budget(max_gpus=8, min_prefill=1, min_decode=1)) == (4, 4)
+    assert proportional_clamp_pair((6, 6), Budget(max_gpus=8, min_prefill=1, min_decode=1)) == (
+        4,
+        4,
+    )
 
 
 def test_ceiling_clamp_with_two_gpu_prefill():
@@ -30,11 +33,16 @@ def test_ceiling_below_minimums_is_infeasible():
 
 def test_floor_clamp_grows_proportionally():
     # p = ceil(1 * 10 / 2) = 5, d = ceil(10 - 5) = 5
-    assert proportional_clamp_pair((1, 1), Budget(min_gpus=10, min_prefill=1, min_decode=1)) == (5, 5)
+    assert proportional_clamp_pair((1, 1), Budget(min_gpus=10, min_prefill=1, min_decode=1)) == (
+        5,
+        5,
+    )
 
 
 def test_floor_clamp_that_breaks_ceiling_returns_input():
-    assert proportional_clamp_pair((1, 1), Budget(min_gpus=10, max_gpus=9, min_prefill=1, min_decode=1)) == (1, 1)
+    assert proportional_clamp_pair(
+        (1, 1), Budget(min_gpus=10, max_gpus=9, min_prefill=1, min_decode=1)
+    ) == (1, 1)
 
 
 def test_floor_tolerance_only_with_both_bounds():
@@ -55,15 +63,24 @@ def test_single_guard_partial_scale_up_to_ceiling():
 
 
 def test_single_guard_holds_scale_up_at_ceiling():
-    assert guard_single_scaling_budget(6, 7, 1, 1, Budget(max_gpus=6)) == (6, BudgetReason.GUARD_HOLD)
+    assert guard_single_scaling_budget(6, 7, 1, 1, Budget(max_gpus=6)) == (
+        6,
+        BudgetReason.GUARD_HOLD,
+    )
 
 
 def test_single_guard_holds_scale_down_at_floor():
-    assert guard_single_scaling_budget(4, 3, 1, 1, Budget(min_gpus=4)) == (4, BudgetReason.GUARD_HOLD)
+    assert guard_single_scaling_budget(4, 3, 1, 1, Budget(min_gpus=4)) == (
+        4,
+        BudgetReason.GUARD_HOLD,
+    )
 
 
 def test_single_guard_reconciles_out_of_band_current():
-    assert guard_single_scaling_budget(8, 9, 1, 1, Budget(max_gpus=6)) == (6, BudgetReason.RECONCILE)
+    assert guard_single_scaling_budget(8, 9, 1, 1, Budget(max_gpus=6)) == (
+        6,
+        BudgetReason.RECONCILE,
+    )
 
 
 def test_single_guard_never_reverses():

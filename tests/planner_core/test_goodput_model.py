@@ -30,7 +30,14 @@ def _wall(prefill, kv):
 
 def _model():
     model = PassTimeModel()
-    for p, kv in ((0, 10_000), (0, 200_000), (1000, 0), (4000, 20_000), (8000, 50_000), (2000, 100_000)):
+    for p, kv in (
+        (0, 10_000),
+        (0, 200_000),
+        (1000, 0),
+        (4000, 20_000),
+        (8000, 50_000),
+        (2000, 100_000),
+    ):
         model.add_bootstrap(PassSample(1.0 if p else 0.0, p, p * p, kv, _wall(p, kv)))
     return model
 
@@ -44,12 +51,21 @@ def test_pass_time_fit_separates_the_prefill_intercept_from_the_decode_floor():
 
 
 def test_a_window_trains_one_mean_pass_of_each_kind():
-    mixed = PassTotals(passes=2, wall_s=0.3, prefill_requests=2, prefill_tokens=6000, decode_kv_tokens=4000,
-                       prefill_tokens_sq=2000**2 + 4000**2)
+    mixed = PassTotals(
+        passes=2,
+        wall_s=0.3,
+        prefill_requests=2,
+        prefill_tokens=6000,
+        decode_kv_tokens=4000,
+        prefill_tokens_sq=2000**2 + 4000**2,
+    )
     decode = PassTotals(passes=4, wall_s=0.04, decode_requests=8, decode_kv_tokens=8000)
     fpm = ForwardPassMetrics.from_window(0, 0, mixed, decode)
     rows = window_samples(fpm)
-    assert rows == [PassSample(1.0, 3000.0, 10_000_000.0, 2000.0, 0.15), PassSample(0.0, 0.0, 0.0, 2000.0, 0.01)]
+    assert rows == [
+        PassSample(1.0, 3000.0, 10_000_000.0, 2000.0, 0.15),
+        PassSample(0.0, 0.0, 0.0, 2000.0, 0.01),
+    ]
 
 
 def test_mg1_wait_is_exact_for_deterministic_service():
@@ -87,7 +103,9 @@ def test_a_balanced_router_sends_a_worker_every_nth_arrival():
     counts = episode_counts(np.array([1.0]), 2, 3)
     assert counts[0, 0] == pytest.approx(2 * math.exp(-1))
     assert 1 - counts[0, 0] == pytest.approx(1 - 2 * math.exp(-1))
-    p = stalled_tpot_violation(np.array([4.0]), np.array([1.0]), 0.5, 0.010, np.array([0.09]), 0.015, spread=2)
+    p = stalled_tpot_violation(
+        np.array([4.0]), np.array([1.0]), 0.5, 0.010, np.array([0.09]), 0.015, spread=2
+    )
     assert p[0] == pytest.approx(1 - 2 * math.exp(-1), abs=1e-3)
 
 

@@ -10,6 +10,11 @@ import pytest
 from planner_fakes import agg_caps, disagg_caps, fpm
 
 from plansim.planner_core import PlannerEngine, parse_planner_config
+from plansim.planner_core.goodput_policy import (
+    RequestHistory,
+    SlaGoodputPolicy,
+    _recalibrated,
+)
 from plansim.planner_core.observations import (
     CompletedRequests,
     SlaTargets,
@@ -18,25 +23,36 @@ from plansim.planner_core.observations import (
     WorkerCounts,
 )
 from plansim.planner_core.reasons import GoodputReason
-from plansim.planner_core.goodput_policy import (
-    RequestHistory,
-    SlaGoodputPolicy,
-    _recalibrated,
-)
 from plansim.planner_core.state import PlannerScalingState
 
-AGG = {"mode": "agg", "optimization_target": "sla", "enable_throughput_scaling": True,
-       "enable_load_scaling": True, "throughput_adjustment_interval_seconds": 60,
-       "load_adjustment_interval_seconds": 5, "load_predictor": "constant", "max_gpu_budget": 16,
-       "scaling_policy": "sla_goodput"}
+AGG = {
+    "mode": "agg",
+    "optimization_target": "sla",
+    "enable_throughput_scaling": True,
+    "enable_load_scaling": True,
+    "throughput_adjustment_interval_seconds": 60,
+    "load_adjustment_interval_seconds": 5,
+    "load_predictor": "constant",
+    "max_gpu_budget": 16,
+    "scaling_policy": "sla_goodput",
+}
 
 
 def _requests(n, isl=1000, osl=100, cached=0, reusable=0, ttft_ms=50.0, itl_ms=8.0):
-    return CompletedRequests(np.full(n, isl), np.full(n, osl), np.full(n, cached), np.full(n, reusable),
-                             np.full(n, ttft_ms, dtype=float), np.full(n, itl_ms, dtype=float))
+    return CompletedRequests(
+        np.full(n, isl),
+        np.full(n, osl),
+        np.full(n, cached),
+        np.full(n, reusable),
+        np.full(n, ttft_ms, dtype=float),
+        np.full(n, itl_ms, dtype=float),
+    )
 
 
-def _policy(raw=AGG, caps=None, sla=SlaTargets(ttft_ms=500.0, itl_ms=30.0), ready=(0, 1)):
+SLA = SlaTargets(ttft_ms=500.0, itl_ms=30.0)
+
+
+def _policy(raw=AGG, caps=None, sla=SLA, ready=(0, 1)):
     config = parse_planner_config(raw)
     state = PlannerScalingState.create(config, caps or agg_caps())
     state.observe_workers(WorkerCounts(ready_prefill=ready[0], ready_decode=ready[1]), None)
@@ -61,7 +77,9 @@ def test_queue_aware_ttft_counts_full_queued_prompts_and_the_unfinished_one():
     # Fitted pass times of the fake workers: decode 5 ms + 1e-7/KV token; a chunk adds
     # 5 ms + 10 us/token. Queued 4000 prompt tokens at a 50% hit rate, 3000 still to prefill of
     # a running prompt, then the next prompt's 1000: 6000 tokens, one chunk beside 2 decodes.
-    worker = replace(fpm(queued_prefill_tokens=4000, n_decode=2, decode_kv=10_000), inflight_prefill_tokens=3000)
+    worker = replace(
+        fpm(queued_prefill_tokens=4000, n_decode=2, decode_kv=10_000), inflight_prefill_tokens=3000
+    )
     assert policy._queued_ttft_s(plan, worker, 0.5, 1000) == pytest.approx(0.006 + 0.005 + 0.060)
 
 
@@ -103,12 +121,21 @@ def _drive(rates_rps, raw=AGG, step_s=5.0, interval_s=60.0):
         traffic = None
         if nxt.need_traffic_metrics:
             n = int(rate * nxt.traffic_metrics_duration_s)
-            traffic = TrafficObservation(nxt.traffic_metrics_duration_s, float(n), 1000.0, 100.0,
-                                         requests=_requests(n))
-        fpms = {"decode": tuple(fpm(worker_id=w, wall_time_s=0.0) for w in range(ready))} if nxt.need_worker_fpm else {}
-        effects = engine.tick(TickInput(t, WorkerCounts(ready_prefill=0, ready_decode=ready), traffic, fpms))
+            traffic = TrafficObservation(
+                nxt.traffic_metrics_duration_s, float(n), 1000.0, 100.0, requests=_requests(n)
+            )
+        fpms = (
+            {"decode": tuple(fpm(worker_id=w, wall_time_s=0.0) for w in range(ready))}
+            if nxt.need_worker_fpm
+            else {}
+        )
+        effects = engine.tick(
+            TickInput(t, WorkerCounts(ready_prefill=0, ready_decode=ready), traffic, fpms)
+        )
         if effects.scale_to is not None and effects.scale_to.num_decode is not None:
-            events.append((t, ready, effects.scale_to.num_decode, effects.diagnostics["policy_reason"]))
+            events.append(
+                (t, ready, effects.scale_to.num_decode, effects.diagnostics["policy_reason"])
+            )
             ready = effects.scale_to.num_decode
     return events
 
@@ -149,7 +176,9 @@ def test_disaggregated_pools_size_prefill_on_ttft_and_decode_on_itl():
     raw = {**AGG, "mode": "disagg"}
     sizes = {}
     for ttft, itl in ((100.0, 30.0), (400.0, 30.0), (100.0, 10.0)):
-        policy = _policy(raw, caps=disagg_caps(), sla=SlaTargets(ttft_ms=ttft, itl_ms=itl), ready=(1, 1))
+        policy = _policy(
+            raw, caps=disagg_caps(), sla=SlaTargets(ttft_ms=ttft, itl_ms=itl), ready=(1, 1)
+        )
         policy.history.add(_requests(200, isl=4000, osl=200), pool_size=1)
         p, _, _ = policy.size(policy.plans["prefill"], "prefill", 20.0)
         d, _, _ = policy.size(policy.plans["decode"], "decode", 20.0)

@@ -16,9 +16,13 @@ from plansim.planner_core.perf_model import (
 
 
 def _prefill_model(mbt=8192, max_seqs=512, min_obs=5):
-    model = EnginePerfModel("prefill", EngineLimits(mbt, max_seqs, 2_000_000), min_observations=min_obs)
+    model = EnginePerfModel(
+        "prefill", EngineLimits(mbt, max_seqs, 2_000_000), min_observations=min_obs
+    )
     for t in (500, 1000, 2000, 4000, 8000):
-        model.observe(fpm(wall_time_s=prefill_wall(t), n_prefill=max(1, t // 500), prefill_tokens=t))
+        model.observe(
+            fpm(wall_time_s=prefill_wall(t), n_prefill=max(1, t // 500), prefill_tokens=t)
+        )
     return model
 
 
@@ -167,7 +171,15 @@ def test_decode_capacity_with_accept_length():
 def test_agg_capacity_respects_balance_condition():
     model = EnginePerfModel("agg", EngineLimits(1000, 64, 2_000_000))
     for p, kv in ((0, 10_000), (500, 0), (1000, 20_000), (200, 50_000), (800, 100_000)):
-        model.observe(fpm(wall_time_s=0.005 + 1e-5 * p + 1e-7 * kv, n_prefill=1 if p else 0, prefill_tokens=p, n_decode=5, decode_kv=kv))
+        model.observe(
+            fpm(
+                wall_time_s=0.005 + 1e-5 * p + 1e-7 * kv,
+                n_prefill=1 if p else 0,
+                prefill_tokens=p,
+                n_decode=5,
+                decode_kv=kv,
+            )
+        )
     cap = model.find_engine_capacity(400, 100, ttft_sla_ms=1000, itl_sla_ms=1000)
     # per-iteration prefill ceil(b * 400 / 100) = 4b must fit beside b decodes: 5b <= 1000
     assert cap.batch <= 64 and 4 * cap.batch <= 1000 - cap.batch
@@ -184,7 +196,9 @@ def test_prefill_per_pass_average_counts_each_observation_once():
     # Two observations: 3000 prefill tokens per pass, then a decode-only one. Unweighted, as
     # the reference adds them: (3000 + 0) / 2, whatever their pass times.
     model = EnginePerfModel("agg", EngineLimits())
-    model.observe(fpm(wall_time_s=0.1, n_prefill=1, prefill_tokens=3000, n_decode=4, decode_kv=4000))
+    model.observe(
+        fpm(wall_time_s=0.1, n_prefill=1, prefill_tokens=3000, n_decode=4, decode_kv=4000)
+    )
     model.observe(fpm(wall_time_s=0.01, n_decode=5, decode_kv=5000))
     assert model.avg_prefill_tokens.value == pytest.approx(1500)
     # ISL per prefill request: 3000, then 0 for the observation without prefill.

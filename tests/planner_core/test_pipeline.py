@@ -1,26 +1,30 @@
 """Pipeline merge rules and the plugin scheduler."""
 
+from plansim.planner_core.observations import WorkerCounts
 from plansim.planner_core.pipeline import (
+    Observations,
     Override,
     OverrideType,
     PipelineContext,
     PluginScheduler,
-    Observations,
     Stage,
     StageResult,
     merge_overrides,
     run_pipeline,
 )
-from plansim.planner_core.observations import WorkerCounts
 
 
 class Plugin:
-    def __init__(self, plugin_id, stage, priority, overrides=(), predictions=None, final=False, interval=None):
+    def __init__(
+        self, plugin_id, stage, priority, overrides=(), predictions=None, final=False, interval=None
+    ):
         self.plugin_id, self.stage, self.priority = plugin_id, stage, priority
         self.execution_interval_seconds = interval
         self.needs = frozenset()
         self.observation_window_seconds = None
-        self._result = StageResult(predictions=predictions or {}, final=final, overrides=tuple(overrides))
+        self._result = StageResult(
+            predictions=predictions or {}, final=final, overrides=tuple(overrides)
+        )
         self.seen_targets = None
         self.seen_predictions = None
 
@@ -47,8 +51,18 @@ def test_smallest_priority_set_wins():
 
 
 def test_floors_take_max_and_ceilings_min():
-    a = Plugin("a", Stage.CONSTRAIN, 0, [Override("decode", OverrideType.AT_LEAST, 4), Override("decode", OverrideType.AT_MOST, 9)])
-    b = Plugin("b", Stage.CONSTRAIN, 1, [Override("decode", OverrideType.AT_LEAST, 6), Override("decode", OverrideType.AT_MOST, 7)])
+    a = Plugin(
+        "a",
+        Stage.CONSTRAIN,
+        0,
+        [Override("decode", OverrideType.AT_LEAST, 4), Override("decode", OverrideType.AT_MOST, 9)],
+    )
+    b = Plugin(
+        "b",
+        Stage.CONSTRAIN,
+        1,
+        [Override("decode", OverrideType.AT_LEAST, 6), Override("decode", OverrideType.AT_MOST, 7)],
+    )
     merged, reasons = merge_overrides({"decode": 2}, [(a, a._result), (b, b._result)])
     assert merged == {"decode": 6}
     assert reasons == {"decode": "reconcile_clamped_to_floor"}
@@ -59,7 +73,9 @@ def test_floors_take_max_and_ceilings_min():
 
 def test_reject_short_circuits_later_stages():
     propose = Plugin("p", Stage.PROPOSE, 10, [_set("decode", 5)])
-    reject = Plugin("r", Stage.RECONCILE, 0, [Override("decode", OverrideType.REJECT, reason="frozen")])
+    reject = Plugin(
+        "r", Stage.RECONCILE, 0, [Override("decode", OverrideType.REJECT, reason="frozen")]
+    )
     later = Plugin("c", Stage.CONSTRAIN, 0, [Override("decode", OverrideType.AT_MOST, 1)])
     out = run_pipeline([propose, reject, later], _ctx())
     assert out.rejected == "frozen"
@@ -94,5 +110,11 @@ def test_scheduler_fires_on_interval_from_registration():
         due = sched.due(t)
         fired.append((t, [p.plugin_id for p in due]))
         sched.mark_fired(due, t)
-    assert fired == [(5.0, ["fast"]), (10.0, ["fast"]), (15.0, ["fast", "slow"]), (20.0, ["fast"]),
-                     (25.0, ["fast"]), (30.0, ["fast", "slow"])]
+    assert fired == [
+        (5.0, ["fast"]),
+        (10.0, ["fast"]),
+        (15.0, ["fast", "slow"]),
+        (20.0, ["fast"]),
+        (25.0, ["fast"]),
+        (30.0, ["fast", "slow"]),
+    ]

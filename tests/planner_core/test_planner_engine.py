@@ -1,4 +1,5 @@
-"""PlannerEngine: cadence, projection invariants, in-progress guard, advisory, plugins, retune hook."""
+"""PlannerEngine: cadence, projection invariants, in-progress guard, advisory, plugins, the
+retune hook."""
 
 import pytest
 from planner_fakes import FakeRetune, SetPlugin, agg_caps, disagg_caps, fpm
@@ -9,8 +10,16 @@ from plansim.planner_core.diagnostics import TICK_COLUMNS
 from plansim.planner_core.observations import TickInput, TrafficObservation, WorkerCounts
 from plansim.planner_core.predictors.factory import PREDICTORS
 
-SLA_AGG = {"mode": "agg", "optimization_target": "sla", "enable_load_scaling": True, "load_predictor": "constant",
-           "throughput_adjustment_interval_seconds": 60, "ttft_ms": 100, "itl_ms": 20, "max_gpu_budget": 8}
+SLA_AGG = {
+    "mode": "agg",
+    "optimization_target": "sla",
+    "enable_load_scaling": True,
+    "load_predictor": "constant",
+    "throughput_adjustment_interval_seconds": 60,
+    "ttft_ms": 100,
+    "itl_ms": 20,
+    "max_gpu_budget": 8,
+}
 
 
 def _engine(raw, caps=None, **kw):
@@ -23,7 +32,14 @@ def _busy(n):
 
 
 def _tick(engine, t, ready, starting=0, fpms=None, traffic=None):
-    return engine.tick(TickInput(t, WorkerCounts(0, ready, starting_decode=starting), traffic, fpms if fpms is not None else _busy(ready)))
+    return engine.tick(
+        TickInput(
+            t,
+            WorkerCounts(0, ready, starting_decode=starting),
+            traffic,
+            fpms if fpms is not None else _busy(ready),
+        )
+    )
 
 
 def test_cadence_follows_plugin_intervals():
@@ -100,7 +116,9 @@ def test_gpu_budget_is_enforced_on_user_proposals():
 
 
 def test_user_plugin_set_overrides_builtin_by_priority():
-    engine = _engine({**SLA_AGG, "enable_throughput_scaling": False}, plugins=[SetPlugin(5, priority=5)])
+    engine = _engine(
+        {**SLA_AGG, "enable_throughput_scaling": False}, plugins=[SetPlugin(5, priority=5)]
+    )
     engine.initial_tick(0.0)
     out = _tick(engine, 5.0, 2)
     assert out.scale_to.num_decode == 5
@@ -108,12 +126,18 @@ def test_user_plugin_set_overrides_builtin_by_priority():
 
 
 def test_user_plugin_by_import_path():
-    raw = {**SLA_AGG, "enable_throughput_scaling": False,
-           "plugins": [{"import_path": "planner_fakes:CapPlugin", "params": {"cap": 2}}]}
+    raw = {
+        **SLA_AGG,
+        "enable_throughput_scaling": False,
+        "plugins": [{"import_path": "planner_fakes:CapPlugin", "params": {"cap": 2}}],
+    }
     engine = _engine(raw)
     engine.initial_tick(0.0)
     assert _tick(engine, 5.0, 2).scale_to is None  # scale-up to 3 capped back to 2
-    assert _tick(engine, 10.0, 2).diagnostics["reconcile_reasons"] == '{"decode":"reconcile_clamped_to_ceiling"}'
+    assert (
+        _tick(engine, 10.0, 2).diagnostics["reconcile_reasons"]
+        == '{"decode":"reconcile_clamped_to_ceiling"}'
+    )
 
 
 def test_bad_plugin_path_is_a_config_error():
@@ -133,7 +157,13 @@ def test_retune_hook_outputs_are_passed_through():
 
 
 def test_retune_only_mode_never_scales():
-    raw = {"mode": "agg", "retune": {}, "enable_load_scaling": False, "enable_throughput_scaling": False, "min_endpoint": 3}
+    raw = {
+        "mode": "agg",
+        "retune": {},
+        "enable_load_scaling": False,
+        "enable_throughput_scaling": False,
+        "min_endpoint": 3,
+    }
     engine = _engine(raw, retune=FakeRetune(), plugins=[SetPlugin(6)])
     first = engine.initial_tick(0.0).next_tick
     assert first.at_s == 5.0
@@ -195,13 +225,18 @@ def test_config_must_fit_the_deployment():
 def test_bootstrap_prefers_benchmark_then_profile():
     profile = {"decode": (fpm(wall_time_s=0.01, n_decode=1, decode_kv=100),)}
     assert _engine(SLA_AGG, profile_fpms=profile).state.bootstrap_source == "benchmark"
-    assert _engine(SLA_AGG, agg_caps(benchmark=False), profile_fpms=profile).state.bootstrap_source == "profile"
+    assert (
+        _engine(SLA_AGG, agg_caps(benchmark=False), profile_fpms=profile).state.bootstrap_source
+        == "profile"
+    )
     assert _engine(SLA_AGG, agg_caps(benchmark=False)).state.bootstrap_source == "live"
 
 
 def test_predictor_swap_is_warmed_from_the_decision():
     engine = _engine(SLA_AGG)
-    engine.apply_planner_changes({"load_predictor": "kalman"}, predictor_warmup=[(120.0, 1000.0, 200.0)] * 6)
+    engine.apply_planner_changes(
+        {"load_predictor": "kalman"}, predictor_warmup=[(120.0, 1000.0, 200.0)] * 6
+    )
     forecaster = engine._predict.forecaster
     assert type(forecaster.num_req) is PREDICTORS.get("kalman")
     assert forecaster.predict().num_req == pytest.approx(120.0)

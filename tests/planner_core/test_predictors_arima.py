@@ -28,7 +28,7 @@ def test_fewer_than_five_points_returns_last_value():
 
 
 def test_identical_values_forecast_that_value():
-    p, forecasts = _one_step(np.full(12, 42.0), 6)
+    _p, forecasts = _one_step(np.full(12, 42.0), 6)
     np.testing.assert_array_equal(forecasts, 42.0)
 
 

@@ -63,8 +63,13 @@ def test_constant_backtest_by_hand():
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_on_task_counts_the_tasks_one_per_candidate_and_series(jobs):
     seen = []
-    run_backtest(BUCKETS, ["constant", "kalman"], warmup=2, jobs=jobs,
-                 on_task=lambda done, total: seen.append((done, total)))
+    run_backtest(
+        BUCKETS,
+        ["constant", "kalman"],
+        warmup=2,
+        jobs=jobs,
+        on_task=lambda done, total: seen.append((done, total)),
+    )
     assert seen == [(k, 6) for k in range(1, 7)]  # 2 candidates x 3 series
 
 
@@ -95,8 +100,15 @@ def test_failing_candidate_ranks_last_whatever_its_loss():
     for spec, forecast, failed in [(specs[0], 1.0, False), (specs[1], 2.0, True)]:
         for series in ("request_count", "avg_isl", "avg_osl"):
             rows.append(
-                {"bucket": 3, "predictor": spec.label, "series": series, "forecast": forecast,
-                 "actual": 2.0, "fit_time_s": 0.0, "failed": failed}
+                {
+                    "bucket": 3,
+                    "predictor": spec.label,
+                    "series": series,
+                    "forecast": forecast,
+                    "actual": 2.0,
+                    "fit_time_s": 0.0,
+                    "failed": failed,
+                }
             )
     summary = summarize(pd.DataFrame(rows), specs, {})
     assert summary["predictor"].tolist() == ["constant", "kalman"]  # kalman is exact but failed

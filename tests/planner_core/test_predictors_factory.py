@@ -37,16 +37,15 @@ def test_kalman_parameters_reach_the_filter():
 
 
 def test_prophet_parameters_reach_the_predictor():
-    p = make_predictor(
-        "prophet", prophet_window_size=7, throughput_adjustment_interval_seconds=60
-    )
+    p = make_predictor("prophet", prophet_window_size=7, throughput_adjustment_interval_seconds=60)
     assert p.window_size == 7
     assert p.step_ms == 60_000
 
 
 def test_parameters_of_other_predictors_are_ignored():
-    assert type(make_predictor("constant", kalman_r=3, prophet_window_size=9)) is \
-        PREDICTORS.get("constant")
+    assert type(make_predictor("constant", kalman_r=3, prophet_window_size=9)) is PREDICTORS.get(
+        "constant"
+    )
 
 
 def test_unknown_predictor_names_the_field():
@@ -154,7 +153,10 @@ def test_a_prophet_window_the_config_accepts_builds_a_predictor():
 
 
 def test_an_unknown_predictor_is_named_with_the_registered_ones():
-    with pytest.raises(ConfigError, match=r"unknown load predictor 'lstm' \(known: constant, "
-                                          r"arima, kalman, prophet\)") as err:
+    with pytest.raises(
+        ConfigError,
+        match=r"unknown load predictor 'lstm' \(known: constant, "
+        r"arima, kalman, prophet\)",
+    ) as err:
         make_predictor("lstm")
     assert err.value.field == "load_predictor"

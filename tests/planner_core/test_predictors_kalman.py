@@ -10,9 +10,7 @@ from plansim.planner_core.predictors import make_predictor
 
 
 def _kalman(**params):
-    return make_predictor(
-        "kalman", kalman_q_level=1, kalman_q_trend=0.1, kalman_r=10, **params
-    )
+    return make_predictor("kalman", kalman_q_level=1, kalman_q_trend=0.1, kalman_r=10, **params)
 
 
 def test_first_point_sets_level_and_zero_trend():

@@ -1,5 +1,6 @@
 """Prophet predictor: windowing, synthetic time axis and a short tracking check."""
 
+import itertools
 import logging
 
 import numpy as np
@@ -70,4 +71,4 @@ def test_synthetic_time_axis_steps_by_the_interval():
     p = make_predictor("prophet", throughput_adjustment_interval_seconds=90)
     stamps = p._timestamps(np.array([0.0, 1.0, 3.0]))
     assert str(stamps[0]) == "2024-01-01 00:00:00"
-    assert [(b - a).total_seconds() for a, b in zip(stamps[:-1], stamps[1:])] == [90.0, 180.0]
+    assert [(b - a).total_seconds() for a, b in itertools.pairwise(stamps)] == [90.0, 180.0]

@@ -1,5 +1,7 @@
 """Planner-in-the-loop replays: the scaling behaviour the issue asks for, end to end on the sim."""
 
+import itertools
+
 import pytest
 from planner_fakes import capabilities_for, poisson_workload
 
@@ -9,13 +11,26 @@ from plansim.sim.deployment import Deployment
 from plansim.sim.host import replay
 
 STARTUP_S = 30.0
-LOAD_ONLY = {"mode": "agg", "optimization_target": "sla", "enable_load_scaling": True, "enable_throughput_scaling": False,
-             "ttft_ms": 500, "itl_ms": 30, "max_gpu_budget": 16}
+LOAD_ONLY = {
+    "mode": "agg",
+    "optimization_target": "sla",
+    "enable_load_scaling": True,
+    "enable_throughput_scaling": False,
+    "ttft_ms": 500,
+    "itl_ms": 30,
+    "max_gpu_budget": 16,
+}
 
 
 def _deployment(num_workers=1):
-    return Deployment.model_validate({"mode": "agg", "num_workers": num_workers, "engine": {"startup_time": STARTUP_S},
-                                      "router": {"mode": "round_robin"}})
+    return Deployment.model_validate(
+        {
+            "mode": "agg",
+            "num_workers": num_workers,
+            "engine": {"startup_time": STARTUP_S},
+            "router": {"mode": "round_robin"},
+        }
+    )
 
 
 def _run(workload, raw, num_workers=1):
@@ -49,7 +64,7 @@ def test_load_scaling_moves_one_replica_per_load_tick(step_run):
 def test_decision_waits_while_scaling_is_in_progress(step_run):
     # After a scale-up the new worker needs STARTUP_S seconds: no decision in between.
     events = step_run.scaling_events
-    for first, second in zip(events, events[1:]):
+    for first, second in itertools.pairwise(events):
         if first["to_count"] > first["from_count"]:
             assert second["at_s"] - first["at_s"] >= STARTUP_S
     ticks = step_run.ticks
@@ -59,7 +74,9 @@ def test_decision_waits_while_scaling_is_in_progress(step_run):
 
 
 def test_idle_traffic_scales_down_to_min_endpoint():
-    result = _run(poisson_workload([0.05] * 4, 150, seed=2), {**LOAD_ONLY, "min_endpoint": 1}, num_workers=4)
+    result = _run(
+        poisson_workload([0.05] * 4, 150, seed=2), {**LOAD_ONLY, "min_endpoint": 1}, num_workers=4
+    )
     ts = result.timeseries
     assert ts["ready"].iloc[-1] == 1
     assert ts["ready"].min() >= 1
@@ -68,8 +85,12 @@ def test_idle_traffic_scales_down_to_min_endpoint():
 
 
 def test_load_scaling_never_below_throughput_lower_bound():
-    raw = {**LOAD_ONLY, "enable_throughput_scaling": True, "throughput_adjustment_interval_seconds": 60,
-           "load_predictor": "constant"}
+    raw = {
+        **LOAD_ONLY,
+        "enable_throughput_scaling": True,
+        "throughput_adjustment_interval_seconds": 60,
+        "load_predictor": "constant",
+    }
     result = _run(poisson_workload([8, 8, 1, 1], 150, seed=3), raw, num_workers=3)
     ticks = result.ticks
     bounded = ticks.dropna(subset=["scale_to_decode"])
@@ -86,7 +107,9 @@ def test_gpu_budget_never_exceeded():
 
 
 def test_advisory_changes_no_replica_count():
-    result = _run(poisson_workload([1, 8], 150, seed=5), {**LOAD_ONLY, "advisory": True}, num_workers=1)
+    result = _run(
+        poisson_workload([1, 8], 150, seed=5), {**LOAD_ONLY, "advisory": True}, num_workers=1
+    )
     ts = result.timeseries
     assert (ts["ready"] == 1).all() and (ts["starting"] == 0).all()
     assert result.scaling_events, "advisory mode still records recommendations"
@@ -95,6 +118,8 @@ def test_advisory_changes_no_replica_count():
 
 def test_planner_for_deployment_bootstraps_from_worker_self_benchmark(tmp_path):
     dep = _deployment(2)
-    engine = planner_for_deployment(parse_planner_config({**LOAD_ONLY, "profile_results_dir": str(tmp_path)}), dep)
+    engine = planner_for_deployment(
+        parse_planner_config({**LOAD_ONLY, "profile_results_dir": str(tmp_path)}), dep
+    )
     assert engine.state.bootstrap_source == "benchmark"
     assert engine.state.perf_models["decode"].ready

@@ -5,7 +5,12 @@ from planner_fakes import decode_wall, disagg_caps, prefill_wall
 
 from plansim.planner_core.config import parse_planner_config
 from plansim.planner_core.state import PlannerScalingState
-from plansim.planner_core.throughput_scaling import Predictions, advance_throughput, delta_capped, replicas_for
+from plansim.planner_core.throughput_scaling import (
+    Predictions,
+    advance_throughput,
+    delta_capped,
+    replicas_for,
+)
 
 SLA = {"optimization_target": "sla", "ttft_ms": 500, "itl_ms": 50, "max_gpu_budget": 16}
 
@@ -32,7 +37,8 @@ def test_delta_cap_and_endpoint_recovery():
 
 
 # Demand 18000 requests / 180 s = 100 req/s, isl 1000, osl 200.
-# Prefill: B = 8192 // 1000 = 8, ttft(8) = 10 ms + 80 ms = 90 ms <= 500 -> 8 / 0.09 = 88.9 req/s -> 2.
+# Prefill: B = 8192 // 1000 = 8, ttft(8) = 10 ms + 80 ms = 90 ms <= 500 -> 8 / 0.09 = 88.9 req/s ->
+# 2.
 # Decode: ctx 1100, itl(b) = 5 ms + 0.11 ms b <= 50 ms -> b <= 409; largest candidate of
 # 1 + i*511//127 is 407 -> itl 49.77 ms, 407 / (200 * 0.04977) = 40.9 req/s -> ceil(100/40.9) = 3.
 PRED = Predictions(num_req=18000, isl=1000, osl=200)
@@ -67,7 +73,9 @@ def test_gpu_ceiling_bounds_the_lower_bound():
 
 def test_unready_side_holds_both():
     caps = disagg_caps()
-    state = PlannerScalingState.create(parse_planner_config({**SLA, "enable_load_scaling": False}), caps)
+    state = PlannerScalingState.create(
+        parse_planner_config({**SLA, "enable_load_scaling": False}), caps
+    )
     state.install_bootstrap({"decode": caps.benchmark_fpms["decode"]}, "benchmark")
     state.ready_prefill, state.ready_decode = 1, 1
     assert advance_throughput(state, PRED, 180.0) is None

@@ -316,8 +316,12 @@ def predictor_summary(predictors: tuple[str, ...] = ("constant", "kalman")) -> d
             }
             for k, p in enumerate(predictors)
         ],
-        "naive": {"loss": 0.125, "mape_request_count_pct": 9.0, "rmse_request_count": 22.0,
-                  "under_forecast_share": 0.2},
+        "naive": {
+            "loss": 0.125,
+            "mape_request_count_pct": 9.0,
+            "rmse_request_count": 22.0,
+            "under_forecast_share": 0.2,
+        },
     }
 
 
@@ -410,10 +414,22 @@ def write_windows_folder(folder: Path, n: int = 3, label: str = "b") -> None:
             "objective": "GoodputPerGPU",
             "outcomes": {"apply": n - n // 2, "no_improvement": n // 2},
             "candidates": [
-                {"label": name, "is_current": name == "a", "wins": wins[name], "failed": 0,
-                 "win_share": wins[name] / n,
-                 "score": {"n": n, "mean": 100.0, "min": 80.0, "p25": 90.0, "median": 100.0,
-                           "p75": 110.0, "max": 130.0}}
+                {
+                    "label": name,
+                    "is_current": name == "a",
+                    "wins": wins[name],
+                    "failed": 0,
+                    "win_share": wins[name] / n,
+                    "score": {
+                        "n": n,
+                        "mean": 100.0,
+                        "min": 80.0,
+                        "p25": 90.0,
+                        "median": 100.0,
+                        "p75": 110.0,
+                        "max": 130.0,
+                    },
+                }
                 for name in ("a", label, "c")
             ],
             "reader_counts": {"requests": 100 * n, "censored": 0},
@@ -421,8 +437,11 @@ def write_windows_folder(folder: Path, n: int = 3, label: str = "b") -> None:
     )
     atomic_write_json(
         folder / "inputs.json",
-        {"command": "plansim retune windows", "windows": [0, n - 1],
-         "scoring_sla": {"ttft_ms": 500.0, "itl_ms": 20.0, "e2e_ms": None}},
+        {
+            "command": "plansim retune windows",
+            "windows": [0, n - 1],
+            "scoring_sla": {"ttft_ms": 500.0, "itl_ms": 20.0, "e2e_ms": None},
+        },
     )
 
 
@@ -431,26 +450,50 @@ def write_capacity_folder(folder: Path, policy_name: str = "dynamo") -> Path:
     planner policy named ``policy_name``; writes ``capacity.json`` and ``points.parquet``."""
     from plansim.capacity import prepare, run
     from plansim.capacity.policies import Policy, default_policies
-    from plansim.workers.executor import InProcessExecutor
     from plansim.sim.deployment import build_deployment
     from plansim.traces.request_ids import ordinal_ids
     from plansim.traces.workload import Workload
+    from plansim.workers.executor import InProcessExecutor
 
     n = 1200
-    arrival = np.concatenate([np.arange(0, 12_000, 40.0), np.arange(12_000, 24_000, 20.0),
-                              np.arange(24_000, 36_000, 40.0)])[:n]
+    arrival = np.concatenate(
+        [
+            np.arange(0, 12_000, 40.0),
+            np.arange(12_000, 24_000, 20.0),
+            np.arange(24_000, 36_000, 40.0),
+        ]
+    )[:n]
     n = arrival.size
-    workload = Workload(arrival_ms=arrival, isl_tokens=np.full(n, 100),
-                        osl_tokens=np.full(n, 10), request_id=ordinal_ids(0, n),
-                        hash_offsets=np.arange(n + 1), hash_ids=np.arange(n),
-                        trace_block_size=512)
-    deployment = build_deployment({
-        "num_workers": 2, "router": {"mode": "round_robin"}, "sla": {"ttft_ms": 500},
-        "engine": {"max_num_seqs": 1, "startup_time": 2,
-                   "timing_model": {"type": "fixed", "prefill_ms": 10, "decode_ms": 10}}})
+    workload = Workload(
+        arrival_ms=arrival,
+        isl_tokens=np.full(n, 100),
+        osl_tokens=np.full(n, 10),
+        request_id=ordinal_ids(0, n),
+        hash_offsets=np.arange(n + 1),
+        hash_ids=np.arange(n),
+        trace_block_size=512,
+    )
+    deployment = build_deployment(
+        {
+            "num_workers": 2,
+            "router": {"mode": "round_robin"},
+            "sla": {"ttft_ms": 500},
+            "engine": {
+                "max_num_seqs": 1,
+                "startup_time": 2,
+                "timing_model": {"type": "fixed", "prefill_ms": 10, "decode_ms": 10},
+            },
+        }
+    )
     base = default_policies(deployment, 16)[0][0]
-    plan = prepare(deployment, 0.95, segment_s=12.0, max_gpu_budget=16, default_policies=False,
-                   planner_configs=[Policy(policy_name, base.config, "default")])
+    plan = prepare(
+        deployment,
+        0.95,
+        segment_s=12.0,
+        max_gpu_budget=16,
+        default_policies=False,
+        planner_configs=[Policy(policy_name, base.config, "default")],
+    )
     result = run(plan, workload, executor=InProcessExecutor())
     atomic_write_json(folder / "capacity.json", result.to_json())
     write_parquet_atomic(folder / "points.parquet", result.points)
@@ -460,15 +503,38 @@ def write_capacity_folder(folder: Path, policy_name: str = "dynamo") -> Path:
 def write_compare_run(folder: Path, good: int, gpu_hours: float, concurrency: int) -> Path:
     """A replay folder of 100 requests, ``good`` of them within the SLA."""
     folder.mkdir(parents=True)
-    atomic_write_json(folder / "summary.json", {
-        "num_requests": 100, "completed_requests": 100, "goodput_completed_requests": good,
-        "gpu_hours": gpu_hours, "median_ttft_ms": 50.0, "p90_ttft_ms": 90.0,
-        "p90_tpot_ms": 9.0, "p90_itl_ms": 7.0, "p90_e2e_latency_ms": 900.0,
-        "output_throughput_tok_s": 10.0 * concurrency})
-    atomic_write_json(folder / "inputs.json", {
-        "command": "plansim replay synth", "sla": {"ttft_ms": 500.0, "tpot_ms": 20.0},
-        "options": {"rate": 10.0, "max_concurrency": concurrency, "quiet": True}})
-    write_parquet_atomic(folder / "requests.parquet", pd.DataFrame({
-        "status": ["completed"] * 4, "ttft_ms": [10.0, 20.0, 30.0, 40.0 * concurrency],
-        "tpot_ms": [5.0, 6.0, 7.0, 8.0], "e2e_latency_ms": [100.0, 200.0, 300.0, 400.0]}))
+    atomic_write_json(
+        folder / "summary.json",
+        {
+            "num_requests": 100,
+            "completed_requests": 100,
+            "goodput_completed_requests": good,
+            "gpu_hours": gpu_hours,
+            "median_ttft_ms": 50.0,
+            "p90_ttft_ms": 90.0,
+            "p90_tpot_ms": 9.0,
+            "p90_itl_ms": 7.0,
+            "p90_e2e_latency_ms": 900.0,
+            "output_throughput_tok_s": 10.0 * concurrency,
+        },
+    )
+    atomic_write_json(
+        folder / "inputs.json",
+        {
+            "command": "plansim replay synth",
+            "sla": {"ttft_ms": 500.0, "tpot_ms": 20.0},
+            "options": {"rate": 10.0, "max_concurrency": concurrency, "quiet": True},
+        },
+    )
+    write_parquet_atomic(
+        folder / "requests.parquet",
+        pd.DataFrame(
+            {
+                "status": ["completed"] * 4,
+                "ttft_ms": [10.0, 20.0, 30.0, 40.0 * concurrency],
+                "tpot_ms": [5.0, 6.0, 7.0, 8.0],
+                "e2e_latency_ms": [100.0, 200.0, 300.0, 400.0],
+            }
+        ),
+    )
     return folder

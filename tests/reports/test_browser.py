@@ -61,8 +61,14 @@ CARDS = {
     "retune_report.html": ["decisions", "applied", "best_gain", "objective"],
     "predictor_report.html": ["best_loss", "skill", "error", "buckets"],
     "retune_windows_report.html": ["windows", "winner", "current", "best_gain"],
-    "capacity_report.html": ["recommended", "goodput", "cost", "lower_bound", "best_policy",
-                             "replays"],
+    "capacity_report.html": [
+        "recommended",
+        "goodput",
+        "cost",
+        "lower_bound",
+        "best_policy",
+        "replays",
+    ],
     "compare_report.html": ["runs", "pareto", "best_goodput", "fewest_gpu_hours"],
 }
 # What Python prints for None, booleans and dicts; none of it may reach a reader.
@@ -104,12 +110,19 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     # The planner run scored goodput and was replayed static too (baseline.json).
     summary = json.loads((replay / "summary.json").read_text())
     atomic_write_json(replay / "summary.json", {**summary, "goodput_completed_requests": 1200})
-    atomic_write_json(replay / "baseline.json", {"label": "static 6 workers", "summary": {
-        **summary, "goodput_completed_requests": 1600, "gpu_hours": 9.0}})
+    atomic_write_json(
+        replay / "baseline.json",
+        {
+            "label": "static 6 workers",
+            "summary": {**summary, "goodput_completed_requests": 1600, "gpu_hours": 9.0},
+        },
+    )
     capacity = write_capacity_folder(tmp_path_factory.mktemp("capacity"), policy_name=XSS)
     runs = tmp_path_factory.mktemp("runs")
-    compared = [write_compare_run(runs / name, *spec) for name, spec in
-                {"c1": (90, 1.0, 1), "c2": (95, 2.0, 2), "c4": (85, 1.5, 4)}.items()]
+    compared = [
+        write_compare_run(runs / name, *spec)
+        for name, spec in {"c1": (90, 1.0, 1), "c2": (95, 2.0, 2), "c4": (85, 1.5, 4)}.items()
+    ]
     compare = tmp_path_factory.mktemp("compare")
     atomic_write_json(compare / "compare.json", comparison(read_runs(compared)))
     folders = (replay, predict, windows, capacity, compare)
@@ -209,10 +222,13 @@ def test_the_compare_page_draws_the_front_across_runs(
     front = browser.run(
         "var d = document.querySelector('div[data-chart=compare_pareto]')._fullData;"
         "return d.filter(function (t) { return t.name === 'Pareto front'; })"
-        ".map(function (t) { return t.text; });")
+        ".map(function (t) { return t.text; });"
+    )
     assert front == [["c1", "c2"]]  # c4 (85% for 1.5 GPU-hours) is beaten by c1 (90% for 1)
     cards = {c["name"]: c for c in browser.run(_CARDS)}
     assert cards["pareto"]["value"] == "2" and "c1; c2" in cards["pareto"]["text"]
-    rows = browser.run("return Array.from(document.querySelectorAll('tbody tr'))"
-                       ".map(function (r) { return r.innerText; });")
+    rows = browser.run(
+        "return Array.from(document.querySelectorAll('tbody tr'))"
+        ".map(function (r) { return r.innerText; });"
+    )
     assert len(rows) == 3 and all(("yes" in r) == (r.split()[0] in ("c1", "c2")) for r in rows)

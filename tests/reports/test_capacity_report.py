@@ -72,12 +72,21 @@ def test_the_segment_chart_steps_through_the_schedule_against_the_request_rate(f
 def test_goodput_just_under_the_target_never_reads_as_the_target(folder):
     report = json.loads((folder / "capacity.json").read_text())
     best = {**report["cheapest_static"], "goodput_ratio": 0.95004}
-    replayed = {**report["oracle"]["schedule_replay"], "goodput_ratio": 0.94982,
-                "meets_target": False}
+    replayed = {
+        **report["oracle"]["schedule_replay"],
+        "goodput_ratio": 0.94982,
+        "meets_target": False,
+    }
     policy = {**report["policies"][0], "goodput_ratio": 0.94996, "meets_target": False}
-    html = render_capacity({**report, "cheapest_static": best, "static": [best],
-                            "oracle": {**report["oracle"], "schedule_replay": replayed},
-                            "policies": [policy]})
+    html = render_capacity(
+        {
+            **report,
+            "cheapest_static": best,
+            "static": [best],
+            "oracle": {**report["oracle"], "schedule_replay": replayed},
+            "policies": [policy],
+        }
+    )
     assert "the schedule costs" in html and "at 94.98% goodput (misses the target)" in html
     assert "<td>94.99%</td>" in html.replace('<td class="num">', "<td>")  # the policy row
     assert "95.00% goodput against a 95.0% target" in html
@@ -105,9 +114,15 @@ def test_the_best_policy_card_says_what_it_costs_against_the_static_pick(folder)
     best = {**report["cheapest_static"], "cost": 1.0}
 
     def card(cost: float, saving_pct: float) -> tuple[str, str, str]:
-        policy = {"name": "dynamo", "meets_target": True, "cost": cost, "goodput_ratio": 0.96,
-                  "saving_vs_static_pct": saving_pct, "share_of_hindsight_saving": None,
-                  "gap_to_oracle_pct": None}
+        policy = {
+            "name": "dynamo",
+            "meets_target": True,
+            "cost": cost,
+            "goodput_ratio": 0.96,
+            "saving_vs_static_pct": saving_pct,
+            "share_of_hindsight_saving": None,
+            "gap_to_oracle_pct": None,
+        }
         cards = capacity_cards({**report, "cheapest_static": best, "policies": [policy]})
         top = next(c for c in cards if c.name == "best_policy")
         return top.value, top.detail, top.tone

@@ -33,7 +33,10 @@ def test_the_front_holds_the_runs_no_other_beats_on_goodput_and_gpu_hours(runs):
     rows = {r["label"]: r for r in data["runs"]}
     assert rows["c"]["differs"] == {"max_concurrency": 4}
     assert (rows["c"]["goodput_ratio"], rows["c"]["gpu_hours"], rows["c"]["pareto"]) == (
-        0.85, 1.5, False)
+        0.85,
+        1.5,
+        False,
+    )
     assert rows["a"]["p50_ttft_ms"] == 50.0 and rows["a"]["p90_tpot_ms"] == 9.0
 
 
@@ -67,8 +70,17 @@ def test_compare_writes_its_folder_and_the_report_re_renders(runs, tmp_path, run
     code, stdout, err = run_cli("compare", *map(str, runs), "--out", str(out))
     assert code == 0, err
     lines = stdout.splitlines()
-    assert lines[0].split() == ["run", "max_concurrency", "goodput", "GPU-h", "p90", "TTFT",
-                                "p90", "TPOT", "front"]
+    assert lines[0].split() == [
+        "run",
+        "max_concurrency",
+        "goodput",
+        "GPU-h",
+        "p90",
+        "TTFT",
+        "p90",
+        "TPOT",
+        "front",
+    ]
     assert lines[1].split() == ["a", "1", "90.0%", "1.0000", "90.0", "9.00", "*"]
     assert lines[-1] == f"4 runs compared; on the Pareto front: a, b: {out}"
     assert json.loads((out / "compare.json").read_text())["pareto_front"] == ["a", "b"]

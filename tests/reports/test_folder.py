@@ -97,7 +97,7 @@ def test_a_damaged_table_names_the_file(tmp_path):
 def test_damaged_json_names_the_file(tmp_path):
     write_replay_folder(tmp_path)
     atomic_write_bytes(tmp_path / "inputs.json", b"{oops")
-    with pytest.raises(InputError, match="inputs.json: not valid JSON"):
+    with pytest.raises(InputError, match=r"inputs.json: not valid JSON"):
         render_dir(tmp_path)
 
 

@@ -61,20 +61,35 @@ def test_no_completed_request_shows_na_not_a_number():
 
 
 def test_a_run_that_rejected_every_request_says_why_first():
-    requests = pd.DataFrame({"status": ["rejected"] * 3, "reason": ["prompt_exceeds_kv_pool"] * 3,
-                             "input_length": [700, 300, 513]})
-    inputs = {"deployment": {"mode": "disagg", "engine": {"block_size": 64,
-                                                          "num_gpu_blocks": 1000},
-                             "prefill_engine": {"block_size": 16, "num_gpu_blocks": 4}}}
+    requests = pd.DataFrame(
+        {
+            "status": ["rejected"] * 3,
+            "reason": ["prompt_exceeds_kv_pool"] * 3,
+            "input_length": [700, 300, 513],
+        }
+    )
+    inputs = {
+        "deployment": {
+            "mode": "disagg",
+            "engine": {"block_size": 64, "num_gpu_blocks": 1000},
+            "prefill_engine": {"block_size": 16, "num_gpu_blocks": 4},
+        }
+    }
     why = all_rejected(requests, inputs)
     # The prefill pool takes the prompts: 300 tokens in 16-token blocks is 19 blocks, against 4.
-    assert why == ("all 3 requests were rejected (prompt_exceeds_kv_pool): the smallest prompt, "
-                   "300 tokens, needs 19 KV blocks of 16 tokens, and a prefill rank has 4 "
-                   "(num_gpu_blocks)")
+    assert why == (
+        "all 3 requests were rejected (prompt_exceeds_kv_pool): the smallest prompt, "
+        "300 tokens, needs 19 KV blocks of 16 tokens, and a prefill rank has 4 "
+        "(num_gpu_blocks)"
+    )
     summary = _summary(num_requests=3, completed_requests=0, goodput_completed_requests=0)
     cards = replay_cards(summary, {}, None, why)
     assert (cards[0].name, cards[0].value, cards[0].detail, cards[0].tone) == (
-        "all_rejected", "3", why, "bad")
+        "all_rejected",
+        "3",
+        why,
+        "bad",
+    )
     assert "not_completed" not in {c.name for c in cards}
     requests.loc[1, "status"] = "completed"
     assert all_rejected(requests, inputs) is None
@@ -131,12 +146,21 @@ def test_a_saving_is_shown_with_both_goodputs_and_says_what_it_cost():
     # The planner example's figures: 0.383 GPU-hours at 1,350 of 2,254 good against the static
     # 4 workers' 0.67 at 1,819 of 2,254 (80.7%).
     run = {"gpu_hours": 0.383, "goodput_completed_requests": 1350, "num_requests": 2254}
-    static = baseline_reference({"label": "static 4 workers", "summary": {
-        "gpu_hours": 0.67, "goodput_completed_requests": 1819, "num_requests": 2254}})
+    static = baseline_reference(
+        {
+            "label": "static 4 workers",
+            "summary": {
+                "gpu_hours": 0.67,
+                "goodput_completed_requests": 1819,
+                "num_requests": 2254,
+            },
+        }
+    )
     card = saving_card(run, static)
     assert (card.label, card.value, card.tone) == ("GPU-hours vs static 4 workers", "-42.8%", "bad")
-    assert card.detail == ("goodput 20.8 points lower: goodput 59.9% against 80.7%; 0.383 "
-                           "against 0.67 GPU-hours")
+    assert card.detail == (
+        "goodput 20.8 points lower: goodput 59.9% against 80.7%; 0.383 against 0.67 GPU-hours"
+    )
     better = saving_card({**run, "goodput_completed_requests": 1900}, static)
     assert better.tone == "good" and better.detail.startswith("at no loss of goodput")
 
@@ -145,8 +169,9 @@ def test_no_saving_is_shown_without_the_goodputs():
     run = {"gpu_hours": 0.383, "goodput_completed_requests": 1350, "num_requests": 2254}
     unscored = {"label": "static", "summary": {"gpu_hours": 0.67, "num_requests": 2254}}
     assert baseline_reference(unscored) is None and saving_card(run, None) is None
-    static = baseline_reference({"summary": {"gpu_hours": 0.67, "goodput_completed_requests": 1,
-                                             "num_requests": 2}})
+    static = baseline_reference(
+        {"summary": {"gpu_hours": 0.67, "goodput_completed_requests": 1, "num_requests": 2}}
+    )
     assert saving_card({"gpu_hours": 0.383, "num_requests": 2254}, static) is None
 
 

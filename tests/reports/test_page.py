@@ -82,8 +82,10 @@ def _page_with_input_text_src(src: str) -> str:
 
 def test_nested_inputs_show_units_and_list_unset_keys_once():
     page = Page("t")
-    page.nested("Run inputs", {"seed": 7, "deployment": {"sla": {"ttft_ms": 500.0, "e2e_ms": None},
-                                                         "enable": True}})
+    page.nested(
+        "Run inputs",
+        {"seed": 7, "deployment": {"sla": {"ttft_ms": 500.0, "e2e_ms": None}, "enable": True}},
+    )
     html = page.render()
     assert "500 ms" in html and "<td>yes</td>" in html
     assert "not set: sla.e2e_ms" in html

@@ -53,8 +53,9 @@ def test_every_report_draws_a_tuple_of_panels_with_unique_identifiers(module):
 def test_only_panels_put_charts_on_a_page():
     """Every chart is a panel: ``Page.chart`` is called by ``draw_panels`` alone."""
     root = Path(panels_module.__file__).parent
-    callers = sorted(path.name for path in root.glob("*.py")
-                     if ".chart(" in path.read_text(encoding="utf-8"))
+    callers = sorted(
+        path.name for path in root.glob("*.py") if ".chart(" in path.read_text(encoding="utf-8")
+    )
     assert callers == ["panels.py"]
 
 

@@ -152,7 +152,7 @@ def test_missing_columns_leave_no_data_notes():
 def test_an_aggregated_deployment_shows_one_agg_role():
     ticks = syn.ticks_table(n=3).assign(ready_prefill=0, ready_decode=[2, 3, 3])
     html = render_planner(ticks)
-    assert [t["name"] for t in figures(html)["planner_replicas"]["data"]][0] == "agg replicas"
+    assert next(t["name"] for t in figures(html)["planner_replicas"]["data"]) == "agg replicas"
     assert "<td>agg</td>" in html and "<td>prefill</td>" not in html
 
 
@@ -166,7 +166,9 @@ def test_a_periodic_report_says_which_period_it_covers(tmp_path):
 def test_every_scaling_decision_is_listed_with_the_reason_its_tick_recorded():
     ticks = syn.ticks_table(n=240, interval_s=30.0)
     ticks["policy_reason_decode"] = None
-    ticks.loc[ticks["at_s"] == 600.0, "policy_reason_decode"] = "goodput_sized: 3 replicas for 4.00 req/s"
+    ticks.loc[ticks["at_s"] == 600.0, "policy_reason_decode"] = (
+        "goodput_sized: 3 replicas for 4.00 req/s"
+    )
     html = render_planner(ticks, scaling_events=syn.scaling_events())
     assert "Scaling decisions" in html
     # sla_goodput's own words where the tick has them, the loops' reason codes elsewhere
@@ -180,40 +182,63 @@ def test_the_reason_listed_is_the_loop_that_acted():
 
     # The planner example's tick at 480 s: the load loop refused to scale down, the throughput
     # loop raised its lower bound to 3 over 2 ready replicas; scaling_events.json says scale_up.
-    tick = {"load_decision_reason_decode": "scale_down_refused_consolidation",
-            "throughput_decision_reason_decode": "set_lower_bound",
-            "throughput_lower_bound_decode": 3.0, "reconcile_reasons": {}}
+    tick = {
+        "load_decision_reason_decode": "scale_down_refused_consolidation",
+        "throughput_decision_reason_decode": "set_lower_bound",
+        "throughput_lower_bound_decode": 3.0,
+        "reconcile_reasons": {},
+    }
     assert acting_reason(tick, "decode", 2, 3) == (
         "scale_up: the throughput loop's lower bound, 3 replicas, is above 2 (set_lower_bound); "
-        "load loop: scale_down_refused_consolidation")
+        "load loop: scale_down_refused_consolidation"
+    )
     # The load loop's own step, with the throughput loop's reason after it.
     step = {"load_decision_reason_decode": "scale_down", "throughput_lower_bound_decode": 1.0}
     assert acting_reason(step, "decode", 3, 2) == "scale_down: the load loop's step"
     # sla_goodput's words, opened by the direction scaling_events.json records.
     words = {"policy_reason_decode": "goodput_sized: 3 replicas for 4.00 req/s"}
     assert acting_reason(words, "decode", 2, 3) == (
-        "scale_up: goodput_sized: 3 replicas for 4.00 req/s")
+        "scale_up: goodput_sized: 3 replicas for 4.00 req/s"
+    )
 
 
 def test_a_planner_that_only_retunes_has_no_scaling_to_report():
     from plansim.reports.planner import planner_scaled
 
-    retune_only = pd.DataFrame({"at_s": [0.0, 5.0], "run_load_scaling": [None, False],
-                                "run_throughput_scaling": [None, False],
-                                "load_decision_reason": [None, None]})
+    retune_only = pd.DataFrame(
+        {
+            "at_s": [0.0, 5.0],
+            "run_load_scaling": [None, False],
+            "run_throughput_scaling": [None, False],
+            "load_decision_reason": [None, None],
+        }
+    )
     assert not planner_scaled(retune_only, [])
     assert planner_scaled(retune_only.assign(run_load_scaling=[None, True]), [])
     assert planner_scaled(retune_only, [{"at_s": 5.0, "from_count": 1, "to_count": 2}])
 
 
 def test_the_engines_of_an_aggregated_deployment_are_named_agg():
-    queues = json.dumps([{"worker_id": 0, "dp_rank": 0, "queued_prefill_tokens": 100,
-                          "queued_decode_kv_tokens": 40, "inflight_decode_kv_tokens": 60}])
-    ticks = syn.ticks_table(n=3).assign(engine_queues=queues, ready_prefill=0,
-                                        ready_decode=[2, 3, 3])
+    queues = json.dumps(
+        [
+            {
+                "worker_id": 0,
+                "dp_rank": 0,
+                "queued_prefill_tokens": 100,
+                "queued_decode_kv_tokens": 40,
+                "inflight_decode_kv_tokens": 60,
+            }
+        ]
+    )
+    ticks = syn.ticks_table(n=3).assign(
+        engine_queues=queues, ready_prefill=0, ready_decode=[2, 3, 3]
+    )
     figs = figures(render_planner(ticks))
     assert [t["name"] for t in figs["planner_prefill_load"]["data"]] == ["agg 0:dp0"]
     assert figs["planner_decode_load"]["data"][0]["name"] == "agg 0:dp0"
-    names = " ".join(t["name"] for name in ("planner_capacity", "planner_prefill_load",
-                                            "planner_decode_load") for t in figs[name]["data"])
+    names = " ".join(
+        t["name"]
+        for name in ("planner_capacity", "planner_prefill_load", "planner_decode_load")
+        for t in figs[name]["data"]
+    )
     assert "prefill 0" not in names and "decode 0" not in names

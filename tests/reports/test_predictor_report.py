@@ -95,8 +95,9 @@ def _cards(html):
 def test_one_winner_by_the_loss_with_its_skill_against_the_naive_forecast():
     # constant: loss 0.10, MAPE 8%; kalman: loss 0.15, MAPE 7%; the naive loss 0.125
     summary = syn.predictor_summary()
-    html = render_predictor(syn.predictions_table(), ranking_rows(summary), interval_s=60.0,
-                            naive=summary["naive"])
+    html = render_predictor(
+        syn.predictions_table(), ranking_rows(summary), interval_s=60.0, naive=summary["naive"]
+    )
     cards = _cards(html)
     assert cards["best_loss"] == "constant"
     assert cards["skill"] == "+20%"  # 1 - 0.10 / 0.125

@@ -23,14 +23,14 @@ ALL_CHARTS = [
 
 
 def _full(**overrides):
-    tables = dict(
-        requests=syn.requests_table(),
-        timeseries=syn.timeseries_table(),
-        workers=syn.workers_table(),
-        summary=syn.summary(),
-        inputs=syn.inputs(),
-        scaling_events=syn.scaling_events(),
-    )
+    tables = {
+        "requests": syn.requests_table(),
+        "timeseries": syn.timeseries_table(),
+        "workers": syn.workers_table(),
+        "summary": syn.summary(),
+        "inputs": syn.inputs(),
+        "scaling_events": syn.scaling_events(),
+    }
     tables.update(overrides)
     return render_replay(**tables)
 
@@ -201,13 +201,15 @@ def test_closed_loop_panel_draws_session_totals_and_cap_waits():
     n = len(requests)
     release = requests["arrival_ms"].to_numpy() - np.where(np.arange(n) % 2, 250.0, 0.0)
     requests = requests.assign(release_ms=release, session_id=[f"s{i % 3}" for i in range(n)])
-    sessions = pd.DataFrame({"session_id": ["s0", "s1", "s2"], "total_ms": [1_000.0, 4_000.0,
-                                                                              np.nan]})
+    sessions = pd.DataFrame(
+        {"session_id": ["s0", "s1", "s2"], "total_ms": [1_000.0, 4_000.0, np.nan]}
+    )
     html = _full(requests=requests, sessions=sessions)
     assert chart_names(html) == [*ALL_CHARTS[:-1], "closed_loop", ALL_CHARTS[-1]]
     panel = figures(html)["closed_loop"]
-    totals, waits = (np.asarray(values(trace(panel, name)["x"]))
-                     for name in ("Session total", "Wait at the cap"))
+    totals, waits = (
+        np.asarray(values(trace(panel, name)["x"])) for name in ("Session total", "Wait at the cap")
+    )
     assert totals.min() == 1.0 and totals.max() == 4.0  # seconds; the incomplete one is left out
     assert waits.max() == 0.25
     assert "release (ms)" in html  # the slowest-requests table shows the release time

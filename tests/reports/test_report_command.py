@@ -18,8 +18,10 @@ def test_report_rerenders_an_output_folder(tmp_path):
     write_replay_folder(tmp_path)
     done = _plansim("report", str(tmp_path))
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == [f"report        {tmp_path / 'report.html'}",
-                                        f"1 report(s) in {tmp_path}"]
+    assert done.stdout.splitlines() == [
+        f"report        {tmp_path / 'report.html'}",
+        f"1 report(s) in {tmp_path}",
+    ]
     assert (tmp_path / "report.html").stat().st_size > 0
     assert (tmp_path / "plotly.min.js").is_file()
 
@@ -47,4 +49,6 @@ def test_report_rerenders_a_retune_windows_folder(tmp_path):
     done = _plansim("report", str(tmp_path))
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0].split() == [
-        "report", str(tmp_path / "retune_windows_report.html")]
+        "report",
+        str(tmp_path / "retune_windows_report.html"),
+    ]

@@ -82,8 +82,13 @@ def test_the_headline_gives_goodput_and_gpu_hours_before_and_after():
     after = {"num_requests": 2254, "goodput_completed_requests": 1812, "gpu_hours": 0.67}
     before = Reference("without retune", 0.67, 1736 / 2254)
     html = render_retune(syn.retune_events(), summary=after, baseline=before)
-    cards = dict(re.findall(r'data-card="(\w+)"><div class="label">.*?<div class="value[^"]*">'
-                            r'(.*?)<', html))
+    cards = dict(
+        re.findall(
+            r'data-card="(\w+)"><div class="label">.*?<div class="value[^"]*">'
+            r"(.*?)<",
+            html,
+        )
+    )
     # 1,736 of 2,254 (77.0%) without retune, 1,812 (80.4%) with it: +3.4 points
     assert cards["goodput_change"] == "77.0% → 80.4%"
     assert "+3.4 points: without retune, then as run" in html

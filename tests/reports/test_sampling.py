@@ -83,7 +83,9 @@ def test_time_unit_follows_the_span():
 def test_empty_bins_become_gaps():
     from plansim.reports.sampling import with_gaps
 
-    starts, values = with_gaps(np.array([0.0, 60.0, 240.0]), {50.0: np.array([1.0, 2.0, 3.0])}, 60.0)
+    starts, values = with_gaps(
+        np.array([0.0, 60.0, 240.0]), {50.0: np.array([1.0, 2.0, 3.0])}, 60.0
+    )
     assert list(starts) == [0.0, 60.0, 120.0, 180.0, 240.0]
     assert values[50.0][[0, 1, 4]].tolist() == [1.0, 2.0, 3.0]
     assert np.isnan(values[50.0][[2, 3]]).all()

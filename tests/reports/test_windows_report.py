@@ -44,13 +44,20 @@ def test_the_score_legend_names_the_unit_and_the_scoring_sla(tmp_path):
 
 
 def test_the_spread_shows_each_candidates_gain_over_the_current_point():
-    html = render_windows(syn.window_records(3), {"candidates": [
-        {"label": "a", "is_current": True, "wins": 1},
-        {"label": "b", "wins": 2},
-        {"label": "c", "wins": 0},
-    ]})
-    boxes = {t["name"]: [round(v, 6) for v in values(t["x"])]
-             for t in figures(html)["windows_spread"]["data"]}
+    html = render_windows(
+        syn.window_records(3),
+        {
+            "candidates": [
+                {"label": "a", "is_current": True, "wins": 1},
+                {"label": "b", "wins": 2},
+                {"label": "c", "wins": 0},
+            ]
+        },
+    )
+    boxes = {
+        t["name"]: [round(v, 6) for v in values(t["x"])]
+        for t in figures(html)["windows_spread"]["data"]
+    }
     assert set(boxes) == {"b", "c"}  # the current point is the reference, not a box
     assert boxes["b"] == [10.0, -5.0, 10.0]
     assert boxes["c"] == [-20.0, -20.0, -20.0]

@@ -15,19 +15,35 @@ from plansim.sim.deployment import build_deployment
 from plansim.workers.executor import BatchOutcome, Task, TaskContext, run_serially
 
 
-def agg_setup(retune: dict[str, Any] | None = None, planner: dict[str, Any] | None = None,
-              deployment: dict[str, Any] | None = None) -> RetuneSetup:
+def agg_setup(
+    retune: dict[str, Any] | None = None,
+    planner: dict[str, Any] | None = None,
+    deployment: dict[str, Any] | None = None,
+) -> RetuneSetup:
     """The retune setup of an agg planner (its own scaling off) on two workers behind a KV
     router, arrivals sped up 2x, searching ``overlap_score_weight`` over 0.5, 1 and 2 in 60 s
     windows with 5 s grace; ``retune``, ``planner`` and ``deployment`` add or replace keys."""
-    raw = {"mode": "agg", "enable_load_scaling": False, "enable_throughput_scaling": False,
-           **(planner or {})}
-    raw["retune"] = {
-        "interval_seconds": 60, "grace_seconds": 5,
-        "router": {"overlap_score_weight": {"choices": [0.5, 1.0, 2.0]}}, **(retune or {}),
+    raw = {
+        "mode": "agg",
+        "enable_load_scaling": False,
+        "enable_throughput_scaling": False,
+        **(planner or {}),
     }
-    dep = build_deployment({"mode": "agg", "num_workers": 2, "router": {"mode": "kv_router"},
-                            "arrival_speedup_ratio": 2.0, **(deployment or {})})
+    raw["retune"] = {
+        "interval_seconds": 60,
+        "grace_seconds": 5,
+        "router": {"overlap_score_weight": {"choices": [0.5, 1.0, 2.0]}},
+        **(retune or {}),
+    }
+    dep = build_deployment(
+        {
+            "mode": "agg",
+            "num_workers": 2,
+            "router": {"mode": "kv_router"},
+            "arrival_speedup_ratio": 2.0,
+            **(deployment or {}),
+        }
+    )
     return retune_setup(parse_planner_config(raw), dep)
 
 
@@ -73,7 +89,9 @@ def _call(context: TaskContext, fn: Callable[..., Any], *args: Any) -> Any:
     return fn(*args)
 
 
-def summary(goodput_tok_s: float, *, duration_ms: float = 60_000.0, gpus: float = 1.0) -> dict[str, Any]:
+def summary(
+    goodput_tok_s: float, *, duration_ms: float = 60_000.0, gpus: float = 1.0
+) -> dict[str, Any]:
     """A replay summary with the keys the objectives read."""
     return {
         "completed_requests": 10,

@@ -15,7 +15,9 @@ def grouped_workload(n: int = 48, block: int = 64) -> Workload:
     for i, length in enumerate(isl):
         blocks = -(-int(length) // block)
         group = i % 6
-        chain = [1000 * group + 1, 1000 * group + 2] + [10_000 + 100 * i + b for b in range(blocks - 2)]
+        chain = [1000 * group + 1, 1000 * group + 2] + [
+            10_000 + 100 * i + b for b in range(blocks - 2)
+        ]
         ids.extend(chain[:blocks])
         offsets.append(len(ids))
     return Workload(

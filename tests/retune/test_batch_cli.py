@@ -19,15 +19,22 @@ def run_file(tmp_path: Path) -> Path:
     run = {
         "trace": str(SAMPLE),
         "deployment": {
-            "mode": "agg", "num_workers": 2,
+            "mode": "agg",
+            "num_workers": 2,
             "engine": {"num_gpu_blocks": 2048, "block_size": 64, "max_num_seqs": 16},
             "router": {"mode": "kv_router", "overlap_score_weight": 1.0},
             "sla": {"ttft_ms": 2000, "itl_ms": 50},
         },
         "planner": {
-            "mode": "agg", "enable_load_scaling": False, "enable_throughput_scaling": False,
-            "retune": {"interval_seconds": 20, "grace_seconds": 5, "max_parallel": 2,
-                       "router": {"overlap_score_weight": {"choices": [0.0, 4.0]}}},
+            "mode": "agg",
+            "enable_load_scaling": False,
+            "enable_throughput_scaling": False,
+            "retune": {
+                "interval_seconds": 20,
+                "grace_seconds": 5,
+                "max_parallel": 2,
+                "router": {"overlap_score_weight": {"choices": [0.0, 4.0]}},
+            },
         },
     }
     path = tmp_path / "run.yaml"
@@ -39,8 +46,18 @@ def test_windows_prints_tables_in_order_and_writes_the_folder(run_file, tmp_path
     out = tmp_path / "out"
     # --no-timeout: the window's wall-clock limit (10 s here) is not under test (tests/retune/
     # test_sweep.py), and a loaded machine could hit it and leave a window unranked.
-    code, stdout, err = run_cli("retune", "windows", str(run_file), "--from", "1", "--to", "2",
-                                "--no-timeout", "--out", str(out))
+    code, stdout, err = run_cli(
+        "retune",
+        "windows",
+        str(run_file),
+        "--from",
+        "1",
+        "--to",
+        "2",
+        "--no-timeout",
+        "--out",
+        str(out),
+    )
     assert code == 0, err
     printed = stdout.splitlines()
     headers = [line for line in printed if line.startswith("window ")]
@@ -76,24 +93,36 @@ def test_no_timeout_lifts_every_windows_wall_clock_limit(run_file):
     run = load_retune_run(run_file)
     # timeout_seconds defaults to half of interval_seconds (20 s).
     assert [p.timeout_s for p in plans_of_run(run, first=1, last=2)] == [10.0, 10.0]
-    assert [p.timeout_s for p in plans_of_run(run, first=1, last=2, no_timeout=True)] == [None,
-                                                                                          None]
+    assert [p.timeout_s for p in plans_of_run(run, first=1, last=2, no_timeout=True)] == [
+        None,
+        None,
+    ]
 
 
 @pytest.mark.slow
 def test_windows_killed_at_random_points_and_resumed_give_the_uninterrupted_answer(
-        run_file, tmp_path, run_cli):
+    run_file, tmp_path, run_cli
+):
     from killed_runs import RESUME_DIR, kill_and_resume
 
-    args = ["retune", "windows", str(run_file), "--from", "1", "--to", "3", "--no-timeout",
-            "--no-report", "-q"]
+    args = [
+        "retune",
+        "windows",
+        str(run_file),
+        "--from",
+        "1",
+        "--to",
+        "3",
+        "--no-timeout",
+        "--no-report",
+        "-q",
+    ]
     whole = tmp_path / "whole"
     code, _, err = run_cli(*args, "--out", str(whole))
     assert code == 0, err
     # Three windows of three candidates: nine replays and three window reports to record.
     out = tmp_path / "killed"
-    at_kill, before = kill_and_resume([*args, "--out", str(out)], out, total=12, seed=33,
-                                      kills=2)
+    at_kill, before = kill_and_resume([*args, "--out", str(out)], out, total=12, seed=33, kills=2)
     assert before > 0, (at_kill, before)
 
     def record(folder: Path, k: int) -> dict:
@@ -104,7 +133,8 @@ def test_windows_killed_at_random_points_and_resumed_give_the_uninterrupted_answ
     assert [record(out, k) for k in (1, 2, 3)] == [record(whole, k) for k in (1, 2, 3)]
     for name in ("summary.json", "inputs.json"):
         assert (out / name).read_bytes() == (whole / name).read_bytes(), name
-    pd.testing.assert_frame_equal(pd.read_parquet(out / "windows.parquet"),
-                                  pd.read_parquet(whole / "windows.parquet"))
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(out / "windows.parquet"), pd.read_parquet(whole / "windows.parquet")
+    )
     assert json.loads((out / "run.json").read_text())["status"] == "complete"
     assert not (out / RESUME_DIR).exists()

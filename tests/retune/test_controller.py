@@ -13,13 +13,16 @@ from plansim.sim.routing import router_knobs
 
 DELTA_S = 5.0
 # The host's desired router map at startup: every patchable knob of the kv_router policy.
-STARTUP_ROUTER = {k.name: k.default for k in router_knobs("kv_router")
-                  if k.patchable and k.alias_of is None}
+STARTUP_ROUTER = {
+    k.name: k.default for k in router_knobs("kv_router") if k.patchable and k.alias_of is None
+}
 
 
 def live(**changes):
     """The desired router map of the one (decode) pool: the startup map with ``changes``."""
     return {"decode": {**STARTUP_ROUTER, **changes}}
+
+
 TWO_READY = WorkerCounts(ready_prefill=0, ready_decode=2)
 
 
@@ -31,9 +34,12 @@ def by_weight(spec, config):
 def make(retune=None, replay=by_weight, planner=None, deployment=None, **executor_kw):
     """A controller on ``agg_setup(retune, planner, deployment)`` whose trace starts at 1 s."""
     executor = ScriptedExecutor(replay, **executor_kw)
-    ctl = RetuneController(agg_setup(retune, planner, deployment),
-                           RetuneInputs(("trace.jsonl.gz",), 1000.0),
-                           scale_interval_s=DELTA_S, executor=lambda n: executor)
+    ctl = RetuneController(
+        agg_setup(retune, planner, deployment),
+        RetuneInputs(("trace.jsonl.gz",), 1000.0),
+        scale_interval_s=DELTA_S,
+        executor=lambda n: executor,
+    )
     return ctl, executor
 
 
@@ -60,8 +66,11 @@ def test_window_k_covers_s0_plus_kT_to_s0_plus_k1T_and_is_censored_at_end_plus_g
     assert ctl.cutoff_s(2) == 195.0
     spec = ctl.window_spec(1)
     # trace time = first arrival + s * 1000 * arrival_speedup_ratio ms
-    assert (spec.trace_ms(spec.start_s), spec.trace_ms(spec.end_s), spec.trace_ms(spec.cutoff_s)) == (
-        1000.0 + 70 * 2000.0, 1000.0 + 130 * 2000.0, 1000.0 + 135 * 2000.0)
+    assert (
+        spec.trace_ms(spec.start_s),
+        spec.trace_ms(spec.end_s),
+        spec.trace_ms(spec.cutoff_s),
+    ) == (1000.0 + 70 * 2000.0, 1000.0 + 130 * 2000.0, 1000.0 + 135 * 2000.0)
 
 
 def test_the_sweep_launches_at_the_first_tick_at_or_after_L_k():
@@ -77,12 +86,18 @@ def test_no_decision_in_the_launch_tick_even_with_zero_latency():
     assert events[70.0]["ready_s"] == 70.0
 
 
-@pytest.mark.parametrize(("latency_s", "ready_s", "decision_s"), [
-    (3, 70.0, 70.0), (12, 77.0, 80.0), (15, 80.0, 80.0),
-    ("measured", 70.0, 70.0),  # a scripted sweep takes far less than delta = 5 s
-])
-def test_the_decision_lands_on_the_first_tick_at_or_after_t_plus_max_d_delta(latency_s, ready_s,
-                                                                            decision_s):
+@pytest.mark.parametrize(
+    ("latency_s", "ready_s", "decision_s"),
+    [
+        (3, 70.0, 70.0),
+        (12, 77.0, 80.0),
+        (15, 80.0, 80.0),
+        ("measured", 70.0, 70.0),  # a scripted sweep takes far less than delta = 5 s
+    ],
+)
+def test_the_decision_lands_on_the_first_tick_at_or_after_t_plus_max_d_delta(
+    latency_s, ready_s, decision_s
+):
     ctl, _ = make({"decision_latency_seconds": latency_s})
     event = next(iter(decisions(run_ticks(ctl, 100)).values()))
     assert (event["launch_s"], event["ready_s"], event["decision_s"]) == (65.0, ready_s, decision_s)
@@ -104,7 +119,7 @@ def test_the_next_sweep_searches_from_the_applied_point():
     ctl, _ = make()
     events = list(decisions(run_ticks(ctl, 130)).values())
     assert [e["outcome"] for e in events] == ["applied", "no_improvement"]
-    current = [c for c in events[1]["candidates"] if c["is_current"]][0]
+    current = next(c for c in events[1]["candidates"] if c["is_current"])
     assert current["point"]["router"] == {"overlap_score_weight": 2.0}
 
 
@@ -130,7 +145,7 @@ def test_advisory_never_changes_router_parameters_and_searches_from_the_deployed
     assert [e["outcome"] for e in events] == ["advisory", "advisory"]
     assert all(params == live() for params, _ in ticks.values())
     assert events[0]["changes"] == {"router": {"overlap_score_weight": 2.0}, "planner": {}}
-    current = [c for c in events[1]["candidates"] if c["is_current"]][0]
+    current = next(c for c in events[1]["candidates"] if c["is_current"])
     assert current["point"]["router"] == {"overlap_score_weight": 1.0}
     assert all(e["planner_changes"] == {} and e["router_parameters"] is None for e in events)
 
@@ -183,16 +198,26 @@ def test_the_candidate_set_is_current_startup_and_grid_at_most_max_candidates_pl
 
 
 def test_the_router_cost_and_queue_knobs_are_searchable():
-    retune = {"router": {"prefill_load_scale": {"choices": [0.5, 2.0]},
-                         "router_queue_policy": {"choices": ["fcfs", "wspt"]},
-                         "router_queue_threshold": {"choices": [None, 1.0]}}}
+    retune = {
+        "router": {
+            "prefill_load_scale": {"choices": [0.5, 2.0]},
+            "router_queue_policy": {"choices": ["fcfs", "wspt"]},
+            "router_queue_threshold": {"choices": [None, 1.0]},
+        }
+    }
     ctl, _ = make(retune, replay=lambda spec, config: summary(100.0))
     event = next(iter(decisions(run_ticks(ctl, 70)).values()))
     points = [c["point"]["router"] for c in event["candidates"]]
-    assert points[0] == {"prefill_load_scale": 1.0, "router_queue_policy": "fcfs",
-                         "router_queue_threshold": None}  # the startup point
-    assert {"prefill_load_scale": 2.0, "router_queue_policy": "wspt",
-            "router_queue_threshold": 1.0} in points and len(points) == 9
+    assert points[0] == {
+        "prefill_load_scale": 1.0,
+        "router_queue_policy": "fcfs",
+        "router_queue_threshold": None,
+    }  # the startup point
+    assert {
+        "prefill_load_scale": 2.0,
+        "router_queue_policy": "wspt",
+        "router_queue_threshold": 1.0,
+    } in points and len(points) == 9
 
 
 def test_recheck_rejects_a_combination_that_no_longer_validates():
@@ -201,15 +226,26 @@ def test_recheck_rejects_a_combination_that_no_longer_validates():
     assert ctl.recheck({"fpm_sample_bucket_size": 4}) is None
 
 
-SWAP_PLANNER = {"optimization_target": "sla", "enable_throughput_scaling": True,
-                "throughput_adjustment_interval_seconds": 30, "load_predictor": "constant"}
+SWAP_PLANNER = {
+    "optimization_target": "sla",
+    "enable_throughput_scaling": True,
+    "throughput_adjustment_interval_seconds": 30,
+    "load_predictor": "constant",
+}
 
 
 def short_history(spec):
     """Two 30 s buckets of traffic in all: too little for a Kalman predictor (5 points)."""
     buckets = ((10.0, 100.0, 20.0), (12.0, 110.0, 22.0))
-    return WindowData("unused", 22, {}, presweep_history=(), presweep_window=buckets,
-                      swap_warmup=buckets, inner_warmup=())
+    return WindowData(
+        "unused",
+        22,
+        {},
+        presweep_history=(),
+        presweep_window=buckets,
+        swap_warmup=buckets,
+        inner_warmup=(),
+    )
 
 
 def test_a_predictor_swap_without_enough_warmup_fails_and_changes_nothing():
@@ -221,7 +257,8 @@ def test_a_predictor_swap_without_enough_warmup_fails_and_changes_nothing():
     event = decisions(ticks)[70.0]
     assert event["predictor_presweep"]["winner"] == 0
     assert event["outcome"] == "failed" and event["reason"].startswith(
-        "warm-up too short for a swapped predictor")
+        "warm-up too short for a swapped predictor"
+    )
     assert event["planner_changes"] == {} and ticks[70.0][0] == live()
     assert ctl.live_config.load_predictor == "constant"
 
@@ -248,10 +285,16 @@ def test_advisory_never_changes_planner_fields():
     def by_sensitivity(spec, config):
         return summary(float(dict(config.planner)["load_scaling_down_sensitivity"]))
 
-    scaling = {"optimization_target": "sla", "enable_throughput_scaling": True,
-               "throughput_adjustment_interval_seconds": 30}
-    retune = {"advisory": True, "router": {},
-              "planner": {"load_scaling_down_sensitivity": {"choices": [80, 95]}}}
+    scaling = {
+        "optimization_target": "sla",
+        "enable_throughput_scaling": True,
+        "throughput_adjustment_interval_seconds": 30,
+    }
+    retune = {
+        "advisory": True,
+        "router": {},
+        "planner": {"load_scaling_down_sensitivity": {"choices": [80, 95]}},
+    }
     ctl, _ = make(retune, replay=by_sensitivity, planner=scaling)
     events = list(decisions(run_ticks(ctl, 130)).values())
     assert [e["outcome"] for e in events] == ["advisory", "advisory"]
@@ -264,8 +307,11 @@ def test_an_applied_planner_change_is_handed_to_the_host_and_becomes_the_current
     def by_sensitivity(spec, config):
         return summary(float(dict(config.planner)["load_scaling_down_sensitivity"]))
 
-    scaling = {"optimization_target": "sla", "enable_throughput_scaling": True,
-               "throughput_adjustment_interval_seconds": 30}
+    scaling = {
+        "optimization_target": "sla",
+        "enable_throughput_scaling": True,
+        "throughput_adjustment_interval_seconds": 30,
+    }
     retune = {"router": {}, "planner": {"load_scaling_down_sensitivity": {"choices": [80, 95]}}}
     ctl, _ = make(retune, replay=by_sensitivity, planner=scaling)
     events = list(decisions(run_ticks(ctl, 130)).values())
@@ -278,8 +324,15 @@ def test_an_applied_planner_change_is_handed_to_the_host_and_becomes_the_current
 def ramp_history(spec):
     """A steady ramp of request counts (constant lengths): eight history and two window buckets."""
     buckets = tuple((10.0 + 2.0 * i, 100.0, 20.0) for i in range(10))
-    return WindowData("unused", 38, {}, presweep_history=buckets[:8], presweep_window=buckets[8:],
-                      swap_warmup=buckets, inner_warmup=buckets[:8])
+    return WindowData(
+        "unused",
+        38,
+        {},
+        presweep_history=buckets[:8],
+        presweep_window=buckets[8:],
+        swap_warmup=buckets,
+        inner_warmup=buckets[:8],
+    )
 
 
 def test_a_predictor_swap_with_enough_warmup_carries_its_warmup_observations():

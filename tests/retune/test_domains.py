@@ -30,7 +30,9 @@ def test_log_range_spaces_values_evenly_in_log_space():
 
 
 def test_integer_fields_round_log_ranges_and_drop_repeats():
-    values = parse_field("f", {"range": {"min": 1, "max": 2, "scale": "log", "num": 4}}, integer=True)
+    values = parse_field(
+        "f", {"range": {"min": 1, "max": 2, "scale": "log", "num": 4}}, integer=True
+    )
     assert values == (1, 2)  # 1, 1.26, 1.59, 2 round to 1, 1, 2, 2
 
 
@@ -60,7 +62,10 @@ def test_grid_is_router_then_planner_knobs_sorted_by_name_last_fastest():
         "planner", {"z": {"choices": ["x", "y"]}}
     )
     assert [p.label() for p in grid(knobs)] == [
-        "a=0.5 b=1 z=x", "a=0.5 b=1 z=y", "a=0.5 b=2 z=x", "a=0.5 b=2 z=y",
+        "a=0.5 b=1 z=x",
+        "a=0.5 b=1 z=y",
+        "a=0.5 b=2 z=x",
+        "a=0.5 b=2 z=y",
     ]
 
 

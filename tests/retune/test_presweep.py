@@ -7,13 +7,13 @@ import math
 import pytest
 
 from plansim.errors import ConfigError
-from plansim.workers.executor import TaskContext
 from plansim.retune.presweep import (
     PredictorError,
     pick_winner,
     prepare_predictor_task,
     presweep_task,
 )
+from plansim.workers.executor import TaskContext
 
 CTX = TaskContext(".")
 CONSTANT = {"load_predictor": "constant", "load_predictor_log1p": False}

@@ -16,8 +16,7 @@ RUN = {
         "mode": "agg",
         "enable_load_scaling": False,
         "enable_throughput_scaling": False,
-        "retune": {"max_parallel": 2,
-                   "router": {"overlap_score_weight": {"choices": [0.5, 1.0]}}},
+        "retune": {"max_parallel": 2, "router": {"overlap_score_weight": {"choices": [0.5, 1.0]}}},
     },
 }
 
@@ -46,7 +45,8 @@ def test_ray_address_needs_backend_ray(run_file, run_cli):
 def test_unreachable_ray_address_is_one_line_and_exit_2(run_file, run_cli):
     # Port 1 on loopback refuses connections: the command fails at once, not after Ray's
     # minutes of retries.
-    code, _, err = run_cli("retune", "windows", str(run_file), "--backend", "ray",
-                           "--ray-address", "127.0.0.1:1")
+    code, _, err = run_cli(
+        "retune", "windows", str(run_file), "--backend", "ray", "--ray-address", "127.0.0.1:1"
+    )
     assert code == 2
     assert err.count("\n") == 1 and "cannot reach the Ray cluster at 127.0.0.1:1" in err

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from retune_workloads import grouped_workload
 
 from plansim.commands.retune_windows import load_window_plans
 from plansim.planner_core.observations import WorkerCounts
@@ -16,7 +17,6 @@ from plansim.retune_runs.batch import score_windows, window_record, windows_in_f
 from plansim.sim.deployment import build_deployment
 from plansim.workers.executor import Task, TaskContext
 from plansim.workers.pool import SpawnPool
-from retune_workloads import grouped_workload
 
 pytestmark = pytest.mark.slow
 
@@ -26,16 +26,26 @@ def test_candidate_replays_on_ray_equal_the_spawn_pool(ray_executor, tmp_path) -
     save_window(window_path, grouped_workload(60))
     # A softmax router (temperature 0.7) draws random numbers: common random numbers must make
     # the draws the same on either backend.
-    deployment = build_deployment({
-        "mode": "agg", "num_workers": 3,
-        "engine": {"num_gpu_blocks": 256, "block_size": 64, "max_num_seqs": 8},
-        "router": {"mode": "kv_router", "router_temperature": 0.7},
-    })
-    spec = ReplaySpec(deployment=deployment, ready_counts=WorkerCounts(0, 3), seed=5,
-                      sla={"ttft_ms": 200.0, "itl_ms": 30.0, "e2e_ms": None})
+    deployment = build_deployment(
+        {
+            "mode": "agg",
+            "num_workers": 3,
+            "engine": {"num_gpu_blocks": 256, "block_size": 64, "max_num_seqs": 8},
+            "router": {"mode": "kv_router", "router_temperature": 0.7},
+        }
+    )
+    spec = ReplaySpec(
+        deployment=deployment,
+        ready_counts=WorkerCounts(0, 3),
+        seed=5,
+        sla={"ttft_ms": 200.0, "itl_ms": 30.0, "e2e_ms": None},
+    )
     tasks = [
-        Task(f"c{i}", replay_candidate_task,
-             (spec, CandidateConfig((("overlap_score_weight", w),)), window_path, ()))
+        Task(
+            f"c{i}",
+            replay_candidate_task,
+            (spec, CandidateConfig((("overlap_score_weight", w),)), window_path, ()),
+        )
         for i, w in enumerate((0.0, 1.0, 3.0))
     ]
     context = TaskContext(str(tmp_path))
@@ -59,17 +69,24 @@ def sample_run_file(tmp_path: Path) -> Path:
     run = {
         "trace": str(SAMPLE),
         "deployment": {
-            "mode": "agg", "num_workers": 3,
+            "mode": "agg",
+            "num_workers": 3,
             "engine": {"num_gpu_blocks": 2048, "block_size": 64, "max_num_seqs": 16},
-            "router": {"mode": "kv_router", "overlap_score_weight": 1.0,
-                       "router_temperature": 0.5},
+            "router": {"mode": "kv_router", "overlap_score_weight": 1.0, "router_temperature": 0.5},
             "sla": {"ttft_ms": 2000, "itl_ms": 50},
             "seed": 42,
         },
         "planner": {
-            "mode": "agg", "enable_load_scaling": False, "enable_throughput_scaling": False,
-            "retune": {"interval_seconds": 30, "grace_seconds": 5, "max_parallel": 2, "seed": 9,
-                       "router": {"overlap_score_weight": {"choices": [0.5, 2.0]}}},
+            "mode": "agg",
+            "enable_load_scaling": False,
+            "enable_throughput_scaling": False,
+            "retune": {
+                "interval_seconds": 30,
+                "grace_seconds": 5,
+                "max_parallel": 2,
+                "seed": 9,
+                "router": {"overlap_score_weight": {"choices": [0.5, 2.0]}},
+            },
         },
     }
     path = tmp_path / "run.yaml"

@@ -24,16 +24,27 @@ def write_trace(path: Path, *, seconds: int = 80, rate: int = 2) -> Path:
         total = 40_000 if i == 10 * rate else 400
         isl = 256 + 64 * (i % 5)
         group = i % 4
-        hashes = [group * 1000 + 1, group * 1000 + 2] + [10_000 + i * 10 + b
-                                                         for b in range(isl // BLOCK - 2)]
-        rows.append({
-            "schema": "dynamo.request.trace.v1", "event_type": "request_end",
-            "event_time_unix_ms": arrival + total,
-            "request": {"request_id": f"r{i}", "output_tokens": 20 + i % 7,
-                        "request_received_ms": arrival, "total_time_ms": total,
-                        "replay": {"trace_block_size": BLOCK, "input_length": isl,
-                                   "input_sequence_hashes": hashes}},
-        })
+        hashes = [group * 1000 + 1, group * 1000 + 2] + [
+            10_000 + i * 10 + b for b in range(isl // BLOCK - 2)
+        ]
+        rows.append(
+            {
+                "schema": "dynamo.request.trace.v1",
+                "event_type": "request_end",
+                "event_time_unix_ms": arrival + total,
+                "request": {
+                    "request_id": f"r{i}",
+                    "output_tokens": 20 + i % 7,
+                    "request_received_ms": arrival,
+                    "total_time_ms": total,
+                    "replay": {
+                        "trace_block_size": BLOCK,
+                        "input_length": isl,
+                        "input_sequence_hashes": hashes,
+                    },
+                },
+            }
+        )
     with gzip.open(path, "wb") as fh:
         fh.write(b"".join(orjson.dumps(r) + b"\n" for r in rows))
     return path
@@ -81,8 +92,7 @@ def private_tmp(tmp_path, monkeypatch):
 def test_sweep_prints_one_line_per_window_and_writes_the_decisions(tmp_path, private_tmp, run_cli):
     run = make_run(tmp_path)
     out = tmp_path / "out"
-    code, stdout, err = run_cli("retune", "sweep", str(run), "--out", str(out),
-                                "--no-report")
+    code, stdout, err = run_cli("retune", "sweep", str(run), "--out", str(out), "--no-report")
     assert code == 0, err
     events = json.loads((out / "retune_events.json").read_text())
     # The same replay without retune, for the goodput and GPU-hours before and after.
@@ -99,8 +109,14 @@ def test_sweep_prints_one_line_per_window_and_writes_the_decisions(tmp_path, pri
     assert first["reader_counts"].get("censored") == 1
     assert first["window_requests"] == 59
     assert all(e["outcome"] in ("applied", "no_improvement") for e in events)
-    for name in ("inputs.json", "summary.json", "requests.parquet", "timeseries.parquet",
-                 "workers.parquet", "scaling_events.json"):
+    for name in (
+        "inputs.json",
+        "summary.json",
+        "requests.parquet",
+        "timeseries.parquet",
+        "workers.parquet",
+        "scaling_events.json",
+    ):
         assert (out / name).is_file(), name
     assert list(private_tmp.iterdir()) == []  # every sweep folder was removed
 
@@ -110,8 +126,9 @@ def test_window_prints_the_ranked_candidates(tmp_path, private_tmp, run_cli):
     run = make_run(tmp_path)
     out = tmp_path / "out"
     # --no-timeout: the wall-clock limit is not under test here (a loaded machine could hit it).
-    code, stdout, err = run_cli("retune", "window", str(run), "--window", "1", "--no-timeout",
-                                "--out", str(out))
+    code, stdout, err = run_cli(
+        "retune", "window", str(run), "--window", "1", "--no-timeout", "--out", str(out)
+    )
     assert code == 0, err
     rows = [line for line in stdout.splitlines() if line.strip()[:1].isdigit()]
     assert len(rows) == 3  # current (1.0), then 0.0 and 4.0
@@ -122,8 +139,13 @@ def test_window_prints_the_ranked_candidates(tmp_path, private_tmp, run_cli):
     assert list(private_tmp.iterdir()) == []
     # the folder of `retune windows` for one window, with its report
     assert sorted(p.name for p in (out / "windows").iterdir()) == ["1.json"]
-    for name in ("windows.parquet", "summary.json", "inputs.json", "retune_windows_report.html",
-                 "plotly.min.js"):
+    for name in (
+        "windows.parquet",
+        "summary.json",
+        "inputs.json",
+        "retune_windows_report.html",
+        "plotly.min.js",
+    ):
         assert (out / name).is_file(), name
     inputs = json.loads((out / "inputs.json").read_text())
     assert inputs["command"] == "plansim retune window"
@@ -132,7 +154,7 @@ def test_window_prints_the_ranked_candidates(tmp_path, private_tmp, run_cli):
 
 def test_a_bad_retune_field_is_one_line_naming_it(tmp_path, run_cli):
     run = make_run(tmp_path, extra="timeout_seconds: 31")
-    code, stdout, err = run_cli("retune", "sweep", str(run), "--out", str(tmp_path / "o"))
+    code, _stdout, err = run_cli("retune", "sweep", str(run), "--out", str(tmp_path / "o"))
     assert code == 2
     assert len(err.strip().splitlines()) == 1
     assert "run.yaml:17: retune.timeout_seconds: " in err
@@ -140,19 +162,24 @@ def test_a_bad_retune_field_is_one_line_naming_it(tmp_path, run_cli):
 
 def test_an_unsearchable_router_knob_is_rejected(tmp_path, run_cli):
     run = make_run(tmp_path)
-    run.write_text(run.read_text().replace("overlap_score_weight: {choices", "host_cache_hit_weight: {choices"))
-    code, _, err = run_cli("retune", "window", str(run), "--window", "0",
-                           "--out", str(tmp_path / "o"))
+    run.write_text(
+        run.read_text().replace("overlap_score_weight: {choices", "host_cache_hit_weight: {choices")
+    )
+    code, _, err = run_cli(
+        "retune", "window", str(run), "--window", "0", "--out", str(tmp_path / "o")
+    )
     assert code == 2 and "retune.router.host_cache_hit_weight" in err
 
 
 def test_a_trace_that_is_not_a_dynamo_request_trace_is_rejected(tmp_path, run_cli):
     run = make_run(tmp_path)
     (tmp_path / "trace.jsonl").write_text(
-        '{"timestamp": 0, "input_length": 100, "output_length": 10, "hash_ids": [1]}\n')
+        '{"timestamp": 0, "input_length": 100, "output_length": 10, "hash_ids": [1]}\n'
+    )
     run.write_text(run.read_text().replace("trace.jsonl.gz", "trace.jsonl"))
-    code, _, err = run_cli("retune", "window", str(run), "--window", "0",
-                           "--out", str(tmp_path / "o"))
+    code, _, err = run_cli(
+        "retune", "window", str(run), "--window", "0", "--out", str(tmp_path / "o")
+    )
     assert code == 2 and "trace.jsonl" in err
     assert "retune windows are read from dynamo traces" in err
 
@@ -160,8 +187,16 @@ def test_a_trace_that_is_not_a_dynamo_request_trace_is_rejected(tmp_path, run_cl
 @pytest.mark.slow
 def test_the_example_run_file_scores_a_window_of_the_bundled_sample(tmp_path, run_cli):
     example = Path(__file__).parents[2] / "examples" / "retune.yaml"
-    code, stdout, err = run_cli("retune", "window", str(example), "--window", "0",
-                                "--out", str(tmp_path / "out"), "--no-report")
+    code, stdout, err = run_cli(
+        "retune",
+        "window",
+        str(example),
+        "--window",
+        "0",
+        "--out",
+        str(tmp_path / "out"),
+        "--no-report",
+    )
     assert code == 0, err
     rows = [line for line in stdout.splitlines() if line.strip()[:1].isdigit()]
     assert len(rows) == 8  # 4 weights x 2 temperatures; the startup point is one of them
@@ -200,7 +235,8 @@ def test_retune_window_counts_tasks_batch_by_batch_and_result_by_result():
 
 @pytest.mark.slow
 def test_a_sweep_killed_at_random_points_and_resumed_decides_as_an_uninterrupted_one(
-        tmp_path, run_cli):
+    tmp_path, run_cli
+):
     from killed_runs import RESUME_DIR, kill_and_resume
 
     # The sweeps' wall-clock limit is the interval (30 s) so that a loaded machine does not
@@ -212,8 +248,7 @@ def test_a_sweep_killed_at_random_points_and_resumed_decides_as_an_uninterrupted
     assert code == 0, err
     # Two windows of three candidates: six replays and two window reports to record.
     out = tmp_path / "killed"
-    at_kill, before = kill_and_resume([*args, "--out", str(out)], out, total=8, seed=33,
-                                      kills=2)
+    at_kill, before = kill_and_resume([*args, "--out", str(out)], out, total=8, seed=33, kills=2)
     assert before > 0, (at_kill, before)
 
     def decisions(folder: Path) -> list[dict]:

@@ -23,11 +23,15 @@ def test_timeout_defaults_to_half_the_interval():
     ("block", "field"),
     [
         ({"interval_seconds": 100, "timeout_seconds": 101}, "retune.timeout_seconds"),
-        ({"interval_seconds": 100, "decision_latency_seconds": 100.5},
-         "retune.decision_latency_seconds"),
+        (
+            {"interval_seconds": 100, "decision_latency_seconds": 100.5},
+            "retune.decision_latency_seconds",
+        ),
         ({"decision_latency_seconds": -1}, "retune.decision_latency_seconds"),
-        ({"router": {"host_cache_hit_weight": {"choices": [0.5, 1.0]}}},
-         "retune.router.host_cache_hit_weight"),
+        (
+            {"router": {"host_cache_hit_weight": {"choices": [0.5, 1.0]}}},
+            "retune.router.host_cache_hit_weight",
+        ),
         ({"router": {"disk_cache_hit_weight": 0.1}}, "retune.router.disk_cache_hit_weight"),
         ({"router": {"overlap_score_weight": [1, 2]}}, "retune.router.overlap_score_weight"),
         ({"objective": "Latency"}, "retune.objective"),
@@ -42,13 +46,17 @@ def test_invalid_values_name_the_offending_field(block, field):
 
 
 def test_d_and_timeout_may_equal_the_interval():
-    c = load_retune_config({"interval_seconds": 100, "timeout_seconds": 100,
-                            "decision_latency_seconds": 100})
+    c = load_retune_config(
+        {"interval_seconds": 100, "timeout_seconds": 100, "decision_latency_seconds": 100}
+    )
     assert c.timeout_s == 100 and c.decision_latency_seconds == 100
 
 
 def test_measured_decision_latency_is_accepted():
-    assert load_retune_config({"decision_latency_seconds": "measured"}).decision_latency_seconds == "measured"
+    assert (
+        load_retune_config({"decision_latency_seconds": "measured"}).decision_latency_seconds
+        == "measured"
+    )
 
 
 def test_scoring_sla_defaults_to_the_planner_targets():

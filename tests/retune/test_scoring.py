@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from plansim.retune.scoring import ScoreError, Scored, beats, decide, rank, score
+from plansim.retune.scoring import Scored, ScoreError, beats, decide, rank, score
 
 SUMMARY = {
     "completed_requests": 10,
@@ -60,7 +60,11 @@ def test_ties_go_to_the_current_point_then_canonical_order():
 
 
 def test_latency_objectives_rank_lowest_first_and_failures_are_left_out():
-    cands = [Scored(0, 300.0, True, False), Scored(1, 200.0, False, True), Scored(2, None, False, True)]
+    cands = [
+        Scored(0, 300.0, True, False),
+        Scored(1, 200.0, False, True),
+        Scored(2, None, False, True),
+    ]
     assert [c.index for c in rank(cands, maximize=False)] == [1, 0]
 
 
@@ -83,15 +87,23 @@ def test_a_zero_latency_is_never_beaten():
 
 def test_decide_applies_only_a_strict_winner_that_changes_something():
     current = Scored(0, 100.0, True, False)
-    assert decide([current, Scored(1, 102.0, False, True)], maximize=True,
-                  min_improvement_percentage=2.0).outcome == "no_improvement"
-    verdict = decide([current, Scored(1, 103.0, False, True)], maximize=True,
-                     min_improvement_percentage=2.0)
+    assert (
+        decide(
+            [current, Scored(1, 102.0, False, True)], maximize=True, min_improvement_percentage=2.0
+        ).outcome
+        == "no_improvement"
+    )
+    verdict = decide(
+        [current, Scored(1, 103.0, False, True)], maximize=True, min_improvement_percentage=2.0
+    )
     assert (verdict.outcome, verdict.winner) == ("apply", 1)
     assert verdict.improvement_percentage == pytest.approx(3.0)
 
 
 def test_decide_fails_when_the_current_point_failed():
-    verdict = decide([Scored(0, None, True, False), Scored(1, 5.0, False, True)], maximize=True,
-                     min_improvement_percentage=0.0)
+    verdict = decide(
+        [Scored(0, None, True, False), Scored(1, 5.0, False, True)],
+        maximize=True,
+        min_improvement_percentage=0.0,
+    )
     assert (verdict.outcome, verdict.reason) == ("failed", "current point failed")

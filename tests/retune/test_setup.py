@@ -15,8 +15,10 @@ from plansim.retune.setup import retune_setup
 from plansim.sim.deployment import build_deployment
 
 # min_endpoint 3 needs 3 GPUs: with a 2-GPU budget it does not fit (1 of the 4 points).
-MIN_ENDPOINT_BY_BUDGET = {"min_endpoint": {"choices": [1, 3]},
-                          "max_gpu_budget": {"choices": [2, 4]}}
+MIN_ENDPOINT_BY_BUDGET = {
+    "min_endpoint": {"choices": [1, 3]},
+    "max_gpu_budget": {"choices": [2, 4]},
+}
 
 
 def test_a_grid_larger_than_max_candidates_fails_the_setup():
@@ -72,11 +74,17 @@ def test_the_startup_point_and_router_map_are_the_deployments():
 
 
 def test_errors_name_the_planner_file_and_the_field():
-    config = parse_planner_config({"mode": "agg", "enable_load_scaling": False,
-                                   "enable_throughput_scaling": False,
-                                   "retune": {"router": {"foo": {"choices": [1, 2]}}}})
-    deployment = build_deployment({"mode": "agg", "num_workers": 1,
-                                   "router": {"mode": "kv_router"}})
+    config = parse_planner_config(
+        {
+            "mode": "agg",
+            "enable_load_scaling": False,
+            "enable_throughput_scaling": False,
+            "retune": {"router": {"foo": {"choices": [1, 2]}}},
+        }
+    )
+    deployment = build_deployment(
+        {"mode": "agg", "num_workers": 1, "router": {"mode": "kv_router"}}
+    )
     with pytest.raises(ConfigError) as err:
         retune_setup(config, deployment, source="planner.yaml")
     assert (err.value.source, err.value.field) == ("planner.yaml", "retune.router.foo")
@@ -84,8 +92,9 @@ def test_errors_name_the_planner_file_and_the_field():
 
 
 def test_a_config_without_a_retune_block_has_no_retune_setup():
-    config = parse_planner_config({"mode": "agg", "enable_load_scaling": False,
-                                   "enable_throughput_scaling": True})
+    config = parse_planner_config(
+        {"mode": "agg", "enable_load_scaling": False, "enable_throughput_scaling": True}
+    )
     deployment = build_deployment({"mode": "agg", "num_workers": 1})
     with pytest.raises(ConfigError) as err:
         retune_setup(config, deployment, source="planner.yaml")

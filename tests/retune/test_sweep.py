@@ -21,10 +21,22 @@ from plansim.workers.pool import SpawnPool
 @pytest.mark.slow
 def test_a_sweep_timeout_kills_every_worker_and_removes_the_sweep_folder(tmp_path):
     trace = write_trace(tmp_path / "trace.jsonl.gz", seconds=300, rate=40)  # 12,000 requests
-    window = WindowSpec(index=0, start_s=0.0, end_s=300.0, cutoff_s=400.0,
-                        trace_paths=(str(trace),), origin_ms=float(1_764_000_000_000))
-    dep = build_deployment({"mode": "agg", "num_workers": 1, "router": {"mode": "kv_router"},
-                            "engine": {"max_num_seqs": 4}})
+    window = WindowSpec(
+        index=0,
+        start_s=0.0,
+        end_s=300.0,
+        cutoff_s=400.0,
+        trace_paths=(str(trace),),
+        origin_ms=float(1_764_000_000_000),
+    )
+    dep = build_deployment(
+        {
+            "mode": "agg",
+            "num_workers": 1,
+            "router": {"mode": "kv_router"},
+            "engine": {"max_num_seqs": 4},
+        }
+    )
     plan = SweepPlan(
         window=window,
         replay=ReplaySpec(deployment=dep, ready_counts=WorkerCounts(0, 1)),
@@ -76,14 +88,22 @@ class _Cancelled:
 
 @pytest.mark.parametrize("timeout_s", [None, 30.0])
 def test_a_cancelled_sweep_ends_as_cancelled_with_or_without_a_timeout(tmp_path, timeout_s):
-    window = WindowSpec(index=0, start_s=0.0, end_s=60.0, cutoff_s=70.0,
-                        trace_paths=("unused.jsonl",), origin_ms=0.0)
-    plan = SweepPlan(window=window,
-                     replay=ReplaySpec(deployment=build_deployment({}),
-                                       ready_counts=WorkerCounts(0, 1)),
-                     current=Point.of({"overlap_score_weight": 1.0}),
-                     startup=Point.of({"overlap_score_weight": 1.0}), grid=(),
-                     timeout_s=timeout_s)
+    window = WindowSpec(
+        index=0,
+        start_s=0.0,
+        end_s=60.0,
+        cutoff_s=70.0,
+        trace_paths=("unused.jsonl",),
+        origin_ms=0.0,
+    )
+    plan = SweepPlan(
+        window=window,
+        replay=ReplaySpec(deployment=build_deployment({}), ready_counts=WorkerCounts(0, 1)),
+        current=Point.of({"overlap_score_weight": 1.0}),
+        startup=Point.of({"overlap_score_weight": 1.0}),
+        grid=(),
+        timeout_s=timeout_s,
+    )
     report = run_sweep(plan, _Cancelled(), sweep_root=str(tmp_path))
     assert (report.outcome, report.reason) == ("timeout", "sweep cancelled")
     assert list(tmp_path.iterdir()) == []

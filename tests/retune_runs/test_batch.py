@@ -29,25 +29,34 @@ HIGH = Point.of({"overlap_score_weight": 2.0})
 
 def _result(k: int, scores: dict[Point, float | None], objective: str = "GoodputPerGPU"):
     window = WindowSpec(k, 900.0 * k, 900.0 * (k + 1), 900.0 * (k + 1) + 60, ("t.jsonl",), 0.0)
-    plan = SweepPlan(window, ReplaySpec(deployment=None), CURRENT, CURRENT, (LOW, HIGH),
-                     objective=objective)
+    plan = SweepPlan(
+        window, ReplaySpec(deployment=None), CURRENT, CURRENT, (LOW, HIGH), objective=objective
+    )
     candidates = [
-        CandidateReport(p, is_current=p == CURRENT, config_key=i,
-                        status="ok" if s is not None else "failed", score=s,
-                        error=None if s is not None else "ScoreError: no samples")
+        CandidateReport(
+            p,
+            is_current=p == CURRENT,
+            config_key=i,
+            status="ok" if s is not None else "failed",
+            score=s,
+            error=None if s is not None else "ScoreError: no samples",
+        )
         for i, (p, s) in enumerate(scores.items())
     ]
     current = scores[CURRENT]
     best = max((s for s in scores.values() if s is not None), default=None)
-    report = SweepReport("no_improvement", candidates=candidates, current_score=current,
-                         best_score=best)
+    report = SweepReport(
+        "no_improvement", candidates=candidates, current_score=current, best_score=best
+    )
     return WindowResult(plan, report)
 
 
 def test_ranked_table_best_first_ties_to_current_failed_last() -> None:
     table = ranked_table(_result(0, {CURRENT: 10.0, LOW: None, HIGH: 10.0}))
     assert [row["label"] for row in table] == [
-        "overlap_score_weight=1", "overlap_score_weight=2", "overlap_score_weight=0.5",
+        "overlap_score_weight=1",
+        "overlap_score_weight=2",
+        "overlap_score_weight=0.5",
     ]
     assert [row["rank"] for row in table] == [1, 2, None]
     assert table[1]["vs_current_pct"] == 0.0

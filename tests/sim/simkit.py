@@ -28,7 +28,9 @@ def decode_ms(kv_tokens: int, total_kv: int = TOTAL_KV) -> float:
     return q(max(1.0, -25.74 * u * u + 54.01 * u + 5.74))
 
 
-def workload(rows: list[tuple[float, int, int, list[int]]], trace_block_size: int = 512) -> Workload:
+def workload(
+    rows: list[tuple[float, int, int, list[int]]], trace_block_size: int = 512
+) -> Workload:
     """Rows of (arrival_ms, isl, osl, hash_ids); hash ids are used as prefix-chain ids."""
     n = len(rows)
     offsets = np.zeros(n + 1, dtype=np.int64)

@@ -12,8 +12,9 @@ class Linear:
 class LinearSharedWeights(Linear):
     """Linear, but decode requests in a pass that also prefills save 0.01 ms per prefill token."""
 
-    def mixed_decode_ms(self, batch_size, active_kv_tokens, mean_context, total_kv_tokens,
-                        prefill_tokens):
+    def mixed_decode_ms(
+        self, batch_size, active_kv_tokens, mean_context, total_kv_tokens, prefill_tokens
+    ):
         return 0.05 * active_kv_tokens - 0.01 * prefill_tokens
 
 

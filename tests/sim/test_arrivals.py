@@ -31,8 +31,10 @@ class FakeCluster:
     def enter(self, rid):
         self.entered[rid] = self.clock.now
         self.source.on_enter(rid)
-        self.call_at(0.0 if rid in self.reject else self.service_ms,
-                     lambda: self.source.on_terminal(rid, rid not in self.reject))
+        self.call_at(
+            0.0 if rid in self.reject else self.service_ms,
+            lambda: self.source.on_terminal(rid, rid not in self.reject),
+        )
 
     def released(self, rid):
         self.release[rid] = self.clock.now
@@ -41,8 +43,9 @@ class FakeCluster:
         self.blocked[rid] = waits_on
 
     def run(self, workload, speedup=1.0, cap=None):
-        self.source = arrival_source(self, workload, arrival_speedup_ratio=speedup,
-                                     max_concurrency=cap)
+        self.source = arrival_source(
+            self, workload, arrival_speedup_ratio=speedup, max_concurrency=cap
+        )
         self.source.start()
         self.clock.run()
         return self
@@ -50,19 +53,30 @@ class FakeCluster:
 
 def _workload(arrivals, edges=(), not_before=None):
     n = len(arrivals)
-    w = Workload(arrival_ms=np.array(arrivals, dtype=float), isl_tokens=np.ones(n, np.int64),
-                 osl_tokens=np.ones(n, np.int64), request_id=np.array([f"r{i}" for i in range(n)]),
-                 hash_offsets=np.zeros(n + 1, np.int64), hash_ids=np.zeros(0, np.int64),
-                 trace_block_size=512)
+    w = Workload(
+        arrival_ms=np.array(arrivals, dtype=float),
+        isl_tokens=np.ones(n, np.int64),
+        osl_tokens=np.ones(n, np.int64),
+        request_id=np.array([f"r{i}" for i in range(n)]),
+        hash_offsets=np.zeros(n + 1, np.int64),
+        hash_ids=np.zeros(0, np.int64),
+        trace_block_size=512,
+    )
     if not edges and not_before is None:
         return w
     t, s, d, k = (np.array(x) for x in zip(*edges, strict=True))
-    graph = build_graph(n, np.array(not_before if not_before is not None else arrivals, float),
-                        Edges(t, s, d.astype(float), k.astype(np.int8)), np.full(n, -1),
-                        np.zeros(0, dtype=object), request_id=w.request_id,
-                        locate=lambda r: ("t", r + 1))
-    return Workload(**{f: getattr(w, f) for f in w.__dataclass_fields__ if f != "graph"},
-                    graph=graph)
+    graph = build_graph(
+        n,
+        np.array(not_before if not_before is not None else arrivals, float),
+        Edges(t, s, d.astype(float), k.astype(np.int8)),
+        np.full(n, -1),
+        np.zeros(0, dtype=object),
+        request_id=w.request_id,
+        locate=lambda r: ("t", r + 1),
+    )
+    return Workload(
+        **{f: getattr(w, f) for f in w.__dataclass_fields__ if f != "graph"}, graph=graph
+    )
 
 
 def test_open_loop_enters_at_the_trace_arrivals_from_zero():
@@ -72,8 +86,9 @@ def test_open_loop_enters_at_the_trace_arrivals_from_zero():
 
 def test_a_turn_follows_the_previous_ones_end_plus_delay():
     # r1 waits for r0 (enters 0, ends 10) + 25; r2 for r1 (ends 45) + 0.
-    w = _workload([0, NAN, NAN], [(1, 0, 25, TERMINAL), (2, 1, 0, TERMINAL)],
-                  not_before=[0, NAN, NAN])
+    w = _workload(
+        [0, NAN, NAN], [(1, 0, 25, TERMINAL), (2, 1, 0, TERMINAL)], not_before=[0, NAN, NAN]
+    )
     c = FakeCluster().run(w)
     assert c.entered == {0: 0.0, 1: 35.0, 2: 45.0}
     assert c.release == c.entered
@@ -88,8 +103,11 @@ def test_delays_and_release_bounds_are_divided_by_the_speedup():
 
 def test_dispatch_fires_on_entry_and_a_join_waits_for_both():
     # r1 spawns 5 after r0 enters; r2 joins r0 (+20) and r1 (+1): max(10 + 20, 15 + 1).
-    w = _workload([0, NAN, NAN], [(1, 0, 5, DISPATCH), (2, 0, 20, COMPLETION),
-                                  (2, 1, 1, COMPLETION)], not_before=[0, NAN, NAN])
+    w = _workload(
+        [0, NAN, NAN],
+        [(1, 0, 5, DISPATCH), (2, 0, 20, COMPLETION), (2, 1, 1, COMPLETION)],
+        not_before=[0, NAN, NAN],
+    )
     assert FakeCluster().run(w).entered == {0: 0.0, 1: 5.0, 2: 30.0}
 
 
@@ -99,8 +117,11 @@ def test_not_before_holds_a_request_whose_dependencies_fired_early():
 
 
 def test_a_rejected_source_releases_a_terminal_edge_but_blocks_a_completion_edge():
-    w = _workload([0, NAN, NAN, NAN], [(1, 0, 5, TERMINAL), (2, 0, 5, COMPLETION),
-                                       (3, 2, 0, DISPATCH)], not_before=[0, NAN, NAN, NAN])
+    w = _workload(
+        [0, NAN, NAN, NAN],
+        [(1, 0, 5, TERMINAL), (2, 0, 5, COMPLETION), (3, 2, 0, DISPATCH)],
+        not_before=[0, NAN, NAN, NAN],
+    )
     c = FakeCluster(reject={0}).run(w)
     assert c.entered == {0: 0.0, 1: 5.0}
     assert c.blocked == {2: 0, 3: 0}

@@ -18,7 +18,8 @@ def test_request_overhead_adds_to_ttft_and_e2e_but_not_to_tpot():
     assert req(late, 0)["e2e_latency_ms"] == pytest.approx(req(plain, 0)["e2e_latency_ms"] + 30.0)
     assert req(late, 0)["tpot_ms"] == pytest.approx(req(plain, 0)["tpot_ms"])
     assert req(late, 0)["tpot_ms"] == pytest.approx(
-        (decode_ms(1001) + decode_ms(1002)) / 2, rel=1e-6)
+        (decode_ms(1001) + decode_ms(1002)) / 2, rel=1e-6
+    )
 
 
 def test_request_overhead_counts_against_the_ttft_bound_of_goodput():

@@ -4,11 +4,11 @@ router parameter patches, tick inputs and worker-seconds."""
 from __future__ import annotations
 
 import pytest
+from simkit import workload
 
 from plansim.planner_core.observations import PlannerEffects, ScalingDecision, ScheduledTick
 from plansim.sim.deployment import build_deployment
 from plansim.sim.host import ReplayHost
-from simkit import workload
 
 
 class FakePlanner:
@@ -20,15 +20,20 @@ class FakePlanner:
         self.inputs = []
 
     def initial_tick(self, now_s):
-        return PlannerEffects(scale_to=ScalingDecision(None, self.up),
-                              next_tick=ScheduledTick(at_s=1.0, need_traffic_metrics=True,
-                                                      need_worker_fpm=True),
-                              diagnostics={"why": "start", "est": {"ttft_ms": 5.0}})
+        return PlannerEffects(
+            scale_to=ScalingDecision(None, self.up),
+            next_tick=ScheduledTick(at_s=1.0, need_traffic_metrics=True, need_worker_fpm=True),
+            diagnostics={"why": "start", "est": {"ttft_ms": 5.0}},
+        )
 
     def tick(self, tick_input):
         self.inputs.append(tick_input)
-        return PlannerEffects(scale_to=ScalingDecision(None, self.down), next_tick=None,
-                              diagnostics={"why": "tick"}, router_parameters=self.router)
+        return PlannerEffects(
+            scale_to=ScalingDecision(None, self.down),
+            next_tick=None,
+            diagnostics={"why": "tick"},
+            router_parameters=self.router,
+        )
 
 
 ROWS = [(0.0, 1000, 5, [1, 2]), (3000.0, 1000, 5, [3, 4])]
@@ -43,14 +48,16 @@ def _host(planner, rows=ROWS, **deployment):
 
 def test_new_workers_become_ready_after_startup_time_and_removed_ones_drain_newest_first():
     planner = FakePlanner()
-    host, result = _host(planner)
+    _, result = _host(planner)
     workers = result.workers.set_index("worker_id")
     assert workers.loc[1, "ready_at_ms"] == 500.0 and workers.loc[2, "ready_at_ms"] == 500.0
     # At the 1 s tick the two newest (idle) workers go at once; worker 0 stays.
     assert workers.loc[1, "removed_at_ms"] == 1000.0 and workers.loc[2, "removed_at_ms"] == 1000.0
     assert workers.loc[0, "removed_at_ms"] != workers.loc[0, "removed_at_ms"]  # NaN
-    events = [(e["at_s"], e["component"], e["from_count"], e["to_count"], e["reason"])
-              for e in result.scaling_events]
+    events = [
+        (e["at_s"], e["component"], e["from_count"], e["to_count"], e["reason"])
+        for e in result.scaling_events
+    ]
     assert events == [(0.0, "agg", 1, 3, "scale_up"), (1.0, "agg", 3, 1, "scale_down")]
     # Worker-seconds: worker 0 for the whole replay, workers 1 and 2 for 1 s each.
     duration_s = result.summary["duration_ms"] / 1000
@@ -85,8 +92,9 @@ def test_advisory_planner_changes_nothing_and_records_recommendations():
 
 
 def test_router_parameters_from_a_tick_are_applied():
-    planner = FakePlanner(router={"decode": {"overlap_score_weight": 0.25,
-                                             "router_queue_policy": "wspt"}})
+    planner = FakePlanner(
+        router={"decode": {"overlap_score_weight": 0.25, "router_queue_policy": "wspt"}}
+    )
     host, _ = _host(planner, router={"mode": "kv_router"})
     router = host.routers["agg"]
     assert (router.prefill_load_scale, router.router_queue_policy) == (0.25, "wspt")
@@ -104,7 +112,7 @@ def test_a_busy_worker_drains_before_it_is_removed():
     # Two workers; the second gets a long request; scaling to 1 at 1 s drains it.
     rows = [(0.0, 500, 5, [1]), (0.0, 500, 2000, [2]), (1500.0, 500, 5, [3])]
     planner = FakePlanner(up=2, down=1)
-    host, result = _host(planner, rows=rows, num_workers=2)
+    _, result = _host(planner, rows=rows, num_workers=2)
     workers = result.workers.set_index("worker_id")
     long_done = result.requests.loc[1, "last_token_ms"]
     assert workers.loc[1, "removed_at_ms"] == pytest.approx(long_done)
@@ -113,15 +121,18 @@ def test_a_busy_worker_drains_before_it_is_removed():
 
 # Aggregated ranks behind round robin or random, which neither read the prefix caches nor act
 # on first tokens, may take prompt and head runs; no other rank does.
-RUN_ELIGIBLE = [({"router": {"mode": "round_robin"}}, True),
-                ({"router": {"mode": "random"}}, True),
-                ({"router": {"mode": "kv_router"}}, False),
-                ({"mode": "disagg", "router": {"mode": "round_robin"}}, False)]
+RUN_ELIGIBLE = [
+    ({"router": {"mode": "round_robin"}}, True),
+    ({"router": {"mode": "random"}}, True),
+    ({"router": {"mode": "kv_router"}}, False),
+    ({"mode": "disagg", "router": {"mode": "round_robin"}}, False),
+]
 
 
 @pytest.mark.parametrize(("deployment", "expected"), RUN_ELIGIBLE)
 def test_only_aggregated_ranks_whose_router_never_reads_prefix_caches_run_prompt_chunks(
-        deployment, expected):
+    deployment, expected
+):
     # A prompt run applies its KV changes when it ends, so a router that reads the caches
     # in between (kv_router) would see them late; prefill ranks hand prompts off and decode
     # ranks receive them computed.
@@ -131,7 +142,8 @@ def test_only_aggregated_ranks_whose_router_never_reads_prefix_caches_run_prompt
 
 @pytest.mark.parametrize(("deployment", "expected"), RUN_ELIGIBLE)
 def test_only_ranks_whose_router_ignores_first_tokens_run_a_pass_into_its_decode_run(
-        deployment, expected):
+    deployment, expected
+):
     # A head run reports its composed pass's tokens at the run's end: the KV router acts on
     # a request's first token (prefill_done, its queue), so its ranks take no head runs.
     ranks = _ranks(ReplayHost(workload(ROWS), build_deployment(deployment)))

@@ -14,9 +14,16 @@ from plansim.sim.host import ReplayHost
 
 def _view(**deployment) -> tuple[ReplayHost, ClusterView]:
     host = ReplayHost(workload([(0.0, 100, 2, [1])]), build_deployment(deployment))
-    view = ClusterView(host.clock, host.mode, host.pools, host.routers, scale=host.scale_pool,
-                       patch_router=host.patch_router, arrived_by=host.source.arrived_by,
-                       done=host.done)
+    view = ClusterView(
+        host.clock,
+        host.mode,
+        host.pools,
+        host.routers,
+        scale=host.scale_pool,
+        patch_router=host.patch_router,
+        arrived_by=host.source.arrived_by,
+        done=host.done,
+    )
     return host, view
 
 
@@ -30,15 +37,18 @@ def test_an_aggregated_pool_is_counted_and_targeted_as_decode():
 def test_disaggregated_pools_are_targeted_by_their_roles():
     _, view = _view(mode="disagg", num_prefill_workers=2, num_decode_workers=1)
     assert view.targets(ScalingDecision(num_prefill=4, num_decode=None)) == {
-        Role.PREFILL: 4, Role.DECODE: None}
+        Role.PREFILL: 4,
+        Role.DECODE: None,
+    }
     assert view.serving(Role.PREFILL) == 2
 
 
 def test_router_patches_go_to_the_pool_a_worker_type_stands_for():
-    host, view = _view(num_workers=2, router={"mode": "kv_router"})
+    _host, view = _view(num_workers=2, router={"mode": "kv_router"})
     assert view.set_router_parameters("prefill", {"router_temperature": 0.5}) == {}
     assert view.set_router_parameters("decode", {"router_temperature": 0.5}) == {
-        "router_temperature": 0.5}
+        "router_temperature": 0.5
+    }
     assert view.router_parameters()[Role.AGG]["router_temperature"] == 0.5
 
 

@@ -10,18 +10,17 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "capacity"))
-from capacity_workloads import agg_deployment, workload_at  # noqa: E402
+from capacity_workloads import agg_deployment, workload_at
 
-from plansim import api  # noqa: E402
-from plansim.capacity.scripted import CountSchedule, change_to  # noqa: E402
+from plansim import api
+from plansim.capacity.scripted import CountSchedule, change_to
 
 
 def _replay(**engine):
     # One warm worker, a second one asked for at 0 s with a 1 s start-up; a request every 50
     # ms, 10 ms passes, one request per pass, 100 ms per request (capacity_workloads).
     dep = agg_deployment(startup_s=1.0)
-    dep = dep.model_copy(update={"num_workers": 1,
-                                 "engine": dep.engine.model_copy(update=engine)})
+    dep = dep.model_copy(update={"num_workers": 1, "engine": dep.engine.model_copy(update=engine)})
     workload = workload_at(np.arange(40) * 50.0)
     return api.replay(workload, api.setup(dep, CountSchedule([change_to("agg", 0.0, [2])])))
 

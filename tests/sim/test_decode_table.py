@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_timing import NPZ
 
 from plansim.sim import decode_table
 from plansim.sim.decode_table import PAGE, DecodePages, DecodeTable, quantised
 from plansim.sim.timing import PolynomialTiming, load_npz_profile
-from test_timing import NPZ
 
 TOTAL = 16384 * 64
 
@@ -24,8 +24,12 @@ def _pass_ms(model, kv, div, n=1):
 
 
 @settings(max_examples=300, deadline=None)
-@given(kv0=st.integers(0, 3 * TOTAL // 2), n=st.integers(1, 300), passes=st.integers(1, 400),
-       div=st.sampled_from([1.0, 0.5, 1.3, 2.0, 1e-3]))
+@given(
+    kv0=st.integers(0, 3 * TOTAL // 2),
+    n=st.integers(1, 300),
+    passes=st.integers(1, 400),
+    div=st.sampled_from([1.0, 0.5, 1.3, 2.0, 1e-3]),
+)
 def test_a_run_s_times_are_each_pass_s_quantised_decode_ms(kv0, n, passes, div):
     # Runs anywhere in the pool (and past it, where the polynomial goes under its 1 ms floor),
     # each from a fresh table and from one grown by the run before it.
@@ -53,9 +57,14 @@ def test_the_table_grows_to_the_furthest_kv_a_run_reaches_keeping_what_it_had():
 
 
 @settings(max_examples=200, deadline=None)
-@given(raw=st.lists(st.one_of(st.floats(0.0, 1e4), st.integers(0, 10**7).map(lambda k: k / 2e6)),
-                    min_size=1, max_size=20),
-       div=st.sampled_from([1.0, 3.0, 0.7]))
+@given(
+    raw=st.lists(
+        st.one_of(st.floats(0.0, 1e4), st.integers(0, 10**7).map(lambda k: k / 2e6)),
+        min_size=1,
+        max_size=20,
+    ),
+    div=st.sampled_from([1.0, 3.0, 0.7]),
+)
 def test_quantised_is_python_s_round_to_whole_nanoseconds(raw, div):
     # Halves of a nanosecond among them (k / 2e6 ms): both round half to even.
     assert quantised(np.array(raw), div).tolist() == [round(x / div * 1e6) / 1e6 for x in raw]
@@ -77,10 +86,16 @@ def test_ranks_of_one_pool_share_one_table_and_models_of_more_than_kv_get_none()
 
 
 @settings(max_examples=300, deadline=None)
-@given(kv0=st.integers(0, 300_000), n=st.integers(1, 64), passes=st.integers(1, 400),
-       div=st.sampled_from([1.0, 0.5, 1.3]), cap=st.sampled_from([1, 2, 1024]))
-def test_an_npz_run_s_times_from_pages_are_each_pass_s_quantised_decode_ms(kv0, n, passes, div,
-                                                                          cap):
+@given(
+    kv0=st.integers(0, 300_000),
+    n=st.integers(1, 64),
+    passes=st.integers(1, 400),
+    div=st.sampled_from([1.0, 0.5, 1.3]),
+    cap=st.sampled_from([1, 2, 1024]),
+)
+def test_an_npz_run_s_times_from_pages_are_each_pass_s_quantised_decode_ms(
+    kv0, n, passes, div, cap
+):
     # Runs inside a page and across pages (through the profile's grid cells and past its
     # ends), from a fresh set of pages and from one filled by a run before it; with a cap of
     # one or two pages the pages are dropped and made again as runs come.
@@ -117,7 +132,8 @@ def test_a_pool_s_ranks_time_their_runs_from_one_table():
         return None
 
     ids = iter(range(10))
-    pool = Pool(Role.AGG, EngineArgs(), PolynomialTiming(), EngineHooks(*[ignore] * 5),
-                lambda: next(ids))
+    pool = Pool(
+        Role.AGG, EngineArgs(), PolynomialTiming(), EngineHooks(*[ignore] * 5), lambda: next(ids)
+    )
     a, b = (pool.provision(0.0).ranks[0] for _ in range(2))
     assert a._decode_table is not None and a._decode_table is b._decode_table

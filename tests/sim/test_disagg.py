@@ -4,7 +4,6 @@ first pass makes the first visible token (decode-visible TTFT), plus the KV hand
 from __future__ import annotations
 
 import pytest
-
 from simkit import decode_ms, prefill_ms, req, run
 
 DISAGG = {"mode": "disagg", "num_prefill_workers": 1, "num_decode_workers": 1}
@@ -23,8 +22,12 @@ def test_ttft_is_prefill_then_one_decode_pass_on_the_decode_worker():
 
 def test_kv_handoff_delay_is_input_tokens_times_bytes_over_bandwidth():
     engine = {"kv_bytes_per_token": 1000, "kv_transfer_bandwidth": 10.0}
-    r = run([(0.0, 2000, 5, [1, 2, 3, 4])], **DISAGG,
-            prefill_engine={**engine, "worker_type": "prefill"}, decode_engine={"worker_type": "decode"})
+    r = run(
+        [(0.0, 2000, 5, [1, 2, 3, 4])],
+        **DISAGG,
+        prefill_engine={**engine, "worker_type": "prefill"},
+        decode_engine={"worker_type": "decode"},
+    )
     delay = 2000 * 1000 / (10.0 * 1e9) * 1000  # 0.2 ms
     assert req(r, 0).ttft_ms == pytest.approx(prefill_ms(2000) + delay + decode_ms(2000), abs=1e-6)
 
@@ -72,8 +75,14 @@ def test_the_decode_rank_is_chosen_and_loaded_as_the_prefill_ends():
     # to the rank without B.
     rows = [(0.0, 8192, 200, list(range(1, 17))), (1.0, 512, 200, [100]), (2.0, 512, 200, [200])]
     prefill = {"kv_bytes_per_token": 10_000, "kv_transfer_bandwidth": 1.0, "worker_type": "prefill"}
-    r = run(rows, mode="disagg", num_prefill_workers=1, num_decode_workers=2,
-            router={"mode": "kv_router"}, prefill_engine=prefill,
-            decode_engine={"worker_type": "decode"})
+    r = run(
+        rows,
+        mode="disagg",
+        num_prefill_workers=1,
+        num_decode_workers=2,
+        router={"mode": "kv_router"},
+        prefill_engine=prefill,
+        decode_engine={"worker_type": "decode"},
+    )
     a, b, c = (req(r, i).decode_worker for i in range(3))
     assert b == c != a

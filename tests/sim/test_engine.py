@@ -5,9 +5,9 @@ whole nanoseconds, tokens stamped at pass end)."""
 from __future__ import annotations
 
 import pytest
+from simkit import decode_ms, prefill_ms, q, req, run
 
 from plansim.sim.timing import PolynomialTiming
-from simkit import decode_ms, prefill_ms, q, req, run
 
 APPROX = {"abs": 1e-6}
 
@@ -132,8 +132,11 @@ def test_lru_eviction_takes_the_tail_of_the_least_recently_released_sequence():
     # Trace blocks of 64 tokens = engine blocks; 20 blocks in the pool.
     # X (10 blocks) finishes; Y needs 10 + 1 blocks, so the 11th evicts X's last block.
     # Z repeats X's prompt and finds 9 of its 10 blocks.
-    rows = [(0.0, 640, 2, list(range(1, 11))), (100.0, 640, 2, list(range(11, 21))),
-            (200.0, 640, 2, list(range(1, 11)))]
+    rows = [
+        (0.0, 640, 2, list(range(1, 11))),
+        (100.0, 640, 2, list(range(11, 21))),
+        (200.0, 640, 2, list(range(1, 11))),
+    ]
     r = run(rows, engine={"num_gpu_blocks": 20}, seed=0)
     z = req(r, 2)
     assert z.reused_input_tokens == 9 * 64
@@ -159,7 +162,7 @@ def test_max_model_len_caps_generation_and_rejects_prompts_without_room():
 
 
 def test_speedup_ratio_divides_prefill_and_decode_speedup_divides_decode_only():
-    raw_prefill = 4.209989e-7 * 1000 ** 2 + 1.518344e-2 * 1000 + 16.50142
+    raw_prefill = 4.209989e-7 * 1000**2 + 1.518344e-2 * 1000 + 16.50142
     u = 1001 / (16384 * 64)
     raw_decode = -25.74 * u * u + 54.01 * u + 5.74
     fast = run([(0.0, 1000, 3, [1, 2])], engine={"speedup_ratio": 2.0})
@@ -191,7 +194,8 @@ def test_dp_ranks_of_a_worker_pass_in_lockstep_at_the_slowest_ranks_pace():
     a_done = first + decode_ms(3001) + decode_ms(3002)
     assert req(r, 0).e2e_latency_ms == pytest.approx(a_done, **APPROX)
     assert req(r, 1).e2e_latency_ms == pytest.approx(
-        a_done + decode_ms(3003) + decode_ms(3004), **APPROX)
+        a_done + decode_ms(3003) + decode_ms(3004), **APPROX
+    )
 
 
 def test_round_robin_spreads_over_workers_before_dp_ranks():
@@ -202,8 +206,12 @@ def test_round_robin_spreads_over_workers_before_dp_ranks():
 
 def test_disaggregated_pools_take_dp_ranks():
     rows = [(0.0, 1000, 3, [1, 2]), (0.0, 3000, 3, [3, 4, 5, 6, 7, 8])]
-    r = run(rows, mode="disagg", prefill_engine={"worker_type": "prefill", "dp_size": 2},
-            decode_engine={"worker_type": "decode"})
+    r = run(
+        rows,
+        mode="disagg",
+        prefill_engine={"worker_type": "prefill", "dp_size": 2},
+        decode_engine={"worker_type": "decode"},
+    )
     # Both prompts share the prefill worker's group pass; each reaches the decode worker then.
     assert req(r, 0).prefill_worker == req(r, 1).prefill_worker == 0
     first = prefill_ms(3000) + decode_ms(1000 + 3000)
@@ -222,7 +230,8 @@ def test_an_arrival_during_a_pass_joins_the_next_pass():
 
 @pytest.mark.parametrize("decode_runs", [True, False])
 def test_with_async_scheduling_an_arrival_during_a_pass_skips_the_pass_composed_meanwhile(
-        decode_runs):
+    decode_runs,
+):
     # B arrives while A's prefill pass runs; the pass after it (A's first decode) was scheduled
     # while the prefill ran, so B is admitted at that decode pass's end, not the prefill's.
     rows = [(0.0, 1000, 5, [1, 2]), (10.0, 800, 5, [3, 4])]
@@ -247,7 +256,8 @@ def test_with_async_scheduling_an_arrival_cuts_a_decode_run_one_pass_later(decod
     admitted = prefill_ms(1000) + sum(d[:4])
     assert req(r, 1).first_admit_ms == pytest.approx(admitted, **APPROX)
     assert req(r, 1).first_token_ms == pytest.approx(
-        admitted + prefill_ms(800) + decode_ms(1005), **APPROX)
+        admitted + prefill_ms(800) + decode_ms(1005), **APPROX
+    )
 
 
 def test_with_async_scheduling_a_request_reaching_an_idle_rank_or_an_emptying_one_runs_next():
@@ -280,12 +290,13 @@ def test_a_rank_without_a_pass_window_keeps_no_pass_metrics():
     def ignore(*_args):
         return None
 
-    rank = Rank(0, 0, EngineArgs(), PolynomialTiming(), EngineHooks(*[ignore] * 5),
-                pass_window=False)
+    rank = Rank(
+        0, 0, EngineArgs(), PolynomialTiming(), EngineHooks(*[ignore] * 5), pass_window=False
+    )
     rank.enqueue(Request(0, 1000, 3, []))
     rank.finish(rank.start_pass(0.0))
     with pytest.raises(RuntimeError, match="no pass window"):
-        rank.last_fpm
+        _ = rank.last_fpm
     with pytest.raises(RuntimeError, match="no pass window"):
         rank.take_fpm(0.0)
 
@@ -402,10 +413,10 @@ def _head_rank(log):
         stamps = ([] if first_ms is None else [first_ms]) + list(ends)
         log.append(("run", list(map(int, rids)), stamps))
 
-    hooks = EngineHooks(ignore, tokens,
-                        lambda _r, req, end: log.append(("complete", req.rid, end)), ignore, run)
-    return Rank(0, 0, EngineArgs(), PolynomialTiming(), hooks, prompt_runs=True,
-                head_runs=True)
+    hooks = EngineHooks(
+        ignore, tokens, lambda _r, req, end: log.append(("complete", req.rid, end)), ignore, run
+    )
+    return Rank(0, 0, EngineArgs(), PolynomialTiming(), hooks, prompt_runs=True, head_runs=True)
 
 
 def test_a_head_run_takes_the_prefill_pass_into_its_decode_run_and_reports_each_pass():
@@ -466,8 +477,13 @@ def test_take_fpm_counts_the_unfinished_prompt_tokens_of_a_chunked_prefill():
     def ignore(*_args):
         return None
 
-    rank = Rank(0, 0, EngineArgs(max_num_batched_tokens=4096), PolynomialTiming(),
-                EngineHooks(ignore, ignore, ignore, ignore, ignore))
+    rank = Rank(
+        0,
+        0,
+        EngineArgs(max_num_batched_tokens=4096),
+        PolynomialTiming(),
+        EngineHooks(ignore, ignore, ignore, ignore, ignore),
+    )
     rank.enqueue(Request(0, 10000, 5, []))
     rank.enqueue(Request(1, 700, 5, []))
     t = rank.start_pass(0.0)  # first 4096-token chunk of the 10000-token prompt
@@ -487,11 +503,16 @@ def test_a_prompt_run_times_each_chunk_and_reports_what_each_observation_would_s
         return None
 
     firsts = []
-    hooks = EngineHooks(ignore,
-                        lambda _rank, rids, end, *_: firsts.append((list(map(int, rids)), end)),
-                        ignore, ignore, ignore)
-    rank = Rank(0, 0, EngineArgs(max_num_batched_tokens=2048), PolynomialTiming(), hooks,
-                prompt_runs=True)
+    hooks = EngineHooks(
+        ignore,
+        lambda _rank, rids, end, *_: firsts.append((list(map(int, rids)), end)),
+        ignore,
+        ignore,
+        ignore,
+    )
+    rank = Rank(
+        0, 0, EngineArgs(max_num_batched_tokens=2048), PolynomialTiming(), hooks, prompt_runs=True
+    )
     rank.enqueue(Request(0, 10000, 5, []))
     t0 = rank.start_pass(0.0)  # admission and the first 2048-token chunk
     rank.finish(t0)
@@ -521,8 +542,14 @@ def test_an_arrival_cuts_a_prompt_run_after_the_pass_in_flight():
     def ignore(*_args):
         return None
 
-    rank = Rank(0, 0, EngineArgs(max_num_batched_tokens=2048), PolynomialTiming(),
-                EngineHooks(ignore, ignore, ignore, ignore, ignore), prompt_runs=True)
+    rank = Rank(
+        0,
+        0,
+        EngineArgs(max_num_batched_tokens=2048),
+        PolynomialTiming(),
+        EngineHooks(ignore, ignore, ignore, ignore, ignore),
+        prompt_runs=True,
+    )
     rank.enqueue(Request(0, 10000, 5, []))
     t0 = rank.start_pass(0.0)
     rank.finish(t0)

@@ -7,8 +7,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plansim.sim.host_offload import (ALREADY_PRESENT, BLOCKED, HELD, HostOffload, HostTier,
-                                      cohort_rank, in_cohort_order)
+from plansim.sim.host_offload import (
+    ALREADY_PRESENT,
+    BLOCKED,
+    HELD,
+    HostOffload,
+    HostTier,
+    cohort_rank,
+    in_cohort_order,
+)
 from plansim.sim.kv import KvCache
 from plansim.sim.schedulers.base import PrefixMatch
 
@@ -53,8 +60,8 @@ def test_eviction_takes_the_least_recently_used_unpinned_blocks():
     tier = HostTier(4, BLOCK_BYTES, 0.0, 0.0)
     tier.store([1, 2], now_ms=0.0)
     tier.store([3, 4], now_ms=0.0)
-    tier.touch([1, 2])              # 1, 2 most recently used (1 the most): 3, 4 go first
-    tier.load([3], now_ms=0.0)      # 3 is being read: not evictable
+    tier.touch([1, 2])  # 1, 2 most recently used (1 the most): 3, 4 go first
+    tier.load([3], now_ms=0.0)  # 3 is being read: not evictable
     tier.store([5, 6], now_ms=0.0)
     assert list(tier.resident) == [3, 1, 5, 6]  # two victims: 4 (oldest unpinned), then 2
 
@@ -193,9 +200,15 @@ class _PlainTier:
 
 
 # Keys may repeat within one call: a prompt whose trace repeats a block hash has repeated keys.
-_OPS = st.lists(st.tuples(st.sampled_from(["store", "touch", "load", "advance"]),
-                          st.lists(st.integers(0, 30), max_size=12),
-                          st.floats(0.0, 3.0), st.floats(0.0, 2.0)), max_size=40)
+_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["store", "touch", "load", "advance"]),
+        st.lists(st.integers(0, 30), max_size=12),
+        st.floats(0.0, 3.0),
+        st.floats(0.0, 2.0),
+    ),
+    max_size=40,
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -233,7 +246,8 @@ def test_the_tier_follows_the_plain_block_by_block_rules(ops, capacity, ms_per_b
         assert tier.storing == model.storing
         assert tier.pins == model.pins
         assert [tier.overlap(keys, s) for s in range(3)] == [
-            len(list(_leading(keys[s:], model.resident))) for s in range(3)]
+            len(list(_leading(keys[s:], model.resident))) for s in range(3)
+        ]
 
 
 def _leading(keys, present):
@@ -292,7 +306,7 @@ def test_the_store_cursor_moves_past_what_was_offered_and_stays_without_room():
     assert c.stored_blocks == 2 and c.store_done_ms == 0.0
 
 
-def test_a_store_is_prepared_as_its_pass_is_scheduled_so_its_touch_misses_stores_landing_meanwhile():
+def test_a_store_is_prepared_as_its_pass_is_scheduled_so_its_touch_misses_later_stores():
     # vLLM's connector prepares a pass's store when it schedules the pass. A chunked prompt's
     # second chunk is scheduled as the first chunk's store starts: that store is not yet
     # resident, so the second store's touch leaves it alone and it lands as one cohort (1
@@ -317,7 +331,9 @@ def test_after_a_load_the_store_cursor_restarts_past_the_reused_prefix():
     offload.admitted(req, KvCache(8, 64), cached_tokens=192, block_size=64)
     assert (req.stored_blocks, req.host_loaded) == (3, False)
     other = _Req([5, 6], computed=0, isl=128)
-    offload.admitted(other, KvCache(8, 64), cached_tokens=128, block_size=64)  # no load: the cursor stays
+    offload.admitted(
+        other, KvCache(8, 64), cached_tokens=128, block_size=64
+    )  # no load: the cursor stays
     assert other.stored_blocks == 0
 
 
@@ -347,7 +363,7 @@ def test_a_load_into_blocks_a_store_still_reads_starts_when_that_store_lands():
     assert offload.lookup(rank, d, _fresh([1, 2]), now_ms=20.0) == HELD
     # Its two destination blocks are 5 and 6 evicted: the H2D copy (2.097152 ms at 8 GB/s)
     # starts when their store lands.
-    (ready_ms, held, _, _), = offload.held
+    ((ready_ms, held, _, _),) = offload.held
     assert held is d and ready_ms == pytest.approx(20.0 + store_ms + 2 * BLOCK_BYTES / 8e6)
 
 
@@ -396,8 +412,11 @@ ROWS = [(0.0, 2048, 2, A), (100.0, 2048, 2, B), (200.0, 2048, 2, C), (300.0, 204
 
 
 def _engine(**offload):
-    return {"num_gpu_blocks": 64, "kv_cache_bytes_per_token": 131072,
-            "native_host_offload": {"num_host_blocks": 256, **offload}}
+    return {
+        "num_gpu_blocks": 64,
+        "kv_cache_bytes_per_token": 131072,
+        "native_host_offload": {"num_host_blocks": 256, **offload},
+    }
 
 
 def test_an_evicted_prefix_comes_back_from_the_host_at_the_h2d_bandwidth():
@@ -437,8 +456,15 @@ def test_host_offload_needs_the_host_block_size():
     with pytest.raises(ConfigError, match="kv_cache_bytes_per_token"):
         build_deployment({"engine": {"native_host_offload": {"num_host_blocks": 8}}})
     with pytest.raises(ConfigError, match="supported only for backend vllm"):
-        build_deployment({"engine": {"backend": "sglang", "kv_cache_bytes_per_token": 4096,
-                                     "native_host_offload": {"num_host_blocks": 8}}})
+        build_deployment(
+            {
+                "engine": {
+                    "backend": "sglang",
+                    "kv_cache_bytes_per_token": 4096,
+                    "native_host_offload": {"num_host_blocks": 8},
+                }
+            }
+        )
     old = build_deployment({"engine": {"num_host_blocks": 8, "kv_bytes_per_token": 4096}})
     assert old.engine.kv_cache_bytes_per_token == 4096  # the older flags' sizing
 

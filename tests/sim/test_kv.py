@@ -5,7 +5,6 @@ from __future__ import annotations
 from unittest.mock import patch
 
 import pytest
-
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -49,7 +48,7 @@ def test_a_reactivated_prefix_leaves_the_lru_and_the_rest_of_its_release_keeps_i
 
 
 def test_shared_blocks_stay_active_until_the_last_reference_goes():
-    cache, held = _cache_with([1, 2])
+    cache, _held = _cache_with([1, 2])
     cache.acquire([1, 2])
     assert cache.refcount(1) == 2
     cache.release([1, 2], 0, [])
@@ -60,7 +59,7 @@ def test_shared_blocks_stay_active_until_the_last_reference_goes():
 
 
 def test_a_duplicate_of_a_cached_block_stays_private():
-    cache, held = _cache_with([1, 2])
+    cache, _held = _cache_with([1, 2])
     cache.allocate(2)
     second: list[int] = []
     cache.register([1, 5], second)
@@ -107,7 +106,7 @@ def test_without_prefix_caching_nothing_is_matched_or_kept():
 
 
 def test_router_overlap_agrees_with_match_on_prefix_shaped_contents():
-    cache, held = _cache_with(list(range(1, 8)))
+    cache, _held = _cache_with(list(range(1, 8)))
     cache.publish()
     assert cache.overlap(list(range(1, 12))) == 7 == cache.match(list(range(1, 12)))[0]
     assert cache.overlap([99, 1]) == 0
@@ -254,16 +253,22 @@ def _binary_overlap(cached, keys):
 # Prompts are paths in a small prefix tree (key = 10 * parent + branch), so prompts share
 # prefixes, blocks are evicted, re-activated while inactive and released again many times.
 _prompt = st.lists(st.integers(0, 2), min_size=1, max_size=6).map(
-    lambda branches: [int("1" + "".join(str(b) for b in branches[:i + 1]))
-                      for i in range(len(branches))])
-_step = st.one_of(st.tuples(st.just("admit"), _prompt, st.integers(0, 3)),
-                  st.tuples(st.just("release"), st.integers(0, 99), st.integers(0, 3)))
+    lambda branches: [
+        int("1" + "".join(str(b) for b in branches[: i + 1])) for i in range(len(branches))
+    ]
+)
+_step = st.one_of(
+    st.tuples(st.just("admit"), _prompt, st.integers(0, 3)),
+    st.tuples(st.just("release"), st.integers(0, 99), st.integers(0, 3)),
+)
 
 
 # One prompt admitted and released again and again: its runs are emptied by re-activation faster
 # than eviction consumes them, so the LRU drops them.
 _CYCLES = [("admit", [1, 10, 100, 1000, 10000], 1), ("release", 0, 1)] * 12 + [
-    ("admit", [2, 20, 200, 2000], 3), ("admit", [1, 11, 110], 2)]
+    ("admit", [2, 20, 200, 2000], 3),
+    ("admit", [1, 11, 110], 2),
+]
 
 
 @settings(max_examples=300, deadline=None)
@@ -302,7 +307,11 @@ def _check_against_model(num_blocks, steps):
             cache.release(held, n_private, cache_keys)
             model.release(held, n_private, cache_keys)
         assert (cache.available(), cache.used, cache.active, cache.evicted_total) == (
-            model.available(), model.used, model.active, model.evicted_total)
+            model.available(),
+            model.used,
+            model.active,
+            model.evicted_total,
+        )
         for keys in probes + [list(model.refs)]:
             assert cache.match(keys) == model.match(keys)
             assert cache.cached_run(keys) == _binary_overlap(model.refs, keys)
@@ -310,11 +319,13 @@ def _check_against_model(num_blocks, steps):
             assert cache.refcount(k) == model.refs[k]
         assert cache.cached == set(model.refs)
         # The inactive blocks in eviction order (the runs' live slices, oldest first).
-        assert [k for r in cache._runs for k in r.keys[r.lo:r.hi]] == model.lru
+        assert [k for r in cache._runs for k in r.keys[r.lo : r.hi]] == model.lru
 
 
-@pytest.mark.parametrize(("held", "expected"), [
-    (set(), 0), ({10}, 1), ({10, 11}, 2), ({10, 11, 12, 13, 14}, 5), ({10, 11, 12, 99}, 3)])
+@pytest.mark.parametrize(
+    ("held", "expected"),
+    [(set(), 0), ({10}, 1), ({10, 11}, 2), ({10, 11, 12, 13, 14}, 5), ({10, 11, 12, 99}, 3)],
+)
 def test_leading_run_counts_the_held_leading_keys(held, expected):
     # Held keys of whole prompts: a prefix of this prompt's keys, whatever else is held.
     assert leading_run([10, 11, 12, 13, 14], held) == expected
@@ -325,13 +336,14 @@ def test_leading_run_of_no_keys_is_zero():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(st.integers(0, 3), min_size=0, max_size=6), min_size=1, max_size=8),
-       st.data())
+@given(
+    st.lists(st.lists(st.integers(0, 3), min_size=0, max_size=6), min_size=1, max_size=8), st.data()
+)
 def test_leading_run_equals_a_walk_over_whole_prompts(paths, data):
     # Prompts as paths in a prefix tree (a key names its whole prefix); the router holds the
     # keys of some whole prompts; the binary search must find what a walk from the front finds.
     def keys_of(path):
-        return [hash(tuple(path[:i + 1])) for i in range(len(path))]
+        return [hash(tuple(path[: i + 1])) for i in range(len(path))]
 
     held = set()
     for path in data.draw(st.lists(st.sampled_from(paths), max_size=len(paths))):

@@ -9,15 +9,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from simkit import prefill_ms, req, run, workload
 
 from plansim.roles import Role
+from plansim.sim.deployment import build_deployment
+from plansim.sim.host import ReplayHost
 from plansim.sim.routing import RankLoad, Route
 from plansim.sim.routing.base import recurring_blocks
 from plansim.sim.routing.kv_router import KvRouter, _shared_runs, softmax_probabilities
-from simkit import prefill_ms, req, run, workload
-
-from plansim.sim.deployment import build_deployment
-from plansim.sim.host import ReplayHost
 
 
 def test_kv_router_sends_a_request_to_the_worker_holding_its_prefix():
@@ -108,8 +107,12 @@ def test_decode_pool_cost_is_active_full_blocks_without_overlap():
     busy = RankLoad()
     router.sent(7, 330, list(range(5)), Route(0, 0), busy)  # 5 full blocks of 330 tokens
     assert busy.n_blocks == 5 and busy.prefill_tokens == 0
-    assert router.choose(512, list(range(8)), [_CachedView(8), _CachedView(0)],
-                         [busy, RankLoad()]).index == 1
+    assert (
+        router.choose(
+            512, list(range(8)), [_CachedView(8), _CachedView(0)], [busy, RankLoad()]
+        ).index
+        == 1
+    )
 
 
 def test_softmax_probabilities_follow_the_normalised_negated_logits():
@@ -127,7 +130,8 @@ def test_set_parameters_reports_only_changes():
     assert (params["prefill_load_scale"], params["router_temperature"]) == (1.0, 0.5)
     # The deprecated spelling patches its target, and wins over it in one patch.
     assert router.set_parameters({"overlap_score_weight": 3.0, "prefill_load_scale": 2.0}) == {
-        "prefill_load_scale": 3.0}
+        "prefill_load_scale": 3.0
+    }
     assert "overlap_score_weight" not in router.parameters()
 
 
@@ -166,8 +170,9 @@ def test_prefill_load_scale_weighs_the_prefill_term_against_active_blocks():
 
 
 def test_overlap_score_weight_is_the_deprecated_spelling_of_prefill_load_scale():
-    assert _pick({"overlap_score_weight": 6.0, "prefill_load_scale": 1.0},
-                 a_active_blocks=10) == "A"
+    assert (
+        _pick({"overlap_score_weight": 6.0, "prefill_load_scale": 1.0}, a_active_blocks=10) == "A"
+    )
     # Weight 0 drops the prefill term and the cache credit: A 18 > B 8.
     assert _pick({"overlap_score_weight": 0.0}, a_active_blocks=10) == "B"
 
@@ -180,8 +185,9 @@ def test_decode_active_request_weight_costs_each_active_request():
     keys = list(range(8))
     # Weight 0: A 8 + 10 = 18 > B 8 + 8 = 16. Weight 2: A 18 + 2 = 20 < B 16 + 6 = 22.
     plain = KvRouter({}, 64, np.random.default_rng(0), pool=Role.AGG)
-    weighted = KvRouter({"decode_active_request_weight": 2.0}, 64, np.random.default_rng(0),
-                        pool=Role.AGG)
+    weighted = KvRouter(
+        {"decode_active_request_weight": 2.0}, 64, np.random.default_rng(0), pool=Role.AGG
+    )
     assert plain.choose(512, keys, views, [a, b]).index == 1
     assert weighted.choose(512, keys, views, [a, b]).index == 0
 
@@ -201,8 +207,9 @@ def test_host_cache_hit_weight_credits_blocks_in_the_host_tier():
     views = [_HostView(0, 4), _HostView(2, 0)]
     keys = list(range(8))
     for weight, pick in ((0.75, 0), (0.25, 1)):
-        router = KvRouter({"host_cache_hit_weight": weight}, 64, np.random.default_rng(0),
-                          pool=Role.AGG)
+        router = KvRouter(
+            {"host_cache_hit_weight": weight}, 64, np.random.default_rng(0), pool=Role.AGG
+        )
         route = router.choose(512, keys, views, [RankLoad(), RankLoad()])
         assert route.index == pick
         assert route.overlap_blocks == (0, 2)[pick]  # the device overlap: what is reused
@@ -210,10 +217,17 @@ def test_host_cache_hit_weight_credits_blocks_in_the_host_tier():
 
 def _queued_order(policy):
     # One worker, queue threshold 0: each request waits while any prompt is queued there.
-    rows = [(0.0, 2048, 2, [1, 2, 3, 4]), (1.0, 1024, 2, [10, 11]), (2.0, 512, 2, [20]),
-            (3.0, 1536, 2, [30, 31, 32])]
-    r = run(rows, num_workers=1, router={"mode": "kv_router", "router_queue_threshold": 0.0,
-                                         "router_queue_policy": policy})
+    rows = [
+        (0.0, 2048, 2, [1, 2, 3, 4]),
+        (1.0, 1024, 2, [10, 11]),
+        (2.0, 512, 2, [20]),
+        (3.0, 1536, 2, [30, 31, 32]),
+    ]
+    r = run(
+        rows,
+        num_workers=1,
+        router={"mode": "kv_router", "router_queue_threshold": 0.0, "router_queue_policy": policy},
+    )
     first_token = r.requests["arrival_ms"] + r.requests["ttft_ms"]
     return [int(i) for i in first_token.sort_values(kind="stable").index]
 
@@ -234,13 +248,15 @@ def test_without_a_queue_threshold_requests_are_routed_on_arrival():
 
 def test_a_patch_that_turns_the_queue_off_releases_the_waiting_requests_at_once():
     rows = [(0.0, 2048, 2, [1, 2, 3, 4]), (1.0, 1024, 2, [10, 11]), (2.0, 512, 2, [20])]
-    dep = build_deployment({"num_workers": 1, "router": {"mode": "kv_router",
-                                                         "router_queue_threshold": 0.0}})
+    dep = build_deployment(
+        {"num_workers": 1, "router": {"mode": "kv_router", "router_queue_threshold": 0.0}}
+    )
     host = ReplayHost(workload(rows), dep)
 
     def patch():
         assert host.patch_router(Role.AGG, {"router_queue_threshold": None}) == {
-            "router_queue_threshold": None}
+            "router_queue_threshold": None
+        }
 
     host.clock.call_at(10.0, patch)
     host.run()
@@ -256,8 +272,9 @@ def test_a_rank_queues_the_prompt_less_its_device_and_weighted_host_cached_token
     # cache_hit_estimates: the weighted overlap, rounded to tokens).
     router = KvRouter({}, 64, np.random.default_rng(0), pool=Role.AGG)
     load = RankLoad()
-    route = router.choose(640, list(range(10)), [_HostView(2, 4), _HostView(0, 0)],
-                          [load, RankLoad()])
+    route = router.choose(
+        640, list(range(10)), [_HostView(2, 4), _HostView(0, 0)], [load, RankLoad()]
+    )
     assert (route.index, route.overlap_blocks, route.cached_tokens) == (0, 2, 320)
     router.sent(1, 640, list(range(10)), route, load)
     assert load.prefill_tokens == 320
@@ -266,12 +283,14 @@ def test_a_rank_queues_the_prompt_less_its_device_and_weighted_host_cached_token
 # Prompts as prefix-chain keys: a prompt is a path from the root of a small tree of blocks
 # (block i's key is the tuple of its path), so equal keys mean equal prefixes.
 _prompts = st.lists(st.integers(0, 2), min_size=1, max_size=8).map(
-    lambda path: [hash(tuple(path[: i + 1])) for i in range(len(path))])
+    lambda path: [hash(tuple(path[: i + 1])) for i in range(len(path))]
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(events=st.lists(st.tuples(st.booleans(), st.integers(0, 7), _prompts), min_size=1,
-                       max_size=40))
+@given(
+    events=st.lists(st.tuples(st.booleans(), st.integers(0, 7), _prompts), min_size=1, max_size=40)
+)
 def test_a_ranks_counted_blocks_are_the_distinct_blocks_of_its_unfinished_requests(events):
     # Requests finish in any order (a prefix's first sender may finish before the requests
     # extending it): the counted blocks are the union of the unfinished prompts, by hand.
@@ -305,8 +324,11 @@ def _check_counted_blocks(events, recurring):
             active[rid] = keys
         union = {k for prompt in active.values() for k in prompt}
         # Indexed: all of them, or (given what recurs) the ones another prompt may share.
-        indexed = union if recurring is None else {
-            k for r, prompt in active.items() for k in prompt[:recurring[r]]}
+        indexed = (
+            union
+            if recurring is None
+            else {k for r, prompt in active.items() for k in prompt[: recurring[r]]}
+        )
         assert set(load.blocks) == indexed and load.n_blocks == len(union)
         assert load.requests == len(active)
 
@@ -320,8 +342,11 @@ def test_a_request_released_at_a_pass_end_sees_the_requests_that_pass_finished_g
     # A's pass end releases C with A's blocks gone: A's rank costs 1 + 0 + 1 = 2, B's
     # (4160 + 64) / 64 + 65 + 1 = 132, so C goes to A's rank and is prefilled at once. Had
     # the router still counted A's 256 blocks (1 + 256 + 1 = 258), C would go to B's rank.
-    rows = [(0.0, 16384, 1, list(range(32))), (300.0, 4160, 20, list(range(100, 109))),
-            (310.0, 64, 2, [200])]
+    rows = [
+        (0.0, 16384, 1, list(range(32))),
+        (300.0, 4160, 20, list(range(100, 109))),
+        (310.0, 64, 2, [200]),
+    ]
     router = {"mode": "kv_router", "router_queue_threshold": 0.5}
     for seed in range(2):  # whichever rank A's tie picks
         r = run(rows, num_workers=2, router=router, seed=seed)
@@ -333,9 +358,14 @@ def test_a_request_released_at_a_pass_end_sees_the_requests_that_pass_finished_g
 
 
 @settings(max_examples=200, deadline=None)
-@given(events=st.lists(st.tuples(st.integers(0, 3), st.booleans(), st.integers(0, 7), _prompts),
-                       min_size=1, max_size=40),
-       probes=st.lists(_prompts, min_size=1, max_size=4))
+@given(
+    events=st.lists(
+        st.tuples(st.integers(0, 3), st.booleans(), st.integers(0, 7), _prompts),
+        min_size=1,
+        max_size=40,
+    ),
+    probes=st.lists(_prompts, min_size=1, max_size=4),
+)
 def test_a_prompts_shared_blocks_on_a_rank_are_its_longest_prefix_held_there(events, probes):
     # Four ranks; a request is sent to one of them or one there finishes (any of them). A
     # prompt's shared blocks on a rank (the decode term's discount) are its longest common
@@ -387,10 +417,13 @@ def test_a_requests_recurring_blocks_reach_its_last_trace_block_another_request_
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(st.integers(0, 12), max_size=6), min_size=1, max_size=8),
-       st.sampled_from([(1, np.int32), (7, np.int64), (10**12, np.int64), (10**12, np.uint64)]))
+@given(
+    st.lists(st.lists(st.integers(0, 12), max_size=6), min_size=1, max_size=8),
+    st.sampled_from([(1, np.int32), (7, np.int64), (10**12, np.int64), (10**12, np.uint64)]),
+)
 def test_recurring_blocks_are_those_up_to_the_last_hash_another_occurrence_shares(
-        prompts, spread_dtype):
+    prompts, spread_dtype
+):
     # Compact ids (counted) and ids far apart (sorted), in the dtypes a workload holds.
     spread, dtype = spread_dtype
     ids = np.array([h * spread for p in prompts for h in p], dtype=dtype)
@@ -400,7 +433,7 @@ def test_recurring_blocks_are_those_up_to_the_last_hash_another_occurrence_share
         occurrences[h] = occurrences.get(h, 0) + 1
     expected, lo = [], 0
     for p in prompts:
-        mine = ids[lo:lo + len(p)].tolist()
+        mine = ids[lo : lo + len(p)].tolist()
         lo += len(p)
         last = max((i + 1 for i, h in enumerate(mine) if occurrences[h] > 1), default=0)
         expected.append(last * 128 // 64)
@@ -410,10 +443,14 @@ def test_recurring_blocks_are_those_up_to_the_last_hash_another_occurrence_share
 def test_a_decode_pool_is_routed_by_load_alone_so_its_ranks_keep_no_router_view():
     # Disaggregated: the prefill pool's router reads the prefix caches as of each pass end;
     # the decode pool's never does, so its ranks need not keep that view.
-    host = ReplayHost(workload([(0.0, 128, 2, [1, 2])]),
-                      build_deployment({"mode": "disagg", "router": {"mode": "kv_router"}}))
-    publishes = {role: {r.cache.publishes for w in pool.workers for r in w.ranks}
-                 for role, pool in host.pools.items()}
+    host = ReplayHost(
+        workload([(0.0, 128, 2, [1, 2])]),
+        build_deployment({"mode": "disagg", "router": {"mode": "kv_router"}}),
+    )
+    publishes = {
+        role: {r.cache.publishes for w in pool.workers for r in w.ranks}
+        for role, pool in host.pools.items()
+    }
     assert publishes == {Role.PREFILL: {True}, Role.DECODE: {False}}
 
 
@@ -432,23 +469,37 @@ def test_a_route_says_how_many_leading_prompt_blocks_its_rank_already_counts():
     assert loads[0].n_blocks == 4 and set(loads[0].blocks) == {1, 2, 3, 9}
 
 
-_knobs = st.fixed_dictionaries({
-    "overlap_score_credit": st.sampled_from([0.0, 0.5, 1.0, 2.0]),
-    "overlap_score_credit_decay": st.sampled_from([0.0, 0.5, 4.0]),
-    "prefill_load_scale": st.sampled_from([0.0, 1.0, 3.0]),
-    "decode_active_request_weight": st.sampled_from([0.0, 1.0, 8.0]),
-    "router_track_active_blocks": st.booleans(),
-    "router_track_prefill_tokens": st.booleans(),
-})
+_knobs = st.fixed_dictionaries(
+    {
+        "overlap_score_credit": st.sampled_from([0.0, 0.5, 1.0, 2.0]),
+        "overlap_score_credit_decay": st.sampled_from([0.0, 0.5, 4.0]),
+        "prefill_load_scale": st.sampled_from([0.0, 1.0, 3.0]),
+        "decode_active_request_weight": st.sampled_from([0.0, 1.0, 8.0]),
+        "router_track_active_blocks": st.booleans(),
+        "router_track_prefill_tokens": st.booleans(),
+    }
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(knobs=_knobs.map(lambda k: {**k, "host_cache_hit_weight": 0.5}),
-       pool=st.sampled_from([Role.AGG, Role.PREFILL, Role.DECODE]),
-       ranks=st.lists(st.tuples(st.integers(0, 5000), st.integers(0, 3000), st.integers(0, 40),
-                                st.integers(0, 12), st.integers(0, 12), st.integers(0, 3)),
-                      min_size=1, max_size=6),
-       host_tier=st.booleans(), isl=st.integers(1, 1000))
+@given(
+    knobs=_knobs.map(lambda k: {**k, "host_cache_hit_weight": 0.5}),
+    pool=st.sampled_from([Role.AGG, Role.PREFILL, Role.DECODE]),
+    ranks=st.lists(
+        st.tuples(
+            st.integers(0, 5000),
+            st.integers(0, 3000),
+            st.integers(0, 40),
+            st.integers(0, 12),
+            st.integers(0, 12),
+            st.integers(0, 3),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    host_tier=st.booleans(),
+    isl=st.integers(1, 1000),
+)
 def test_a_ranks_cost_is_the_documented_formula(knobs, pool, ranks, host_tier, isl):
     # The module docstring's cost, stated plainly, rank by rank (float for float), with and
     # without host blocks.
@@ -500,29 +551,45 @@ def test_at_temperature_0_the_router_never_looks_at_a_rank_that_cannot_win():
 
 # ``_knobs`` with the block-sharing switch and the host credit.
 _any_knobs = st.tuples(_knobs, st.booleans(), st.sampled_from([0.0, 0.5, 1.0])).map(
-    lambda t: {**t[0], "router_assume_kv_reuse": t[1], "host_cache_hit_weight": t[2]})
+    lambda t: {**t[0], "router_assume_kv_reuse": t[1], "host_cache_hit_weight": t[2]}
+)
 
 
 # The knobs with which the router scores only the ranks that can win (no decay, no host
 # credit, both tracking switches on, shared blocks counted once).
-_usual_knobs = st.fixed_dictionaries({
-    "overlap_score_credit": st.sampled_from([0.0, 0.5, 1.0, 2.0]),
-    "prefill_load_scale": st.sampled_from([0.0, 1.0, 3.0]),
-    "decode_active_request_weight": st.sampled_from([0.0, 1.0, 8.0]),
-})
+_usual_knobs = st.fixed_dictionaries(
+    {
+        "overlap_score_credit": st.sampled_from([0.0, 0.5, 1.0, 2.0]),
+        "prefill_load_scale": st.sampled_from([0.0, 1.0, 3.0]),
+        "decode_active_request_weight": st.sampled_from([0.0, 1.0, 8.0]),
+    }
+)
 
 
 @settings(max_examples=500, deadline=None)
-@given(knobs=st.one_of(_usual_knobs, _any_knobs),
-       pool=st.sampled_from([Role.AGG, Role.AGG, Role.PREFILL, Role.DECODE]),
-       ranks=st.lists(st.tuples(st.sampled_from([0, 64, 128, 640]), st.integers(0, 6),
-                                st.integers(0, 8), st.integers(0, 8), st.integers(0, 2),
-                                st.lists(st.integers(0, 8), max_size=3)),
-                      min_size=1, max_size=8),
-       host_tier=st.booleans(), n_keys=st.integers(0, 8), queued=st.booleans(),
-       seed=st.integers(0, 3))
+@given(
+    knobs=st.one_of(_usual_knobs, _any_knobs),
+    pool=st.sampled_from([Role.AGG, Role.AGG, Role.PREFILL, Role.DECODE]),
+    ranks=st.lists(
+        st.tuples(
+            st.sampled_from([0, 64, 128, 640]),
+            st.integers(0, 6),
+            st.integers(0, 8),
+            st.integers(0, 8),
+            st.integers(0, 2),
+            st.lists(st.integers(0, 8), max_size=3),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    host_tier=st.booleans(),
+    n_keys=st.integers(0, 8),
+    queued=st.booleans(),
+    seed=st.integers(0, 3),
+)
 def test_the_cheapest_rank_is_the_minimum_of_every_ranks_cost_draws_included(
-        knobs, pool, ranks, host_tier, n_keys, queued, seed):
+    knobs, pool, ranks, host_tier, n_keys, queued, seed
+):
     # Costs drawn to tie often (few distinct loads and overlaps). Whatever the router scores,
     # it picks what scoring every rank picks: the cheapest, ties in rank order broken by the
     # same draws of the generator (its next draw agrees afterwards too). ``queued``: the
@@ -530,7 +597,7 @@ def test_the_cheapest_rank_is_the_minimum_of_every_ranks_cost_draws_included(
     keys = list(range(100, 100 + n_keys))
     isl = n_keys * 64 + 10
     views, loads = [], []
-    for prefill, blocks, device, host, requests, sent in ranks:
+    for prefill, blocks, device, host, requests, _sent in ranks:
         load = RankLoad()
         load.prefill_tokens, load.n_blocks, load.requests = prefill, blocks, requests
         loads.append(load)
@@ -538,8 +605,9 @@ def test_the_cheapest_rank_is_the_minimum_of_every_ranks_cost_draws_included(
     routers = [KvRouter(knobs, 64, np.random.default_rng(seed), pool=pool) for _ in range(2)]
     for c, (*_, sent) in enumerate(ranks):
         for rid, n in enumerate(sent):  # earlier prompts sharing the first n blocks
-            routers[0].sent(1000 * c + rid, n * 64, keys[:n] + [-1 - rid - 10 * c],
-                            Route(c, 0), loads[c])
+            routers[0].sent(
+                1000 * c + rid, n * 64, keys[:n] + [-1 - rid - 10 * c], Route(c, 0), loads[c]
+            )
     full = routers[1]
     overlaps = full._overlaps(keys, views)
     device, host = overlaps
@@ -547,8 +615,7 @@ def test_the_cheapest_rank_is_the_minimum_of_every_ranks_cost_draws_included(
     costs = full._costs(isl, keys, loads, device, host, shared)
     ties = [c for c, cost in enumerate(costs) if cost == min(costs)]
     expected = ties[full.rng.integers(len(ties))] if len(ties) > 1 else ties[0]
-    route = routers[0].choose(isl, keys, views, loads,
-                              overlaps=overlaps if queued else None)
+    route = routers[0].choose(isl, keys, views, loads, overlaps=overlaps if queued else None)
     assert route.index == expected
     assert route.overlap_blocks == device[expected]
     assert route.cached_tokens == full._cached_tokens(device[expected], host[expected])
@@ -557,13 +624,20 @@ def test_the_cheapest_rank_is_the_minimum_of_every_ranks_cost_draws_included(
 
 
 @settings(max_examples=300, deadline=None)
-@given(knobs=_any_knobs, pool=st.sampled_from([Role.AGG, Role.PREFILL, Role.DECODE]),
-       prefill=st.integers(0, 5000), floor=st.integers(0, 5000), blocks=st.integers(0, 3000),
-       requests=st.integers(0, 40), isl=st.integers(1, 1000),
-       low=st.tuples(st.integers(0, 16), st.integers(0, 16), st.integers(0, 16)),
-       more=st.tuples(st.integers(0, 16), st.integers(0, 16), st.integers(0, 16)))
+@given(
+    knobs=_any_knobs,
+    pool=st.sampled_from([Role.AGG, Role.PREFILL, Role.DECODE]),
+    prefill=st.integers(0, 5000),
+    floor=st.integers(0, 5000),
+    blocks=st.integers(0, 3000),
+    requests=st.integers(0, 40),
+    isl=st.integers(1, 1000),
+    low=st.tuples(st.integers(0, 16), st.integers(0, 16), st.integers(0, 16)),
+    more=st.tuples(st.integers(0, 16), st.integers(0, 16), st.integers(0, 16)),
+)
 def test_a_ranks_cost_never_rises_as_its_overlaps_and_counted_blocks_grow(
-        knobs, pool, prefill, floor, blocks, requests, isl, low, more):
+    knobs, pool, prefill, floor, blocks, requests, isl, low, more
+):
     # What lets the router skip ranks: the cost with more device, host or counted blocks is
     # at most the cost with fewer, float for float.
     router = KvRouter(knobs, 64, np.random.default_rng(0), pool=pool)
@@ -585,8 +659,12 @@ def test_a_rank_whose_host_blocks_make_it_cheapest_is_looked_at():
     # and counts its 8 blocks already: 906/64 - 8 + (8 + 8 - 8) = 14.156 wins. Bounded with the
     # device credit alone it would seem to cost at least 906/64 - 4 + 8 = 18.156 and be skipped.
     keys = list(range(8))
-    router = KvRouter({"overlap_score_credit": 0.5, "host_cache_hit_weight": 1.0}, 64,
-                      np.random.default_rng(0), pool=Role.AGG)
+    router = KvRouter(
+        {"overlap_score_credit": 0.5, "host_cache_hit_weight": 1.0},
+        64,
+        np.random.default_rng(0),
+        pool=Role.AGG,
+    )
     loads = [RankLoad(), RankLoad()]
     router.sent(0, 512, keys, Route(1, 0), loads[1])
     loads[1].prefill_tokens = 384

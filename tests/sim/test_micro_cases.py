@@ -55,8 +55,13 @@ def _ordered(rows: list[dict]) -> list[dict]:
             value = row[name]
             return math.inf if value is None or pd.isna(value) else float(value)
 
-        return (t("arrival_time_ms"), row["input_length"], t("first_admit_ms"),
-                t("first_token_ms"), t("last_token_ms"))
+        return (
+            t("arrival_time_ms"),
+            row["input_length"],
+            t("first_admit_ms"),
+            t("first_token_ms"),
+            t("last_token_ms"),
+        )
 
     return sorted(rows, key=key)
 
@@ -99,4 +104,5 @@ def test_summary_matches_the_reference(case: ReferenceCase):
     assert summary["completed_requests"] == case.expected["completed_requests"]
     assert summary["duration_ms"] == pytest.approx(case.expected["duration_ms"], abs=TIME_TOL_MS)
     assert summary["prefix_cache_reused_ratio"] == pytest.approx(
-        case.expected["prefix_cache_reused_ratio"], abs=1e-9)
+        case.expected["prefix_cache_reused_ratio"], abs=1e-9
+    )

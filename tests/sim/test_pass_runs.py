@@ -41,21 +41,29 @@ def test_an_observation_counts_the_passes_ended_by_it_a_head_first():
 
 
 def test_a_prompt_runs_grants_by_an_observation_are_the_chunks_of_the_passes_started():
-    run = PromptRun(3, 2000, (512, 512, 100), [10.0, 20.0, 30.0], [10.0, 10.0, 10.0],
-                    (_HEAD,) * 3, 0.0)
-    assert [run.granted_by(t) for t in (0.0, 9.9, 10.0, 10.1, 25.0)] == [
-        512, 512, 512, 1024, 1124]
+    run = PromptRun(
+        3, 2000, (512, 512, 100), [10.0, 20.0, 30.0], [10.0, 10.0, 10.0], (_HEAD,) * 3, 0.0
+    )
+    assert [run.granted_by(t) for t in (0.0, 9.9, 10.0, 10.1, 25.0)] == [512, 512, 512, 1024, 1124]
     assert [run.ended_by(t) for t in (9.9, 10.0, 30.0)] == [0, 1, 3]
     cut, end = run.cut(12.0)
-    assert (cut.chunks, cut.ends_ms, cut.fpms, end) == ((512, 512), [10.0, 20.0], (_HEAD,) * 2,
-                                                        20.0)
+    assert (cut.chunks, cut.ends_ms, cut.fpms, end) == (
+        (512, 512),
+        [10.0, 20.0],
+        (_HEAD,) * 2,
+        20.0,
+    )
     assert run.cut(0.0)[0].chunks == (512,)
     assert run.cut(20.5) is None
 
 
 @settings(max_examples=300, deadline=None)
-@given(first=st.lists(st.integers(-5, 40), min_size=1, max_size=40), avail=st.integers(0, 60),
-       k=st.integers(1, 50), bs=st.sampled_from([1, 3, 16, 64]))
+@given(
+    first=st.lists(st.integers(-5, 40), min_size=1, max_size=40),
+    avail=st.integers(0, 60),
+    k=st.integers(1, 50),
+    bs=st.sampled_from([1, 3, 16, 64]),
+)
 def test_a_decode_runs_kv_limit_is_the_longest_run_whose_new_blocks_fit(first, avail, k, bs):
     # Request i needs a new block at passes f_i, f_i + bs, ... (f_i < 0: from the first pass);
     # a run of L passes needs those before pass L. Both the list and the array path are drawn.

@@ -27,17 +27,25 @@ def test_the_published_runs_read_as_their_configs_say():
     runs = {run.model: run for run in load_runs(PUBLISHED)}
     assert len(runs) == 4
     llama = runs["meta-llama/Llama-2-7b-hf"]
-    assert (llama.tp, llama.server.max_num_batched_tokens, llama.server.max_num_seqs) == \
-        (1, 2048, 128)
+    assert (llama.tp, llama.server.max_num_batched_tokens, llama.server.max_num_seqs) == (
+        1,
+        2048,
+        128,
+    )
     resolved, profile = llama.workload_spec("resolved"), llama.workload_spec("profile")
     # results/config.yaml: 10 x 10; profile.yaml: 11 systems x 4 users; both 100 + 466 tokens.
     assert (resolved.num_groups, resolved.prompts_per_group) == (10, 10)
     assert (profile.num_groups, profile.prompts_per_group) == (11, 4)
     # Measured prompts of 591.63 tokens: round(591.63 - 100 - 466) = 26 template tokens.
-    assert (resolved.template_tokens, resolved.prompt_tokens, resolved.output_tokens) == \
-        (26, 592, 247)
-    assert [(s.rate_rps, s.duration_s, s.requests) for s in llama.rate_stages()] == \
-        [(5, 600, 3000), (10, 600, 6000)]
+    assert (resolved.template_tokens, resolved.prompt_tokens, resolved.output_tokens) == (
+        26,
+        592,
+        247,
+    )
+    assert [(s.rate_rps, s.duration_s, s.requests) for s in llama.rate_stages()] == [
+        (5, 600, 3000),
+        (10, 600, 6000),
+    ]
     code = runs["codellama/CodeLlama-34b-Instruct-hf"]
     # 150 + 600 tokens, 786.73 measured: 37 template tokens; one stage of 6 rps for 1,200 s.
     assert code.workload_spec("resolved").prompt_tokens == 787
@@ -63,31 +71,58 @@ def _dist(mean, **more):
 
 def _measured(requests=10, successes=10, failures=0, tpot=3.0):
     return {
-        "requests": requests, "successes": successes, "failures": failures,
-        "prompt_len_tokens": _dist(140.0), "output_len_tokens": _dist(9.0),
+        "requests": requests,
+        "successes": successes,
+        "failures": failures,
+        "prompt_len_tokens": _dist(140.0),
+        "output_len_tokens": _dist(9.0),
         "e2e_ms": _dist(500.0, median=490.0, p90=600.0),
         "ttft_ms": _dist(20.0, median=19.0, p90=30.0),
-        "tpot_ms": _dist(tpot, median=tpot, p90=2 * tpot), "itl_ms": _dist(tpot, median=0.0),
-        "throughput": {"input_tokens_per_sec": 1.0, "output_tokens_per_sec": 1.0,
-                       "total_tokens_per_sec": 2.0, "requests_per_sec": 2.0},
+        "tpot_ms": _dist(tpot, median=tpot, p90=2 * tpot),
+        "itl_ms": _dist(tpot, median=0.0),
+        "throughput": {
+            "input_tokens_per_sec": 1.0,
+            "output_tokens_per_sec": 1.0,
+            "total_tokens_per_sec": 2.0,
+            "requests_per_sec": 2.0,
+        },
     }
 
 
 RUN = {
-    "id": "r1", "source": "s", "model": "org/m", "gpu": "NVIDIA H100 80GB HBM3 (SXM)", "tp": 1,
-    "engine": "vLLM", "dtype": "fp16",
+    "id": "r1",
+    "source": "s",
+    "model": "org/m",
+    "gpu": "NVIDIA H100 80GB HBM3 (SXM)",
+    "tp": 1,
+    "engine": "vLLM",
+    "dtype": "fp16",
     "server": {"max_model_len": 4096, "max_num_batched_tokens": 2048, "max_num_seqs": 128},
-    "server_source": "x", "server_notes": "x", "client": "x",
-    "workload_profile_yaml": {"type": "shared_prefix", "shared_prefix": {
-        "enable_multi_turn_chat": True, "num_unique_system_prompts": 3,
-        "num_users_per_system_prompt": 4, "output_len": 10, "question_len": 100,
-        "system_prompt_len": 32}},
+    "server_source": "x",
+    "server_notes": "x",
+    "client": "x",
+    "workload_profile_yaml": {
+        "type": "shared_prefix",
+        "shared_prefix": {
+            "enable_multi_turn_chat": True,
+            "num_unique_system_prompts": 3,
+            "num_users_per_system_prompt": 4,
+            "output_len": 10,
+            "question_len": 100,
+            "system_prompt_len": 32,
+        },
+    },
     "load": {"type": "constant", "stages": [{"duration": 5, "rate": 2}]},
-    "resolved_client_config_shared_prefix": {"num_groups": 10, "num_prompts_per_group": 10,
-                                             "system_prompt_len": 32, "question_len": 100,
-                                             "output_len": 10},
+    "resolved_client_config_shared_prefix": {
+        "num_groups": 10,
+        "num_prompts_per_group": 10,
+        "system_prompt_len": 32,
+        "question_len": 100,
+        "output_len": 10,
+    },
     "stages": [{"stage_index": 0, "duration": 5, "rate": 2, "measured": _measured()}],
-    "summary_measured": _measured(), "replay_caveats": [],
+    "summary_measured": _measured(),
+    "replay_caveats": [],
 }
 
 
@@ -138,11 +173,14 @@ def test_measured_stats_and_lost_requests(tmp_path):
 
 
 def test_simulated_stats_take_the_stage_window_and_drop_timeouts():
-    table = pd.DataFrame({
-        "arrival_ms": [0.0, 1000.0, 2000.0, 3000.0, 5000.0],
-        "ttft_ms": [10.0, 20.0, 30.0, 40.0, 99.0],
-        "tpot_ms": [1.0, 2.0, 3.0, 4.0, 9.0],
-        "e2e_latency_ms": [100.0, 200.0, 9000.0, np.nan, 999.0]})
+    table = pd.DataFrame(
+        {
+            "arrival_ms": [0.0, 1000.0, 2000.0, 3000.0, 5000.0],
+            "ttft_ms": [10.0, 20.0, 30.0, 40.0, 99.0],
+            "tpot_ms": [1.0, 2.0, 3.0, 4.0, 9.0],
+            "e2e_latency_ms": [100.0, 200.0, 9000.0, np.nan, 999.0],
+        }
+    )
     stats = simulated_stats(table, 0.0, 4.0, timeout_s=5.0)
     # Window [0, 4 s): four requests; one over the 5 s timeout, one unfinished.
     assert stats.lost == pytest.approx(0.5)
@@ -162,12 +200,15 @@ def test_errors_and_a_first_token_delay():
     assert (later.ttft_mean, later.ttft_p90, later.e2e_mean, later.tpot_mean) == (15, 25, 105, 2)
 
 
-@pytest.mark.parametrize(("change", "field"), [
-    (lambda r: r.pop("tp"), "runs.0.tp"),
-    (lambda r: r.update(extra=1), "runs.0.extra"),
-    (lambda r: r["stages"][0]["measured"].update(requests=True), "runs.0.stages.0.measured"),
-    (lambda r: r["stages"][0].update(rate=3), "runs.0.stages"),
-])
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (lambda r: r.pop("tp"), "runs.0.tp"),
+        (lambda r: r.update(extra=1), "runs.0.extra"),
+        (lambda r: r["stages"][0]["measured"].update(requests=True), "runs.0.stages.0.measured"),
+        (lambda r: r["stages"][0].update(rate=3), "runs.0.stages"),
+    ],
+)
 def test_bad_runs_files_name_the_field(tmp_path, change, field):
     bad = copy.deepcopy(RUN)
     change(bad)

@@ -8,20 +8,20 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from simkit import run
 
 from plansim.sim import batch as soa
 from plansim.sim import recorder as recorder_module
 from plansim.sim.recorder import Recorder
-from simkit import run
 
 
 def test_time_series_counts_tokens_arrivals_and_prefix_reuse_per_second():
     # A (50 tokens) finishes within second 0; B arrives at 1.0 s reusing 1024 of 1500 tokens.
     r = run([(0.0, 1500, 50, [1, 2, 3]), (1000.0, 1500, 50, [1, 2, 4])])
     ts = r.timeseries.set_index("time_s")
-    assert ts.loc[1.0, "output_tok_s"] == 50.0   # A's tokens, all in second 0
-    assert ts.loc[1.0, "arrivals"] == 1          # B, in (0 s, 1 s]
-    assert ts.loc[2.0, "output_tok_s"] == 50.0   # B's tokens, all in second 1
+    assert ts.loc[1.0, "output_tok_s"] == 50.0  # A's tokens, all in second 0
+    assert ts.loc[1.0, "arrivals"] == 1  # B, in (0 s, 1 s]
+    assert ts.loc[2.0, "output_tok_s"] == 50.0  # B's tokens, all in second 1
     assert ts.loc[2.0, "prefix_reuse"] == pytest.approx(1024 / 1500)
     assert set(ts["ready"]) == {1}
 
@@ -32,12 +32,18 @@ def test_every_token_gap_is_sampled_once():
     # microsecond, so the mean agrees within half a microsecond.
     n_gaps = 9 + 6
     req = r.requests
-    total = ((req["last_token_ms"] - req["first_token_ms"])).sum()
+    total = (req["last_token_ms"] - req["first_token_ms"]).sum()
     assert r.summary["mean_itl_ms"] == pytest.approx(total / n_gaps, abs=5e-4)
 
 
-_GAPS = st.lists(st.tuples(st.sampled_from([0.0, 0.0004, 0.0006, 1.0, 5.8125, 7.0, 80.0]) |
-                           st.floats(0, 100, allow_nan=False), st.integers(1, 50)), max_size=40)
+_GAPS = st.lists(
+    st.tuples(
+        st.sampled_from([0.0, 0.0004, 0.0006, 1.0, 5.8125, 7.0, 80.0])
+        | st.floats(0, 100, allow_nan=False),
+        st.integers(1, 50),
+    ),
+    max_size=40,
+)
 
 
 @settings(max_examples=80, deadline=None)
@@ -65,11 +71,18 @@ def test_gap_samples_are_each_microsecond_value_with_its_total_count(batches, sp
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(st.integers(-10**4, 10**4) | st.integers(0, 10**9), st.integers(1, 10**6)),
-                min_size=1, max_size=60), st.sampled_from([0, 1, 3, 10**5]),
-       st.sampled_from([np.int64, np.float64]))
+@given(
+    st.lists(
+        st.tuples(st.integers(-(10**4), 10**4) | st.integers(0, 10**9), st.integers(1, 10**6)),
+        min_size=1,
+        max_size=60,
+    ),
+    st.sampled_from([0, 1, 3, 10**5]),
+    st.sampled_from([np.int64, np.float64]),
+)
 def test_distinct_totals_are_uniques_and_their_summed_weights_whatever_the_spread(
-        pairs, span, weight_dtype):
+    pairs, span, weight_dtype
+):
     # Counted over the span, sorted, or counted below the cut with a sorted tail above it: the
     # same distinct values and totals as a plain dict of sums, whether the weights come as
     # ints or as the floats bincount weighs.
@@ -122,9 +135,11 @@ def test_a_run_records_what_its_passes_one_by_one_would(case, flush_at):
         for rids, ends, ids_as_array, ends_as_array, head in runs:
             ids = np.array(rids, dtype=np.int64)
             run_ends = ends[1:] if head else ends
-            by_run.run(ids if ids_as_array else list(rids),
-                       np.array(run_ends) if ends_as_array else run_ends,
-                       ends[0] if head else None)
+            by_run.run(
+                ids if ids_as_array else list(rids),
+                np.array(run_ends) if ends_as_array else run_ends,
+                ends[0] if head else None,
+            )
             for end in ends:
                 by_pass.tokens(ids, end)
         for name in ("n_tokens", "first_token", "second_token", "last_token"):
@@ -134,8 +149,10 @@ def test_a_run_records_what_its_passes_one_by_one_would(case, flush_at):
         by_run._flush_runs()
         rates_run, rates_pass = by_run._tok_per_s, by_pass._tok_per_s
         width = max(rates_run.shape[0], rates_pass.shape[0])
-        np.testing.assert_array_equal(np.pad(rates_run, (0, width - rates_run.shape[0])),
-                                      np.pad(rates_pass, (0, width - rates_pass.shape[0])))
+        np.testing.assert_array_equal(
+            np.pad(rates_run, (0, width - rates_run.shape[0])),
+            np.pad(rates_pass, (0, width - rates_pass.shape[0])),
+        )
 
 
 @settings(max_examples=400, deadline=None)
@@ -150,9 +167,12 @@ def test_the_mean_of_the_ranks_kv_usage_is_numpys_mean_to_the_bit(values):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.lists(st.integers(0, 39), min_size=1, max_size=40, unique=True), min_size=1,
-                max_size=12),
-       st.lists(st.floats(0.5, 900.0), min_size=12, max_size=12))
+@given(
+    st.lists(
+        st.lists(st.integers(0, 39), min_size=1, max_size=40, unique=True), min_size=1, max_size=12
+    ),
+    st.lists(st.floats(0.5, 900.0), min_size=12, max_size=12),
+)
 def test_a_pass_of_many_requests_records_what_one_by_one_would(passes, gaps):
     # Recorder.tokens on an id array (16 or more ids: the vector path, first and second tokens
     # among them) against the same passes one request at a time (the list path).

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 
 import pytest
-
 from simkit import run
 
 from plansim.errors import ConfigError
@@ -35,10 +34,19 @@ def test_the_registry_names_the_three_modes_and_their_knobs():
     assert ROUTERS.names() == ("round_robin", "random", "kv_router")
     assert router_knobs("round_robin") == router_knobs("random") == ()
     assert [k.name for k in router_knobs("kv_router")] == [
-        "overlap_score_weight", "prefill_load_scale", "overlap_score_credit",
-        "overlap_score_credit_decay", "decode_active_request_weight", "host_cache_hit_weight",
-        "router_temperature", "router_queue_threshold", "router_queue_policy",
-        "router_track_active_blocks", "router_track_prefill_tokens", "router_assume_kv_reuse"]
+        "overlap_score_weight",
+        "prefill_load_scale",
+        "overlap_score_credit",
+        "overlap_score_credit_decay",
+        "decode_active_request_weight",
+        "host_cache_hit_weight",
+        "router_temperature",
+        "router_queue_threshold",
+        "router_queue_policy",
+        "router_track_active_blocks",
+        "router_track_prefill_tokens",
+        "router_assume_kv_reuse",
+    ]
     scale = all_router_knobs()["prefill_load_scale"]
     assert (scale.default, scale.ge, scale.kind, scale.patchable) == (1.0, 0, float, True)
     alias = all_router_knobs()["overlap_score_weight"]
@@ -51,8 +59,9 @@ def test_deployment_router_fields_are_the_declared_knobs_with_their_bounds():
     assert (router.prefill_load_scale, router.router_temperature) == (1.0, 0.0)
     assert router.overlap_score_weight is None and router.router_queue_threshold is None
     # The deprecated spelling becomes the scale (and wins over it).
-    router = build_deployment({"router": {"mode": "kv_router", "overlap_score_weight": 2.0,
-                                          "prefill_load_scale": 0.5}}).router
+    router = build_deployment(
+        {"router": {"mode": "kv_router", "overlap_score_weight": 2.0, "prefill_load_scale": 0.5}}
+    ).router
     assert (router.prefill_load_scale, router.overlap_score_weight) == (2.0, None)
     with pytest.raises(ConfigError) as err:
         build_deployment({"router": {"mode": "kv_router", "router_temperature": -0.1}})
@@ -60,8 +69,11 @@ def test_deployment_router_fields_are_the_declared_knobs_with_their_bounds():
 
 
 def test_an_unknown_mode_fails_listing_the_registered_ones():
-    with pytest.raises(ConfigError, match="unknown router mode 'least_loaded' "
-                                          r"\(known: round_robin, random, kv_router\)"):
+    with pytest.raises(
+        ConfigError,
+        match="unknown router mode 'least_loaded' "
+        r"\(known: round_robin, random, kv_router\)",
+    ):
         build_deployment({"router": {"mode": "least_loaded"}})
 
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import pytest
-
 from simkit import decode_ms, prefill_ms
 
 from plansim.errors import ConfigError
@@ -31,7 +30,8 @@ class Log:
             lambda rank, rids, end: self.tokens.append((end, list(map(int, rids)))),
             lambda *a: None,
             lambda rank, req, reason: self.rejected.append((req.rid, reason)),
-            lambda *a: None)
+            lambda *a: None,
+        )
 
 
 def drain(rank: Rank) -> float:
@@ -48,7 +48,9 @@ def test_the_registry_builds_the_policy_named_by_engine_type():
 
 
 def test_an_unknown_backend_fails_naming_the_key_and_the_known_ones():
-    with pytest.raises(ConfigError, match=r"engine.engine_type: unknown engine backend 'tgi' \(known: vllm"):
+    with pytest.raises(
+        ConfigError, match=r"engine.engine_type: unknown engine backend 'tgi' \(known: vllm"
+    ):
         build_deployment({"engine": {"engine_type": "tgi"}})
 
 
@@ -102,16 +104,20 @@ class OneAtATime:
 
 def test_another_policy_drives_the_same_mechanics():
     log = Log()
-    rank = Rank(0, 0, EngineArgs(), PolynomialTiming(), log.hooks(), policy=OneAtATime(),
-                decode_runs=False)
+    rank = Rank(
+        0, 0, EngineArgs(), PolynomialTiming(), log.hooks(), policy=OneAtATime(), decode_runs=False
+    )
     rank.enqueue(Request(0, 1000, 2, []))
     rank.enqueue(Request(1, 500, 1, []))
     end = drain(rank)
     # A alone: prefill of 1000 tokens, one decode over 1001 tokens; then B's prefill.
     a_first, a_last = prefill_ms(1000), prefill_ms(1000) + decode_ms(1001)
     assert log.admitted == [0, 1]
-    assert log.tokens == [(pytest.approx(a_first), [0]), (pytest.approx(a_last), [0]),
-                          (pytest.approx(a_last + prefill_ms(500)), [1])]
+    assert log.tokens == [
+        (pytest.approx(a_first), [0]),
+        (pytest.approx(a_last), [0]),
+        (pytest.approx(a_last + prefill_ms(500)), [1]),
+    ]
     assert end == pytest.approx(a_last + prefill_ms(500))
     assert rank.occupancy().running == rank.occupancy().waiting == 0
 
@@ -135,8 +141,14 @@ def test_a_grant_beyond_the_pool_preempts_the_policy_victim_and_gives_back_its_t
 def _rank_with_cached_prefix(num_gpu_blocks: int, shared_blocks: int) -> Rank:
     # A running request holds a 16-token-block prompt whose first ``shared_blocks`` blocks a
     # waiting request shares (keys 0, 1, ...): those count as present for the waiting one.
-    rank = Rank(0, 0, EngineArgs(num_gpu_blocks=num_gpu_blocks, block_size=16, max_num_seqs=4),
-                PolynomialTiming(), Log().hooks(), decode_runs=False)
+    rank = Rank(
+        0,
+        0,
+        EngineArgs(num_gpu_blocks=num_gpu_blocks, block_size=16, max_num_seqs=4),
+        PolynomialTiming(),
+        Log().hooks(),
+        decode_runs=False,
+    )
     rank.enqueue(Request(0, 16 * shared_blocks + 8, 50, list(range(shared_blocks))))
     rank.finish(rank.start_pass(0.0))
     return rank
@@ -175,4 +187,6 @@ def test_trtllm_takes_no_shortcut_past_its_reservations():
     from plansim.sim.schedulers.trtllm import TrtllmScheduler
 
     rank = _rank_with_cached_prefix(20, 1)
-    assert not TrtllmScheduler(EngineArgs(block_size=16)).admits_uncached(rank, Request(1, 16, 5, []))
+    assert not TrtllmScheduler(EngineArgs(block_size=16)).admits_uncached(
+        rank, Request(1, 16, 5, [])
+    )

@@ -4,7 +4,6 @@ prefill_decode_interval, lpm order and the retraction victim (times by the refer
 from __future__ import annotations
 
 import pytest
-
 from simkit import decode_ms, prefill_ms, req, run
 
 from plansim.sim.deployment import EngineArgs
@@ -22,8 +21,11 @@ def test_a_prompt_that_overflows_the_chunk_budget_is_cut_to_whole_pages():
     # the batch ends (C waits). 2 x mean(6000+2176, 0) = 8176 new tokens.
     # Pass 2: B's rest 2824 (prefix 2176) + C 100: 2 x (mean 2550 - mean 1088) = 2924.
     # Pass 3: everyone decodes, 6001 + 5001 + 101 KV tokens.
-    rows = [(0.0, 6000, 2, list(range(100, 112))), (0.0, 5000, 2, list(range(200, 210))),
-            (0.0, 100, 2, [300])]
+    rows = [
+        (0.0, 6000, 2, list(range(100, 112))),
+        (0.0, 5000, 2, list(range(200, 210))),
+        (0.0, 100, 2, [300]),
+    ]
     r = run(rows, engine=SGLANG)
     p1 = prefill_ms(8176)
     p2 = p1 + prefill_ms(2924)
@@ -68,8 +70,11 @@ def test_prefill_budget_is_max_prefill_tokens_inclusive():
 def test_lpm_admits_the_longest_cached_prefix_first():
     # A caches blocks 1..4; while it decodes, C (no cache hit) then B (A's prefix) wait; with
     # max_num_seqs 2 only one joins: lpm picks B, fifo picks C.
-    rows = [(0.0, 2048, 60, [1, 2, 3, 4]), (50.0, 2048, 2, [20, 21, 22, 23]),
-            (51.0, 2100, 2, [1, 2, 3, 4, 5])]
+    rows = [
+        (0.0, 2048, 60, [1, 2, 3, 4]),
+        (50.0, 2048, 2, [20, 21, 22, 23]),
+        (51.0, 2100, 2, [1, 2, 3, 4, 5]),
+    ]
     for policy, first in (("lpm", 2), ("fifo", 1)):
         r = run(rows, engine={**SGLANG, "max_num_seqs": 2, "sglang": {"schedule_policy": policy}})
         later = 3 - first
@@ -92,13 +97,27 @@ def test_a_retracted_transferred_prompt_is_recomputed_on_its_decode_rank():
     # 45 + 53 + 24 = 122, so one is retracted and, holding its whole prompt again when it is
     # re-admitted, recomputes it: the KV it holds needs no room (it used to wait for room it
     # already had, a pass of no tokens forever).
-    rows = [(0.0, 712, 65, [200, 201, 202]), (0.0, 844, 47, [100, 101, 102, 103]),
-            (0.0, 383, 80, [1020, 1021])]
-    engine = {"backend": "sglang", "num_gpu_blocks": 103, "block_size": 16, "max_num_seqs": 4,
-              "enable_chunked_prefill": False}
+    rows = [
+        (0.0, 712, 65, [200, 201, 202]),
+        (0.0, 844, 47, [100, 101, 102, 103]),
+        (0.0, 383, 80, [1020, 1021]),
+    ]
+    engine = {
+        "backend": "sglang",
+        "num_gpu_blocks": 103,
+        "block_size": 16,
+        "max_num_seqs": 4,
+        "enable_chunked_prefill": False,
+    }
     for decode_runs in (True, False):
-        r = run(rows, decode_runs=decode_runs, engine=engine, mode="disagg",
-                num_prefill_workers=1, num_decode_workers=1)
+        r = run(
+            rows,
+            decode_runs=decode_runs,
+            engine=engine,
+            mode="disagg",
+            num_prefill_workers=1,
+            num_decode_workers=1,
+        )
         assert list(r.requests.status) == ["completed"] * 3
         assert list(r.requests.output_length) == [65, 47, 80]
         assert r.requests.readmission_count.sum() >= 1
@@ -112,11 +131,23 @@ def test_a_retracted_prompt_that_can_never_finish_is_rejected_not_replayed_forev
     # 634 > 624, so no pass can ever serve it. Empty passes take no time: the rank used to
     # compose them forever at the same instant; it must reject the request and go on.
     rows = [(0.0, 117, 39, [100]), (50.0, 592, 50, [100, 101, 102])]
-    engine = {"backend": "sglang", "num_gpu_blocks": 39, "block_size": 16, "max_num_seqs": 14,
-              "max_num_batched_tokens": 256, "enable_chunked_prefill": True}
+    engine = {
+        "backend": "sglang",
+        "num_gpu_blocks": 39,
+        "block_size": 16,
+        "max_num_seqs": 14,
+        "max_num_batched_tokens": 256,
+        "enable_chunked_prefill": True,
+    }
     for decode_runs in (True, False):
-        r = run(rows, decode_runs=decode_runs, engine=engine, mode="disagg",
-                num_prefill_workers=1, num_decode_workers=1)
+        r = run(
+            rows,
+            decode_runs=decode_runs,
+            engine=engine,
+            mode="disagg",
+            num_prefill_workers=1,
+            num_decode_workers=1,
+        )
         assert list(r.requests.status) == ["completed", "rejected"]
         assert list(r.requests.reason) == ["", "cannot_be_scheduled"]
         assert req(r, 0).output_length == 39

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from simkit import prefill_ms, req, run
 
 from plansim.sim.deployment import EngineArgs
@@ -41,8 +40,8 @@ def test_admission_reserves_every_running_request_through_completion():
     cand = _Req(200, 56)
     match = PrefixMatch([], 1, 1, 0, 32)
     policy = _policy()
-    assert not policy.admits(_Rank(9, running), cand, match)   # 9 - 3 = 6 < 7
-    assert policy.admits(_Rank(10, running), cand, match)      # 10 - 3 = 7
+    assert not policy.admits(_Rank(9, running), cand, match)  # 9 - 3 = 6 < 7
+    assert policy.admits(_Rank(10, running), cand, match)  # 10 - 3 = 7
     # A transferred prompt gets no prefix credit: 8 needed.
     assert not policy.admits(_Rank(10, running), _Req(200, 56, prebuilt=True), match)
 
@@ -61,5 +60,6 @@ def test_a_request_waits_rather_than_preempt():
     r = run(rows, engine={"backend": "trtllm", "num_gpu_blocks": 20})
     assert req(r, 0).readmission_count == 0 and req(r, 1).readmission_count == 0
     assert req(r, 1).first_admit_ms == pytest.approx(req(r, 0).e2e_latency_ms, abs=1e-6)
-    assert req(r, 1).ttft_ms == pytest.approx(req(r, 0).e2e_latency_ms - 1.0 + prefill_ms(100),
-                                              abs=1e-6)
+    assert req(r, 1).ttft_ms == pytest.approx(
+        req(r, 0).e2e_latency_ms - 1.0 + prefill_ms(100), abs=1e-6
+    )

@@ -11,8 +11,13 @@ from plansim.sim.seeded_draws import SeededDraws
 
 # A draw: random(), or integers(n) over small ranges (a router's ranks), powers of two and the
 # 32-bit edges (n = 2**32 takes a 32-bit draw whole, n = 1 takes none).
-DRAWS = st.lists(st.none() | st.integers(1, 8) | st.sampled_from(
-    [1, 2, 3, 1000, 2**31, 2**31 + 1, 2**32 - 1, 2**32]) | st.integers(1, 2**32), max_size=60)
+DRAWS = st.lists(
+    st.none()
+    | st.integers(1, 8)
+    | st.sampled_from([1, 2, 3, 1000, 2**31, 2**31 + 1, 2**32 - 1, 2**32])
+    | st.integers(1, 2**32),
+    max_size=60,
+)
 SEEDS = st.integers(0, 2**63 - 1) | st.sampled_from([0, 1, 2**32 - 1, 2**32, 2**128 + 7])
 
 

@@ -4,8 +4,7 @@ their own state and row numbers, and gives the removed requests their state back
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plansim.sim.batch import Batch
-from plansim.sim.batch import Request
+from plansim.sim.batch import Batch, Request
 
 
 @st.composite
@@ -53,14 +52,24 @@ def test_removal_keeps_the_other_rows_in_order_with_their_state(case):
         batch.remove(rows)
         for req in gone:
             assert not req.in_batch
-            assert (req.computed, req.generated, req.n_blocks, req.pass_no,
-                    req.computed_before) == _state(req.rid)
+            assert (
+                req.computed,
+                req.generated,
+                req.n_blocks,
+                req.pass_no,
+                req.computed_before,
+            ) == _state(req.rid)
         model = [rid for i, rid in enumerate(model) if i not in set(rows)]
         assert [r.rid for r in batch.reqs] == model
         for row, req in enumerate(batch.reqs):
             assert req._row == row
-            assert (req.computed, req.generated, req.n_blocks, req.pass_no,
-                    req.computed_before) == _state(req.rid)
+            assert (
+                req.computed,
+                req.generated,
+                req.n_blocks,
+                req.pass_no,
+                req.computed_before,
+            ) == _state(req.rid)
         n = len(model)
         assert batch.rid[:n].tolist() == model
         assert batch.total[:n].tolist() == [1050 + 2 * rid for rid in model]

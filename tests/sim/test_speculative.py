@@ -12,7 +12,26 @@ def test_stream_matches_the_reference_for_seed_42():
     # 42): passes emitted 1,1,1,2,2,2,1,1,2,2,1,1,2,2,1,2,2,1,2 tokens.
     sampler = DraftSampler((0.5,), seed=42)
     assert [sampler.tokens() for _ in range(19)] == [
-        1, 1, 1, 2, 2, 2, 1, 1, 2, 2, 1, 1, 2, 2, 1, 2, 2, 1, 2]
+        1,
+        1,
+        1,
+        2,
+        2,
+        2,
+        1,
+        1,
+        2,
+        2,
+        1,
+        1,
+        2,
+        2,
+        1,
+        2,
+        2,
+        1,
+        2,
+    ]
 
 
 def test_neighbouring_ranks_draw_different_streams():
@@ -86,9 +105,15 @@ def test_seeded_draws_decide_the_tokens_of_each_pass():
 
 
 def test_sglang_prefill_pass_emits_one_token_without_drawing():
-    r = run([(0.0, 1000, 3, [1, 2])],
-            engine={"backend": "sglang", "block_size": 64, "aic_nextn": 1,
-                    "aic_nextn_accept_rates": "1.0"})
+    r = run(
+        [(0.0, 1000, 3, [1, 2])],
+        engine={
+            "backend": "sglang",
+            "block_size": 64,
+            "aic_nextn": 1,
+            "aic_nextn_accept_rates": "1.0",
+        },
+    )
     assert req(r, 0).ttft_ms == pytest.approx(prefill_ms(1000), abs=1e-6)
     assert req(r, 0).e2e_latency_ms == pytest.approx(prefill_ms(1000) + decode_ms(1001), abs=1e-6)
 

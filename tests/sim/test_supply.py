@@ -27,17 +27,27 @@ def workload(arrival_ms, isl: int = 100, osl: int = 10) -> Workload:
     arrival = np.asarray(arrival_ms, dtype=np.float64)
     n = arrival.size
     offsets = np.arange(n + 1, dtype=np.int64) * 2
-    return Workload(arrival_ms=arrival, isl_tokens=np.full(n, isl, dtype=np.int64),
-                    osl_tokens=np.full(n, osl, dtype=np.int64), request_id=ordinal_ids(0, n),
-                    hash_offsets=offsets, hash_ids=np.arange(offsets[-1], dtype=np.int64),
-                    trace_block_size=64)
+    return Workload(
+        arrival_ms=arrival,
+        isl_tokens=np.full(n, isl, dtype=np.int64),
+        osl_tokens=np.full(n, osl, dtype=np.int64),
+        request_id=ordinal_ids(0, n),
+        hash_offsets=offsets,
+        hash_ids=np.arange(offsets[-1], dtype=np.int64),
+        trace_block_size=64,
+    )
 
 
 def deployment(workers: int = 1, startup_s: float = 0.5):
-    return build_deployment({"mode": "agg", "num_workers": workers,
-                             "engine": {"max_num_seqs": 1, "timing_model": FIXED,
-                                        "startup_time": startup_s},
-                             "router": {"mode": "round_robin"}, "sla": {"ttft_ms": 500.0}})
+    return build_deployment(
+        {
+            "mode": "agg",
+            "num_workers": workers,
+            "engine": {"max_num_seqs": 1, "timing_model": FIXED, "startup_time": startup_s},
+            "router": {"mode": "round_robin"},
+            "sla": {"ttft_ms": 500.0},
+        }
+    )
 
 
 class Scripted:
@@ -78,8 +88,11 @@ def test_a_preempted_worker_stops_after_its_pass_and_its_requests_migrate():
     # prompt plus its 1 token (810-815: its second token) and decodes its last 8 (895).
     supply = Scripted([Lease("spot", 305.0)])
     result = replay(workload(np.arange(20) * 50.0), deployment(), supply=supply)
-    assert supply.events[:3] == [("release", 305.0), ("preempted", 0, 305.0),
-                                 ("migrated", 4, 310.0)]
+    assert supply.events[:3] == [
+        ("release", 305.0),
+        ("preempted", 0, 305.0),
+        ("migrated", 4, 310.0),
+    ]
     requests = result.requests
     first, last = requests["first_token_ms"].to_numpy(), requests["last_token_ms"].to_numpy()
     assert first[:4].tolist() == [10.0, 110.0, 210.0, 310.0]
@@ -93,7 +106,8 @@ def test_a_preempted_worker_stops_after_its_pass_and_its_requests_migrate():
     # Worker-seconds: 0.305 s of the preempted worker, the replacement from 305 ms to the end.
     end_ms = float(requests["last_token_ms"].max())
     assert result.summary["decode_worker_seconds"] == pytest.approx(
-        0.305 + (end_ms - 305.0) / 1000.0)
+        0.305 + (end_ms - 305.0) / 1000.0
+    )
 
 
 def test_a_preempted_idle_worker_hands_back_nothing_and_is_replaced():
@@ -142,13 +156,23 @@ def test_one_supply_shared_by_two_replays_refuses_the_later_scale_up():
     # Both schedules ask for a second worker, the first replay at 1 s and the second at 2 s;
     # the shared supply holds 3 workers: the first gets its worker, the second is refused.
     shared = Scripted(limit=3)
-    results = replay_shared([
-        SharedMember(workload(np.arange(60) * 50.0), deployment(1),
-                     CountSchedule([CountChange(1.0, None, 2)]), shared),
-        SharedMember(workload(np.arange(60) * 50.0), deployment(1),
-                     CountSchedule([CountChange(2.0, None, 2)]), shared)])
-    assert [e for e in shared.events if e[0] == "refused"] == [
-        ("refused", Role.AGG, 2, 1, 2000.0)]
+    results = replay_shared(
+        [
+            SharedMember(
+                workload(np.arange(60) * 50.0),
+                deployment(1),
+                CountSchedule([CountChange(1.0, None, 2)]),
+                shared,
+            ),
+            SharedMember(
+                workload(np.arange(60) * 50.0),
+                deployment(1),
+                CountSchedule([CountChange(2.0, None, 2)]),
+                shared,
+            ),
+        ]
+    )
+    assert [e for e in shared.events if e[0] == "refused"] == [("refused", Role.AGG, 2, 1, 2000.0)]
     assert results[0].timeseries["ready"].max() == 2
     assert results[1].timeseries["ready"].max() == 1
 

@@ -8,15 +8,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from plansim.errors import ConfigError
 from plansim.params import param
 from plansim.registry import Registry
 from plansim.sim.deployment import EngineArgs, TimingModelSpec, build_deployment
-from plansim.sim.timing import (TIMING_MODELS, PolynomialTiming, TimingKind, load_npz_profile,
-                                make_timing_model, timing_params)
+from plansim.sim.timing import (
+    TIMING_MODELS,
+    PolynomialTiming,
+    TimingKind,
+    load_npz_profile,
+    make_timing_model,
+    timing_params,
+)
 from plansim.sim.timing.fixed import FixedTiming
 from plansim.sim.timing.python_callable import CallableTiming
 
@@ -26,7 +30,8 @@ NPZ = Path(__file__).resolve().parent / "reference" / "profiles" / "sample_h200.
 def test_polynomial_prefill_uses_new_tokens_and_is_zero_without_them():
     m = PolynomialTiming()
     assert m.prefill_ms(1000, 1, 1000, 0) == pytest.approx(
-        4.209989e-7 * 1e6 + 1.518344e-2 * 1000 + 16.50142)
+        4.209989e-7 * 1e6 + 1.518344e-2 * 1000 + 16.50142
+    )
     assert m.prefill_ms(0, 1, 100, 100) == 0.0
 
 
@@ -67,22 +72,39 @@ def test_npz_decode_interpolates_bilinearly():
 
 def test_npz_with_wrong_shapes_fails_naming_the_key(tmp_path):
     bad = tmp_path / "bad.npz"
-    np.savez(bad, prefill_isl=np.array([1.0, 2.0]), prefill_ttft_ms=np.array([1.0, 2.0]),
-             decode_active_kv_tokens=np.array([0.0, 1.0, 2.0]),
-             decode_context_length=np.array([1.0, 2.0]), decode_itl=np.ones((2, 2)))
+    np.savez(
+        bad,
+        prefill_isl=np.array([1.0, 2.0]),
+        prefill_ttft_ms=np.array([1.0, 2.0]),
+        decode_active_kv_tokens=np.array([0.0, 1.0, 2.0]),
+        decode_context_length=np.array([1.0, 2.0]),
+        decode_itl=np.ones((2, 2)),
+    )
     with pytest.raises(ConfigError) as err:
         build_deployment({"engine": {"planner_profile_data": str(bad)}})
     assert err.value.field == "engine.planner_profile_data"
     assert "decode_itl" in str(err.value)
 
 
-@pytest.mark.parametrize("key", ["prefill_isl", "prefill_ttft_ms", "decode_active_kv_tokens",
-                                 "decode_context_length", "decode_itl"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "prefill_isl",
+        "prefill_ttft_ms",
+        "decode_active_kv_tokens",
+        "decode_context_length",
+        "decode_itl",
+    ],
+)
 @pytest.mark.parametrize("bad_value", [np.nan, np.inf])
 def test_npz_with_a_value_that_is_not_finite_fails_naming_the_array(tmp_path, key, bad_value):
-    arrays = {"prefill_isl": np.array([1.0, 2.0]), "prefill_ttft_ms": np.array([1.0, 2.0]),
-              "decode_active_kv_tokens": np.array([0.0, 1.0]),
-              "decode_context_length": np.array([1.0, 2.0]), "decode_itl": np.ones((2, 2))}
+    arrays = {
+        "prefill_isl": np.array([1.0, 2.0]),
+        "prefill_ttft_ms": np.array([1.0, 2.0]),
+        "decode_active_kv_tokens": np.array([0.0, 1.0]),
+        "decode_context_length": np.array([1.0, 2.0]),
+        "decode_itl": np.ones((2, 2)),
+    }
     arrays[key] = arrays[key].copy()
     arrays[key].flat[-1] = bad_value
     bad = tmp_path / "bad.npz"
@@ -99,17 +121,26 @@ def test_missing_npz_fails_before_the_replay():
     assert err.value.field == "engine.timing_model"
 
 
-@pytest.mark.parametrize(("model", "call", "method"), [
-    ("NanDecode", lambda m: m.decode_ms(1, 10, 10.0, 100), "decode_ms returned nan"),
-    ("InfPrefill", lambda m: m.prefill_ms(5, 1, 5.0, 0.0), "prefill_ms returned inf"),
-    ("NanBulk", lambda m: m.decode_ms_bulk(np.array([1, 1]), np.array([10, 20]),
-                                           np.array([10.0, 20.0]), 100),
-     "decode_ms_bulk returned nan"),
-])
+@pytest.mark.parametrize(
+    ("model", "call", "method"),
+    [
+        ("NanDecode", lambda m: m.decode_ms(1, 10, 10.0, 100), "decode_ms returned nan"),
+        ("InfPrefill", lambda m: m.prefill_ms(5, 1, 5.0, 0.0), "prefill_ms returned inf"),
+        (
+            "NanBulk",
+            lambda m: m.decode_ms_bulk(
+                np.array([1, 1]), np.array([10, 20]), np.array([10.0, 20.0]), 100
+            ),
+            "decode_ms_bulk returned nan",
+        ),
+    ],
+)
 def test_a_user_model_time_that_is_not_finite_is_a_config_error(model, call, method):
-    user = make_timing_model(EngineArgs(timing_model={"type": "python",
-                                                      "callable": f"simkit_timing:{model}"}
-                                        ).effective_timing)
+    user = make_timing_model(
+        EngineArgs(
+            timing_model={"type": "python", "callable": f"simkit_timing:{model}"}
+        ).effective_timing
+    )
     with pytest.raises(ConfigError) as err:
         call(user)
     assert err.value.field == "timing_model.callable"
@@ -120,27 +151,40 @@ def test_fixed_and_callable_models():
     fixed = make_timing_model(TimingModelSpec(type="fixed", prefill_ms=10, decode_ms=2))
     assert isinstance(fixed, FixedTiming)
     assert (fixed.prefill_ms(5, 1, 5, 0), fixed.prefill_ms(0, 0, 0, 0)) == (10.0, 0.0)
-    user = make_timing_model(EngineArgs(timing_model={"type": "python",
-                                                      "callable": "simkit_timing:Linear"}
-                                        ).effective_timing)
+    user = make_timing_model(
+        EngineArgs(
+            timing_model={"type": "python", "callable": "simkit_timing:Linear"}
+        ).effective_timing
+    )
     assert isinstance(user, CallableTiming)
     assert user.prefill_ms(100, 1, 100, 0) == 10.0
     assert user.decode_ms(1, 10, 10, 100) == 1.0  # 0.5 from the user, floored at 1 ms
 
 
 def test_the_timing_registry_names_every_type_and_rejects_others():
-    assert set(TIMING_MODELS.names()) == {"polynomial", "default", "fixed", "npz", "external",
-                                          "python", "aic", "roofline"}
+    assert set(TIMING_MODELS.names()) == {
+        "polynomial",
+        "default",
+        "fixed",
+        "npz",
+        "external",
+        "python",
+        "aic",
+        "roofline",
+    }
     with pytest.raises(ConfigError, match=r"unknown timing model type 'measured' \(known: "):
         build_deployment({"engine": {"timing_model": {"type": "measured"}}})
 
 
-@pytest.mark.parametrize(("spec", "missing"), [
-    ({"type": "fixed", "prefill_ms": 5.0}, "prefill_ms and decode_ms"),
-    ({"type": "npz"}, "needs path"),
-    ({"type": "external", "provider": "dynamo_profile"}, "needs config.path"),
-    ({"type": "python"}, "needs callable"),
-])
+@pytest.mark.parametrize(
+    ("spec", "missing"),
+    [
+        ({"type": "fixed", "prefill_ms": 5.0}, "prefill_ms and decode_ms"),
+        ({"type": "npz"}, "needs path"),
+        ({"type": "external", "provider": "dynamo_profile"}, "needs config.path"),
+        ({"type": "python"}, "needs callable"),
+    ],
+)
 def test_each_type_checks_the_keys_it_needs(spec, missing):
     with pytest.raises(ConfigError, match=missing):
         build_deployment({"engine": {"timing_model": spec}})
@@ -149,8 +193,9 @@ def test_each_type_checks_the_keys_it_needs(spec, missing):
 def test_a_types_own_keys_are_timing_model_fields_with_their_bounds():
     assert TimingModelSpec.model_fields["decode_ms"].description.startswith("time of a pass")
     with pytest.raises(ConfigError) as err:
-        build_deployment({"engine": {"timing_model": {"type": "fixed", "prefill_ms": -1,
-                                                      "decode_ms": 2}}})
+        build_deployment(
+            {"engine": {"timing_model": {"type": "fixed", "prefill_ms": -1, "decode_ms": 2}}}
+        )
     assert err.value.field == "engine.timing_model.prefill_ms"
 
 
@@ -184,8 +229,12 @@ KIND_A, KIND_B = _KindA(), _KindB()
 
 
 def test_polynomial_coefficients_given_replace_the_references_and_the_rest_stay():
-    spec = TimingModelSpec(type="polynomial", prefill_base_ms=20.0, prefill_ms_per_token=0.03,
-                           decode_ms_per_kv_fill=10.0)
+    spec = TimingModelSpec(
+        type="polynomial",
+        prefill_base_ms=20.0,
+        prefill_ms_per_token=0.03,
+        decode_ms_per_kv_fill=10.0,
+    )
     m = make_timing_model(spec)
     # Prefill 4.209989e-7 T^2 (the reference's square term) + 0.03 T + 20.
     assert m.prefill_ms(1000, 1, 1000, 0) == pytest.approx(4.209989e-7 * 1e6 + 30.0 + 20.0)
@@ -196,9 +245,14 @@ def test_polynomial_coefficients_given_replace_the_references_and_the_rest_stay(
 
 
 def test_polynomial_context_and_request_terms_add_to_decode_by_batch():
-    spec = TimingModelSpec(type="polynomial", decode_base_ms=4.0, decode_ms_per_kv_fill=16.0,
-                           decode_ms_per_kv_fill_sq=0.0, decode_ms_per_context_token=1e-4,
-                           decode_ms_per_request=0.5)
+    spec = TimingModelSpec(
+        type="polynomial",
+        decode_base_ms=4.0,
+        decode_ms_per_kv_fill=16.0,
+        decode_ms_per_kv_fill_sq=0.0,
+        decode_ms_per_context_token=1e-4,
+        decode_ms_per_request=0.5,
+    )
     m = make_timing_model(spec)
     # 4 requests over 40000 KV tokens, mean context 10000: 4 + 16 u + 1 + 2 ms.
     expected = 4.0 + 16.0 * 40000 / 1048576 + 1.0 + 2.0
@@ -211,6 +265,7 @@ def test_polynomial_context_and_request_terms_add_to_decode_by_batch():
 
 def test_polynomial_coefficient_keys_belong_to_the_polynomial_type():
     with pytest.raises(ConfigError) as err:
-        build_deployment({"engine": {"timing_model": {"type": "npz", "path": str(NPZ),
-                                                      "decode_base_ms": 3.0}}})
+        build_deployment(
+            {"engine": {"timing_model": {"type": "npz", "path": str(NPZ), "decode_base_ms": 3.0}}}
+        )
     assert err.value.field == "engine.timing_model.decode_base_ms"

@@ -23,17 +23,23 @@ def test_profile_covers_the_requested_context_and_batch(written):
     _, arrays = written
     assert arrays["prefill_isl"][-1] <= 8192 and arrays["decode_context_length"][-1] <= 8192
     assert arrays["decode_active_kv_tokens"][-1] == 64 * arrays["decode_context_length"][-1]
-    assert arrays["decode_itl"].shape == (arrays["decode_active_kv_tokens"].size,
-                                          arrays["decode_context_length"].size)
+    assert arrays["decode_itl"].shape == (
+        arrays["decode_active_kv_tokens"].size,
+        arrays["decode_context_length"].size,
+    )
 
 
-def test_the_npz_model_reads_single_request_prefill_and_decode_at_active_over_context(written, qwen_spec):
+def test_the_npz_model_reads_single_request_prefill_and_decode_at_active_over_context(
+    written, qwen_spec
+):
     path, arrays = written
     npz = load_npz_profile(path)
     aic = AicTiming.for_spec(qwen_spec)
     for isl in (1024.0, 4096.0):
         assert isl in arrays["prefill_isl"]
-        assert npz.prefill_ms(int(isl), 1, isl, 0) == pytest.approx(aic.prefill_ms(int(isl), 1, isl, 0))
+        assert npz.prefill_ms(int(isl), 1, isl, 0) == pytest.approx(
+            aic.prefill_ms(int(isl), 1, isl, 0)
+        )
     kv, ctx = 32 * 2048, 2048
     assert kv in arrays["decode_active_kv_tokens"] and ctx in arrays["decode_context_length"]
     assert npz.decode_ms(32, kv, ctx, 10**7) == pytest.approx(aic.decode_ms(32, kv, ctx, 10**7))
@@ -44,7 +50,10 @@ def test_the_planner_bootstraps_from_the_profile(written):
     fpms = read_profile_fpms(path)
     assert len(fpms["prefill"]) == arrays["prefill_isl"].size
     first = fpms["prefill"][0]
-    assert (first.num_prefill_requests, first.sum_prefill_tokens) == (1, int(arrays["prefill_isl"][0]))
+    assert (first.num_prefill_requests, first.sum_prefill_tokens) == (
+        1,
+        int(arrays["prefill_isl"][0]),
+    )
     assert first.wall_time_s == pytest.approx(arrays["prefill_ttft_ms"][0] / 1000)
     kv = np.asarray(arrays["decode_active_kv_tokens"])
     assert len(fpms["decode"]) == kv.size * arrays["decode_context_length"].size

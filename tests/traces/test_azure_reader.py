@@ -94,15 +94,18 @@ def test_a_plain_file_is_read_without_pandas_to_the_same_columns(name):
         assert ours.dtype == theirs.dtype and np.array_equal(ours, theirs)
 
 
-@pytest.mark.parametrize("text", [
-    HEADER + '"2023-11-16 18:17:03.9",10,1\n',  # quoted
-    HEADER + "2023-11-16 18:17:03.9,10,1\n\n2023-11-16 18:17:04.9,10,1\n",  # blank line
-    HEADER + "2023-11-16 18:17:03.9+01:00,10,1\n",  # an offset
-    HEADER + "2023-02-30 18:17:03.9,10,1\n",  # no such day
-    HEADER + "2023-11-16 18:17:03.9, 10,1\n",  # a space
-    HEADER + "2023-11-16 18:17:03.9,10\n",  # ragged
-    HEADER,  # header only
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        HEADER + '"2023-11-16 18:17:03.9",10,1\n',  # quoted
+        HEADER + "2023-11-16 18:17:03.9,10,1\n\n2023-11-16 18:17:04.9,10,1\n",  # blank line
+        HEADER + "2023-11-16 18:17:03.9+01:00,10,1\n",  # an offset
+        HEADER + "2023-02-30 18:17:03.9,10,1\n",  # no such day
+        HEADER + "2023-11-16 18:17:03.9, 10,1\n",  # a space
+        HEADER + "2023-11-16 18:17:03.9,10\n",  # ragged
+        HEADER,  # header only
+    ],
+)
 def test_anything_else_goes_to_the_general_reader(text):
     from plansim.traces import azure
 

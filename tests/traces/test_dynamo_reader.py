@@ -52,10 +52,19 @@ def test_multi_member_gzip_reads_every_member(tmp_path):
 
 
 def test_tool_and_payload_rows_are_skipped_and_counted(tmp_path):
-    payload = {"schema": "dynamo.request.trace.v1", "event_type": "request_payload",
-               "event_time_unix_ms": 1, "payload": {"request_id": "x", "endpoint": "e"}}
-    rows = [tool_row("tool_start"), dynamo_row("a"), tool_row("tool_end"), tool_row("tool_end"),
-            payload]
+    payload = {
+        "schema": "dynamo.request.trace.v1",
+        "event_type": "request_payload",
+        "event_time_unix_ms": 1,
+        "payload": {"request_id": "x", "endpoint": "e"},
+    }
+    rows = [
+        tool_row("tool_start"),
+        dynamo_row("a"),
+        tool_row("tool_end"),
+        tool_row("tool_end"),
+        payload,
+    ]
     w = load_workload(write_jsonl(tmp_path / "t.jsonl", rows))
     assert len(w) == 1
     assert w.skipped == {"tool_start": 1, "tool_end": 2, "request_payload": 1}
@@ -113,10 +122,14 @@ def test_hash_count_mismatch_names_line_field_and_counts(tmp_path):
         (lambda r: r["request"]["replay"].update(trace_block_size=0), "replay.trace_block_size"),
         (lambda r: r["request"]["replay"].update(input_length=-5), "replay.input_length"),
         (lambda r: r["request"]["replay"].update(input_length="1000"), "replay.input_length"),
-        (lambda r: r["request"]["replay"].update(input_sequence_hashes=[1, "x"]),
-         "replay.input_sequence_hashes"),
-        (lambda r: r["request"]["replay"].update(input_sequence_hashes=[1, -2]),
-         "replay.input_sequence_hashes"),
+        (
+            lambda r: r["request"]["replay"].update(input_sequence_hashes=[1, "x"]),
+            "replay.input_sequence_hashes",
+        ),
+        (
+            lambda r: r["request"]["replay"].update(input_sequence_hashes=[1, -2]),
+            "replay.input_sequence_hashes",
+        ),
     ],
 )
 def test_each_bad_field_is_named_with_its_line(tmp_path, mutate, field):
@@ -126,15 +139,26 @@ def test_each_bad_field_is_named_with_its_line(tmp_path, mutate, field):
     assert (e.line, e.field) == (2, field)
 
 
-@pytest.mark.parametrize(("isl", "osl", "block", "field", "text"), [
-    (10**7 + 1, 1, 2**20, "replay.input_length",
-     "replay.input_length 10,000,001 tokens is over plansim's bound of 10,000,000 tokens"),
-    (10, 10**7 + 1, 512, "output_tokens", "output_tokens 10,000,001 tokens is over"),
-    (10, 1, 10**7 + 1, "replay.trace_block_size", "must be an integer in [1, 10,000,000]"),
-])
+@pytest.mark.parametrize(
+    ("isl", "osl", "block", "field", "text"),
+    [
+        (
+            10**7 + 1,
+            1,
+            2**20,
+            "replay.input_length",
+            "replay.input_length 10,000,001 tokens is over plansim's bound of 10,000,000 tokens",
+        ),
+        (10, 10**7 + 1, 512, "output_tokens", "output_tokens 10,000,001 tokens is over"),
+        (10, 1, 10**7 + 1, "replay.trace_block_size", "must be an integer in [1, 10,000,000]"),
+    ],
+)
 def test_sizes_past_the_request_bound_are_refused(tmp_path, isl, osl, block, field, text):
-    rows = [dynamo_row("a"), dynamo_row("b", isl=isl, osl=osl, block=block),
-            dynamo_row("c", isl=isl, osl=osl, block=block)]
+    rows = [
+        dynamo_row("a"),
+        dynamo_row("b", isl=isl, osl=osl, block=block),
+        dynamo_row("c", isl=isl, osl=osl, block=block),
+    ]
     if field != "replay.trace_block_size":  # one block size per trace
         rows = [dynamo_row("a", block=block), *rows[1:]]
     e = _err(write_jsonl(tmp_path / "t.jsonl", rows))
@@ -144,7 +168,7 @@ def test_sizes_past_the_request_bound_are_refused(tmp_path, isl, osl, block, fie
 
 def test_not_json_names_the_line(tmp_path):
     p = tmp_path / "t.jsonl"
-    p.write_bytes(orjson.dumps(dynamo_row("a")) + b"\n{\"schema\": \n")
+    p.write_bytes(orjson.dumps(dynamo_row("a")) + b'\n{"schema": \n')
     e = _err(p)
     assert e.line == 2 and "not JSON" in e.message
 
@@ -223,14 +247,28 @@ def test_large_block_of_rows_matches_row_by_row_reading(tmp_path, monkeypatch):
     monkeypatch.setattr(dynamo, "ROW_BY_ROW_BYTES", 0)
     rng = np.random.default_rng(3)
     rows = [
-        dynamo_row(f"r{i}", received_ms=int(rng.integers(0, 10_000)), isl=int(rng.integers(1, 3_000)),
-                   osl=int(rng.integers(0, 50)), total_ms=float(rng.integers(1, 900)))
+        dynamo_row(
+            f"r{i}",
+            received_ms=int(rng.integers(0, 10_000)),
+            isl=int(rng.integers(1, 3_000)),
+            osl=int(rng.integers(0, 50)),
+            total_ms=float(rng.integers(1, 900)),
+        )
         for i in range(3_000)
     ]
     fast = load_workload(write_jsonl(tmp_path / "a.jsonl", rows))
     p = tmp_path / "b.jsonl"
     p.write_bytes(b"\n" + (tmp_path / "a.jsonl").read_bytes())
     slow = load_workload(p)
-    for name in ("arrival_ms", "isl_tokens", "osl_tokens", "request_id", "hash_offsets", "hash_ids",
-                 "recorded_total_ms"):
-        assert np.array_equal(getattr(fast, name), getattr(slow, name), equal_nan=name == "recorded_total_ms")
+    for name in (
+        "arrival_ms",
+        "isl_tokens",
+        "osl_tokens",
+        "request_id",
+        "hash_offsets",
+        "hash_ids",
+        "recorded_total_ms",
+    ):
+        assert np.array_equal(
+            getattr(fast, name), getattr(slow, name), equal_nan=name == "recorded_total_ms"
+        )

@@ -58,6 +58,9 @@ def test_closed_loop_forms_are_detected(tmp_path):
 def test_a_shard_opening_with_a_long_payload_row_is_dynamo(tmp_path):
     from trace_files import write_jsonl
 
-    payload = {"event_type": "request_payload", "event_time_unix_ms": 1,
-               "payload": {"request": {"messages": [{"content": "x" * (2 << 20)}]}}}
+    payload = {
+        "event_type": "request_payload",
+        "event_time_unix_ms": 1,
+        "payload": {"request": {"messages": [{"content": "x" * (2 << 20)}]}},
+    }
     assert detect_format(write_jsonl(tmp_path / "p.jsonl", [payload])) == "dynamo"

@@ -30,14 +30,21 @@ def test_unsorted_rows_are_sorted_stably_with_their_hashes(tmp_path, monkeypatch
 
 
 def test_ids_are_ordinals_in_load_order_when_the_format_has_none(tmp_path):
-    rows = [mooncake_row(50, 10, 1, [1]), mooncake_row(10, 10, 1, [2]), mooncake_row(30, 10, 1, [3])]
+    rows = [
+        mooncake_row(50, 10, 1, [1]),
+        mooncake_row(10, 10, 1, [2]),
+        mooncake_row(30, 10, 1, [3]),
+    ]
     w = load_workload(write_jsonl(tmp_path / "m.jsonl", rows))
     assert w.request_id.tolist() == ["1", "2", "0"]
     assert w.arrival_ms.tolist() == [10.0, 30.0, 50.0]
 
 
 def test_recorded_request_ids_are_kept(tmp_path):
-    rows = [mooncake_row(0, 10, 1, [1], request_id="x"), mooncake_row(1, 10, 1, [1], request_id="y")]
+    rows = [
+        mooncake_row(0, 10, 1, [1], request_id="x"),
+        mooncake_row(1, 10, 1, [1], request_id="y"),
+    ]
     w = load_workload(write_jsonl(tmp_path / "m.jsonl", rows))
     assert w.request_id.tolist() == ["x", "y"]
     assert w.sources == (str(tmp_path / "m.jsonl"),)
@@ -45,7 +52,10 @@ def test_recorded_request_ids_are_kept(tmp_path):
 
 
 def test_request_ids_are_compact_strings_and_hash_ids_int32(tmp_path):
-    rows = [dynamo_row("b", 2_000, isl=1_024, hashes=[1, 2]), dynamo_row("a", 1_000, isl=512, hashes=[1])]
+    rows = [
+        dynamo_row("b", 2_000, isl=1_024, hashes=[1, 2]),
+        dynamo_row("a", 1_000, isl=512, hashes=[1]),
+    ]
     w = load_workload(write_jsonl(tmp_path / "t.jsonl", rows))
     assert w.request_id.dtype == np.dtypes.StringDType() and isinstance(w.request_id[0], str)
     assert w.request_id.tolist() == ["a", "b"] and len(w.request_id) == 2
@@ -55,9 +65,12 @@ def test_request_ids_are_compact_strings_and_hash_ids_int32(tmp_path):
 
 def _mooncake(tmp_path, stamps):
     path = tmp_path / "t.jsonl"
-    path.write_text("".join(
-        f'{{"timestamp": {t}, "input_length": 10, "output_length": 1, "hash_ids": [{i}]}}\n'
-        for i, t in enumerate(stamps)))
+    path.write_text(
+        "".join(
+            f'{{"timestamp": {t}, "input_length": 10, "output_length": 1, "hash_ids": [{i}]}}\n'
+            for i, t in enumerate(stamps)
+        )
+    )
     return path
 
 
@@ -66,8 +79,10 @@ def test_span_over_the_limit_names_the_row_that_makes_it(tmp_path):
     path = _mooncake(tmp_path, [0, 5, 1_000_000_000_000, 7])
     with pytest.raises(TraceError) as err:
         load_workload(path)
-    assert str(err.value) == (f"{path}:3: the trace (first arrival to this row) spans 31.7 years; "
-                              "plansim handles at most 31.0 days (check the timestamps' unit: ms)")
+    assert str(err.value) == (
+        f"{path}:3: the trace (first arrival to this row) spans 31.7 years; "
+        "plansim handles at most 31.0 days (check the timestamps' unit: ms)"
+    )
 
 
 def test_arrival_past_what_a_float_clock_resolves_is_refused(tmp_path):

@@ -36,23 +36,35 @@ def test_missing_input_length_defaults_to_hash_capacity(tmp_path):
 
 def test_an_input_length_past_the_hash_capacity_is_refused_not_cut(tmp_path):
     # The reference: "trace line 1 input_length 5000 exceeds hash_ids capacity 512".
-    path = write_jsonl(tmp_path / "m.jsonl", [mooncake_row(0, 1_024, 1, [1, 2]),
-                                              mooncake_row(1, 1_025, 1, [1, 2])])
+    path = write_jsonl(
+        tmp_path / "m.jsonl", [mooncake_row(0, 1_024, 1, [1, 2]), mooncake_row(1, 1_025, 1, [1, 2])]
+    )
     with pytest.raises(TraceError) as err:
         load_workload(path)
-    assert str(err.value) == (f"{path}:2: input_length 1025 exceeds hash_ids capacity 1024 "
-                              "(2 hash ids of 512 tokens); the prompt would be cut")
+    assert str(err.value) == (
+        f"{path}:2: input_length 1025 exceeds hash_ids capacity 1024 "
+        "(2 hash ids of 512 tokens); the prompt would be cut"
+    )
 
 
 def test_a_prompt_or_output_past_the_request_bound_is_refused(tmp_path):
     # 10^7 tokens per request (plansim.limits): 20,000 blocks of 512 hold 10,240,000.
     for row, fld, text in (
-        (mooncake_row(0, 10_000_001, 1, list(range(20_000))), "input_length",
-         "input_length 10,000,001 tokens is over plansim's bound of 10,000,000"),
-        (mooncake_row(0, None, 1, list(range(20_000))), "hash_ids",
-         "20,000 hash ids of 512 tokens make a prompt of 10,240,000 tokens, over"),
-        (mooncake_row(0, 10, 10**12, [1]), "output_length",
-         "output_length 1,000,000,000,000 tokens is over plansim's bound"),
+        (
+            mooncake_row(0, 10_000_001, 1, list(range(20_000))),
+            "input_length",
+            "input_length 10,000,001 tokens is over plansim's bound of 10,000,000",
+        ),
+        (
+            mooncake_row(0, None, 1, list(range(20_000))),
+            "hash_ids",
+            "20,000 hash ids of 512 tokens make a prompt of 10,240,000 tokens, over",
+        ),
+        (
+            mooncake_row(0, 10, 10**12, [1]),
+            "output_length",
+            "output_length 1,000,000,000,000 tokens is over plansim's bound",
+        ),
     ):
         path = write_jsonl(tmp_path / "m.jsonl", [mooncake_row(0, 10, 1, [5]), row])
         with pytest.raises(TraceError) as err:
@@ -63,8 +75,10 @@ def test_a_prompt_or_output_past_the_request_bound_is_refused(tmp_path):
 
 def test_hash_ids_beyond_the_prompt_are_dropped(tmp_path):
     # As in the reference, whose own test traces have them: they hold no token of the prompt.
-    path = write_jsonl(tmp_path / "m.jsonl", [mooncake_row(0, 600, 1, [1, 2, 3, 4]),
-                                              mooncake_row(1, 10, 1, [1, 2])])
+    path = write_jsonl(
+        tmp_path / "m.jsonl",
+        [mooncake_row(0, 600, 1, [1, 2, 3, 4]), mooncake_row(1, 10, 1, [1, 2])],
+    )
     w = load_workload(path)
     assert w.hash_offsets.tolist() == [0, 2, 3]  # ceil(600 / 512) = 2, ceil(10 / 512) = 1
 
@@ -81,12 +95,23 @@ def test_trace_block_size_option(tmp_path):
         ({"timestamp": -1, "input_length": 1, "output_length": 1, "hash_ids": [1]}, "timestamp"),
         ({"timestamp": "x", "input_length": 1, "output_length": 1, "hash_ids": [1]}, "timestamp"),
         ({"timestamp": 0, "input_length": -3, "output_length": 1, "hash_ids": [1]}, "input_length"),
-        ({"timestamp": 0, "input_length": 1.5, "output_length": 1, "hash_ids": [1]}, "input_length"),
-        ({"timestamp": 0, "input_length": 2**63, "output_length": 1, "hash_ids": [1]}, "input_length"),
+        (
+            {"timestamp": 0, "input_length": 1.5, "output_length": 1, "hash_ids": [1]},
+            "input_length",
+        ),
+        (
+            {"timestamp": 0, "input_length": 2**63, "output_length": 1, "hash_ids": [1]},
+            "input_length",
+        ),
         ({"timestamp": 0, "input_length": 1, "hash_ids": [1]}, "output_length"),
-        ({"timestamp": 0, "input_length": 1, "output_length": "7", "hash_ids": [1]}, "output_length"),
-        ({"timestamp": 0, "input_length": 1, "output_length": 2**64 - 1, "hash_ids": [1]},
-         "output_length"),
+        (
+            {"timestamp": 0, "input_length": 1, "output_length": "7", "hash_ids": [1]},
+            "output_length",
+        ),
+        (
+            {"timestamp": 0, "input_length": 1, "output_length": 2**64 - 1, "hash_ids": [1]},
+            "output_length",
+        ),
         ({"timestamp": 0, "input_length": 1, "output_length": 1}, "hash_ids"),
         ({"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [-1]}, "hash_ids"),
     ],

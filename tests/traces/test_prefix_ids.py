@@ -106,8 +106,15 @@ def test_slicing_and_batching_do_not_change_the_ids(monkeypatch):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.lists(st.sampled_from([0, 1, 2, 2**63, 2**64 - 1]) | st.integers(0, 2**64 - 1),
-                         max_size=6), min_size=1, max_size=40))
+@given(
+    st.lists(
+        st.lists(
+            st.sampled_from([0, 1, 2, 2**63, 2**64 - 1]) | st.integers(0, 2**64 - 1), max_size=6
+        ),
+        min_size=1,
+        max_size=40,
+    )
+)
 def test_a_single_slice_gets_the_ids_of_the_grouped_path(rows):
     flat, counts = _csr(rows)
     one_slice = prefix_chain_ids(flat.copy(), counts)

@@ -27,7 +27,9 @@ def test_azure_code_trace():
     assert d["prefix_reuse_upper_bound"] == 0.0
 
 
-@pytest.mark.parametrize("name", ["mooncake_synthetic_trace.jsonl.gz", "mooncake_synthetic.dynamo.jsonl.gz"])
+@pytest.mark.parametrize(
+    "name", ["mooncake_synthetic_trace.jsonl.gz", "mooncake_synthetic.dynamo.jsonl.gz"]
+)
 def test_mooncake_synthetic_trace_in_both_formats(name):
     d = describe(load_workload(TRACES / name))
     # SOURCES.md: 3,993 rows, ~17 min, 3.91 req/s, input mean 15,325, median 11,587, max

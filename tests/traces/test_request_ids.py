@@ -22,7 +22,11 @@ def test_colliding_hashes_are_settled_by_the_strings(monkeypatch):
     assert first_repeat(np.array(["a", "b", "c"], dtype=STRING)) is None
     assert first_repeat(np.array(["a", "b", "c", "b"], dtype=STRING)) == 3
     assert repeated(np.array(["a", "b", "c", "b"], dtype=STRING)).tolist() == [
-        False, False, False, True]
+        False,
+        False,
+        False,
+        True,
+    ]
 
 
 def test_repeated_marks_every_row_after_an_ids_first():

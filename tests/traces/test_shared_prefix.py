@@ -12,12 +12,18 @@ from plansim.traces.shared_prefix import (
     stage_starts_s,
 )
 
-SPEC = SharedPrefixSpec(num_groups=3, prompts_per_group=2, system_prompt_tokens=40,
-                        question_tokens=30, output_tokens=7, template_tokens=5)
+SPEC = SharedPrefixSpec(
+    num_groups=3,
+    prompts_per_group=2,
+    system_prompt_tokens=40,
+    question_tokens=30,
+    output_tokens=7,
+    template_tokens=5,
+)
 
 
 def _blocks(workload, i):
-    return workload.hash_ids[workload.hash_offsets[i]:workload.hash_offsets[i + 1]].tolist()
+    return workload.hash_ids[workload.hash_offsets[i] : workload.hash_offsets[i + 1]].tolist()
 
 
 def test_even_stages_send_rate_times_duration_one_gap_apart_each_after_the_gap():
@@ -69,9 +75,9 @@ def test_groups_share_their_whole_system_prompt_blocks_only():
     # 12 requests cycle through the 6 prompts twice; 40 system tokens make 2 whole blocks.
     w = shared_prefix_workload(SPEC, [RateStage(1.0, 12.0)], seed=3)
     firsts = {tuple(_blocks(w, i)[:2]) for i in range(12)}
-    assert len(firsts) == 3                      # one shared pair of blocks per group
+    assert len(firsts) == 3  # one shared pair of blocks per group
     thirds = {_blocks(w, i)[2] for i in range(12)}
-    assert len(thirds) == 6                      # the block holding the question is the prompt's
+    assert len(thirds) == 6  # the block holding the question is the prompt's
 
 
 def test_repeat_sends_each_prompt_every_cycle_and_fresh_never_repeats():
@@ -80,15 +86,15 @@ def test_repeat_sends_each_prompt_every_cycle_and_fresh_never_repeats():
     assert [_blocks(repeat, i) for i in range(6)] == [_blocks(repeat, i + 6) for i in range(6)]
     assert len({tuple(_blocks(repeat, i)) for i in range(6)}) == 6
     fresh = shared_prefix_workload(
-        SharedPrefixSpec(3, 2, 40, 30, 7, template_tokens=5, questions="fresh"), stages, seed=1)
+        SharedPrefixSpec(3, 2, 40, 30, 7, template_tokens=5, questions="fresh"), stages, seed=1
+    )
     assert len({tuple(_blocks(fresh, i)[2:]) for i in range(12)}) == 12
     # ... while still sharing the system prompt blocks of its group.
     assert len({tuple(_blocks(fresh, i)[:2]) for i in range(12)}) == 3
 
 
 def test_the_same_seed_gives_the_same_workload_and_another_seed_another_order():
-    a, b, c = (shared_prefix_workload(SPEC, [RateStage(1.0, 6.0)], seed=seed)
-               for seed in (5, 5, 6))
+    a, b, c = (shared_prefix_workload(SPEC, [RateStage(1.0, 6.0)], seed=seed) for seed in (5, 5, 6))
     assert a.hash_ids.tolist() == b.hash_ids.tolist()
     assert a.arrival_ms.tolist() == b.arrival_ms.tolist()
     # Another seed: the same six prompts, in another order and at other times.
@@ -115,9 +121,16 @@ def test_a_replay_reuses_the_group_prompt_then_the_whole_prompt_when_it_comes_ba
     # 5 blocks, the first 2 shared by the group. Prompts come back every 4 requests.
     spec = SharedPrefixSpec(2, 2, 40, 30, 3, template_tokens=5)
     w = shared_prefix_workload(spec, [RateStage(1.0, 8.0)], spacing="even")
-    deployment = build_deployment({"mode": "agg", "num_workers": 1, "engine": {
-        "block_size": 16, "timing_model": {"type": "fixed", "prefill_ms": 1.0,
-                                           "decode_ms": 1.0}}})
+    deployment = build_deployment(
+        {
+            "mode": "agg",
+            "num_workers": 1,
+            "engine": {
+                "block_size": 16,
+                "timing_model": {"type": "fixed", "prefill_ms": 1.0, "decode_ms": 1.0},
+            },
+        }
+    )
     reused = api.replay(w, api.setup(deployment)).requests["reused_input_tokens"].tolist()
     group = [tuple(_blocks(w, i)[:2]) for i in range(4)]
     second_of_group = [i for i in range(4) if group[i] in group[:i]]
@@ -127,18 +140,30 @@ def test_a_replay_reuses_the_group_prompt_then_the_whole_prompt_when_it_comes_ba
     assert reused[4:] == [64] * 4
 
 
-@pytest.mark.parametrize("bad", [{"num_groups": 0}, {"question_tokens": -1},
-                                 {"questions": "sometimes"}])
+@pytest.mark.parametrize(
+    "bad", [{"num_groups": 0}, {"question_tokens": -1}, {"questions": "sometimes"}]
+)
 def test_bad_specs_are_refused(bad):
-    fields = {"num_groups": 1, "prompts_per_group": 1, "system_prompt_tokens": 1,
-              "question_tokens": 1, "output_tokens": 1, **bad}
+    fields = {
+        "num_groups": 1,
+        "prompts_per_group": 1,
+        "system_prompt_tokens": 1,
+        "question_tokens": 1,
+        "output_tokens": 1,
+        **bad,
+    }
     with pytest.raises(ValueError, match=next(iter(bad))):
         SharedPrefixSpec(**fields)
 
 
-@pytest.mark.parametrize(("bad", "name"), [({"block_size": 0}, "block_size"),
-                                           ({"spacing": "bursty"}, "spacing"),
-                                           ({"gap_s": -1.0}, "gap_s")])
+@pytest.mark.parametrize(
+    ("bad", "name"),
+    [
+        ({"block_size": 0}, "block_size"),
+        ({"spacing": "bursty"}, "spacing"),
+        ({"gap_s": -1.0}, "gap_s"),
+    ],
+)
 def test_bad_workload_options_are_refused(bad, name):
     with pytest.raises(ValueError, match=name):
         shared_prefix_workload(SPEC, [RateStage(1.0, 2.0)], **bad)

@@ -14,8 +14,9 @@ def _counts(w, bins: int, duration_s: float) -> np.ndarray:
 
 
 def test_same_seed_same_workload_other_seed_differs():
-    spec = SynthSpec(duration_s=300, rate_rps=5, prefix_groups=3, shared_prefix_ratio=0.5,
-                     turns_per_session=2)
+    spec = SynthSpec(
+        duration_s=300, rate_rps=5, prefix_groups=3, shared_prefix_ratio=0.5, turns_per_session=2
+    )
     a, b, c = synthesize(spec, seed=4), synthesize(spec, seed=4), synthesize(spec, seed=5)
     for name in ("arrival_ms", "isl_tokens", "osl_tokens", "hash_offsets", "hash_ids"):
         assert np.array_equal(getattr(a, name), getattr(b, name))
@@ -27,7 +28,7 @@ def test_constant_poisson_rate_and_ordering():
     w = synthesize(SynthSpec(duration_s=1000, rate_rps=20), seed=1)
     assert abs(len(w) - 20_000) < 707
     assert np.all(np.diff(w.arrival_ms) >= 0)
-    assert 0 <= w.arrival_ms[0] and w.arrival_ms[-1] < 1_000_000
+    assert w.arrival_ms[0] >= 0 and w.arrival_ms[-1] < 1_000_000
     assert w.request_id[:3].tolist() == ["0", "1", "2"]
     gaps = np.diff(w.arrival_ms)
     assert (gaps.std() / gaps.mean()) ** 2 == pytest.approx(1.0, abs=0.1)
@@ -42,7 +43,9 @@ def test_gamma_burstiness_sets_gap_variability():
 
 def test_diurnal_swing_between_trough_and_peak():
     # Mean 10 rps, peak/trough 4: rate 10 * (1 - 0.6 cos(2 pi t / T)): 4 rps at t=0, 16 at T/2.
-    w = synthesize(SynthSpec(duration_s=7200, rate_rps=10, schedule="diurnal", peak_to_trough=4), seed=3)
+    w = synthesize(
+        SynthSpec(duration_s=7200, rate_rps=10, schedule="diurnal", peak_to_trough=4), seed=3
+    )
     counts = _counts(w, 24, 7200)  # 300 s bins
     assert abs(len(w) - 72_000) < 1_500
     assert counts.max() / counts.min() == pytest.approx(4.0, rel=0.2)
@@ -50,29 +53,46 @@ def test_diurnal_swing_between_trough_and_peak():
 
 
 def test_steps_and_spikes():
-    spec = SynthSpec(duration_s=600, rate_rps=2, schedule="steps", steps=((300, 10),),
-                     spikes=((100, 100, 5),))
-    counts = _counts(synthesize(spec, seed=5), 6, 600)  # 100 s bins: 200, 1000, 200, 1000, 1000, 1000
+    spec = SynthSpec(
+        duration_s=600, rate_rps=2, schedule="steps", steps=((300, 10),), spikes=((100, 100, 5),)
+    )
+    counts = _counts(
+        synthesize(spec, seed=5), 6, 600
+    )  # 100 s bins: 200, 1000, 200, 1000, 1000, 1000
     expected = np.array([200, 1000, 200, 1000, 1000, 1000])
     assert np.all(np.abs(counts - expected) < 5 * np.sqrt(expected))
 
 
 def test_length_distributions():
-    n = SynthSpec(duration_s=1000, rate_rps=20, isl=LengthSpec.lognormal(3000, 1500),
-                  osl=LengthSpec.normal(300, 50))
+    n = SynthSpec(
+        duration_s=1000,
+        rate_rps=20,
+        isl=LengthSpec.lognormal(3000, 1500),
+        osl=LengthSpec.normal(300, 50),
+    )
     w = synthesize(n, seed=6)
     assert w.isl_tokens.mean() == pytest.approx(3000, rel=0.05)
     assert w.isl_tokens.std() == pytest.approx(1500, rel=0.1)
     assert w.osl_tokens.mean() == pytest.approx(300, rel=0.02)
-    f = synthesize(SynthSpec(duration_s=10, rate_rps=5, isl=LengthSpec.fixed(700),
-                             osl=LengthSpec.resample([3, 9])), seed=1)
+    f = synthesize(
+        SynthSpec(
+            duration_s=10, rate_rps=5, isl=LengthSpec.fixed(700), osl=LengthSpec.resample([3, 9])
+        ),
+        seed=1,
+    )
     assert set(f.isl_tokens.tolist()) == {700} and set(f.osl_tokens.tolist()) <= {3, 9}
     assert f.hash_offsets[1] == 2  # ceil(700 / 512) blocks each
 
 
 def test_prefix_groups_share_leading_blocks():
-    spec = SynthSpec(duration_s=200, rate_rps=5, prefix_groups=2, shared_prefix_ratio=0.5,
-                     isl=LengthSpec.fixed(4096), osl=LengthSpec.fixed(1))
+    spec = SynthSpec(
+        duration_s=200,
+        rate_rps=5,
+        prefix_groups=2,
+        shared_prefix_ratio=0.5,
+        isl=LengthSpec.fixed(4096),
+        osl=LengthSpec.fixed(1),
+    )
     w = synthesize(spec, seed=7)
     # 0.5 * 4096 / 512 = 4 shared blocks out of 8; two groups -> two distinct 4-block prefixes.
     heads = {tuple(w.hashes(i)[:4].tolist()) for i in range(len(w))}
@@ -82,8 +102,14 @@ def test_prefix_groups_share_leading_blocks():
 
 
 def test_sessions_repeat_the_previous_turn_as_prefix():
-    spec = SynthSpec(duration_s=1000, rate_rps=0.02, turns_per_session=3, inter_turn_delay_s=10,
-                     isl=LengthSpec.fixed(1000), osl=LengthSpec.fixed(100))
+    spec = SynthSpec(
+        duration_s=1000,
+        rate_rps=0.02,
+        turns_per_session=3,
+        inter_turn_delay_s=10,
+        isl=LengthSpec.fixed(1000),
+        osl=LengthSpec.fixed(100),
+    )
     w = synthesize(spec, seed=8)
     first = int(np.flatnonzero(w.isl_tokens == 1000)[0])
     t0 = w.arrival_ms[first]
@@ -126,8 +152,9 @@ def test_max_requests_keeps_the_first_arrivals():
 
 
 def test_closed_loop_sessions_follow_the_previous_turns_end():
-    spec = SynthSpec(duration_s=1000, rate_rps=0.02, turns_per_session=3, inter_turn_delay_s=10,
-                     closed_loop=True)
+    spec = SynthSpec(
+        duration_s=1000, rate_rps=0.02, turns_per_session=3, inter_turn_delay_s=10, closed_loop=True
+    )
     w = synthesize(spec, seed=8)
     g = w.graph
     assert g.num_sessions == int(np.count_nonzero(g.turn_index == 0))
@@ -138,6 +165,8 @@ def test_closed_loop_sessions_follow_the_previous_turns_end():
     assert np.array_equal(g.turn_index[src] + 1, g.turn_index[later])
     assert np.all(g.dep_delay_ms == 10_000.0)
     # Same rows as the open-loop form: the closed-loop flag adds the graph only.
-    open_w = synthesize(SynthSpec(duration_s=1000, rate_rps=0.02, turns_per_session=3,
-                                  inter_turn_delay_s=10), seed=8)
+    open_w = synthesize(
+        SynthSpec(duration_s=1000, rate_rps=0.02, turns_per_session=3, inter_turn_delay_s=10),
+        seed=8,
+    )
     assert open_w.graph is None and np.array_equal(open_w.arrival_ms, w.arrival_ms)

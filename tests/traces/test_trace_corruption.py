@@ -15,8 +15,10 @@ from plansim.traces import load_workload
 from plansim.traces.windows import read_window
 
 DYNAMO = lines_of(
-    [dynamo_row(f"r{i}", received_ms=1_000 + 37 * i, isl=200 + 300 * i, osl=i, total_ms=50.0 + i)
-     for i in range(6)]
+    [
+        dynamo_row(f"r{i}", received_ms=1_000 + 37 * i, isl=200 + 300 * i, osl=i, total_ms=50.0 + i)
+        for i in range(6)
+    ]
     + [tool_row()]
     + [envelope(dynamo_row("e", received_ms=5_000, isl=700))]
 )
@@ -83,7 +85,11 @@ def test_corrupted_dynamo_jsonl(ops):
 @SETTINGS
 @given(edits, st.booleans())
 def test_corrupted_dynamo_gzip(ops, corrupt_plain_text):
-    data = gzip.compress(_corrupt(DYNAMO, ops)) if corrupt_plain_text else _corrupt(gzip.compress(DYNAMO), ops)
+    data = (
+        gzip.compress(_corrupt(DYNAMO, ops))
+        if corrupt_plain_text
+        else _corrupt(gzip.compress(DYNAMO), ops)
+    )
     _loads_or_trace_error(data, "t.jsonl.gz")
 
 

@@ -25,8 +25,10 @@ def _same(a, b, *, arrival_shift=0.0):
 
 
 def test_dynamo_round_trip_keeps_latencies(tmp_path):
-    rows = [dynamo_row("a", 1_000, isl=1_500, total_ms=250.0, ttft_ms=40.5),
-            dynamo_row("b", 1_200, isl=700, hashes=None)]
+    rows = [
+        dynamo_row("a", 1_000, isl=1_500, total_ms=250.0, ttft_ms=40.5),
+        dynamo_row("b", 1_200, isl=700, hashes=None),
+    ]
     w = load_workload(write_jsonl(tmp_path / "t.jsonl", rows))
     out = write_dynamo(w, tmp_path / "out.jsonl.gz")
     back = load_workload(out)
@@ -39,12 +41,15 @@ def test_dynamo_round_trip_keeps_latencies(tmp_path):
 
 
 def test_dynamo_writer_takes_simulated_latencies(tmp_path):
-    w = synthesize(SynthSpec(duration_s=30, rate_rps=2, isl=LengthSpec.fixed(900),
-                             osl=LengthSpec.fixed(10)), seed=1)
+    w = synthesize(
+        SynthSpec(duration_s=30, rate_rps=2, isl=LengthSpec.fixed(900), osl=LengthSpec.fixed(10)),
+        seed=1,
+    )
     total = np.arange(len(w), dtype=float) * 10 + 100
     ttft = np.full(len(w), np.nan)
-    back = load_workload(write_dynamo(w, tmp_path / "s.jsonl.gz", total_ms=total, ttft_ms=ttft,
-                                      epoch_ms=1_000_000))
+    back = load_workload(
+        write_dynamo(w, tmp_path / "s.jsonl.gz", total_ms=total, ttft_ms=ttft, epoch_ms=1_000_000)
+    )
     assert back.recorded_total_ms.tolist() == total.tolist()
     assert np.isnan(back.recorded_ttft_ms).all()
     # Arrivals are rounded to whole ms by the format.
@@ -52,8 +57,10 @@ def test_dynamo_writer_takes_simulated_latencies(tmp_path):
 
 
 def test_dynamo_writer_uses_one_gzip_member_per_ten_thousand_rows(tmp_path):
-    w = synthesize(SynthSpec(duration_s=60, rate_rps=400, isl=LengthSpec.fixed(10),
-                             osl=LengthSpec.fixed(1)), seed=2)
+    w = synthesize(
+        SynthSpec(duration_s=60, rate_rps=400, isl=LengthSpec.fixed(10), osl=LengthSpec.fixed(1)),
+        seed=2,
+    )
     out = write_dynamo(w, tmp_path / "big.jsonl.gz")
     assert out.read_bytes().count(b"\x1f\x8b\x08") >= -(-len(w) // 10_000)
     assert len(load_workload(out)) == len(w)
@@ -78,8 +85,10 @@ def test_mooncake_timestamps_start_at_zero(tmp_path):
 def test_a_written_simulated_workload_can_be_cut_into_windows(tmp_path):
     from plansim.traces.windows import read_window
 
-    w = synthesize(SynthSpec(duration_s=60, rate_rps=5, isl=LengthSpec.fixed(600),
-                             osl=LengthSpec.fixed(20)), seed=4)
+    w = synthesize(
+        SynthSpec(duration_s=60, rate_rps=5, isl=LengthSpec.fixed(600), osl=LengthSpec.fixed(20)),
+        seed=4,
+    )
     total = np.full(len(w), 2_000.0)  # every request takes 2 s
     path = write_dynamo(w, tmp_path / "sim.jsonl.gz", total_ms=total, epoch_ms=1_000_000)
     # Window [10 s, 20 s) cut at 21 s: arrivals after 19 s complete after the cutoff.
@@ -94,13 +103,17 @@ def test_a_written_simulated_workload_can_be_cut_into_windows(tmp_path):
 def _graph_edges(w):
     g = w.graph
     ids = w.request_id.tolist()
-    return sorted((ids[g.dep_source[e]], ids[i], int(g.dep_trigger[e]), float(g.dep_delay_ms[e]))
-                  for i in range(len(w)) for e in range(g.dep_offsets[i], g.dep_offsets[i + 1]))
+    return sorted(
+        (ids[g.dep_source[e]], ids[i], int(g.dep_trigger[e]), float(g.dep_delay_ms[e]))
+        for i in range(len(w))
+        for e in range(g.dep_offsets[i], g.dep_offsets[i + 1])
+    )
 
 
 def test_mooncake_session_form_round_trips(tmp_path):
-    spec = SynthSpec(duration_s=300, rate_rps=0.3, turns_per_session=3, inter_turn_delay_s=7,
-                     closed_loop=True)
+    spec = SynthSpec(
+        duration_s=300, rate_rps=0.3, turns_per_session=3, inter_turn_delay_s=7, closed_loop=True
+    )
     w = synthesize(spec, seed=3)
     back = load_workload(write_mooncake(w, tmp_path / "s.jsonl"))
     rows = [orjson.loads(x) for x in (tmp_path / "s.jsonl").read_bytes().splitlines()]
@@ -112,10 +125,16 @@ def test_mooncake_session_form_round_trips(tmp_path):
 def test_agentic_mooncake_round_trips_any_graph(tmp_path):
     from plansim.traces.writers import write_agentic_mooncake
 
-    rows = [dynamo_row("src", 0, total_ms=100.0), dynamo_row("k1", 150, total_ms=100.0),
-            dynamo_row("cons", 500, total_ms=100.0)]
-    for r, ctx in zip(rows, [{"session_id": "p"}, {"session_id": "k", "parent_session_id": "p"},
-                             {"session_id": "p"}], strict=True):
+    rows = [
+        dynamo_row("src", 0, total_ms=100.0),
+        dynamo_row("k1", 150, total_ms=100.0),
+        dynamo_row("cons", 500, total_ms=100.0),
+    ]
+    for r, ctx in zip(
+        rows,
+        [{"session_id": "p"}, {"session_id": "k", "parent_session_id": "p"}, {"session_id": "p"}],
+        strict=True,
+    ):
         r["agent_context"] = ctx
     w = load_workload(write_jsonl(tmp_path / "t.jsonl", rows))
     back = load_workload(write_agentic_mooncake(w, tmp_path / "a.jsonl"))

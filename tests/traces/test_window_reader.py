@@ -55,8 +55,10 @@ def test_completion_is_event_time_without_total(tmp_path):
 
 
 def test_first_row_of_a_repeated_id_wins(tmp_path):
-    rows = [dynamo_row("x", 11_000, isl=100, total_ms=1.0),
-            dynamo_row("x", 12_000, isl=900, total_ms=1.0)]
+    rows = [
+        dynamo_row("x", 11_000, isl=100, total_ms=1.0),
+        dynamo_row("x", 12_000, isl=900, total_ms=1.0),
+    ]
     w = read_window(_trace(tmp_path, rows), **WIN)
     assert w.workload.isl_tokens.tolist() == [100]
     assert w.counts["duplicate"] == 1
@@ -77,7 +79,9 @@ def test_agent_context_is_stripped_and_tool_rows_dropped(tmp_path):
 
 
 def test_history_from_trace_and_extra_files(tmp_path):
-    trace = _trace(tmp_path, [dynamo_row("h1", 5_000, total_ms=1.0), dynamo_row("w", 11_000, total_ms=1.0)])
+    trace = _trace(
+        tmp_path, [dynamo_row("h1", 5_000, total_ms=1.0), dynamo_row("w", 11_000, total_ms=1.0)]
+    )
     extra = write_gz(tmp_path / "warm.jsonl.gz", [dynamo_row("h0", 1_000, total_ms=1.0)])
     w = read_window(trace, history_paths=[extra], with_history=True, **WIN)
     assert w.history.request_id.tolist() == ["h0", "h1"]
@@ -134,13 +138,28 @@ rows_strategy = st.lists(
 def test_window_matches_the_rules_row_by_row(tmp_path_factory, rows):
     """The seed's rules applied one row at a time, against the vectorised reader."""
     trace_rows, expect_kept, seen = [], [], set()
-    expect = dict.fromkeys(("censored", "duplicate", "dropped_no_output_tokens", "censor_unavailable",
-                            "history_requests"), 0)
+    expect = dict.fromkeys(
+        (
+            "censored",
+            "duplicate",
+            "dropped_no_output_tokens",
+            "censor_unavailable",
+            "history_requests",
+        ),
+        0,
+    )
     for rid, received, total, event, has_osl in rows:
         if received is None and total is None:
             total = 0  # keep every row derivable, the missing-arrival error has its own test
-        trace_rows.append(dynamo_row(rid, received, osl=5 if has_osl else None,
-                                     total_ms=None if total is None else float(total), event_ms=event))
+        trace_rows.append(
+            dynamo_row(
+                rid,
+                received,
+                osl=5 if has_osl else None,
+                total_ms=None if total is None else float(total),
+                event_ms=event,
+            )
+        )
         arrival = received if received is not None else event - total
         completion = received + total if received is not None and total is not None else event
         in_window = WIN["start_ms"] <= arrival < WIN["end_ms"]
@@ -163,7 +182,9 @@ def test_window_matches_the_rules_row_by_row(tmp_path_factory, rows):
             expect_kept.append((arrival, rid))
     path = write_jsonl(tmp_path_factory.mktemp("w") / "t.jsonl", trace_rows)
     w = read_window(path, **WIN)
-    assert w.workload.request_id.tolist() == [rid for _, rid in sorted(expect_kept, key=lambda x: x[0])]
+    assert w.workload.request_id.tolist() == [
+        rid for _, rid in sorted(expect_kept, key=lambda x: x[0])
+    ]
     for key, value in expect.items():
         assert w.counts[key] == value, key
     assert w.counts["requests"] == len(expect_kept)

@@ -13,10 +13,16 @@ def _workload() -> Workload:
     offsets = np.concatenate([[0], np.cumsum(counts)])
     ids = np.concatenate([10 * i + np.arange(c) for i, c in enumerate(counts)])
     return Workload(
-        arrival_ms=np.array([0.0, 5.0, 9.0, 20.0]), isl_tokens=counts * 64,
-        osl_tokens=np.array([3, 4, 5, 6]), request_id=np.array(["a", "b", "c", "d"], dtype=object),
-        hash_offsets=offsets, hash_ids=ids, trace_block_size=64,
-        recorded_ttft_ms=np.array([1.0, 2.0, 3.0, 4.0]), sources=("x",))
+        arrival_ms=np.array([0.0, 5.0, 9.0, 20.0]),
+        isl_tokens=counts * 64,
+        osl_tokens=np.array([3, 4, 5, 6]),
+        request_id=np.array(["a", "b", "c", "d"], dtype=object),
+        hash_offsets=offsets,
+        hash_ids=ids,
+        trace_block_size=64,
+        recorded_ttft_ms=np.array([1.0, 2.0, 3.0, 4.0]),
+        sources=("x",),
+    )
 
 
 def test_rows_keeps_the_requests_and_their_own_hashes():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import itertools
 from pathlib import Path
 
 import orjson
@@ -73,7 +74,7 @@ def write_gz(path: Path, rows: list, members: int = 1) -> Path:
     """Multi-member gzip: the rows split into ``members`` separately compressed pieces."""
     data = lines_of(rows)
     cut = [len(data) * k // members for k in range(members + 1)]
-    path.write_bytes(b"".join(gzip.compress(data[a:b]) for a, b in zip(cut, cut[1:], strict=False)))
+    path.write_bytes(b"".join(gzip.compress(data[a:b]) for a, b in itertools.pairwise(cut)))
     return path
 
 
@@ -96,18 +97,33 @@ def turn(session: str | None, osl: int = 3, hash_ids: list[int] | None = None, *
     return row
 
 
-AGENTIC_HEADER = {"schema": "dynamo.agentic_mooncake", "version": 2, "block_size": 512,
-                  "hash_id_scope": "local", "source": {"format": "test", "digest": "x"}}
+AGENTIC_HEADER = {
+    "schema": "dynamo.agentic_mooncake",
+    "version": 2,
+    "block_size": 512,
+    "hash_id_scope": "local",
+    "source": {"format": "test", "digest": "x"},
+}
 
 
 def agentic_row(rid: str, session: str, not_before_ms: float, deps=(), **extra) -> dict:
     """An agentic Mooncake request row; ``deps`` are (request_id, trigger, delay_ms)."""
-    row = {"request_id": rid, "play_id": "p", "session_id": session, "model": "m",
-           "input_length": 100, "output_length": 2, "hash_ids": [len(rid)],
-           "not_before_ms": not_before_ms, **extra}
+    row = {
+        "request_id": rid,
+        "play_id": "p",
+        "session_id": session,
+        "model": "m",
+        "input_length": 100,
+        "output_length": 2,
+        "hash_ids": [len(rid)],
+        "not_before_ms": not_before_ms,
+        **extra,
+    }
     if deps:
-        row["dependencies"] = [{"request_id": d, "trigger": t, "delay_ms": ms, "relation": "sequence"}
-                               for d, t, ms in deps]
+        row["dependencies"] = [
+            {"request_id": d, "trigger": t, "delay_ms": ms, "relation": "sequence"}
+            for d, t, ms in deps
+        ]
     return row
 
 

@@ -53,8 +53,10 @@ def start_child_and_hang(context, pid_file):
 def start_writer(context, folder):
     """Start a grandchild that keeps writing a file under ``folder`` (as a Stan fit writes its
     output); returns its pid."""
-    code = ("import os, sys\nwhile True:\n    os.makedirs(sys.argv[1], exist_ok=True)\n"
-            "    open(os.path.join(sys.argv[1], 'out.csv'), 'w').close()\n")
+    code = (
+        "import os, sys\nwhile True:\n    os.makedirs(sys.argv[1], exist_ok=True)\n"
+        "    open(os.path.join(sys.argv[1], 'out.csv'), 'w').close()\n"
+    )
     return subprocess.Popen([sys.executable, "-c", code, os.path.join(folder, "fit")]).pid
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import threading
 import time
 
-import pytest
 import pool_tasks as tasks
+import pytest
 from proctable import alive, wait_dead
 
 from plansim.workers import pool as pool_module
@@ -103,8 +104,12 @@ def test_a_raising_task_fails_alone_with_a_one_line_error(context):
 
 
 def test_a_killed_worker_fails_only_its_task_and_is_replaced(context):
-    batch = [Task("a", tasks.square, (2,)), Task("dies", tasks.die), Task("b", tasks.square, (3,)),
-             Task("c", tasks.square, (4,))]
+    batch = [
+        Task("a", tasks.square, (2,)),
+        Task("dies", tasks.die),
+        Task("b", tasks.square, (3,)),
+        Task("c", tasks.square, (4,)),
+    ]
     with SpawnPool(1) as pool:
         out = pool.run(batch, context)
         assert pool.workers_started == 2  # the dead worker was replaced
@@ -117,8 +122,10 @@ def test_a_killed_worker_fails_only_its_task_and_is_replaced(context):
 
 def test_timeout_kills_every_worker_and_their_children(context, tmp_path):
     pid_file = tmp_path / "grandchild.pid"
-    batch = [Task("hang", tasks.start_child_and_hang, (str(pid_file),)),
-             Task("slow", tasks.sleep_then, (600, 1))]
+    batch = [
+        Task("hang", tasks.start_child_and_hang, (str(pid_file),)),
+        Task("slow", tasks.sleep_then, (600, 1)),
+    ]
     with SpawnPool(2) as pool:
         # 3 s is ample for the hanging task to start its grandchild before the kill.
         out = pool.run(batch, context, timeout_s=3.0)
@@ -200,9 +207,7 @@ def test_a_task_sent_to_a_worker_that_dies_before_receiving_it_is_sent_again(con
         assert pool.workers_started == 2
 
 
-def test_a_task_is_sent_at_most_twice_to_workers_that_die_before_receiving_it(
-    context, monkeypatch
-):
+def test_a_task_is_sent_at_most_twice_to_workers_that_die_before_receiving_it(context, monkeypatch):
     monkeypatch.setattr(pool_module, "_worker_main", tasks.never_acknowledges)
     with SpawnPool(1) as pool:
         killer = kill_busy_workers(pool, 2)
@@ -216,8 +221,13 @@ def test_a_task_is_sent_at_most_twice_to_workers_that_die_before_receiving_it(
 
 def test_a_task_that_ends_its_worker_while_unpickled_fails_once_without_a_retry(context):
     with SpawnPool(1) as pool:
-        out = pool.run([Task("boom", tasks.square, (tasks.ExitsWhenUnpickled(),)),
-                        Task("b", tasks.square, (3,))], context)
+        out = pool.run(
+            [
+                Task("boom", tasks.square, (tasks.ExitsWhenUnpickled(),)),
+                Task("b", tasks.square, (3,)),
+            ],
+            context,
+        )
         assert pool.workers_started == 2  # the first worker, and one replacement for "b"
     boom, good = out.results
     assert (boom.ok, boom.error) == (False, "worker process died (exit code 9)")
@@ -226,8 +236,13 @@ def test_a_task_that_ends_its_worker_while_unpickled_fails_once_without_a_retry(
 
 def test_a_task_that_cannot_be_unpickled_fails_with_that_error_and_the_worker_lives(context):
     with SpawnPool(1) as pool:
-        out = pool.run([Task("bad", tasks.square, (tasks.RaisesWhenUnpickled(),)),
-                        Task("b", tasks.square, (3,))], context)
+        out = pool.run(
+            [
+                Task("bad", tasks.square, (tasks.RaisesWhenUnpickled(),)),
+                Task("b", tasks.square, (3,)),
+            ],
+            context,
+        )
         assert pool.workers_started == 1
     bad, good = out.results
     assert (bad.ok, bad.error) == (False, "ImportError: no module named 'elsewhere'")
@@ -264,7 +279,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
-def _dying_parent(state: str, scratch) -> "subprocess.Popen[str]":
+def _dying_parent(state: str, scratch) -> subprocess.Popen[str]:
     import subprocess
     import sys
     from pathlib import Path
@@ -273,13 +288,17 @@ def _dying_parent(state: str, scratch) -> "subprocess.Popen[str]":
 
     return subprocess.Popen(
         [sys.executable, "-c", _DYING_PARENT, state, str(Path(tasks.__file__).parent)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, SCRATCH_ENV: str(scratch)})
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, SCRATCH_ENV: str(scratch)},
+    )
 
 
 @pytest.mark.parametrize("state", ["idle", "busy"])
 def test_a_worker_that_sees_its_pipe_break_before_its_parent_is_gone_removes_the_scratch(
-        tmp_path, state):
+    tmp_path, state
+):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     (scratch / "window.parquet").write_bytes(b"x")

@@ -18,7 +18,6 @@ import pytest
 from plansim.errors import InputError
 from plansim.workers.executor import Task, TaskContext, run_serially
 from plansim.workers.pool import SpawnPool
-
 from plansim.workers.ray_executor import RayExecutor, import_ray
 
 ray = import_ray(local=True)
@@ -136,8 +135,11 @@ def test_values_match_the_spawn_pool_and_serial_run(ray_executor, context) -> No
 
 def test_each_result_is_handed_over_as_it_arrives(ray_executor, context) -> None:
     seen = []
-    outcome = ray_executor.run([Task(f"t{seed}", draw, (seed, 3)) for seed in range(4)], context,
-                               on_result=lambda r: seen.append((r.key, r.value)))
+    outcome = ray_executor.run(
+        [Task(f"t{seed}", draw, (seed, 3)) for seed in range(4)],
+        context,
+        on_result=lambda r: seen.append((r.key, r.value)),
+    )
     assert sorted(seen) == sorted((r.key, r.value) for r in outcome.results)
     assert len(seen) == 4
 
@@ -160,8 +162,11 @@ def test_sweep_file_is_put_once_per_batch(ray_executor, context) -> None:
     before = ray_executor.objects_put
     outcome = ray_executor.run([Task(f"c{i}", read_window, (path, i)) for i in range(3)], context)
     assert ray_executor.objects_put - before == 1
-    assert [r.value for r in outcome.results] == [(True, b"0123456789"), (True, b"123456789"),
-                                                  (True, b"23456789")]
+    assert [r.value for r in outcome.results] == [
+        (True, b"0123456789"),
+        (True, b"123456789"),
+        (True, b"23456789"),
+    ]
 
 
 def test_files_written_on_another_node_come_back(ray_executor, tmp_path, monkeypatch) -> None:

@@ -36,7 +36,7 @@ import warnings
 
 import numpy as np
 
-from plansim.planner_core.predictors.base import Log1pParams, LoadPredictor
+from plansim.planner_core.predictors.base import LoadPredictor, Log1pParams
 from plansim.planner_core.predictors.blas import single_threaded_blas
 
 ARIMA_MINIMUM_DATA_POINTS = 5
@@ -61,7 +61,7 @@ class ArimaPredictor(LoadPredictor):
 
     @classmethod
     def preload(cls) -> None:
-        import statsmodels.tsa.arima.model  # noqa: F401
+        import statsmodels.tsa.arima.model
         import statsmodels.tsa.stattools  # noqa: F401
 
     def _accept(self, value: float) -> None:

@@ -206,9 +206,7 @@ def summarize(
     rows = []
     for order, spec in enumerate(specs):
         mine = predictions[predictions["predictor"] == spec.label]
-        wide = {
-            s: mine[mine["series"] == s].sort_values("bucket", kind="stable") for s in SERIES
-        }
+        wide = {s: mine[mine["series"] == s].sort_values("bucket", kind="stable") for s in SERIES}
         f = np.vstack([wide[s]["forecast"].to_numpy(float) for s in SERIES])
         a = np.vstack([wide[s]["actual"].to_numpy(float) for s in SERIES])
         window_losses = presweep_window_losses(f, a)

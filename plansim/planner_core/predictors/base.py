@@ -43,7 +43,8 @@ class Log1pParams:
     """The parameter every fitted predictor shares (a base for their parameter dataclasses)."""
 
     load_predictor_log1p: bool = param(
-        False, help="fit log1p of the series and map forecasts back with expm1")
+        False, help="fit log1p of the series and map forecasts back with expm1"
+    )
 
 
 class LoadPredictor(ABC):
@@ -133,8 +134,8 @@ class LoadPredictor(ABC):
         return tuple(self._values)
 
     # -- hooks for subclasses ------------------------------------------------------------
-    @classmethod
-    def preload(cls) -> None:  # noqa: B027 - optional hook
+    @classmethod  # noqa: B027 - optional hook: most predictors import nothing heavy
+    def preload(cls) -> None:
         """Import heavy modelling libraries now, so that timing a later forecast does not
         include a one-time import (statsmodels, prophet)."""
 

@@ -24,12 +24,15 @@ from plansim.params import Param, format_value, params_of
 from plansim.planner_core.predictors.base import LoadPredictor
 from plansim.registry import Registry
 
-PREDICTORS: Registry[type[LoadPredictor]] = Registry("load predictor", {
-    "constant": "plansim.planner_core.predictors.constant:ConstantPredictor",
-    "arima": "plansim.planner_core.predictors.arima:ArimaPredictor",
-    "kalman": "plansim.planner_core.predictors.kalman:KalmanPredictor",
-    "prophet": "plansim.planner_core.predictors.prophet:ProphetPredictor",
-})
+PREDICTORS: Registry[type[LoadPredictor]] = Registry(
+    "load predictor",
+    {
+        "constant": "plansim.planner_core.predictors.constant:ConstantPredictor",
+        "arima": "plansim.planner_core.predictors.arima:ArimaPredictor",
+        "kalman": "plansim.planner_core.predictors.kalman:KalmanPredictor",
+        "prophet": "plansim.planner_core.predictors.prophet:ProphetPredictor",
+    },
+)
 PREDICTOR_NAMES: tuple[str, ...] = PREDICTORS.names()
 
 
@@ -45,8 +48,10 @@ def all_predictor_params() -> dict[str, Param]:
     for name in PREDICTOR_NAMES:
         for p in predictor_params(name):
             if out.setdefault(p.name, p) != p:
-                raise TypeError(f"predictor parameter {p.name} of {name} differs from another "
-                                "predictor's declaration")
+                raise TypeError(
+                    f"predictor parameter {p.name} of {name} differs from another "
+                    "predictor's declaration"
+                )
     return out
 
 
@@ -59,7 +64,8 @@ def predictor_class(name: str, *, field: str = "load_predictor") -> type[LoadPre
 
 # Every parameter's default, by PlannerConfig field name.
 PREDICTOR_PARAM_DEFAULTS: Mapping[str, Any] = {
-    name: p.default for name, p in all_predictor_params().items()}
+    name: p.default for name, p in all_predictor_params().items()
+}
 
 
 def coerce_param(name: str, value: Any) -> Any:
@@ -77,8 +83,9 @@ def make_predictor(name: str, **params: Any) -> LoadPredictor:
     declare are checked, then ignored."""
     cls = predictor_class(name)
     checked = {key: coerce_param(key, value) for key, value in params.items()}
-    return cls.from_params(cls.Params(**{p.name: checked.get(p.name, p.default)
-                                         for p in params_of(cls.Params)}))
+    return cls.from_params(
+        cls.Params(**{p.name: checked.get(p.name, p.default) for p in params_of(cls.Params)})
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,13 +14,12 @@ document's rule); before that the last value is returned.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 
 import numpy as np
 
 from plansim.params import param
-from plansim.planner_core.predictors.base import Log1pParams, LoadPredictor
+from plansim.planner_core.predictors.base import LoadPredictor, Log1pParams
 
 _F = np.array([[1.0, 1.0], [0.0, 1.0]])
 _INITIAL_VARIANCE = 1000.0
@@ -40,9 +39,13 @@ class KalmanPredictor(LoadPredictor):
 
     @classmethod
     def from_params(cls, params: KalmanParams) -> KalmanPredictor:
-        return cls(q_level=params.kalman_q_level, q_trend=params.kalman_q_trend,
-                   r=params.kalman_r, min_points=params.kalman_min_points,
-                   log1p=params.load_predictor_log1p)
+        return cls(
+            q_level=params.kalman_q_level,
+            q_trend=params.kalman_q_trend,
+            r=params.kalman_r,
+            min_points=params.kalman_min_points,
+            log1p=params.load_predictor_log1p,
+        )
 
     def __init__(
         self,

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from plansim.params import param
-from plansim.planner_core.predictors.base import Log1pParams, LoadPredictor
+from plansim.planner_core.predictors.base import LoadPredictor, Log1pParams
 
 PROPHET_MINIMUM_DATA_POINTS = 5
 _EPOCH = np.datetime64("2024-01-01T00:00:00", "ms")
@@ -50,12 +50,15 @@ def _silence_prophet_logging() -> None:
 @dataclass(frozen=True, slots=True)
 class ProphetParams(Log1pParams):
     prophet_window_size: int = param(
-        50, ge=1, help="points in the sliding window Prophet is fitted on (under 5 it never "
-        "fits and forecasts the last value, as the reference)")
+        50,
+        ge=1,
+        help="points in the sliding window Prophet is fitted on (under 5 it never "
+        "fits and forecasts the last value, as the reference)",
+    )
     # The planner's own field (PlannerConfig declares it): Prophet's synthetic time step.
     throughput_adjustment_interval_seconds: float = param(
-        180.0, gt=0, help="seconds between points on Prophet's time axis (the throughput "
-        "interval)")
+        180.0, gt=0, help="seconds between points on Prophet's time axis (the throughput interval)"
+    )
 
 
 class ProphetPredictor(LoadPredictor):
@@ -64,9 +67,11 @@ class ProphetPredictor(LoadPredictor):
 
     @classmethod
     def from_params(cls, params: ProphetParams) -> ProphetPredictor:
-        return cls(window_size=params.prophet_window_size,
-                   step_s=params.throughput_adjustment_interval_seconds,
-                   log1p=params.load_predictor_log1p)
+        return cls(
+            window_size=params.prophet_window_size,
+            step_s=params.throughput_adjustment_interval_seconds,
+            log1p=params.load_predictor_log1p,
+        )
 
     def __init__(
         self, *, window_size: int = 50, step_s: float = 180.0, log1p: bool = False

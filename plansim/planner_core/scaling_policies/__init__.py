@@ -28,10 +28,13 @@ from pydantic import BaseModel, ValidationError
 from plansim.planner_core.scaling_policies.base import PolicyPlugins, ScalingPolicy
 from plansim.registry import Registry
 
-SCALING_POLICIES: Registry[ScalingPolicy] = Registry("scaling policy", {
-    "dynamo": "plansim.planner_core.scaling_policies.dynamo:POLICY",
-    "sla_goodput": "plansim.planner_core.scaling_policies.sla_goodput:POLICY",
-})
+SCALING_POLICIES: Registry[ScalingPolicy] = Registry(
+    "scaling policy",
+    {
+        "dynamo": "plansim.planner_core.scaling_policies.dynamo:POLICY",
+        "sla_goodput": "plansim.planner_core.scaling_policies.sla_goodput:POLICY",
+    },
+)
 
 
 def validate_params(name: str, raw: dict[str, Any]) -> BaseModel:

@@ -17,11 +17,14 @@ from plansim.roles import Role
 from plansim.sim.routing.base import RankLoad, Route, RoutingPolicy, recurring_blocks
 from plansim.sim.seeded_draws import Draws
 
-ROUTERS: Registry[type] = Registry("router mode", {
-    "round_robin": "plansim.sim.routing.round_robin:RoundRobin",
-    "random": "plansim.sim.routing.random_choice:RandomChoice",
-    "kv_router": "plansim.sim.routing.kv_router:KvRouter",
-})
+ROUTERS: Registry[type] = Registry(
+    "router mode",
+    {
+        "round_robin": "plansim.sim.routing.round_robin:RoundRobin",
+        "random": "plansim.sim.routing.random_choice:RandomChoice",
+        "kv_router": "plansim.sim.routing.kv_router:KvRouter",
+    },
+)
 
 
 @functools.cache
@@ -52,20 +55,32 @@ def all_router_knobs() -> dict[str, Param]:
         for knob in policy.knobs():
             seen = out.setdefault(knob.name, knob)
             if seen != knob:
-                raise TypeError(f"router knob {knob.name} of {mode} differs from another "
-                                "policy's declaration")
+                raise TypeError(
+                    f"router knob {knob.name} of {mode} differs from another policy's declaration"
+                )
     return out
 
 
-def make_router(config: Any, block_size: int, rng: Draws, *,
-                pool: Role, max_batched_tokens: int = 1 << 62) -> RoutingPolicy:
+def make_router(
+    config: Any, block_size: int, rng: Draws, *, pool: Role, max_batched_tokens: int = 1 << 62
+) -> RoutingPolicy:
     """The router of one pool: policy ``config.mode`` with the config's knob values;
     ``rng``: the seeded draws (one stream shared by the pools' routers: a
     ``plansim.sim.seeded_draws.SeededDraws`` or a numpy ``Generator``); ``max_batched_tokens``
     is the pool's per-rank token budget (a queue's busy rule)."""
-    return ROUTERS.get(config.mode)(config, block_size, rng, pool=pool,
-                                    max_batched_tokens=max_batched_tokens)
+    return ROUTERS.get(config.mode)(
+        config, block_size, rng, pool=pool, max_batched_tokens=max_batched_tokens
+    )
 
 
-__all__ = ["ROUTERS", "RankLoad", "Route", "RoutingPolicy", "all_router_knobs", "make_router",
-           "recurring_blocks", "router_knobs", "router_mode"]
+__all__ = [
+    "ROUTERS",
+    "RankLoad",
+    "Route",
+    "RoutingPolicy",
+    "all_router_knobs",
+    "make_router",
+    "recurring_blocks",
+    "router_knobs",
+    "router_mode",
+]

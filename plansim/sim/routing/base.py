@@ -35,7 +35,7 @@ class RankLoad:
     policy's record for each block it indexes; ``n_blocks`` how many it counts), and how many
     such requests there are."""
 
-    __slots__ = ("prefill_tokens", "blocks", "n_blocks", "requests")
+    __slots__ = ("blocks", "n_blocks", "prefill_tokens", "requests")
 
     def __init__(self) -> None:
         self.prefill_tokens = 0
@@ -57,15 +57,16 @@ class Route:
     shared_blocks: int | None = None
 
 
-def recurring_blocks(hash_ids: np.ndarray, hash_offsets: np.ndarray, trace_block_size: int,
-                     block_size: int) -> list[int]:
+def recurring_blocks(
+    hash_ids: np.ndarray, hash_offsets: np.ndarray, trace_block_size: int, block_size: int
+) -> list[int]:
     """For each request, how many of its prompt's leading (full) blocks may be another
     request's too: those up to its last trace block whose hash occurs more than once in the
     trace. A block past them is keyed from a hash no other request has, so no other prompt can
     share it (a superset: a repeated hash need not make an equal block)."""
     n = hash_offsets.shape[0] - 1
     # The requests' hashes (the offsets need not start at 0 nor end at the array's end).
-    ids = hash_ids[hash_offsets[0]:hash_offsets[-1]]
+    ids = hash_ids[hash_offsets[0] : hash_offsets[-1]]
     if not ids.size:
         return [0] * n
     if ids.dtype.kind in "iu" and int(ids.min()) >= 0 and int(ids.max()) < 4 * ids.size:
@@ -103,11 +104,19 @@ class RoutingPolicy(Protocol):
     indexes_prompt_blocks: bool
     recurring: Sequence[int] | None
 
-    def choose(self, isl: int, keys: list[int], views: Sequence[PrefixView],
-               loads: Sequence[RankLoad]) -> Route: ...
+    def choose(
+        self, isl: int, keys: list[int], views: Sequence[PrefixView], loads: Sequence[RankLoad]
+    ) -> Route: ...
 
-    def hold(self, rid: int, isl: int, keys: list[int], views: Sequence[PrefixView],
-             loads: Sequence[RankLoad], arrival_ms: float) -> bool:
+    def hold(
+        self,
+        rid: int,
+        isl: int,
+        keys: list[int],
+        views: Sequence[PrefixView],
+        loads: Sequence[RankLoad],
+        arrival_ms: float,
+    ) -> bool:
         """Keep the request at the router (a queue) instead of routing it now."""
         ...
 
@@ -151,16 +160,26 @@ class Policy:
     indexes_prompt_blocks: bool = False
     recurring: Sequence[int] | None = None
 
-    def __init__(self, config: Any, block_size: int, rng: Draws, *,
-                 pool: Role, max_batched_tokens: int = 1 << 62) -> None:
+    def __init__(
+        self,
+        config: Any,
+        block_size: int,
+        rng: Draws,
+        *,
+        pool: Role,
+        max_batched_tokens: int = 1 << 62,
+    ) -> None:
         self.block_size = block_size
         self.rng = rng  # the seeded stream of draws, shared by the pools' routers
         self.pool = pool
         self.max_batched_tokens = max_batched_tokens
         aliases = []
         for knob in self.knobs():
-            value = config.get(knob.name, knob.default) if isinstance(config, Mapping) \
+            value = (
+                config.get(knob.name, knob.default)
+                if isinstance(config, Mapping)
                 else getattr(config, knob.name, knob.default)
+            )
             if knob.alias_of is None:
                 setattr(self, knob.name, value)
             elif value is not None:
@@ -194,11 +213,19 @@ class Policy:
 
     def parameters(self) -> dict[str, Any]:
         """Every knob's current value (deprecated spellings under their target's name)."""
-        return {knob.name: getattr(self, knob.name) for knob in self.knobs()
-                if knob.alias_of is None}
+        return {
+            knob.name: getattr(self, knob.name) for knob in self.knobs() if knob.alias_of is None
+        }
 
-    def hold(self, rid: int, isl: int, keys: list[int], views: Sequence[PrefixView],
-             loads: Sequence[RankLoad], arrival_ms: float) -> bool:
+    def hold(
+        self,
+        rid: int,
+        isl: int,
+        keys: list[int],
+        views: Sequence[PrefixView],
+        loads: Sequence[RankLoad],
+        arrival_ms: float,
+    ) -> bool:
         return False
 
     def release(self, loads: Sequence[RankLoad]) -> tuple[int, Any] | None:

@@ -65,35 +65,57 @@ from plansim.sim.routing.base import Policy, RankLoad, Route
 @dataclass(frozen=True, slots=True)
 class KvRouterKnobs:
     overlap_score_weight: float | None = param(
-        None, ge=0, optional=True, alias_of="prefill_load_scale",
-        help="deprecated spelling of prefill_load_scale (wins when both are given)")
+        None,
+        ge=0,
+        optional=True,
+        alias_of="prefill_load_scale",
+        help="deprecated spelling of prefill_load_scale (wins when both are given)",
+    )
     prefill_load_scale: float = param(
-        1.0, ge=0, help="weight of the prefill blocks (queued plus prompt, less credits)")
+        1.0, ge=0, help="weight of the prefill blocks (queued plus prompt, less credits)"
+    )
     overlap_score_credit: float = param(
-        1.0, ge=0, help="credit per prompt block cached on the rank, in blocks")
+        1.0, ge=0, help="credit per prompt block cached on the rank, in blocks"
+    )
     overlap_score_credit_decay: float = param(
-        0.0, ge=0, help="shrinks the cache credit of ranks with more queued prefill (0: off)")
+        0.0, ge=0, help="shrinks the cache credit of ranks with more queued prefill (0: off)"
+    )
     decode_active_request_weight: float = param(
-        0.0, ge=0, help="cost in blocks of each request active on the rank")
+        0.0, ge=0, help="cost in blocks of each request active on the rank"
+    )
     host_cache_hit_weight: float = param(
-        0.75, ge=0, le=1, patchable=False,
-        help="credit per prompt block in the rank's host offload tier, in blocks")
+        0.75,
+        ge=0,
+        le=1,
+        patchable=False,
+        help="credit per prompt block in the rank's host offload tier, in blocks",
+    )
     router_temperature: float = param(
-        0.0, ge=0, help="softmax temperature over the costs; 0 picks the cheapest")
+        0.0, ge=0, help="softmax temperature over the costs; 0 picks the cheapest"
+    )
     router_queue_threshold: float | None = param(
-        None, ge=0, optional=True,
+        None,
+        ge=0,
+        optional=True,
         help="queue requests while every rank's queued prefill tokens exceed this fraction of "
-             "its max_num_batched_tokens (null: no queue)")
+        "its max_num_batched_tokens (null: no queue)",
+    )
     router_queue_policy: str = param(
-        "fcfs", choices=QUEUE_POLICIES,
-        help="queue order: fcfs first come, lcfs last come, wspt shortest uncached prompt")
+        "fcfs",
+        choices=QUEUE_POLICIES,
+        help="queue order: fcfs first come, lcfs last come, wspt shortest uncached prompt",
+    )
     router_track_active_blocks: bool = param(
-        True, patchable=False, help="count the active blocks of each rank (decode term)")
+        True, patchable=False, help="count the active blocks of each rank (decode term)"
+    )
     router_track_prefill_tokens: bool = param(
-        True, patchable=False, help="count the queued prefill tokens of each rank")
+        True, patchable=False, help="count the queued prefill tokens of each rank"
+    )
     router_assume_kv_reuse: bool = param(
-        True, patchable=False,
-        help="count a block shared by requests on a rank once (off: once per request)")
+        True,
+        patchable=False,
+        help="count a block shared by requests on a rank once (off: once per request)",
+    )
 
 
 class Sent:
@@ -109,11 +131,22 @@ class Sent:
     later prompts extend its owned blocks. A finished record keeps the owned blocks its
     children still reach (``keys[depth:max(children)]``) until they finish."""
 
-    __slots__ = ("load", "keys", "extra_blocks", "queued_tokens", "parent", "depth", "end",
-                 "top", "children", "live")
+    __slots__ = (
+        "children",
+        "depth",
+        "end",
+        "extra_blocks",
+        "keys",
+        "live",
+        "load",
+        "parent",
+        "queued_tokens",
+        "top",
+    )
 
-    def __init__(self, load: RankLoad, keys: Sequence[int], extra_blocks: int,
-                 queued_tokens: int) -> None:
+    def __init__(
+        self, load: RankLoad, keys: Sequence[int], extra_blocks: int, queued_tokens: int
+    ) -> None:
         self.load = load
         self.keys = keys
         self.extra_blocks = extra_blocks
@@ -137,7 +170,7 @@ class Sent:
             keep = max(children) if children else node.depth
             if keep < node.end:
                 if keep < node.top:
-                    for key in node.keys[keep:node.top]:
+                    for key in node.keys[keep : node.top]:
                         del blocks[key]
                     node.top = keep
                 load.n_blocks -= node.end - keep
@@ -188,8 +221,9 @@ class KvRouter(Policy):
 
     # ---------------------------------------------------------------- cost
 
-    def _overlaps(self, keys: list[int], views: Sequence[PrefixView]) -> tuple[list[int],
-                                                                             list[int]]:
+    def _overlaps(
+        self, keys: list[int], views: Sequence[PrefixView]
+    ) -> tuple[list[int], list[int]]:
         n = len(views)
         if self.decode_pool:
             return [0] * n, [0] * n
@@ -203,22 +237,38 @@ class KvRouter(Policy):
         """Whether the candidates' host tiers earn credit."""
         return bool(self.host_cache_hit_weight and views and hasattr(views[0], "host_overlap"))
 
-    def choose(self, isl: int, keys: list[int], views: Sequence[PrefixView],
-               loads: Sequence[RankLoad], *, overlaps: tuple[list[int], list[int]] | None = None
-               ) -> Route:
-        if (overlaps is None and self.router_temperature <= 0.0 and self._shares_blocks()
-                and self.router_track_prefill_tokens and self.overlap_score_credit_decay <= 0
-                and not self._host_tier(views)):
+    def choose(
+        self,
+        isl: int,
+        keys: list[int],
+        views: Sequence[PrefixView],
+        loads: Sequence[RankLoad],
+        *,
+        overlaps: tuple[list[int], list[int]] | None = None,
+    ) -> Route:
+        if (
+            overlaps is None
+            and self.router_temperature <= 0.0
+            and self._shares_blocks()
+            and self.router_track_prefill_tokens
+            and self.overlap_score_credit_decay <= 0
+            and not self._host_tier(views)
+        ):
             return self._cheapest(isl, keys, views, loads)
         device, host = overlaps if overlaps is not None else self._overlaps(keys, views)
         shared = _shared_runs(keys, loads) if self._shares_blocks() else None
         logits = self._costs(isl, keys, loads, device, host, shared)
         i = self._pick(logits)
-        return Route(i, device[i], self._cached_tokens(device[i], host[i]),
-                     None if shared is None else shared[i])
+        return Route(
+            i,
+            device[i],
+            self._cached_tokens(device[i], host[i]),
+            None if shared is None else shared[i],
+        )
 
-    def _cheapest(self, isl: int, keys: list[int], views: Sequence[PrefixView],
-                  loads: Sequence[RankLoad]) -> Route:
+    def _cheapest(
+        self, isl: int, keys: list[int], views: Sequence[PrefixView], loads: Sequence[RankLoad]
+    ) -> Route:
         """``choose`` at temperature 0 with the usual knobs (``_costs``' comprehensions): the
         cheapest rank, ties broken by the seeded generator, scoring only the ranks that can
         still win (see the module docstring)."""
@@ -229,9 +279,11 @@ class KvRouter(Policy):
         n_keys = len(keys)
         first = keys[0] if keys else None
         most = credit * n_keys  # the credit of every prompt block cached
-        bounds = [(scale * prefill if (prefill := (load.prefill_tokens + isl) / bs - most) > 0
-                   else 0.0) + (load.n_blocks + (0 if first in load.blocks else n_keys))
-                  for load in loads]
+        bounds = [
+            (scale * prefill if (prefill := (load.prefill_tokens + isl) / bs - most) > 0 else 0.0)
+            + (load.n_blocks + (0 if first in load.blocks else n_keys))
+            for load in loads
+        ]
         if active_weight:
             bounds = [bound + active_weight * load.requests for bound, load in zip(bounds, loads)]
         n = len(loads)
@@ -247,8 +299,11 @@ class KvRouter(Policy):
             d = views[c].overlap(keys)
             s = _shared_run(keys, load.blocks, runs)
             scored[c] = d, s
-            cost = ((scale * prefill if (prefill := (load.prefill_tokens + isl) / bs - credit * d)
-                     > 0 else 0.0) + (load.n_blocks + n_keys - s))
+            cost = (
+                scale * prefill
+                if (prefill := (load.prefill_tokens + isl) / bs - credit * d) > 0
+                else 0.0
+            ) + (load.n_blocks + n_keys - s)
             if active_weight:
                 cost = cost + active_weight * load.requests
             logits[c] = cost
@@ -260,8 +315,12 @@ class KvRouter(Policy):
 
     def _shares_blocks(self) -> bool:
         """Whether the decode term discounts the prompt blocks a rank already counts."""
-        return (self.router_track_active_blocks and not self.prefill_pool
-                and self.router_assume_kv_reuse and not self.decode_pool)
+        return (
+            self.router_track_active_blocks
+            and not self.prefill_pool
+            and self.router_assume_kv_reuse
+            and not self.decode_pool
+        )
 
     def _cached_tokens(self, device: int, host: int) -> int:
         """The prompt tokens counted as cached on a rank: its device blocks plus its host
@@ -270,8 +329,15 @@ class KvRouter(Policy):
             return device * self.block_size
         return int((device + self.host_cache_hit_weight * host) * self.block_size + 0.5)
 
-    def _costs(self, isl: int, keys: list[int], loads: Sequence[RankLoad], device: list[int],
-               host: list[int], shared: list[int] | None) -> list[float]:
+    def _costs(
+        self,
+        isl: int,
+        keys: list[int],
+        loads: Sequence[RankLoad],
+        device: list[int],
+        host: list[int],
+        shared: list[int] | None,
+    ) -> list[float]:
         """Each candidate's cost; ``shared``: the prompt blocks each already counts (None: the
         decode term discounts none)."""
         n = len(loads)
@@ -292,17 +358,24 @@ class KvRouter(Policy):
             # The usual knobs in comprehensions: the loop's float operations, less the host
             # term's ``- 0.0``.
             if track_blocks:
-                logits = [(scale * prefill if (prefill := (load.prefill_tokens + isl) / bs
-                                              - credit * d) > 0 else 0.0)
-                          + (load.n_blocks + n_keys - s)
-                          for load, d, s in zip(loads, device, shared)]
+                logits = [
+                    (
+                        scale * prefill
+                        if (prefill := (load.prefill_tokens + isl) / bs - credit * d) > 0
+                        else 0.0
+                    )
+                    + (load.n_blocks + n_keys - s)
+                    for load, d, s in zip(loads, device, shared)
+                ]
             else:
-                logits = [scale * prefill if (prefill := (load.prefill_tokens + isl) / bs
-                                              - credit * d) > 0 else 0.0
-                          for load, d in zip(loads, device)]
+                logits = [
+                    scale * prefill
+                    if (prefill := (load.prefill_tokens + isl) / bs - credit * d) > 0
+                    else 0.0
+                    for load, d in zip(loads, device)
+                ]
             if active_weight:
-                logits = [cost + active_weight * load.requests
-                          for cost, load in zip(logits, loads)]
+                logits = [cost + active_weight * load.requests for cost, load in zip(logits, loads)]
             return logits
         logits = [0.0] * n
         for c, load in enumerate(loads):
@@ -343,8 +416,15 @@ class KvRouter(Policy):
         budget = self.max_batched_tokens
         return all(busy(load.prefill_tokens, budget) for load in loads)
 
-    def hold(self, rid: int, isl: int, keys: list[int], views: Sequence[PrefixView],
-             loads: Sequence[RankLoad], arrival_ms: float) -> bool:
+    def hold(
+        self,
+        rid: int,
+        isl: int,
+        keys: list[int],
+        views: Sequence[PrefixView],
+        loads: Sequence[RankLoad],
+        arrival_ms: float,
+    ) -> bool:
         """Queue the request instead of routing it now? (True: it waits for ``release``.)"""
         queue = self.queue
         if not queue.enabled or not loads or (not len(queue) and not self._all_busy(loads)):

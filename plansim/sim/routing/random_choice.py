@@ -12,6 +12,7 @@ class RandomChoice(Policy):
     reads_prefix_cache = False
     observes_first_tokens = False
 
-    def choose(self, isl: int, keys: list[int], views: Sequence[PrefixView],
-               loads: Sequence[RankLoad]) -> Route:
+    def choose(
+        self, isl: int, keys: list[int], views: Sequence[PrefixView], loads: Sequence[RankLoad]
+    ) -> Route:
         return Route(int(self.rng.integers(len(views))), 0)

@@ -20,8 +20,9 @@ class RoundRobin(Policy):
         super().__init__(*args, **kwargs)
         self._next = 0
 
-    def choose(self, isl: int, keys: list[int], views: Sequence[PrefixView],
-               loads: Sequence[RankLoad]) -> Route:
+    def choose(
+        self, isl: int, keys: list[int], views: Sequence[PrefixView], loads: Sequence[RankLoad]
+    ) -> Route:
         i = self._next % len(views)
         self._next += 1
         return Route(i, 0)

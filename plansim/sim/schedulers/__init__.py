@@ -14,11 +14,14 @@ from plansim.params import Param, params_of
 from plansim.registry import Registry
 from plansim.sim.schedulers.base import BackendKeys, PassBuilder, PrefixMatch, SchedulerPolicy
 
-SCHEDULERS: Registry[type] = Registry("engine backend", {
-    "vllm": "plansim.sim.schedulers.vllm:VllmScheduler",
-    "sglang": "plansim.sim.schedulers.sglang:SglangScheduler",
-    "trtllm": "plansim.sim.schedulers.trtllm:TrtllmScheduler",
-})
+SCHEDULERS: Registry[type] = Registry(
+    "engine backend",
+    {
+        "vllm": "plansim.sim.schedulers.vllm:VllmScheduler",
+        "sglang": "plansim.sim.schedulers.sglang:SglangScheduler",
+        "trtllm": "plansim.sim.schedulers.trtllm:TrtllmScheduler",
+    },
+)
 
 
 def make_scheduler(args: Any) -> SchedulerPolicy:
@@ -29,8 +32,7 @@ def make_scheduler(args: Any) -> SchedulerPolicy:
 @functools.cache
 def backend_blocks() -> dict[str, tuple[Param, ...]]:
     """The knobs of each backend that has an engine block of its own, by backend name."""
-    return {name: params_of(cls.Knobs) for name, cls in SCHEDULERS.items()
-            if params_of(cls.Knobs)}
+    return {name: params_of(cls.Knobs) for name, cls in SCHEDULERS.items() if params_of(cls.Knobs)}
 
 
 @functools.cache
@@ -42,11 +44,21 @@ def backend_engine_knobs() -> dict[str, tuple[Param, tuple[str, ...]]]:
         for knob in params_of(cls.EngineKnobs):
             seen, owners = out.get(knob.name, (knob, ()))
             if seen != knob:
-                raise TypeError(f"engine key {knob.name} of backend {name} differs from another "
-                                "backend's declaration")
+                raise TypeError(
+                    f"engine key {knob.name} of backend {name} differs from another "
+                    "backend's declaration"
+                )
             out[knob.name] = (knob, (*owners, name))
     return out
 
 
-__all__ = ["SCHEDULERS", "BackendKeys", "PassBuilder", "PrefixMatch", "SchedulerPolicy",
-           "backend_blocks", "backend_engine_knobs", "make_scheduler"]
+__all__ = [
+    "SCHEDULERS",
+    "BackendKeys",
+    "PassBuilder",
+    "PrefixMatch",
+    "SchedulerPolicy",
+    "backend_blocks",
+    "backend_engine_knobs",
+    "make_scheduler",
+]

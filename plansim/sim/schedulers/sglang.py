@@ -42,9 +42,9 @@ top-level engine key.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from plansim.params import param
 from plansim.sim.schedulers.base import BackendKeys, PassBuilder
@@ -64,22 +64,27 @@ class SglangKnobs:
     """The reference's ``engine.sglang`` block."""
 
     schedule_policy: Literal["fifo", "lpm"] = param(
-        "fifo", choices=("fifo", "lpm"), help="waiting-queue order: arrival, or longest cached "
-                                              "prefix first")
+        "fifo",
+        choices=("fifo", "lpm"),
+        help="waiting-queue order: arrival, or longest cached prefix first",
+    )
     max_prefill_tokens: int = param(16384, ge=1, help="prefill budget of one pass (tokens)")
     chunked_prefill_size: int = param(8192, ge=1, help="largest prompt chunk of one pass (tokens)")
-    clip_max_new_tokens: int = param(4096, ge=1, help="output tokens a running request reserves "
-                                                      "KV for, at most")
-    schedule_conservativeness: float = param(1.0, ge=0, le=1, help="scales the starting "
-                                                                   "new_token_ratio")
+    clip_max_new_tokens: int = param(
+        4096, ge=1, help="output tokens a running request reserves KV for, at most"
+    )
+    schedule_conservativeness: float = param(
+        1.0, ge=0, le=1, help="scales the starting new_token_ratio"
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class SglangEngineKnobs:
     """Top-level engine keys only SGLang reads."""
 
-    prefill_decode_interval: int = param(0, ge=0, help="decode passes that follow a prefill "
-                                                       "pass before the next prefill (0: none)")
+    prefill_decode_interval: int = param(
+        0, ge=0, help="decode passes that follow a prefill pass before the next prefill (0: none)"
+    )
 
 
 def _ceil_page(tokens: int, page: int) -> int:
@@ -90,7 +95,7 @@ class _Budget:
     """A prefill batch's budgets (tokens): KV room, ``max_prefill_tokens`` input and
     ``chunked_prefill_size`` chunk."""
 
-    __slots__ = ("room", "input", "chunk", "page", "clip")
+    __slots__ = ("chunk", "clip", "input", "page", "room")
 
     def __init__(self, room: float, max_input: int, chunk: int, page: int, clip: int) -> None:
         self.room, self.input, self.chunk, self.page, self.clip = room, max_input, chunk, page, clip
@@ -124,9 +129,9 @@ class SglangScheduler(BackendKeys):
 
     Knobs = SglangKnobs
     EngineKnobs = SglangEngineKnobs
-    block_aliases = {"page_size": "block_size"}
+    block_aliases: ClassVar[Mapping[str, str]] = {"page_size": "block_size"}
     # The older mocker accepted SGLang's ``fcfs`` for ``fifo``.
-    value_aliases = {"schedule_policy": {"fcfs": "fifo"}}
+    value_aliases: ClassVar[Mapping[str, Mapping[Any, Any]]] = {"schedule_policy": {"fcfs": "fifo"}}
 
     # With speculative decoding, a request finishing its prompt also runs verification (its
     # first pass emits 1 + accepted drafts and is timed as a decode too).
@@ -136,9 +141,20 @@ class SglangScheduler(BackendKeys):
     recompute_decodes = False
     default_block_size = 1
 
-    __slots__ = ("max_running", "lpm", "max_prefill_tokens", "chunk_size", "clip", "ratio",
-                 "ratio_start", "ratio_floor", "ratio_step", "interval", "decodes_since_prefill",
-                 "max_model_len")
+    __slots__ = (
+        "chunk_size",
+        "clip",
+        "decodes_since_prefill",
+        "interval",
+        "lpm",
+        "max_model_len",
+        "max_prefill_tokens",
+        "max_running",
+        "ratio",
+        "ratio_floor",
+        "ratio_start",
+        "ratio_step",
+    )
 
     def __init__(self, args: Any) -> None:
         sg = args.sglang
@@ -175,8 +191,11 @@ class SglangScheduler(BackendKeys):
         preemptions = rank.preemptions
         oom = False
         prefilled = False
-        gated = (self.interval and self.decodes_since_prefill < self.interval
-                 and any(r.computed >= r.isl for r in rank.running))
+        gated = (
+            self.interval
+            and self.decodes_since_prefill < self.interval
+            and any(r.computed >= r.isl for r in rank.running)
+        )
         if not gated:
             prefilled, oom = self._prefill_batch(rank, now_ms)
         if not prefilled:
@@ -250,8 +269,12 @@ class SglangScheduler(BackendKeys):
             if chunked.computed < chunked.isl:
                 return True, False
         decoding = sum(1 for r in running if r.computed >= r.isl)
-        while (waiting and not waiting[0].prebuilt and decoding + granted < self.max_running
-               and budget.chunk > 0):
+        while (
+            waiting
+            and not waiting[0].prebuilt
+            and decoding + granted < self.max_running
+            and budget.chunk > 0
+        ):
             req = waiting[0]
             match = rank.prefix_match(req)
             extend = req.isl + req.generated - match.cached_tokens

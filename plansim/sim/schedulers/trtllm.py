@@ -33,8 +33,10 @@ class TrtllmKnobs:
     """The reference's ``engine.trtllm`` block."""
 
     capacity_scheduler_policy: Literal["guaranteed_no_evict"] = param(
-        "guaranteed_no_evict", choices=("guaranteed_no_evict",),
-        help="admission rule: KV for a request's whole lifetime is free")
+        "guaranteed_no_evict",
+        choices=("guaranteed_no_evict",),
+        help="admission rule: KV for a request's whole lifetime is free",
+    )
 
 
 class TrtllmScheduler(VllmScheduler):

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 class VllmScheduler(BackendKeys):
     """vLLM ordering, admission and preemption; see the module docstring."""
 
-    __slots__ = ("budget", "max_num_seqs", "chunked", "lifo", "max_model_len")
+    __slots__ = ("budget", "chunked", "lifo", "max_model_len", "max_num_seqs")
     # Step 3's host lookup: the reference runs ``native_host_offload`` on vLLM only.
     host_offload = True
     # With speculative decoding, a request finishing its prompt also runs verification (its

@@ -22,16 +22,19 @@ from plansim.sim.timing.base import MIN_DECODE_MS, TimingKind, TimingModel
 from plansim.sim.timing.npz import NpzTiming, load_npz_profile
 from plansim.sim.timing.polynomial import PolynomialTiming
 
-TIMING_MODELS: Registry[TimingKind] = Registry("timing model type", {
-    "polynomial": "plansim.sim.timing.polynomial:KIND",
-    "default": "plansim.sim.timing.polynomial:KIND",
-    "fixed": "plansim.sim.timing.fixed:KIND",
-    "npz": "plansim.sim.timing.npz:KIND",
-    "external": "plansim.sim.timing.npz:EXTERNAL_KIND",
-    "python": "plansim.sim.timing.python_callable:KIND",
-    "aic": "plansim.sim.timing.aic:KIND",
-    "roofline": "plansim.sim.timing.roofline:KIND",
-})
+TIMING_MODELS: Registry[TimingKind] = Registry(
+    "timing model type",
+    {
+        "polynomial": "plansim.sim.timing.polynomial:KIND",
+        "default": "plansim.sim.timing.polynomial:KIND",
+        "fixed": "plansim.sim.timing.fixed:KIND",
+        "npz": "plansim.sim.timing.npz:KIND",
+        "external": "plansim.sim.timing.npz:EXTERNAL_KIND",
+        "python": "plansim.sim.timing.python_callable:KIND",
+        "aic": "plansim.sim.timing.aic:KIND",
+        "roofline": "plansim.sim.timing.roofline:KIND",
+    },
+)
 
 
 @functools.cache
@@ -42,8 +45,9 @@ def timing_params(kinds: Registry[TimingKind] = TIMING_MODELS) -> dict[str, Para
     for name, kind in kinds.items():
         for p in params_of(kind.Params):
             if out.setdefault(p.name, p) != p:
-                raise TypeError(f"timing_model key {p.name} of {name} differs from another "
-                                "type's declaration")
+                raise TypeError(
+                    f"timing_model key {p.name} of {name} differs from another type's declaration"
+                )
     return out
 
 
@@ -52,5 +56,14 @@ def make_timing_model(spec: Any) -> TimingModel:
     return TIMING_MODELS.get(spec.type).build(spec)
 
 
-__all__ = ["MIN_DECODE_MS", "TIMING_MODELS", "NpzTiming", "PolynomialTiming", "TimingKind",
-           "TimingModel", "load_npz_profile", "make_timing_model", "timing_params"]
+__all__ = [
+    "MIN_DECODE_MS",
+    "TIMING_MODELS",
+    "NpzTiming",
+    "PolynomialTiming",
+    "TimingKind",
+    "TimingModel",
+    "load_npz_profile",
+    "make_timing_model",
+    "timing_params",
+]

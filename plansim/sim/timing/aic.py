@@ -32,8 +32,9 @@ class AicTiming:
 
     def __init__(self, table: AicTable) -> None:
         self.table = table
-        self._prefill = Grid((table.prefill_batch, table.prefill_tokens, table.prefill_prefix),
-                             table.prefill_ms)
+        self._prefill = Grid(
+            (table.prefill_batch, table.prefill_tokens, table.prefill_prefix), table.prefill_ms
+        )
         self._decode = Grid((table.decode_batch, table.decode_context), table.decode_ms)
         self._shared = Grid((table.shared_tokens,), table.shared_ms)
 
@@ -42,29 +43,45 @@ class AicTiming:
         """The timing model of ``spec`` (its table loaded once per process)."""
         return _timing_for(spec)
 
-    def prefill_ms(self, new_tokens: int, batch_size: int, mean_isl: float,
-                   mean_prefix: float) -> float:
+    def prefill_ms(
+        self, new_tokens: int, batch_size: int, mean_isl: float, mean_prefix: float
+    ) -> float:
         if new_tokens <= 0:
             return 0.0
         per_request = max(1.0, float(mean_isl) - float(mean_prefix))
         return self._prefill.at((float(batch_size), per_request, float(mean_prefix)))
 
-    def decode_ms(self, batch_size: int, active_kv_tokens: int, mean_context: float,
-                  total_kv_tokens: int) -> float:
+    def decode_ms(
+        self, batch_size: int, active_kv_tokens: int, mean_context: float, total_kv_tokens: int
+    ) -> float:
         return max(MIN_DECODE_MS, self._decode.at((float(batch_size), float(mean_context))))
 
-    def decode_ms_bulk(self, batch_size: np.ndarray, active_kv_tokens: np.ndarray,
-                       mean_context: np.ndarray, total_kv_tokens: int) -> np.ndarray:
+    def decode_ms_bulk(
+        self,
+        batch_size: np.ndarray,
+        active_kv_tokens: np.ndarray,
+        mean_context: np.ndarray,
+        total_kv_tokens: int,
+    ) -> np.ndarray:
         return np.maximum(MIN_DECODE_MS, self._decode.bulk((batch_size, mean_context)))
 
-    def mixed_decode_ms(self, batch_size: int, active_kv_tokens: int, mean_context: float,
-                        total_kv_tokens: int, prefill_tokens: int) -> float:
+    def mixed_decode_ms(
+        self,
+        batch_size: int,
+        active_kv_tokens: int,
+        mean_context: float,
+        total_kv_tokens: int,
+        prefill_tokens: int,
+    ) -> float:
         """What ``batch_size`` decode requests add to a pass that also prefills
         ``prefill_tokens`` new tokens: their decode step less the weights pass they share,
         ``shared(T) + shared(B) - shared(T + B)``, never below 0."""
         shared = self._shared.at
-        saving = (shared((float(prefill_tokens),)) + shared((float(batch_size),))
-                  - shared((float(prefill_tokens + batch_size),)))
+        saving = (
+            shared((float(prefill_tokens),))
+            + shared((float(batch_size),))
+            - shared((float(prefill_tokens + batch_size),))
+        )
         alone = self._decode.at((float(batch_size), float(mean_context)))
         return max(0.0, alone - saving)
 
@@ -86,8 +103,10 @@ class AicKind(TimingKind):
             raise ValueError(aic_sdk.MISSING_SDK)
         if "aic" in data:
             return data
-        return {"type": data["type"], "aic": parse_aic_spec(
-            {k: v for k, v in data.items() if k != "type"})}
+        return {
+            "type": data["type"],
+            "aic": parse_aic_spec({k: v for k, v in data.items() if k != "type"}),
+        }
 
     def to_written(self, spec: Any, data: dict[str, Any]) -> dict[str, Any]:
         # Its keys beside ``type``, so that a dotted override (``engine.timing_model.system``)
@@ -117,8 +136,9 @@ class Grid:
         self.axes = tuple(np.asarray(a, dtype=np.float64) for a in axes)
         self.values = np.asarray(values, dtype=np.float64)
         if self.values.shape != tuple(a.size for a in self.axes):
-            raise ValueError(f"grid values shaped {self.values.shape}, axes "
-                             f"{tuple(a.size for a in self.axes)}")
+            raise ValueError(
+                f"grid values shaped {self.values.shape}, axes {tuple(a.size for a in self.axes)}"
+            )
         self._lists = tuple(a.tolist() for a in self.axes)
         self._segments = tuple(Axis(a) for a in self.axes)
         self._flat = self.values.ravel().tolist()
@@ -146,8 +166,9 @@ class Grid:
         return out
 
     def bulk(self, points: tuple[np.ndarray, ...]) -> np.ndarray:
-        segments = [axis.segment(np.asarray(x, dtype=np.float64))
-                    for axis, x in zip(self._segments, points)]
+        segments = [
+            axis.segment(np.asarray(x, dtype=np.float64)) for axis, x in zip(self._segments, points)
+        ]
         out = np.zeros(np.broadcast(*[i for i, _ in segments]).shape)
         for corner in range(1 << len(segments)):
             index = []

@@ -35,8 +35,13 @@ def profile_arrays(table: AicTable, *, max_batch: int, max_context: int) -> dict
     kv, ctx = np.meshgrid(active, context, indexing="ij")
     batch = np.maximum(1.0, kv / ctx)
     itl = timing.decode_ms_bulk(batch.ravel(), kv.ravel(), ctx.ravel(), 0).reshape(kv.shape)
-    return {"prefill_isl": isl, "prefill_ttft_ms": ttft, "decode_active_kv_tokens": active,
-            "decode_context_length": context, "decode_itl": itl}
+    return {
+        "prefill_isl": isl,
+        "prefill_ttft_ms": ttft,
+        "decode_active_kv_tokens": active,
+        "decode_context_length": context,
+        "decode_itl": itl,
+    }
 
 
 def write_profile(path: str | Path, arrays: dict[str, np.ndarray]) -> Path:

@@ -18,16 +18,23 @@ class FixedTiming:
         self._prefill_pass_ms = float(prefill_ms)
         self._decode_pass_ms = float(decode_ms)
 
-    def prefill_ms(self, new_tokens: int, batch_size: int, mean_isl: float,
-                   mean_prefix: float) -> float:
+    def prefill_ms(
+        self, new_tokens: int, batch_size: int, mean_isl: float, mean_prefix: float
+    ) -> float:
         return self._prefill_pass_ms if new_tokens > 0 else 0.0
 
-    def decode_ms(self, batch_size: int, active_kv_tokens: int, mean_context: float,
-                  total_kv_tokens: int) -> float:
+    def decode_ms(
+        self, batch_size: int, active_kv_tokens: int, mean_context: float, total_kv_tokens: int
+    ) -> float:
         return self._decode_pass_ms
 
-    def decode_ms_bulk(self, batch_size: np.ndarray, active_kv_tokens: np.ndarray,
-                       mean_context: np.ndarray, total_kv_tokens: int) -> np.ndarray:
+    def decode_ms_bulk(
+        self,
+        batch_size: np.ndarray,
+        active_kv_tokens: np.ndarray,
+        mean_context: np.ndarray,
+        total_kv_tokens: int,
+    ) -> np.ndarray:
         return np.full(np.shape(active_kv_tokens), self._decode_pass_ms)
 
 
@@ -35,10 +42,12 @@ class FixedTiming:
 class FixedParams:
     """The ``timing_model`` keys of type ``fixed``."""
 
-    prefill_ms: float | None = param(None, ge=0, optional=True,
-                                     help="time of a pass that prefills any tokens (ms)")
-    decode_ms: float | None = param(None, ge=0, optional=True,
-                                    help="time of a pass that only decodes (ms)")
+    prefill_ms: float | None = param(
+        None, ge=0, optional=True, help="time of a pass that prefills any tokens (ms)"
+    )
+    decode_ms: float | None = param(
+        None, ge=0, optional=True, help="time of a pass that only decodes (ms)"
+    )
 
 
 class FixedKind(TimingKind):

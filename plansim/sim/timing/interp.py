@@ -34,7 +34,7 @@ class Surface:
     differences precomputed, so that a look-up is a few flat takes and ufuncs (a decode run's
     passes are timed in one call)."""
 
-    __slots__ = ("x", "y", "cols", "z00", "d0", "z10", "d1")
+    __slots__ = ("cols", "d0", "d1", "x", "y", "z00", "z10")
 
     def __init__(self, xs: np.ndarray, ys: np.ndarray, z: np.ndarray) -> None:
         self.x = Axis(xs)
@@ -60,7 +60,7 @@ class Grid:
     numpy's per-call cost dominates); the arithmetic is ``Axis.segment``'s, so scalar and array
     results agree to the bit."""
 
-    __slots__ = ("points", "last")
+    __slots__ = ("last", "points")
 
     def __init__(self, grid: np.ndarray) -> None:
         self.points = [float(v) for v in grid]

@@ -19,8 +19,14 @@ from plansim.sim.timing.interp import Grid, Surface, interp1_scalar, interp2_sca
 class NpzTiming:
     """Interpolated model from the reference mocker's NPZ arrays."""
 
-    def __init__(self, prefill_isl: np.ndarray, prefill_ttft_ms: np.ndarray,
-                 decode_kv: np.ndarray, decode_ctx: np.ndarray, decode_itl: np.ndarray) -> None:
+    def __init__(
+        self,
+        prefill_isl: np.ndarray,
+        prefill_ttft_ms: np.ndarray,
+        decode_kv: np.ndarray,
+        decode_ctx: np.ndarray,
+        decode_itl: np.ndarray,
+    ) -> None:
         self.prefill_isl = prefill_isl
         self.prefill_ttft_ms = prefill_ttft_ms
         self.decode_kv = decode_kv
@@ -34,30 +40,42 @@ class NpzTiming:
         self._itl = decode_itl.tolist()
         self._surface = Surface(decode_kv, decode_ctx, decode_itl)
 
-    def prefill_ms(self, new_tokens: int, batch_size: int, mean_isl: float,
-                   mean_prefix: float) -> float:
+    def prefill_ms(
+        self, new_tokens: int, batch_size: int, mean_isl: float, mean_prefix: float
+    ) -> float:
         if new_tokens <= 0:
             return 0.0
         return interp1_scalar(self._isl, self._ttft, float(new_tokens))
 
-    def decode_ms(self, batch_size: int, active_kv_tokens: int, mean_context: float,
-                  total_kv_tokens: int) -> float:
-        value = interp2_scalar(self._kv, self._ctx, self._itl, float(active_kv_tokens),
-                               float(mean_context))
+    def decode_ms(
+        self, batch_size: int, active_kv_tokens: int, mean_context: float, total_kv_tokens: int
+    ) -> float:
+        value = interp2_scalar(
+            self._kv, self._ctx, self._itl, float(active_kv_tokens), float(mean_context)
+        )
         return max(MIN_DECODE_MS, value)
 
-    def decode_ms_by_batch(self, batch_size: int, active_kv_tokens: np.ndarray,
-                           total_kv_tokens: int) -> np.ndarray:
+    def decode_ms_by_batch(
+        self, batch_size: int, active_kv_tokens: np.ndarray, total_kv_tokens: int
+    ) -> np.ndarray:
         """``decode_ms`` of ``batch_size`` requests over each of ``active_kv_tokens`` (int64),
         with mean context ``kv // batch_size``."""
-        value = self._surface(active_kv_tokens.astype(np.float64),
-                              (active_kv_tokens // batch_size).astype(np.float64))
+        value = self._surface(
+            active_kv_tokens.astype(np.float64), (active_kv_tokens // batch_size).astype(np.float64)
+        )
         return np.maximum(MIN_DECODE_MS, value, out=value)
 
-    def decode_ms_bulk(self, batch_size: np.ndarray, active_kv_tokens: np.ndarray,
-                       mean_context: np.ndarray, total_kv_tokens: int) -> np.ndarray:
-        value = self._surface(np.asarray(active_kv_tokens, dtype=np.float64),
-                              np.asarray(mean_context, dtype=np.float64))
+    def decode_ms_bulk(
+        self,
+        batch_size: np.ndarray,
+        active_kv_tokens: np.ndarray,
+        mean_context: np.ndarray,
+        total_kv_tokens: int,
+    ) -> np.ndarray:
+        value = self._surface(
+            np.asarray(active_kv_tokens, dtype=np.float64),
+            np.asarray(mean_context, dtype=np.float64),
+        )
         return np.maximum(MIN_DECODE_MS, value, out=value)
 
 
@@ -68,8 +86,9 @@ def _load_npz_cached(path: str) -> NpzTiming:
     return _npz_from_arrays(arrays, path)
 
 
-def load_npz_profile(path: str | Path, *, field: str = "timing_model",
-                     source: str | None = None) -> NpzTiming:
+def load_npz_profile(
+    path: str | Path, *, field: str = "timing_model", source: str | None = None
+) -> NpzTiming:
     """Load and check an NPZ profile; ``ConfigError`` naming ``field`` when missing or malformed."""
     p = Path(path)
     if not p.is_file():
@@ -83,8 +102,13 @@ def load_npz_profile(path: str | Path, *, field: str = "timing_model",
 
 
 def _npz_from_arrays(arrays: dict[str, np.ndarray], path: str) -> NpzTiming:
-    need = ("prefill_isl", "prefill_ttft_ms", "decode_active_kv_tokens", "decode_context_length",
-            "decode_itl")
+    need = (
+        "prefill_isl",
+        "prefill_ttft_ms",
+        "decode_active_kv_tokens",
+        "decode_context_length",
+        "decode_itl",
+    )
     missing = [k for k in need if k not in arrays]
     if missing:
         raise ConfigError(f"NPZ {path} lacks arrays {', '.join(missing)}")
@@ -92,18 +116,31 @@ def _npz_from_arrays(arrays: dict[str, np.ndarray], path: str) -> NpzTiming:
     kv, ctx = arrays["decode_active_kv_tokens"], arrays["decode_context_length"]
     itl = arrays["decode_itl"]
     if isl.ndim != 1 or ttft.shape != isl.shape or isl.size < 2:
-        raise ConfigError(f"NPZ {path}: prefill_isl and prefill_ttft_ms must be equal 1-D arrays "
-                          f"of at least 2 points, got {isl.shape} and {ttft.shape}")
-    if kv.ndim != 1 or ctx.ndim != 1 or kv.size < 2 or ctx.size < 2 or itl.shape != (kv.size, ctx.size):
-        raise ConfigError(f"NPZ {path}: decode_itl must have shape (len(decode_active_kv_tokens), "
-                          f"len(decode_context_length)) = ({kv.size}, {ctx.size}), got {itl.shape}")
+        raise ConfigError(
+            f"NPZ {path}: prefill_isl and prefill_ttft_ms must be equal 1-D arrays "
+            f"of at least 2 points, got {isl.shape} and {ttft.shape}"
+        )
+    if (
+        kv.ndim != 1
+        or ctx.ndim != 1
+        or kv.size < 2
+        or ctx.size < 2
+        or itl.shape != (kv.size, ctx.size)
+    ):
+        raise ConfigError(
+            f"NPZ {path}: decode_itl must have shape (len(decode_active_kv_tokens), "
+            f"len(decode_context_length)) = ({kv.size}, {ctx.size}), got {itl.shape}"
+        )
     # NaN passes every comparison below and would time passes as NaN (or as the 1 ms floor,
     # where a scalar max() drops it): a profile is finite or refused.
     for name in need:
         if not np.all(np.isfinite(arrays[name])):
             raise ConfigError(f"NPZ {path}: {name} holds a value that is not finite (NaN or inf)")
-    for name, arr in (("prefill_isl", isl), ("decode_active_kv_tokens", kv),
-                      ("decode_context_length", ctx)):
+    for name, arr in (
+        ("prefill_isl", isl),
+        ("decode_active_kv_tokens", kv),
+        ("decode_context_length", ctx),
+    ):
         if np.any(np.diff(arr) <= 0):
             raise ConfigError(f"NPZ {path}: {name} must be strictly increasing")
     return NpzTiming(isl, ttft, kv, ctx, itl)

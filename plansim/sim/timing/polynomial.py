@@ -29,27 +29,37 @@ U2, U1, U0 = -25.74, 54.01, 5.74
 class PolynomialTiming:
     """The reference mocker's polynomial model, with its coefficients or others."""
 
-    def __init__(self, prefill: tuple[float, float, float] = (P0, P1, P2),
-                 decode: tuple[float, float, float] = (U0, U1, U2)) -> None:
+    def __init__(
+        self,
+        prefill: tuple[float, float, float] = (P0, P1, P2),
+        decode: tuple[float, float, float] = (U0, U1, U2),
+    ) -> None:
         """``prefill``: (ms, ms per token, ms per token squared); ``decode``: (ms, ms per unit
         of KV fill fraction, ms per its square)."""
         self.p0, self.p1, self.p2 = (float(c) for c in prefill)
         self.u0, self.u1, self.u2 = (float(c) for c in decode)
 
-    def prefill_ms(self, new_tokens: int, batch_size: int, mean_isl: float,
-                   mean_prefix: float) -> float:
+    def prefill_ms(
+        self, new_tokens: int, batch_size: int, mean_isl: float, mean_prefix: float
+    ) -> float:
         if new_tokens <= 0:
             return 0.0
         t = float(new_tokens)
         return self.p2 * t * t + self.p1 * t + self.p0
 
-    def decode_ms(self, batch_size: int, active_kv_tokens: int, mean_context: float,
-                  total_kv_tokens: int) -> float:
+    def decode_ms(
+        self, batch_size: int, active_kv_tokens: int, mean_context: float, total_kv_tokens: int
+    ) -> float:
         u = active_kv_tokens / total_kv_tokens
         return max(MIN_DECODE_MS, self.u2 * u * u + self.u1 * u + self.u0)
 
-    def decode_ms_bulk(self, batch_size: np.ndarray, active_kv_tokens: np.ndarray,
-                       mean_context: np.ndarray, total_kv_tokens: int) -> np.ndarray:
+    def decode_ms_bulk(
+        self,
+        batch_size: np.ndarray,
+        active_kv_tokens: np.ndarray,
+        mean_context: np.ndarray,
+        total_kv_tokens: int,
+    ) -> np.ndarray:
         return self.decode_ms_by_kv(active_kv_tokens, total_kv_tokens)
 
     def decode_ms_by_kv(self, active_kv_tokens: np.ndarray, total_kv_tokens: int) -> np.ndarray:
@@ -67,28 +77,52 @@ class ContextPolynomialTiming(PolynomialTiming):
 
     decode_ms_by_kv = None  # type: ignore[assignment]  # the batch matters: no table by KV alone
 
-    def __init__(self, prefill: tuple[float, float, float], decode: tuple[float, float, float],
-                 per_context_ms: float, per_request_ms: float) -> None:
+    def __init__(
+        self,
+        prefill: tuple[float, float, float],
+        decode: tuple[float, float, float],
+        per_context_ms: float,
+        per_request_ms: float,
+    ) -> None:
         super().__init__(prefill, decode)
         self.uc, self.ur = float(per_context_ms), float(per_request_ms)
 
-    def decode_ms(self, batch_size: int, active_kv_tokens: int, mean_context: float,
-                  total_kv_tokens: int) -> float:
+    def decode_ms(
+        self, batch_size: int, active_kv_tokens: int, mean_context: float, total_kv_tokens: int
+    ) -> float:
         u = active_kv_tokens / total_kv_tokens
-        return max(MIN_DECODE_MS, self.u2 * u * u + self.u1 * u + self.u0
-                   + self.uc * mean_context + self.ur * batch_size)
+        return max(
+            MIN_DECODE_MS,
+            self.u2 * u * u + self.u1 * u + self.u0 + self.uc * mean_context + self.ur * batch_size,
+        )
 
-    def decode_ms_bulk(self, batch_size: np.ndarray, active_kv_tokens: np.ndarray,
-                       mean_context: np.ndarray, total_kv_tokens: int) -> np.ndarray:
+    def decode_ms_bulk(
+        self,
+        batch_size: np.ndarray,
+        active_kv_tokens: np.ndarray,
+        mean_context: np.ndarray,
+        total_kv_tokens: int,
+    ) -> np.ndarray:
         u = np.asarray(active_kv_tokens) / total_kv_tokens
-        return np.maximum(MIN_DECODE_MS, self.u2 * u * u + self.u1 * u + self.u0
-                          + self.uc * np.asarray(mean_context) + self.ur * np.asarray(batch_size))
+        return np.maximum(
+            MIN_DECODE_MS,
+            self.u2 * u * u
+            + self.u1 * u
+            + self.u0
+            + self.uc * np.asarray(mean_context)
+            + self.ur * np.asarray(batch_size),
+        )
 
-    def decode_ms_by_batch(self, batch_size: int, active_kv_tokens: np.ndarray,
-                           total_kv_tokens: int) -> np.ndarray:
+    def decode_ms_by_batch(
+        self, batch_size: int, active_kv_tokens: np.ndarray, total_kv_tokens: int
+    ) -> np.ndarray:
         """``decode_ms`` of ``batch_size`` requests over each of ``active_kv_tokens`` (int64)."""
-        return self.decode_ms_bulk(np.full(active_kv_tokens.shape, batch_size), active_kv_tokens,
-                                   active_kv_tokens // batch_size, total_kv_tokens)
+        return self.decode_ms_bulk(
+            np.full(active_kv_tokens.shape, batch_size),
+            active_kv_tokens,
+            active_kv_tokens // batch_size,
+            total_kv_tokens,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,22 +130,30 @@ class PolynomialParams:
     """The ``timing_model`` keys of type ``polynomial``: its coefficients (unset: the
     reference's)."""
 
-    prefill_base_ms: float | None = param(None, optional=True,
-                                          help="prefill time of a pass, constant term (ms)")
-    prefill_ms_per_token: float | None = param(None, optional=True,
-                                               help="prefill time per new token of the pass (ms)")
+    prefill_base_ms: float | None = param(
+        None, optional=True, help="prefill time of a pass, constant term (ms)"
+    )
+    prefill_ms_per_token: float | None = param(
+        None, optional=True, help="prefill time per new token of the pass (ms)"
+    )
     prefill_ms_per_token_sq: float | None = param(
-        None, optional=True, help="prefill time per squared new token of the pass (ms)")
-    decode_base_ms: float | None = param(None, optional=True,
-                                         help="decode time of a pass, constant term (ms)")
+        None, optional=True, help="prefill time per squared new token of the pass (ms)"
+    )
+    decode_base_ms: float | None = param(
+        None, optional=True, help="decode time of a pass, constant term (ms)"
+    )
     decode_ms_per_kv_fill: float | None = param(
-        None, optional=True, help="decode time per unit of KV fill fraction (ms)")
+        None, optional=True, help="decode time per unit of KV fill fraction (ms)"
+    )
     decode_ms_per_kv_fill_sq: float | None = param(
-        None, optional=True, help="decode time per squared KV fill fraction (ms)")
+        None, optional=True, help="decode time per squared KV fill fraction (ms)"
+    )
     decode_ms_per_context_token: float | None = param(
-        None, optional=True, help="decode time per token of the pass's mean context (ms)")
+        None, optional=True, help="decode time per token of the pass's mean context (ms)"
+    )
     decode_ms_per_request: float | None = param(
-        None, optional=True, help="decode time per request of the pass's batch (ms)")
+        None, optional=True, help="decode time per request of the pass's batch (ms)"
+    )
 
 
 def _given(value: float | None, default: float) -> float:
@@ -122,10 +164,16 @@ class PolynomialKind(TimingKind):
     Params = PolynomialParams
 
     def build(self, spec: Any) -> TimingModel:
-        prefill = (_given(spec.prefill_base_ms, P0), _given(spec.prefill_ms_per_token, P1),
-                   _given(spec.prefill_ms_per_token_sq, P2))
-        decode = (_given(spec.decode_base_ms, U0), _given(spec.decode_ms_per_kv_fill, U1),
-                  _given(spec.decode_ms_per_kv_fill_sq, U2))
+        prefill = (
+            _given(spec.prefill_base_ms, P0),
+            _given(spec.prefill_ms_per_token, P1),
+            _given(spec.prefill_ms_per_token_sq, P2),
+        )
+        decode = (
+            _given(spec.decode_base_ms, U0),
+            _given(spec.decode_ms_per_kv_fill, U1),
+            _given(spec.decode_ms_per_kv_fill_sq, U2),
+        )
         context = _given(spec.decode_ms_per_context_token, 0.0)
         request = _given(spec.decode_ms_per_request, 0.0)
         if context or request:

@@ -25,30 +25,47 @@ class CallableTiming:
         if mixed is not None:
             self.mixed_decode_ms = lambda *args: max(0.0, _ms(mixed(*args), "mixed_decode_ms"))
 
-    def prefill_ms(self, new_tokens: int, batch_size: int, mean_isl: float,
-                   mean_prefix: float) -> float:
+    def prefill_ms(
+        self, new_tokens: int, batch_size: int, mean_isl: float, mean_prefix: float
+    ) -> float:
         if new_tokens <= 0:
             return 0.0
-        return _ms(self.impl.prefill_ms(new_tokens, batch_size, mean_isl, mean_prefix),
-                   "prefill_ms")
+        return _ms(
+            self.impl.prefill_ms(new_tokens, batch_size, mean_isl, mean_prefix), "prefill_ms"
+        )
 
-    def decode_ms(self, batch_size: int, active_kv_tokens: int, mean_context: float,
-                  total_kv_tokens: int) -> float:
-        return max(MIN_DECODE_MS, _ms(self.impl.decode_ms(batch_size, active_kv_tokens,
-                                                          mean_context, total_kv_tokens),
-                                      "decode_ms"))
+    def decode_ms(
+        self, batch_size: int, active_kv_tokens: int, mean_context: float, total_kv_tokens: int
+    ) -> float:
+        return max(
+            MIN_DECODE_MS,
+            _ms(
+                self.impl.decode_ms(batch_size, active_kv_tokens, mean_context, total_kv_tokens),
+                "decode_ms",
+            ),
+        )
 
-    def decode_ms_bulk(self, batch_size: np.ndarray, active_kv_tokens: np.ndarray,
-                       mean_context: np.ndarray, total_kv_tokens: int) -> np.ndarray:
+    def decode_ms_bulk(
+        self,
+        batch_size: np.ndarray,
+        active_kv_tokens: np.ndarray,
+        mean_context: np.ndarray,
+        total_kv_tokens: int,
+    ) -> np.ndarray:
         bulk = getattr(self.impl, "decode_ms_bulk", None)
         if bulk is not None:
-            raw = np.asarray(bulk(batch_size, active_kv_tokens, mean_context, total_kv_tokens),
-                             dtype=np.float64)
+            raw = np.asarray(
+                bulk(batch_size, active_kv_tokens, mean_context, total_kv_tokens), dtype=np.float64
+            )
             if not np.all(np.isfinite(raw)):
                 _ms(raw[~np.isfinite(raw)][0], "decode_ms_bulk")
             return np.maximum(MIN_DECODE_MS, raw)
-        return np.array([self.decode_ms(int(b), int(k), float(c), total_kv_tokens)
-                         for b, k, c in zip(batch_size, active_kv_tokens, mean_context)])
+        return np.array(
+            [
+                self.decode_ms(int(b), int(k), float(c), total_kv_tokens)
+                for b, k, c in zip(batch_size, active_kv_tokens, mean_context)
+            ]
+        )
 
 
 def _ms(value: Any, method: str) -> float:
@@ -56,8 +73,9 @@ def _ms(value: Any, method: str) -> float:
     would pass the 1 ms floor of a scalar ``max`` as 1 ms and poison the clock elsewhere)."""
     ms = float(value)
     if not math.isfinite(ms):
-        raise ConfigError(f"{method} returned {ms!r}, not a finite time in ms",
-                          field="timing_model.callable")
+        raise ConfigError(
+            f"{method} returned {ms!r}, not a finite time in ms", field="timing_model.callable"
+        )
     return ms
 
 
@@ -80,8 +98,9 @@ def _import_callable(target: str) -> Any:
 class PythonParams:
     """The ``timing_model`` key of type ``python``."""
 
-    callable: str | None = param(None, optional=True,
-                                 help="'module:attr' naming the model, a class or a factory")
+    callable: str | None = param(
+        None, optional=True, help="'module:attr' naming the model, a class or a factory"
+    )
 
 
 class PythonKind(TimingKind):

@@ -41,9 +41,15 @@ from plansim.sim.timing.base import MIN_DECODE_MS, TimingKind
 
 GIB = 1 << 30
 # The assumed figures (module docstring) and the defaults of the timing_model keys.
-DEFAULTS: dict[str, Any] = {"gpu": "h100_sxm", "tp_size": 1, "compute_efficiency": 0.6,
-                            "memory_efficiency": 0.75, "step_overhead_ms": 1.0,
-                            "allreduce_latency_us": 10.0, "dtype_bytes": 2}
+DEFAULTS: dict[str, Any] = {
+    "gpu": "h100_sxm",
+    "tp_size": 1,
+    "compute_efficiency": 0.6,
+    "memory_efficiency": 0.75,
+    "step_overhead_ms": 1.0,
+    "allreduce_latency_us": 10.0,
+    "dtype_bytes": 2,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,17 +66,44 @@ class GpuSpec:
 
 
 # NVIDIA's data sheets; NVLink figures are the total bidirectional bandwidth halved.
-GPUS: dict[str, GpuSpec] = {g.name: g for g in (
-    GpuSpec("h100_sxm", 989.4, 3350.0, 80.0, 450.0,
+GPUS: dict[str, GpuSpec] = {
+    g.name: g
+    for g in (
+        GpuSpec(
+            "h100_sxm",
+            989.4,
+            3350.0,
+            80.0,
+            450.0,
             "NVIDIA H100 Tensor Core GPU data sheet (SXM5: 1,979 TFLOPS FP16 with sparsity, "
-            "3.35 TB/s HBM3, NVLink 900 GB/s)"),
-    GpuSpec("h200_sxm", 989.4, 4800.0, 141.0, 450.0,
-            "NVIDIA H200 Tensor Core GPU data sheet (SXM: 4.8 TB/s HBM3e, NVLink 900 GB/s)"),
-    GpuSpec("a100_sxm", 312.0, 2039.0, 80.0, 300.0,
-            "NVIDIA A100 Tensor Core GPU data sheet (80GB SXM: 2,039 GB/s, NVLink 600 GB/s)"),
-    GpuSpec("l40s", 362.05, 864.0, 48.0, 32.0,
-            "NVIDIA L40S data sheet (FP16 tensor 362.05 TFLOPS dense, 864 GB/s; PCIe Gen4 x16)"),
-)}
+            "3.35 TB/s HBM3, NVLink 900 GB/s)",
+        ),
+        GpuSpec(
+            "h200_sxm",
+            989.4,
+            4800.0,
+            141.0,
+            450.0,
+            "NVIDIA H200 Tensor Core GPU data sheet (SXM: 4.8 TB/s HBM3e, NVLink 900 GB/s)",
+        ),
+        GpuSpec(
+            "a100_sxm",
+            312.0,
+            2039.0,
+            80.0,
+            300.0,
+            "NVIDIA A100 Tensor Core GPU data sheet (80GB SXM: 2,039 GB/s, NVLink 600 GB/s)",
+        ),
+        GpuSpec(
+            "l40s",
+            362.05,
+            864.0,
+            48.0,
+            32.0,
+            "NVIDIA L40S data sheet (FP16 tensor 362.05 TFLOPS dense, 864 GB/s; PCIe Gen4 x16)",
+        ),
+    )
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,13 +138,19 @@ class ModelShape:
         moe_sized = experts and "moe_intermediate_size" in config
         intermediate_key = "moe_intermediate_size" if moe_sized else "intermediate_size"
         shape = cls(
-            layers=need("num_hidden_layers"), hidden=hidden, heads=heads,
-            kv_heads=need("num_key_value_heads") if config.get("num_key_value_heads") is not None
+            layers=need("num_hidden_layers"),
+            hidden=hidden,
+            heads=heads,
+            kv_heads=need("num_key_value_heads")
+            if config.get("num_key_value_heads") is not None
             else heads,
             head_dim=need("head_dim") if config.get("head_dim") else hidden // heads,
-            intermediate=need(intermediate_key), vocab=need("vocab_size"),
-            experts=int(experts), experts_per_token=need("num_experts_per_tok") if experts else 0,
-            tied_embeddings=bool(config.get("tie_word_embeddings", False)))
+            intermediate=need(intermediate_key),
+            vocab=need("vocab_size"),
+            experts=int(experts),
+            experts_per_token=need("num_experts_per_tok") if experts else 0,
+            tied_embeddings=bool(config.get("tie_word_embeddings", False)),
+        )
         if shape.experts and not 0 < shape.experts_per_token <= shape.experts:
             raise ValueError("model config: num_experts_per_tok must be between 1 and the experts")
         return shape
@@ -131,8 +170,11 @@ class ModelShape:
     @property
     def layer_params(self) -> int:
         """All weights of one layer: attention, MLP or experts and router, two norms."""
-        mlp = self.expert_params * self.experts + self.hidden * self.experts if self.experts \
+        mlp = (
+            self.expert_params * self.experts + self.hidden * self.experts
+            if self.experts
             else self.expert_params
+        )
         return self.attention_params + mlp + 2 * self.hidden
 
     @property
@@ -152,7 +194,7 @@ def load_model_config(path: str | Path) -> dict[str, Any]:
         p = p / "config.json"
     data = json.loads(p.read_text(encoding="utf-8"))
     if not isinstance(data, dict):  # bad input: check() reports ValueErrors as the path's
-        raise ValueError(f"{p}: a model config is a JSON object")  # noqa: TRY004
+        raise ValueError(f"{p}: a model config is a JSON object")
     return data
 
 
@@ -169,9 +211,17 @@ class PassWork:
     allreduces: int
 
 
-def pass_work(shape: ModelShape, *, tokens: float, sequences: float, attention_pairs: float,
-              kv_read_tokens: float, kv_write_tokens: float, tp: int = 1,
-              dtype_bytes: int = 2) -> PassWork:
+def pass_work(
+    shape: ModelShape,
+    *,
+    tokens: float,
+    sequences: float,
+    attention_pairs: float,
+    kv_read_tokens: float,
+    kv_write_tokens: float,
+    tp: int = 1,
+    dtype_bytes: int = 2,
+) -> PassWork:
     """The work of a pass putting ``tokens`` through the weights for ``sequences`` requests (the
     LM head runs once each), with ``attention_pairs`` query-key pairs over ``kv_read_tokens``
     of context KV, writing ``kv_write_tokens``' KV, on one of ``tp`` GPUs."""
@@ -187,42 +237,67 @@ def pass_work(shape: ModelShape, *, tokens: float, sequences: float, attention_p
     linear_flops = 2.0 * (tokens * shape.layers * per_layer_active + sequences * head) / tp
     weight_bytes = (shape.layers * per_layer_read + head) * dtype_bytes / tp
     attention_flops = 4.0 * shape.layers * shape.heads * shape.head_dim * attention_pairs / tp
-    kv_per_gpu = shape.kv_bytes_per_token(dtype_bytes) * math.ceil(shape.kv_heads / tp) \
-        / shape.kv_heads
+    kv_per_gpu = (
+        shape.kv_bytes_per_token(dtype_bytes) * math.ceil(shape.kv_heads / tp) / shape.kv_heads
+    )
     kv_bytes = (kv_read_tokens + kv_write_tokens) * kv_per_gpu
     allreduces = 2 * shape.layers if tp > 1 else 0
-    return PassWork(linear_flops, weight_bytes, attention_flops, kv_bytes,
-                    tokens * shape.hidden * dtype_bytes, allreduces)
+    return PassWork(
+        linear_flops,
+        weight_bytes,
+        attention_flops,
+        kv_bytes,
+        tokens * shape.hidden * dtype_bytes,
+        allreduces,
+    )
 
 
-def kv_capacity_tokens(shape: ModelShape, gpu: GpuSpec, *, tp: int = 1,
-                       memory_utilization: float = 0.9, reserved_gib: float = 2.0,
-                       dtype_bytes: int = 2) -> int:
+def kv_capacity_tokens(
+    shape: ModelShape,
+    gpu: GpuSpec,
+    *,
+    tp: int = 1,
+    memory_utilization: float = 0.9,
+    reserved_gib: float = 2.0,
+    dtype_bytes: int = 2,
+) -> int:
     """KV tokens one worker holds: per GPU, ``memory_utilization x memory`` less its share of
     the weights and ``reserved_gib`` (activations, CUDA graphs, communication buffers), over
     the KV bytes a token takes on that GPU; 0 when the weights do not fit."""
-    budget = memory_utilization * gpu.memory_gib * GIB - shape.total_params * dtype_bytes / tp \
+    budget = (
+        memory_utilization * gpu.memory_gib * GIB
+        - shape.total_params * dtype_bytes / tp
         - reserved_gib * GIB
-    per_token = shape.kv_bytes_per_token(dtype_bytes) * math.ceil(shape.kv_heads / tp) \
-        / shape.kv_heads
+    )
+    per_token = (
+        shape.kv_bytes_per_token(dtype_bytes) * math.ceil(shape.kv_heads / tp) / shape.kv_heads
+    )
     return max(0, int(budget // per_token))
 
 
 class RooflineTiming:
     """Pass times in ms of one model on ``tp`` GPUs of one kind; see the module docstring."""
 
-    def __init__(self, shape: ModelShape, gpu: GpuSpec, *, tp: int = 1,
-                 compute_efficiency: float = DEFAULTS["compute_efficiency"],
-                 memory_efficiency: float = DEFAULTS["memory_efficiency"],
-                 step_overhead_ms: float = DEFAULTS["step_overhead_ms"],
-                 allreduce_latency_us: float = DEFAULTS["allreduce_latency_us"],
-                 dtype_bytes: int = DEFAULTS["dtype_bytes"], peak_tflops: float | None = None,
-                 memory_bandwidth_gbps: float | None = None) -> None:
+    def __init__(
+        self,
+        shape: ModelShape,
+        gpu: GpuSpec,
+        *,
+        tp: int = 1,
+        compute_efficiency: float = DEFAULTS["compute_efficiency"],
+        memory_efficiency: float = DEFAULTS["memory_efficiency"],
+        step_overhead_ms: float = DEFAULTS["step_overhead_ms"],
+        allreduce_latency_us: float = DEFAULTS["allreduce_latency_us"],
+        dtype_bytes: int = DEFAULTS["dtype_bytes"],
+        peak_tflops: float | None = None,
+        memory_bandwidth_gbps: float | None = None,
+    ) -> None:
         self.shape, self.gpu, self.tp, self.dtype_bytes = shape, gpu, int(tp), int(dtype_bytes)
         # FLOPs and bytes per millisecond at the assumed efficiencies.
         self._flops_per_ms = (peak_tflops or gpu.peak_tflops) * 1e9 * compute_efficiency
-        self._bytes_per_ms = (memory_bandwidth_gbps or gpu.memory_bandwidth_gbps) * 1e6 \
-            * memory_efficiency
+        self._bytes_per_ms = (
+            (memory_bandwidth_gbps or gpu.memory_bandwidth_gbps) * 1e6 * memory_efficiency
+        )
         self._link_bytes_per_ms = gpu.interconnect_gbps * 1e6
         self._allreduce_ms = allreduce_latency_us / 1000.0
         self._overhead_ms = float(step_overhead_ms)
@@ -230,10 +305,12 @@ class RooflineTiming:
     def work_ms(self, work: PassWork, maximum: Any = max) -> float:
         """The time of ``work`` without the step overhead (``maximum=np.maximum`` for a
         ``PassWork`` of arrays)."""
-        linear = maximum(work.linear_flops / self._flops_per_ms,
-                         work.weight_bytes / self._bytes_per_ms)
-        attention = maximum(work.attention_flops / self._flops_per_ms,
-                            work.kv_bytes / self._bytes_per_ms)
+        linear = maximum(
+            work.linear_flops / self._flops_per_ms, work.weight_bytes / self._bytes_per_ms
+        )
+        attention = maximum(
+            work.attention_flops / self._flops_per_ms, work.kv_bytes / self._bytes_per_ms
+        )
         comm = 0.0
         if work.allreduces:
             ring = 2.0 * (self.tp - 1) / self.tp * work.allreduce_bytes / self._link_bytes_per_ms
@@ -243,8 +320,9 @@ class RooflineTiming:
     def _work(self, **kw: float) -> PassWork:
         return pass_work(self.shape, tp=self.tp, dtype_bytes=self.dtype_bytes, **kw)
 
-    def prefill_ms(self, new_tokens: int, batch_size: int, mean_isl: float,
-                   mean_prefix: float) -> float:
+    def prefill_ms(
+        self, new_tokens: int, batch_size: int, mean_isl: float, mean_prefix: float
+    ) -> float:
         if new_tokens <= 0:
             return 0.0
         count = max(1, int(batch_size))
@@ -252,45 +330,75 @@ class RooflineTiming:
         prefix = max(0.0, float(mean_prefix))
         # Causal attention: each new token attends to the prefix and the new tokens before it.
         pairs = count * (per_request * prefix + per_request * (per_request + 1) / 2)
-        work = self._work(tokens=float(new_tokens), sequences=float(count), attention_pairs=pairs,
-                          kv_read_tokens=count * prefix, kv_write_tokens=float(new_tokens))
+        work = self._work(
+            tokens=float(new_tokens),
+            sequences=float(count),
+            attention_pairs=pairs,
+            kv_read_tokens=count * prefix,
+            kv_write_tokens=float(new_tokens),
+        )
         return self.work_ms(work) + self._overhead_ms
 
     def _decode_work(self, batch: float, kv: float) -> PassWork:
-        return self._work(tokens=batch, sequences=batch, attention_pairs=kv, kv_read_tokens=kv,
-                          kv_write_tokens=batch)
+        return self._work(
+            tokens=batch,
+            sequences=batch,
+            attention_pairs=kv,
+            kv_read_tokens=kv,
+            kv_write_tokens=batch,
+        )
 
-    def decode_ms(self, batch_size: int, active_kv_tokens: int, mean_context: float,
-                  total_kv_tokens: int) -> float:
+    def decode_ms(
+        self, batch_size: int, active_kv_tokens: int, mean_context: float, total_kv_tokens: int
+    ) -> float:
         work = self._decode_work(float(batch_size), float(active_kv_tokens))
         return max(MIN_DECODE_MS, self.work_ms(work) + self._overhead_ms)
 
-    def decode_ms_bulk(self, batch_size: np.ndarray, active_kv_tokens: np.ndarray,
-                       mean_context: np.ndarray, total_kv_tokens: int) -> np.ndarray:
-        work = self._decode_work(np.asarray(batch_size, dtype=np.float64),
-                                 np.asarray(active_kv_tokens, dtype=np.float64))
+    def decode_ms_bulk(
+        self,
+        batch_size: np.ndarray,
+        active_kv_tokens: np.ndarray,
+        mean_context: np.ndarray,
+        total_kv_tokens: int,
+    ) -> np.ndarray:
+        work = self._decode_work(
+            np.asarray(batch_size, dtype=np.float64), np.asarray(active_kv_tokens, dtype=np.float64)
+        )
         return np.maximum(MIN_DECODE_MS, self.work_ms(work, np.maximum) + self._overhead_ms)
 
-    def decode_ms_by_batch(self, batch_size: int, active_kv_tokens: np.ndarray,
-                           total_kv_tokens: int) -> np.ndarray:
+    def decode_ms_by_batch(
+        self, batch_size: int, active_kv_tokens: np.ndarray, total_kv_tokens: int
+    ) -> np.ndarray:
         """``decode_ms`` of one batch size over an array of KV token counts."""
-        return self.decode_ms_bulk(np.float64(batch_size), active_kv_tokens, None,
-                                   total_kv_tokens)
+        return self.decode_ms_bulk(np.float64(batch_size), active_kv_tokens, None, total_kv_tokens)
 
-    def mixed_decode_ms(self, batch_size: int, active_kv_tokens: int, mean_context: float,
-                        total_kv_tokens: int, prefill_tokens: int) -> float:
+    def mixed_decode_ms(
+        self,
+        batch_size: int,
+        active_kv_tokens: int,
+        mean_context: float,
+        total_kv_tokens: int,
+        prefill_tokens: int,
+    ) -> float:
         """What ``batch_size`` decoding requests add to a pass prefilling ``prefill_tokens``:
         their tokens join the prefill's through the weights (one weights pass for both) and
         their attention over ``active_kv_tokens`` is added; never below 0."""
         t = float(prefill_tokens)
         b = float(batch_size)
-        alone = self._work(tokens=t, sequences=1.0, attention_pairs=0.0, kv_read_tokens=0.0,
-                           kv_write_tokens=0.0)
-        joint = self._work(tokens=t + b, sequences=1.0 + b, attention_pairs=0.0,
-                           kv_read_tokens=0.0, kv_write_tokens=0.0)
+        alone = self._work(
+            tokens=t, sequences=1.0, attention_pairs=0.0, kv_read_tokens=0.0, kv_write_tokens=0.0
+        )
+        joint = self._work(
+            tokens=t + b,
+            sequences=1.0 + b,
+            attention_pairs=0.0,
+            kv_read_tokens=0.0,
+            kv_write_tokens=0.0,
+        )
         attention = self._decode_work(b, float(active_kv_tokens))
-        attention_ms = max(attention.attention_flops / self._flops_per_ms,
-                           attention.kv_bytes / self._bytes_per_ms)
+        attention_ms = max(
+            attention.attention_flops / self._flops_per_ms, attention.kv_bytes / self._bytes_per_ms
+        )
         return max(0.0, self.work_ms(joint) - self.work_ms(alone) + attention_ms)
 
 
@@ -303,30 +411,54 @@ class RooflineParams:
     """The ``timing_model`` keys of type ``roofline`` (``path``: the model's config.json). Unset
     (null) keys take ``DEFAULTS``, so other timing types' dumps carry none of them."""
 
-    gpu: str | None = param(None, choices=tuple(GPUS), optional=True,
-                            help=f"the GPU (published peak figures; {_default('gpu')})")
-    tp_size: int | None = param(None, ge=1, optional=True,
-                                help=f"tensor-parallel GPUs per worker ({_default('tp_size')})")
+    gpu: str | None = param(
+        None,
+        choices=tuple(GPUS),
+        optional=True,
+        help=f"the GPU (published peak figures; {_default('gpu')})",
+    )
+    tp_size: int | None = param(
+        None, ge=1, optional=True, help=f"tensor-parallel GPUs per worker ({_default('tp_size')})"
+    )
     compute_efficiency: float | None = param(
-        None, gt=0, le=1, optional=True,
-        help=f"share of the peak FLOPS the GEMMs reach ({_default('compute_efficiency')})")
+        None,
+        gt=0,
+        le=1,
+        optional=True,
+        help=f"share of the peak FLOPS the GEMMs reach ({_default('compute_efficiency')})",
+    )
     memory_efficiency: float | None = param(
-        None, gt=0, le=1, optional=True,
-        help=f"share of the bandwidth weight and KV reads reach "
-             f"({_default('memory_efficiency')})")
+        None,
+        gt=0,
+        le=1,
+        optional=True,
+        help=f"share of the bandwidth weight and KV reads reach ({_default('memory_efficiency')})",
+    )
     step_overhead_ms: float | None = param(
-        None, ge=0, optional=True,
-        help=f"engine CPU time added to every pass, ms ({_default('step_overhead_ms')})")
+        None,
+        ge=0,
+        optional=True,
+        help=f"engine CPU time added to every pass, ms ({_default('step_overhead_ms')})",
+    )
     allreduce_latency_us: float | None = param(
-        None, ge=0, optional=True,
-        help=f"fixed cost of one all-reduce, us ({_default('allreduce_latency_us')})")
+        None,
+        ge=0,
+        optional=True,
+        help=f"fixed cost of one all-reduce, us ({_default('allreduce_latency_us')})",
+    )
     dtype_bytes: int | None = param(
-        None, ge=1, le=8, optional=True,
-        help=f"bytes of a weight and a KV element ({_default('dtype_bytes')})")
-    peak_tflops: float | None = param(None, gt=0, optional=True,
-                                      help="dense FP16 peak overriding the GPU's (TFLOPS)")
-    memory_bandwidth_gbps: float | None = param(None, gt=0, optional=True,
-                                                help="bandwidth overriding the GPU's (GB/s)")
+        None,
+        ge=1,
+        le=8,
+        optional=True,
+        help=f"bytes of a weight and a KV element ({_default('dtype_bytes')})",
+    )
+    peak_tflops: float | None = param(
+        None, gt=0, optional=True, help="dense FP16 peak overriding the GPU's (TFLOPS)"
+    )
+    memory_bandwidth_gbps: float | None = param(
+        None, gt=0, optional=True, help="bandwidth overriding the GPU's (GB/s)"
+    )
 
 
 def settings(spec: Any) -> dict[str, Any]:
@@ -350,8 +482,9 @@ class RooflineKind(TimingKind):
             raise ValueError(f"path: {' '.join(str(exc).split())}") from None
         tp = settings(spec)["tp_size"]
         if shape.heads % tp:
-            raise ValueError(f"tp_size {tp} does not divide the model's {shape.heads} attention "
-                             "heads")
+            raise ValueError(
+                f"tp_size {tp} does not divide the model's {shape.heads} attention heads"
+            )
 
     def build(self, spec: Any) -> RooflineTiming:
         shape = ModelShape.from_hf_config(load_model_config(spec.path))

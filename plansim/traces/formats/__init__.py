@@ -21,12 +21,15 @@ from __future__ import annotations
 from plansim.registry import Registry
 from plansim.traces.formats.base import TraceFormat, TraceWriter
 
-TRACE_FORMATS: Registry[TraceFormat] = Registry("trace format", {
-    "agentic_mooncake": "plansim.traces.formats.agentic_mooncake:FORMAT",
-    "dynamo": "plansim.traces.formats.dynamo:FORMAT",
-    "mooncake": "plansim.traces.formats.mooncake:FORMAT",
-    "azure": "plansim.traces.formats.azure:FORMAT",
-})
+TRACE_FORMATS: Registry[TraceFormat] = Registry(
+    "trace format",
+    {
+        "agentic_mooncake": "plansim.traces.formats.agentic_mooncake:FORMAT",
+        "dynamo": "plansim.traces.formats.dynamo:FORMAT",
+        "mooncake": "plansim.traces.formats.mooncake:FORMAT",
+        "azure": "plansim.traces.formats.azure:FORMAT",
+    },
+)
 
 
 def _either(names: list[str], word: str = "or") -> str:
@@ -41,32 +44,52 @@ def writable() -> tuple[str, ...]:
 
 def windowed() -> str:
     """The formats retune windows read, with what they are (for errors)."""
-    return _either([f"{name} traces ({fmt.about})" for name, fmt in TRACE_FORMATS.items()
-                    if fmt.windows is not None])
+    return _either(
+        [
+            f"{name} traces ({fmt.about})"
+            for name, fmt in TRACE_FORMATS.items()
+            if fmt.windows is not None
+        ]
+    )
 
 
 def input_help() -> str:
     """``--format``'s help."""
-    return "Input format: " + _either(
-        ["auto (detect from the content)",
-         *(f"{name} ({fmt.about})" for name, fmt in TRACE_FORMATS.items())]) + "."
+    return (
+        "Input format: "
+        + _either(
+            [
+                "auto (detect from the content)",
+                *(f"{name} ({fmt.about})" for name, fmt in TRACE_FORMATS.items()),
+            ]
+        )
+        + "."
+    )
 
 
 def output_help() -> str:
     """``--to``'s help."""
-    return "Output format: " + _either(
-        [f"{name} ({TRACE_FORMATS.get(name).writer.about})" for name in writable()]) + "."
+    return (
+        "Output format: "
+        + _either([f"{name} ({TRACE_FORMATS.get(name).writer.about})" for name in writable()])
+        + "."
+    )
 
 
 def block_size_help() -> str:
     """``--trace-block-size``'s help."""
-    given = [(name, fmt.block_size) for name, fmt in TRACE_FORMATS.items()
-             if fmt.block_size is not None]
+    given = [
+        (name, fmt.block_size) for name, fmt in TRACE_FORMATS.items() if fmt.block_size is not None
+    ]
     carried = [name for name, fmt in TRACE_FORMATS.items() if fmt.block_size is None]
-    defaults = "; ".join(f"{_either([n for n, b in given if b == size], 'and')} traces default "
-                         f"to {size}" for size in dict.fromkeys(b for _, b in given))
-    return (f"Tokens per hash block. {defaults}; {_either(carried, 'and')} traces carry their own "
-            "block size and a different value is an error.")
+    defaults = "; ".join(
+        f"{_either([n for n, b in given if b == size], 'and')} traces default to {size}"
+        for size in dict.fromkeys(b for _, b in given)
+    )
+    return (
+        f"Tokens per hash block. {defaults}; {_either(carried, 'and')} traces carry their own "
+        "block size and a different value is an error."
+    )
 
 
 def detection_hint() -> str:
@@ -74,5 +97,14 @@ def detection_hint() -> str:
     return _either([fmt.first_line for _, fmt in TRACE_FORMATS.items()])
 
 
-__all__ = ["TRACE_FORMATS", "TraceFormat", "TraceWriter", "block_size_help", "detection_hint",
-           "input_help", "output_help", "windowed", "writable"]
+__all__ = [
+    "TRACE_FORMATS",
+    "TraceFormat",
+    "TraceWriter",
+    "block_size_help",
+    "detection_hint",
+    "input_help",
+    "output_help",
+    "windowed",
+    "writable",
+]

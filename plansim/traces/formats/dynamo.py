@@ -26,7 +26,8 @@ FORMAT = TraceFormat(
     reader="plansim.traces.dynamo:read_dynamo",
     linker="plansim.traces.dynamo_agents:dynamo_graph",
     records_latencies=True,
-    writer=TraceWriter("plansim.traces.writers:write_dynamo", "gzip request_end rows",
-                       unix_ms=True, graph=False),
+    writer=TraceWriter(
+        "plansim.traces.writers:write_dynamo", "gzip request_end rows", unix_ms=True, graph=False
+    ),
     windows="plansim.traces.dynamo:read_dynamo",
 )

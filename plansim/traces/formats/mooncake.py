@@ -13,8 +13,11 @@ _LENGTH_KEYS = ("hash_ids", "input_length", "output_length")
 
 def sniff(line: bytes, record: Any) -> bool:
     """``timestamp``, ``created_time`` or ``session_id`` with ``hash_ids`` or a length."""
-    return (isinstance(record, dict) and any(k in record for k in _TIME_KEYS)
-            and any(k in record for k in _LENGTH_KEYS))
+    return (
+        isinstance(record, dict)
+        and any(k in record for k in _TIME_KEYS)
+        and any(k in record for k in _LENGTH_KEYS)
+    )
 
 
 FORMAT = TraceFormat(
@@ -24,6 +27,7 @@ FORMAT = TraceFormat(
     reader="plansim.traces.mooncake:read_mooncake",
     linker="plansim.traces.mooncake_sessions:mooncake_graph",
     block_size=512,
-    writer=TraceWriter("plansim.traces.writers:write_mooncake",
-                       "JSONL; sessions as session_id + delay"),
+    writer=TraceWriter(
+        "plansim.traces.writers:write_mooncake", "JSONL; sessions as session_id + delay"
+    ),
 )
