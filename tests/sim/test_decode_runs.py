@@ -295,7 +295,7 @@ def test_scalar_and_vector_paths_give_identical_results(case):
         scalar = _run(case)
     with _paths(scalar_rows=0, grant_rows=1, scalar_passes=0):
         vector = _run(case)
-    # The decoding rows' grants in one loop over the rows' lists (``_grant_decoding_rows``),
+    # The decoding rows' grants in one loop over the rows' lists (``decode_grants._grant_rows``),
     # every other step scalar.
     with _paths(scalar_rows=1 << 30, grant_rows=1, scalar_passes=1 << 30):
         rows = _run(case)
