@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from plansim.commands import console
-from plansim.commands.output import ForceOption, OutputFolder, write_reports
+from plansim.commands.output import ForceOption, OutputFolder, warning_line, write_reports
 from plansim.commands.report import SELF_CONTAINED_HELP
 
 
@@ -44,12 +44,20 @@ def compare(
     """Put runs side by side: a summary table, their latency CDFs, and goodput against
     GPU-hours with the Pareto front across them."""
     from plansim.io import atomic_write_json
-    from plansim.reports.compare import comparison, read_runs
+    from plansim.reports.compare import comparison, read_runs, sla_groups, sla_list
     from plansim.schema import COMPARE_JSON
 
     folder = OutputFolder.claim(out, "compare", "plansim compare", force=force)
     runs = read_runs(folders)
     data = comparison(runs)
+    groups = sla_groups(runs)
+    if len(groups) > 1:
+        # Goodput under another SLA is another measure: the front across them mixes the two.
+        warning_line(
+            "plansim: warning: the runs score goodput against different SLAs ("
+            + sla_list(groups)
+            + "): their goodput and the Pareto front do not compare like with like"
+        )
     with folder.writing() as out_dir:
         atomic_write_json(out_dir / COMPARE_JSON, data)
         console.echo(*table_lines(data))

@@ -242,6 +242,20 @@ def comparison(runs: Sequence[Run]) -> dict[str, Any]:
     }
 
 
+def sla_groups(runs: Sequence[Run]) -> dict[str, list[str]]:
+    """The labels of the runs scored against each SLA (runs without one left out)."""
+    groups: dict[str, list[str]] = {}
+    for r in runs:
+        if r.sla:
+            groups.setdefault(r.sla, []).append(r.label)
+    return groups
+
+
+def sla_list(groups: Mapping[str, Sequence[str]]) -> str:
+    """``sla_groups`` in one line: ``a, c: <SLA>; b: <SLA>``."""
+    return "; ".join(f"{', '.join(labels)}: {sla}" for sla, labels in groups.items())
+
+
 def render_compare(runs: Sequence[Run], *, plotly_src: str | None = None) -> str:
     """The comparison page (HTML str); ``plotly_src`` as in ``Page.render``."""
     data = comparison(runs)
@@ -250,12 +264,12 @@ def render_compare(runs: Sequence[Run], *, plotly_src: str | None = None) -> str
         "Runs side by side: goodput (requests that met the SLA over all requests) "
         "against GPU-hours, latency distributions and the figures of each run.",
     )
-    slas = {r.sla for r in runs if r.sla}
+    groups = sla_groups(runs)
     note = (
-        f"Goodput is scored against {next(iter(slas))} in every run."
-        if len(slas) == 1
-        else "The runs score goodput against different SLAs: " + "; ".join(sorted(slas))
-        if slas
+        f"Goodput is scored against {next(iter(groups))} in every run."
+        if len(groups) == 1
+        else "The runs score goodput against different SLAs: " + sla_list(groups)
+        if groups
         else "No run scored goodput (no SLA)."
     )
     page.headline(_cards(runs, data), note)

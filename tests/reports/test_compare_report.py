@@ -89,3 +89,24 @@ def test_compare_writes_its_folder_and_the_report_re_renders(runs, tmp_path, run
     code, _, err = run_cli("report", str(out))
     assert code == 0, err
     assert (out / "compare_report.html").is_file()
+
+
+def test_runs_scored_against_different_slas_are_named_in_one_warning(runs, tmp_path, run_cli):
+    inputs = runs[1] / "inputs.json"
+    data = json.loads(inputs.read_text())
+    data["sla"] = {"ttft_ms": 1000.0, "tpot_ms": 20.0}
+    inputs.write_text(json.dumps(data))
+    code, _, err = run_cli("compare", *map(str, runs), "--out", str(tmp_path / "out"))
+    assert code == 0, err
+    (line,) = [x for x in err.splitlines() if "warning" in x]
+    assert line == (
+        "plansim: warning: the runs score goodput against different SLAs "
+        "(a, c, d: TTFT ≤ 500 ms and TPOT ≤ 20 ms; b: TTFT ≤ 1000 ms and TPOT ≤ 20 ms): their "
+        "goodput and the Pareto front do not compare like with like"
+    )
+
+
+def test_runs_scored_against_one_sla_get_no_warning(runs, tmp_path, run_cli):
+    code, _, err = run_cli("compare", *map(str, runs), "--out", str(tmp_path / "out"))
+    assert code == 0, err
+    assert "warning" not in err
