@@ -14,22 +14,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from plansim.errors import InputError
-from plansim.reports.folder_tables import FolderOutput, FolderReport, FolderTables, read_json
+from plansim.reports.folder_tables import result_reader, result_report
 from plansim.reports.format import number, percent, percent_against
 from plansim.reports.page import Card, Page, plain
 from plansim.reports.panels import Panel, draw_panels
 from plansim.reports.replay import inputs_details
 from plansim.reports.style import SLA_COLOUR, base_layout, palette_map
 from plansim.reports.tables import finite_number, pareto_front
-from plansim.schema import CAPACITY_JSON, CAPACITY_REPORT, POINTS_TABLE
+from plansim.schema import CAPACITY_JSON, CAPACITY_REPORT
 
 BOUND_COLOUR = "#2ca02c"
 POLICY_SYMBOLS = ("diamond", "square", "triangle-up", "cross", "x", "pentagon")
@@ -668,40 +666,11 @@ def _interval_text(interval: Mapping[str, Any] | None) -> str:
     return f"{percent(interval['low'])}-{percent(interval['high'])} ({interval['verdict']})"
 
 
-def read_capacity(path: Path) -> Mapping[str, Any] | None:
-    """``capacity.json`` as ``plansim capacity`` writes it; None when absent."""
-    report = read_json(path)
-    if report is None:
-        return None
-    needed = ("target", "objective", "static", "max_gpu_budget")
-    if not isinstance(report, Mapping) or any(k not in report for k in needed):
-        raise InputError(
-            "not a plansim capacity result (needs " + ", ".join(needed) + ")", source=str(path)
-        )
-    return report
-
-
-def _read_folder(tables: FolderTables) -> bool:
-    if tables.read(CAPACITY_JSON, read_capacity) is None:
-        return False
-    tables.parquet(POINTS_TABLE)
-    return True
-
-
-def _write_folder(tables: FolderTables, out: FolderOutput) -> list[Path]:
-    return [
-        out.write_html(
-            CAPACITY_REPORT,
-            lambda src: render_capacity(
-                tables.read(CAPACITY_JSON, read_capacity),
-                tables.parquet(POINTS_TABLE),
-                tables.inputs,
-                plotly_src=src,
-            ),
-        )
-    ]
-
+# ``capacity.json`` as ``plansim capacity`` writes it: the mapping, None when absent.
+read_capacity = result_reader(
+    "plansim capacity", ("target", "objective", "static", "max_gpu_budget")
+)
 
 # ``capacity_report.html``: the folder has ``capacity.json`` (with ``points.parquet`` when
 # present).
-FOLDER_REPORT = FolderReport((CAPACITY_JSON,), _read_folder, _write_folder)
+FOLDER_REPORT = result_report(CAPACITY_JSON, read_capacity, CAPACITY_REPORT, render_capacity)

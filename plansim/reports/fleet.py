@@ -13,27 +13,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from plansim.errors import InputError
 from plansim.reports.capacity import replays_card
-from plansim.reports.folder_tables import (
-    FolderOutput,
-    FolderReport,
-    FolderTables,
-    read_json,
-)
+from plansim.reports.folder_tables import result_reader, result_report
 from plansim.reports.format import number, percent, percent_against
 from plansim.reports.page import Card, Page, plain
 from plansim.reports.panels import Panel, draw_panels
 from plansim.reports.replay import inputs_details
 from plansim.reports.style import PALETTE, SLA_COLOUR, base_layout
-from plansim.schema import FLEET_JSON, FLEET_REPORT, POINTS_TABLE
+from plansim.schema import FLEET_JSON, FLEET_REPORT
 
 CHOICE_COLOUR = "#f0b400"
 
@@ -574,39 +567,10 @@ def _autoscaled_table(page: Page, report: Mapping[str, Any]) -> None:
     )
 
 
-def read_fleet(path: Path) -> Mapping[str, Any] | None:
-    """``fleet.json`` as ``plansim fleet`` writes it; None when absent."""
-    report = read_json(path)
-    if report is None:
-        return None
-    needed = ("feasible", "solver", "models", "inventory", "breakdown")
-    if not isinstance(report, Mapping) or any(k not in report for k in needed):
-        raise InputError(
-            "not a plansim fleet result (needs " + ", ".join(needed) + ")", source=str(path)
-        )
-    return report
-
-
-def _read_folder(tables: FolderTables) -> bool:
-    if tables.read(FLEET_JSON, read_fleet) is None:
-        return False
-    tables.parquet(POINTS_TABLE)
-    return True
-
-
-def _write_folder(tables: FolderTables, out: FolderOutput) -> list[Path]:
-    return [
-        out.write_html(
-            FLEET_REPORT,
-            lambda src: render_fleet(
-                tables.read(FLEET_JSON, read_fleet),
-                tables.parquet(POINTS_TABLE),
-                tables.inputs,
-                plotly_src=src,
-            ),
-        )
-    ]
-
+# ``fleet.json`` as ``plansim fleet`` writes it: the mapping, None when absent.
+read_fleet = result_reader(
+    "plansim fleet", ("feasible", "solver", "models", "inventory", "breakdown")
+)
 
 # ``fleet_report.html``: the folder has ``fleet.json`` (with ``points.parquet`` when present).
-FOLDER_REPORT = FolderReport((FLEET_JSON,), _read_folder, _write_folder)
+FOLDER_REPORT = result_report(FLEET_JSON, read_fleet, FLEET_REPORT, render_fleet)

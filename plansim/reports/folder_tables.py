@@ -19,7 +19,7 @@ from plansim.errors import InputError
 from plansim.io import atomic_write_text
 from plansim.reports.assets import plotly_src
 from plansim.reports.tables import finite_number
-from plansim.schema import INPUTS_JSON, SCALING_EVENTS_JSON, SUMMARY_JSON
+from plansim.schema import INPUTS_JSON, POINTS_TABLE, SCALING_EVENTS_JSON, SUMMARY_JSON
 
 
 def read_json(path: Path) -> Any:
@@ -104,6 +104,55 @@ class FolderReport:
     triggers: tuple[str, ...]
     read: Callable[[FolderTables], bool]
     write: Callable[[FolderTables, FolderOutput], list[Path]]
+
+
+def result_reader(what: str, needed: tuple[str, ...]) -> Callable[[Path], Mapping | None]:
+    """A reader of a command's result JSON (``what``: e.g. ``plansim capacity``): the mapping,
+    None when the file is absent, ``InputError`` naming the file when a key of ``needed`` is
+    missing."""
+
+    def read(path: Path) -> Mapping[str, Any] | None:
+        report = read_json(path)
+        if report is None:
+            return None
+        if not isinstance(report, Mapping) or any(k not in report for k in needed):
+            raise InputError(
+                f"not a {what} result (needs " + ", ".join(needed) + ")", source=str(path)
+            )
+        return report
+
+    return read
+
+
+def result_report(
+    result_json: str,
+    read: Callable[[Path], Mapping | None],
+    page: str,
+    render: Callable[..., str],
+) -> FolderReport:
+    """The report of a folder holding ``result_json`` (read by ``read``) and, when present,
+    ``points.parquet``: ``page`` is ``render(result, points, inputs, plotly_src=src)``."""
+
+    def read_folder(tables: FolderTables) -> bool:
+        if tables.read(result_json, read) is None:
+            return False
+        tables.parquet(POINTS_TABLE)
+        return True
+
+    def write_folder(tables: FolderTables, out: FolderOutput) -> list[Path]:
+        return [
+            out.write_html(
+                page,
+                lambda src: render(
+                    tables.read(result_json, read),
+                    tables.parquet(POINTS_TABLE),
+                    tables.inputs,
+                    plotly_src=src,
+                ),
+            )
+        ]
+
+    return FolderReport((result_json,), read_folder, write_folder)
 
 
 def positive(value: Any) -> float | None:
