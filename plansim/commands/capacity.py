@@ -562,14 +562,20 @@ def table_lines(report: Mapping[str, Any]) -> list[str]:
             lines.append("                none meets the target")
     for note in report["notes"]:
         lines.append(f"note          {note}")
+    lines.append(replays_line(report))
+    return lines
+
+
+def replays_line(report: Mapping[str, Any]) -> str:
+    """The last line of a search's answer (``capacity.json``, ``fleet.json``): its replays by
+    kind, rounds, wall time, workers and what a resumed run took from the interrupted one."""
     replays = report["replays"]
     kinds = ", ".join(f"{k} {n}" for k, n in replays.items() if k not in ("total", "rounds"))
     host = report.get("host", {})
     where = f" on {host['max_parallel']} {host['backend']} workers" if "backend" in host else ""
     resumed = host.get("resumed_replays")
     again = f"; {resumed} recorded by the interrupted run, not replayed again" if resumed else ""
-    lines.append(
+    return (
         f"replays       {replays['total']} ({kinds}) in {replays['rounds']} rounds, "
         f"{host.get('wall_s', 0.0):.1f} s{where}{again}"
     )
-    return lines

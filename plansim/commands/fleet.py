@@ -7,7 +7,9 @@ file, every model's deployment and search space before reading a trace, runs
 GPUs used of each type; the autoscaled fleet when planners ran) and writes ``fleet.json``,
 ``points.parquet``, ``inputs.json``, ``models/<name>/recommended_deployment.yaml`` per model
 (when the fleet fits) and ``fleet_report.html``. A fleet that does not fit still exits 0 and
-says which model and constraint binds.
+says which model and constraint binds. Every replay is recorded in the output folder as it
+finishes, so that ``--resume`` after a kill replays only what is missing (``plansim
+capacity``'s journal).
 """
 
 from __future__ import annotations
@@ -19,8 +21,15 @@ from typing import Annotated, Any
 import typer
 
 from plansim.commands import console
-from plansim.commands.capacity import BackendOption, JobsOption, RayAddressOption
-from plansim.commands.output import ForceOption, OutputFolder, write_reports
+from plansim.commands.capacity import BackendOption, JobsOption, RayAddressOption, replays_line
+from plansim.commands.output import (
+    ForceOption,
+    OutputFolder,
+    ResumeOption,
+    open_journal,
+    start_work,
+    write_reports,
+)
 from plansim.commands.progress import QUIET_HELP, Progress
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.commands.retune_windows import DEFAULT_BACKEND
@@ -51,6 +60,7 @@ def fleet(
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: ForceOption = False,
+    resume: ResumeOption = False,
 ) -> int:
     """Find the cheapest fleet (one deployment per model) that meets every model's goodput
     target within the GPU inventory and the budget, and replay it autoscaled when the models
@@ -60,35 +70,44 @@ def fleet(
     from plansim import fleet as fl
     from plansim.configfile import read_config
     from plansim.workers.backends import check_address, make_executor
+    from plansim.workers.journal import JournaledExecutor
 
-    folder = OutputFolder.claim(out, "fleet", "plansim fleet", force=force)
+    folder = OutputFolder.claim(out, "fleet", "plansim fleet", force=force, resume=resume)
     check_address(backend.value, ray_address)
     # Everything that can be checked without the traces is checked first.
     plan = fl.prepare(fl.load_fleet(fleet_file), source=str(fleet_file))
     workloads = [_workload(m, str(fleet_file)) for m in plan.models]
-    executor = make_executor(backend.value, jobs or os.cpu_count() or 1, ray_address)
-    try:
-        # Each round's replays follow from the last round's: their number is not known.
-        with Progress("fleet", total=None, unit="replays", quiet=quiet) as bar:
-            result = fl.run(
-                plan,
-                workloads,
-                executor=executor,
-                on_round=lambda stats: bar.update(
-                    stats.total, description=f"fleet round {stats.rounds}"
-                ),
-            )
-    finally:
-        executor.close()
-    report = result.to_json()
-    report["host"].update(backend=backend.value, max_parallel=executor.max_parallel)
     inputs = {
         "command": "plansim fleet",
         "fleet": read_config(fleet_file, what="fleet file"),
         "deployments": {m.name: m.deployment.model_dump(mode="json") for m in plan.models},
         "requests": {m.name: len(w) for m, w in zip(plan.models, workloads)},
     }
+    # A resumed run must replay the same traffic: every model's trace content, in model order.
+    digests = "\0".join(f"{m.name}={w.content_digest()}" for m, w in zip(plan.models, workloads))
+    journal = open_journal(folder, inputs, digests)
+    executor = make_executor(backend.value, jobs or os.cpu_count() or 1, ray_address)
+    start_work()
     with folder.writing() as out_dir:
+        try:
+            # Each round's replays follow from the last round's: their number is not known.
+            with Progress("fleet", total=None, unit="replays", quiet=quiet) as bar:
+                result = fl.run(
+                    plan,
+                    workloads,
+                    executor=JournaledExecutor(executor, journal),
+                    on_round=lambda stats: bar.update(
+                        stats.total, description=f"fleet round {stats.rounds}"
+                    ),
+                )
+        finally:
+            executor.close()
+        report = result.to_json()
+        report["host"].update(
+            backend=backend.value,
+            max_parallel=executor.max_parallel,
+            resumed_replays=journal.reused,
+        )
         _write(out_dir, result, report, inputs)
         headline, *lines = table_lines(report)
         console.result(headline)
@@ -222,12 +241,5 @@ def table_lines(report: Mapping[str, Any]) -> list[str]:
             )
     for note in report["notes"]:
         lines.append(f"note          {note}")
-    replays = report["replays"]
-    kinds = ", ".join(f"{k} {n}" for k, n in replays.items() if k not in ("total", "rounds"))
-    host = report.get("host", {})
-    where = f" on {host['max_parallel']} {host['backend']} workers" if "backend" in host else ""
-    lines.append(
-        f"replays       {replays['total']} ({kinds}) in {replays['rounds']} rounds, "
-        f"{host.get('wall_s', 0.0):.1f} s{where}"
-    )
+    lines.append(replays_line(report))
     return lines

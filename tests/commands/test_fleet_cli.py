@@ -172,3 +172,73 @@ def test_a_binding_inventory_moves_the_model_whose_move_costs_least(tmp_path, ru
     assert (
         run["status"] == "complete" and "models/light/recommended_deployment.yaml" in run["files"]
     )
+
+
+@pytest.mark.slow
+def test_a_fleet_search_killed_at_random_points_and_resumed_gives_the_uninterrupted_answer(
+    tmp_path, run_cli
+):
+    import pandas as pd
+    from killed_runs import RESUME_DIR, kill_and_resume
+
+    # Planners and spot capacity: every kind of replay the fleet records (static and spot
+    # searches, the fleet on one clock, each model autoscaled alone) is among the killed ones.
+    spot = {"price_per_gpu_hour": 0.9, "preemptions_per_hour": 20.0}
+    path = write_fleet(tmp_path, on_demand(16, 16, **spot), planner=True)
+    args = ["fleet", str(path), "--quiet", "--no-report", "--jobs", "2"]
+    whole = tmp_path / "whole"
+    code, _, err = run_cli(*args, "--out", str(whole))
+    assert code == 0, err
+    expected = json.loads((whole / "fleet.json").read_text())
+    replays = expected["replays"]
+    assert replays["fleet"] == 1 and replays["spot"] > 0 and replays["alone"] > 0, replays
+    out = tmp_path / "killed"
+    at_kill, before = kill_and_resume(
+        [*args, "--out", str(out)], out, replays["total"], seed=29, kills=2
+    )
+    assert before > 0, (at_kill, before)
+    got = json.loads((out / "fleet.json").read_text())
+    # The completing run replayed only what the killed ones had not recorded.
+    assert got["host"]["resumed_replays"] == before
+    for report in (expected, got):
+        del report["host"]  # how the replays ran (wall time, workers), not what they gave
+    assert got == expected
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(out / "points.parquet"), pd.read_parquet(whole / "points.parquet")
+    )
+    written = sorted(p.relative_to(whole).as_posix() for p in whole.rglob("*.yaml"))
+    assert written == [
+        "models/heavy/recommended_deployment.yaml",
+        "models/light/recommended_deployment.yaml",
+    ]
+    for name in ["inputs.json", *written]:
+        assert (out / name).read_bytes() == (whole / name).read_bytes(), name
+    assert json.loads((out / "run.json").read_text())["status"] == "complete"
+    assert not (out / RESUME_DIR).exists() and not (out / ".plansim.lock").exists()
+
+
+def test_a_fleet_resume_refuses_a_complete_run_and_other_inputs(tmp_path, run_cli):
+    path = write_fleet(tmp_path, on_demand(16, 16), models=("light",), search={})
+    out = tmp_path / "out"
+    code, _, err = _run(run_cli, path, out, "--no-report")
+    assert code == 0, err
+    code, _, err = _run(run_cli, path, out, "--no-report", "--resume")
+    assert (code, err) == (
+        2,
+        f"plansim: --resume: {out} holds a complete run of plansim fleet, nothing of plansim "
+        "fleet to resume; use --force to replace it, or choose another folder\n",
+    )
+    # A run killed after its first replay, resumed on another trace under the same name.
+    from killed_runs import run_killed_at
+
+    killed = tmp_path / "killed"
+    args = ["fleet", str(path), "--quiet", "--no-report", "--jobs", "1", "--out", str(killed)]
+    assert run_killed_at(args, killed, 1)
+    trace = tmp_path / "light.jsonl"
+    trace.write_text(trace.read_text().replace('"output_length":40', '"output_length":41'))
+    code, _, err = run_cli(*args, "--resume")
+    assert (code, err) == (
+        2,
+        f"plansim: --resume: the interrupted run in {killed} had other inputs (workload "
+        "differ); rerun it with its own inputs, or use --force to start over\n",
+    )

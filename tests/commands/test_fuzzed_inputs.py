@@ -587,3 +587,62 @@ def test_a_mutated_retune_file_is_swept_or_refused_in_one_line():
         return ["retune", "window", str(run), "--window", "0", "--no-timeout"]
 
     _check(_config_property(build, 12))
+
+
+def test_a_mutated_fleet_file_or_its_deployment_is_planned_or_refused_in_one_line():
+    # 24 requests of one model on H100 or H200 (AIConfigurator's timing): a valid fleet's search
+    # is a few replays of a few workers.
+    trace = [
+        {
+            "timestamp": 250 * i,
+            "input_length": 600,
+            "output_length": 4,
+            "hash_ids": [2 * i, 2 * i + 1],
+        }
+        for i in range(24)
+    ]
+    deployment = {
+        "mode": "agg",
+        "num_workers": 1,
+        "engine": {
+            "timing_model": {"type": "aic", "model": "Qwen/Qwen3-0.6B", "system": "h100_sxm"}
+        },
+        "router": {"mode": "round_robin"},
+        "sla": {"ttft_ms": 500},
+    }
+    fleet = {
+        "inventory": {
+            "h100_sxm": {
+                "count": 4,
+                "price_per_gpu_hour": 2.2,
+                "spot": {"price_per_gpu_hour": 0.9, "preemptions_per_hour": 1.0},
+            },
+            "h200_sxm": {"count": 2, "price_per_gpu_hour": 3.5},
+        },
+        "budget_per_hour": 20,
+        "models": [
+            {
+                "name": "chat",
+                "trace": "trace.jsonl",
+                "deployment": "chat.yaml",
+                "search": {"timing_model.system": ["h100_sxm", "h200_sxm"]},
+                "target": 0.9,
+                "max_gpu_budget": 3,
+            }
+        ],
+    }
+
+    def build(data, folder):
+        _write(folder, "trace.jsonl", b"".join(json.dumps(r).encode() + b"\n" for r in trace))
+        if data.draw(st.booleans(), label="mutate the deployment"):
+            content, suffix = _config_bytes(data, deployment)
+            _write(folder, "chat" + suffix, content)
+            config = {**fleet, "models": [{**fleet["models"][0], "deployment": "chat" + suffix}]}
+            content, suffix = json.dumps(config).encode(), ".json"
+        else:
+            _write(folder, "chat.yaml", yaml.safe_dump(deployment).encode())
+            content, suffix = _config_bytes(data, fleet)
+        path = _write(folder, "fleet" + suffix, content)
+        return ["fleet", str(path), "--jobs", "1", "--quiet"]
+
+    _check(_config_property(build, 16))
