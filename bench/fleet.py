@@ -11,10 +11,9 @@ hash ids shifted, so copies share no prefixes), written as Mooncake JSONL:
 | ``docs`` | Mooncake FAST'25 synthetic (14k requests, ISL ~15k, OSL ~155) | Qwen3-8B | 3000 / 40 ms |
 
 Every model: vLLM timed by AIConfigurator (``aic``), KV router, start-up 120 s, a planner block
-(Dynamo's ``dynamo`` policy, throughput loop every 60 s, Kalman predictor; ``sla_goodput``
-divides by zero on the Qwen3-8B model, on main too), target 95 %, the search
-``engine.timing_model.system = h200_sxm, h100_sxm`` x ``engine.timing_model.tp_size = 1, 2``,
-at most 32 GPUs a deployment. Inventory: H200 at 3.5 per GPU-hour, H100 at 2.2 with spot
+(Dynamo's ``dynamo`` policy, throughput loop every 60 s, Kalman predictor), target 95 %, the
+search ``engine.timing_model.system = h200_sxm, h100_sxm`` x ``engine.timing_model.tp_size =
+1, 2``, at most 32 GPUs a deployment. Inventory: H200 at 3.5 per GPU-hour, H100 at 2.2 with spot
 capacity at 0.9 (0.05 preemptions per GPU-hour).
 
 Two runs of ``plansim.fleet`` on a spawn pool of ``--jobs`` workers, progress printed after

@@ -89,7 +89,8 @@ def window_samples(fpm: ForwardPassMetrics) -> list[PassSample]:
 
 
 class PassTimeModel:
-    """Pass time with separate prefill and decode terms, fitted by non-negative least squares.
+    """Pass time with separate prefill and decode terms, fitted by non-negative least squares
+    on the relative error.
 
     Keeps every bootstrap sample and the last ``max_live`` live samples; ready with at least
     ``min_samples`` samples. Coefficients: ``a_decode, a_prefill, b1, b2, c`` (seconds, per token,
@@ -134,6 +135,10 @@ class PassTimeModel:
             return None
         x = np.array([[1.0, r.mixed, r.prefill, r.prefill_sq, r.decode_kv] for r in rows])
         y = np.array([r.wall_s for r in rows])
+        # Relative error: pass times span two orders of magnitude (a few ms of decoding to a
+        # second of long prompts), and in plain seconds the fit would give up the decode-only
+        # passes, the very ones TPOT is made of, to shave the long prompts' residuals.
+        x, y = x / y[:, None], np.ones_like(y)
         # Scale columns to comparable magnitudes so NNLS converges on token-sized features.
         scale = np.maximum(np.abs(x).max(axis=0), 1e-12)
         coef, _ = nnls(x / scale, y)
@@ -353,6 +358,8 @@ def agg_violations(
         if kv > limits.max_kv_tokens or batch + 1.0 > limits.max_num_seqs:
             return INFEASIBLE
         t_d = float(model.decode_s(kv))
+        if not t_d > 0:  # samples that say nothing of decoding (prefill passes only)
+            return INFEASIBLE
         n, tail, budget = _chunks(mix.prefill_tokens, limits.max_batched_tokens - (batch + 1.0))
         full_stall = float(model.stall_s(budget))
         episode = (n - 1) * full_stall + model.stall_s(tail)  # one prompt's chunk costs

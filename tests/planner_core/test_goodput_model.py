@@ -7,10 +7,12 @@ import numpy as np
 import pytest
 
 from plansim.planner_core.goodput_model import (
+    INFEASIBLE,
     PassSample,
     PassTimeModel,
     PoolLimits,
     RequestMix,
+    agg_violations,
     decode_violations,
     episode_counts,
     queue_violation,
@@ -122,3 +124,31 @@ def test_decode_pool_batch_and_its_spread_decide_itl():
     assert v.batch == pytest.approx(batch, rel=1e-4)
     tail = 1 - sum(math.exp(-batch) * batch**k / math.factorial(k) for k in range(5))
     assert v.tpot == pytest.approx(tail, rel=1e-3)
+
+
+def test_the_fit_keeps_decode_only_passes_beside_long_prompt_passes():
+    # Long chunked prompts beside a large decoding batch take 6e-9 s per prompt token squared
+    # (0.1 to 1.5 s) and show no decode cost; decode-only passes take 6 ms + 1e-7 s per KV
+    # token. In plain seconds the decode-only passes' few ms would be given up for the long
+    # passes' residuals; in relative error each pass counts alike, so a decode pass is timed
+    # within 20% of what the decode-only passes took.
+    model = PassTimeModel()
+    for t in np.linspace(4000, 16000, 200):
+        model.add(PassSample(1.0, t, t * t, 300_000.0, 6e-9 * t * t))
+    for kv in (500.0, 5000.0, 10000.0, 20000.0):
+        for _ in range(5):
+            model.add(PassSample(0.0, 0.0, 0.0, kv, 0.006 + 1e-7 * kv))
+    for kv in (500.0, 20000.0):
+        assert float(model.decode_s(kv)) == pytest.approx(0.006 + 1e-7 * kv, rel=0.2)
+
+
+def test_passes_that_say_nothing_of_decoding_make_an_aggregated_pool_infeasible_not_a_crash():
+    # Prompt passes only, their time all in the squared prompt term: the fit times a decode
+    # pass at zero, from which no decoding batch follows.
+    model = PassTimeModel()
+    for t in (1000.0, 2000.0, 4000.0, 6000.0, 8000.0):
+        model.add(PassSample(1.0, t, t * t, 0.0, 6e-9 * t * t))
+    assert float(model.decode_s(10_000.0)) == 0.0
+    mix = RequestMix.from_lengths(np.full(100, 1000), np.full(100, 10), np.zeros(100))
+    v = agg_violations(model, mix, 1.0, PoolLimits(8192, 256, 1_000_000), 0.5, 0.015)
+    assert v == INFEASIBLE
