@@ -17,7 +17,7 @@ replays only what is missing and gives the answer an uninterrupted run gives.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -198,7 +198,6 @@ def capacity(
     from plansim import capacity as cap
     from plansim.sim.deployment import load_deployment
     from plansim.traces import load_workload
-    from plansim.workers.journal import JournaledExecutor
 
     folder = OutputFolder.claim(out, "capacity", "plansim capacity", force=force, resume=resume)
     if fail_under is not None and not 0 < fail_under <= 1:
@@ -254,25 +253,15 @@ def capacity(
     executor = make_executor(backend.value, jobs or os.cpu_count() or 1, ray_address)
     start_work()
     with folder.writing() as out_dir:
-        try:
-            # The search decides its next replays from the last round's: their number is not
-            # known.
-            with Progress("capacity", total=None, unit="replays", quiet=quiet) as bar:
-                result = cap.run(
-                    plan,
-                    workload,
-                    executor=JournaledExecutor(executor, journal),
-                    on_round=lambda stats: bar.update(
-                        stats.total, description=f"capacity round {stats.rounds}"
-                    ),
-                )
-        finally:
-            executor.close()
-        report = result.to_json()
-        report["host"].update(
-            backend=backend.value,
-            max_parallel=executor.max_parallel,
-            resumed_replays=journal.reused,
+        result, report = run_search(
+            "capacity",
+            lambda executor, on_round: cap.run(
+                plan, workload, executor=executor, on_round=on_round
+            ),
+            executor,
+            journal,
+            backend.value,
+            quiet,
         )
         _write(out_dir, result, report, inputs, plan.deployment, config, max_gpu_budget)
         recommended, *lines = table_lines(report)
@@ -287,6 +276,37 @@ def capacity(
             write_reports(out_dir, self_contained=self_contained)
     console.echo(f"output        {out_dir}")
     return console.finish(report, status)
+
+
+def run_search(
+    name: str,
+    run: Callable[[Any, Callable[[Any], None]], Any],
+    executor: Any,
+    journal: Any,
+    backend: str,
+    quiet: bool,
+) -> tuple[Any, dict[str, Any]]:
+    """A long search (``plansim capacity``, ``plansim fleet``): ``run(executor, on_round)`` on
+    ``executor`` through ``journal`` (each finished replay recorded, recorded ones answered
+    from it), with a progress display of its rounds; closes the executor. Returns the result
+    and its JSON report, whose ``host`` says where the replays ran and how many the journal
+    answered."""
+    from plansim.workers.journal import JournaledExecutor
+
+    try:
+        # Each round's replays follow from the last round's: their number is not known.
+        with Progress(name, total=None, unit="replays", quiet=quiet) as bar:
+            result = run(
+                JournaledExecutor(executor, journal),
+                lambda stats: bar.update(stats.total, description=f"{name} round {stats.rounds}"),
+            )
+    finally:
+        executor.close()
+    report = result.to_json()
+    report["host"].update(
+        backend=backend, max_parallel=executor.max_parallel, resumed_replays=journal.reused
+    )
+    return result, report
 
 
 def best_goodput(report: Mapping[str, Any]) -> float | None:

@@ -21,7 +21,13 @@ from typing import Annotated, Any
 import typer
 
 from plansim.commands import console
-from plansim.commands.capacity import BackendOption, JobsOption, RayAddressOption, replays_line
+from plansim.commands.capacity import (
+    BackendOption,
+    JobsOption,
+    RayAddressOption,
+    replays_line,
+    run_search,
+)
 from plansim.commands.output import (
     ForceOption,
     OutputFolder,
@@ -30,7 +36,7 @@ from plansim.commands.output import (
     start_work,
     write_reports,
 )
-from plansim.commands.progress import QUIET_HELP, Progress
+from plansim.commands.progress import QUIET_HELP
 from plansim.commands.report import SELF_CONTAINED_HELP
 from plansim.commands.retune_windows import DEFAULT_BACKEND
 from plansim.errors import InputError
@@ -70,7 +76,6 @@ def fleet(
     from plansim import fleet as fl
     from plansim.configfile import read_config
     from plansim.workers.backends import check_address, make_executor
-    from plansim.workers.journal import JournaledExecutor
 
     folder = OutputFolder.claim(out, "fleet", "plansim fleet", force=force, resume=resume)
     check_address(backend.value, ray_address)
@@ -89,24 +94,15 @@ def fleet(
     executor = make_executor(backend.value, jobs or os.cpu_count() or 1, ray_address)
     start_work()
     with folder.writing() as out_dir:
-        try:
-            # Each round's replays follow from the last round's: their number is not known.
-            with Progress("fleet", total=None, unit="replays", quiet=quiet) as bar:
-                result = fl.run(
-                    plan,
-                    workloads,
-                    executor=JournaledExecutor(executor, journal),
-                    on_round=lambda stats: bar.update(
-                        stats.total, description=f"fleet round {stats.rounds}"
-                    ),
-                )
-        finally:
-            executor.close()
-        report = result.to_json()
-        report["host"].update(
-            backend=backend.value,
-            max_parallel=executor.max_parallel,
-            resumed_replays=journal.reused,
+        result, report = run_search(
+            "fleet",
+            lambda executor, on_round: fl.run(
+                plan, workloads, executor=executor, on_round=on_round
+            ),
+            executor,
+            journal,
+            backend.value,
+            quiet,
         )
         _write(out_dir, result, report, inputs)
         headline, *lines = table_lines(report)
