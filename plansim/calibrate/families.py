@@ -68,6 +68,10 @@ class Family:
 
     name: str = ""
     summary: str = ""
+    # The highest power of the KV load among the fitted decode terms (0: none is fitted, the
+    # deployment's own shape is only scaled). Beyond the loads a trace recorded, a fitted square
+    # term bends either way; the choice between equally good families prefers the lower power.
+    load_degree: int = 1
 
     def parameters(self, scales: Scales) -> tuple[Parameter, ...]:
         raise NotImplementedError
@@ -106,6 +110,7 @@ class Polynomial(Family):
 
     name = "polynomial"
     summary = "polynomial timing, the reference's six coefficients"
+    load_degree = 2
     decode: tuple[str, ...] = (
         "decode_base_ms",
         "decode_ms_per_kv_fill",
@@ -162,6 +167,7 @@ class Polynomial(Family):
 class Linear(Polynomial):
     name = "linear"
     summary = "polynomial prefill; decode linear in KV fill, mean context and batch size"
+    load_degree = 1
     decode = (
         "decode_base_ms",
         "decode_ms_per_kv_fill",
@@ -173,6 +179,7 @@ class Linear(Polynomial):
 class Scaled(Family):
     name = "scaled"
     summary = "the deployment's own timing model, prefill and decode scaled apart"
+    load_degree = 0
 
     def parameters(self, scales: Scales) -> tuple[Parameter, ...]:
         return (
@@ -199,7 +206,8 @@ POLYNOMIAL = Polynomial()
 LINEAR = Linear()
 SCALED = Scaled()
 
-# In order of parameters, fewest first: the order in which equally good families are preferred.
+# Between equally good families ``heldout.choose`` prefers the lower load degree, then the fewer
+# parameters.
 FAMILIES: Registry[Family] = Registry(
     "calibration family",
     {

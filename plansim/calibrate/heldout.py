@@ -7,9 +7,11 @@ both (requests meeting every bound set, over the window's requests with recorded
 
 A family's held-out score (``score``) is the fit's own objective on the cells of the held-out
 windows: the weighted mean square of their trimmed-mean log ratios, a mean over windows with its
-standard error. ``choose`` takes the family with the fewest parameters whose held-out score is
-within one standard error of the best (the one-standard-error rule: a family with more
-parameters has to earn them on windows it never saw).
+standard error. ``choose`` takes the least complex family whose held-out score is within one
+standard error of the best (the one-standard-error rule: a family with more freedom has to earn
+it on windows it never saw). Complexity is first the power of the load the family's fitted
+decode terms reach (a square term in KV fill, which the recorded loads hardly determine, bends
+either way beyond them, where the predictions at fewer workers live), then its parameters.
 
 ``unexplained`` names, for a held-out window whose median TTFT or TPOT is off by more than
 ``LARGE_ERROR`` and by more than ``NOISE_FACTOR`` times the worst training window (a window's
@@ -153,13 +155,16 @@ def score(cells: Cells, residuals: np.ndarray, windows: Windows) -> Score:
     return Score(float(values.mean()) if values.shape[0] else float("nan"), se, per)
 
 
-def choose(names: Sequence[str], scores: Sequence[Score], sizes: Sequence[int]) -> int:
-    """The index of the family with the fewest parameters within one standard error of the best
-    held-out score (ties: the first)."""
+def choose(
+    names: Sequence[str], scores: Sequence[Score], complexity: Sequence[tuple[int, int]]
+) -> int:
+    """The index of the least complex family within one standard error of the best held-out
+    score; ``complexity`` per family is (load degree, parameters), compared in that order
+    (ties: the first)."""
     best = min(range(len(names)), key=lambda i: scores[i].mean)
     limit = scores[best].mean + scores[best].se
     eligible = [i for i in range(len(names)) if scores[i].mean <= limit]
-    return min(eligible, key=lambda i: (sizes[i], i))
+    return min(eligible, key=lambda i: (tuple(complexity[i]), i))
 
 
 def unexplained(errors: Sequence[WindowError]) -> list[str]:

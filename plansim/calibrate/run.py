@@ -102,7 +102,11 @@ def calibrate(
             one_done()
     fits = [done[order.index(i)] for i in range(len(names))]
     results = [_family_result(fit, problem, deployment, workload) for fit in fits]
-    chosen = choose(names, [r.held_out for r in results], [len(r.values) for r in results])
+    chosen = choose(
+        names,
+        [r.held_out for r in results],
+        [(FAMILIES.get(r.family).load_degree, len(r.values)) for r in results],
+    )
     best = results[chosen]
     errors = window_errors(workload, recorded, win, fits[chosen].replayed, deployment.sla)
     draws = tuple(

@@ -349,8 +349,9 @@ def render_calibration(
             ]
             for f in report["families"]
         ],
-        "Errors are weighted mean squares of the cells' trimmed-mean log ratios; the family "
-        "with the fewest parameters within one SE of the best is chosen.",
+        "Errors are weighted mean squares of the cells' trimmed-mean log ratios; of the "
+        "families within one SE of the best, the one whose fitted decode terms grow most "
+        "slowly with the load is chosen, then the one with the fewest parameters.",
     )
     page.table(
         "Windows",

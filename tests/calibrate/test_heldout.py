@@ -1,6 +1,7 @@
 """calibrate.heldout: the held-out score is the fit's objective on the held-out windows only,
-the family is chosen by it (fewest parameters within one standard error of the best), and a
-held-out window far off names what training never saw."""
+the family is chosen by it (of those within one standard error of the best, the lowest load
+degree, then the fewest parameters), and a held-out window far off names what training never
+saw."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 
 from plansim.calibrate.cells import Cells, Windows
+from plansim.calibrate.families import FAMILIES
 from plansim.calibrate.heldout import Score, WindowError, choose, score, unexplained
 
 
@@ -38,11 +40,27 @@ def test_the_score_is_the_weighted_mean_square_of_the_held_out_cells_alone():
 
 def test_the_fewest_parameters_within_one_standard_error_of_the_best_are_chosen():
     scores = [Score(0.30, 0.01, {}), Score(0.105, 0.01, {}), Score(0.10, 0.01, {})]
-    # The best (0.10, eight parameters) allows up to 0.11: the seven-parameter family is chosen.
-    assert choose(["scaled", "polynomial", "linear"], scores, [3, 7, 8]) == 1
+    # Of one load degree, the best (0.10, eight parameters) allows up to 0.11: the
+    # seven-parameter family is chosen.
+    assert choose(["scaled", "a", "b"], scores, [(0, 3), (1, 7), (1, 8)]) == 1
     # Beyond one standard error, the extra parameter has earned its place.
     scores[1] = Score(0.115, 0.01, {})
-    assert choose(["scaled", "polynomial", "linear"], scores, [3, 7, 8]) == 2
+    assert choose(["scaled", "a", "b"], scores, [(0, 3), (1, 7), (1, 8)]) == 2
+
+
+def test_within_one_standard_error_a_square_load_term_yields_to_a_linear_one():
+    # polynomial (a square term in KV fill, 7 parameters) scores 0.102, linear (8 parameters,
+    # linear in the load) 0.100 +- 0.01: both are within one standard error, and the family
+    # whose fitted terms grow only linearly with the load is chosen despite its extra parameter.
+    scores = [Score(0.30, 0.01, {}), Score(0.102, 0.01, {}), Score(0.10, 0.01, {})]
+    complexity = [(0, 3), (2, 7), (1, 8)]
+    assert choose(["scaled", "polynomial", "linear"], scores, complexity) == 2
+    # A square term that earns its place (linear beyond one standard error) is kept.
+    scores[2] = Score(0.115, 0.01, {})
+    scores[1] = Score(0.100, 0.01, {})
+    assert choose(["scaled", "polynomial", "linear"], scores, complexity) == 1
+    # The registry's families carry these degrees.
+    assert [FAMILIES.get(n).load_degree for n in ("scaled", "linear", "polynomial")] == [0, 1, 2]
 
 
 def _window(
