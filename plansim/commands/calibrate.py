@@ -22,14 +22,15 @@ from typing import Annotated, Any
 import typer
 
 from plansim.commands import console
+from plansim.commands.console import QuietOption
 from plansim.commands.output import (
     ForceOption,
     OutputFolder,
     records_option,
     write_reports,
 )
-from plansim.commands.progress import QUIET_HELP, Progress
-from plansim.commands.report import SELF_CONTAINED_HELP
+from plansim.commands.progress import Progress
+from plansim.commands.report import SelfContainedOption
 
 log = logging.getLogger("plansim.calibrate")
 
@@ -94,10 +95,8 @@ def calibrate(
     no_report: Annotated[
         bool, typer.Option("--no-report", help="Skip calibration_report.html.")
     ] = False,
-    self_contained: Annotated[
-        bool, typer.Option("--self-contained", help=SELF_CONTAINED_HELP)
-    ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    self_contained: SelfContainedOption = False,
+    quiet: QuietOption = False,
     force: ForceOption = False,
 ) -> int:
     """Fit the deployment's engine timing to the latencies TRACE... recorded, with held-out

@@ -24,6 +24,7 @@ from typing import Annotated, Any
 import typer
 
 from plansim.commands import console
+from plansim.commands.console import QuietOption
 from plansim.commands.options import SLA_E2E_HELP, SLA_TPOT_HELP, SLA_TTFT_HELP
 from plansim.commands.output import (
     ForceOption,
@@ -34,8 +35,8 @@ from plansim.commands.output import (
     start_work,
     write_reports,
 )
-from plansim.commands.progress import QUIET_HELP, Progress
-from plansim.commands.report import SELF_CONTAINED_HELP
+from plansim.commands.progress import Progress
+from plansim.commands.report import SelfContainedOption
 from plansim.commands.retune_windows import DEFAULT_BACKEND, Backend
 from plansim.errors import InputError
 from plansim.limits import MAX_WORKER_PROCESSES
@@ -184,10 +185,8 @@ def capacity(
     no_report: Annotated[
         bool, typer.Option("--no-report", help="Skip capacity_report.html.")
     ] = False,
-    self_contained: Annotated[
-        bool, typer.Option("--self-contained", help=SELF_CONTAINED_HELP)
-    ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    self_contained: SelfContainedOption = False,
+    quiet: QuietOption = False,
     force: ForceOption = False,
     resume: ResumeOption = False,
 ) -> int:

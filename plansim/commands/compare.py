@@ -15,7 +15,7 @@ import typer
 
 from plansim.commands import console
 from plansim.commands.output import ForceOption, OutputFolder, warning_line, write_reports
-from plansim.commands.report import SELF_CONTAINED_HELP
+from plansim.commands.report import SelfContainedOption
 
 
 def compare(
@@ -36,9 +36,7 @@ def compare(
     no_report: Annotated[
         bool, typer.Option("--no-report", help="Skip compare_report.html.")
     ] = False,
-    self_contained: Annotated[
-        bool, typer.Option("--self-contained", help=SELF_CONTAINED_HELP)
-    ] = False,
+    self_contained: SelfContainedOption = False,
     force: ForceOption = False,
 ) -> int:
     """Put runs side by side: a summary table, their latency CDFs, and goodput against

@@ -29,6 +29,8 @@ import typer
 _MODE: ContextVar[tuple[bool, bool]] = ContextVar("plansim_console_mode", default=(False, False))
 JSON_HELP = "Print only the result, as one JSON object on stdout."
 QUIET_HELP = "Print only the result line (and errors); no progress display."
+# The --quiet/-q option, as every command declares it.
+QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)]
 
 
 def json_mode() -> bool:
@@ -86,7 +88,7 @@ def with_console(fn: Callable[..., Any]) -> Callable[..., Any]:
                 "quiet",
                 keyword,
                 default=False,
-                annotation=Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)],
+                annotation=QuietOption,
             )
         )
     # Keyword-only parameters go before a **options catch-all.

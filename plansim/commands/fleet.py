@@ -28,6 +28,7 @@ from plansim.commands.capacity import (
     replays_line,
     run_search,
 )
+from plansim.commands.console import QuietOption
 from plansim.commands.output import (
     ForceOption,
     OutputFolder,
@@ -36,8 +37,7 @@ from plansim.commands.output import (
     start_work,
     write_reports,
 )
-from plansim.commands.progress import QUIET_HELP
-from plansim.commands.report import SELF_CONTAINED_HELP
+from plansim.commands.report import SelfContainedOption
 from plansim.commands.retune_windows import DEFAULT_BACKEND
 from plansim.errors import InputError
 
@@ -61,10 +61,8 @@ def fleet(
         ),
     ] = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip fleet_report.html.")] = False,
-    self_contained: Annotated[
-        bool, typer.Option("--self-contained", help=SELF_CONTAINED_HELP)
-    ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    self_contained: SelfContainedOption = False,
+    quiet: QuietOption = False,
     force: ForceOption = False,
     resume: ResumeOption = False,
 ) -> int:

@@ -54,9 +54,10 @@ from typing import Annotated, Any
 import typer
 
 from plansim.commands import console
+from plansim.commands.console import QuietOption
 from plansim.commands.output import ForceOption, OutputFolder, start_work, write_reports
-from plansim.commands.progress import QUIET_HELP, Progress
-from plansim.commands.report import SELF_CONTAINED_HELP
+from plansim.commands.progress import Progress
+from plansim.commands.report import SelfContainedOption
 from plansim.errors import ConfigError, InputError
 from plansim.limits import MAX_SPAN_S, MAX_WORKER_PROCESSES, check_number
 from plansim.planner_core.predictors.factory import (
@@ -252,11 +253,9 @@ def compare(
     no_report: Annotated[
         bool, typer.Option("--no-report", help="Skip predictor_report.html.")
     ] = False,
-    self_contained: Annotated[
-        bool, typer.Option("--self-contained", help=SELF_CONTAINED_HELP)
-    ] = False,
+    self_contained: SelfContainedOption = False,
     trace_format: Annotated[str, typer.Option("--format", help=input_help())] = "auto",
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    quiet: QuietOption = False,
     force: ForceOption = False,
 ) -> int:
     """Backtest the planner's load predictors one step ahead on TRACE... and rank them."""

@@ -18,7 +18,8 @@ from typing import Annotated
 import typer
 
 from plansim.commands import console
-from plansim.commands.progress import QUIET_HELP, Progress
+from plansim.commands.console import QuietOption
+from plansim.commands.progress import Progress
 from plansim.errors import InputError
 from plansim.roles import Role
 
@@ -98,7 +99,7 @@ def aic(
             "else the model's context length).",
         ),
     ] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    quiet: QuietOption = False,
 ) -> int:
     """Write AIConfigurator's estimates for a model on a GPU as an NPZ timing profile."""
     from plansim.aic.sdk import require_sdk, sdk_version

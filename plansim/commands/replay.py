@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from plansim.commands import console, synth_options
+from plansim.commands.console import QuietOption
 from plansim.commands.options import (
     SLA_E2E_HELP,
     SLA_TPOT_HELP,
@@ -33,8 +34,8 @@ from plansim.commands.output import (
     write_replay_outputs,
     write_reports,
 )
-from plansim.commands.progress import QUIET_HELP, Progress
-from plansim.commands.report import SELF_CONTAINED_HELP
+from plansim.commands.progress import Progress
+from plansim.commands.report import SelfContainedOption
 from plansim.commands.router_flags import (
     ROUTER_MODE_HELP,
     ROUTER_PARAM_HELP,
@@ -372,10 +373,10 @@ OUTPUT_OPTIONS = {
     ),
     "no_report": (Annotated[bool, typer.Option("--no-report", help="Skip report.html.")], False),
     "self_contained": (
-        Annotated[bool, typer.Option("--self-contained", help=SELF_CONTAINED_HELP)],
+        SelfContainedOption,
         False,
     ),
-    "quiet": (Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)], False),
+    "quiet": (QuietOption, False),
     "force": (ForceOption, False),
     "trace_events": (
         Annotated[

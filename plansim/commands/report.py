@@ -13,13 +13,12 @@ SELF_CONTAINED_HELP = (
     "Embed plotly.js in every report (one ~5 MB file to mail) instead of sharing the folder's "
     "plotly.min.js."
 )
+SelfContainedOption = Annotated[bool, typer.Option("--self-contained", help=SELF_CONTAINED_HELP)]
 
 
 def report(
     out_dir: Annotated[Path, typer.Argument(help="An output folder written by plansim.")],
-    self_contained: Annotated[
-        bool, typer.Option("--self-contained", help=SELF_CONTAINED_HELP)
-    ] = False,
+    self_contained: SelfContainedOption = False,
 ) -> int:
     """Re-render the HTML reports of an output folder from its tables, without re-running."""
     from plansim.commands import console

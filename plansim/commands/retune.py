@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from plansim.commands import console
+from plansim.commands.console import QuietOption
 from plansim.commands.output import (
     ForceOption,
     OutputFolder,
@@ -23,8 +24,8 @@ from plansim.commands.output import (
     write_replay_outputs,
     write_reports,
 )
-from plansim.commands.progress import QUIET_HELP, Progress
-from plansim.commands.report import SELF_CONTAINED_HELP
+from plansim.commands.progress import Progress
+from plansim.commands.report import SelfContainedOption
 from plansim.commands.retune_text import (
     ranked_table,
     score_legend,
@@ -53,10 +54,8 @@ def sweep(
         Path | None, typer.Option(help="Output folder (default: a new plansim-out/retune-<time>).")
     ] = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip the HTML reports.")] = False,
-    self_contained: Annotated[
-        bool, typer.Option("--self-contained", help=SELF_CONTAINED_HELP)
-    ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    self_contained: SelfContainedOption = False,
+    quiet: QuietOption = False,
     force: ForceOption = False,
     resume: ResumeOption = False,
     no_baseline: Annotated[
@@ -160,10 +159,8 @@ def window(
         ),
     ] = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip the HTML report.")] = False,
-    self_contained: Annotated[
-        bool, typer.Option("--self-contained", help=SELF_CONTAINED_HELP)
-    ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    self_contained: SelfContainedOption = False,
+    quiet: QuietOption = False,
     force: ForceOption = False,
 ) -> int:
     """Score one window's candidates without the outer replay; print them ranked.

@@ -20,6 +20,7 @@ from typing import Annotated, Any
 import typer
 
 from plansim.commands import console
+from plansim.commands.console import QuietOption
 from plansim.commands.output import (
     ForceOption,
     OutputFolder,
@@ -28,8 +29,8 @@ from plansim.commands.output import (
     start_work,
     write_reports,
 )
-from plansim.commands.progress import QUIET_HELP, Progress
-from plansim.commands.report import SELF_CONTAINED_HELP
+from plansim.commands.progress import Progress
+from plansim.commands.report import SelfContainedOption
 from plansim.errors import InputError
 from plansim.workers.backends import EXECUTORS, backend_help, check_address, make_executor
 
@@ -147,11 +148,9 @@ def windows(
         ),
     ] = 5,
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip the HTML report.")] = False,
-    self_contained: Annotated[
-        bool, typer.Option("--self-contained", help=SELF_CONTAINED_HELP)
-    ] = False,
+    self_contained: SelfContainedOption = False,
     no_timeout: NoTimeoutOption = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    quiet: QuietOption = False,
     force: ForceOption = False,
     resume: ResumeOption = False,
 ) -> int:
