@@ -30,8 +30,9 @@ main()
 """
 
 
-def _replay_micro(script: str, out: Path, *flags: str) -> str:
-    """The stdout of ``script`` running ``plansim replay run`` on the micro trace, 3 workers."""
+def _replay_micro(script: str, out: Path, *flags: str, env: dict[str, str] | None = None) -> str:
+    """The stdout of ``script`` running ``plansim replay run`` on the micro trace, 3 workers
+    (``env``: the process's environment, default this one's)."""
     return subprocess.run(
         [
             sys.executable,
@@ -55,6 +56,7 @@ def _replay_micro(script: str, out: Path, *flags: str) -> str:
         capture_output=True,
         text=True,
         check=True,
+        env=env,
     ).stdout
 
 
@@ -175,31 +177,8 @@ cli.main()
 
 def _blas_at_first_pass(tmp_path, env):
     # A folder of its own: the process ends at its first pass and leaves its folder's lock.
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            _BLAS_AT_FIRST_PASS,
-            "replay",
-            "run",
-            str(MICRO_TRACE),
-            "--format",
-            "mooncake",
-            "--trace-block-size",
-            "512",
-            "--num-workers",
-            "3",
-            "--out",
-            tempfile.mkdtemp(dir=tmp_path),
-            "--no-report",
-            "--quiet",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=env,
-    )
-    setting, threads = out.stdout.split()
+    out = _replay_micro(_BLAS_AT_FIRST_PASS, Path(tempfile.mkdtemp(dir=tmp_path)), env=env)
+    setting, threads = out.split()
     return setting, int(threads)
 
 

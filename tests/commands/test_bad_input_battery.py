@@ -37,6 +37,8 @@ DEPLOY = EXAMPLES / "deploy.yaml"  # num_workers: 4
 RETUNE = EXAMPLES / "retune.yaml"  # T = 120 s on the sample: 4 complete windows, 0..3
 # Processes of a killed command may take this long to notice (watchdogs poll every 0.25 s).
 GONE_WITHIN_S = 15.0
+# A replay of the micro trace with the case's own deployment file, d.yaml.
+REPLAY_D = ("replay", "run", str(MICRO), "--config", "{d}/d.yaml", "--out", "{out}")
 
 
 def _mooncake_rows(*stamps: float) -> str:
@@ -217,7 +219,7 @@ CASES = [
     ),
     Case(
         "num-workers-1e8-file",
-        ("replay", "run", str(MICRO), "--config", "{d}/d.yaml", "--out", "{out}"),
+        REPLAY_D,
         2,
         "d.yaml:1: num_workers: input should be less than or equal to 4096, got 100000000",
         files={"d.yaml": "num_workers: 100000000\n"},
@@ -290,7 +292,7 @@ CASES = [
     ),
     Case(
         "config-invalid-utf8",
-        ("replay", "run", str(MICRO), "--config", "{d}/d.yaml", "--out", "{out}"),
+        REPLAY_D,
         2,
         "d.yaml:2: not UTF-8 text: byte 0xff at column 17",
         files={"d.yaml": b'num_workers: 2\nrouter: {mode: "\xff"}\n'},
@@ -439,21 +441,21 @@ CASES = [
     ),
     Case(
         "mode-agg-file-with-prefill-key",
-        ("replay", "run", str(MICRO), "--config", "{d}/d.yaml", "--out", "{out}"),
+        REPLAY_D,
         2,
         "d.yaml:2: num_prefill_workers: only with mode disagg (the mode is agg)",
         files={"d.yaml": "mode: agg\nnum_prefill_workers: 3\n"},
     ),
     Case(
         "mode-disagg-file-with-num-workers",
-        ("replay", "run", str(MICRO), "--config", "{d}/d.yaml", "--out", "{out}"),
+        REPLAY_D,
         2,
         "d.yaml:2: num_workers: only with mode agg (the mode is disagg)",
         files={"d.yaml": "mode: disagg\nnum_workers: 4\n"},
     ),
     Case(
         "duplicate-yaml-key",
-        ("replay", "run", str(MICRO), "--config", "{d}/d.yaml", "--out", "{out}"),
+        REPLAY_D,
         2,
         "d.yaml:3: num_workers: given twice in one mapping (first on line 1)",
         files={"d.yaml": "num_workers: 2\nseed: 1\nnum_workers: 3\n"},
@@ -474,7 +476,7 @@ CASES = [
     ),
     Case(
         "boolean-as-number",
-        ("replay", "run", str(MICRO), "--config", "{d}/d.yaml", "--out", "{out}"),
+        REPLAY_D,
         2,
         "d.yaml:1: num_workers: expected a number, got true",
         files={"d.yaml": "num_workers: true\n"},
@@ -488,7 +490,7 @@ CASES = [
     ),
     Case(
         "engine-speedup-inf",
-        ("replay", "run", str(MICRO), "--config", "{d}/d.yaml", "--out", "{out}"),
+        REPLAY_D,
         2,
         "d.yaml:2: engine.speedup_ratio: input should be a finite number, got inf",
         files={"d.yaml": "engine:\n  speedup_ratio: .inf\n"},
@@ -606,7 +608,7 @@ CASES = [
     ),
     Case(
         "nan-in-file-says-nan",
-        ("replay", "run", str(MICRO), "--config", "{d}/d.yaml", "--out", "{out}"),
+        REPLAY_D,
         2,
         "d.yaml:1: sla.ttft_ms: input should be a finite number, got NaN",
         files={"d.yaml": "sla: {ttft_ms: .nan}\n"},
@@ -728,28 +730,28 @@ CASES = [
     # -- found by the fuzzed inputs (tests/commands/test_fuzzed_inputs.py) --------------------
     Case(
         "deployment-mode-a-list",
-        ("replay", "run", str(MICRO), "--config", "{d}/d.yaml", "--out", "{out}"),
+        REPLAY_D,
         2,
         "d.yaml:1: mode: input should be 'agg' or 'disagg', got a list",
         files={"d.yaml": "mode: []\n"},
     ),
     Case(
         "yaml-control-character",
-        ("replay", "run", str(MICRO), "--config", "{d}/d.yaml", "--out", "{out}"),
+        REPLAY_D,
         2,
         "d.yaml:2: invalid YAML: unacceptable character #x001f: special characters are not allowed",
         files={"d.yaml": b"seed: 1\nrouter: \x1f\n"},
     ),
     Case(
         "backend-a-list",
-        ("replay", "run", str(MICRO), "--config", "{d}/d.yaml", "--out", "{out}"),
+        REPLAY_D,
         2,
         "d.yaml: engine.engine_type: unknown engine backend [] (known: vllm, sglang, trtllm)",
         files={"d.yaml": "engine: {backend: []}\n"},
     ),
     Case(
         "router-mode-a-list",
-        ("replay", "run", str(MICRO), "--config", "{d}/d.yaml", "--out", "{out}"),
+        REPLAY_D,
         2,
         "d.yaml:1: router.mode: input should be a valid string, got a list",
         files={"d.yaml": "router: {mode: []}\n"},
@@ -780,7 +782,7 @@ CASES = [
     ),
     Case(
         "dp-size-builds-too-many-ranks",
-        ("replay", "run", str(MICRO), "--config", "{d}/d.yaml", "--out", "{out}"),
+        REPLAY_D,
         2,
         "d.yaml:1: num_workers: 4096 workers of dp_size 8 are 32,768 engine ranks; at most "
         "16,384 per pool",
@@ -790,7 +792,7 @@ CASES = [
     # toward it exhausted memory.
     Case(
         "passes-timed-in-eons",
-        ("replay", "run", str(MICRO), "--config", "{d}/d.yaml", "--out", "{out}"),
+        REPLAY_D,
         2,
         "the replay (an engine pass or delay ending there) spans 5.36e+291 years; plansim "
         "handles at most 31.0 days (check the engines' speedup_ratio and timing model)",
@@ -812,7 +814,7 @@ CASES = [
     # A NUL in the engine-args path (YAML's "\0"): opening it raised ValueError.
     Case(
         "engine-path-with-a-nul",
-        ("replay", "run", str(MICRO), "--config", "{d}/d.yaml", "--out", "{out}"),
+        REPLAY_D,
         2,
         "d.yaml:1: engine: a NUL character in a text",
         files={"d.yaml": 'engine: "e\\0"\n'},
@@ -821,7 +823,7 @@ CASES = [
     # overflowed in the router.
     Case(
         "kv-blocks-past-64-bits",
-        ("replay", "run", str(MICRO), "--config", "{d}/d.yaml", "--out", "{out}"),
+        REPLAY_D,
         2,
         "d.yaml:1: engine.num_gpu_blocks: input should be at most 9,223,372,036,854,775,807 in "
         "size (a 64-bit whole number), got 18446744073709551616",
@@ -829,7 +831,7 @@ CASES = [
     ),
     Case(
         "block-size-past-64-bits",
-        ("replay", "run", str(MICRO), "--config", "{d}/d.yaml", "--out", "{out}"),
+        REPLAY_D,
         2,
         "d.yaml:1: engine.block_size: input should be at most 9,223,372,036,854,775,807",
         files={"d.yaml": "engine: {block_size: 9223372036854775808}\n"},
@@ -845,7 +847,7 @@ CASES = [
     # -- the earlier one-line errors ---------------------------------------------------------
     Case(
         "unknown-deployment-key",
-        ("replay", "run", str(MICRO), "--config", "{d}/d.yaml", "--out", "{out}"),
+        REPLAY_D,
         2,
         "d.yaml:1: num_wrokers: unknown key; did you mean 'num_workers'?",
         files={"d.yaml": "num_wrokers: 2\n"},
@@ -859,14 +861,14 @@ CASES = [
     ),
     Case(
         "config-yaml-syntax",
-        ("replay", "run", str(MICRO), "--config", "{d}/d.yaml", "--out", "{out}"),
+        REPLAY_D,
         2,
         "d.yaml:3: invalid YAML: expected ',' or ']'",
         files={"d.yaml": "seed: 1\nrouter: [1, 2\n"},
     ),
     Case(
         "config-top-level-list",
-        ("replay", "run", str(MICRO), "--config", "{d}/d.yaml", "--out", "{out}"),
+        REPLAY_D,
         2,
         "d.yaml: a deployment file must be a mapping at the top level, not a list",
         files={"d.yaml": "- 1\n"},
