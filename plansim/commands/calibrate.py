@@ -26,6 +26,7 @@ from plansim.commands.console import QuietOption
 from plansim.commands.output import (
     ForceOption,
     OutputFolder,
+    out_option,
     records_option,
     write_reports,
 )
@@ -86,12 +87,7 @@ def calibrate(
             show_default=False,
         ),
     ] = None,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            help="Output folder (default: a new plansim-out/calibrate-<time>).", show_default=False
-        ),
-    ] = None,
+    out: out_option("calibrate") = None,
     no_report: Annotated[
         bool, typer.Option("--no-report", help="Skip calibration_report.html.")
     ] = False,

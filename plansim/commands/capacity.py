@@ -31,6 +31,7 @@ from plansim.commands.output import (
     OutputFolder,
     ResumeOption,
     open_journal,
+    out_option,
     records_option,
     start_work,
     write_reports,
@@ -176,12 +177,7 @@ def capacity(
     backend: BackendOption = DEFAULT_BACKEND,
     ray_address: RayAddressOption = None,
     jobs: JobsOption = None,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            help="Output folder (default: a new plansim-out/capacity-<time>).", show_default=False
-        ),
-    ] = None,
+    out: out_option("capacity") = None,
     no_report: Annotated[
         bool, typer.Option("--no-report", help="Skip capacity_report.html.")
     ] = False,

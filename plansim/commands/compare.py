@@ -14,7 +14,13 @@ from typing import Annotated
 import typer
 
 from plansim.commands import console
-from plansim.commands.output import ForceOption, OutputFolder, warning_line, write_reports
+from plansim.commands.output import (
+    ForceOption,
+    OutputFolder,
+    out_option,
+    warning_line,
+    write_reports,
+)
 from plansim.commands.report import SelfContainedOption
 
 
@@ -27,12 +33,7 @@ def compare(
             show_default=False,
         ),
     ],
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            help="Output folder (default: a new plansim-out/compare-<time>).", show_default=False
-        ),
-    ] = None,
+    out: out_option("compare") = None,
     no_report: Annotated[
         bool, typer.Option("--no-report", help="Skip compare_report.html.")
     ] = False,

@@ -34,6 +34,7 @@ from plansim.commands.output import (
     OutputFolder,
     ResumeOption,
     open_journal,
+    out_option,
     start_work,
     write_reports,
 )
@@ -54,12 +55,7 @@ def fleet(
     backend: BackendOption = DEFAULT_BACKEND,
     ray_address: RayAddressOption = None,
     jobs: JobsOption = None,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            help="Output folder (default: a new plansim-out/fleet-<time>).", show_default=False
-        ),
-    ] = None,
+    out: out_option("fleet") = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip fleet_report.html.")] = False,
     self_contained: SelfContainedOption = False,
     quiet: QuietOption = False,

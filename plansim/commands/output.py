@@ -130,6 +130,16 @@ def records_option(name: str, value: Any) -> bool:
     )
 
 
+def out_option(kind: str) -> Any:
+    """The ``--out`` option of a command whose default folder is ``new_out_dir(kind)``."""
+    return Annotated[
+        Path | None,
+        typer.Option(
+            help=f"Output folder (default: a new plansim-out/{kind}-<time>).", show_default=False
+        ),
+    ]
+
+
 ForceOption = Annotated[
     bool,
     typer.Option(

@@ -55,7 +55,7 @@ import typer
 
 from plansim.commands import console
 from plansim.commands.console import QuietOption
-from plansim.commands.output import ForceOption, OutputFolder, start_work, write_reports
+from plansim.commands.output import ForceOption, OutputFolder, out_option, start_work, write_reports
 from plansim.commands.progress import Progress
 from plansim.commands.report import SelfContainedOption
 from plansim.errors import ConfigError, InputError
@@ -247,9 +247,7 @@ def compare(
             "count, at most 3 x candidates). Results do not depend on it."
         ),
     ] = None,
-    out: Annotated[
-        Path | None, typer.Option(help="Output folder (default: a new plansim-out/predict-<time>).")
-    ] = None,
+    out: out_option("predict") = None,
     no_report: Annotated[
         bool, typer.Option("--no-report", help="Skip predictor_report.html.")
     ] = False,

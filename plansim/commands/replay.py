@@ -27,6 +27,7 @@ from plansim.commands.options import (
 from plansim.commands.output import (
     ForceOption,
     OutputFolder,
+    out_option,
     records_option,
     replay_inputs,
     start_work,
@@ -365,10 +366,7 @@ DEPLOYMENT_OPTIONS = {
 }
 OUTPUT_OPTIONS = {
     "out": (
-        Annotated[
-            Path | None,
-            typer.Option(help="Output folder (default: a new plansim-out/replay-<time>)."),
-        ],
+        out_option("replay"),
         None,
     ),
     "no_report": (Annotated[bool, typer.Option("--no-report", help="Skip report.html.")], False),

@@ -19,6 +19,7 @@ from plansim.commands.output import (
     OutputFolder,
     ResumeOption,
     open_journal,
+    out_option,
     start_work,
     warn_if_all_rejected,
     write_replay_outputs,
@@ -50,9 +51,7 @@ def sweep(
             show_default=False,
         ),
     ],
-    out: Annotated[
-        Path | None, typer.Option(help="Output folder (default: a new plansim-out/retune-<time>).")
-    ] = None,
+    out: out_option("retune") = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip the HTML reports.")] = False,
     self_contained: SelfContainedOption = False,
     quiet: QuietOption = False,
@@ -151,13 +150,7 @@ def window(
         typer.Option("--window", "-k", min=0, help="Window index k: planner time [kT, (k+1)T)."),
     ],
     no_timeout: NoTimeoutOption = False,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            help="Output folder (default: a new plansim-out/retune-window-<time>).",
-            show_default=False,
-        ),
-    ] = None,
+    out: out_option("retune-window") = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip the HTML report.")] = False,
     self_contained: SelfContainedOption = False,
     quiet: QuietOption = False,

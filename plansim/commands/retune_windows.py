@@ -26,6 +26,7 @@ from plansim.commands.output import (
     OutputFolder,
     ResumeOption,
     open_journal,
+    out_option,
     start_work,
     write_reports,
 )
@@ -134,13 +135,7 @@ def windows(
             show_default=False,
         ),
     ] = None,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            help="Output folder (default: a new plansim-out/retune-windows-<time>).",
-            show_default=False,
-        ),
-    ] = None,
+    out: out_option("retune-windows") = None,
     top: Annotated[
         int,
         typer.Option(
