@@ -23,10 +23,8 @@ from plotly.subplots import make_subplots
 
 from plansim.errors import InputError
 from plansim.reports.folder_tables import (
-    FolderOutput,
-    FolderReport,
-    FolderTables,
     read_json,
+    result_report,
 )
 from plansim.reports.format import number, percent
 from plansim.reports.page import Card, Page
@@ -395,27 +393,8 @@ def read_calibration(path: Path) -> Mapping[str, Any] | None:
     return report
 
 
-def _read_folder(tables: FolderTables) -> bool:
-    if tables.read(CALIBRATION_JSON, read_calibration) is None:
-        return False
-    tables.parquet(CALIBRATION_TABLE)
-    return True
-
-
-def _write_folder(tables: FolderTables, out: FolderOutput) -> list[Path]:
-    return [
-        out.write_html(
-            CALIBRATION_REPORT,
-            lambda src: render_calibration(
-                tables.read(CALIBRATION_JSON, read_calibration),
-                tables.parquet(CALIBRATION_TABLE),
-                tables.inputs,
-                plotly_src=src,
-            ),
-        )
-    ]
-
-
 # ``calibration_report.html``: the folder has ``calibration.json`` (and
 # ``calibration_requests.parquet`` beside it).
-FOLDER_REPORT = FolderReport((CALIBRATION_JSON,), _read_folder, _write_folder)
+FOLDER_REPORT = result_report(
+    CALIBRATION_JSON, read_calibration, CALIBRATION_REPORT, render_calibration, CALIBRATION_TABLE
+)

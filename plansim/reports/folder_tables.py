@@ -129,14 +129,15 @@ def result_report(
     read: Callable[[Path], Mapping | None],
     page: str,
     render: Callable[..., str],
+    table: str = POINTS_TABLE,
 ) -> FolderReport:
     """The report of a folder holding ``result_json`` (read by ``read``) and, when present,
-    ``points.parquet``: ``page`` is ``render(result, points, inputs, plotly_src=src)``."""
+    ``table``: ``page`` is ``render(result, table, inputs, plotly_src=src)``."""
 
     def read_folder(tables: FolderTables) -> bool:
         if tables.read(result_json, read) is None:
             return False
-        tables.parquet(POINTS_TABLE)
+        tables.parquet(table)
         return True
 
     def write_folder(tables: FolderTables, out: FolderOutput) -> list[Path]:
@@ -145,7 +146,7 @@ def result_report(
                 page,
                 lambda src: render(
                     tables.read(result_json, read),
-                    tables.parquet(POINTS_TABLE),
+                    tables.parquet(table),
                     tables.inputs,
                     plotly_src=src,
                 ),
