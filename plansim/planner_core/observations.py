@@ -73,6 +73,32 @@ class ForwardPassMetrics:
     decode_only: PassTotals | None = None
 
     @classmethod
+    def sample(
+        cls,
+        worker_id: int,
+        wall_time_s: float,
+        *,
+        n_prefill: int = 0,
+        prefill_tokens: int = 0,
+        n_decode: int = 0,
+        decode_kv_tokens: int = 0,
+    ) -> ForwardPassMetrics:
+        """One synthetic pass of rank 0 with empty queues (a benchmark or profile sample)."""
+        return cls(
+            worker_id=worker_id,
+            dp_rank=0,
+            wall_time_s=wall_time_s,
+            num_prefill_requests=n_prefill,
+            sum_prefill_tokens=prefill_tokens,
+            num_decode_requests=n_decode,
+            sum_decode_kv_tokens=decode_kv_tokens,
+            queued_prefill_requests=0,
+            queued_prefill_tokens=0,
+            queued_decode_requests=0,
+            queued_decode_kv_tokens=0,
+        )
+
+    @classmethod
     def from_window(
         cls,
         worker_id: int,

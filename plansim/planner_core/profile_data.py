@@ -33,18 +33,13 @@ def _fpm(
     n_decode: int = 0,
     wall_s: float,
 ) -> ForwardPassMetrics:
-    return ForwardPassMetrics(
-        worker_id=PROFILE_WORKER_ID,
-        dp_rank=0,
-        wall_time_s=float(wall_s),
-        num_prefill_requests=n_prefill,
-        sum_prefill_tokens=prefill_tokens,
-        num_decode_requests=n_decode,
-        sum_decode_kv_tokens=decode_kv,
-        queued_prefill_requests=0,
-        queued_prefill_tokens=0,
-        queued_decode_requests=0,
-        queued_decode_kv_tokens=0,
+    return ForwardPassMetrics.sample(
+        PROFILE_WORKER_ID,
+        float(wall_s),
+        n_prefill=n_prefill,
+        prefill_tokens=prefill_tokens,
+        n_decode=n_decode,
+        decode_kv_tokens=decode_kv,
     )
 
 

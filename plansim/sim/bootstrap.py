@@ -52,18 +52,13 @@ def _bench_fpm(
     decode_kv_tokens: int = 0,
 ) -> ForwardPassMetrics:
     """One self-benchmark pass of ``wall_ms`` (stored in seconds) with empty queues."""
-    return ForwardPassMetrics(
-        worker_id=BENCH_WORKER_ID,
-        dp_rank=0,
-        wall_time_s=wall_ms / 1000.0,
-        num_prefill_requests=n_prefill,
-        sum_prefill_tokens=prefill_tokens,
-        num_decode_requests=n_decode,
-        sum_decode_kv_tokens=decode_kv_tokens,
-        queued_prefill_requests=0,
-        queued_prefill_tokens=0,
-        queued_decode_requests=0,
-        queued_decode_kv_tokens=0,
+    return ForwardPassMetrics.sample(
+        BENCH_WORKER_ID,
+        wall_ms / 1000.0,
+        n_prefill=n_prefill,
+        prefill_tokens=prefill_tokens,
+        n_decode=n_decode,
+        decode_kv_tokens=decode_kv_tokens,
     )
 
 
