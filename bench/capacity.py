@@ -12,7 +12,8 @@ Cases (the shared traces, ``../shared/traces`` beside the clone or else the suit
 Every case: the default polynomial timing model, KV router, ``startup_time`` 60 s, goodput SLA
 TTFT 800 ms / TPOT 15 ms (the planner benchmark's), target 95%, GPU budget 32, segments of
 10 minutes, both planner scaling policies (``dynamo``, ``sla_goodput``) starting from 2 workers
-per pool, on a spawn pool of ``--jobs`` workers.
+per pool (``--planner-start static``: from the cheapest static deployment), on a spawn pool of
+``--jobs`` workers.
 
 Printed per case: replays by kind and rounds, wall time, the static replays against the
 ``2 log2(max count)`` per pool the issue allows, the cheapest static deployment, the best
@@ -89,6 +90,7 @@ def bench_case(name: str, args: argparse.Namespace) -> dict:
         segment_s=args.segment_s,
         seeds=args.seeds,
         tune_planner=args.tune_planner,
+        planner_start=args.planner_start,
     )
     start = time.perf_counter()
     with SpawnPool(args.jobs) as pool:
@@ -197,6 +199,13 @@ def main() -> int:
     ap.add_argument("--max-gpu-budget", type=int, default=32)
     ap.add_argument("--segment-s", type=float, default=600.0)
     ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument(
+        "--planner-start",
+        choices=("deployment", "static"),
+        default="deployment",
+        help="where the planners start: the bench's 2 workers per pool, or the cheapest "
+        "static deployment (plansim capacity --planner-start)",
+    )
     ap.add_argument(
         "--tune-planner",
         action="store_true",

@@ -308,10 +308,21 @@ class Assembly:
 
     def _start_notes(self, variant: Variant) -> list[str]:
         budget = self.plan.max_gpu_budget
+        mode = variant.layout.mode
+        if self.plan.planner_start == "static":
+            counts = self.jobs.static_starts.get(variant.label)
+            if counts is not None:
+                return [
+                    f"the planner policies start at the cheapest static deployment, "
+                    f"{counts_label(mode, counts)} workers (--planner-start static)"
+                ]
+            return [
+                "no static deployment meets the target: the planner policies start at the "
+                "deployment's counts (--planner-start static)"
+            ]
         start = variant.policy_start(budget)
         if start == variant.counts:
             return []
-        mode = variant.layout.mode
         return [
             f"the deployment's {counts_label(mode, variant.counts)} workers exceed "
             f"--max-gpu-budget {budget} GPUs: the planner policies start at "

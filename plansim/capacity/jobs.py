@@ -93,6 +93,8 @@ class RunJobs:
         self.seed_sensitive = ROUTERS.get(plan.deployment.router.mode).draws
         extra = plan.seeds - 1 if self.seed_sensitive else 0
         self.extra_seeds = tuple(base_seed + k for k in range(1, extra + 1))
+        # --planner-start static: the cheapest static counts per variant label, once chosen.
+        self.static_starts: dict[str, Counts] = {}
 
     # -- requests -------------------------------------------------------------------------
 
@@ -142,13 +144,25 @@ class RunJobs:
         )
 
     def policy_start(self, variant: Variant, policy: Policy) -> Counts:
-        """Where a policy replay starts: the deployment's counts fitted into the budget, and at
-        least the planner's minimum endpoints (a deployment whose planner keeps N workers is
-        deployed with N), fitted again."""
+        """Where a policy replay starts: the deployment's counts fitted into the budget (with
+        ``--planner-start static``, the cheapest static counts when the search found them on
+        this variant), and at least the planner's minimum endpoints (a deployment whose planner
+        keeps N workers is deployed with N), fitted again."""
         budget = self.plan.max_gpu_budget
         floors = [n for n in policy.config.active_min_endpoints() if n is not None]
-        start = variant.policy_start(budget)
+        start = self.static_starts.get(variant.label) or variant.policy_start(budget)
         return variant.layout.fit([max(c, f) for c, f in zip(start, floors)], budget)
+
+    def _chosen_for_policies(self, deps: Mapping[str, Any]) -> Chosen | None:
+        """The static search's choice (None when the policies do not wait for it), noting the
+        cheapest counts as the policies' start under ``--planner-start static``."""
+        if not deps:
+            return None
+        chosen = self.choose(self.statics(deps))
+        if self.plan.planner_start == "static" and chosen.cheapest is not None:
+            variant, point = chosen.cheapest
+            self.static_starts[variant.label] = point.counts
+        return chosen
 
     # -- jobs -------------------------------------------------------------------------------
 
@@ -156,8 +170,10 @@ class RunJobs:
         plan = self.plan
         statics = tuple(f"static {i}" for i in range(len(plan.variants)))
         specs = [JobSpec(name, self._static_job(v)) for name, v in zip(statics, plan.variants)]
-        # With one variant the policies need nothing from the search and start at once.
-        policy_after = () if len(plan.variants) == 1 else statics
+        # With one variant starting from the deployment's counts the policies need nothing
+        # from the search and start at once.
+        waits = len(plan.variants) > 1 or plan.planner_start == "static"
+        policy_after = statics if waits else ()
         specs.append(JobSpec("bound", self._bound_job, statics))
         specs.append(JobSpec("schedule", self._schedule_job, ("bound",)))
         specs.append(JobSpec("seeds", self._seeds_job, statics))
@@ -374,7 +390,8 @@ class RunJobs:
 
     def _policy_job(self, policy: Policy) -> Callable[[Mapping[str, Any]], Generator]:
         def job(deps: Mapping[str, Any]) -> Generator:
-            variant = self.choose(self.statics(deps)).variant if deps else self.plan.variants[0]
+            chosen = self._chosen_for_policies(deps)
+            variant = chosen.variant if chosen is not None else self.plan.variants[0]
             seeds = (self.plan.deployment.seed, *self.extra_seeds)
             replays = yield [self._policy_request(variant, policy, s) for s in seeds]
             return variant, replays
@@ -385,7 +402,7 @@ class RunJobs:
         """The planner knob search (``planner_search``) on the chosen variant; the preset's
         minimum endpoints go up to the cheapest static counts (or the budget's limits)."""
         plan = self.plan
-        chosen = self.choose(self.statics(deps))
+        chosen = self._chosen_for_policies(deps)
         variant = chosen.variant
         layout = variant.layout
         static = (

@@ -20,6 +20,9 @@ from plansim.sim.deployment import Deployment
 
 DEFAULT_MAX_GPU_BUDGET = 64
 DEFAULT_BOUND_ROUNDS = 16
+# Where planner policy replays start: the deployment file's worker counts (what a user switches
+# from), or the cheapest static deployment the search finds (the planner turned on over it).
+PLANNER_STARTS = ("deployment", "static")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +46,7 @@ class Plan:
     knobs: tuple[planner_search.Knob, ...] = ()
     tune_planner: bool = False
     timing: Any = None  # a calibration's timing draws (plansim.calibrate.TimingDraws) or None
+    planner_start: str = "deployment"  # one of PLANNER_STARTS
 
     @property
     def tunes_planner(self) -> bool:
@@ -64,10 +68,12 @@ def prepare(
     max_bound_rounds: int = DEFAULT_BOUND_ROUNDS,
     tune_planner: bool = False,
     timing: Any = None,
+    planner_start: str = "deployment",
 ) -> Plan:
     """Validate a capacity run; ``InputError`` names the option at fault. ``timing``: the
     timing draws of a calibration (``plansim.calibrate.load_timing_draws``), replayed at the
-    chosen points so that their intervals include the timing's uncertainty."""
+    chosen points so that their intervals include the timing's uncertainty. ``planner_start``:
+    where the planner policies start, one of ``PLANNER_STARTS``."""
     if not (isinstance(target, (int, float)) and 0 < target <= 1):
         raise InputError(f"must be in (0, 1], got {target}", field="--target")
     if not deployment.sla.is_set:
@@ -85,6 +91,11 @@ def prepare(
         raise InputError(f"must be >= 0, got {lead_in_s}", field="lead_in_s")
     if seeds < 1:
         raise InputError(f"must be at least 1, got {seeds}", field="--seeds")
+    if planner_start not in PLANNER_STARTS:
+        raise InputError(
+            f"must be one of {', '.join(PLANNER_STARTS)}, got {planner_start!r}",
+            field="--planner-start",
+        )
     dims = _dimensions(search)
     knobs = [
         planner_search.parse_knob(d.key.split(".", 1)[1], d.values)
@@ -128,6 +139,7 @@ def prepare(
         tuple(knobs),
         bool(tune_planner),
         timing,
+        planner_start,
     )
 
 

@@ -135,6 +135,16 @@ def capacity(
             "--search planner.KEY=V1,V2 searches chosen keys.",
         ),
     ] = False,
+    planner_start: Annotated[
+        str,
+        typer.Option(
+            "--planner-start",
+            metavar="deployment|static",
+            help="Where the planner policies start: deployment (the deployment file's worker "
+            "counts, what you switch from) or static (the cheapest static deployment the "
+            "search finds: the planner turned on over it).",
+        ),
+    ] = "deployment",
     no_default_policies: Annotated[
         bool,
         typer.Option("--no-default-policies", help="Compare only the --planner-config policies."),
@@ -239,6 +249,7 @@ def capacity(
         seeds=seeds,
         tune_planner=tune_planner,
         timing=timing,
+        planner_start=planner_start,
     )
     workload = load_workload(traces, format=trace_format, trace_block_size=trace_block_size)
     if len(workload) == 0:

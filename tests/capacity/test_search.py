@@ -133,6 +133,40 @@ def test_policies_start_within_the_budget_when_the_deployment_exceeds_it():
     )
 
 
+def test_planner_start_static_replays_the_policies_from_the_cheapest_static_counts():
+    # 4 static workers are the cheapest at 90% (the first test); the deployment has 2
+    result = run(
+        flat(1000, 30.0),
+        agg_deployment(),
+        target=0.9,
+        segment_s=15.0,
+        default_policies=True,
+        planner_start="static",
+    )
+    assert result.cheapest.counts == (4,)
+    assert [p.start_counts for p in result.policies] == [(4,), (4,)]
+    rows = result.points[result.points["kind"] == "policy"]
+    assert rows["num_workers"].tolist() == [4, 4]
+    assert any(
+        "the planner policies start at the cheapest static deployment, 4 workers" in note
+        for note in result.notes
+    )
+
+
+def test_planner_start_static_without_a_feasible_static_starts_from_the_deployment():
+    result = run(
+        flat(1000, 30.0),
+        agg_deployment(),
+        target=0.95,
+        max_gpu_budget=3,
+        default_policies=True,
+        planner_start="static",
+    )
+    assert result.cheapest is None
+    assert [p.start_counts for p in result.policies] == [(2,), (2,)]
+    assert any("no static deployment meets the target" in note for note in result.notes)
+
+
 def test_seeds_replay_the_chosen_points_and_bound_the_goodput_ratio():
     workload = workload_at(np.sort(np.random.default_rng(5).uniform(0, 40_000, 1000)))
     deployment = agg_deployment(router="random")

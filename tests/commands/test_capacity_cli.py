@@ -119,6 +119,10 @@ def test_an_unreachable_target_says_so_and_exits_0(tmp_path, files, run_cli):
         (("--search", "num_workers=1,2"), "worker counts are what plansim capacity searches"),
         (("--search", "engine.max_num_seqs"), "--search: expected KEY=V1,V2,..."),
         (("--seeds", "0"), "--seeds: must be at least 1"),
+        (
+            ("--planner-start", "cheapest"),
+            "--planner-start: must be one of deployment, static, got 'cheapest'",
+        ),
         (("--segment-s", "0"), "--segment-s: must be > 0"),
         (("--max-gpu-budget", "0"), "--max-gpu-budget: must be at least 1"),
         (("--ray-address", "x:1"), "--ray-address: only with --backend ray"),
