@@ -157,7 +157,7 @@ def bench_case(name: str, args: argparse.Namespace) -> dict:
         money = (
             "misses the target, no saving"
             if not p["meets_target"]
-            else f"{'-' if saving is None else f'{saving:+.1f}%'} vs static, "
+            else f"saving {'-' if saving is None else f'{saving:+.1f}%'} vs static, "
             f"{'-' if share is None else f'{share:.0%}'} of the hindsight saving"
         )
         verdict = ""

@@ -552,7 +552,7 @@ def table_lines(report: Mapping[str, Any]) -> list[str]:
         lines.append("")
         lines.append(
             f"{'policy':<16}  {'goodput':>7}  {unit:>8}  {'events':>6}  "
-            f"{'vs static':>9}  {'of hindsight saving':>19}  gap to bound"
+            f"{'saving':>9}  {'of hindsight saving':>19}  gap to bound"
         )
         for p in report["policies"]:
             gap = _num(p["gap_to_oracle_pct"], "{:+.1f}%")

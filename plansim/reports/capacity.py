@@ -540,7 +540,8 @@ def _policy_table(page: Page, report: Mapping[str, Any]) -> None:
         ],
         table,
         "Each policy replayed on the whole trace from the deployment file's worker "
-        "counts (within the GPU budget, and at least the planner's min endpoints). "
+        "counts (with --planner-start static, the cheapest static deployment's; within "
+        "the GPU budget, and at least the planner's min endpoints). "
         "Saving: (static - policy) / static; share of the hindsight saving: (static - "
         "policy) / (static - bound); neither is shown for a policy under the target. "
         "The gap is its cost above the hindsight lower bound.",
