@@ -121,16 +121,20 @@ def test_policies_start_within_the_budget_when_the_deployment_exceeds_it():
         max_gpu_budget=3,
         default_policies=True,
     )
-    assert [p.start_counts for p in result.policies] == [(3,), (3,)]
-    rows = result.points[result.points["kind"] == "policy"]
-    assert rows["num_workers"].tolist() == [3, 3]
+    assert_policies_start_at(
+        result, 3, "6 workers exceed --max-gpu-budget 3 GPUs: the planner policies start at 3"
+    )
     for policy in result.policies:
         # the provisioned workers never pass the budget, from the first instant
         assert max(n for _, n in policy.worker_series) <= 3
-    assert any(
-        "6 workers exceed --max-gpu-budget 3 GPUs: the planner policies start at 3" in note
-        for note in result.notes
-    )
+
+
+def assert_policies_start_at(result, workers: int, note: str) -> None:
+    """Both default policies start at ``workers`` (results and points rows), and a note says."""
+    assert [p.start_counts for p in result.policies] == [(workers,), (workers,)]
+    rows = result.points[result.points["kind"] == "policy"]
+    assert rows["num_workers"].tolist() == [workers, workers]
+    assert any(note in n for n in result.notes), result.notes
 
 
 def test_planner_start_static_replays_the_policies_from_the_cheapest_static_counts():
@@ -144,12 +148,8 @@ def test_planner_start_static_replays_the_policies_from_the_cheapest_static_coun
         planner_start="static",
     )
     assert result.cheapest.counts == (4,)
-    assert [p.start_counts for p in result.policies] == [(4,), (4,)]
-    rows = result.points[result.points["kind"] == "policy"]
-    assert rows["num_workers"].tolist() == [4, 4]
-    assert any(
-        "the planner policies start at the cheapest static deployment, 4 workers" in note
-        for note in result.notes
+    assert_policies_start_at(
+        result, 4, "the planner policies start at the cheapest static deployment, 4 workers"
     )
 
 
@@ -163,8 +163,7 @@ def test_planner_start_static_without_a_feasible_static_starts_from_the_deployme
         planner_start="static",
     )
     assert result.cheapest is None
-    assert [p.start_counts for p in result.policies] == [(2,), (2,)]
-    assert any("no static deployment meets the target" in note for note in result.notes)
+    assert_policies_start_at(result, 2, "no static deployment meets the target")
 
 
 def test_seeds_replay_the_chosen_points_and_bound_the_goodput_ratio():
