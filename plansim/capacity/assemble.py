@@ -138,7 +138,7 @@ class Assembly:
                 f"the {plan.target:.1%} goodput target"
             )
         if plan.policies:
-            notes += self._start_notes(results["policy 0"][0])
+            notes += self._start_notes(results["policy 0"][0], cheapest)
         return CapacityResult(
             target=plan.target,
             sla={k: v for k, v in plan.deployment.sla.model_dump().items() if v is not None},
@@ -306,7 +306,7 @@ class Assembly:
             f"draw is {low:.2%}: it {holds} the {self.plan.target:.1%} target there"
         ]
 
-    def _start_notes(self, variant: Variant) -> list[str]:
+    def _start_notes(self, variant: Variant, cheapest: StaticPoint | None) -> list[str]:
         budget = self.plan.max_gpu_budget
         mode = variant.layout.mode
         if self.plan.planner_start == "static":
@@ -321,13 +321,26 @@ class Assembly:
                 "deployment's counts (--planner-start static)"
             ]
         start = variant.policy_start(budget)
-        if start == variant.counts:
-            return []
-        return [
-            f"the deployment's {counts_label(mode, variant.counts)} workers exceed "
-            f"--max-gpu-budget {budget} GPUs: the planner policies start at "
-            f"{counts_label(mode, start)}"
-        ]
+        notes = []
+        if start != variant.counts:
+            notes.append(
+                f"the deployment's {counts_label(mode, variant.counts)} workers exceed "
+                f"--max-gpu-budget {budget} GPUs: the planner policies start at "
+                f"{counts_label(mode, start)}"
+            )
+        if (
+            cheapest is not None
+            and cheapest.variant == variant.label
+            and any(s < c for s, c in zip(start, cheapest.counts))
+        ):
+            # Fewer workers than the traffic needs: the first intervals measure a cold start.
+            notes.append(
+                f"the planner policies start at {counts_label(mode, start)} workers, fewer "
+                f"than the cheapest static deployment's {counts_label(mode, cheapest.counts)}: "
+                "their first intervals are a cold start under the trace's load "
+                "(--planner-start static starts them there)"
+            )
+        return notes
 
     def _points(
         self,

@@ -111,6 +111,18 @@ def test_policies_are_replayed_from_the_deployment_counts_with_their_gap_to_the_
             (policy.cost - result.bound.cost) / result.bound.cost * 100.0
         )
         assert row["policy"] == policy.name and row["scaling_events"] == policy.scaling_events
+    # 2 workers where the cheapest static deployment has 4: the output says it is a cold start
+    assert any(
+        "the planner policies start at 2 workers, fewer than the cheapest static "
+        "deployment's 4: their first intervals are a cold start" in note
+        for note in result.notes
+    )
+
+
+def test_policies_starting_at_the_cheapest_static_count_get_no_cold_start_note():
+    result = run(flat(1000, 30.0), agg_deployment(num_workers=4), target=0.9, default_policies=True)
+    assert result.cheapest.counts == (4,)
+    assert not any("cold start" in note for note in result.notes)
 
 
 def test_policies_start_within_the_budget_when_the_deployment_exceeds_it():
