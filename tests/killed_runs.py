@@ -78,3 +78,21 @@ def kill_and_resume(
     )
     assert done.returncode == 0, done.stderr
     return at_kill, before
+
+
+def assert_resumed_as_whole(whole: Path, out: Path, report: str, before: int) -> None:
+    """The resumed run in ``out`` gave the uninterrupted run's answer (``whole``): its JSON
+    ``report`` but for ``host`` (how the replays ran), which counts the ``before`` replays the
+    killed runs recorded, and the same points table."""
+    import pandas as pd
+
+    expected = json.loads((whole / report).read_text())
+    got = json.loads((out / report).read_text())
+    # The completing run replayed only what the killed ones had not recorded.
+    assert got["host"]["resumed_replays"] == before
+    for answer in (expected, got):
+        del answer["host"]
+    assert got == expected
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(out / "points.parquet"), pd.read_parquet(whole / "points.parquet")
+    )

@@ -363,7 +363,7 @@ def test_a_key_the_calibration_sets_cannot_be_searched(tmp_path, files, run_cli)
 def test_a_search_killed_at_random_points_and_resumed_gives_the_uninterrupted_answer(
     tmp_path, files, run_cli
 ):
-    from killed_runs import RESUME_DIR, kill_and_resume
+    from killed_runs import RESUME_DIR, assert_resumed_as_whole, kill_and_resume
 
     trace, config = files
     # The planner knob search (three min_endpoint values) runs last: with 19 replays the seed's
@@ -391,15 +391,7 @@ def test_a_search_killed_at_random_points_and_resumed_gives_the_uninterrupted_an
     assert expected["replays"]["tune"] == 3
     at_kill, before = kill_and_resume([*args, "--out", str(out)], out, total, seed=33, kills=2)
     assert before > 0, (at_kill, before)  # the completing run took over recorded work
-    got = json.loads((out / "capacity.json").read_text())
-    # The completing run replayed only what the killed ones had not recorded.
-    assert got["host"]["resumed_replays"] == before
-    for report in (expected, got):
-        del report["host"]  # how the replays ran (wall time, workers), not what they gave
-    assert got == expected
-    pd.testing.assert_frame_equal(
-        pd.read_parquet(out / "points.parquet"), pd.read_parquet(whole / "points.parquet")
-    )
+    assert_resumed_as_whole(whole, out, "capacity.json", before)
     for name in ("inputs.json", "recommended_deployment.yaml"):
         assert (out / name).read_bytes() == (whole / name).read_bytes(), name
     assert json.loads((out / "run.json").read_text())["status"] == "complete"

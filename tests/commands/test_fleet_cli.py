@@ -178,8 +178,7 @@ def test_a_binding_inventory_moves_the_model_whose_move_costs_least(tmp_path, ru
 def test_a_fleet_search_killed_at_random_points_and_resumed_gives_the_uninterrupted_answer(
     tmp_path, run_cli
 ):
-    import pandas as pd
-    from killed_runs import RESUME_DIR, kill_and_resume
+    from killed_runs import RESUME_DIR, assert_resumed_as_whole, kill_and_resume
 
     # Planners and spot capacity: every kind of replay the fleet records (static and spot
     # searches, the fleet on one clock, each model autoscaled alone) is among the killed ones.
@@ -197,15 +196,7 @@ def test_a_fleet_search_killed_at_random_points_and_resumed_gives_the_uninterrup
         [*args, "--out", str(out)], out, replays["total"], seed=29, kills=2
     )
     assert before > 0, (at_kill, before)
-    got = json.loads((out / "fleet.json").read_text())
-    # The completing run replayed only what the killed ones had not recorded.
-    assert got["host"]["resumed_replays"] == before
-    for report in (expected, got):
-        del report["host"]  # how the replays ran (wall time, workers), not what they gave
-    assert got == expected
-    pd.testing.assert_frame_equal(
-        pd.read_parquet(out / "points.parquet"), pd.read_parquet(whole / "points.parquet")
-    )
+    assert_resumed_as_whole(whole, out, "fleet.json", before)
     written = sorted(p.relative_to(whole).as_posix() for p in whole.rglob("*.yaml"))
     assert written == [
         "models/heavy/recommended_deployment.yaml",
